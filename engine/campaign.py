@@ -1,0 +1,143 @@
+"""Campaign files: what to run, how often and where (a TOML file, ``campaigns/*.toml``).
+
+::
+
+    name = "quick"                      # run folder runs/<name>-<timestamp>/
+    experiments = "D_ens,D_cv"          # the harness's selection syntax, or a list
+    executors = ["seq"]
+    passes = 1                          # repeats of the whole matrix
+    seed = 42                           # job i gets seed + i
+    runs_dir = "runs"                   # relative to the working directory
+    device = "auto"                     # auto | cpu | cuda | cuda:N
+    compile = "off"                     # off | on | both
+    compile_mode = "default"            # torch.compile mode when compile is on
+    threads = 0                         # torch threads per cell process; 0 = all cores
+    experiments_file = "my.toml"        # optional user catalogue, merged over the built-in one
+    [options.seq]                       # per-executor options (declared by the executor)
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import tomlfile
+from engine.catalogue import Catalogue, load_catalogue
+from engine.errors import ConfigError, known, nearest
+from engine.registry import EXECUTORS, load_builtins
+
+COMPILE_CHOICES = ("off", "on", "both")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_KEYS: dict[str, tuple[type, ...]] = {
+    "name": (str,), "experiments": (str, list, int), "executors": (list, str),
+    "passes": (int,), "seed": (int,), "runs_dir": (str,), "device": (str,),
+    "compile": (str,), "compile_mode": (str,), "threads": (int,),
+    "experiments_file": (str,), "options": (dict,), "description": (str,),
+}
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A validated campaign. ``experiments`` holds resolved ids in selection order."""
+
+    name: str
+    experiments: list[str]
+    executors: list[str]
+    passes: int = 1
+    seed: int = 42
+    runs_dir: Path = Path("runs")
+    device: str = "auto"
+    compile: str = "off"
+    compile_mode: str = "default"
+    threads: int = 0
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: Path | None = None
+    file_hash: str = ""
+    catalogue: Catalogue | None = field(default=None, compare=False, repr=False)
+
+    def compile_modes(self) -> list[str]:
+        """The compile axis of the matrix: ``"off"`` and/or the compile mode."""
+        return {"off": ["off"], "on": [self.compile_mode],
+                "both": ["off", self.compile_mode]}[self.compile]
+
+
+def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
+                   source: Path | None = None, overrides: dict[str, Any] | None = None,
+                   base_dir: Path | None = None) -> Campaign:
+    """Validate a campaign table (from a file, or built by the dashboard).
+
+    ``overrides`` (command-line values) replace file values before validation.
+
+    Raises:
+        ConfigError: unknown key (nearest name), wrong type, unknown experiment or
+            executor (with the known ones), a count below 1, an impossible choice.
+    """
+    doc = {**doc, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    tomlfile.check_keys(doc, _KEYS, where)
+    load_builtins()
+    user_file = doc.get("experiments_file")
+    if user_file and base_dir is not None and not Path(user_file).is_absolute():
+        user_file = str(base_dir / user_file)
+    catalogue = load_catalogue(user_file)
+    if "experiments" not in doc:
+        raise ConfigError(f"{where}: missing key 'experiments' (e.g. experiments = \"D_ens\")")
+    experiments = catalogue.select(doc["experiments"], where=f"{where}: experiments")
+    executors = doc.get("executors", ["seq"])
+    executors = [executors] if isinstance(executors, str) else executors
+    if not executors:
+        raise ConfigError(f"{where}: key 'executors' must name at least one executor; "
+                          f"{known(EXECUTORS.names())}")
+    for name in executors:
+        if not isinstance(name, str) or name not in EXECUTORS:
+            raise ConfigError(f"{where}: unknown executor {name!r}"
+                              f"{nearest(str(name), EXECUTORS.names())}; {known(EXECUTORS.names())}")
+    for key in ("passes",):
+        if doc.get(key, 1) < 1:
+            raise ConfigError(f"{where}: key '{key}' must be >= 1, got {doc[key]}")
+    threads = doc.get("threads", 0)
+    if threads < 0:
+        raise ConfigError(f"{where}: key 'threads' must be >= 0 (0 = all cores), got {threads}")
+    compile_choice = doc.get("compile", "off")
+    if compile_choice not in COMPILE_CHOICES:
+        raise ConfigError(f"{where}: key 'compile' must be one of {', '.join(COMPILE_CHOICES)}, "
+                          f"got {compile_choice!r}{nearest(compile_choice, COMPILE_CHOICES)}")
+    compile_mode = doc.get("compile_mode", "default")
+    if compile_mode not in COMPILE_MODES:
+        raise ConfigError(f"{where}: key 'compile_mode' must be one of {', '.join(COMPILE_MODES)}, "
+                          f"got {compile_mode!r}{nearest(compile_mode, COMPILE_MODES)}")
+    device = doc.get("device", "auto")
+    if not _DEVICE.match(device):
+        raise ConfigError(f"{where}: key 'device' must be auto, cpu, cuda or cuda:N, got {device!r}")
+    options = doc.get("options", {})
+    for executor, table in options.items():
+        if executor not in EXECUTORS:
+            raise ConfigError(f"{where}: options.{executor}: unknown executor"
+                              f"{nearest(executor, EXECUTORS.names())}; {known(EXECUTORS.names())}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: options.{executor} must be a table")
+        tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
+    name = doc.get("name") or (source.stem if source else "campaign")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise ConfigError(f"{where}: key 'name' may hold letters, digits, '.', '_' and '-' only, "
+                          f"got {name!r}")
+    return Campaign(
+        name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
+        passes=doc.get("passes", 1), seed=doc.get("seed", 42),
+        runs_dir=Path(doc.get("runs_dir", "runs")), device=device, compile=compile_choice,
+        compile_mode=compile_mode, threads=threads, options=options, source=source,
+        file_hash=file_hash, catalogue=catalogue)
+
+
+def load_campaign(path: str | Path, overrides: dict[str, Any] | None = None) -> Campaign:
+    """Read and validate a campaign file (see :func:`parse_campaign` for errors)."""
+    path = Path(path)
+    doc = tomlfile.load(path)
+    file_hash = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return parse_campaign(doc, str(path), file_hash=file_hash, source=path,
+                          overrides=overrides, base_dir=path.parent)

@@ -1,0 +1,208 @@
+"""One cell: ``python -m engine.cell SPEC.json`` — a fresh process that trains one group
+and appends its rows to the runs directory.
+
+The runner writes the spec (JSON) and starts this module with stdin from /dev/null and
+output to the cell's log. Spec keys: ``schema``, ``campaign_id``, ``campaign_hash``,
+``runs_dir``, ``events`` (path of events.jsonl), ``attempt``, ``seed``, ``passes``,
+``device`` (cpu | cuda | cuda:N), ``threads`` (0 = all cores), and ``cell`` (a
+``engine.matrix.CellSpec`` as a dict: index, key, exp_id, executor, compile_mode,
+pass_index, options, experiment, jobs).
+
+Phases, in order (``docs/measurement.md`` has the per-executor table):
+imports and torch set-up → host dataset load (``data_load_s``) → executor setup
+(``setup_s``) → the group window (``T_group``) → teardown → rows.
+
+Exit status: 0 all jobs ok; 1 the group ran but a job failed (rows written with status
+failed); 2 bad input (message on stderr, failed group row written); 3 an internal error.
+This entry point is stable: the runner and later front ends depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from engine.errors import FugueError
+from engine.events import EventWriter
+from engine.rows import failed_group_row, group_static
+
+SPEC_SCHEMA = 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    if spec.get("schema") != SPEC_SCHEMA:
+        print(f"{argv[0]}: cell spec schema {spec.get('schema')!r}, expected {SPEC_SCHEMA}",
+              file=sys.stderr)
+        return 2
+    events = EventWriter(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
+    events.emit("started", pid=os.getpid(), exp_id=spec["cell"]["exp_id"],
+                executor=spec["cell"]["executor"], jobs=[j["job_id"] for j in spec["cell"]["jobs"]])
+    try:
+        status = run_cell(spec, events)
+    except FugueError as exc:
+        print(str(exc), file=sys.stderr)
+        _record_failure(spec, events, "failed", str(exc))
+        return 2
+    except BaseException as exc:  # internal error: keep the traceback in the log
+        traceback.print_exc()
+        _record_failure(spec, events, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return 3
+    finally:
+        events.close()
+    return 0 if status == "ok" else 1
+
+
+def _record_failure(spec: dict[str, Any], events: EventWriter, status: str, error: str) -> None:
+    from engine.results import GROUP_COLUMNS, append_rows
+
+    try:
+        append_rows(Path(spec["runs_dir"]) / "master_groups.csv",
+                    [failed_group_row(spec, status, error)], GROUP_COLUMNS)
+        written = True
+    except FugueError as exc:
+        print(str(exc), file=sys.stderr)
+        written = False
+    events.emit(status, error=error, group_written=written)
+
+
+def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
+    """Run the cell's group and write its rows; return the group status (ok | failed)."""
+    threads = int(spec.get("threads") or 0) or (os.cpu_count() or 1)
+    spec = {**spec, "threads": threads}
+    import torch  # after the runner set the TorchInductor cache and thread variables
+
+    from engine import datasets as dataset_lib
+    from engine.data import to_device
+    from engine.executors.base import CellContext
+    from engine.plugins import load_plugins
+    from engine.provenance import apply_backend_flags, torch_facts
+    from engine.registry import EXECUTORS
+    from engine.training import TrainSettings
+    from engine.workloads import JobSpec
+
+    torch.set_num_threads(threads)
+    apply_backend_flags()
+    load_plugins()
+    cell = spec["cell"]
+    device = torch.device(spec["device"])
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise FugueError(f"device '{spec['device']}' requested but torch sees no CUDA device "
+                         f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+    compile_mode = cell["compile_mode"]
+    settings = TrainSettings(device=device, compile_mode=compile_mode,
+                             amp_allowed=device.type == "cuda")
+    jobs = [JobSpec.from_dict(j) for j in cell["jobs"]]
+
+    t0 = time.perf_counter()
+    host_data = {name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
+    data_load_s = time.perf_counter() - t0
+    events.emit("phase", phase="data_load", seconds=data_load_s)
+    device_data: dict[str, Any] = {}
+
+    def datasets(name: str):
+        if name not in device_data:  # first use, inside the group window
+            device_data[name] = to_device(host_data[name], device)
+        return device_data[name]
+
+    executor = EXECUTORS.get(cell["executor"]).load()()
+    ctx = CellContext(settings=settings, datasets=datasets,
+                      emit=lambda type, **f: events.emit(type, **f), threads=threads,
+                      options=cell.get("options", {}), seed=spec["seed"])
+    t_setup = time.perf_counter()
+    executor.setup(jobs, ctx)
+    setup_s = time.perf_counter() - t_setup
+    events.emit("phase", phase="setup", seconds=setup_s)
+    try:
+        events.emit("phase", phase="group_start")
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        g0 = time.perf_counter()
+        results = executor.run(jobs, ctx)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t_group = time.perf_counter() - g0
+    finally:
+        executor.teardown(ctx)
+    return _write_rows(spec, events, results, t_group, setup_s, data_load_s,
+                       torch_facts(device), settings)
+
+
+def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings) -> str:
+    from engine.registry import EXECUTORS
+    from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, append_rows
+
+    cell = spec["cell"]
+    group = group_static(spec)
+    failed = [r for r in results if r.status != "ok"]
+    status = "failed" if failed else "ok"
+    error = (f"{len(failed)}/{len(results)} jobs failed; first: {failed[0].job.job_id}: "
+             f"{failed[0].error}") if failed else ""
+    total_samples = sum(r.samples for r in results)
+    amp_applied = any(r.amp_applied for r in results)
+    precision = "amp-fp16" if amp_applied else "fp32"
+    compiled = [r.compile_mode for r in results if r.compile_mode != "off"]
+    spec_exec = EXECUTORS.get(cell["executor"])
+    train_wall = (sum(r.train_time_s or 0.0 for r in results)
+                  if not spec_exec.concurrent else None)
+    group.update(facts)
+    group.update(
+        status=status, error=error or None, T_group=t_group, total_samples=total_samples,
+        throughput_group=total_samples / t_group if t_group > 0 else None,
+        setup_s=setup_s, data_load_s=data_load_s,
+        train_throughput_sps=(total_samples / train_wall) if train_wall else None,
+        max_parallel=1 if not spec_exec.concurrent else None,
+        compile=bool(compiled), compile_mode=compiled[0] if compiled else "off",
+        amp=amp_applied, precision=precision, threads=spec["threads"],
+        param_count=sum(r.param_count or 0 for r in results) or None,
+        energy_method="none")
+    rows = []
+    for r in results:
+        job = r.job
+        rows.append({
+            "group_id": group["group_id"], "job_id": job.job_id, "exp_id": job.exp_id,
+            "dataset": job.dataset, "model": job.model, "executor": cell["executor"],
+            "compile": r.compile_mode != "off", "num_workers": 0,
+            "total_time_s": r.total_time_s, "total_samples": r.samples,
+            "throughput_sps": r.throughput_sps, "early_stopped": False,
+            "epochs_run": r.epochs_run, "gpu_name": facts.get("gpu_name"),
+            "final_train_loss": r.final_train_loss, "final_train_acc": r.final_train_acc,
+            "final_val_loss": r.final_val_loss, "final_val_acc": r.final_val_acc,
+            "seed": job.seed, "batch_size": job.batch_size, "epochs": job.epochs, "lr": job.lr,
+            "amp": r.amp_applied, "campaign_id": spec["campaign_id"], "cell_key": cell["key"],
+            "pass": cell["pass_index"], "attempt": spec["attempt"], "status": r.status,
+            "error": r.error or None, "train_time_s": r.train_time_s,
+            "train_throughput_sps": r.train_throughput_sps, "val_time_s": r.val_time_s,
+            "threads": spec["threads"], "compile_mode": r.compile_mode,
+            "amp_requested": job.amp, "param_count": r.param_count,
+            "precision": "amp-fp16" if r.amp_applied else "fp32", "energy_method": "none",
+            "host": group["host"], "samples_dropped": r.samples_dropped,
+            "split": r.val_source or None,
+        })
+    runs = Path(spec["runs_dir"])
+    # Job rows first, the group row last: a group row is the cell's commit marker.
+    append_rows(runs / "master_individual.csv", rows, INDIVIDUAL_COLUMNS)
+    append_rows(runs / "master_groups.csv", [group], GROUP_COLUMNS)
+    summary = {"group_id": group["group_id"], "status": status, "error": error,
+               "T_group": t_group, "total_samples": total_samples,
+               "throughput_group": group["throughput_group"], "setup_s": setup_s,
+               "data_load_s": data_load_s,
+               "jobs": [{"job_id": r.job.job_id, "status": r.status,
+                         "final_val_acc": r.final_val_acc, "history": r.history}
+                        for r in results]}
+    events.emit("summary", **summary)
+    events.emit("done" if status == "ok" else "failed", group_written=True, error=error)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""What an executor receives and returns. Imported inside cell processes only.
+
+An executor runs the jobs of one cell. It never sees the runner or the CSV: it gets a
+:class:`CellContext` and returns one :class:`~engine.training.JobResult` per job, in job
+order. The cell times ``setup`` (reported as ``setup_s``), the group window around
+``run`` (``T_group``) and ``teardown`` (outside both), identically for every executor.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.training import JobResult, TrainSettings
+from engine.workloads import JobSpec
+
+
+@dataclass
+class CellContext:
+    """Everything a cell hands its executor.
+
+    ``datasets(name)`` returns the ``DeviceData`` of a dataset for this process (loaded
+    on the host once per cell before the group window, copied to the device on first use
+    inside it); ``emit(type, **fields)`` writes an event; ``options`` are the executor's
+    campaign options; ``threads`` the torch intra-op thread count set for this process.
+    """
+
+    settings: TrainSettings
+    datasets: Callable[[str], Any]
+    emit: Callable[..., Any]
+    threads: int
+    options: dict[str, Any] = field(default_factory=dict)
+    seed: int = 42
+
+
+class Executor(ABC):
+    """A concurrency strategy. Subclasses are registered by ``engine.executors``."""
+
+    def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Start what the strategy needs (daemons, pools, actors): outside ``T_group``."""
+
+    @abstractmethod
+    def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        """Train every job; return their results in job order. This is the group window."""
+
+    def teardown(self, ctx: CellContext) -> None:
+        """Stop what ``setup`` started; always called, even after a failure."""

@@ -1,0 +1,147 @@
+"""Name → implementation registries for models, datasets, tasks, optimizers and executors.
+
+Torch-free: builders import torch inside themselves, so the runner and the dashboard can
+list what exists (and why something is unavailable) without creating a CUDA context.
+Plugins (``engine.plugins``) register into the same tables with the same decorators the
+built-ins use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import ConfigError, known, nearest
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model family.
+
+    ``build(in_shape, n_outputs, **model_kwargs) -> torch.nn.Module`` where ``in_shape`` is
+    one sample's shape without the batch dimension (e.g. ``(3, 32, 32)``) and ``n_outputs``
+    the number of classes (classification) or targets (regression).
+    ``requires`` names an importable module the builder needs (``"torchvision"``).
+    """
+
+    name: str
+    build: Callable[..., Any]
+    requires: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A dataset held in memory as tensors.
+
+    ``load(root) -> DatasetBundle`` (see ``engine.datasets``); ``available(root) ->
+    (bool, reason)`` answers without loading; ``in_shape`` and ``n_outputs`` describe one
+    sample so that models can be built (and tested) without the data.
+    """
+
+    name: str
+    load: Callable[..., Any]
+    task: str
+    in_shape: tuple[int, ...]
+    n_outputs: int
+    available: Callable[..., tuple[bool, str]]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How a task trains and what it reports as "accuracy".
+
+    ``criterion()`` returns a loss module with mean reduction; ``prepare(output, target)``
+    shapes both for it; ``score(output, target) -> (correct-like sum, count)`` gives the
+    numerator and denominator of the reported accuracy (hit rate; R² is computed from sums,
+    see ``engine.tasks``).
+    """
+
+    name: str
+    criterion: Callable[[], Any]
+    target_dtype: str  # "long" (class indices) or "float" (regression targets)
+    metric: str        # "accuracy" or "r2"
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer, built twice: per job (``build(params, lr, **kwargs)``) and, where
+    ``stacked_target`` names ``module:function``, stacked over K members for the unified
+    model. Without a stacked form the unified model refuses it by name."""
+
+    name: str
+    build: Callable[..., Any]
+    kwargs: tuple[str, ...] = ()
+    stacked_target: str | None = None
+
+
+@dataclass
+class Registry:
+    """One name → spec table with a decorator-free ``add`` and a helpful ``get``."""
+
+    kind: str
+    items: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, spec: Any) -> Any:
+        self.items[spec.name] = spec
+        return spec
+
+    def get(self, name: str, where: str = "") -> Any:
+        """Return the spec called ``name``.
+
+        Raises:
+            ConfigError: unknown name, with the nearest valid one and the known ones.
+        """
+        try:
+            return self.items[name]
+        except KeyError:
+            prefix = f"{where}: " if where else ""
+            raise ConfigError(
+                f"{prefix}unknown {self.kind} '{name}'{nearest(name, self.items)}; "
+                f"{known(self.items)}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.items
+
+    def names(self) -> list[str]:
+        return list(self.items)
+
+
+MODELS = Registry("model")
+DATASETS = Registry("dataset")
+TASKS = Registry("task")
+OPTIMIZERS = Registry("optimizer")
+EXECUTORS = Registry("executor")
+
+
+def register_model(name: str, *, requires: str | None = None, description: str = ""):
+    """Decorator: ``@register_model("my_net")`` over ``build(in_shape, n_outputs, **kw)``."""
+
+    def wrap(build: Callable[..., Any]) -> Callable[..., Any]:
+        MODELS.add(ModelSpec(name, build, requires, description or (build.__doc__ or "").strip()))
+        return build
+
+    return wrap
+
+
+def register_dataset(spec: DatasetSpec) -> DatasetSpec:
+    return DATASETS.add(spec)
+
+
+def register_task(spec: TaskSpec) -> TaskSpec:
+    return TASKS.add(spec)
+
+
+def register_optimizer(spec: OptimizerSpec) -> OptimizerSpec:
+    return OPTIMIZERS.add(spec)
+
+
+def load_builtins() -> None:
+    """Import the modules that register the built-in entries (torch-free imports)."""
+    import engine.datasets  # noqa: F401
+    import engine.models  # noqa: F401
+    import engine.optimizers  # noqa: F401
+    import engine.tasks  # noqa: F401
+    import engine.executors  # noqa: F401

@@ -1,0 +1,5 @@
+import sys
+
+from fugue_tui.cli import main
+
+sys.exit(main())
