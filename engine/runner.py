@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import engine
+from engine.availability import experiment_availability
 from engine.campaign import Campaign
 from engine.cell import SPEC_SCHEMA
 from engine.events import EventTail, EventWriter
 from engine.matrix import CellSpec, build_cells
+from engine.plugins import load_plugins
 from engine.provenance import machine_identity, resolve_device
 from engine.results import GROUP_COLUMNS, append_rows, preflight, timestamp_now
 from engine.rows import failed_group_row
@@ -77,6 +79,7 @@ class Runner:
     def __init__(self, campaign: Campaign, on_event: EventFn | None = None):
         self.campaign = campaign
         self.on_event = on_event or (lambda event: None)
+        load_plugins()  # the runner knows the same names as its cells
         self.device = resolve_device(campaign.device)
         self.machine = machine_identity(self.device)
         self.cells = build_cells(campaign, self.machine)
@@ -127,12 +130,24 @@ class Runner:
             "threads": self.campaign.threads, "cell": asdict(cell),
         }
 
+    def unavailable(self, cell: CellSpec) -> str:
+        """Why ``cell`` cannot run on this machine (missing data, model, plugin), or ``""``."""
+        assert self.campaign.catalogue is not None
+        ok, reason = experiment_availability(self.campaign.catalogue.get(cell.exp_id))
+        return "" if ok else reason
+
     def _run_cell(self, cell: CellSpec, campaign_id: str, runs_dir: Path, run_dir: Path,
                   log: EventWriter) -> CellOutcome:
         attempt = 1
         attempt_dir = run_dir / "cells" / cell.slug / f"attempt-{attempt}"
         attempt_dir.mkdir(parents=True)
         spec = self._spec(cell, campaign_id, runs_dir, attempt_dir, attempt)
+        reason = self.unavailable(cell)
+        if reason:  # recorded, never started: a cell that cannot run here is not a crash
+            self._record(spec, "skipped", f"unavailable here: {reason}", runs_dir)
+            self._emit(log, "skipped", cell=cell.key, index=cell.index, label=cell.label,
+                       reason=reason)
+            return CellOutcome(cell, "skipped", None, 0.0, f"unavailable here: {reason}")
         spec_path = attempt_dir / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=1))
         log_path = attempt_dir / "cell.log"

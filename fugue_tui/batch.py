@@ -44,6 +44,8 @@ class PlainProgress:
         elif kind == "summary":
             line = (f"    T_group {event['T_group']:.2f} s  throughput "
                     f"{event['throughput_group']:,.0f} samples/s  status {event['status']}")
+        elif kind == "skipped" and "reason" in event:
+            line = f"[{event['index']}/{self.total}] {event['label']}: skipped, {event['reason']}"
         elif kind in ("done", "failed", "killed") and "exit_code" in event:
             self.done += 1
             if kind != "done":
@@ -77,7 +79,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry_run: bool = False) -> in
     print_summary(console, campaign.runs_dir / "master_groups.csv", outcome.campaign_id)
     failed = [o for o in outcome.outcomes if o.status != "ok"]
     for o in failed:
-        print(f"failed: {o.cell.label}: {o.error} (log: {o.log})", file=sys.stderr)
+        where = f" (log: {o.log})" if o.log else ""
+        print(f"{o.status}: {o.cell.label}: {o.error}{where}", file=sys.stderr)
     return 0 if not failed else 1
 
 

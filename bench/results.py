@@ -1,0 +1,307 @@
+"""The benchmark results format: raw rows in ``bench/results/<part>.csv``, rendered to
+``bench/RESULTS.md``.
+
+Every benchmark part appends one row per (figure, variant, repetition) to its CSV through
+:func:`engine.results.append_rows` (locked, atomic). Columns (:data:`COLUMNS`):
+
+* ``part``, ``figure``, ``variant``, ``repetition`` (1..n), ``value``, ``unit``;
+* the figure's description, the same on each of its rows: ``baseline`` (the variant that
+  ratios divide by; empty: no ratio), ``target`` (a bound on the ratio such as ``>=0.9``;
+  empty: none), ``note`` (what the figure includes and excludes);
+* ``run_id``: one invocation of a part; repetition ``r`` of two variants with the same
+  ``run_id`` were measured back to back, so their ratio is a per-repetition ratio;
+* provenance: ``timestamp``, ``host``, ``cpu_model``, ``cpu_cores``, ``python_version``,
+  ``torch_version``, ``fugue_tui_version``, ``fugue_tui_commit``, ``command``.
+
+``RESULTS.md`` is a function of the CSV files only (:func:`render`): for each part, the
+latest run (the ``run_id`` of the file's last row), one table row per figure and variant
+with the median, the spread (min–max), n, and for non-baseline variants the ratio of
+medians with the range of the per-repetition ratios. A ratio is marked "not resolvable
+here" when that range straddles the target (or 1 when there is no target), or is wider
+than the difference the ratio claims (``|ratio − target|``, or ``|ratio − 1|``).
+
+``python -m bench.results`` re-renders ``RESULTS.md``; ``--check`` re-renders in memory and
+exits 1 when the file differs. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.provenance import dist_version, host_facts
+from engine.results import append_rows, read_rows, timestamp_now
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+RESULTS_MD = BENCH_DIR / "RESULTS.md"
+
+MEASURE_COLUMNS: tuple[str, ...] = ("part", "figure", "variant", "repetition", "value", "unit")
+FIGURE_COLUMNS: tuple[str, ...] = ("baseline", "target", "note", "run_id")
+PROVENANCE_COLUMNS: tuple[str, ...] = (
+    "timestamp", "host", "cpu_model", "cpu_cores", "python_version", "torch_version",
+    "fugue_tui_version", "fugue_tui_commit", "command",
+)
+COLUMNS: tuple[str, ...] = MEASURE_COLUMNS + FIGURE_COLUMNS + PROVENANCE_COLUMNS
+
+NOT_RESOLVABLE = "not resolvable here"
+_OPS = (">=", "<=", ">", "<")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured quantity of a part, compared across variants.
+
+    ``target`` bounds ``variant / baseline`` (``">=0.9"``: the variant keeps at least 90 %
+    of the baseline's value).
+    """
+
+    name: str
+    unit: str
+    baseline: str = ""
+    target: str = ""
+    note: str = ""
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def provenance(command: str, torch_version: str | None = None) -> dict[str, Any]:
+    """The provenance columns of a row measured now by ``command``."""
+    facts = host_facts()
+    return {
+        "timestamp": timestamp_now(), "host": facts["host"], "cpu_model": facts["cpu_model"],
+        "cpu_cores": facts["cpu_cores"], "python_version": facts["python_version"],
+        "torch_version": torch_version or dist_version("torch"),
+        "fugue_tui_version": facts["fugue_tui_version"],
+        "fugue_tui_commit": facts["fugue_tui_commit"], "command": command,
+    }
+
+
+def figure_rows(part: str, figure: Figure, values: Mapping[str, Sequence[float]], run_id: str,
+                prov: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rows for ``values[variant][repetition - 1]``, in variant then repetition order."""
+    rows = []
+    for variant, series in values.items():
+        for i, value in enumerate(series, start=1):
+            rows.append({"part": part, "figure": figure.name, "variant": variant,
+                         "repetition": i, "value": float(value), "unit": figure.unit,
+                         "baseline": figure.baseline, "target": figure.target,
+                         "note": figure.note, "run_id": run_id, **prov})
+    return rows
+
+
+def csv_path(part: str, results_dir: str | Path = RESULTS_DIR) -> Path:
+    return Path(results_dir) / f"{part}.csv"
+
+
+def append(part: str, rows: Sequence[Mapping[str, Any]],
+           results_dir: str | Path = RESULTS_DIR) -> Path:
+    """Append ``rows`` to ``<results_dir>/<part>.csv`` (locked, atomic); return the path."""
+    path = csv_path(part, results_dir)
+    append_rows(path, rows, COLUMNS)
+    return path
+
+
+# --------------------------------------------------------------------------- statistics
+
+def parse_target(target: str) -> tuple[str, float] | None:
+    """``">=0.9"`` → ``(">=", 0.9)``; empty → ``None``. Raises ``ValueError`` otherwise."""
+    text = target.strip().replace(" ", "")
+    if not text:
+        return None
+    for op in _OPS:
+        if text.startswith(op):
+            return op, float(text[len(op):])
+    raise ValueError(f"target {target!r}: expected one of {', '.join(_OPS)} and a number")
+
+
+def _meets(value: float, op: str, bound: float) -> bool:
+    return {">=": value >= bound, "<=": value <= bound, ">": value > bound,
+            "<": value < bound}[op]
+
+
+@dataclass(frozen=True)
+class RatioSummary:
+    ratio: float            # median(variant) / median(baseline)
+    low: float              # range of the per-repetition ratios
+    high: float
+    n: int                  # repetitions with both values
+    verdict: str            # "met" | "not met" | NOT_RESOLVABLE | "" (no target, resolvable)
+
+
+def judge_ratio(ratio: float, per_rep: Sequence[float], target: str) -> RatioSummary:
+    """Summarise a ratio and decide what it can claim (see the module doc)."""
+    n = len(per_rep)
+    if n == 0:
+        return RatioSummary(ratio, math.nan, math.nan, 0, NOT_RESOLVABLE)
+    low, high = min(per_rep), max(per_rep)
+    parsed = parse_target(target)
+    reference = parsed[1] if parsed else 1.0
+    straddles = low <= reference <= high
+    too_wide = (high - low) > abs(ratio - reference)
+    if n < 2 or straddles or too_wide:
+        return RatioSummary(ratio, low, high, n, NOT_RESOLVABLE)
+    if parsed is None:
+        return RatioSummary(ratio, low, high, n, "")
+    return RatioSummary(ratio, low, high, n, "met" if _meets(ratio, *parsed) else "not met")
+
+
+# --------------------------------------------------------------------------- rendering
+
+def _fmt(value: float) -> str:
+    if not math.isfinite(value):
+        return "—"
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def _fmt_ratio(value: float) -> str:
+    return f"{value:.3f}" if math.isfinite(value) else "—"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _latest_run(rows: list[dict[str, str]]) -> tuple[str, list[dict[str, str]], int]:
+    run_ids = list(dict.fromkeys(r.get("run_id", "") for r in rows))
+    latest = rows[-1].get("run_id", "")
+    return latest, [r for r in rows if r.get("run_id", "") == latest], len(run_ids) - 1
+
+
+def render_part(part: str, rows: list[dict[str, str]]) -> str:
+    """The Markdown section of one part: its latest run."""
+    run_id, run, earlier = _latest_run(rows)
+    first = run[0]
+    lines = [f"## {part}", ""]
+    lines.append(f"- run `{run_id}` at {first.get('timestamp', '')}"
+                 + (f" ({earlier} earlier run{'s' if earlier != 1 else ''} in the CSV, "
+                    f"not shown)" if earlier else ""))
+    lines.append(f"- machine: {first.get('host', '')}, {first.get('cpu_model', '')} "
+                 f"({first.get('cpu_cores', '')} cores); Python {first.get('python_version', '')}, "
+                 f"torch {first.get('torch_version', '')}")
+    lines.append(f"- fugue-tui {first.get('fugue_tui_version', '')}, commit "
+                 f"`{first.get('fugue_tui_commit', '') or 'unknown'}`")
+    lines.append(f"- command: `{first.get('command', '')}`")
+    lines.append(f"- raw rows: `bench/results/{part}.csv`")
+    lines.append("")
+    lines.append("| figure | variant | unit | n | median | spread (min–max) "
+                 "| ratio to baseline (of medians) | per-repetition ratios (min–max) "
+                 "| target | verdict |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    notes: list[tuple[str, str]] = []
+    figures = list(dict.fromkeys(r["figure"] for r in run))
+    for figure in figures:
+        frows = [r for r in run if r["figure"] == figure]
+        meta = frows[0]
+        baseline, target, unit = meta.get("baseline", ""), meta.get("target", ""), meta["unit"]
+        if meta.get("note"):
+            notes.append((figure, meta["note"]))
+        series: dict[str, dict[int, float]] = {}
+        for r in frows:
+            series.setdefault(r["variant"], {})[int(r["repetition"])] = float(r["value"])
+        variants = list(series)
+        if baseline in series:  # the baseline first
+            variants.remove(baseline)
+            variants.insert(0, baseline)
+        for variant in variants:
+            values = [series[variant][k] for k in sorted(series[variant])]
+            median = statistics.median(values)
+            cells = [figure, variant + (" (baseline)" if variant == baseline else ""), unit,
+                     str(len(values)), _fmt(median), f"{_fmt(min(values))}–{_fmt(max(values))}"]
+            if baseline and baseline in series and variant != baseline:
+                base = series[baseline]
+                base_median = statistics.median(base.values())
+                per_rep = [series[variant][k] / base[k] for k in sorted(series[variant])
+                           if k in base and base[k] != 0]
+                summary = judge_ratio(median / base_median if base_median else math.nan,
+                                      per_rep, target)
+                cells += [_fmt_ratio(summary.ratio),
+                          f"{_fmt_ratio(summary.low)}–{_fmt_ratio(summary.high)} "
+                          f"(n={summary.n})",
+                          target or "—", summary.verdict or "—"]
+            else:
+                cells += ["—", "—", target if variant != baseline and target else "—", "—"]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    if notes:
+        lines.append("")
+        for figure, note in notes:
+            lines.append(f"- **{figure}**: {note}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+HEADER = """# Benchmark results
+
+Generated by `python -m bench.results` from the raw rows in `bench/results/*.csv`; do not
+edit by hand (`python -m bench.results --check` fails when this file and the CSV files
+disagree). How each part is measured: `bench/README.md`. Each section shows the latest run
+of its part; medians over repetitions, spread = min–max, ratios = median of the variant ÷
+median of the baseline, with the range of the per-repetition ratios. "not resolvable here":
+that range straddles the target (or 1), or is wider than the difference the ratio claims.
+"""
+
+
+def render(results_dir: str | Path = RESULTS_DIR) -> str:
+    """``RESULTS.md`` as text, from every ``*.csv`` under ``results_dir`` (parts sorted)."""
+    sections = [HEADER]
+    paths = sorted(Path(results_dir).glob("*.csv")) if Path(results_dir).is_dir() else []
+    found = False
+    for path in paths:
+        rows = read_rows(path)
+        if not rows:
+            continue
+        found = True
+        sections.append(render_part(rows[0].get("part") or path.stem, rows))
+    if not found:
+        sections.append("No results yet.\n")
+    return "\n".join(sections)
+
+
+def write(results_dir: str | Path = RESULTS_DIR, md_path: str | Path = RESULTS_MD) -> Path:
+    text = render(results_dir)
+    path = Path(md_path)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def check(results_dir: str | Path = RESULTS_DIR, md_path: str | Path = RESULTS_MD) -> bool:
+    """True when ``md_path`` is exactly what :func:`render` gives for ``results_dir``."""
+    try:
+        current = Path(md_path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    return current == render(results_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.results",
+                                     description="Render bench/RESULTS.md from bench/results/*.csv")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when RESULTS.md differs from what the CSV files give")
+    parser.add_argument("--results-dir", default=str(RESULTS_DIR), help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=str(RESULTS_MD), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.check:
+        if check(args.results_dir, args.out):
+            print(f"{args.out} is up to date")
+            return 0
+        print(f"{args.out} differs from what {args.results_dir}/*.csv gives: "
+              f"run `python -m bench.results` to re-render it", file=sys.stderr)
+        return 1
+    print(f"wrote {write(args.results_dir, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

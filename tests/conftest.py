@@ -1,0 +1,17 @@
+"""Shared test set-up: GPU-marked tests skip without a CUDA device (checked through NVML so
+that collecting tests never creates a CUDA context)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.provenance import nvml_devices
+
+
+def pytest_collection_modifyitems(config, items):
+    if nvml_devices():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible through NVML)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,161 @@
+"""The real ``fugue-tui`` command line, as a subprocess: bad input exits 2 with one line on
+stderr naming the file, key or value, no traceback, and nothing written. None of these
+start a cell (they fail while loading or in the runs-folder preflight, or are dry runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+QUICK = REPO / "campaigns" / "quick.toml"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FUGUE_REGISTRY_DIR", "FUGUE_PLUGINS", "FUGUE_DATA_DIR")}
+    env["COLUMNS"] = "1000"  # rich tables on one line per row
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def fugue(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fugue_tui", *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=60)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its kind and size (links: their target)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                out[rel] = "link:" + os.readlink(path)
+            elif path.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = f"file:{path.stat().st_size}"
+    return out
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("fugue-tui: error: "), line
+    for needle in needles:
+        assert needle in line, (needle, line)
+    assert result.stdout == ""
+    return line
+
+
+def _campaign(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("body, needles", [
+    ('name = "x"\nexperiments = "D_ens"\npasses = = 2\n', ["c.toml:3:", "invalid TOML"]),
+    ('experiments = "D_ens"\npases = 2\n', ["c.toml", "'pases'", "did you mean 'passes'"]),
+    ('experiments = "D_ens,D_enz"\n', ["c.toml", "unknown experiment 'D_enz'", "'D_ens'"]),
+    ('experiments = "D_ens"\nexecutors = ["sequ"]\n',
+     ["c.toml", "unknown executor 'sequ'", "known: ", "seq"]),
+    ('experiments = "D_ens"\npasses = 0\n', ["c.toml", "'passes'", "got 0"]),
+    ('experiments = "D_ens"\ncompile = "maybe"\n', ["c.toml", "'compile'", "'maybe'"]),
+])
+def test_bad_campaign_exits_2_with_one_line_and_writes_nothing(tmp_path, body, needles):
+    _campaign(tmp_path, body)
+    before = snapshot(tmp_path)
+    result = fugue(tmp_path, "--batch", "c.toml")
+    assert_one_line_error(result, *needles)
+    assert snapshot(tmp_path) == before
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_campaign_file(tmp_path):
+    result = fugue(tmp_path, "--batch", "nope.toml")
+    assert_one_line_error(result, "nope.toml", "cannot read")
+    assert snapshot(tmp_path) == {}
+
+
+def test_bad_command_line_override(tmp_path):
+    _campaign(tmp_path, 'experiments = "D_ens"\n')
+    before = snapshot(tmp_path)
+    assert_one_line_error(fugue(tmp_path, "--batch", "c.toml", "--passes", "0"),
+                          "'passes'", "got 0")
+    assert_one_line_error(fugue(tmp_path, "--batch", "c.toml", "--device", "gpu0"),
+                          "'device'", "'gpu0'")
+    assert snapshot(tmp_path) == before
+
+
+def test_runs_dir_under_a_regular_file(tmp_path):
+    (tmp_path / "afile").write_text("not a folder\n")
+    _campaign(tmp_path, 'experiments = "D_ens"\nruns_dir = "afile/runs"\n')
+    before = snapshot(tmp_path)
+    result = fugue(tmp_path, "--batch", "c.toml")
+    assert_one_line_error(result, "afile/runs", "regular file", str(tmp_path / "afile"))
+    assert snapshot(tmp_path) == before
+    assert (tmp_path / "afile").read_text() == "not a folder\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_results_file_symlinked_to_dev_full(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "master_groups.csv").symlink_to("/dev/full")
+    _campaign(tmp_path, 'experiments = "D_ens"\nruns_dir = "runs"\n')
+    before = snapshot(tmp_path)
+    result = fugue(tmp_path, "--batch", "c.toml")
+    assert_one_line_error(result, "master_groups.csv", "not a regular file", "/dev/full")
+    assert snapshot(tmp_path) == before
+    assert sorted(os.listdir(runs)) == ["master_groups.csv"]
+
+
+def test_bad_experiments_file_for_list(tmp_path):
+    (tmp_path / "mine.toml").write_text("[experiments.E12]\nsearch_space = { learning_rate = [0.1] }\n")
+    result = fugue(tmp_path, "list", "--experiments", "mine.toml")
+    assert_one_line_error(result, "mine.toml", "'learning_rate'", "did you mean 'lr'")
+
+
+def test_list_shows_availability(tmp_path):
+    result = fugue(tmp_path, "list")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert list(rows)[:17] == [f"E{i:02d}" for i in range(1, 18)]
+    e17 = rows["E17"].split("│")[-2]
+    assert "no:" in e17 and "plugin" in e17 and "transformer" in e17
+    assert rows["D_ens"].split("│")[-2].strip() == "yes"
+    assert all(rows[d].split("│")[-2].strip() == "yes"
+               for d in ("D_ens", "D_cv", "D_hpo", "D_mm", "D_reg"))
+    assert snapshot(tmp_path) == {}
+
+
+def test_dry_run_lists_cells_and_creates_nothing(tmp_path):
+    result = fugue(tmp_path, "--batch", str(QUICK), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "5 cells of" in result.stdout
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in result.stdout.splitlines()
+            if line.startswith("│")]
+    assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
+        ("1", "D_ens", "seq", "off", "1", "5"), ("2", "D_cv", "seq", "off", "1", "5"),
+        ("3", "D_hpo", "seq", "off", "1", "6"), ("4", "D_mm", "seq", "off", "1", "4"),
+        ("5", "D_reg", "seq", "off", "1", "4")]
+    keys = [r[6] for r in rows]
+    assert all(len(k) == 16 for k in keys) and len(set(keys)) == 5
+    assert snapshot(tmp_path) == {}
+    assert not (tmp_path / "runs").exists()
+    again = fugue(tmp_path, "--batch", str(QUICK), "--dry-run", "--passes", "2")
+    assert again.returncode == 0 and "10 cells of" in again.stdout
+    assert snapshot(tmp_path) == {}

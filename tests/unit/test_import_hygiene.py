@@ -1,0 +1,47 @@
+"""The runner and the front ends never load torch (``import torch`` loads ``torch.cuda``, and a
+process that touched CUDA must not start cells); the engine never imports the UI."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+RUNNER_SIDE = ["engine.runner", "engine.campaign", "engine.matrix", "engine.results",
+               "engine.catalogue", "engine.events", "engine.provenance", "engine.rows",
+               "engine.plugins", "engine.availability", "fugue_tui.cli", "fugue_tui.batch",
+               "fugue_tui.listing"]
+
+
+def test_runner_side_modules_do_not_import_torch():
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {RUNNER_SIDE!r}: importlib.import_module(name)\n"
+        "from engine.plugins import load_plugins; load_plugins()\n"
+        "from engine.campaign import load_campaign\n"
+        "from engine.runner import Runner\n"
+        "Runner(load_campaign('campaigns/quick.toml'))\n"
+        "heavy = ('torch', 'torchvision', 'sklearn', 'textual', 'ray')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_engine_never_imports_ui_libraries():
+    offenders = []
+    for path in (ROOT / "engine").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] in ("textual", "rich", "plotext", "fugue_tui"):
+                    offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    assert offenders == []
