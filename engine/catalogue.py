@@ -33,6 +33,12 @@ _EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     "search_space": (dict,), "members": (list,), "description": (str,),
     "val_fraction": (float,), "split_seed": (int,),
 }
+#: Other spellings of job fields, suggested for an unknown key (difflib finds none of these).
+_ALIASES: dict[str, str] = {
+    "learning_rate": "lr", "learningrate": "lr", "learning-rate": "lr", "batch": "batch_size",
+    "batchsize": "batch_size", "bs": "batch_size", "epoch": "epochs", "num_epochs": "epochs",
+    "n_epochs": "epochs", "optim": "optimizer", "folds": "k", "n_jobs": "k",
+}
 _DEFAULTS: dict[str, Any] = {
     "task": None, "optimizer": "adamw", "optimizer_kwargs": {}, "amp": False,
     "model_kwargs": {}, "family": "", "size": "", "description": "",
@@ -94,7 +100,7 @@ def _catalogue_path() -> Path:
 
 
 def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experiment:
-    tomlfile.check_keys(table, _EXPERIMENT_KEYS, where)
+    tomlfile.check_keys(table, _EXPERIMENT_KEYS, where, _ALIASES)
     values = {**_DEFAULTS, **table}
     wtype = values.get("type")
     if wtype not in WORKLOAD_TYPES:
@@ -110,11 +116,12 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
             mwhere = f"{where}.members[{i}]"
             if not isinstance(member, dict):
                 raise ConfigError(f"{mwhere}: must be a table")
-            tomlfile.check_keys(member, JOB_FIELDS, mwhere)
+            tomlfile.check_keys(member, JOB_FIELDS, mwhere, _ALIASES)
             merged = {key: values.get(key) for key in JOB_FIELDS} | member
             for need in ("model", "dataset", "batch_size", "epochs", "lr"):
                 if merged.get(need) is None:
                     raise ConfigError(f"{mwhere}: missing key '{need}'")
+            _check_counts(merged, mwhere)
             members.append(merged)
         k = len(members)
     else:
@@ -130,7 +137,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
                 if key not in JOB_FIELDS and key not in OPTIMIZER_KWARGS:
                     valid = list(JOB_FIELDS) + list(OPTIMIZER_KWARGS)
                     raise ConfigError(f"{where}.search_space: '{key}' is not a job field"
-                                      f"{nearest(key, valid)}; {known(valid)}")
+                                      f"{tomlfile.suggest(key, valid, _ALIASES)}; {known(valid)}")
                 if not isinstance(options, list) or not options:
                     raise ConfigError(f"{where}.search_space: '{key}' must be a non-empty list")
                 types = JOB_FIELDS.get(key) or OPTIMIZER_KWARGS[key]
@@ -138,6 +145,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
                     if not tomlfile.type_ok(option, types):
                         raise ConfigError(f"{where}.search_space: '{key}' has a value of the "
                                           f"wrong type: {option!r}")
+                    _check_counts({key: option}, f"{where}.search_space")
                 k *= len(options)
         else:
             if space:
@@ -150,10 +158,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
         for need in ("batch_size", "epochs", "lr"):
             if values.get(need) is None and need not in space:
                 raise ConfigError(f"{where}: missing key '{need}'")
-    for key in ("batch_size", "epochs"):
-        value = values.get(key)
-        if value is not None and value < 1:
-            raise ConfigError(f"{where}: key '{key}' must be >= 1, got {value}")
+    _check_counts(values, where)
     if not 0.0 < float(values["val_fraction"]) < 1.0:
         raise ConfigError(f"{where}: key 'val_fraction' must be between 0 and 1, "
                           f"got {values['val_fraction']}")
@@ -168,6 +173,14 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
         val_fraction=float(values["val_fraction"]), split_seed=values["split_seed"],
         source=where.split(":")[0],
     )
+
+
+def _check_counts(values: dict[str, Any], where: str) -> None:
+    """``batch_size`` and ``epochs`` (top level, a member or a search-space point) are >= 1."""
+    for key in ("batch_size", "epochs"):
+        value = values.get(key)
+        if value is not None and value < 1:
+            raise ConfigError(f"{where}: key '{key}' must be >= 1, got {value}")
 
 
 @dataclass

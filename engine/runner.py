@@ -85,8 +85,8 @@ class Runner:
         self.cells = build_cells(campaign, self.machine)
 
     def run(self) -> CampaignOutcome:
-        """Run every cell. Ctrl-C stops the running cell's whole session, records it as
-        killed and re-raises ``KeyboardInterrupt`` after marking the outcome interrupted.
+        """Run every cell. Ctrl-C (``KeyboardInterrupt``) stops the running cell's whole
+        session, records it as killed, and returns the outcome marked ``interrupted``.
 
         Raises:
             OutputError: the runs directory cannot be written (before anything runs).
@@ -110,7 +110,6 @@ class Runner:
         except KeyboardInterrupt:
             outcome.interrupted = True
             self._emit(log, "campaign_interrupted")
-            raise
         finally:
             self._emit(log, "campaign_done", ok=outcome.ok,
                        failed=sum(o.status != "ok" for o in outcome.outcomes))

@@ -11,6 +11,7 @@ from typing import Any
 from engine.errors import ConfigError, nearest
 
 _POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+_AT_END = "(at end of document)"
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -26,9 +27,11 @@ def load(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         found = _POSITION.search(message)
@@ -36,6 +39,12 @@ def load(path: str | Path) -> dict[str, Any]:
         if found:
             line, column = found.groups()
             raise ConfigError(f"{path}:{line}:{column}: invalid TOML: {reason}") from None
+        if message.endswith(_AT_END):
+            # tomllib gives no position for an error at the end of the document: the end is it.
+            reason = message[: -len(_AT_END)].strip()
+            line, column = text.count("\n") + 1, len(text) - text.rfind("\n")
+            raise ConfigError(f"{path}:{line}:{column}: invalid TOML: {reason} "
+                              f"(at end of file)") from None
         raise ConfigError(f"{path}: invalid TOML: {reason}") from None
 
 
@@ -43,12 +52,14 @@ _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a 
                list: "a list", dict: "a table"}
 
 
-def check_keys(table: dict[str, Any], allowed: dict[str, tuple[type, ...]], where: str) -> None:
+def check_keys(table: dict[str, Any], allowed: dict[str, tuple[type, ...]], where: str,
+               aliases: dict[str, str] | None = None) -> None:
     """Reject unknown keys (naming the nearest valid one) and values of the wrong type.
 
     ``allowed`` maps each key to the accepted Python types; ``int`` values are accepted
     where ``float`` is (TOML writes ``1`` and ``1.0`` differently), ``bool`` never counts
-    as ``int``.
+    as ``int``. ``aliases`` maps other spellings to a valid key (``learning_rate`` →
+    ``lr``), suggested where string similarity finds nothing close.
 
     Raises:
         ConfigError: ``"<where>: unknown key 'x' (did you mean 'y'?)"`` or
@@ -56,11 +67,20 @@ def check_keys(table: dict[str, Any], allowed: dict[str, tuple[type, ...]], wher
     """
     for key, value in table.items():
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key '{key}'{nearest(key, allowed)}")
+            raise ConfigError(f"{where}: unknown key '{key}'{suggest(key, allowed, aliases)}")
         types = allowed[key]
         if not type_ok(value, types):
             wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
             raise ConfigError(f"{where}: key '{key}' must be {wanted}, got {value!r}")
+
+
+def suggest(name: str, valid: Any, aliases: dict[str, str] | None = None) -> str:
+    """``nearest(name, valid)``, falling back to ``aliases`` (e.g. ``learning_rate`` → ``lr``)."""
+    close = nearest(name, valid)
+    alias = (aliases or {}).get(name.lower())
+    if not close and alias in valid:
+        return f" (did you mean '{alias}'?)"
+    return close
 
 
 def type_ok(value: Any, types: tuple[type, ...]) -> bool:

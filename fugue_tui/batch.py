@@ -6,6 +6,7 @@ Prints one plain line per lifecycle event and per job epoch, then a summary tabl
 
 from __future__ import annotations
 
+import signal
 import sys
 from statistics import mean
 from typing import Any
@@ -56,7 +57,8 @@ class PlainProgress:
 
 def run_batch(path: str, overrides: dict[str, Any], dry_run: bool = False) -> int:
     """Run (or, with ``dry_run``, list) a campaign; return the process exit status:
-    0 when every cell is ok, 1 when a cell failed, 130 on Ctrl-C (after stopping the cell)."""
+    0 when every cell is ok; 1 when a cell failed or was skipped (cannot run here), after
+    the rest ran; 130 on Ctrl-C or SIGTERM (after stopping the running cell's session)."""
     campaign = load_campaign(path, overrides)
     runner_probe = Runner(campaign)
     console = Console()
@@ -71,17 +73,26 @@ def run_batch(path: str, overrides: dict[str, Any], dry_run: bool = False) -> in
         return 0
     progress = PlainProgress(len(runner_probe.cells))
     runner_probe.on_event = progress
+    # SIGTERM (a scheduler, `kill`) ends the campaign exactly like Ctrl-C does.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         outcome = runner_probe.run()
-    except KeyboardInterrupt:
-        print("interrupted: the running cell was stopped and recorded as killed", file=sys.stderr)
-        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print_summary(console, campaign.runs_dir / "master_groups.csv", outcome.campaign_id)
     failed = [o for o in outcome.outcomes if o.status != "ok"]
     for o in failed:
         where = f" (log: {o.log})" if o.log else ""
         print(f"{o.status}: {o.cell.label}: {o.error}{where}", file=sys.stderr)
+    if outcome.interrupted:
+        print(f"interrupted after {len(outcome.outcomes)} of {len(runner_probe.cells)} cells: "
+              "the running cell was stopped and recorded as killed", file=sys.stderr)
+        return 130
     return 0 if not failed else 1
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def print_summary(console: Console, groups_csv, campaign_id: str) -> None:

@@ -1,7 +1,8 @@
-"""``fugue-tui list``: the catalogue with what can run on this machine and why not."""
+"""``fugue-tui list``: the catalogue, and what can run on this machine (and why not)."""
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -10,26 +11,40 @@ from engine.catalogue import load_catalogue
 from engine.plugins import load_plugins
 
 
-def print_catalogue(user_file: str | None = None) -> int:
+def print_catalogue(user_file: str | None = None, console: Console | None = None) -> int:
+    """Print the catalogue table; reasons for unavailable experiments follow as numbered
+    notes (one per distinct reason) so the table stays readable in 80 columns."""
     load_plugins()
+    console = console or Console()
     catalogue = load_catalogue(user_file)
-    table = Table(title="fugue-tui experiments", title_justify="left")
-    for column in ("id", "type", "family", "model / dataset", "K", "batch", "epochs", "lr",
-                   "optimizer", "amp", "size", "runs here"):
-        table.add_column(column, overflow="fold")
+    table = Table(title="fugue-tui experiments", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, show_edge=False, collapse_padding=True,
+                  padding=(0, 1))
+    wide_screen = console.width >= 110
+    columns = ["id", "type", "model / dataset", "K", "batch", "ep", "lr", "opt"]
+    columns += ["amp", "size", "here"] if wide_screen else ["here"]
+    for column in columns:
+        wide = column == "model / dataset"
+        table.add_column(column, no_wrap=not wide, overflow="fold", min_width=16 if wide else None,
+                         ratio=1 if wide else None)
+    notes: dict[str, list[str]] = {}
     for exp in catalogue.experiments.values():
         ok, reason = experiment_availability(exp)
+        if not ok:
+            notes.setdefault(reason, []).append(exp.id)
         pairs = " + ".join(f"{m}/{d}" for m, d in zip(exp.models(), exp.datasets()))
         if exp.type == "hpo":
-            space = " × ".join(f"{k}{v}" for k, v in exp.search_space.items())
-            pairs += f"  [{space}]"
-        table.add_row(exp.id, exp.type, exp.family, pairs, str(exp.k),
-                      _fmt(exp.batch_size), _fmt(exp.epochs), _fmt(exp.lr),
-                      exp.optimizer if not exp.members else "per member",
-                      "yes" if exp.amp else "no", exp.size, "yes" if ok else f"no: {reason}")
-    Console().print(table)
+            pairs += " grid " + "×".join(f"{k}({len(v)})" for k, v in exp.search_space.items())
+        here = "yes" if ok else f"no [{list(notes).index(reason) + 1}]"
+        cells = [exp.id, exp.type, pairs, str(exp.k), _fmt(exp.batch_size), _fmt(exp.epochs),
+                 _fmt(exp.lr), exp.optimizer if not exp.members else "mixed"]
+        cells += ["yes" if exp.amp else "no", exp.size, here] if wide_screen else [here]
+        table.add_row(*cells)
+    console.print(table)
+    for i, (reason, ids) in enumerate(notes.items(), 1):
+        console.print(f"[{i}] {', '.join(ids)}: {reason}", highlight=False, soft_wrap=True)
     return 0
 
 
 def _fmt(value) -> str:
-    return "" if value is None else str(value)
+    return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
