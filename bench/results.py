@@ -15,10 +15,13 @@ Every benchmark part appends one row per (figure, variant, repetition) to its CS
 
 ``RESULTS.md`` is a function of the CSV files only (:func:`render`): for each part, the
 latest run (the ``run_id`` of the file's last row), one table row per figure and variant
-with the median, the spread (min–max), n, and for non-baseline variants the ratio of
-medians with the range of the per-repetition ratios. A ratio is marked "not resolvable
-here" when that range straddles the target (or 1 when there is no target), or is wider
-than the difference the ratio claims (``|ratio − target|``, or ``|ratio − 1|``).
+with n, the median and its spread (interquartile range and min–max), and for
+non-baseline variants the ratio of medians with the spread of the per-repetition ratios
+(IQR and min–max). A ratio is marked "not resolvable here" when the IQR of its
+per-repetition ratios straddles the target (or 1 when there is no target), or is wider
+than the difference the ratio claims (``|ratio − target|``, or ``|ratio − 1|``). The IQR,
+not the min–max range, decides: on a shared machine one repetition that another process
+slowed down would otherwise veto every claim; the min–max range is shown beside it.
 
 ``python -m bench.results`` re-renders ``RESULTS.md``; ``--check`` re-renders in memory and
 exits 1 when the file differs. Torch-free.
@@ -129,10 +132,22 @@ def _meets(value: float, op: str, bound: float) -> bool:
             "<": value < bound}[op]
 
 
+def iqr(values: Sequence[float]) -> tuple[float, float]:
+    """First and third quartiles (``statistics.quantiles``, inclusive method)."""
+    if not values:
+        return math.nan, math.nan
+    if len(values) == 1:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
 @dataclass(frozen=True)
 class RatioSummary:
     ratio: float            # median(variant) / median(baseline)
-    low: float              # range of the per-repetition ratios
+    q1: float               # IQR of the per-repetition ratios
+    q3: float
+    low: float              # min–max of the per-repetition ratios
     high: float
     n: int                  # repetitions with both values
     verdict: str            # "met" | "not met" | NOT_RESOLVABLE | "" (no target, resolvable)
@@ -141,18 +156,21 @@ class RatioSummary:
 def judge_ratio(ratio: float, per_rep: Sequence[float], target: str) -> RatioSummary:
     """Summarise a ratio and decide what it can claim (see the module doc)."""
     n = len(per_rep)
-    if n == 0:
-        return RatioSummary(ratio, math.nan, math.nan, 0, NOT_RESOLVABLE)
+    if n == 0 or not math.isfinite(ratio):
+        return RatioSummary(ratio, math.nan, math.nan, math.nan, math.nan, n, NOT_RESOLVABLE)
+    q1, q3 = iqr(per_rep)
     low, high = min(per_rep), max(per_rep)
     parsed = parse_target(target)
     reference = parsed[1] if parsed else 1.0
-    straddles = low <= reference <= high
-    too_wide = (high - low) > abs(ratio - reference)
+    straddles = q1 <= reference <= q3
+    too_wide = (q3 - q1) > abs(ratio - reference)
     if n < 2 or straddles or too_wide:
-        return RatioSummary(ratio, low, high, n, NOT_RESOLVABLE)
-    if parsed is None:
-        return RatioSummary(ratio, low, high, n, "")
-    return RatioSummary(ratio, low, high, n, "met" if _meets(ratio, *parsed) else "not met")
+        verdict = NOT_RESOLVABLE
+    elif parsed is None:
+        verdict = ""
+    else:
+        verdict = "met" if _meets(ratio, *parsed) else "not met"
+    return RatioSummary(ratio, q1, q3, low, high, n, verdict)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -195,10 +213,10 @@ def render_part(part: str, rows: list[dict[str, str]]) -> str:
     lines.append(f"- command: `{first.get('command', '')}`")
     lines.append(f"- raw rows: `bench/results/{part}.csv`")
     lines.append("")
-    lines.append("| figure | variant | unit | n | median | spread (min–max) "
-                 "| ratio to baseline (of medians) | per-repetition ratios (min–max) "
+    lines.append("| figure | variant | unit | n | median | IQR | min–max "
+                 "| ratio to baseline (of medians) | per-repetition ratios: IQR | min–max "
                  "| target | verdict |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     notes: list[tuple[str, str]] = []
     figures = list(dict.fromkeys(r["figure"] for r in run))
     for figure in figures:
@@ -217,8 +235,10 @@ def render_part(part: str, rows: list[dict[str, str]]) -> str:
         for variant in variants:
             values = [series[variant][k] for k in sorted(series[variant])]
             median = statistics.median(values)
+            q1, q3 = iqr(values)
             cells = [figure, variant + (" (baseline)" if variant == baseline else ""), unit,
-                     str(len(values)), _fmt(median), f"{_fmt(min(values))}–{_fmt(max(values))}"]
+                     str(len(values)), _fmt(median), f"{_fmt(q1)}–{_fmt(q3)}",
+                     f"{_fmt(min(values))}–{_fmt(max(values))}"]
             if baseline and baseline in series and variant != baseline:
                 base = series[baseline]
                 base_median = statistics.median(base.values())
@@ -227,11 +247,11 @@ def render_part(part: str, rows: list[dict[str, str]]) -> str:
                 summary = judge_ratio(median / base_median if base_median else math.nan,
                                       per_rep, target)
                 cells += [_fmt_ratio(summary.ratio),
-                          f"{_fmt_ratio(summary.low)}–{_fmt_ratio(summary.high)} "
-                          f"(n={summary.n})",
+                          f"{_fmt_ratio(summary.q1)}–{_fmt_ratio(summary.q3)} (n={summary.n})",
+                          f"{_fmt_ratio(summary.low)}–{_fmt_ratio(summary.high)}",
                           target or "—", summary.verdict or "—"]
             else:
-                cells += ["—", "—", target if variant != baseline and target else "—", "—"]
+                cells += ["—", "—", "—", "—", "—"]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     if notes:
         lines.append("")
@@ -246,9 +266,11 @@ HEADER = """# Benchmark results
 Generated by `python -m bench.results` from the raw rows in `bench/results/*.csv`; do not
 edit by hand (`python -m bench.results --check` fails when this file and the CSV files
 disagree). How each part is measured: `bench/README.md`. Each section shows the latest run
-of its part; medians over repetitions, spread = min–max, ratios = median of the variant ÷
-median of the baseline, with the range of the per-repetition ratios. "not resolvable here":
-that range straddles the target (or 1), or is wider than the difference the ratio claims.
+of its part: medians over repetitions with their interquartile range (IQR) and min–max;
+ratios = median of the variant ÷ median of the baseline, with the IQR and min–max of the
+per-repetition ratios (variant ÷ baseline within one repetition). "not resolvable here":
+the IQR of the per-repetition ratios straddles the target (or 1 when there is none), or is
+wider than the difference the ratio claims.
 """
 
 

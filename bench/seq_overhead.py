@@ -23,7 +23,7 @@ checks that their validation accuracies agree). Figures:
   ``seq_minus_val`` variant subtracts seq's validation time from its group time.
 
 Protocol: torch threads set once, one untimed warm-up run of each variant, then ``--reps``
-interleaved repetitions (bare first on odd repetitions, seq first on even ones). Rows are
+(default 10) interleaved repetitions (bare first on odd repetitions, seq first on even ones). Rows are
 appended to ``bench/results/seq_overhead.csv`` and ``bench/RESULTS.md`` is re-rendered.
 """
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import sys
 import tempfile
 import time
@@ -58,7 +59,12 @@ def _figures():
              "SeqExecutor.run (model builds, training, one validation per job, events); "
              "bare is model builds + training only (no validation); seq_minus_val is seq "
              "minus the jobs' val_time_s.")
-    return throughput, group
+    load = Figure(
+        "load_1min", "load",
+        note="the machine's 1-minute load average (os.getloadavg) at the end of each "
+             "repetition; with 2 torch threads, a load above the core count means other "
+             "processes competed for the CPUs during that repetition.")
+    return throughput, group, load
 
 
 def load_jobs(epochs: int | None, seed: int = 42):
@@ -173,8 +179,8 @@ def _check_equivalence(jobs, data, bare_models, seq_results) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.seq_overhead", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=5,
-                        help="interleaved repetitions (>= 5 for the protocol; default 5)")
+    parser.add_argument("--reps", type=int, default=10,
+                        help="interleaved repetitions (>= 5 for the protocol; default 10)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="epochs per job (default: the catalogue's)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
@@ -190,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from bench import results as bench_results
+    from engine.results import read_rows
     from engine import datasets as dataset_lib
+    from engine.data import to_device
     from engine.provenance import apply_backend_flags
     from engine.training import TrainSettings
 
@@ -204,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                f"--threads {args.threads}"
                + ("" if args.epochs is None else " (epochs reduced from the catalogue's)"))
     host_data = {name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
-    data = dataset_lib_to_device(host_data[jobs[0].dataset], device)
+    data = to_device(host_data[jobs[0].dataset], device)
 
     with tempfile.TemporaryDirectory(prefix="bench-seq-") as tmp:
         events = Path(tmp) / "events.jsonl"
@@ -223,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
 
         tp: dict[str, list[float]] = {"bare": [], "seq": []}
         wall: dict[str, list[float]] = {"bare": [], "seq": [], "seq_minus_val": []}
+        load: dict[str, list[float]] = {"machine": []}
         for rep in range(args.reps):
             order = ("bare", "seq") if rep % 2 == 0 else ("seq", "bare")
             for variant in order:
@@ -234,20 +243,23 @@ def main(argv: list[str] | None = None) -> int:
                     wall["seq_minus_val"].append(out["wall_s"] - out["val_s"])
                 tp[variant].append(out["samples"] / out["train_s"])
                 wall[variant].append(out["wall_s"])
+            load["machine"].append(os.getloadavg()[0])
             print(f"rep {rep + 1}/{args.reps} ({' then '.join(order)}): "
                   f"train_throughput bare {tp['bare'][-1]:.0f} seq {tp['seq'][-1]:.0f} "
                   f"samples/s (ratio {tp['seq'][-1] / tp['bare'][-1]:.3f}); group_wall "
-                  f"bare {wall['bare'][-1]:.3f} s seq {wall['seq'][-1]:.3f} s", flush=True)
+                  f"bare {wall['bare'][-1]:.3f} s seq {wall['seq'][-1]:.3f} s; "
+                  f"load {load['machine'][-1]:.2f}", flush=True)
 
-    throughput_fig, group_fig = _figures()
+    throughput_fig, group_fig, load_fig = _figures()
     run_id = bench_results.new_run_id()
     prov = bench_results.provenance(command, torch.__version__)
     rows = (bench_results.figure_rows(PART, throughput_fig, tp, run_id, prov)
-            + bench_results.figure_rows(PART, group_fig, wall, run_id, prov))
+            + bench_results.figure_rows(PART, group_fig, wall, run_id, prov)
+            + bench_results.figure_rows(PART, load_fig, load, run_id, prov))
     if args.no_write:
         import statistics
 
-        for name, series in (("train_throughput", tp), ("group_wall", wall)):
+        for name, series in (("train_throughput", tp), ("group_wall", wall), ("load", load)):
             for variant, values in series.items():
                 print(f"{name} {variant}: median {statistics.median(values):.4g} "
                       f"(min {min(values):.4g}, max {max(values):.4g})")
@@ -257,20 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     md = bench_results.write(results_dir, Path(results_dir).parent / "RESULTS.md"
                              if args.results_dir else bench_results.RESULTS_MD)
     print(f"appended {len(rows)} rows to {path}; rendered {md}")
-    print(bench_results.render_part(PART, [r for r in _read(path) if r["run_id"] == run_id]))
+    print(bench_results.render_part(PART, read_rows(path)))
     return 0
-
-
-def dataset_lib_to_device(bundle, device):
-    from engine.data import to_device
-
-    return to_device(bundle, device)
-
-
-def _read(path):
-    from engine.results import read_rows
-
-    return read_rows(path)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,8 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     user_file = doc.get("experiments_file")
     if user_file and base_dir is not None and not Path(user_file).is_absolute():
         user_file = str(base_dir / user_file)
+    if user_file and not Path(user_file).is_file():
+        raise ConfigError(f"{where}: key 'experiments_file': no such file {user_file}")
     catalogue = load_catalogue(user_file)
     if "experiments" not in doc:
         raise ConfigError(f"{where}: missing key 'experiments' (e.g. experiments = \"D_ens\")")

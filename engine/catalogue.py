@@ -124,6 +124,9 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
             _check_counts(merged, mwhere)
             members.append(merged)
         k = len(members)
+        if "k" in table:
+            raise ConfigError(f"{where}: key 'k' does not apply to multi_model (K is the number "
+                              f"of members)")
     else:
         for need in ("model", "dataset"):
             if not values.get(need):
@@ -132,6 +135,9 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
         if wtype == "hpo":
             if not space:
                 raise ConfigError(f"{where}: an hpo experiment needs a non-empty 'search_space'")
+            if "k" in table:
+                raise ConfigError(f"{where}: key 'k' does not apply to hpo (K is the size of "
+                                  f"the search_space grid)")
             k = 1
             for key, options in space.items():
                 if key not in JOB_FIELDS and key not in OPTIMIZER_KWARGS:
@@ -176,11 +182,15 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
 
 
 def _check_counts(values: dict[str, Any], where: str) -> None:
-    """``batch_size`` and ``epochs`` (top level, a member or a search-space point) are >= 1."""
+    """``batch_size`` and ``epochs`` (top level, a member or a search-space point) are >= 1,
+    and ``lr`` is positive."""
     for key in ("batch_size", "epochs"):
         value = values.get(key)
         if value is not None and value < 1:
             raise ConfigError(f"{where}: key '{key}' must be >= 1, got {value}")
+    lr = values.get("lr")
+    if lr is not None and not lr > 0:
+        raise ConfigError(f"{where}: key 'lr' must be > 0, got {lr}")
 
 
 @dataclass

@@ -96,12 +96,14 @@ COLUMN_DOCS: dict[str, str] = {
                  " it"),
     "pass": "number of the pass (repeat of the whole matrix) the row belongs to",
     "attempt": "attempt number of the cell within its pass (a retry increments it)",
-    "status": "outcome: ok or failed; only ok rows count as done on resume or in analysis",
+    "status": ("outcome: ok, failed, killed, or skipped (cannot run on this machine); only ok "
+               "rows count as done on resume or in analysis"),
     "error": ("error message (last traceback line or watchdog reason) of a failed cell or job; "
               "empty when ok"),
-    "setup_s": ("seconds of executor setup outside the measured group window (worker start, Ray "
-                "init, stacking), s"),
-    "data_load_s": "seconds to load and place the dataset before the group window, s",
+    "setup_s": ("seconds of executor setup outside the measured group window (MPS daemon, "
+                "ray.init, actor start; see docs/measurement.md), s"),
+    "data_load_s": ("seconds to load the cell's datasets into host memory, once per cell "
+                    "process, before the group window, s"),
     "train_throughput_sps": ("samples trained ÷ time in training steps only (no validation, no "
                              "setup), samples/s"),
     "train_time_s": "sum of the job's epoch training-step phases, s",
@@ -120,7 +122,8 @@ COLUMN_DOCS: dict[str, str] = {
     "scheduler_requested": ("Ray trial scheduler asked for (fifo, asha, median, hyperband); the "
                             "harness's scheduler column holds the one used"),
     "energy_method": ("how the energy column was obtained: NVML total-energy counter, integrated "
-                      "power samples, or empty when not measured"),
+                      "power samples, or none when energy was not measured (the energy cell is "
+                      "then empty)"),
     "gpu_metrics_method": ("how the job's GPU utilisation and VRAM columns were read (e.g. NVML "
                            "for the device under test); empty when not measured"),
     "host": "host name of the machine that ran the cell",
@@ -128,10 +131,9 @@ COLUMN_DOCS: dict[str, str] = {
     "fugue_tui_version": "fugue-tui package version that wrote the row",
     "fugue_tui_commit": ("git commit of the fugue-tui source tree; empty when not run from a git "
                          "checkout"),
-    "campaign_hash": ("hash of the campaign's resolved configuration (identifies the campaign as "
-                      "run)"),
-    "param_count": "parameters of one job's model, count",
-    "precision": "numeric precision training ran in (e.g. fp32, or fp16 autocast under AMP)",
+    "campaign_hash": "sha256 of the campaign file's bytes, first 16 hex digits",
+    "param_count": "parameters of the job's model (job rows) or of all the group's models, count",
+    "precision": "numeric precision training ran in: fp32, or amp-fp16 (autocast + GradScaler)",
     "backend_flags": ("torch backend settings that affect speed (cudnn benchmark, TF32, matmul "
                       "precision), compact JSON"),
     "device": "device under test (e.g. cuda:0, cpu)",

@@ -95,7 +95,8 @@ def expand(exp: Experiment, seed: int = 42) -> list[JobSpec]:
                 if key in OPTIMIZER_KWARGS:
                     fields["optimizer_kwargs"][key] = value
                 else:
-                    fields[key] = value
+                    # copy tables: the experiment (and so the cell key) must not change
+                    fields[key] = dict(value) if isinstance(value, dict) else value
             jobs.append(_job(exp, f"{exp.id}_t{i}", i, seed, fields, holdout, True))
     elif exp.type == "multi_model":
         for i, member in enumerate(exp.members):

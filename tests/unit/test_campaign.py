@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -110,17 +111,20 @@ def test_bad_campaign_is_a_one_line_config_error(tmp_path, body, pattern):
 
 def test_missing_experiments_file_is_named(tmp_path):
     path = _campaign(tmp_path, 'experiments = "D_ens"\nexperiments_file = "absent.toml"\n')
-    with pytest.raises(ConfigError, match=rf"^{tmp_path / 'absent.toml'}: cannot read"):
+    absent = re.escape(str(tmp_path / "absent.toml"))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: key 'experiments_file': "
+                                          rf"no such file {absent}$"):
         load_campaign(path)
 
 
 def test_malformed_campaign_names_line_and_column(tmp_path):
     path = _campaign(tmp_path, 'name = "x"\nexperiments = "D_ens"\npasses = = 2\n')
-    with pytest.raises(ConfigError, match=rf"^{path}:3:\d+: invalid TOML"):
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:3:\d+: invalid TOML"):
         load_campaign(path)
     # an error at the end of the file (tomllib gives no position for it) gets one too
     path = _campaign(tmp_path, 'name = "x"\nexperiments = [\n', "eof.toml")
-    with pytest.raises(ConfigError, match=rf"^{path}:3:1: invalid TOML: .*end of file"):
+    with pytest.raises(ConfigError,
+                       match=rf"^{re.escape(str(path))}:3:1: invalid TOML: .*end of file"):
         load_campaign(path)
 
 

@@ -324,3 +324,15 @@ def test_to_dict_is_json_able_and_drops_source(tmp_path):
     assert json.loads(json.dumps(data)) == data
     assert CAT.get("E05").to_dict() != data  # epochs differ
     assert CAT.get("E16").to_dict()["members"][0]["model"] == "lenet"
+
+
+@pytest.mark.parametrize("body, needle", [
+    ('type = "hpo"\nmodel = "mlp"\ndataset = "digits"\nepochs = 1\nk = 3\nsearch_space = { lr = [0.1] }', "'k' does not apply to hpo"),
+    ('type = "ensemble"\nmodel = "mlp"\ndataset = "digits"\nk = 2\nbatch_size = 8\nepochs = 1\nlr = -0.1', "'lr' must be > 0"),
+    ('type = "multi_model"\nk = 2\nmembers = [{ model = "mlp", dataset = "digits", batch_size = 8, epochs = 1, lr = 0.1 }]', "'k' does not apply to multi_model"),
+])
+def test_keys_that_would_be_silently_ignored_or_wrong_are_refused(tmp_path, body, needle):
+    path = tmp_path / "experiments.toml"
+    path.write_text("[experiments.X]\n" + body + "\n")
+    with pytest.raises(ConfigError, match=needle):
+        load_catalogue(path)

@@ -103,9 +103,6 @@ search_space = { momentum = [0.0, 0.9], weight_decay = [0.0, 1e-4] }
     assert exp.optimizer_kwargs == {"nesterov": False}  # the experiment is not modified
 
 
-@pytest.mark.xfail(strict=True, reason="BUG engine/workloads.py expand(): a search-space "
-                   "'optimizer_kwargs' option dict is used in place and then updated by a "
-                   "later optimizer-kwarg key, mutating the experiment (and its cell key)")
 def test_hpo_expand_does_not_mutate_the_experiment(tmp_path):
     cat = _user(tmp_path, """
 [experiments.H3]

@@ -1,0 +1,153 @@
+"""bench.results: rendering RESULTS.md from a tiny synthetic CSV, --check, and the
+"not resolvable here" rule. No timing here: the values are made up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import results as br
+from engine.results import read_rows
+
+PROV = {"timestamp": "20250101_120000", "host": "testhost", "cpu_model": "Test CPU",
+        "cpu_cores": 2, "python_version": "3.11.0", "torch_version": "2.0.0",
+        "fugue_tui_version": "0.1.0", "fugue_tui_commit": "abc123", "command": "python -m x"}
+
+THROUGHPUT = br.Figure("train_throughput", "samples/s", baseline="bare", target=">=0.9",
+                       note="training steps only")
+
+
+def _write(results_dir: Path, part: str, figure: br.Figure, values, run_id="run1",
+           prov=PROV) -> Path:
+    return br.append(part, br.figure_rows(part, figure, values, run_id, prov), results_dir)
+
+
+def _row(text: str, figure: str, variant: str) -> list[str]:
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[0] == figure and cells[1].startswith(variant):
+            return cells
+    raise AssertionError(f"no table row for {figure}/{variant} in:\n{text}")
+
+
+def test_rows_carry_every_column_and_provenance(tmp_path):
+    path = _write(tmp_path, "demo", THROUGHPUT, {"bare": [100.0, 110.0], "seq": [95.0, 99.0]})
+    rows = read_rows(path)
+    assert path == tmp_path / "demo.csv"
+    assert list(rows[0]) == list(br.COLUMNS)
+    assert [(r["variant"], r["repetition"], r["value"]) for r in rows] == [
+        ("bare", "1", "100.0"), ("bare", "2", "110.0"), ("seq", "1", "95.0"), ("seq", "2", "99.0")]
+    assert all(r["host"] == "testhost" and r["fugue_tui_commit"] == "abc123"
+               and r["command"] == "python -m x" and r["part"] == "demo" for r in rows)
+
+
+def test_render_gives_expected_table(tmp_path):
+    # bare 100..104 (median 102), seq 95..99 (median 97): per-repetition ratios 0.95..0.952
+    _write(tmp_path, "demo", THROUGHPUT,
+           {"bare": [100, 101, 102, 103, 104], "seq": [95, 96, 97, 98, 99]})
+    text = br.render(tmp_path)
+    assert text.startswith(br.HEADER)
+    assert "## demo" in text
+    assert "Test CPU (2 cores)" in text and "`abc123`" in text and "`python -m x`" in text
+    header = ("| figure | variant | unit | n | median | IQR | min–max | ratio to baseline "
+              "(of medians) | per-repetition ratios: IQR | min–max | target | verdict |")
+    assert header in text
+    assert _row(text, "train_throughput", "bare") == [
+        "train_throughput", "bare (baseline)", "samples/s", "5", "102", "101–103", "100–104",
+        "—", "—", "—", "—", "—"]
+    assert _row(text, "train_throughput", "seq") == [
+        "train_throughput", "seq", "samples/s", "5", "97", "96–98", "95–99",
+        "0.951", "0.950–0.951 (n=5)", "0.950–0.952", ">=0.9", "met"]
+    assert "- **train_throughput**: training steps only" in text
+    # Rendering is a pure function of the CSV.
+    assert br.render(tmp_path) == text
+
+
+def test_target_not_met_when_every_repetition_misses(tmp_path):
+    _write(tmp_path, "demo", THROUGHPUT,
+           {"bare": [100, 100, 100, 100, 100], "seq": [80, 81, 82, 83, 84]})
+    cells = _row(br.render(tmp_path), "train_throughput", "seq")
+    assert cells[7] == "0.820" and cells[-1] == "not met"
+
+
+def test_not_resolvable_when_spread_straddles_target(tmp_path):
+    # per-repetition ratios 0.80, 0.85, 0.92, 0.97, 1.0: the IQR (0.85–0.97) holds 0.9
+    _write(tmp_path, "demo", THROUGHPUT,
+           {"bare": [100, 100, 100, 100, 100], "seq": [80, 85, 92, 97, 100]})
+    cells = _row(br.render(tmp_path), "train_throughput", "seq")
+    assert cells[8] == "0.850–0.970 (n=5)"
+    assert cells[-1] == br.NOT_RESOLVABLE
+
+
+def test_not_resolvable_when_spread_wider_than_claimed_difference(tmp_path):
+    # No target: the ratio claims 1.04 vs 1, but the per-repetition IQR (1.02–1.10) is wider.
+    wall = br.Figure("group_wall", "s", baseline="bare")
+    _write(tmp_path, "demo", wall, {"bare": [10, 10, 10, 10, 10], "seq": [13, 10.2, 9.3, 10.4, 11]})
+    cells = _row(br.render(tmp_path), "group_wall", "seq")
+    assert cells[-1] == br.NOT_RESOLVABLE
+    # A clear difference with a narrow spread is resolvable (no target: no met/not met).
+    _write(tmp_path / "b", "demo", wall,
+           {"bare": [10, 10, 10, 10, 10], "seq": [15, 15.1, 15.2, 15.1, 15]})
+    assert _row(br.render(tmp_path / "b"), "group_wall", "seq")[-1] == "—"
+
+
+@pytest.mark.parametrize("ratios,expected", [
+    ([0.95, 0.96, 0.97], "met"),
+    ([0.5, 0.6, 0.7], "not met"),
+    ([0.85, 0.9, 0.95], br.NOT_RESOLVABLE),
+    ([0.95], br.NOT_RESOLVABLE),         # one repetition: no spread to judge
+    ([], br.NOT_RESOLVABLE),
+])
+def test_judge_ratio(ratios, expected):
+    ratio = sorted(ratios)[len(ratios) // 2] if ratios else 1.0
+    assert br.judge_ratio(ratio, ratios, ">=0.9").verdict == expected
+
+
+def test_parse_target():
+    assert br.parse_target(">= 0.9") == (">=", 0.9)
+    assert br.parse_target("<1.1") == ("<", 1.1)
+    assert br.parse_target("") is None
+    with pytest.raises(ValueError):
+        br.parse_target("about 0.9")
+
+
+def test_latest_run_only(tmp_path):
+    _write(tmp_path, "demo", THROUGHPUT, {"bare": [1, 1, 1, 1, 1], "seq": [5, 5, 5, 5, 5]},
+           run_id="old")
+    _write(tmp_path, "demo", THROUGHPUT,
+           {"bare": [100, 101, 102, 103, 104], "seq": [95, 96, 97, 98, 99]}, run_id="new")
+    text = br.render(tmp_path)
+    assert "run `new`" in text and "1 earlier run in the CSV" in text
+    assert _row(text, "train_throughput", "seq")[4] == "97"
+
+
+def test_check_detects_mismatch(tmp_path, capsys):
+    results_dir, md = tmp_path / "results", tmp_path / "RESULTS.md"
+    _write(results_dir, "demo", THROUGHPUT,
+           {"bare": [100, 101, 102, 103, 104], "seq": [95, 96, 97, 98, 99]})
+    assert br.main(["--check", "--results-dir", str(results_dir), "--out", str(md)]) == 1  # missing
+    assert br.main(["--results-dir", str(results_dir), "--out", str(md)]) == 0
+    assert br.check(results_dir, md)
+    assert br.main(["--check", "--results-dir", str(results_dir), "--out", str(md)]) == 0
+    # A hand edit of the Markdown is caught...
+    md.write_text(md.read_text().replace("| 97 |", "| 98 |"))
+    assert not br.check(results_dir, md)
+    assert br.main(["--check", "--results-dir", str(results_dir), "--out", str(md)]) == 1
+    # ...and so is a CSV that changed after rendering.
+    assert br.main(["--results-dir", str(results_dir), "--out", str(md)]) == 0
+    _write(results_dir, "demo", THROUGHPUT, {"bare": [1, 1, 1, 1, 1], "seq": [1, 1, 1, 1, 1]},
+           run_id="run2")
+    assert br.main(["--check", "--results-dir", str(results_dir), "--out", str(md)]) == 1
+    assert "differs" in capsys.readouterr().err
+
+
+def test_empty_results_dir(tmp_path):
+    assert br.render(tmp_path / "nothing").endswith("No results yet.\n")
+
+
+def test_committed_results_md_matches_csv():
+    """The committed RESULTS.md is what the committed CSV files give."""
+    if not any(br.RESULTS_DIR.glob("*.csv")):
+        pytest.skip("no benchmark results committed yet")
+    assert br.check(), "bench/RESULTS.md is stale: run `python -m bench.results`"

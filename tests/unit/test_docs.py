@@ -1,0 +1,33 @@
+"""The documentation names every column we write and every catalogue experiment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.catalogue import load_catalogue
+from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_column_is_documented():
+    text = (ROOT / "docs" / "results.md").read_text()
+    missing = [c for c in dict.fromkeys(GROUP_COLUMNS + INDIVIDUAL_COLUMNS) if f"| `{c}` |" not in text]
+    assert missing == []
+
+
+def test_readme_starts_with_the_two_commands():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    head = "\n".join(lines[:15])
+    assert "scripts/ensure-env && .venv/bin/fugue-tui --batch campaigns/quick.toml" in head
+    assert "scripts/ensure-env && .venv/bin/python -m pytest" in head
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "scripts/ensure-env" in ci and ".venv/bin/python -m pytest" in ci
+
+
+def test_quick_campaign_runs_the_whole_offline_family():
+    catalogue = load_catalogue()
+    offline = [e.id for e in catalogue.experiments.values() if e.family == "offline"]
+    quick = (ROOT / "campaigns" / "quick.toml").read_text()
+    assert all(exp_id in quick for exp_id in offline)
+    assert {"ensemble", "cv", "hpo", "multi_model"} <= {catalogue.get(e).type for e in offline}
