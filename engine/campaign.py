@@ -12,6 +12,13 @@
     compile = "off"                     # off | on | both
     compile_mode = "default"            # torch.compile mode when compile is on
     threads = 0                         # torch threads per cell process; 0 = all cores
+    retries = 0                         # automatic retries of a failed or hung cell
+    [watchdog]                          # hung-cell detection (engine/watchdog.py)
+    interval_s = 10.0                   # seconds between checks
+    suspect_after = 3                   # checks without progress before "suspect"
+    hung_after = 6                      # ... before "hung"
+    cpu_fraction = 0.05                 # below this share of one core the tree counts as idle
+    action = "kill"                     # kill (then retry) | flag (wait for a command)
     experiments_file = "my.toml"        # optional user catalogue, merged over the built-in one
     [options.seq]                       # per-executor options (declared by the executor)
 
@@ -30,6 +37,7 @@ from engine import tomlfile
 from engine.catalogue import Catalogue, load_catalogue
 from engine.errors import ConfigError, known, nearest
 from engine.registry import EXECUTORS, load_builtins
+from engine.watchdog import ACTIONS, WatchdogSettings
 
 COMPILE_CHOICES = ("off", "on", "both")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -38,6 +46,11 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "passes": (int,), "seed": (int,), "runs_dir": (str,), "device": (str,),
     "compile": (str,), "compile_mode": (str,), "threads": (int,),
     "experiments_file": (str,), "options": (dict,), "description": (str,),
+    "retries": (int,), "watchdog": (dict,),
+}
+_WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
+    "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
+    "cpu_fraction": (float,), "gpu_busy_pct": (float,), "action": (str,),
 }
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
@@ -56,6 +69,8 @@ class Campaign:
     compile: str = "off"
     compile_mode: str = "default"
     threads: int = 0
+    retries: int = 0
+    watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: Path | None = None
     file_hash: str = ""
@@ -102,6 +117,10 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     for key in ("passes",):
         if doc.get(key, 1) < 1:
             raise ConfigError(f"{where}: key '{key}' must be >= 1, got {doc[key]}")
+    retries = doc.get("retries", 0)
+    if retries < 0:
+        raise ConfigError(f"{where}: key 'retries' must be >= 0, got {retries}")
+    watchdog = _watchdog(doc.get("watchdog", {}), f"{where}: watchdog")
     threads = doc.get("threads", 0)
     if threads < 0:
         raise ConfigError(f"{where}: key 'threads' must be >= 0 (0 = all cores), got {threads}")
@@ -132,8 +151,26 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
         passes=doc.get("passes", 1), seed=doc.get("seed", 42),
         runs_dir=Path(doc.get("runs_dir", "runs")), device=device, compile=compile_choice,
-        compile_mode=compile_mode, threads=threads, options=options, source=source,
+        compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
+        options=options, source=source,
         file_hash=file_hash, catalogue=catalogue)
+
+
+def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:
+    tomlfile.check_keys(table, _WATCHDOG_KEYS, where)
+    settings = WatchdogSettings(**{k: (float(v) if isinstance(v, int) and _WATCHDOG_KEYS[k] == (float,)
+                                       else v) for k, v in table.items()})
+    if settings.interval_s <= 0:
+        raise ConfigError(f"{where}: key 'interval_s' must be > 0, got {settings.interval_s}")
+    if not 1 <= settings.suspect_after <= settings.hung_after:
+        raise ConfigError(f"{where}: need 1 <= suspect_after <= hung_after, got "
+                          f"{settings.suspect_after} and {settings.hung_after}")
+    if not 0 <= settings.cpu_fraction < 1:
+        raise ConfigError(f"{where}: key 'cpu_fraction' must be in [0, 1), got {settings.cpu_fraction}")
+    if settings.action not in ACTIONS:
+        raise ConfigError(f"{where}: key 'action' must be one of {', '.join(ACTIONS)}, got "
+                          f"{settings.action!r}{nearest(settings.action, ACTIONS)}")
+    return settings
 
 
 def load_campaign(path: str | Path, overrides: dict[str, Any] | None = None) -> Campaign:

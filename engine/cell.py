@@ -19,8 +19,10 @@ This entry point is stable: the runner and later front ends depend on it.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -36,6 +38,9 @@ SPEC_SCHEMA = 1
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # The runner's watchdog sends SIGUSR1 before killing a hung cell: every thread's stack
+    # goes to stderr, which is the cell's log.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if len(argv) != 1:
         print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
         return 2

@@ -51,9 +51,9 @@ class EventTail:
     """Follow an events file as it grows, yielding whole lines only (a torn last line waits
     for its newline)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, offset: int = 0):
         self.path = Path(path)
-        self._offset = 0
+        self._offset = offset
         self._partial = b""
 
     def read(self) -> Iterator[dict[str, Any]]:

@@ -1,58 +1,85 @@
-"""The campaign runner: expands a campaign into cells and runs each as a fresh Python
-subprocess (``python -m engine.cell``), following its events and recording cells that
-die without writing their own rows. Torch-free: it never creates a CUDA context, so the
-processes it starts never inherit one.
+"""The campaign runner: one process that owns a campaign. Torch-free: it never creates a
+CUDA context, so the processes it starts never inherit one.
 
-Every front end (``fugue-tui --batch``, the dashboard) drives this one implementation and
-receives the same event dictionaries through ``on_event``.
+``python -m engine.runner CAMPAIGN.toml [--resume] [--since TS] ...`` — every front end
+(``fugue-tui --batch``, the dashboard) starts this process and follows its event files
+(``engine.follow``); the runner never depends on a front end being alive or attached.
 
-Run folder layout (``runs/<campaign>-<YYYYmmdd-HHMMSS>/``)::
+Run folder ``<runs_dir>/<campaign name>/`` (the campaign id)::
 
-    campaign.toml                 copy of the campaign file as run
-    runner.jsonl                  runner lifecycle events (queued, started, done, failed…)
-    cells/<NNN-exp-executor-pN>/attempt-<a>/{spec.json, events.jsonl, cell.log}
+    runner.lock, runner.pid     held by the running runner (a second one is refused)
+    campaign.toml               the campaign as last run
+    runner.jsonl                lifecycle events of every runner session, appended
+    control/                    command files (engine.control)
+    cells/<NNN-exp-executor-pP>-<key8>/attempt-<a>/
+        spec.json, events.jsonl, cell.log, cell.pid (while it runs)
+
+Each cell attempt runs in a fresh session; the watchdog (``engine.watchdog``) watches it;
+a hung cell is killed (``action = "kill"``, with a stack dump first) or flagged for a
+command (``action = "flag"``). Failed and killed attempts are retried up to ``retries``
+times; a retry sent through the control channel does not consume that budget.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import engine
+from filelock import FileLock, Timeout
+
 from engine.availability import experiment_availability
-from engine.campaign import Campaign
+from engine.campaign import Campaign, load_campaign
 from engine.cell import SPEC_SCHEMA
+from engine.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
+from engine.control import Inbox
+from engine.errors import FugueError, OutputError
 from engine.events import EventTail, EventWriter
 from engine.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.provenance import machine_identity, resolve_device
-from engine.results import GROUP_COLUMNS, append_rows, preflight, timestamp_now
+from engine.results import GROUP_COLUMNS, append_rows, preflight, read_rows
 from engine.rows import failed_group_row
+from engine.watchdog import Watchdog, nvml_utilisation
 
 EventFn = Callable[[dict[str, Any]], None]
-#: Seconds between SIGTERM and SIGKILL when a cell's session is stopped.
-TERM_GRACE_S = 5.0
 POLL_S = 0.1
+#: Cell event types that count as progress for the watchdog (never monitor samples).
+PROGRESS_EVENTS = frozenset({"started", "phase", "job_started", "job_progress", "job_done",
+                             "summary", "done", "failed"})
+
+
+class RunnerBusy(FugueError):
+    """Another runner holds the campaign's lock."""
+
+
+class Aborted(Exception):
+    """The campaign was aborted through the control channel."""
+
+
+@dataclass
+class PlannedCell:
+    cell: CellSpec
+    skip: str = ""          # why it will not run: "already ok (resume)", "unavailable here: …"
 
 
 @dataclass
 class CellOutcome:
-    """How one cell ended, as the runner saw it."""
+    """How a cell ended, as the runner saw it."""
 
     cell: CellSpec
-    status: str                 # ok | failed | killed
-    exit_code: int | None
-    seconds: float
+    status: str                 # ok | failed | killed | skipped
+    attempts: int
     error: str = ""
     log: Path | None = None
 
@@ -63,119 +90,237 @@ class CampaignOutcome:
     run_dir: Path
     outcomes: list[CellOutcome] = field(default_factory=list)
     interrupted: bool = False
+    aborted: bool = False
 
     @property
-    def ok(self) -> bool:
-        return not self.interrupted and all(o.status == "ok" for o in self.outcomes)
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        if self.aborted:
+            return 3
+        return 0 if all(o.status == "ok" for o in self.outcomes) else 1
 
 
 class Runner:
-    """Runs a campaign's cells one after another.
+    """Runs a campaign's cells one after another (see the module docstring).
 
-    ``on_event(event)`` receives every runner lifecycle event and every cell event, in
-    order, each a dict with at least ``type`` and ``ts`` (``engine.events``).
+    ``on_event(event)`` receives every event the runner writes and every cell event it
+    reads, in order (front ends in other processes follow the files instead).
     """
 
-    def __init__(self, campaign: Campaign, on_event: EventFn | None = None):
+    def __init__(self, campaign: Campaign, on_event: EventFn | None = None,
+                 resume: bool = False, since: str | None = None):
+        load_plugins()  # the runner knows the same names as its cells
         self.campaign = campaign
         self.on_event = on_event or (lambda event: None)
-        load_plugins()  # the runner knows the same names as its cells
+        self.resume, self.since = resume, since
         self.device = resolve_device(campaign.device)
         self.machine = machine_identity(self.device)
         self.cells = build_cells(campaign, self.machine)
+        self.runs_dir = Path(campaign.runs_dir)
+        self.campaign_id = campaign.name
+        self.run_dir = self.runs_dir / self.campaign_id
+        self._log: EventWriter | None = None
 
+    # -- planning -------------------------------------------------------------------------
+    def plan(self) -> list[PlannedCell]:
+        """Every cell, with why it would not run (resume or availability). Spends nothing."""
+        done = self.ok_keys() if self.resume else set()
+        planned = []
+        for cell in self.cells:
+            if cell.key in done:
+                planned.append(PlannedCell(cell, "already ok (resume)"))
+                continue
+            exp = self.campaign.catalogue.get(cell.exp_id)
+            ok, reason = experiment_availability(exp)
+            planned.append(PlannedCell(cell, "" if ok else f"unavailable here: {reason}"))
+        return planned
+
+    def ok_keys(self) -> set[str]:
+        """Cell keys with an ``ok`` group row (newer than ``since`` when given)."""
+        rows = read_rows(self.runs_dir / "master_groups.csv")
+        return {r.get("cell_key", "") for r in rows if r.get("status") == "ok"
+                and (not self.since or r.get("timestamp", "") >= self.since)}
+
+    def find(self, ref: str) -> CellSpec | None:
+        """A cell by key, unique key prefix, or index."""
+        if ref.isdigit() and 1 <= int(ref) <= len(self.cells):
+            return self.cells[int(ref) - 1]
+        matches = [c for c in self.cells if c.key.startswith(ref)]
+        return matches[0] if len(matches) == 1 else None
+
+    # -- running --------------------------------------------------------------------------
     def run(self) -> CampaignOutcome:
-        """Run every cell. Ctrl-C (``KeyboardInterrupt``) stops the running cell's whole
-        session, records it as killed, and returns the outcome marked ``interrupted``.
+        """Run the campaign. Ctrl-C or SIGTERM stops the running cell's session, records it
+        as killed and returns the outcome marked interrupted.
 
         Raises:
             OutputError: the runs directory cannot be written (before anything runs).
+            RunnerBusy: another runner holds this campaign.
         """
-        runs_dir = preflight(self.campaign.runs_dir)
-        campaign_id = f"{self.campaign.name}-{timestamp_now().replace('_', '-')}"
-        run_dir = runs_dir / campaign_id
-        run_dir.mkdir(parents=True, exist_ok=False)
-        if self.campaign.source is not None:
-            shutil.copyfile(self.campaign.source, run_dir / "campaign.toml")
-        outcome = CampaignOutcome(campaign_id, run_dir)
-        log = EventWriter(run_dir / "runner.jsonl", campaign=campaign_id)
-        self._emit(log, "campaign_started", cells=len(self.cells), run_dir=str(run_dir),
-                   device=self.device)
+        preflight(self.runs_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(self.run_dir / "runner.lock")
         try:
-            for cell in self.cells:
-                self._emit(log, "queued", cell=cell.key, index=cell.index, label=cell.label)
-            for cell in self.cells:
-                result = self._run_cell(cell, campaign_id, runs_dir, run_dir, log)
-                outcome.outcomes.append(result)
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise RunnerBusy(f"campaign '{self.campaign_id}' is already being run: "
+                             f"{_holder(self.run_dir)}") from None
+        try:
+            return self._run_locked()
+        finally:
+            (self.run_dir / "runner.pid").unlink(missing_ok=True)
+            lock.release()
+
+    def _run_locked(self) -> CampaignOutcome:
+        started = time.time()
+        (self.run_dir / "runner.pid").write_text(json.dumps(
+            {"pid": os.getpid(), "host": os.uname().nodename, "started": started,
+             "argv": sys.argv}))
+        if self.campaign.source is not None:
+            shutil.copyfile(self.campaign.source, self.run_dir / "campaign.toml")
+        self._log = EventWriter(self.run_dir / "runner.jsonl", campaign=self.campaign_id)
+        self.inbox = Inbox(self.run_dir, since=started)
+        outcome = CampaignOutcome(self.campaign_id, self.run_dir)
+        self._emit("campaign_started", cells=len(self.cells), run_dir=str(self.run_dir),
+                   device=self.device, runner_pid=os.getpid(), resume=self.resume)
+        self._clean_predecessors()
+        queue: deque[CellSpec] = deque()
+        for planned in self.plan():
+            cell = planned.cell
+            if planned.skip.startswith("already ok"):
+                self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
+                           reason=planned.skip)
+            elif planned.skip:
+                self._record(self._spec(cell, self._next_attempt(cell)), "skipped", planned.skip)
+                self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
+                           reason=planned.skip)
+                outcome.outcomes.append(CellOutcome(cell, "skipped", 0, planned.skip))
+            else:
+                self._emit("queued", cell=cell.key, index=cell.index, label=cell.label)
+                queue.append(cell)
+        self.queue = queue
+        self.auto_retries: dict[str, int] = {}
+        self.outcomes: dict[str, CellOutcome] = {}
+        try:
+            while self.queue:
+                self._handle_commands(running=None)
+                if not self.queue:
+                    break
+                cell = self.queue.popleft()
+                self.outcomes[cell.key] = self._run_cell(cell)
         except KeyboardInterrupt:
             outcome.interrupted = True
-            self._emit(log, "campaign_interrupted")
+            self._emit("campaign_interrupted")
+        except Aborted:
+            outcome.aborted = True
+            self._emit("campaign_aborted")
         finally:
-            self._emit(log, "campaign_done", ok=outcome.ok,
+            outcome.outcomes.extend(self.outcomes.values())
+            self._emit("campaign_done", ok=outcome.exit_code == 0, exit_code=outcome.exit_code,
                        failed=sum(o.status != "ok" for o in outcome.outcomes))
-            log.close()
+            self._log.close()
         return outcome
 
-    def _emit(self, writer: EventWriter, type: str, **fields: Any) -> None:
-        self.on_event(writer.emit(type, **fields))
+    def _emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        assert self._log is not None
+        event = self._log.emit(type, **fields)
+        self.on_event(event)
+        return event
 
-    def _spec(self, cell: CellSpec, campaign_id: str, runs_dir: Path, attempt_dir: Path,
-              attempt: int) -> dict[str, Any]:
+    def _cell_dir(self, cell: CellSpec) -> Path:
+        return self.run_dir / "cells" / f"{cell.slug}-{cell.key[:8]}"
+
+    def _next_attempt(self, cell: CellSpec) -> int:
+        existing = [int(p.name.split("-")[1]) for p in self._cell_dir(cell).glob("attempt-*")]
+        return max(existing, default=0) + 1
+
+    def _spec(self, cell: CellSpec, attempt: int) -> dict[str, Any]:
+        attempt_dir = self._cell_dir(cell) / f"attempt-{attempt}"
         return {
-            "schema": SPEC_SCHEMA, "campaign_id": campaign_id,
-            "campaign_hash": self.campaign.file_hash, "runs_dir": str(runs_dir),
+            "schema": SPEC_SCHEMA, "campaign_id": self.campaign_id,
+            "campaign_hash": self.campaign.file_hash, "runs_dir": str(self.runs_dir.resolve()),
             "events": str(attempt_dir / "events.jsonl"), "attempt": attempt,
             "seed": self.campaign.seed, "passes": self.campaign.passes, "device": self.device,
             "threads": self.campaign.threads, "cell": asdict(cell),
         }
 
-    def unavailable(self, cell: CellSpec) -> str:
-        """Why ``cell`` cannot run on this machine (missing data, model, plugin), or ``""``."""
-        assert self.campaign.catalogue is not None
-        ok, reason = experiment_availability(self.campaign.catalogue.get(cell.exp_id))
-        return "" if ok else reason
+    def _run_cell(self, cell: CellSpec) -> CellOutcome:
+        """Attempts of one cell until it is ok, out of retries, killed or skipped."""
+        while True:
+            attempt = self._next_attempt(cell)
+            status, error, log, after = self._attempt(cell, attempt)
+            if status == "ok" or after == "stop":
+                return CellOutcome(cell, status, attempt, error, log)
+            if after == "retry":  # manual: does not consume the budget
+                self._emit("retried", cell=cell.key, attempt=attempt + 1, manual=True)
+                continue
+            used = self.auto_retries.get(cell.key, 0)
+            if used >= self.campaign.retries:
+                return CellOutcome(cell, status, attempt, error, log)
+            self.auto_retries[cell.key] = used + 1
+            self._emit("retried", cell=cell.key, attempt=attempt + 1, manual=False,
+                       retry=used + 1, retries=self.campaign.retries)
 
-    def _run_cell(self, cell: CellSpec, campaign_id: str, runs_dir: Path, run_dir: Path,
-                  log: EventWriter) -> CellOutcome:
-        attempt = 1
-        attempt_dir = run_dir / "cells" / cell.slug / f"attempt-{attempt}"
+    def _attempt(self, cell: CellSpec, attempt: int) -> tuple[str, str, Path, str]:
+        """One attempt: returns (status, error, log path, what next: "" | "retry" | "stop")."""
+        spec = self._spec(cell, attempt)
+        attempt_dir = Path(spec["events"]).parent
         attempt_dir.mkdir(parents=True)
-        spec = self._spec(cell, campaign_id, runs_dir, attempt_dir, attempt)
-        reason = self.unavailable(cell)
-        if reason:  # recorded, never started: a cell that cannot run here is not a crash
-            self._record(spec, "skipped", f"unavailable here: {reason}", runs_dir)
-            self._emit(log, "skipped", cell=cell.key, index=cell.index, label=cell.label,
-                       reason=reason)
-            return CellOutcome(cell, "skipped", None, 0.0, f"unavailable here: {reason}")
         spec_path = attempt_dir / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=1))
         log_path = attempt_dir / "cell.log"
         scratch = Path(tempfile.mkdtemp(prefix="fugue-cell-"))
-        env = _cell_env(scratch, self.campaign.threads)
-        self._emit(log, "cell_started", cell=cell.key, index=cell.index, label=cell.label,
-                   attempt=attempt, log_path=str(log_path))
-        tail = EventTail(attempt_dir / "events.jsonl")
-        t0 = time.perf_counter()
-        written = False
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.cell", str(spec_path)], stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        tail = EventTail(spec["events"])
+        proc = start_cell(spec_path, log_path, cell_env(scratch, self.campaign.threads))
+        self._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
+                   attempt=attempt, events=spec["events"], log_path=str(log_path), pid=proc.pid)
+        watchdog = Watchdog(self.campaign.watchdog, proc.pid, proc.pid,
+                            device_util=nvml_utilisation(self.device))
+        written, hung, after, verdict = False, False, "", None
+        try:
+            while proc.poll() is None:
+                written |= self._forward(tail, watchdog)
+                command = self._handle_commands(running=cell)
+                if command:
+                    verdict = self._stop(proc, cell, attempt, command[1], dump=False)
+                    after = command[0]
+                    break
+                if watchdog.due():
+                    check = watchdog.check()
+                    if check.state == "ok" and hung:
+                        hung = False
+                        self._emit("resumed", cell=cell.key, attempt=attempt)
+                    elif check.state == "suspect" and check.strikes == self.campaign.watchdog.suspect_after:
+                        self._emit("suspect", cell=cell.key, attempt=attempt, seen=check.describe())
+                    elif check.state == "hung" and not hung:
+                        hung = True
+                        self._emit("hung", cell=cell.key, attempt=attempt, seen=check.describe(),
+                                   action=self.campaign.watchdog.action)
+                        if self.campaign.watchdog.action == "kill":
+                            verdict = self._stop(proc, cell, attempt, f"hung: {check.describe()}",
+                                                 dump=True)
+                            break
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            self._stop(proc, cell, attempt, "interrupted (Ctrl-C or SIGTERM)", dump=False)
+            self._forward(tail, None)
+            forget(attempt_dir)
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        written |= self._forward(tail, None)
+        leftovers = []
+        if verdict is None:  # the leader exited by itself: nothing of its session may stay
             try:
-                while proc.poll() is None:
-                    written |= self._forward(tail)
-                    time.sleep(POLL_S)
-            except KeyboardInterrupt:
-                stop_session(proc)
-                self._forward(tail)
-                self._record(spec, "killed", "interrupted (Ctrl-C)", runs_dir)
-                self._emit(log, "killed", cell=cell.key, attempt=attempt,
-                           reason="interrupted (Ctrl-C)")
-                shutil.rmtree(scratch, ignore_errors=True)
-                raise
-        written |= self._forward(tail)
+                leftovers = stop_session(proc.pid, None, grace=1.0)
+            except RuntimeError as exc:
+                leftovers = [str(exc)]
+        forget(attempt_dir)
         shutil.rmtree(scratch, ignore_errors=True)
-        seconds = time.perf_counter() - t0
+        if after == "abort":
+            raise Aborted()
+        if verdict is not None:  # "" (watchdog kill: retries apply), "stop" or "retry"
+            return "killed", verdict, log_path, after
         code = proc.returncode
         if code == 0:
             status, error = "ok", ""
@@ -185,51 +330,111 @@ class Runner:
             if code < 0:
                 error = f"cell killed by signal {-code}: {error}"
             if not written:
-                self._record(spec, "failed", error, runs_dir)
-        self._emit(log, "done" if status == "ok" else "failed", cell=cell.key,
-                   attempt=attempt, exit_code=code, error=error, seconds=seconds)
-        return CellOutcome(cell, status, code, seconds, error, log_path)
+                self._record(spec, "failed", error)
+        if leftovers:
+            self._emit("leftovers_killed", cell=cell.key, attempt=attempt, pids=leftovers)
+        self._emit("done" if status == "ok" else "failed", cell=cell.key, attempt=attempt,
+                   exit_code=code, error=error)
+        return status, error, log_path, ""
 
-    def _forward(self, tail: EventTail) -> bool:
+    def _stop(self, proc, cell: CellSpec, attempt: int, reason: str, dump: bool) -> str:
+        """Stop a running attempt's whole session and record it as killed."""
+        if dump:
+            dump_stacks(proc.pid)
+        try:
+            forced = stop_session(proc.pid, proc)
+            if forced:
+                reason += f" (SIGKILL needed for pids {forced})"
+        except RuntimeError as exc:
+            reason += f"; {exc}"
+        spec = self._spec(cell, attempt)
+        self._record(spec, "killed", reason)
+        self._emit("killed", cell=cell.key, attempt=attempt, reason=reason,
+                   exit_code=proc.returncode)
+        return reason
+
+    def _forward(self, tail: EventTail, watchdog: Watchdog | None) -> bool:
         """Pass new cell events on; True if the cell says it wrote its group row."""
         written = False
         for event in tail.read():
             written |= bool(event.get("group_written"))
+            if watchdog is not None and event.get("type") in PROGRESS_EVENTS:
+                watchdog.progress()
             self.on_event(event)
         return written
 
-    def _record(self, spec: dict[str, Any], status: str, error: str, runs_dir: Path) -> None:
-        append_rows(runs_dir / "master_groups.csv", [failed_group_row(spec, status, error)],
+    def _record(self, spec: dict[str, Any], status: str, error: str) -> None:
+        append_rows(self.runs_dir / "master_groups.csv", [failed_group_row(spec, status, error)],
                     GROUP_COLUMNS)
 
+    # -- control --------------------------------------------------------------------------
+    def _handle_commands(self, running: CellSpec | None) -> tuple[str, str] | None:
+        """Apply control commands. Returns ``(what next, reason)`` when the running cell must
+        stop: ``("stop", …)`` kill or skip, ``("retry", …)``, ``("abort", …)``."""
+        stop = None
+        for command in self.inbox.poll():
+            name, ref = command["cmd"], str(command.get("cell") or "")
+            if name == "abort":
+                self._emit("control", cmd=name, applied=True)
+                if running is None:
+                    raise Aborted()
+                stop = ("abort", "campaign aborted by control command")
+                continue
+            cell = self.find(ref)
+            if cell is None:
+                self._emit("control", cmd=name, cell=ref, applied=False,
+                           reason="no such cell (or an ambiguous key prefix)")
+                continue
+            if running is not None and cell.key == running.key:
+                self._emit("control", cmd=name, cell=cell.key, applied=True)
+                stop = {"kill": ("stop", "killed by control command"),
+                        "skip": ("stop", "skipped by control command"),
+                        "retry": ("retry", "stopped for a retry by control command")}[name]
+            elif name == "skip" and cell in self.queue:
+                self.queue.remove(cell)
+                reason = "skipped by control command"
+                self._record(self._spec(cell, self._next_attempt(cell)), "skipped", reason)
+                self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
+                           reason=reason)
+                self.outcomes[cell.key] = CellOutcome(cell, "skipped", 0, reason)
+                self._emit("control", cmd=name, cell=cell.key, applied=True)
+            elif name == "retry" and cell not in self.queue:
+                self.queue.appendleft(cell)
+                self.outcomes.pop(cell.key, None)
+                self._emit("queued", cell=cell.key, index=cell.index, label=cell.label,
+                           manual_retry=True)
+                self._emit("control", cmd=name, cell=cell.key, applied=True)
+            else:
+                self._emit("control", cmd=name, cell=cell.key, applied=False,
+                           reason="not applicable to the cell's current state")
+        return stop
 
-def _cell_env(scratch: Path, threads: int) -> dict[str, str]:
-    """The cell's environment: a fresh TorchInductor/Triton cache (compile warm-up is
-    measured cold), the thread count for OpenMP/MKL, and this engine on the path."""
-    env = dict(os.environ)
-    root = str(Path(engine.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
-    env["TRITON_CACHE_DIR"] = str(scratch / "triton")
-    env["PYTHONUNBUFFERED"] = "1"
-    n = str(threads or os.cpu_count() or 1)
-    env["OMP_NUM_THREADS"] = n
-    env["MKL_NUM_THREADS"] = n
-    return env
+    def _clean_predecessors(self) -> None:
+        """Kill what earlier runners of this campaign left running and record those attempts."""
+        for record in reap_leftovers(self.run_dir):
+            attempt_dir = record["attempt_dir"]
+            try:
+                spec = json.loads((attempt_dir / "spec.json").read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            reason = (f"runner pid {record['runner_pid']} ended while this attempt ran; "
+                      f"cleaned up by the next runner")
+            if record["killed"]:
+                reason += f" (killed leftover pids {record['killed']})"
+            EventWriter(spec["events"], cell=spec["cell"]["key"],
+                        attempt=spec["attempt"]).emit("killed", reason=reason)
+            self._record(spec, "killed", reason)
+            self._emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
+                       reason=reason, predecessor=True)
 
 
-def stop_session(proc: subprocess.Popen, grace: float = TERM_GRACE_S) -> None:
-    """SIGTERM the process's whole session, wait ``grace`` seconds, then SIGKILL it."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _holder(run_dir: Path) -> str:
+    try:
+        info = json.loads((run_dir / "runner.pid").read_text())
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"]))
+        return f"runner pid {info['pid']} on {info['host']} since {since} ({run_dir / 'runner.pid'})"
+    except (OSError, ValueError, KeyError):
+        return f"lock held on {run_dir / 'runner.lock'}"
 
 
 def _last_line(path: Path) -> str:
@@ -238,3 +443,47 @@ def _last_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1][:500] if lines else ""
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine.runner",
+                                     description="Run a campaign (the process front ends start).")
+    parser.add_argument("campaign", help="campaign TOML file")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip cells whose key already has an ok row")
+    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS",
+                        help="with --resume: only ok rows at or after this timestamp count")
+    for name in ("runs-dir", "device", "experiments-file"):
+        parser.add_argument(f"--{name}")
+    for name in ("passes", "seed", "retries"):
+        parser.add_argument(f"--{name}", type=int)
+    return parser
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    return {"runs_dir": args.runs_dir, "passes": args.passes, "seed": args.seed,
+            "device": args.device, "experiments_file": args.experiments_file,
+            "retries": args.retries}
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    # SIGTERM ends the campaign exactly like Ctrl-C: stop the cell, record it, exit 130.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        campaign = load_campaign(args.campaign, overrides_from(args))
+        outcome = Runner(campaign, resume=args.resume, since=args.since).run()
+    except FugueError as exc:
+        print(f"fugue-tui runner: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

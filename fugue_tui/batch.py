@@ -1,22 +1,34 @@
-"""``fugue-tui --batch CAMPAIGN``: the headless front end of the runner.
+"""``fugue-tui --batch CAMPAIGN``: the headless front end.
 
-Prints one plain line per lifecycle event and per job epoch, then a summary table of
-``T_group`` and throughput per experiment and executor (means over this campaign's passes).
+It validates the campaign, starts the runner process (``python -m engine.runner``), follows
+the campaign's event files (``engine.follow``) and prints one plain line per lifecycle
+event and per job epoch, then a summary table of ``T_group`` and throughput per experiment
+and executor (means over the campaign's ok rows). The dashboard drives the same runner.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 from statistics import mean
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+import engine
 from engine.campaign import load_campaign
+from engine.cellproc import _die_with_parent
+from engine.follow import CampaignFollower
 from engine.results import read_rows
 from engine.runner import Runner
+
+#: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
+RUNNER_STOP_S = 60.0
 
 
 class PlainProgress:
@@ -25,83 +37,162 @@ class PlainProgress:
     def __init__(self, total: int, stream=None):
         self.total = total
         self.stream = stream or sys.stdout
-        self.done = 0
 
     def __call__(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        line = None
-        if kind == "campaign_started":
-            line = f"campaign: {event['cells']} cells, device {event['device']}, run folder {event['run_dir']}"
-        elif kind == "cell_started":
-            line = f"[{event['index']}/{self.total}] {event['label']} (attempt {event['attempt']})"
-        elif kind == "phase" and event.get("phase") == "data_load":
-            line = f"    datasets loaded in {event['seconds']:.2f} s"
-        elif kind == "job_progress" and event.get("epoch_end"):
-            extra = ""
-            if event.get("val_acc") is not None:
-                extra = f"  val_acc {event['val_acc']:.3f}"
-            line = (f"    {event['job_id']}  epoch {event['epoch']}/{event['epochs']}  "
-                    f"loss {event['loss']:.4f}{extra}  {event.get('train_sps', 0):,.0f} samples/s")
-        elif kind == "summary":
-            line = (f"    T_group {event['T_group']:.2f} s  throughput "
-                    f"{event['throughput_group']:,.0f} samples/s  status {event['status']}")
-        elif kind == "skipped" and "reason" in event:
-            line = f"[{event['index']}/{self.total}] {event['label']}: skipped, {event['reason']}"
-        elif kind in ("done", "failed", "killed") and "exit_code" in event:
-            self.done += 1
-            if kind != "done":
-                line = f"    cell {kind}: {event.get('error') or event.get('reason', '')}"
+        line = self.line(event)
         if line is not None:
             print(line, file=self.stream, flush=True)
 
+    def line(self, event: dict[str, Any]) -> str | None:
+        kind = event.get("type")
+        runner = "campaign" in event
+        if kind == "campaign_started":
+            resume = ", resuming" if event.get("resume") else ""
+            return (f"campaign {event['campaign']}: {event['cells']} cells, device "
+                    f"{event['device']}{resume}, run folder {event['run_dir']}")
+        if kind == "cell_started":
+            return f"[{event['index']}/{self.total}] {event['label']} (attempt {event['attempt']})"
+        if kind == "phase" and event.get("phase") == "data_load":
+            return f"    datasets loaded in {event['seconds']:.2f} s"
+        if kind == "job_progress" and event.get("epoch_end"):
+            extra = f"  val_acc {event['val_acc']:.3f}" if event.get("val_acc") is not None else ""
+            return (f"    {event['job_id']}  epoch {event['epoch']}/{event['epochs']}  "
+                    f"loss {event['loss']:.4f}{extra}  {event.get('train_sps', 0):,.0f} samples/s")
+        if kind == "summary":
+            return (f"    T_group {event['T_group']:.2f} s  throughput "
+                    f"{event['throughput_group']:,.0f} samples/s  status {event['status']}")
+        if not runner:
+            return None
+        if kind == "skipped":
+            return f"[{event['index']}/{self.total}] {event['label']}: skipped, {event['reason']}"
+        if kind in ("suspect", "hung"):
+            return f"    cell {kind}: {event['seen']}"
+        if kind == "retried":
+            how = "manual retry" if event.get("manual") else f"retry {event['retry']}/{event['retries']}"
+            return f"    {how}: attempt {event['attempt']} next"
+        if kind == "killed":
+            return f"    cell killed: {event['reason']}"
+        if kind == "failed":
+            return f"    cell failed: {event.get('error', '')}"
+        if kind == "control":
+            state = "applied" if event.get("applied") else f"ignored ({event.get('reason')})"
+            return f"    control {event['cmd']} {event.get('cell') or ''}: {state}"
+        return None
 
-def run_batch(path: str, overrides: dict[str, Any], dry_run: bool = False) -> int:
-    """Run (or, with ``dry_run``, list) a campaign; return the process exit status:
-    0 when every cell is ok; 1 when a cell failed or was skipped (cannot run here), after
-    the rest ran; 130 on Ctrl-C or SIGTERM (after stopping the running cell's session)."""
-    campaign = load_campaign(path, overrides)
-    runner_probe = Runner(campaign)
+
+def dry_run(runner: Runner, console: Console, path: str) -> int:
+    """Print the cells, their keys and what would be skipped; spend nothing."""
+    planned = runner.plan()
+    table = Table(title=f"{len(planned)} cells of {path}", title_justify="left")
+    for column in ("#", "experiment", "executor", "compile", "pass", "jobs", "cell key", "would"):
+        table.add_column(column, overflow="fold")
+    for p in planned:
+        c = p.cell
+        table.add_row(str(c.index), c.exp_id, c.executor, c.compile_mode, str(c.pass_index),
+                      str(len(c.jobs)), c.key, f"skip: {p.skip}" if p.skip else "run")
+    console.print(table)
+    return 0
+
+
+def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
+              since: str | None = None) -> int:
+    """Run (or, with ``dry``, list) a campaign. Exit status: the runner's — 0 every cell
+    ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
+    3 aborted through the control channel; 130 Ctrl-C or SIGTERM."""
+    campaign = load_campaign(path, overrides)  # bad input stops here, before any process
+    runner = Runner(campaign, resume=resume, since=since)
     console = Console()
-    if dry_run:
-        table = Table(title=f"{len(runner_probe.cells)} cells of {path}", title_justify="left")
-        for column in ("#", "experiment", "executor", "compile", "pass", "jobs", "cell key"):
-            table.add_column(column)
-        for cell in runner_probe.cells:
-            table.add_row(str(cell.index), cell.exp_id, cell.executor, cell.compile_mode,
-                          str(cell.pass_index), str(len(cell.jobs)), cell.key)
-        console.print(table)
-        return 0
-    progress = PlainProgress(len(runner_probe.cells))
-    runner_probe.on_event = progress
-    # SIGTERM (a scheduler, `kill`) ends the campaign exactly like Ctrl-C does.
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    if dry:
+        return dry_run(runner, console, path)
+    follower = CampaignFollower(runner.run_dir, _size(runner.run_dir / "runner.jsonl"))
+    proc = _start_runner(path, overrides, resume, since)
+    progress = PlainProgress(len(runner.cells))
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     try:
-        outcome = runner_probe.run()
+        _follow(proc, follower, progress)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print_summary(console, campaign.runs_dir / "master_groups.csv", outcome.campaign_id)
-    failed = [o for o in outcome.outcomes if o.status != "ok"]
-    for o in failed:
-        where = f" (log: {o.log})" if o.log else ""
-        print(f"{o.status}: {o.cell.label}: {o.error}{where}", file=sys.stderr)
-    if outcome.interrupted:
-        print(f"interrupted after {len(outcome.outcomes)} of {len(runner_probe.cells)} cells: "
-              "the running cell was stopped and recorded as killed", file=sys.stderr)
-        return 130
-    return 0 if not failed else 1
+    code = proc.returncode
+    if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
+        return 2
+    print_summary(console, runner.runs_dir / "master_groups.csv", runner.campaign_id)
+    _print_problems(runner)
+    if code == 130:
+        print("interrupted: the running cell was stopped and recorded as killed", file=sys.stderr)
+    elif code == 3:
+        print("aborted through the control channel", file=sys.stderr)
+    elif code is not None and code < 0:
+        print(f"the runner died (signal {-code}); its cells died with it. Run again with "
+              f"--resume to finish the campaign", file=sys.stderr)
+        return 1
+    return code
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
-def print_summary(console: Console, groups_csv, campaign_id: str) -> None:
-    """Mean ``T_group`` and throughput per experiment × executor over ok rows."""
+def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
+                  since: str | None) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "engine.runner", path]
+    for key, value in overrides.items():
+        if value is not None:
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+    if resume:
+        argv.append("--resume")
+    if since:
+        argv += ["--since", since]
+    env = dict(os.environ)
+    root = str(Path(engine.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,
+                            preexec_fn=_die_with_parent(os.getpid()))
+
+
+def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress: PlainProgress) -> None:
+    interrupted_at = None
+    while True:
+        try:
+            for event in follower.poll():
+                progress(event)
+            if proc.poll() is not None:
+                for event in follower.poll():
+                    progress(event)
+                return
+            if interrupted_at is not None and time.monotonic() - interrupted_at > RUNNER_STOP_S:
+                proc.kill()
+            time.sleep(0.1)
+        except KeyboardInterrupt:  # the runner got the same Ctrl-C: let it stop its cell
+            interrupted_at = interrupted_at or time.monotonic()
+
+
+def _print_problems(runner: Runner) -> None:
+    rows = [r for r in read_rows(runner.runs_dir / "master_groups.csv")
+            if r.get("campaign_id") == runner.campaign_id and r.get("status") != "ok"]
+    latest: dict[str, dict[str, str]] = {}
+    for row in rows:
+        latest[row["cell_key"]] = row
+    ok = {r["cell_key"] for r in read_rows(runner.runs_dir / "master_groups.csv")
+          if r.get("status") == "ok"}
+    for row in latest.values():
+        if row["cell_key"] in ok:
+            continue  # a later attempt succeeded
+        print(f"{row['status']}: {row['exp_id']} {row['executor']} pass {row['pass']} "
+              f"(attempt {row['attempt']}): {row['error']}", file=sys.stderr)
+
+
+def print_summary(console: Console, groups_csv: Path, campaign_id: str) -> None:
+    """Mean ``T_group`` and throughput per experiment × executor over the campaign's ok rows."""
     rows = [r for r in read_rows(groups_csv) if r.get("campaign_id") == campaign_id]
     table = Table(title=f"campaign {campaign_id}", title_justify="left")
-    for column in ("experiment", "executor", "compile", "passes ok", "T_group s (mean)",
-                   "throughput samples/s", "train throughput samples/s", "failed"):
-        table.add_column(column, justify="right" if "s" in column[:1] else "left")
+    for column in ("experiment", "executor", "compile", "ok", "T_group s (mean)",
+                   "throughput samples/s", "train throughput samples/s", "not ok"):
+        table.add_column(column, justify="left" if column in ("experiment", "executor", "compile")
+                         else "right")
     groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
     for row in rows:
         groups.setdefault((row["exp_id"], row["executor"], row["compile_mode"] or "off"), []).append(row)

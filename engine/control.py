@@ -1,0 +1,71 @@
+"""The runner's control channel: command files dropped into ``<run folder>/control/``.
+
+Files, not a socket: nothing to bind, no 107-byte path limit, works across hosts sharing the
+run folder, and a command sent while no runner is running waits for the next one (a runner
+discards commands older than its own start). Each command is one JSON file written to a
+temporary name and renamed into place, so the runner never reads half a command. Torch-free.
+
+Commands: ``kill CELL`` (stop the running attempt; recorded killed, not retried),
+``retry CELL`` (stop it if running, then run it again now; does not consume the campaign's
+``retries`` budget), ``skip CELL`` (do not run a queued cell; stop it if running),
+``abort`` (stop the running cell and end the campaign). ``CELL`` is a cell key, a unique key
+prefix, or the cell's index in the campaign.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+
+COMMANDS = ("kill", "retry", "skip", "abort")
+
+
+def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
+    """Queue a command for the runner of ``run_dir``; return the command file.
+
+    Raises:
+        ConfigError: unknown command, a missing cell, or no such run folder.
+    """
+    run_dir = Path(run_dir)
+    if command not in COMMANDS:
+        raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
+    if command != "abort" and not cell:
+        raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
+    if not (run_dir / "runner.jsonl").exists():
+        raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
+    inbox = run_dir / "control"
+    inbox.mkdir(exist_ok=True)
+    body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
+    name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+    tmp = inbox / f".{name}.tmp"
+    tmp.write_text(json.dumps(body))
+    os.replace(tmp, inbox / name)
+    return inbox / name
+
+
+class Inbox:
+    """The runner's side: commands in arrival order, each consumed once."""
+
+    def __init__(self, run_dir: Path, since: float):
+        self.dir = run_dir / "control"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.since = since
+
+    def poll(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.dir.glob("[0-9]*.json")):
+            try:
+                body = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            finally:
+                path.unlink(missing_ok=True)
+            if body.get("ts", 0) >= self.since and body.get("cmd") in COMMANDS:
+                out.append(body)
+        return out

@@ -1,0 +1,64 @@
+"""Follow a campaign from its files: the runner's ``runner.jsonl`` and every attempt's
+``events.jsonl``, merged into one ordered stream. Torch-free.
+
+Front ends (``--batch``, the dashboard, replay) read the campaign only through this, so a
+front end that starts late or restarts sees the same events as one that watched from the
+start. Per cell the order is exact; between a cell's own events and the runner's events
+about it, the runner's ``cell_started`` comes first and its end event (done, failed,
+killed) last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.events import EventTail
+
+END_EVENTS = frozenset({"done", "failed", "killed"})
+
+
+class CampaignFollower:
+    """``poll()`` returns the events that appeared since the previous call.
+
+    ``offset`` is where to start in ``runner.jsonl`` (a runner appends a new session to the
+    same file each time it runs a campaign): 0 replays every session, and
+    :func:`last_session_offset` finds the latest.
+    """
+
+    def __init__(self, run_dir: str | Path, offset: int = 0):
+        self.run_dir = Path(run_dir)
+        self.runner = EventTail(self.run_dir / "runner.jsonl", offset)
+        self.cells: dict[tuple[str, int], EventTail] = {}
+
+    def poll(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for tail in self.cells.values():
+            out.extend(tail.read())
+        for event in self.runner.read():
+            ident = (event.get("cell"), event.get("attempt"))
+            if event["type"] == "cell_started":
+                out.append(event)
+                tail = self.cells[ident] = EventTail(event["events"])
+                out.extend(tail.read())
+            elif event["type"] in END_EVENTS and ident in self.cells:
+                out.extend(self.cells[ident].read())  # the cell's last words come first
+                out.append(event)
+            else:
+                out.append(event)
+        return out
+
+
+def last_session_offset(run_dir: str | Path) -> int:
+    """Byte offset of the last ``campaign_started`` line of ``runner.jsonl`` (0 if none)."""
+    path = Path(run_dir) / "runner.jsonl"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    offset, last = 0, 0
+    for line in data.splitlines(keepends=True):
+        if b'"type":"campaign_started"' in line:
+            last = offset
+        offset += len(line)
+    return last

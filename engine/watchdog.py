@@ -1,0 +1,168 @@
+"""Hung-cell detection for the runner. Torch-free.
+
+A cell makes *progress* when it emits a training-progress or lifecycle event (monitor samples
+never count: a sampler keeps writing while training is stuck). Every ``interval_s`` the
+runner calls :meth:`Watchdog.check`. A check *strikes* when, since the previous check,
+
+1. no progress event arrived, and
+2. the CPU time of the cell's whole process tree (the leader, its descendants, and anything
+   left in its session) grew by less than ``cpu_fraction`` of one core
+   (``cpu_fraction × interval_s`` CPU-seconds), and
+3. the device under test is idle (NVML utilisation below ``gpu_busy_pct``), or there is no
+   GPU.
+
+After ``suspect_after`` consecutive strikes the cell is *suspect*; after ``hung_after`` it is
+*hung*. Any check without a strike resets the count. A cell that keeps a core busy without
+reporting is therefore never declared hung (it may be computing a long epoch); a process
+stopped by a signal (state T, e.g. after reading the terminal) uses no CPU and is reported
+as stopped.
+
+``cpu_fraction`` defaults to 0.05 of a core: above the cost of an idle Python process with a
+sampler thread (< 1 % of a core at the default monitor interval), well below any training.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+ACTIONS = ("kill", "flag")
+
+
+@dataclass(frozen=True)
+class WatchdogSettings:
+    """Campaign table ``[watchdog]``; ``action`` kill (batch default) or flag (dashboard)."""
+
+    interval_s: float = 10.0
+    suspect_after: int = 3
+    hung_after: int = 6
+    cpu_fraction: float = 0.05
+    gpu_busy_pct: float = 5.0
+    action: str = "kill"
+
+
+def session_processes(leader_pid: int, session_id: int) -> list[psutil.Process]:
+    """The leader, its descendants, and every process still in its session (a grandchild
+    re-parented to init stays in the session)."""
+    found: dict[int, psutil.Process] = {}
+    try:
+        leader = psutil.Process(leader_pid)
+        found[leader.pid] = leader
+        for child in leader.children(recursive=True):
+            found[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid not in found and os.getsid(proc.pid) == session_id:
+                found[proc.pid] = proc
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return list(found.values())
+
+
+def tree_cpu_seconds(procs: list[psutil.Process]) -> tuple[float, list[str]]:
+    """Total user+system CPU seconds of ``procs`` (reaped children included) and the
+    processes found stopped (``"pid 123 stopped"``)."""
+    total, stopped = 0.0, []
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                t = proc.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+                if proc.status() == psutil.STATUS_STOPPED:
+                    stopped.append(f"pid {proc.pid} stopped")
+        except psutil.Error:
+            continue
+    return total, stopped
+
+
+@dataclass
+class Check:
+    """One watchdog verdict: ``state`` ok | suspect | hung, and what was seen."""
+
+    state: str
+    strikes: int
+    cpu_core_fraction: float | None
+    device_util_pct: float | None
+    progressed: bool
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        parts = [f"{self.strikes} checks without progress"]
+        if self.cpu_core_fraction is not None:
+            parts.append(f"process tree at {self.cpu_core_fraction:.1%} of a core")
+        parts.append("device idle" if self.device_util_pct is None or self.device_util_pct == 0
+                     else f"device at {self.device_util_pct:.0f} %")
+        return ", ".join(parts + self.notes)
+
+
+class Watchdog:
+    """Watches one cell attempt (see the module docstring for the rule)."""
+
+    def __init__(self, settings: WatchdogSettings, leader_pid: int, session_id: int,
+                 device_util=None, clock=time.monotonic):
+        self.settings = settings
+        self.leader_pid = leader_pid
+        self.session_id = session_id
+        self.device_util = device_util or (lambda: None)
+        self.clock = clock
+        self.strikes = 0
+        self._progressed = False
+        self._last_cpu: float | None = None
+        self._last_time = clock()
+        self.next_check = self._last_time + settings.interval_s
+
+    def progress(self) -> None:
+        """Call for every training-progress or lifecycle event of the cell."""
+        self._progressed = True
+
+    def due(self) -> bool:
+        return self.clock() >= self.next_check
+
+    def check(self) -> Check:
+        now = self.clock()
+        procs = session_processes(self.leader_pid, self.session_id)
+        cpu, notes = tree_cpu_seconds(procs)
+        elapsed = max(now - self._last_time, 1e-9)
+        fraction = None if self._last_cpu is None else max(cpu - self._last_cpu, 0.0) / elapsed
+        self._last_cpu, self._last_time = cpu, now
+        self.next_check = now + self.settings.interval_s
+        util = self.device_util()
+        progressed, self._progressed = self._progressed, False
+        cpu_idle = fraction is not None and fraction < self.settings.cpu_fraction
+        device_idle = util is None or util < self.settings.gpu_busy_pct
+        if not progressed and cpu_idle and device_idle:
+            self.strikes += 1
+        else:
+            self.strikes = 0
+        state = ("hung" if self.strikes >= self.settings.hung_after else
+                 "suspect" if self.strikes >= self.settings.suspect_after else "ok")
+        return Check(state, self.strikes, fraction, util, progressed, notes)
+
+
+def nvml_utilisation(device: str) -> Any:
+    """A callable returning the device's NVML utilisation (%), or None without a GPU.
+    Torch-free; opens NVML once."""
+    if not device.startswith("cuda"):
+        return lambda: None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        return lambda: None
+
+    def read() -> float | None:
+        try:
+            return float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        except Exception:
+            return None
+
+    return read
