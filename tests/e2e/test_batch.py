@@ -116,9 +116,10 @@ def test_failed_and_crashed_cells_are_recorded(failing_run):
     proc = failing_run.proc
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     groups = read_rows(failing_run.runs / "master_groups.csv")
+    # a cell that cannot run here is recorded when the campaign is planned, before any runs
     assert [(g["exp_id"], g["status"]) for g in groups] == [
-        ("X_fail", "failed"), ("X_crash", "failed"), ("E01", "skipped")]
-    fail, crash, skipped = groups
+        ("E01", "skipped"), ("X_fail", "failed"), ("X_crash", "failed")]
+    skipped, fail, crash = groups
     assert "cifar-10-batches-py" in skipped["error"] and skipped["T_group"] == ""
     assert "2/2 jobs failed" in fail["error"] and "deliberate failure" in fail["error"]
     assert fail["T_group"] != ""  # the group ran; its jobs failed
@@ -128,8 +129,8 @@ def test_failed_and_crashed_cells_are_recorded(failing_run):
     assert [(j["job_id"], j["status"]) for j in jobs] == [("X_fail_ens_s0", "failed"),
                                                           ("X_fail_ens_s1", "failed")]
     assert all("deliberate failure" in j["error"] for j in jobs)
-    assert "failed: X_crash seq pass 1" in proc.stderr
-    assert "skipped: E01 seq pass 1: unavailable here" in proc.stderr
+    assert "failed: X_crash seq pass 1 (attempt 1): cell exited with status 7" in proc.stderr
+    assert "skipped: E01 seq pass 1 (attempt 1): unavailable here" in proc.stderr
     # the skipped cell never started a process
     run_dir = next(p for p in failing_run.runs.iterdir() if p.is_dir())
     assert not list((run_dir / "cells").glob("*E01*/attempt-1/cell.log"))
