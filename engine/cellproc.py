@@ -111,11 +111,18 @@ def stop_session(session_id: int, leader: subprocess.Popen | None = None,
             pass
     _, still = psutil.wait_procs(alive, timeout=grace)
     survivors = [p.pid for p in still] + [p.pid for p in session_processes(session_id, session_id)
-                                          if p.status() != psutil.STATUS_ZOMBIE]
+                                          if _alive(p)]
     if survivors:
         raise RuntimeError(f"processes {sorted(set(survivors))} of session {session_id} "
                            "survived SIGKILL")
     return killed
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:
