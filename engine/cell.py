@@ -97,7 +97,11 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
 
     torch.set_num_threads(threads)
     apply_backend_flags()
-    load_plugins()
+    # torch.optim imports torch._dynamo on first use (~2 s): part of this process's imports,
+    # which fall outside T_group, not a cost of whichever job happens to build an optimizer
+    # first (docs/measurement.md).
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    plugins = load_plugins()
     cell = spec["cell"]
     device = torch.device(spec["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -127,24 +131,53 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     executor.setup(jobs, ctx)
     setup_s = time.perf_counter() - t_setup
     events.emit("phase", phase="setup", seconds=setup_s)
+    host = {"host_load_start": os.getloadavg()[0], "plugins": ",".join(plugins) or None}
     try:
         events.emit("phase", phase="group_start")
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+        cpu0 = _cpu_seconds()
         g0 = time.perf_counter()
         results = executor.run(jobs, ctx)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         t_group = time.perf_counter() - g0
+        host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0])
     finally:
         executor.teardown(ctx)
     return _write_rows(spec, events, results, t_group, setup_s, data_load_s,
-                       torch_facts(device), settings)
+                       {**torch_facts(device), **host}, settings)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its waited-for children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def load_warnings(t_group: float, cpu_s: float | None, threads: int,
+                  loads: tuple[float | None, float | None]) -> list[str]:
+    """Say when the host was not the quiet machine the numbers assume.
+
+    The cell's CPU share (``cpu_s / t_group``) is compared with the cores it could use
+    (``min(threads, cores)``): getting less than half of them means something else held the
+    CPU. The 1-minute load average (lagging, so only a hint) is compared with the cores.
+    """
+    cores = os.cpu_count() or 1
+    out = []
+    usable = min(threads, cores)
+    if cpu_s is not None and t_group > 1.0 and cpu_s / t_group < 0.5 * usable:
+        out.append(f"the cell used {cpu_s / t_group:.2f} of the {usable} cores it could use: "
+                   "other processes competed for the CPU, timings are not comparable")
+    peak = max((x for x in loads if x is not None), default=None)
+    if peak is not None and peak > cores + 0.5:
+        out.append(f"host load average {peak:.1f} on {cores} cores: the machine was busy")
+    return out
 
 
 def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings) -> str:
     from engine.registry import EXECUTORS
-    from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, append_rows
+    from engine.results import append_group
 
     cell = spec["cell"]
     group = group_static(spec)
@@ -160,11 +193,12 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
     train_wall = (sum(r.train_time_s or 0.0 for r in results)
                   if not spec_exec.concurrent else None)
     group.update(facts)
+    measured = status == "ok"  # a failed group's throughput is not a measurement of anything
     group.update(
         status=status, error=error or None, T_group=t_group, total_samples=total_samples,
-        throughput_group=total_samples / t_group if t_group > 0 else None,
+        throughput_group=total_samples / t_group if t_group > 0 and measured else None,
         setup_s=setup_s, data_load_s=data_load_s,
-        train_throughput_sps=(total_samples / train_wall) if train_wall else None,
+        train_throughput_sps=(total_samples / train_wall) if train_wall and measured else None,
         max_parallel=1 if not spec_exec.concurrent else None,
         compile=bool(compiled), compile_mode=compiled[0] if compiled else "off",
         amp=amp_applied, precision=precision, threads=spec["threads"],
@@ -177,8 +211,10 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
             "group_id": group["group_id"], "job_id": job.job_id, "exp_id": job.exp_id,
             "dataset": job.dataset, "model": job.model, "executor": cell["executor"],
             "compile": r.compile_mode != "off", "num_workers": 0,
-            "total_time_s": r.total_time_s, "total_samples": r.samples,
-            "throughput_sps": r.throughput_sps, "early_stopped": False,
+            "total_time_s": r.total_time_s,
+            "total_samples": r.samples if r.samples or r.status == "ok" else None,
+            "throughput_sps": r.throughput_sps if r.status == "ok" else None,
+            "early_stopped": False,
             "epochs_run": r.epochs_run, "gpu_name": facts.get("gpu_name"),
             "final_train_loss": r.final_train_loss, "final_train_acc": r.final_train_acc,
             "final_val_loss": r.final_val_loss, "final_val_acc": r.final_val_acc,
@@ -186,21 +222,22 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
             "amp": r.amp_applied, "campaign_id": spec["campaign_id"], "cell_key": cell["key"],
             "pass": cell["pass_index"], "attempt": spec["attempt"], "status": r.status,
             "error": r.error or None, "train_time_s": r.train_time_s,
-            "train_throughput_sps": r.train_throughput_sps, "val_time_s": r.val_time_s,
+            "train_throughput_sps": r.train_throughput_sps if r.status == "ok" else None,
+            "val_time_s": r.val_time_s,
             "threads": spec["threads"], "compile_mode": r.compile_mode,
             "amp_requested": job.amp, "param_count": r.param_count,
             "precision": "amp-fp16" if r.amp_applied else "fp32", "energy_method": "none",
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None,
         })
-    runs = Path(spec["runs_dir"])
-    # Job rows first, the group row last: a group row is the cell's commit marker.
-    append_rows(runs / "master_individual.csv", rows, INDIVIDUAL_COLUMNS)
-    append_rows(runs / "master_groups.csv", [group], GROUP_COLUMNS)
+    # Both files or neither: a job row never stays without its group row.
+    append_group(spec["runs_dir"], group, rows)
+    warnings = load_warnings(t_group, facts.get("cell_cpu_s"), spec["threads"],
+                             (facts.get("host_load_start"), facts.get("host_load_end")))
     summary = {"group_id": group["group_id"], "status": status, "error": error,
                "T_group": t_group, "total_samples": total_samples,
                "throughput_group": group["throughput_group"], "setup_s": setup_s,
-               "data_load_s": data_load_s,
+               "data_load_s": data_load_s, "warnings": warnings,
                "jobs": [{"job_id": r.job.job_id, "status": r.status,
                          "final_val_acc": r.final_val_acc, "history": r.history}
                         for r in results]}

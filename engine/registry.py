@@ -47,6 +47,9 @@ class DatasetSpec:
     n_outputs: int
     available: Callable[..., tuple[bool, str]]
     source: str = ""
+    #: (samples in the train pool, samples in the test split or None), when known without
+    #: loading: lets a campaign refuse a batch size larger than a job's training set up front.
+    sizes: tuple[int, int | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,18 @@ class Registry:
     kind: str
     items: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, spec: Any) -> Any:
+    def add(self, spec: Any, replace: bool = False) -> Any:
+        """Register ``spec`` under ``spec.name``.
+
+        Raises:
+            ConfigError: the name is taken and ``replace`` is not set. A plugin that means to
+                override a built-in says so (``replace=True``); silently training another
+                model under a known name would make its rows look like the built-in's.
+        """
+        old = self.items.get(spec.name)
+        if old is not None and old is not spec and not replace:
+            raise ConfigError(f"{self.kind} '{spec.name}' is already registered"
+                              f"{_origin(old)}; register with replace=True to override it")
         self.items[spec.name] = spec
         return spec
 
@@ -116,26 +130,36 @@ OPTIMIZERS = Registry("optimizer")
 EXECUTORS = Registry("executor")
 
 
-def register_model(name: str, *, requires: str | None = None, description: str = ""):
+def _origin(spec: Any) -> str:
+    for attr in ("build", "load", "criterion"):
+        func = getattr(spec, attr, None)
+        if func is not None and getattr(func, "__module__", None):
+            return f" by {func.__module__}"
+    return ""
+
+
+def register_model(name: str, *, requires: str | None = None, description: str = "",
+                   replace: bool = False):
     """Decorator: ``@register_model("my_net")`` over ``build(in_shape, n_outputs, **kw)``."""
 
     def wrap(build: Callable[..., Any]) -> Callable[..., Any]:
-        MODELS.add(ModelSpec(name, build, requires, description or (build.__doc__ or "").strip()))
+        MODELS.add(ModelSpec(name, build, requires, description or (build.__doc__ or "").strip()),
+                   replace=replace)
         return build
 
     return wrap
 
 
-def register_dataset(spec: DatasetSpec) -> DatasetSpec:
-    return DATASETS.add(spec)
+def register_dataset(spec: DatasetSpec, replace: bool = False) -> DatasetSpec:
+    return DATASETS.add(spec, replace=replace)
 
 
-def register_task(spec: TaskSpec) -> TaskSpec:
-    return TASKS.add(spec)
+def register_task(spec: TaskSpec, replace: bool = False) -> TaskSpec:
+    return TASKS.add(spec, replace=replace)
 
 
-def register_optimizer(spec: OptimizerSpec) -> OptimizerSpec:
-    return OPTIMIZERS.add(spec)
+def register_optimizer(spec: OptimizerSpec, replace: bool = False) -> OptimizerSpec:
+    return OPTIMIZERS.add(spec, replace=replace)
 
 
 def load_builtins() -> None:

@@ -75,6 +75,7 @@ EXTRA_GROUP_COLUMNS: tuple[str, ...] = (
     "amp_requested", "features_requested", "features_reason", "scheduler_requested",
     "energy_method", "host", "python_version", "fugue_tui_version", "fugue_tui_commit",
     "campaign_hash", "param_count", "precision", "backend_flags", "device", "seed", "passes",
+    "plugins", "host_load_start", "host_load_end", "cell_cpu_s",
 )
 
 #: Our job columns, after the harness's.
@@ -140,6 +141,12 @@ COLUMN_DOCS: dict[str, str] = {
     "seed": "base seed of the group; job seeds derive from it",
     "passes": "number of passes the campaign asked for",
     "samples_dropped": "tail samples skipped over all epochs (only full batches train), count",
+    "plugins": "plugin modules loaded in the cell (FUGUE_PLUGINS and entry points), comma-separated",
+    "host_load_start": ("1-minute load average of the host when the group window opened "
+                        "(os.getloadavg); other work on the host makes timings incomparable"),
+    "host_load_end": "1-minute load average of the host when the group window closed",
+    "cell_cpu_s": ("CPU seconds (user + system) the cell process used during the group window; "
+                   "compare with T_group × threads to see whether it got the cores it asked for"),
     "split": "where validation data came from: test (dataset's test split), holdout or fold",
 }
 
@@ -333,7 +340,21 @@ def preflight(runs_dir: str | os.PathLike[str]) -> Path:
         raise OutputError(f"runs path '{runs_dir}' cannot be resolved: {e}") from None
     if os.path.lexists(directory) and not directory.is_dir():
         raise OutputError(f"runs path '{directory}' is not a directory")
+    missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
     _make_dirs(directory, directory)
+    try:
+        _check_writable(directory)
+    except OutputError:
+        for created in missing:  # leave nothing behind: remove the folders made just now
+            try:
+                created.rmdir()
+            except OSError:
+                break
+        raise
+    return directory
+
+
+def _check_writable(directory: Path) -> None:
     if not directory.is_dir():
         raise OutputError(f"runs path '{directory}' is not a directory")
     for name in RESULT_FILES:
@@ -356,7 +377,6 @@ def preflight(runs_dir: str | os.PathLike[str]) -> Path:
             os.unlink(probe)
     except OSError as e:
         raise OutputError(f"runs path '{directory}' is not writable: {e.strerror or e}") from None
-    return directory
 
 
 # --------------------------------------------------------------------------- writing
@@ -484,15 +504,7 @@ def append_rows(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]],
     shown = os.fspath(path)
     real = _check_target(shown)
     _make_dirs(real.parent, os.path.dirname(os.path.abspath(shown)))
-    lock_path = f"{real}.lock"
-    lock = filelock.FileLock(lock_path, timeout=lock_timeout)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise OutputError(f"{lock_path}: still locked after {lock_timeout:g} s "
-                          f"(another process writing '{shown}'?)") from None
-    except OSError as e:
-        raise OutputError(f"{lock_path}: cannot take the lock: {e.strerror or e}") from None
+    lock = _locked(real, shown, lock_timeout)
     try:
         _append_locked(real, shown, rows, cols)
     finally:
@@ -612,3 +624,85 @@ def _truncate(fd: int, size: int) -> str | None:
     except OSError:
         pass
     return None
+
+
+def _locked(real: Path, shown: str, lock_timeout: float) -> filelock.FileLock:
+    lock_path = f"{real}.lock"
+    lock = filelock.FileLock(lock_path, timeout=lock_timeout)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise OutputError(f"{lock_path}: still locked after {lock_timeout:g} s "
+                          f"(another process writing '{shown}'?)") from None
+    except OSError as e:
+        raise OutputError(f"{lock_path}: cannot take the lock: {e.strerror or e}") from None
+    return lock
+
+
+def append_group(runs_dir: str | os.PathLike[str], group: Mapping[str, Any],
+                 jobs: Sequence[Mapping[str, Any]], *,
+                 lock_timeout: float = LOCK_TIMEOUT_S) -> None:
+    """Append a group's job rows and its group row as one unit: both or neither.
+
+    Takes the job file's lock, then the group file's (always in that order, so writers of
+    either file cannot deadlock), appends the job rows, then the group row. If the group row
+    cannot be written (a full disk), the job rows just appended are cut off again, so no job
+    row is ever left without its group.
+
+    Raises:
+        OutputError: nothing was written (or, if even the roll-back failed, which rows remain).
+    """
+    runs = Path(runs_dir)
+    jobs_shown, group_shown = os.fspath(runs / INDIVIDUAL_FILE), os.fspath(runs / GROUPS_FILE)
+    jobs_real, group_real = _check_target(jobs_shown), _check_target(group_shown)
+    _make_dirs(runs, os.path.abspath(runs_dir))
+    cols_jobs, cols_group = _check_columns(INDIVIDUAL_COLUMNS), _check_columns(GROUP_COLUMNS)
+    for row, cols in [(r, cols_jobs) for r in jobs] + [(group, cols_group)]:
+        unknown = [k for k in row if k not in set(cols)]
+        if unknown:
+            raise ValueError(f"append_group: keys outside columns: {unknown}")
+    jobs_lock = _locked(jobs_real, jobs_shown, lock_timeout)
+    try:
+        group_lock = _locked(group_real, group_shown, lock_timeout)
+        try:
+            before = jobs_real.stat().st_size if jobs_real.exists() else None
+            head = _head(jobs_real)
+            if jobs:
+                _append_locked(jobs_real, jobs_shown, list(jobs), cols_jobs)
+            try:
+                _append_locked(group_real, group_shown, [group], cols_group)
+            except OutputError as exc:
+                if jobs:
+                    _roll_back(jobs_real, jobs_shown, before, head, exc)
+                raise
+        finally:
+            group_lock.release()
+    finally:
+        jobs_lock.release()
+
+
+def _head(real: Path) -> bytes:
+    try:
+        with open(real, "rb") as f:
+            return f.readline()
+    except FileNotFoundError:
+        return b""
+
+
+def _roll_back(real: Path, shown: str, before: int | None, head: bytes, cause: Exception) -> None:
+    """Remove job rows appended just now (we still hold the file's lock)."""
+    try:
+        if before is None:
+            real.unlink()
+            return
+        if _head(real) == head:  # a plain append: the new rows are exactly the tail
+            fd = os.open(real, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                if _truncate(fd, before) is None:
+                    return
+            finally:
+                os.close(fd)
+    except OSError:
+        pass
+    raise OutputError(f"{cause}; and the group's job rows could not be removed from {shown} "
+                      f"(they have no group row)") from None

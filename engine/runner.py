@@ -43,11 +43,11 @@ from engine.campaign import Campaign, load_campaign
 from engine.cell import SPEC_SCHEMA
 from engine.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
 from engine.control import Inbox
-from engine.errors import FugueError, OutputError
+from engine.errors import ConfigError, FugueError
 from engine.events import EventTail, EventWriter
 from engine.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
-from engine.provenance import machine_identity, resolve_device
+from engine.provenance import machine_identity, nvml_devices, resolve_device
 from engine.results import GROUP_COLUMNS, append_rows, preflight, read_rows
 from engine.rows import failed_group_row
 from engine.watchdog import Watchdog, nvml_utilisation
@@ -110,12 +110,17 @@ class Runner:
 
     def __init__(self, campaign: Campaign, on_event: EventFn | None = None,
                  resume: bool = False, since: str | None = None):
-        load_plugins()  # the runner knows the same names as its cells
+        # The runner knows the same names as its cells; which plugins were loaded is part
+        # of what a cell key identifies (a plugin may register models of its own).
+        self.plugins = load_plugins()
         self.campaign = campaign
         self.on_event = on_event or (lambda event: None)
         self.resume, self.since = resume, since
         self.device = resolve_device(campaign.device)
-        self.machine = machine_identity(self.device)
+        if self.device.startswith("cuda") and not nvml_devices():
+            raise ConfigError(f"device '{campaign.device}': no NVIDIA GPU is visible here "
+                              "(NVML finds none); use device = \"cpu\" or \"auto\"")
+        self.machine = {**machine_identity(self.device), "plugins": self.plugins}
         self.cells = build_cells(campaign, self.machine)
         self.runs_dir = Path(campaign.runs_dir)
         self.campaign_id = campaign.name
@@ -179,6 +184,12 @@ class Runner:
              "argv": sys.argv}))
         if self.campaign.source is not None:
             shutil.copyfile(self.campaign.source, self.run_dir / "campaign.toml")
+        # What actually runs, after command-line overrides and with the experiments resolved.
+        (self.run_dir / "campaign.resolved.json").write_text(json.dumps({
+            "campaign": self.campaign.resolved(), "device": self.device,
+            "machine": self.machine, "resume": self.resume, "since": self.since,
+            "experiments": {e: self.campaign.catalogue.get(e).to_dict()
+                            for e in self.campaign.experiments}}, indent=1, default=str))
         self._log = EventWriter(self.run_dir / "runner.jsonl", campaign=self.campaign_id)
         self.inbox = Inbox(self.run_dir, since=started)
         outcome = CampaignOutcome(self.campaign_id, self.run_dir)
@@ -242,7 +253,7 @@ class Runner:
             "campaign_hash": self.campaign.file_hash, "runs_dir": str(self.runs_dir.resolve()),
             "events": str(attempt_dir / "events.jsonl"), "attempt": attempt,
             "seed": self.campaign.seed, "passes": self.campaign.passes, "device": self.device,
-            "threads": self.campaign.threads, "cell": asdict(cell),
+            "threads": self.campaign.threads or os.cpu_count() or 1, "cell": asdict(cell),
         }
 
     def _run_cell(self, cell: CellSpec) -> CellOutcome:
@@ -303,7 +314,7 @@ class Runner:
                             break
                 time.sleep(POLL_S)
         except KeyboardInterrupt:
-            self._stop(proc, cell, attempt, "interrupted (Ctrl-C or SIGTERM)", dump=False)
+            self._stop(proc, cell, attempt, f"interrupted ({_INTERRUPTED_BY[0]})", dump=False)
             self._forward(tail, None)
             forget(attempt_dir)
             shutil.rmtree(scratch, ignore_errors=True)
@@ -466,19 +477,25 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
             "retries": args.retries}
 
 
+_INTERRUPTED_BY = ["Ctrl-C"]
+
+
 def _interrupt(signum, frame):
+    _INTERRUPTED_BY[0] = signal.Signals(signum).name
     raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_arg_parser().parse_args(argv)
-    # SIGTERM ends the campaign exactly like Ctrl-C: stop the cell, record it, exit 130.
+    # SIGTERM and SIGHUP (a closed ssh session) end the campaign exactly like Ctrl-C:
+    # stop the cell, record it, exit 130.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
     try:
         campaign = load_campaign(args.campaign, overrides_from(args))
         outcome = Runner(campaign, resume=args.resume, since=args.since).run()
     except FugueError as exc:
-        print(f"fugue-tui runner: error: {exc}", file=sys.stderr)
+        print(f"fugue-tui: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

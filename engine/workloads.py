@@ -116,3 +116,14 @@ def _job(exp: Experiment, job_id: str, i: int, seed: int, fields: dict[str, Any]
         optimizer_kwargs=dict(fields.get("optimizer_kwargs") or {}), amp=bool(fields.get("amp")),
         model_kwargs=dict(fields.get("model_kwargs") or {}), split=split,
         validate_every_epoch=every_epoch)
+
+
+def train_size(split: SplitSpec, n_pool: int, n_test: int | None) -> int:
+    """How many samples a job trains on (the arithmetic of ``engine.data.split_for``)."""
+    if split.kind == "test" and n_test:
+        return n_pool
+    if split.kind in ("test", "holdout"):
+        return n_pool - max(1, round(n_pool * split.val_fraction))
+    assert split.fold is not None and split.folds is not None
+    base, extra = divmod(n_pool, split.folds)
+    return n_pool - (base + (1 if split.fold < extra else 0))

@@ -2,8 +2,9 @@
 
 It validates the campaign, starts the runner process (``python -m engine.runner``), follows
 the campaign's event files (``engine.follow``) and prints one plain line per lifecycle
-event and per job epoch, then a summary table of ``T_group`` and throughput per experiment
-and executor (means over the campaign's ok rows). The dashboard drives the same runner.
+event and per job epoch, then the campaign's report (``fugue_tui.report``: T_group,
+throughput, speedup over seq with its interval, accuracy parity, per experiment and
+executor, over the campaign's ok rows). The dashboard drives the same runner.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from statistics import mean
 from typing import Any
 
 from rich.console import Console
@@ -24,7 +24,7 @@ import engine
 from engine.campaign import load_campaign
 from engine.cellproc import _die_with_parent
 from engine.follow import CampaignFollower
-from engine.results import read_rows
+from engine.results import preflight, read_rows
 from engine.runner import Runner
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
@@ -39,7 +39,10 @@ class PlainProgress:
         self.stream = stream or sys.stdout
 
     def __call__(self, event: dict[str, Any]) -> None:
-        line = self.line(event)
+        try:
+            line = self.line(event)
+        except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop a campaign
+            line = f"    (event {event.get('type')!r} not shown: {type(exc).__name__}: {exc})"
         if line is not None:
             print(line, file=self.stream, flush=True)
 
@@ -59,8 +62,14 @@ class PlainProgress:
             return (f"    {event['job_id']}  epoch {event['epoch']}/{event['epochs']}  "
                     f"loss {event['loss']:.4f}{extra}  {event.get('train_sps', 0):,.0f} samples/s")
         if kind == "summary":
-            return (f"    T_group {event['T_group']:.2f} s  throughput "
-                    f"{event['throughput_group']:,.0f} samples/s  status {event['status']}")
+            throughput = event.get("throughput_group")
+            line = f"    T_group {event['T_group']:.2f} s"
+            if throughput is not None:
+                line += f"  throughput {throughput:,.0f} samples/s"
+            line += f"  status {event['status']}"
+            for warning in event.get("warnings") or []:
+                line += f"\n    warning: {warning}"
+            return line
         if not runner:
             return None
         if kind == "skipped":
@@ -104,6 +113,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     console = Console()
     if dry:
         return dry_run(runner, console, path)
+    preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.run_dir / "runner.jsonl"))
     proc = _start_runner(path, overrides, resume, since)
     progress = PlainProgress(len(runner.cells))
@@ -186,24 +196,14 @@ def _print_problems(runner: Runner) -> None:
 
 
 def print_summary(console: Console, groups_csv: Path, campaign_id: str) -> None:
-    """Mean ``T_group`` and throughput per experiment × executor over the campaign's ok rows."""
-    rows = [r for r in read_rows(groups_csv) if r.get("campaign_id") == campaign_id]
-    table = Table(title=f"campaign {campaign_id}", title_justify="left")
-    for column in ("experiment", "executor", "compile", "ok", "T_group s (mean)",
-                   "throughput samples/s", "train throughput samples/s", "not ok"):
-        table.add_column(column, justify="left" if column in ("experiment", "executor", "compile")
-                         else "right")
-    groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
-    for row in rows:
-        groups.setdefault((row["exp_id"], row["executor"], row["compile_mode"] or "off"), []).append(row)
-    for (exp_id, executor, compile_mode), members in groups.items():
-        ok = [r for r in members if r["status"] == "ok"]
-        table.add_row(exp_id, executor, compile_mode, str(len(ok)),
-                      _mean(ok, "T_group", ".2f"), _mean(ok, "throughput_group", ",.0f"),
-                      _mean(ok, "train_throughput_sps", ",.0f"), str(len(members) - len(ok)))
-    console.print(table)
+    """The campaign's report (:func:`fugue_tui.report.print_report`): per experiment ×
+    executor, T_group, throughput, energy per model, speedup over seq with its interval or
+    "n/a", baseline, accuracy parity, and the speedup chart. Never fails the batch run: a
+    problem reading the results is printed as one line."""
+    from engine.errors import FugueError
+    from fugue_tui.report import print_report
 
-
-def _mean(rows: list[dict[str, str]], key: str, fmt: str) -> str:
-    values = [float(r[key]) for r in rows if r.get(key)]
-    return format(mean(values), fmt) if values else ""
+    try:
+        print_report(Path(groups_csv).parent, console, campaign_id=campaign_id)
+    except FugueError as exc:
+        print(f"summary: {exc}", file=sys.stderr)

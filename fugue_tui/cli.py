@@ -2,6 +2,7 @@
 
     fugue-tui --batch CAMPAIGN.toml [--dry-run] [--runs-dir DIR] [--passes N] ...
     fugue-tui list [--experiments FILE] [--all]
+    fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N]
 
 Bad input prints one line naming the file, key or value and exits with status 2.
 """
@@ -16,7 +17,7 @@ from engine.errors import FugueError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fugue-tui",
         description="Measure what you gain by training many neural networks at once on one "
                     "GPU: seq, mp (CUDA MPS), ray and a stacked unified model, same data, "
@@ -26,35 +27,87 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="with --batch: print the cells and their keys, run nothing")
     parser.add_argument("--runs-dir", help="override the campaign's runs_dir")
-    parser.add_argument("--passes", type=int, help="override the campaign's passes")
+    parser.add_argument("--passes", type=_at_least(1), help="override the campaign's passes")
     parser.add_argument("--seed", type=int, help="override the campaign's seed")
     parser.add_argument("--device", help="override the campaign's device (auto, cpu, cuda, cuda:N)")
-    parser.add_argument("--experiments-file", metavar="FILE",
+    parser.add_argument("--experiments-file", metavar="FILE", type=_regular_file,
                         help="a user experiments file merged over the catalogue")
-    parser.add_argument("--retries", type=int, help="override the campaign's retries")
+    parser.add_argument("--retries", type=_at_least(0), help="override the campaign's retries")
     parser.add_argument("--resume", action="store_true",
                         help="with --batch: skip cells whose key already has an ok row")
     parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS",
                         help="with --resume: only ok rows at or after this time count")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     control = sub.add_parser("control", help="send a command to the runner of a campaign")
     control.add_argument("run_dir", help="the campaign's run folder (runs/<name>)")
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
     control.add_argument("cell", nargs="?", help="cell key, key prefix or index")
     lister = sub.add_parser("list", help="list the experiment catalogue and what can run here")
-    lister.add_argument("--experiments", metavar="FILE", dest="experiments_file_list",
+    lister.add_argument("--experiments-file", "--experiments", metavar="FILE",
+                        dest="experiments_file_list", type=_regular_file,
                         help="a user experiments file merged over the catalogue")
+    report = sub.add_parser(
+        "report", help="tables and chart of a runs folder: T_group, throughput, energy, "
+                       "speedup over seq with its 95%% interval, accuracy parity")
+    report.add_argument("report_dir", nargs="?", metavar="RUNS_DIR",
+                        help="folder holding master_groups.csv (default: --runs-dir or runs)")
+    report.add_argument("--campaign", metavar="ID", help="only the rows of this campaign id")
+    report.add_argument("--by-campaign", action="store_true",
+                        help="compare only rows of the same campaign file (campaign_hash)")
+    report.add_argument("--width", type=int, metavar="N",
+                        help="layout width in columns (default: the terminal's)")
     return parser
+
+
+def _at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+def _regular_file(text: str) -> str:
+    import os
+
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text}" if not os.path.exists(text)
+                                         else f"not a regular file: {text}")
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error convention: one line on stderr, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command and args.batch:
+        parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
+    if not args.batch:
+        used = [flag for flag, value in (("--dry-run", args.dry_run), ("--resume", args.resume),
+                                         ("--since", args.since)) if value]
+        if used:
+            parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
     try:
         if args.command == "list":
             from fugue_tui.listing import print_catalogue
 
             return print_catalogue(args.experiments_file_list or args.experiments_file)
+        if args.command == "report":
+            from fugue_tui.report import run_report
+
+            return run_report(args.report_dir or args.runs_dir or "runs",
+                              campaign_id=args.campaign, by_campaign=args.by_campaign,
+                              width=args.width)
         if args.command == "control":
             from engine.control import send
 

@@ -62,7 +62,7 @@ def test_overrides_replace_file_values(tmp_path):
     path = _campaign(tmp_path, 'experiments = "D_ens"\npasses = 3\nseed = 1\n')
     c = load_campaign(path, {"passes": 2, "seed": None, "runs_dir": "elsewhere"})
     assert (c.passes, c.seed, c.runs_dir) == (2, 1, Path("elsewhere"))
-    with pytest.raises(ConfigError, match="'passes' must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="'passes' must be between 1 and 1000, got 0"):
         load_campaign(path, {"passes": 0})
 
 
@@ -86,7 +86,7 @@ def test_experiments_file_is_relative_to_the_campaign(tmp_path):
     ('experiments = "D_enz"\n', r"unknown experiment 'D_enz' \(did you mean 'D_ens'\?\)"),
     ('experiments = "E10:E08"\n', r"range 'E10:E08' selects no experiment"),
     ('executors = ["seq"]\n', r"missing key 'experiments'"),
-    ('experiments = "D_ens"\npasses = 0\n', r"key 'passes' must be >= 1, got 0"),
+    ('experiments = "D_ens"\npasses = 0\n', r"key 'passes' must be between 1 and 1000, got 0"),
     ('experiments = "D_ens"\npasses = "2"\n', r"key 'passes' must be an integer, got '2'"),
     ('experiments = "D_ens"\npasses = true\n', r"key 'passes' must be an integer"),
     ('experiments = "D_ens"\nseed = 1.5\n', r"key 'seed' must be an integer"),

@@ -91,8 +91,9 @@ def test_missing_campaign_file(tmp_path):
 def test_bad_command_line_override(tmp_path):
     _campaign(tmp_path, 'experiments = "D_ens"\n')
     before = snapshot(tmp_path)
+    # the flag is named, not the campaign file (the value came from the command line)
     assert_one_line_error(fugue(tmp_path, "--batch", "c.toml", "--passes", "0"),
-                          "'passes'", "got 0")
+                          "argument --passes", "got 0")
     assert_one_line_error(fugue(tmp_path, "--batch", "c.toml", "--device", "gpu0"),
                           "'device'", "'gpu0'")
     assert snapshot(tmp_path) == before

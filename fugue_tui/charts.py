@@ -1,0 +1,226 @@
+"""Terminal charts as strings: the only module that imports plotext.
+
+Every function builds a chart with plotext's figure API and returns ``figure.build()``
+as text: nothing is printed, the terminal is neither queried nor cleared (plotext's
+terminal-size limit is switched off, every chart gets an explicit size). plotext keeps
+one global figure; each call clears it first, so calls do not leak into each other
+(not thread-safe: call from one thread, as the report and the dashboard do).
+
+Colour: ``color=None`` (the default) means colour unless the ``NO_COLOR`` environment
+variable is set (https://no-color.org); ``color=False`` gives plain text (the
+``colorless`` theme and no escape sequences) for files, pipes and tests.
+
+Missing values (None or NaN) are never drawn, and never as 0: :func:`bar_chart` and
+:func:`speedup_chart` leave their bars out and list their labels on a ``missing:`` line
+under the chart; :func:`line_chart` drops the points.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotext as plt
+
+MISSING_PREFIX = "missing: "
+#: Columns plotext needs besides the plot area (tick labels, frame), roughly.
+_FRAME = 12
+
+
+def _use_color(color: bool | None) -> bool:
+    if color is None:
+        return "NO_COLOR" not in os.environ
+    return bool(color)
+
+
+def _figure(width: int, height: int, title: str | None, color: bool):
+    plt.terminal.limit(False, False)  # the size we ask for, whatever the terminal is
+    fig = plt.figure
+    fig.clear.all()
+    fig.plot_size(max(20, int(width)), max(5, int(height)))
+    fig.theme("default" if color else "colorless")
+    if title:
+        fig.title(title)
+    return fig
+
+
+def _render(fig, color: bool) -> str:
+    text = fig.build().string(colorless=not color)
+    return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return not math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def bar_chart(labels: Sequence[str], values: Sequence[float | None], title: str | None = None,
+              width: int = 80, height: int | None = None,
+              errors: Sequence[tuple[float, float] | None] | None = None,
+              color: bool | None = None, reference: float | None = None,
+              value_labels: Sequence[str] | None = None) -> str:
+    """Horizontal bars, one per label, as text.
+
+    ``errors``: an optional ``(low, high)`` interval per bar (None or NaN bounds: none),
+    drawn as a line across the bar's row. ``reference``: a vertical line at that value
+    (e.g. 1 for speedups). ``value_labels``: the text written inside each bar (default
+    the value, plus the interval when there is one). Bars whose value is missing are left
+    out and their labels listed on a final ``missing: a, b`` line. Empty ``value_labels``
+    write nothing in the bars.
+    """
+    use_color = _use_color(color)
+    drawn = [i for i, v in enumerate(values) if not _missing(v)]
+    missing = [str(labels[i]) for i, v in enumerate(values) if _missing(v)]
+    lines: list[str] = []
+    if drawn:
+        rows_per_bar = 3 if len(drawn) <= 10 else 2
+        height = height or rows_per_bar * len(drawn) + 4
+        fig = _figure(width, height, title, use_color)
+        names = [str(labels[i]) for i in drawn]
+        heights = [float(values[i]) for i in drawn]
+        intervals = [_interval(errors[i]) if errors is not None else None for i in drawn]
+        if value_labels is not None:
+            inside = [str(value_labels[i]) for i in drawn]
+        else:
+            inside = [_fmt(h) for h in heights]
+        fig.draw(fig.bar(names, heights, orientation="horizontal", width=0.5,
+                         labeled=inside if any(inside) else False))
+        for position, interval in enumerate(intervals, start=1):
+            if interval:  # the interval: a line across the bar's row
+                fig.draw(fig.segment(interval, (position, position)))
+        if reference is not None:  # a vertical segment through every row
+            fig.draw(fig.segment((float(reference), float(reference)), (0.5, len(drawn) + 0.5)))
+        # Explicit x range from 0: plotext 6.1 gets the range of horizontal bars wrong.
+        ends = heights + [e[1] for e in intervals if e] + ([float(reference)] if reference
+                                                            is not None else [])
+        starts = heights + [e[0] for e in intervals if e]
+        low = min(0.0, min(starts))
+        high = max(ends)
+        fig.ruler("x").lim(low, high + 0.05 * ((high - low) or 1.0))
+        lines.append(_render(fig, use_color))
+    elif title:
+        lines.append(title)
+    if missing:
+        lines.append(MISSING_PREFIX + ", ".join(missing))
+    if not drawn and not missing:
+        lines.append("(nothing to draw)")
+    return "\n".join(lines)
+
+
+def _interval(error: tuple[float, float] | None) -> tuple[float, float] | None:
+    if error is None:
+        return None
+    low, high = error
+    if _missing(low) or _missing(high):
+        return None
+    return float(low), float(high)
+
+
+def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce a series to at most ``2 * buckets`` points, keeping its shape.
+
+    Min/max per bucket: the points (NaN y dropped first) are cut into ``buckets``
+    consecutive runs of (nearly) equal length, and each run is replaced by its minimum and
+    its maximum point, in x order — so every spike survives and the global min and max are
+    always kept (a bucket mean would flatten them). A series with at most ``2 * buckets``
+    points is returned unchanged.
+    """
+    x = np.asarray(xs, dtype=float)
+    y = np.asarray(ys, dtype=float)
+    keep = np.isfinite(y) & np.isfinite(x)
+    x, y = x[keep], y[keep]
+    buckets = max(1, int(buckets))
+    if len(y) <= 2 * buckets:
+        return x, y
+    edges = np.linspace(0, len(y), buckets + 1).astype(int)
+    out_x: list[np.ndarray] = []
+    out_y: list[np.ndarray] = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        if hi <= lo:
+            continue
+        seg = y[lo:hi]
+        picks = sorted({lo + int(np.argmin(seg)), lo + int(np.argmax(seg))})
+        out_x.append(x[picks])
+        out_y.append(y[picks])
+    return np.concatenate(out_x), np.concatenate(out_y)
+
+
+def line_chart(xs: Sequence[float], series: Mapping[str, Sequence[float]], title: str | None = None,
+               width: int = 80, height: int = 15, color: bool | None = None,
+               xlabel: str | None = None, ylabel: str | None = None) -> str:
+    """One line per entry of ``series`` (name → y values over ``xs``), as text.
+
+    Long series are reduced with :func:`downsample` to two points per character column of
+    the plot area (about ``width - 12`` columns), which is all the terminal can show.
+    """
+    use_color = _use_color(color)
+    fig = _figure(width, height, title, use_color)
+    columns = max(1, int(width) - _FRAME)
+    drawn = 0
+    for name, ys in series.items():
+        x, y = downsample(xs, ys, columns)
+        if len(y):
+            fig.draw(fig.signal(x.tolist(), y.tolist()).label(str(name)))
+            drawn += 1
+    if xlabel:
+        fig.label(xlabel, axis="x")
+    if ylabel:
+        fig.label(ylabel, axis="y")
+    if not drawn:
+        return (title + "\n" if title else "") + "(nothing to draw)"
+    return _render(fig, use_color)
+
+
+def speedup_label(row: Mapping[str, Any]) -> str:
+    """``exp executor`` plus what distinguishes the cell: compile mode, scheduler, features."""
+    parts = [str(row.get("exp_id", "")), str(row.get("executor", ""))]
+    mode = str(row.get("compile_mode", "") or "off")
+    if mode != "off":
+        parts.append(f"compile={mode}")
+    for key in ("scheduler", "features"):
+        value = str(row.get(key, "") or "")
+        if value and value != "nan":
+            parts.append(value)
+    return " ".join(parts)
+
+
+def speedup_chart(speedup_df, width: int = 80, color: bool | None = None,
+                  title: str = "speedup over seq (ratio of mean T_group; 1 = seq)") -> str:
+    """Bars of the speedups in ``speedup_df`` (:func:`engine.analysis.speedups`), grouped
+    by experiment then executor, with the bootstrap interval where there is one and a line
+    at 1. seq rows (1 by definition) are not drawn; cells without a seq baseline (NaN) are
+    listed as missing, never drawn as 0. Several machines: labels start with the machine.
+    """
+    frame = speedup_df[speedup_df["executor"] != "seq"]
+    if not len(frame):
+        return "(no speedups to draw: only seq rows)"
+    machines = frame["machine"].unique() if "machine" in frame.columns else []
+    frame = frame.assign(_exp=frame["exp_id"].map({e: i for i, e in enumerate(
+        dict.fromkeys(frame["exp_id"]))}))
+    frame = frame.sort_values(["_exp", "executor"], kind="stable")
+    labels, values, errors = [], [], []
+    for row in frame.to_dict("records"):
+        label = speedup_label(row)
+        if len(machines) > 1:
+            label = f"{row['machine']}: {label}"
+        value = row.get("speedup")
+        # the value goes into the tick label: inside the bar the line at 1 could cover it
+        labels.append(label if _missing(value) else f"{label} {float(value):.3f}")
+        values.append(value)
+        errors.append((row.get("ci_low"), row.get("ci_high")))
+    # plotext draws the first bar at the bottom: reverse so the table order reads downwards.
+    labels, values, errors = (x[::-1] for x in (labels, values, errors))
+    return bar_chart(labels, values, title=title, width=width, errors=errors, color=color,
+                     reference=1.0, value_labels=[""] * len(values))

@@ -1,0 +1,237 @@
+"""The results report: Rich tables per machine (one row per experiment × executor cell) and
+the speedup chart. Used at the end of ``--batch`` and by ``fugue-tui report``.
+
+Numbers come from :mod:`engine.analysis` (ratio-of-means speedups over the seq baseline of
+the same machine and stack, bootstrap intervals only with >= 5 passes on both sides);
+this module only formats them. A value that was not measured is shown as "—", never 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from engine.errors import FugueError, known, nearest
+
+#: Shown for a value that was not measured or does not apply.
+DASH = "—"
+
+#: The parity flags as shown (the note under the tables explains them).
+_PARITY_SHORT = {"within seq spread": "within", "outside seq spread": "OUTSIDE", "n/a": "n/a"}
+
+
+def _str(value: Any) -> str:
+    """A text cell: ``""`` for a missing value (None, NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def _num(value: Any, fmt: str) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return DASH
+    return format(number, fmt) if math.isfinite(number) else DASH
+
+
+def _provenance_title(row: dict[str, Any], by_campaign: bool) -> str:
+    gpu = row.get("gpu_name") or "no GPU"
+    parts = [str(row.get("machine") or "unknown machine"), gpu,
+             f"torch {row.get('torch_version') or '?'}"]
+    if row.get("cuda_version"):
+        parts.append(f"CUDA {row['cuda_version']}")
+    if by_campaign:
+        parts.append(f"campaign file {row.get('campaign_hash') or '?'}")
+    return " · ".join(parts)
+
+
+def _cell_values(row: dict[str, Any]) -> dict[str, str]:
+    """Every column's text for one cell row."""
+    n = row.get("n_strategy")
+    n = 0 if n is None or (isinstance(n, float) and math.isnan(n)) else int(n)
+    speedup = _num(row.get("speedup"), ".3f")
+    if speedup == DASH and n:
+        speedup = "n/a (no seq)"
+    ci = _str(row.get("ci"))
+    bad = row.get("not_ok")
+    variant = " ".join(v for v in (_str(row.get("scheduler")), _str(row.get("features"))) if v)
+    seq_acc = DASH
+    if _num(row.get("seq_acc_mean"), ".3f") != DASH:
+        seq_acc = (f"{_num(row.get('seq_acc_mean'), '.3f')} [{_num(row.get('seq_acc_min'), '.3f')}"
+                   f", {_num(row.get('seq_acc_max'), '.3f')}]")
+    return {
+        "experiment": str(row["exp_id"]), "executor": str(row["executor"]),
+        "compile": str(row["compile_mode"]), "ok": str(n), "variant": variant or DASH,
+        "T_group s": _num(row.get("T_group_mean"), ".2f"),
+        "T_group sd": _num(row.get("T_group_std"), ".2f"),
+        "samples/s": _num(row.get("throughput_group_mean"), ",.0f"),
+        "train samples/s": _num(row.get("train_throughput_mean"), ",.0f"),
+        "J/model": _num(row.get("energy_per_model_j"), ",.1f"),
+        "VRAM MiB": _num(row.get("vram_peak_mb_max"), ",.0f"),
+        "speedup": speedup, "95% CI": ci if ci and n else DASH,
+        "baseline": _str(row.get("baseline")) or DASH,
+        "val acc": _num(row.get("acc_mean"), ".3f"), "seq acc [min, max]": seq_acc,
+        "parity": _PARITY_SHORT.get(str(row.get("parity")), DASH) if n else DASH,
+        "not ok": str(int(bad)) if bad is not None and bad == bad else "0",
+    }
+
+
+_KEY = ("experiment", "executor", "compile", "ok")
+_RIGHT = {"ok", "T_group s", "T_group sd", "samples/s", "train samples/s", "J/model",
+          "VRAM MiB", "speedup", "95% CI", "val acc"}
+#: Every column after _KEY, in order: the speedup columns first, so that a narrow console
+#: (several tables) still shows them together in the first one.
+_COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "T_group sd", "samples/s",
+            "train samples/s", "J/model", "VRAM MiB", "val acc", "seq acc [min, max]",
+            "parity", "not ok")
+#: Headers on two lines, so that a column is no wider than its numbers.
+_HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "samples/s": "samples\n/s",
+            "train samples/s": "train\nsamples/s", "J/model": "J/\nmodel",
+            "VRAM MiB": "VRAM\nMiB", "val acc": "val\nacc", "seq acc [min, max]":
+            "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp"}
+
+
+def _natural_width(table: Table) -> int:
+    """The width ``table`` takes when nothing has to wrap."""
+    console = Console(width=100_000, color_system=None)
+    return Measurement.get(console, console.options, table).maximum
+
+
+def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
+                 title_prefix: str = "", width: int | None = None) -> list[Table]:
+    """Tables of ``speedup_df`` (:func:`engine.analysis.speedups`), per provenance key, rows
+    in its order: one table with every column when it fits in ``width`` (None: always);
+    else as many tables as needed, each starting with experiment, executor, compile and
+    ok, the speedup columns in the first. ``status_df``
+    (:func:`engine.analysis.cell_status`) adds the "not ok" counts and the cells without
+    any ok row. Columns with nothing to show (no variant, no energy measured, ...) are left
+    out, except T_group, speedup, interval and baseline.
+    """
+    from engine.analysis import cell_columns, provenance_columns
+
+    prov = provenance_columns(by_campaign)
+    keys = cell_columns(by_campaign)
+    frame = speedup_df
+    if status_df is not None and len(status_df):
+        frame = frame.merge(status_df, on=keys, how="left", sort=False)
+        extra = status_df.merge(speedup_df[keys], on=keys, how="left", indicator=True)
+        extra = extra[extra["_merge"] == "left_only"].drop(columns="_merge")
+        if len(extra):
+            frame = extra if not len(frame) else pd.concat([frame, extra], ignore_index=True)
+    rows = [(row, _cell_values(row)) for row in frame.to_dict("records")]
+    always = {"T_group s", "speedup", "95% CI", "baseline"}
+    empty = {name for name in _COLUMNS
+             if name not in always and all(v[name] in (DASH, "n/a") for _, v in rows)}
+    if all(v["not ok"] == "0" for _, v in rows):
+        empty.add("not ok")
+    shown = [c for c in _COLUMNS if c not in empty]
+    tables = []
+    order = list(dict.fromkeys(tuple(str(r.get(k, "")) for k in prov) for r, _ in rows))
+    for key in order:
+        part = [v for r, v in rows if tuple(str(r.get(k, "")) for k in prov) == key]
+        first = next(r for r, _ in rows if tuple(str(r.get(k, "")) for k in prov) == key)
+        title = title_prefix + _provenance_title(first, by_campaign)
+        # Greedy: as many columns per table as fit in ``width`` (each table repeats _KEY).
+        groups: list[list[str]] = [[]]
+        for column in shown:
+            trial = groups[-1] + [column]
+            if width is None or not groups[-1] or _natural_width(
+                    _table("", trial, part)) <= width:
+                groups[-1] = trial
+            else:
+                groups.append([column])
+        for i, columns in enumerate(groups, start=1):
+            suffix = f" ({i}/{len(groups)})" if len(groups) > 1 else ""
+            tables.append(_table(title + suffix, columns, part))
+    return tables
+
+
+def _table(title: str, columns: list[str], rows: list[dict[str, str]]) -> Table:
+    names = list(_KEY) + columns
+    table = Table(title=title or None, title_justify="left")
+    for name in names:
+        table.add_column(Text(_HEADERS.get(name, name)),
+                         justify="right" if name in _RIGHT else "left",
+                         no_wrap=name != "variant" and name != "baseline", overflow="fold")
+    for values in rows:
+        table.add_row(*(Text(values[c]) for c in names))
+    return table
+
+
+def print_report(runs_dir: str | os.PathLike[str], console: Console,
+                 campaign_id: str | None = None, width: int | None = None,
+                 by_campaign: bool = False, chart: bool = True) -> int:
+    """Print the tables and the speedup chart of the results under ``runs_dir``; return the
+    number of cells reported.
+
+    ``campaign_id``: only that campaign's rows (an unknown id raises a one-line
+    :class:`~engine.errors.FugueError`). ``width``: the chart's width (default: the
+    console's). Raises :class:`engine.analysis.NoResultsError` without
+    ``master_groups.csv``.
+    """
+    from engine.analysis import cell_status, load_runs, speedups
+
+    runs = load_runs(runs_dir)
+    if campaign_id is not None:
+        ids = runs.campaign_ids()
+        if campaign_id not in ids:
+            raise FugueError(f"no rows of campaign '{campaign_id}' in '{runs_dir}'"
+                             f"{nearest(campaign_id, ids)} "
+                             f"({known(ids) if ids else 'no row there names a campaign'})")
+        runs = runs.select(campaign_id)
+    if not len(runs.groups):
+        console.print(f"no result rows in {runs_dir}")
+        return 0
+    table = speedups(runs, by_campaign=by_campaign)
+    status = cell_status(runs, by_campaign=by_campaign)
+    prefix = f"campaign {campaign_id}: " if campaign_id else ""
+    for t in build_tables(table, status, by_campaign, title_prefix=prefix,
+                          width=width or console.width):
+        console.print(t)
+    notes = _notes(table)
+    for line in notes:
+        console.print(Text(line))
+    if chart and len(table) and (table["executor"] != "seq").any():
+        from fugue_tui.charts import speedup_chart
+
+        color = (console.is_terminal and not console.no_color
+                 and "NO_COLOR" not in os.environ)
+        text = speedup_chart(table, width=width or min(console.width, 120), color=color)
+        console.print(Text.from_ansi(text) if color else Text(text))
+    return len(table)
+
+
+def _notes(table) -> list[str]:
+    from engine.analysis import MIN_BOOT_N
+
+    if not len(table):
+        return []
+    lines = ["speedup = mean seq T_group ÷ mean T_group over passes (ratio of means), against "
+             "seq on the same machine and stack; 95% CI: percentile bootstrap, only with "
+             f">= {MIN_BOOT_N} passes on both sides (else n/a)."]
+    if (table["parity"] != "n/a").any():
+        lines.append("parity: within / OUTSIDE = the cell's mean validation accuracy lies "
+                     "within / outside the [min, max] of its seq baseline's jobs over all "
+                     "passes.")
+    return lines
+
+
+def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
+               by_campaign: bool = False, width: int | None = None) -> int:
+    """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
+    campaign id) raises a one-line :class:`~engine.errors.FugueError` (exit 2)."""
+    if width is not None and width < 40:
+        raise FugueError(f"--width {width}: at least 40 columns")
+    console = Console(width=width) if width else Console()
+    print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
+                 by_campaign=by_campaign)
+    return 0

@@ -1,0 +1,124 @@
+"""fugue_tui.charts: text charts with labels, missing values listed and never drawn, min/max
+downsampling, colourless output, and plotext imported nowhere else."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fugue_tui.charts import (MISSING_PREFIX, bar_chart, downsample, line_chart, speedup_chart)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _split(text: str) -> tuple[str, list[str]]:
+    """(the chart, the labels listed as missing)."""
+    lines = text.splitlines()
+    missing = [line for line in lines if line.startswith(MISSING_PREFIX)]
+    chart = "\n".join(line for line in lines if not line.startswith(MISSING_PREFIX))
+    listed = missing[0][len(MISSING_PREFIX):].split(", ") if missing else []
+    return chart, listed
+
+
+def test_bar_chart_has_its_labels_and_title_and_no_side_effects(capsys):
+    text = bar_chart(["alpha", "gamma_long"], [1.5, 3.0], title="demo title", width=70,
+                     color=False)
+    assert "alpha" in text and "gamma_long" in text and "demo title" in text
+    assert "1.5" in text and "3" in text  # values written in the bars
+    assert "\x1b[" not in text  # colourless
+    assert max(len(line) for line in text.splitlines()) <= 70
+    assert capsys.readouterr() == ("", "")  # nothing printed
+
+
+def test_missing_value_is_listed_and_not_drawn():
+    text = bar_chart(["alpha", "beta_missing", "gamma", "delta_none"],
+                     [1.0, float("nan"), 2.0, None], width=70, color=False)
+    chart, listed = _split(text)
+    assert listed == ["beta_missing", "delta_none"]
+    assert "beta_missing" not in chart and "delta_none" not in chart
+    assert "alpha" in chart and "gamma" in chart
+
+
+def test_all_missing_draws_no_chart_at_all():
+    text = bar_chart(["a_cell", "b_cell"], [None, math.nan], title="t", width=60, color=False)
+    assert text.splitlines() == ["t", MISSING_PREFIX + "a_cell, b_cell"]
+    assert "┤" not in text and "0.0" not in text
+
+
+def test_interval_is_drawn_and_axis_starts_at_zero():
+    plain = bar_chart(["x_cell"], [2.0], width=60, color=False)
+    with_ci = bar_chart(["x_cell"], [2.0], width=60, color=False, errors=[(1.5, 2.5)])
+    assert plain != with_ci
+    assert "0.0" in plain.splitlines()[-1]  # bars start at 0, never at the smallest value
+
+
+def test_color_follows_no_color(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert "\x1b[" in bar_chart(["a"], [1.0], width=40)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in bar_chart(["a"], [1.0], width=40)
+    assert "\x1b[" in bar_chart(["a"], [1.0], width=40, color=True)
+
+
+def test_downsample_keeps_min_and_max_of_a_long_series():
+    rng = np.random.default_rng(3)
+    xs = np.arange(10_000, dtype=float)
+    ys = rng.normal(0.0, 1.0, 10_000)
+    ys[4321], ys[9876] = 25.0, -30.0  # lone spikes a bucket mean would flatten
+    ys[17] = np.nan  # dropped, never drawn as 0
+    dx, dy = downsample(xs, ys, 68)
+    assert len(dy) <= 2 * 68
+    assert dy.max() == 25.0 and dx[dy.argmax()] == 4321
+    assert dy.min() == -30.0 and dx[dy.argmin()] == 9876
+    assert np.all(np.diff(dx) > 0) and not np.isnan(dy).any()
+    short_x, short_y = downsample(xs[:50], ys[:50], 68)
+    assert len(short_y) == 49  # short series unchanged but for the NaN
+
+
+def test_line_chart_of_a_long_series():
+    xs = np.arange(10_000)
+    text = line_chart(xs, {"loss_curve": np.sin(xs / 500.0), "empty": [np.nan] * 10_000},
+                      title="loss", width=70, height=12, color=False)
+    assert "loss_curve" in text and "loss" in text
+    assert len(text.splitlines()) <= 12 + 1
+
+
+def test_speedup_chart_orders_lists_missing_and_skips_seq():
+    df = pd.DataFrame([
+        {"machine": "m", "exp_id": "E01", "executor": "seq", "compile_mode": "off",
+         "scheduler": "", "features": "", "speedup": 1.0, "ci_low": np.nan, "ci_high": np.nan},
+        {"machine": "m", "exp_id": "E01", "executor": "mp", "compile_mode": "off",
+         "scheduler": "", "features": "", "speedup": 1.8, "ci_low": 1.6, "ci_high": 2.0},
+        {"machine": "m", "exp_id": "E01", "executor": "ray", "compile_mode": "off",
+         "scheduler": "asha", "features": "", "speedup": 2.4, "ci_low": np.nan,
+         "ci_high": np.nan},
+        {"machine": "m", "exp_id": "E02", "executor": "unified_model",
+         "compile_mode": "reduce-overhead", "scheduler": "", "features": "vf:1,s:0,fl:0",
+         "speedup": np.nan, "ci_low": np.nan, "ci_high": np.nan},
+    ])
+    chart, listed = _split(speedup_chart(df, width=90, color=False))
+    assert listed == ["E02 unified_model compile=reduce-overhead vf:1,s:0,fl:0"]
+    assert "E01 mp" in chart and "E01 ray asha" in chart and "E01 seq" not in chart
+    assert "1.800" in chart and "2.400" in chart
+    assert chart.index("E01 mp") < chart.index("E01 ray asha")  # table order, top down
+    only_seq = speedup_chart(df[df["executor"] == "seq"], width=60, color=False)
+    assert "only seq" in only_seq
+
+
+def test_plotext_is_imported_only_by_charts():
+    offenders = []
+    for folder in ("engine", "fugue_tui", "bench"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                if any(n.split(".")[0] == "plotext" for n in names):
+                    offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == ["fugue_tui/charts.py"]
