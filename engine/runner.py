@@ -481,7 +481,12 @@ _INTERRUPTED_BY = ["Ctrl-C"]
 
 
 def _interrupt(signum, frame):
-    _INTERRUPTED_BY[0] = signal.Signals(signum).name
+    """First SIGINT/SIGTERM/SIGHUP: stop the campaign (as KeyboardInterrupt). Later ones are
+    ignored, so a second Ctrl-C (or a front end forwarding the first) cannot break the
+    clean-up that records the cell and stops its session."""
+    _INTERRUPTED_BY[0] = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -489,8 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_arg_parser().parse_args(argv)
     # SIGTERM and SIGHUP (a closed ssh session) end the campaign exactly like Ctrl-C:
     # stop the cell, record it, exit 130.
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGHUP, _interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         campaign = load_campaign(args.campaign, overrides_from(args))
         outcome = Runner(campaign, resume=args.resume, since=args.since).run()

@@ -117,11 +117,13 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     follower = CampaignFollower(runner.run_dir, _size(runner.run_dir / "runner.jsonl"))
     proc = _start_runner(path, overrides, resume, since)
     progress = PlainProgress(len(runner.cells))
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    forward = {sig: signal.signal(sig, lambda signum, _: proc.send_signal(signum))
+               for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         _follow(proc, follower, progress)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, previous in forward.items():
+            signal.signal(sig, previous)
     code = proc.returncode
     if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
         return 2
@@ -176,8 +178,13 @@ def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress: PlainP
             if interrupted_at is not None and time.monotonic() - interrupted_at > RUNNER_STOP_S:
                 proc.kill()
             time.sleep(0.1)
-        except KeyboardInterrupt:  # the runner got the same Ctrl-C: let it stop its cell
-            interrupted_at = interrupted_at or time.monotonic()
+        except KeyboardInterrupt:
+            # From a terminal the runner got the same Ctrl-C; from `kill -INT` it did not:
+            # pass it on (the runner ignores repeats) and let it stop its cell.
+            if interrupted_at is None:
+                interrupted_at = time.monotonic()
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
 
 
 def _print_problems(runner: Runner) -> None:

@@ -83,6 +83,7 @@ passes = 2
 seed = 42
 runs_dir = "runs"
 device = "cpu"
+threads = 1
 experiments_file = "experiments.toml"
 """)
 
@@ -96,5 +97,6 @@ name = "e2e-fail"
 experiments = "X_fail,X_crash,E01"
 executors = ["seq"]
 device = "cpu"
+threads = 1
 experiments_file = "experiments.toml"
 """)

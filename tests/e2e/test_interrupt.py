@@ -23,6 +23,7 @@ name = "interrupt"
 experiments = "D_reg,D_ens"
 executors = ["seq"]
 device = "cpu"
+threads = 1
 experiments_file = "experiments.toml"
 """
 

@@ -85,7 +85,7 @@ def _campaign(tmp: Path, experiments: str, action: str = "kill", extra: str = ""
     (tmp / "experiments.toml").write_text(EXPERIMENTS)
     path = tmp / "campaign.toml"
     path.write_text(f'name = "{name}"\nexperiments = "{experiments}"\nexecutors = ["seq"]\n'
-                    f'device = "cpu"\nexperiments_file = "experiments.toml"\n{extra}\n'
+                    f'device = "cpu"\nthreads = 1\nexperiments_file = "experiments.toml"\n{extra}\n'
                     + WATCHDOG.format(action=action))
     return path
 
