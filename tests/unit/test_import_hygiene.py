@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 RUNNER_SIDE = ["engine.runner", "engine.campaign", "engine.matrix", "engine.results",
                "engine.catalogue", "engine.events", "engine.provenance", "engine.rows",
-               "engine.plugins", "engine.availability", "fugue_tui.cli", "fugue_tui.batch",
-               "fugue_tui.listing"]
+               "engine.plugins", "engine.availability", "engine.cellproc", "engine.watchdog",
+               "engine.control", "engine.follow", "engine.state", "engine.validate",
+               "engine.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
+               "fugue_tui.report", "fugue_tui.charts"]
 
 
 def test_runner_side_modules_do_not_import_torch():
