@@ -161,7 +161,10 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     amp = bool(job.amp and settings.amp_allowed)
     result.amp_applied = amp
     scaler = torch.amp.GradScaler("cuda") if amp else None
-    criterion = task_lib.loss_fn(task)
+    # Resolved once: the step below calls the raw criterion on already-shaped tensors, so
+    # the loop pays no registry lookup and no second shaping per step (bench/RESULTS.md).
+    task = task_lib.resolve_task(task, job.dataset, where=job.job_id)
+    criterion = task_lib.loss_fn(task).criterion
 
     forward: Callable[[torch.Tensor], torch.Tensor] = model
     if settings.compile_mode != "off":
@@ -192,7 +195,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
             xb, yb = x_all[idx], y_all[idx]
             with _autocast(device, amp):
                 out, target = task_lib.prepare(task, forward(xb), yb)
-                loss = criterion(out.float(), target)
+                loss = criterion(out if out.dtype == torch.float32 else out.float(), target)
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
@@ -205,7 +208,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
             loss_sum += detached
             if last_epoch:  # final_train_acc: only the last epoch pays for scoring
                 with torch.no_grad():
-                    for key, value in task_lib.score_sums(task, out.detach().float(), target).items():
+                    for key, value in task_lib.score_sums(task, out, target).items():
                         score[key] = score[key] + value if key in score else value
             now = time.perf_counter()
             if now - last_report >= limiter_interval:
