@@ -216,6 +216,10 @@ def _resolve(source) -> tuple[list[Path], list[Path]]:
     return groups, jobs
 
 
+#: Columns without which a group file cannot be analysed (the harness's files have them).
+REQUIRED_GROUP_COLUMNS = ("exp_id", "executor", "T_group")
+
+
 def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
               ) -> Runs:
     """Read a runs folder (``master_groups.csv`` and, if present, ``master_individual.csv``),
@@ -226,6 +230,11 @@ def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.Path
     """
     group_files, job_files = _resolve(runs_dir_or_files)
     groups = [_read_csv(p).assign(source=str(p)) for p in group_files]
+    for path, frame in zip(group_files, groups):
+        missing = [c for c in REQUIRED_GROUP_COLUMNS if c not in frame.columns]
+        if missing:  # someone else's CSV under our name: refuse it rather than show blanks
+            raise NoResultsError(f"{path}: not a results file of fugue or fugue-tui "
+                                 f"(missing columns: {', '.join(missing)})")
     jobs = [_read_csv(p).assign(source=str(p)) for p in job_files]
     return runs_from_frames(pd.concat(groups, ignore_index=True) if groups else None,
                             pd.concat(jobs, ignore_index=True) if jobs else None,

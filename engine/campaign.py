@@ -28,6 +28,7 @@ Torch-free.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,21 +111,31 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         ConfigError: unknown key (nearest name), wrong type, unknown experiment or
             executor (with the known ones), a count below 1, an impossible choice.
     """
-    doc = {**doc, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    doc = {**doc, **given}
+
+    def at(key: str) -> str:
+        """Where ``key``'s value came from: its command-line flag, else the file."""
+        return f"argument --{key.replace('_', '-')}" if key in given else where
+
     tomlfile.check_keys(doc, _KEYS, where)
     load_plugins()  # built-ins and plugins: every name a campaign may use
     user_file = doc.get("experiments_file")
-    if user_file and base_dir is not None and not Path(user_file).is_absolute():
+    # The file's value is relative to the campaign file; a command-line value to the
+    # working directory (where the shell, and the argument check, resolved it).
+    if (user_file and base_dir is not None and "experiments_file" not in given
+            and not Path(user_file).is_absolute()):
         user_file = str(base_dir / user_file)
     if user_file and not Path(user_file).is_file():
-        raise ConfigError(f"{where}: key 'experiments_file': no such file {user_file}")
+        raise ConfigError(f"{at('experiments_file')}: key 'experiments_file': no such file "
+                          f"{user_file}")
     catalogue = load_catalogue(user_file)
     if "experiments" not in doc:
         raise ConfigError(f"{where}: missing key 'experiments' (e.g. experiments = \"D_ens\")")
     experiments = catalogue.select(doc["experiments"], where=f"{where}: experiments")
     seed = doc.get("seed", 42)
     for exp_id in experiments:
-        check_experiment(catalogue.get(exp_id), seed, where)
+        check_experiment(catalogue.get(exp_id), seed, at("seed"))
     executors = doc.get("executors", ["seq"])
     executors = [executors] if isinstance(executors, str) else executors
     if not executors:
@@ -139,10 +150,11 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                               f"{nearest(str(name), EXECUTORS.names())}; {known(EXECUTORS.names())}")
     passes = doc.get("passes", 1)
     if not 1 <= passes <= MAX_PASSES:
-        raise ConfigError(f"{where}: key 'passes' must be between 1 and {MAX_PASSES}, got {passes}")
+        raise ConfigError(f"{at('passes')}: key 'passes' must be between 1 and {MAX_PASSES}, "
+                          f"got {passes}")
     retries = doc.get("retries", 0)
     if retries < 0:
-        raise ConfigError(f"{where}: key 'retries' must be >= 0, got {retries}")
+        raise ConfigError(f"{at('retries')}: key 'retries' must be >= 0, got {retries}")
     watchdog = _watchdog(doc.get("watchdog", {}), f"{where}: watchdog")
     threads = doc.get("threads", 0)
     if threads < 0:
@@ -157,7 +169,8 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                           f"got {compile_mode!r}{nearest(compile_mode, COMPILE_MODES)}")
     device = doc.get("device", "auto")
     if not _DEVICE.match(device):
-        raise ConfigError(f"{where}: key 'device' must be auto, cpu, cuda or cuda:N, got {device!r}")
+        raise ConfigError(f"{at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
+                          f"got {device!r}")
     options = doc.get("options", {})
     for executor, table in options.items():
         if executor not in EXECUTORS:
@@ -183,13 +196,17 @@ def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:
     tomlfile.check_keys(table, _WATCHDOG_KEYS, where)
     settings = WatchdogSettings(**{k: (float(v) if isinstance(v, int) and _WATCHDOG_KEYS[k] == (float,)
                                        else v) for k, v in table.items()})
-    if settings.interval_s <= 0:
-        raise ConfigError(f"{where}: key 'interval_s' must be > 0, got {settings.interval_s}")
+    if not (math.isfinite(settings.interval_s) and settings.interval_s > 0):
+        raise ConfigError(f"{where}: key 'interval_s' must be a finite number > 0, "
+                          f"got {settings.interval_s}")
     if not 1 <= settings.suspect_after <= settings.hung_after:
         raise ConfigError(f"{where}: need 1 <= suspect_after <= hung_after, got "
                           f"{settings.suspect_after} and {settings.hung_after}")
     if not 0 <= settings.cpu_fraction < 1:
         raise ConfigError(f"{where}: key 'cpu_fraction' must be in [0, 1), got {settings.cpu_fraction}")
+    if not 0 <= settings.gpu_busy_pct <= 100:
+        raise ConfigError(f"{where}: key 'gpu_busy_pct' must be in [0, 100], got "
+                          f"{settings.gpu_busy_pct}")
     if settings.action not in ACTIONS:
         raise ConfigError(f"{where}: key 'action' must be one of {', '.join(ACTIONS)}, got "
                           f"{settings.action!r}{nearest(settings.action, ACTIONS)}")

@@ -14,6 +14,7 @@ prefix, or the cell's index in the campaign.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -21,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, OutputError
 
 COMMANDS = ("kill", "retry", "skip", "abort")
 
@@ -31,6 +32,8 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
 
     Raises:
         ConfigError: unknown command, a missing cell, or no such run folder.
+        OutputError: the command file cannot be written (``control`` is not a folder, a
+            read-only or full disk); nothing is left behind.
     """
     run_dir = Path(run_dir)
     if command not in COMMANDS:
@@ -40,12 +43,22 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
     if not (run_dir / "runner.jsonl").exists():
         raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
     inbox = run_dir / "control"
-    inbox.mkdir(exist_ok=True)
     body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
     name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
     tmp = inbox / f".{name}.tmp"
-    tmp.write_text(json.dumps(body))
-    os.replace(tmp, inbox / name)
+    created = not os.path.lexists(inbox)
+    try:
+        inbox.mkdir(exist_ok=True)
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, inbox / name)
+    except OSError as exc:  # a file in the inbox's place, a read-only or full disk
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                inbox.rmdir()
+        reason = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        raise OutputError(f"{inbox}: cannot queue the command: {reason}") from None
     return inbox / name
 
 

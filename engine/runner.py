@@ -456,13 +456,21 @@ def _last_line(path: Path) -> str:
     return lines[-1][:500] if lines else ""
 
 
+def _timestamp(text: str) -> str:
+    try:
+        time.strptime(text, "%Y%m%d_%H%M%S")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not YYYYmmdd_HHMMSS") from None
+    return text
+
+
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine.runner",
                                      description="Run a campaign (the process front ends start).")
     parser.add_argument("campaign", help="campaign TOML file")
     parser.add_argument("--resume", action="store_true",
                         help="skip cells whose key already has an ok row")
-    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS",
+    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
                         help="with --resume: only ok rows at or after this timestamp count")
     for name in ("runs-dir", "device", "experiments-file"):
         parser.add_argument(f"--{name}")
