@@ -103,9 +103,12 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
     tomlfile.check_keys(table, _EXPERIMENT_KEYS, where, _ALIASES)
     values = {**_DEFAULTS, **table}
     wtype = values.get("type")
-    if wtype not in WORKLOAD_TYPES:
-        raise ConfigError(f"{where}: key 'type' must be one of {', '.join(WORKLOAD_TYPES)}, "
-                          f"got {wtype!r}{nearest(str(wtype), WORKLOAD_TYPES)}")
+    from engine.workloads import WORKLOADS  # the registry: built-ins and plugins' types
+
+    if wtype not in WORKLOADS:
+        types = WORKLOADS.names()
+        raise ConfigError(f"{where}: key 'type' must be one of {', '.join(types)}, "
+                          f"got {wtype!r}{nearest(str(wtype), types)}")
     # Task names are checked against the task registry when availability is computed:
     # a plugin may register more (E17's language modelling), so the parser cannot know them.
     members: list[dict[str, Any]] = []

@@ -66,6 +66,9 @@ class TaskSpec:
     criterion: Callable[[], Any]
     target_dtype: str  # "long" (class indices) or "float" (regression targets)
     metric: str        # "accuracy" or "r2"
+    #: ``module:function`` of the task's vectorised (stacked, K-member) loss for the unified
+    #: model; without one the unified model refuses the task by name rather than guessing.
+    stacked_target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class Registry:
         Raises:
             ConfigError: unknown name, with the nearest valid one and the known ones.
         """
+        if name not in self.items:
+            load_builtins()  # a caller that imported only the registry still sees built-ins
         try:
             return self.items[name]
         except KeyError:

@@ -11,15 +11,35 @@
 
 Job i's seed is ``seed + i`` under every executor, whatever order it runs jobs in (fugue
 compatibility, ``../shared/reference/fugue-compat.md``). Torch-free.
+
+Workload types live in a registry, declared with a decorator under the value an
+experiment's ``type`` carries; the four above register themselves exactly as a plugin does::
+
+    from engine.workloads import SplitSpec, make_job, register_workload
+
+    @register_workload("my_sweep", description="K copies at growing batch sizes")
+    def my_sweep(exp, seed):
+        split = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
+        return [make_job(exp, f"{exp.id}_b{i}", i, seed,
+                         {**base_fields(exp), "batch_size": exp.batch_size * 2 ** i}, split)
+                for i in range(exp.k)]
+
+A plugin type's experiment is declared like an ensemble (``model``, ``dataset``, ``k``,
+``batch_size``, ``epochs``, ``lr``). :func:`expand` checks what every type must keep:
+``exp.k`` jobs, indices ``0..k-1`` in order, seeds ``seed + i``, the experiment's id, and
+distinct job ids.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.catalogue import JOB_FIELDS, OPTIMIZER_KWARGS, Experiment
+from engine.errors import ConfigError
+from engine.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -70,45 +90,116 @@ class JobSpec:
         return cls(**data)
 
 
-def _base(exp: Experiment) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A workload type: ``expand(exp, seed) -> list[JobSpec]`` for experiments whose
+    ``type`` is ``name``."""
+
+    name: str
+    expand: Callable[[Experiment, int], list[JobSpec]]
+    description: str = ""
+
+
+#: Workload types by the value of an experiment's ``type`` (built-ins first, then plugins).
+WORKLOADS = Registry("workload type")
+
+
+def register_workload(name: str, *, description: str = "", replace: bool = False):
+    """Decorator: ``@register_workload("my_sweep")`` over ``expand(exp, seed) -> [JobSpec]``.
+
+    Raises:
+        ConfigError: ``name`` is already registered and ``replace`` is not set.
+    """
+
+    def wrap(func: Callable[[Experiment, int], list[JobSpec]]):
+        WORKLOADS.add(WorkloadSpec(name, func, description or (func.__doc__ or "").strip()
+                                   .split("\n")[0]), replace=replace)
+        return func
+
+    return wrap
+
+
+def base_fields(exp: Experiment) -> dict[str, Any]:
+    """The experiment's job fields (model, dataset, task, batch_size, ...), a fresh dict."""
     return {key: getattr(exp, key) for key in JOB_FIELDS}
 
 
+_base = base_fields
+
+
 def expand(exp: Experiment, seed: int = 42) -> list[JobSpec]:
-    """Expand ``exp`` into its jobs (see the module docstring for ids, seeds and splits)."""
-    jobs: list[JobSpec] = []
-    holdout = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
-    if exp.type == "ensemble":
-        for i in range(exp.k):
-            jobs.append(_job(exp, f"{exp.id}_ens_s{i}", i, seed, _base(exp),
-                             SplitSpec("test", exp.split_seed, exp.val_fraction), False))
-    elif exp.type == "cv":
-        for i in range(exp.k):
-            jobs.append(_job(exp, f"{exp.id}_fold{i}", i, seed, _base(exp),
-                             SplitSpec("fold", exp.split_seed, exp.val_fraction, i, exp.k), False))
-    elif exp.type == "hpo":
-        keys = list(exp.search_space)
-        for i, point in enumerate(itertools.product(*(exp.search_space[k] for k in keys))):
-            fields = _base(exp)
-            fields["optimizer_kwargs"] = dict(fields["optimizer_kwargs"])
-            for key, value in zip(keys, point):  # applied in the order written
-                if key in OPTIMIZER_KWARGS:
-                    fields["optimizer_kwargs"][key] = value
-                else:
-                    # copy tables: the experiment (and so the cell key) must not change
-                    fields[key] = dict(value) if isinstance(value, dict) else value
-            jobs.append(_job(exp, f"{exp.id}_t{i}", i, seed, fields, holdout, True))
-    elif exp.type == "multi_model":
-        for i, member in enumerate(exp.members):
-            jobs.append(_job(exp, f"{exp.id}_m{i}_{member['model']}", i, seed, dict(member),
-                             SplitSpec("test", exp.split_seed, exp.val_fraction), False))
-    else:  # guarded by the catalogue parser
-        raise ValueError(f"unknown workload type {exp.type!r}")
+    """Expand ``exp`` into its jobs through the workload registry (see the module docstring
+    for ids, seeds and splits).
+
+    Raises:
+        ConfigError: unknown type (with the nearest registered one), or a registered
+            expansion that broke the job contract (count, order, seeds, ids).
+    """
+    spec = WORKLOADS.get(exp.type, f"experiment {exp.id}")
+    jobs = list(spec.expand(exp, seed))
+    _check_jobs(exp, seed, jobs, spec)
     return jobs
 
 
-def _job(exp: Experiment, job_id: str, i: int, seed: int, fields: dict[str, Any],
-         split: SplitSpec, every_epoch: bool) -> JobSpec:
+def _check_jobs(exp: Experiment, seed: int, jobs: list[JobSpec], spec: WorkloadSpec) -> None:
+    origin = getattr(spec.expand, "__module__", "?")
+    where = f"workload type '{exp.type}' ({origin}), experiment {exp.id}"
+    if len(jobs) != exp.k:
+        raise ConfigError(f"{where}: expanded into {len(jobs)} jobs, but K is {exp.k}")
+    for i, job in enumerate(jobs):
+        if not isinstance(job, JobSpec):
+            raise ConfigError(f"{where}: job {i} is a {type(job).__name__}, not a JobSpec")
+        if (job.index, job.seed, job.exp_id) != (i, seed + i, exp.id):
+            raise ConfigError(f"{where}: job {i} ({job.job_id}) has index {job.index}, seed "
+                              f"{job.seed}, exp_id {job.exp_id!r}; expected index {i}, seed "
+                              f"{seed + i} (seed + index), exp_id {exp.id!r}")
+    if len({job.job_id for job in jobs}) != len(jobs):
+        raise ConfigError(f"{where}: job ids are not distinct")
+
+
+@register_workload("ensemble", description="K identical jobs but for the seed")
+def _ensemble(exp: Experiment, seed: int) -> list[JobSpec]:
+    return [make_job(exp, f"{exp.id}_ens_s{i}", i, seed, base_fields(exp),
+                     SplitSpec("test", exp.split_seed, exp.val_fraction))
+            for i in range(exp.k)]
+
+
+@register_workload("cv", description="K folds: job i validates on fold i, trains on the rest")
+def _cv(exp: Experiment, seed: int) -> list[JobSpec]:
+    return [make_job(exp, f"{exp.id}_fold{i}", i, seed, base_fields(exp),
+                     SplitSpec("fold", exp.split_seed, exp.val_fraction, i, exp.k))
+            for i in range(exp.k)]
+
+
+@register_workload("hpo", description="one trial per point of the search_space grid")
+def _hpo(exp: Experiment, seed: int) -> list[JobSpec]:
+    holdout = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
+    keys = list(exp.search_space)
+    jobs: list[JobSpec] = []
+    for i, point in enumerate(itertools.product(*(exp.search_space[k] for k in keys))):
+        fields = base_fields(exp)
+        fields["optimizer_kwargs"] = dict(fields["optimizer_kwargs"])
+        for key, value in zip(keys, point):  # applied in the order written
+            if key in OPTIMIZER_KWARGS:
+                fields["optimizer_kwargs"][key] = value
+            else:
+                # copy tables: the experiment (and so the cell key) must not change
+                fields[key] = dict(value) if isinstance(value, dict) else value
+        jobs.append(make_job(exp, f"{exp.id}_t{i}", i, seed, fields, holdout, True))
+    return jobs
+
+
+@register_workload("multi_model", description="one job per member, each its own hyperparameters")
+def _multi_model(exp: Experiment, seed: int) -> list[JobSpec]:
+    return [make_job(exp, f"{exp.id}_m{i}_{member['model']}", i, seed, dict(member),
+                     SplitSpec("test", exp.split_seed, exp.val_fraction))
+            for i, member in enumerate(exp.members)]
+
+
+def make_job(exp: Experiment, job_id: str, i: int, seed: int, fields: dict[str, Any],
+             split: SplitSpec, every_epoch: bool = False) -> JobSpec:
+    """Job ``i`` of ``exp`` with the job fields ``fields`` (as :func:`base_fields` returns);
+    its seed is ``seed + i``."""
     return JobSpec(
         job_id=job_id, exp_id=exp.id, index=i, seed=seed + i, model=fields["model"],
         dataset=fields["dataset"], task=fields.get("task"), batch_size=int(fields["batch_size"]),
@@ -116,6 +207,9 @@ def _job(exp: Experiment, job_id: str, i: int, seed: int, fields: dict[str, Any]
         optimizer_kwargs=dict(fields.get("optimizer_kwargs") or {}), amp=bool(fields.get("amp")),
         model_kwargs=dict(fields.get("model_kwargs") or {}), split=split,
         validate_every_epoch=every_epoch)
+
+
+_job = make_job
 
 
 def train_size(split: SplitSpec, n_pool: int, n_test: int | None) -> int:

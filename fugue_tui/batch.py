@@ -5,6 +5,10 @@ the campaign's event files (``engine.follow``) and prints one plain line per lif
 event and per job epoch, then the campaign's report (``fugue_tui.report``: T_group,
 throughput, speedup over seq with its interval, accuracy parity, per experiment and
 executor, over the campaign's ok rows). The dashboard drives the same runner.
+
+On a terminal the progress is a live view instead (``fugue_tui.live``: the same events
+applied to ``engine.state``); when stdout is not a terminal, or ``FUGUE_PLAIN`` is set to
+anything but "" or "0", the plain lines are printed.
 """
 
 from __future__ import annotations
@@ -45,6 +49,15 @@ class PlainProgress:
             line = f"    (event {event.get('type')!r} not shown: {type(exc).__name__}: {exc})"
         if line is not None:
             print(line, file=self.stream, flush=True)
+
+    def tick(self) -> None:
+        """Nothing to redraw: lines are printed as events arrive."""
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        return None
 
     def line(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
@@ -89,6 +102,22 @@ class PlainProgress:
         return None
 
 
+def plain_requested(environ: dict[str, str] | None = None) -> bool:
+    """``FUGUE_PLAIN`` set to anything but "" or "0" asks for the plain lines."""
+    value = (os.environ if environ is None else environ).get("FUGUE_PLAIN", "")
+    return value.strip() not in ("", "0")
+
+
+def make_progress(total: int, console: Console, environ: dict[str, str] | None = None):
+    """The progress renderer: the live view (:class:`fugue_tui.live.LiveProgress`) when
+    ``console`` writes to a terminal, else (or with ``FUGUE_PLAIN``) :class:`PlainProgress`."""
+    if plain_requested(environ) or not console.is_terminal or console.is_dumb_terminal:
+        return PlainProgress(total)
+    from fugue_tui.live import LiveProgress
+
+    return LiveProgress(total, console)
+
+
 def dry_run(runner: Runner, console: Console, path: str) -> int:
     """Print the cells, their keys and what would be skipped; spend nothing."""
     planned = runner.plan()
@@ -116,11 +145,12 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.run_dir / "runner.jsonl"))
     proc = _start_runner(path, overrides, resume, since)
-    progress = PlainProgress(len(runner.cells))
+    progress = make_progress(len(runner.cells), console)
     forward = {sig: signal.signal(sig, lambda signum, _: proc.send_signal(signum))
                for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        _follow(proc, follower, progress)
+        with progress:
+            _follow(proc, follower, progress)
     finally:
         for sig, previous in forward.items():
             signal.signal(sig, previous)
@@ -165,12 +195,15 @@ def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
                             preexec_fn=_die_with_parent(os.getpid()))
 
 
-def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress: PlainProgress) -> None:
+def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress) -> None:
+    """Feed ``progress`` (PlainProgress or LiveProgress) every event until the runner
+    exits; Ctrl-C is passed on to the runner, which stops its cell."""
     interrupted_at = None
     while True:
         try:
             for event in follower.poll():
                 progress(event)
+            progress.tick()
             if proc.poll() is not None:
                 for event in follower.poll():
                     progress(event)

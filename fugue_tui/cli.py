@@ -2,6 +2,10 @@
 
     fugue-tui --batch CAMPAIGN.toml [--dry-run] [--runs-dir DIR] [--passes N] ...
     fugue-tui list [--experiments FILE] [--all]
+    fugue-tui validate [SELECTOR ...] [--experiments-file FILE]
+    fugue-tui prefetch [SELECTOR ...] [--data-dir DIR]
+    fugue-tui run --exp SELECTOR ... --exec EXECUTOR ... [--dry-run] ...
+    fugue-tui run --model M --dataset D [--type cv --k 5 ...] [--exec ...]
     fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N]
 
 Bad input prints one line naming the file, key or value and exits with status 2.
@@ -35,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retries", type=_at_least(0), help="override the campaign's retries")
     parser.add_argument("--resume", action="store_true",
                         help="with --batch: skip cells whose key already has an ok row")
-    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS",
+    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
                         help="with --resume: only ok rows at or after this time count")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     control = sub.add_parser("control", help="send a command to the runner of a campaign")
@@ -46,6 +50,47 @@ def build_parser() -> argparse.ArgumentParser:
     lister.add_argument("--experiments-file", "--experiments", metavar="FILE",
                         dest="experiments_file_list", type=_regular_file,
                         help="a user experiments file merged over the catalogue")
+    validate = sub.add_parser(
+        "validate", help="which experiments can run here and why not; what is registered",
+        description="Every catalogue experiment (or the selected ones) and whether it resolves "
+                    "on this machine, with a one-line reason when not; then the registered "
+                    "models, datasets, tasks, optimizers, executors and workload types. Exit 0 "
+                    "for the listing; with SELECTOR, 1 when a selected experiment cannot run.")
+    validate.add_argument("selector", nargs="*", metavar="SELECTOR",
+                          help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all")
+    validate.add_argument("--experiments-file", "--experiments", metavar="FILE",
+                          dest="experiments_file_sub", type=_regular_file,
+                          help="a user experiments file merged over the catalogue")
+    prefetch = sub.add_parser(
+        "prefetch", help="download the datasets of the selected experiments (default all)",
+        description="Download the datasets of the selected experiments (default all) into the "
+                    "data root (FUGUE_DATA_DIR, or --data-dir). Present datasets are skipped; "
+                    "scikit-learn's bundled ones need nothing. Each download goes to a "
+                    "temporary folder inside the data root and is renamed into place only when "
+                    "complete. Exit 2 when a dataset could not be fetched.")
+    prefetch.add_argument("selector", nargs="*", metavar="SELECTOR",
+                          help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all (default all)")
+    prefetch.add_argument("--data-dir", metavar="DIR",
+                          help="download here instead of FUGUE_DATA_DIR")
+    prefetch.add_argument("--experiments-file", "--experiments", metavar="FILE",
+                          dest="experiments_file_sub", type=_regular_file,
+                          help="a user experiments file merged over the catalogue")
+    from fugue_tui.commands import add_run_arguments, executors_epilog
+
+    run = sub.add_parser(
+        "run", help="run experiments × executors now (a campaign built from the flags)",
+        description="Build a campaign from the flags (catalogue experiments with --exp, and/or\n"
+                    "an ad-hoc experiment described with --model/--dataset ...), validate it like\n"
+                    "a campaign file, write it to RUNS_DIR/.adhoc/ and run it as --batch does.\n"
+                    "Exit status as --batch: 0 every cell ok, 1 a cell was not, 2 bad input\n"
+                    "(nothing written).\n\n"
+                    "  fugue-tui run --exp D_ens,D_cv --exec seq --passes 3\n"
+                    "  fugue-tui run --model mlp --dataset wine --type cv --k 5 --epochs 20\n"
+                    "  fugue-tui run --model mlp --dataset digits --search-space lr=0.1,0.01 "
+                    "batch_size=32,64\n"
+                    "  fugue-tui run --type multi_model --model mlp mlp_bn --dataset wine digits",
+        epilog=executors_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(run, _at_least)
     report = sub.add_parser(
         "report", help="tables and chart of a runs folder: T_group, throughput, energy, "
                        "speedup over seq with its 95%% interval, accuracy parity")
@@ -71,6 +116,19 @@ def _at_least(low: int):
     return parse
 
 
+def _timestamp(text: str) -> str:
+    """A row timestamp as the CSVs write it (``YYYYmmdd_HHMMSS``); compared as text, so the
+    format must be exact."""
+    import time
+
+    try:
+        time.strptime(text, "%Y%m%d_%H%M%S")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time in the form YYYYmmdd_HHMMSS "
+                                         "(e.g. 20261130_140000)") from None
+    return text
+
+
 def _regular_file(text: str) -> str:
     import os
 
@@ -81,10 +139,23 @@ def _regular_file(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with the project's error convention: one line on stderr, exit 2."""
+    """argparse with the project's error convention: one line on stderr, exit 2.
+
+    ``epilog`` may be a callable, evaluated only when help is shown (``run --help`` lists
+    the executors that plugins register, without loading plugins for every command)."""
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def format_help(self) -> str:
+        epilog = self.epilog
+        if not callable(epilog):
+            return super().format_help()
+        try:
+            self.epilog = epilog()
+            return super().format_help()
+        finally:
+            self.epilog = epilog
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +173,19 @@ def main(argv: list[str] | None = None) -> int:
             from fugue_tui.listing import print_catalogue
 
             return print_catalogue(args.experiments_file_list or args.experiments_file)
+        if args.command == "validate":
+            from fugue_tui.commands import validate
+
+            return validate(args.selector, args.experiments_file_sub or args.experiments_file)
+        if args.command == "prefetch":
+            from fugue_tui.commands import prefetch
+
+            return prefetch(args.selector, args.data_dir,
+                            args.experiments_file_sub or args.experiments_file)
+        if args.command == "run":
+            from fugue_tui.commands import run
+
+            return run(args)
         if args.command == "report":
             from fugue_tui.report import run_report
 

@@ -20,7 +20,9 @@ class ExecutorSpec:
     ``baseline``: the denominator of speedups (seq). ``supports_scheduler``: the matrix
     expands campaign schedulers for it (ray). ``concurrent``: jobs share the device at the
     same time, so per-job GPU energy/utilisation/VRAM cannot be separated (those job cells
-    stay empty). ``options``: campaign keys under ``[options.<slug>]`` with their types.
+    stay empty). ``options``: campaign keys under ``[options.<slug>]`` with their types
+    (``fugue-tui run --option <slug>.<key>=<value>``); ``option_help``: one line per option,
+    shown by ``fugue-tui run --help``.
     """
 
     name: str
@@ -32,6 +34,7 @@ class ExecutorSpec:
     concurrent: bool = False
     options: dict[str, tuple[type, ...]] = field(default_factory=dict)
     description: str = ""
+    option_help: dict[str, str] = field(default_factory=dict)
 
     def load(self):
         module, _, cls = self.target.partition(":")

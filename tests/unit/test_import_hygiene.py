@@ -16,7 +16,8 @@ RUNNER_SIDE = ["engine.runner", "engine.campaign", "engine.matrix", "engine.resu
                "engine.plugins", "engine.availability", "engine.cellproc", "engine.watchdog",
                "engine.control", "engine.follow", "engine.state", "engine.validate",
                "engine.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
-               "fugue_tui.report", "fugue_tui.charts"]
+               "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.adhoc",
+               "fugue_tui.live"]
 
 
 def test_runner_side_modules_do_not_import_torch():

@@ -252,3 +252,52 @@ def test_epoch_order_exact_multiple_drops_nothing():
 def test_batch_size_larger_than_training_set_is_a_config_error():
     with pytest.raises(ConfigError, match=r"j3: batch_size 64 exceeds its 63 training samples"):
         EpochOrder(_job(3, 64), torch.arange(63))
+
+
+# --------------------------------------------------------------------------- the registry
+
+def test_builtin_types_are_registered_in_order():
+    from engine.workloads import WORKLOADS
+
+    assert WORKLOADS.names()[:4] == ["ensemble", "cv", "hpo", "multi_model"]
+
+
+def test_a_registered_type_is_accepted_by_the_catalogue_and_expands(tmp_path):
+    from engine.workloads import WORKLOADS, base_fields, make_job, register_workload
+
+    @register_workload("zz_pairs")
+    def zz_pairs(exp, seed):
+        split = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
+        return [make_job(exp, f"{exp.id}_p{i}", i, seed, base_fields(exp), split)
+                for i in range(exp.k)]
+
+    try:
+        cat = _user(tmp_path, '[experiments.P1]\ntype = "zz_pairs"\nmodel = "mlp"\n'
+                              'dataset = "wine"\nk = 2\nbatch_size = 8\nepochs = 1\nlr = 0.1\n')
+        jobs = expand(cat.get("P1"), seed=5)
+        assert [(j.job_id, j.seed, j.index) for j in jobs] == [("P1_p0", 5, 0), ("P1_p1", 6, 1)]
+        with pytest.raises(ConfigError, match="already registered"):
+            register_workload("zz_pairs")(zz_pairs)
+    finally:
+        WORKLOADS.items.pop("zz_pairs", None)
+    with pytest.raises(ConfigError, match=r"key 'type' must be one of .*got 'zz_pairs'"):
+        _user(tmp_path, '[experiments.P1]\ntype = "zz_pairs"\nmodel = "mlp"\ndataset = "wine"\n'
+                        'k = 2\nbatch_size = 8\nepochs = 1\nlr = 0.1\n')
+
+
+def test_a_type_that_breaks_the_seed_contract_is_refused(tmp_path):
+    from engine.workloads import WORKLOADS, base_fields, make_job, register_workload
+
+    @register_workload("zz_bad_seeds")
+    def zz_bad(exp, seed):
+        split = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
+        return [make_job(exp, f"{exp.id}_x{i}", i, seed + 100, base_fields(exp), split)
+                for i in range(exp.k)]
+
+    try:
+        cat = _user(tmp_path, '[experiments.B1]\ntype = "zz_bad_seeds"\nmodel = "mlp"\n'
+                              'dataset = "wine"\nk = 2\nbatch_size = 8\nepochs = 1\nlr = 0.1\n')
+        with pytest.raises(ConfigError, match=r"zz_bad_seeds.*seed \+ index"):
+            expand(cat.get("B1"))
+    finally:
+        WORKLOADS.items.pop("zz_bad_seeds", None)

@@ -1,0 +1,435 @@
+"""The live terminal view of ``fugue-tui --batch`` (stdout a terminal, ``FUGUE_PLAIN`` unset).
+
+One event stream, two renderers: :class:`LiveProgress` takes the same events as
+:class:`fugue_tui.batch.PlainProgress` (from :class:`engine.follow.CampaignFollower`) and
+applies them to an :class:`engine.state.CampaignState`, the model every front end shares;
+what the state does not keep (the jobs a cell announced, the time of each job's last
+report, the summary's warnings, the recent lifecycle lines) :class:`LiveView` keeps beside
+it. The view shows:
+
+- the campaign: cells done/total and the counts by outcome (ok, failed, killed, skipped);
+- the current cell: label, attempt, elapsed time and state (running, suspect, hung, with
+  what the watchdog saw), the warnings of its summary event (host busy);
+- one bar per job of the current cell: completed fraction of epochs × steps, loss, val acc
+  when known, samples/s, elapsed and ETA from the job's own rate (:func:`eta_seconds`);
+- the last few lifecycle lines (killed, retried, skipped, suspect, hung, failed, control).
+
+Rendering is single-threaded (no Rich refresh thread): the follow loop calls
+:meth:`LiveProgress.tick` between polls and the display is redrawn at most every
+:data:`REFRESH_S` seconds, so the state is never read while an event is being applied.
+Times come from the events' own ``ts`` (wall clock, written by the runner and the cells)
+and an injected ``clock``: a view replayed from files shows the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.measure import Measurement
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from engine.state import CampaignState, CellState
+
+#: Shown for a value that is not known (yet).
+DASH = "–"
+#: Minimum seconds between two redraws (at most 4 per second).
+REFRESH_S = 0.25
+#: Lifecycle lines kept under the view.
+RECENT = 5
+#: Job rows shown for the current cell; the rest are summarised on one line.
+MAX_JOBS = 12
+#: Width of a job's bar, in characters.
+BAR_WIDTH = 20
+
+#: Cell states that mean "this cell is the one running now".
+ACTIVE = frozenset({"running", "suspect", "hung"})
+#: What a cell is doing, after its ``phase`` events.
+_PHASES = {"data_load": "setting up", "setup": "setting up", "group_start": "training"}
+#: How a cell's state is styled (colours vanish under NO_COLOR; the words stay).
+STATE_STYLE = {"running": "green", "suspect": "bold yellow", "hung": "bold red",
+               "done": "green", "failed": "red", "killed": "red", "skipped": "yellow",
+               "queued": "dim"}
+
+
+# -- pure arithmetic ----------------------------------------------------------------------
+
+def fraction_done(epoch: int | None, epochs: int | None, step: int | None,
+                  steps: int | None) -> float | None:
+    """Completed fraction of a job's ``epochs × steps`` training steps, from its last
+    progress report (``epoch`` is the current 1-based epoch, ``step`` the steps done in
+    it). None when the job has not said how long it is."""
+    if not epochs or not steps or epoch is None or epoch < 1:
+        return None
+    done = (epoch - 1) * steps + min(max(step or 0, 0), steps)
+    return min(1.0, max(0.0, done / (epochs * steps)))
+
+
+def eta_seconds(fraction: float | None, elapsed: float | None, observed_at: float | None,
+                now: float) -> float | None:
+    """Seconds left for a job, from its own rate.
+
+    The job had done ``fraction`` of its steps after ``elapsed`` seconds of its own time,
+    as reported at wall-clock ``observed_at``; at constant rate it needs
+    ``elapsed × (1 − fraction) / fraction`` more from then, less the time since
+    (``now − observed_at``), never below 0. Finished (``fraction`` ≥ 1): 0. Unknown rate
+    (nothing done yet, no elapsed time, no fraction): None.
+    """
+    if fraction is not None and fraction >= 1.0:
+        return 0.0
+    if fraction is None or elapsed is None or fraction <= 0 or elapsed <= 0:
+        return None
+    remaining = elapsed * (1.0 - fraction) / fraction
+    if observed_at is not None:
+        remaining -= max(0.0, now - observed_at)
+    return max(0.0, remaining)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour); :data:`DASH` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return DASH
+    total = int(max(0.0, seconds) + 0.5)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    if value is None or not math.isfinite(value):
+        return DASH
+    return format(value, fmt)
+
+
+# -- the view -----------------------------------------------------------------------------
+
+@dataclass
+class _Seen:
+    """A job's last report: its own elapsed time then, and when (wall clock)."""
+    elapsed: float | None
+    ts: float | None
+
+
+class LiveView:
+    """The state behind the live display, and its rendering (:meth:`render`).
+
+    ``total``: the campaign's cell count (known before the runner starts). ``clock``: wall
+    clock seconds, as in the events' ``ts`` (injected by tests).
+    """
+
+    def __init__(self, total: int, clock: Callable[[], float] = time.time,
+                 recent: int = RECENT, max_jobs: int = MAX_JOBS):
+        self.total = total
+        self.clock = clock
+        self.max_jobs = max_jobs
+        self.state = CampaignState()
+        self.started_ts: float | None = None
+        self.ended_ts: float | None = None
+        self.current: str | None = None                  # key of the last started cell
+        self.planned: dict[str, list[str]] = {}          # cell key -> its job ids
+        self.seen: dict[tuple[str, str], _Seen] = {}     # (cell, job) -> last report
+        self.warnings: dict[str, list[str]] = {}         # cell key -> summary warnings
+        self.phase: dict[str, str] = {}                  # cell key -> what it is doing
+        self.recent: deque[str] = deque(maxlen=recent)
+
+    # -- events ---------------------------------------------------------------------------
+    def apply(self, event: dict[str, Any]) -> None:
+        self.state.apply(event)
+        kind = event.get("type")
+        key = event.get("cell")
+        ts = event.get("ts")
+        if kind == "campaign_started":
+            self.started_ts, self.ended_ts = ts, None
+        elif kind == "campaign_done":
+            self.ended_ts = ts
+        elif kind in ("campaign_interrupted", "campaign_aborted"):
+            self._note(ts, f"campaign {kind.split('_')[1]}")
+        cell = self.state.cells.get(key) if key is not None else None
+        if kind == "control" and "campaign" in event:  # abort names no cell; a bad ref no key
+            how = "applied" if event.get("applied") else f"ignored ({event.get('reason')})"
+            what = cell.label if cell is not None else (key or "")
+            self._note(ts, " ".join(p for p in ("control", event.get("cmd"), what, how) if p))
+            return
+        if cell is None:
+            if kind == "killed" and event.get("predecessor"):  # before the cells are listed
+                self._note(ts, f"cell {str(key)[:8]} (earlier runner): killed, "
+                               f"{event.get('reason', '')}")
+            return
+        if "campaign" in event:
+            self._runner_event(cell, kind, event)
+        elif event.get("attempt") == cell.attempt:  # a stale attempt's lines are ignored
+            self._cell_event(cell, kind, event)
+
+    def _runner_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
+        ts = event.get("ts")
+        if kind == "cell_started":
+            self.current = cell.key
+            self.planned.pop(cell.key, None)
+            self.warnings.pop(cell.key, None)
+            self.phase[cell.key] = "starting"
+            self.seen.clear()  # the runner runs one cell at a time
+        elif kind == "skipped":
+            self._note(ts, f"{cell.label}: skipped, {event.get('reason', '')}")
+        elif kind in ("suspect", "hung"):
+            self._note(ts, f"{cell.label}: {kind}, {event.get('seen', '')}")
+        elif kind == "resumed":
+            self._note(ts, f"{cell.label}: progressing again")
+        elif kind == "retried":
+            how = ("manual retry" if event.get("manual")
+                   else f"retry {event.get('retry')}/{event.get('retries')}")
+            self._note(ts, f"{cell.label}: {how}, attempt {event.get('attempt')} next")
+        elif kind == "killed":
+            self._note(ts, f"{cell.label}: killed, {event.get('reason', '')}")
+        elif kind == "failed":
+            self._note(ts, f"{cell.label}: failed, {event.get('error', '')}")
+        elif kind == "leftovers_killed":
+            self._note(ts, f"{cell.label}: leftover processes killed {event.get('pids')}")
+
+    def _cell_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
+        if kind == "started":
+            self.planned[cell.key] = [str(j) for j in event.get("jobs") or []]
+            self.phase[cell.key] = "starting"  # imports and data loading
+        elif kind == "phase":
+            self.phase[cell.key] = _PHASES.get(event.get("phase"), self.phase.get(cell.key, ""))
+        elif kind in ("job_started", "job_progress"):
+            job_id = event["job_id"]
+            self.seen[(cell.key, job_id)] = _Seen(event.get("elapsed", 0.0), event.get("ts"))
+        elif kind == "summary":
+            self.phase[cell.key] = "finishing"
+            warnings = [str(w) for w in event.get("warnings") or []]
+            self.warnings[cell.key] = warnings
+            for warning in warnings:
+                self._note(event.get("ts"), f"{cell.label}: warning: {warning}")
+
+    def _note(self, ts: float | None, line: str) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(ts)) if ts is not None else "--:--:--"
+        self.recent.append(f"{stamp} {line}")
+
+    # -- rendering ------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        counts = self.state.counts()
+        return {"ok": counts.get("done", 0), "failed": counts.get("failed", 0),
+                "killed": counts.get("killed", 0), "skipped": counts.get("skipped", 0)}
+
+    def render(self) -> RenderableType:
+        now = self.clock()
+        parts: list[RenderableType] = [self._header(now)]
+        cell = self.state.cells.get(self.current) if self.current else None
+        if cell is not None and cell.state in ACTIVE:
+            parts.append(self._cell_line(cell, now))
+            parts.append(self._jobs(cell, now))
+            for warning in self.warnings.get(cell.key, []):
+                parts.append(Text(f"  warning: {warning}", style="yellow"))
+        elif cell is not None:
+            line = Text(f"last cell [{cell.index}/{self.total}] {cell.label}: ")
+            line.append(_shown_state(cell.state), style=STATE_STYLE.get(cell.state, ""))
+            if cell.T_group is not None:
+                line.append(f", T_group {cell.T_group:.2f} s")
+            parts.append(line)
+        if self.recent:
+            parts.append(Text("recent:", style="bold"))
+            parts.extend(Text(f"  {line}", no_wrap=True, overflow="ellipsis")
+                         for line in self.recent)
+        return Group(*parts)
+
+    def _header(self, now: float) -> RenderableType:
+        counts = self.counts()
+        done = sum(counts.values())
+        head = Text("campaign ")
+        head.append(self.state.campaign or "?", style="bold")
+        if self.state.device:
+            head.append(f" · {self.state.device}")
+        end = self.ended_ts if self.ended_ts is not None else now
+        elapsed = end - self.started_ts if self.started_ts is not None else None
+        head.append(f" · {fmt_duration(elapsed)}")
+        if self.state.state not in ("running", "starting"):
+            head.append(f" · {self.state.state}", style="bold")
+        cells = Text(f"cells {done}/{self.total} done: ")
+        for i, (label, n) in enumerate(counts.items()):
+            if i:
+                cells.append(", ")
+            style = {"ok": "green", "failed": "red", "killed": "red",
+                     "skipped": "yellow"}[label] if n else ""
+            cells.append(f"{n} {label}", style=style)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, width=BAR_WIDTH)
+        grid.add_column()
+        grid.add_row(ProgressBar(total=max(self.total, 1), completed=done, width=BAR_WIDTH),
+                     cells)
+        return Group(head, grid)
+
+    def _cell_line(self, cell: CellState, now: float) -> Text:
+        elapsed = now - cell.started_ts if cell.started_ts is not None else None
+        line = Text(f"[{cell.index}/{self.total}] ", style="bold")
+        line.append(cell.label, style="bold")
+        line.append(f" · attempt {cell.attempt} · {fmt_duration(elapsed)} · ")
+        line.append(cell.state, style=STATE_STYLE.get(cell.state, ""))
+        if cell.state == "running" and self.phase.get(cell.key):
+            line.append(f" · {self.phase[cell.key]}")
+        if cell.watchdog and cell.state in ("suspect", "hung"):
+            line.append(f" ({cell.watchdog})")
+        return line
+
+    def _jobs(self, cell: CellState, now: float) -> RenderableType:
+        order = list(dict.fromkeys(self.planned.get(cell.key, []) + list(cell.jobs)))
+        shown = order if len(order) <= self.max_jobs else self._pick(cell, order)
+        rows: list[RenderableType] = [
+            _JobTable([self._job_cells(cell, job_id, now) for job_id in shown])]
+        if len(shown) < len(order):
+            finished = sum(1 for j in order if j not in shown and j in cell.jobs
+                           and cell.jobs[j].status != "running")
+            rows.append(Text(f"  … {len(order) - len(shown)} more jobs ({finished} finished)",
+                             style="dim"))
+        return Group(*rows)
+
+    def _pick(self, cell: CellState, order: list[str]) -> list[str]:
+        """The running jobs first, then the latest finished and the next waiting ones."""
+        running = [j for j in order if j in cell.jobs and cell.jobs[j].status == "running"]
+        finished = [j for j in order if j in cell.jobs and cell.jobs[j].status != "running"]
+        waiting = [j for j in order if j not in cell.jobs]
+        picked = running[: self.max_jobs]
+        room = self.max_jobs - len(picked)
+        latest = finished[-(room // 2 + room % 2):] if room else []
+        picked += latest
+        picked += waiting[: self.max_jobs - len(picked)]
+        return [j for j in order if j in set(picked)]
+
+    def _job_cells(self, cell: CellState, job_id: str, now: float) -> dict[str, RenderableType]:
+        job = cell.jobs.get(job_id)
+        if job is None:
+            row = {name: Text(DASH) for name in _JobTable.COLUMNS}
+            row.update(job=Text(f"  {job_id}", style="dim"), progress=Text(""),
+                       **{"%": Text("waiting", style="dim")})
+            return row
+        seen = self.seen.get((cell.key, job_id))
+        running = job.status == "running"
+        fraction = 1.0 if job.status == "ok" else fraction_done(job.epoch, job.epochs, job.step,
+                                                                job.steps)
+        elapsed = seen.elapsed if seen is not None else job.elapsed
+        if running and seen is not None and seen.ts is not None and cell.state in ACTIVE:
+            elapsed = (elapsed or 0.0) + max(0.0, now - seen.ts)
+        if job.status == "failed" or (running and cell.state == "hung"):
+            eta = None  # no rate to extrapolate from
+        elif running:
+            eta = eta_seconds(fraction, seen.elapsed if seen else job.elapsed,
+                              seen.ts if seen else None, now)
+        else:
+            eta = 0.0
+        sps = job.train_sps
+        if sps is None and job.samples and job.elapsed:
+            sps = job.samples / job.elapsed
+        epochs = f"{job.epoch}/{job.epochs}" if job.epochs else DASH
+        steps = f"{job.step}/{job.steps}" if job.steps else DASH
+        bar: RenderableType = Text("")
+        if fraction is not None:
+            bar = ProgressBar(total=1.0, completed=fraction, width=BAR_WIDTH,
+                              complete_style="red" if job.status == "failed" else "bar.complete")
+        pct = Text(f"{fraction:.0%}" if fraction is not None else DASH)
+        if job.status == "failed":
+            pct = Text("failed", style="red")
+        return {"job": Text(f"  {job_id}"), "epoch": Text(epochs), "step": Text(steps),
+                "progress": bar, "%": pct, "loss": Text(_num(job.loss, ".4f")),
+                "val acc": Text(_num(job.val_acc, ".3f")), "samples/s": Text(_num(sps, ",.0f")),
+                "elapsed": Text(fmt_duration(elapsed)), "ETA": Text(fmt_duration(eta))}
+
+
+class _JobTable:
+    """The job rows as a table that fits the console: on a narrow one the least needed
+    columns go first (step, samples/s, elapsed, val acc), then the job id is shortened."""
+
+    COLUMNS = ("job", "epoch", "step", "progress", "%", "loss", "val acc", "samples/s",
+               "elapsed", "ETA")
+    DROP = ("step", "samples/s", "elapsed", "val acc")
+
+    def __init__(self, rows: list[dict[str, RenderableType]]):
+        self.rows = rows
+
+    def table(self, columns: tuple[str, ...]) -> Table:
+        table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False,
+                      header_style="dim")
+        for name in columns:
+            table.add_column("  job" if name == "job" else ("" if name == "%" else name),
+                             justify="left" if name in ("job", "progress") else "right",
+                             no_wrap=True, overflow="ellipsis",
+                             width=BAR_WIDTH if name == "progress" else None,
+                             max_width=32 if name == "job" else None)
+        for row in self.rows:
+            table.add_row(*(row[name] for name in columns))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        columns = self.COLUMNS
+        for drop in (None, *self.DROP):
+            if drop is not None:
+                columns = tuple(c for c in columns if c != drop)
+            table = self.table(columns)
+            wide = options.update(width=10_000)  # the natural width, not clamped to the console
+            if Measurement.get(console, wide, table).maximum <= options.max_width:
+                break
+        yield table
+
+
+def _shown_state(state: str) -> str:
+    return "ok" if state == "done" else state
+
+
+# -- the consumer -------------------------------------------------------------------------
+
+class LiveProgress:
+    """Event consumer with the interface of :class:`fugue_tui.batch.PlainProgress`
+    (``progress(event)``), plus ``tick()`` (redraw when due) and a context manager that
+    starts and stops the Rich live display on ``console``."""
+
+    def __init__(self, total: int, console: Console, clock: Callable[[], float] = time.time,
+                 refresh_s: float = REFRESH_S, monotonic: Callable[[], float] = time.monotonic):
+        self.view = LiveView(total, clock=clock)
+        self.console = console
+        self.refresh_s = refresh_s
+        self._monotonic = monotonic
+        self._last = float("-inf")
+        self._dirty = True
+        self.live = Live(console=console, auto_refresh=False, transient=False,
+                         redirect_stdout=True, redirect_stderr=True,
+                         vertical_overflow="ellipsis")
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        try:
+            self.view.apply(event)
+        except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop a campaign
+            self.view.recent.append(f"(event {event.get('type')!r} not shown: "
+                                    f"{type(exc).__name__}: {exc})")
+        self._dirty = True
+
+    def tick(self, force: bool = False) -> None:
+        """Redraw if :data:`REFRESH_S` has passed since the last redraw (or ``force``)."""
+        now = self._monotonic()
+        if not force and now - self._last < self.refresh_s:
+            return
+        self._last = now
+        self._dirty = False
+        self.live.update(self._renderable(), refresh=True)
+
+    def _renderable(self) -> RenderableType:
+        try:
+            return self.view.render()
+        except Exception as exc:  # a display bug must not stop a campaign
+            return Text(f"(live view failed: {type(exc).__name__}: {exc})")
+
+    def __enter__(self) -> LiveProgress:
+        self.live.start()
+        self.tick(force=True)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            self.live.update(self._renderable(), refresh=False)
+        finally:
+            self.live.stop()  # draws the final view once and leaves it on the screen
