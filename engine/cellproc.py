@@ -31,7 +31,7 @@ TERM_GRACE_S = 5.0
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent_pid: int):
+def die_with_parent(parent_pid: int):
     """preexec_fn: ask the kernel for SIGKILL when the parent dies; exit if it already has."""
     def apply() -> None:
         try:
@@ -44,12 +44,19 @@ def _die_with_parent(parent_pid: int):
     return apply
 
 
-def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The cell's environment: a fresh TorchInductor/Triton cache (compile warm-up is
-    measured cold), the thread count for OpenMP/MKL, and this engine on the path."""
+def engine_env() -> dict[str, str]:
+    """This environment with this engine first on ``PYTHONPATH``, so a child process runs
+    the same engine as its parent (a checkout, an editable or a regular install alike)."""
     env = dict(os.environ)
     root = str(Path(engine.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The cell's environment: a fresh TorchInductor/Triton cache (compile warm-up is
+    measured cold), the thread count for OpenMP/MKL, and this engine on the path."""
+    env = engine_env()
     env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
     env["TRITON_CACHE_DIR"] = str(scratch / "triton")
     env["PYTHONUNBUFFERED"] = "1"
@@ -67,7 +74,7 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subproce
         proc = subprocess.Popen(
             [sys.executable, "-m", "engine.cell", str(spec_path)], stdin=subprocess.DEVNULL,
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()))
+            preexec_fn=die_with_parent(os.getpid()))
     record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
               "host": socket.gethostname(), "started": time.time(),
               "create_time": _create_time(proc.pid)}

@@ -183,6 +183,21 @@ def new_group_id(executor: str) -> str:
     return f"{executor}_{uuid.uuid4().hex[:8]}"
 
 
+def check_timestamp(text: str) -> str:
+    """Return ``text`` if it is a row timestamp (``YYYYmmdd_HHMMSS``); rows are compared with
+    it as text (``--since``), so the format must be exact.
+
+    Raises:
+        ValueError: naming the expected form.
+    """
+    try:
+        time.strptime(text, "%Y%m%d_%H%M%S")
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time in the form YYYYmmdd_HHMMSS "
+                         "(e.g. 20261130_140000)") from None
+    return text
+
+
 def timestamp_now() -> str:
     """Local time as ``YYYYmmdd_HHMMSS`` (the harness's ``timestamp`` column)."""
     return time.strftime("%Y%m%d_%H%M%S")

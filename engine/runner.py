@@ -48,7 +48,7 @@ from engine.events import EventTail, EventWriter
 from engine.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.provenance import machine_identity, nvml_devices, resolve_device
-from engine.results import GROUP_COLUMNS, append_rows, preflight, read_rows
+from engine.results import GROUP_COLUMNS, append_rows, check_timestamp, preflight, read_rows
 from engine.rows import failed_group_row
 from engine.watchdog import Watchdog, nvml_utilisation
 
@@ -458,10 +458,9 @@ def _last_line(path: Path) -> str:
 
 def _timestamp(text: str) -> str:
     try:
-        time.strptime(text, "%Y%m%d_%H%M%S")
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not YYYYmmdd_HHMMSS") from None
-    return text
+        return check_timestamp(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_arg_parser() -> argparse.ArgumentParser:

@@ -24,9 +24,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-import engine
 from engine.campaign import load_campaign
-from engine.cellproc import _die_with_parent
+from engine.cellproc import die_with_parent, engine_env
 from engine.follow import CampaignFollower
 from engine.results import preflight, read_rows
 from engine.runner import Runner
@@ -187,12 +186,10 @@ def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
         argv.append("--resume")
     if since:
         argv += ["--since", since]
-    env = dict(os.environ)
-    root = str(Path(engine.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env = engine_env()
     # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,
-                            preexec_fn=_die_with_parent(os.getpid()))
+                            preexec_fn=die_with_parent(os.getpid()))
 
 
 def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress) -> None:

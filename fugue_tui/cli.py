@@ -117,16 +117,12 @@ def _at_least(low: int):
 
 
 def _timestamp(text: str) -> str:
-    """A row timestamp as the CSVs write it (``YYYYmmdd_HHMMSS``); compared as text, so the
-    format must be exact."""
-    import time
+    from engine.results import check_timestamp
 
     try:
-        time.strptime(text, "%Y%m%d_%H%M%S")
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time in the form YYYYmmdd_HHMMSS "
-                                         "(e.g. 20261130_140000)") from None
-    return text
+        return check_timestamp(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _regular_file(text: str) -> str:
