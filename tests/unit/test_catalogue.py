@@ -193,7 +193,7 @@ lr = 0.1
 """
 
 
-def _check_override(cat, user_file: Path) -> None:
+def _assert_override(cat, user_file: Path) -> None:
     e05 = cat.get("E05")
     assert e05.epochs == 3
     base = CAT.get("E05")
@@ -210,13 +210,13 @@ def _check_override(cat, user_file: Path) -> None:
 
 def test_user_file_by_path_overrides_key_by_key_and_appends_new_ids(tmp_path):
     path = _write(tmp_path, OVERRIDE_E05)
-    _check_override(load_catalogue(path), path)
+    _assert_override(load_catalogue(path), path)
 
 
 def test_user_file_from_fugue_registry_dir(tmp_path, monkeypatch):
     path = _write(tmp_path, OVERRIDE_E05)
     monkeypatch.setenv("FUGUE_REGISTRY_DIR", str(tmp_path))
-    _check_override(load_catalogue(), path)
+    _assert_override(load_catalogue(), path)
 
 
 def test_fugue_registry_dir_without_a_file_is_an_error(tmp_path, monkeypatch):
