@@ -297,6 +297,17 @@ def write(results_dir: str | Path = RESULTS_DIR, md_path: str | Path = RESULTS_M
     return path
 
 
+def publish(part: str, rows: Sequence[Mapping[str, Any]],
+            results_dir: str | Path | None = None) -> None:
+    """What every part does last: append its rows, re-render RESULTS.md (beside a custom
+    ``results_dir``, else the committed one) and print the part's table."""
+    directory = results_dir or RESULTS_DIR
+    path = append(part, rows, directory)
+    md = write(directory, Path(directory).parent / "RESULTS.md" if results_dir else RESULTS_MD)
+    print(f"appended {len(rows)} rows to {path}; rendered {md}")
+    print(render_part(part, read_rows(path)))
+
+
 def check(results_dir: str | Path = RESULTS_DIR, md_path: str | Path = RESULTS_MD) -> bool:
     """True when ``md_path`` is exactly what :func:`render` gives for ``results_dir``."""
     try:

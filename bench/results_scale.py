@@ -142,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench import results as bench_results
     from engine.analysis import load_runs
-    from engine.results import read_rows
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         frame = synthetic_groups(args.rows)
@@ -187,12 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = (bench_results.figure_rows(PART, load_fig, loads, run_id, prov)
             + bench_results.figure_rows(PART, speed_fig, speed, run_id, prov)
             + bench_results.figure_rows(PART, machine_fig, machine, run_id, prov))
-    results_dir = args.results_dir or bench_results.RESULTS_DIR
-    path = bench_results.append(PART, rows, results_dir)
-    md = bench_results.write(results_dir, Path(results_dir).parent / "RESULTS.md"
-                             if args.results_dir else bench_results.RESULTS_MD)
-    print(f"appended {len(rows)} rows to {path}; rendered {md}")
-    print(bench_results.render_part(PART, read_rows(path)))
+    bench_results.publish(PART, rows, args.results_dir)
     return 0
 
 

@@ -212,7 +212,6 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from bench import results as bench_results
-    from engine.results import read_rows
     from engine import datasets as dataset_lib
     from engine.data import to_device
     from engine.provenance import apply_backend_flags
@@ -285,12 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} {variant}: median {statistics.median(values):.4g} "
                       f"(min {min(values):.4g}, max {max(values):.4g})")
         return 0
-    results_dir = args.results_dir or bench_results.RESULTS_DIR
-    path = bench_results.append(PART, rows, results_dir)
-    md = bench_results.write(results_dir, Path(results_dir).parent / "RESULTS.md"
-                             if args.results_dir else bench_results.RESULTS_MD)
-    print(f"appended {len(rows)} rows to {path}; rendered {md}")
-    print(bench_results.render_part(PART, read_rows(path)))
+    bench_results.publish(PART, rows, args.results_dir)
     return 0
 
 

@@ -47,9 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
     control.add_argument("cell", nargs="?", help="cell key, key prefix or index")
     lister = sub.add_parser("list", help="list the experiment catalogue and what can run here")
-    lister.add_argument("--experiments-file", "--experiments", metavar="FILE",
-                        dest="experiments_file_list", type=_regular_file,
-                        help="a user experiments file merged over the catalogue")
+    _experiments_file(lister, "experiments_file_list")
     validate = sub.add_parser(
         "validate", help="which experiments can run here and why not; what is registered",
         description="Every catalogue experiment (or the selected ones) and whether it resolves "
@@ -58,9 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "for the listing; with SELECTOR, 1 when a selected experiment cannot run.")
     validate.add_argument("selector", nargs="*", metavar="SELECTOR",
                           help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all")
-    validate.add_argument("--experiments-file", "--experiments", metavar="FILE",
-                          dest="experiments_file_sub", type=_regular_file,
-                          help="a user experiments file merged over the catalogue")
+    _experiments_file(validate, "experiments_file_sub")
     prefetch = sub.add_parser(
         "prefetch", help="download the datasets of the selected experiments (default all)",
         description="Download the datasets of the selected experiments (default all) into the "
@@ -72,9 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all (default all)")
     prefetch.add_argument("--data-dir", metavar="DIR",
                           help="download here instead of FUGUE_DATA_DIR")
-    prefetch.add_argument("--experiments-file", "--experiments", metavar="FILE",
-                          dest="experiments_file_sub", type=_regular_file,
-                          help="a user experiments file merged over the catalogue")
+    _experiments_file(prefetch, "experiments_file_sub")
     from fugue_tui.commands import add_run_arguments, executors_epilog
 
     run = sub.add_parser(
@@ -114,6 +108,12 @@ def _at_least(low: int):
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value
     return parse
+
+
+def _experiments_file(parser: argparse.ArgumentParser, dest: str) -> None:
+    parser.add_argument("--experiments-file", "--experiments", metavar="FILE", dest=dest,
+                        type=_regular_file,
+                        help="a user experiments file merged over the catalogue")
 
 
 def _timestamp(text: str) -> str:
