@@ -23,6 +23,7 @@ times; a retry sent through the control channel does not consume that budget.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -50,7 +51,7 @@ from engine.plugins import load_plugins
 from engine.provenance import machine_identity, nvml_devices, resolve_device
 from engine.results import GROUP_COLUMNS, append_rows, check_timestamp, preflight, read_rows
 from engine.rows import failed_group_row
-from engine.watchdog import Watchdog, nvml_utilisation
+from engine.watchdog import ACTIONS, Watchdog, nvml_utilisation
 
 EventFn = Callable[[dict[str, Any]], None]
 POLL_S = 0.1
@@ -475,6 +476,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
         parser.add_argument(f"--{name}")
     for name in ("passes", "seed", "retries"):
         parser.add_argument(f"--{name}", type=int)
+    parser.add_argument("--watchdog-action", choices=ACTIONS,
+                        help="override [watchdog] action: kill, or flag (the dashboard's default: "
+                             "mark the cell hung and wait for a command)")
     return parser
 
 
@@ -505,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, _interrupt)
     try:
         campaign = load_campaign(args.campaign, overrides_from(args))
+        if args.watchdog_action:  # one key of a table: replaced after the file is validated
+            campaign = dataclasses.replace(campaign, watchdog=dataclasses.replace(
+                campaign.watchdog, action=args.watchdog_action))
         outcome = Runner(campaign, resume=args.resume, since=args.since).run()
     except FugueError as exc:
         print(f"fugue-tui: error: {exc}", file=sys.stderr)
