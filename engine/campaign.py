@@ -43,8 +43,8 @@ from engine.validate import check_experiment
 from engine.watchdog import ACTIONS, WatchdogSettings
 
 COMPILE_CHOICES = ("off", "on", "both")
-#: The strategies of the design that later versions add (named so a campaign asking for one
-#: hears "not built yet" rather than "unknown").
+#: The strategies of the design (named so that a build lacking one says "not built yet"
+#: rather than "unknown").
 PLANNED_EXECUTORS = ("mp", "ray", "unified_model")
 #: Passes repeat the whole matrix; more than this is a typo, not a measurement plan.
 MAX_PASSES = 1000
@@ -83,6 +83,8 @@ class Campaign:
     source: Path | None = None
     file_hash: str = ""
     catalogue: Catalogue | None = field(default=None, compare=False, repr=False)
+    #: Settings that run but do not do what they seem to (printed by the front ends).
+    warnings: list[str] = field(default_factory=list, compare=False)
 
     def resolved(self) -> dict[str, Any]:
         """The campaign as it runs (after overrides), JSON-able."""
@@ -179,6 +181,8 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: options.{executor} must be a table")
         tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
+        _check_option_values(EXECUTORS.get(executor), table, f"{where}: options.{executor}")
+    warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
     name = doc.get("name") or (source.stem if source else "campaign")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise ConfigError(f"{where}: key 'name' may hold letters, digits, '.', '_' and '-' only, "
@@ -189,7 +193,50 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         runs_dir=Path(doc.get("runs_dir", "runs")), device=device, compile=compile_choice,
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
         options=options, source=source,
-        file_hash=file_hash, catalogue=catalogue)
+        file_hash=file_hash, catalogue=catalogue, warnings=warnings)
+
+
+def _check_option_values(spec: Any, table: dict[str, Any], where: str) -> None:
+    """Values of executor options: declared choices, minimums, parsable features."""
+    from engine.axes import parse_features
+
+    for key, value in table.items():
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and key not in spec.axes:
+            raise ConfigError(f"{where}: key '{key}' takes one value, got a list")
+        if isinstance(value, list) and not value:
+            raise ConfigError(f"{where}: key '{key}' is an empty list")
+        for v in values:
+            allowed = spec.choices.get(key)
+            if allowed is not None and v not in allowed:
+                raise ConfigError(f"{where}: key '{key}' must be one of {', '.join(allowed)}, "
+                                  f"got {v!r}{nearest(str(v), allowed)}")
+            low = spec.minimum.get(key)
+            if low is not None and not (isinstance(v, (int, float)) and v >= low):
+                raise ConfigError(f"{where}: key '{key}' must be a number >= {low:g}, got {v!r}")
+        if key == "features":
+            try:
+                parse_features(value)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: key 'features': {exc}") from None
+
+
+def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],
+                   experiments: list[Any]) -> list[str]:
+    """Settings that will not do what they seem to (run anyway, once, and say so)."""
+    out = []
+    ray_opts = options.get("ray", {})
+    if "scheduler" in ray_opts:
+        if "ray" not in executors:
+            out.append("options.ray.scheduler is set but executor 'ray' is not in this "
+                       "campaign: no scheduler runs")
+        elif not any(e.type == "hpo" for e in experiments):
+            out.append("options.ray.scheduler applies to hpo experiments only; none is "
+                       "selected, so ray runs each experiment once without a scheduler")
+    if "sweep" in options.get("unified_model", {}) and "unified_model" not in executors:
+        out.append("options.unified_model.sweep is set but executor 'unified_model' is not in "
+                   "this campaign")
+    return out
 
 
 def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:

@@ -126,7 +126,11 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     executor = EXECUTORS.get(cell["executor"]).load()()
     ctx = CellContext(settings=settings, datasets=datasets,
                       emit=lambda type, **f: events.emit(type, **f), threads=threads,
-                      options=cell.get("options", {}), seed=spec["seed"])
+                      options=cell.get("options", {}), seed=spec["seed"],
+                      scheduler=cell.get("scheduler"), rung=cell.get("rung"),
+                      features=cell.get("features"), max_parallel=cell.get("max_parallel"),
+                      attempt_dir=Path(spec["events"]).parent,
+                      job_env=dict(spec.get("job_env") or {}))
     t_setup = time.perf_counter()
     executor.setup(jobs, ctx)
     setup_s = time.perf_counter() - t_setup
@@ -146,7 +150,17 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     finally:
         executor.teardown(ctx)
     return _write_rows(spec, events, results, t_group, setup_s, data_load_s,
-                       {**torch_facts(device), **host}, settings)
+                       {**torch_facts(device), **host}, settings, ctx.group)
+
+
+def _max(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _sum(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
 
 
 def _cpu_seconds() -> float:
@@ -175,7 +189,8 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
     return out
 
 
-def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings) -> str:
+def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
+                executor_group: dict[str, Any]) -> str:
     from engine.registry import EXECUTORS
     from engine.results import append_group
 
@@ -203,7 +218,13 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
         compile=bool(compiled), compile_mode=compiled[0] if compiled else "off",
         amp=amp_applied, precision=precision, threads=spec["threads"],
         param_count=sum(r.param_count or 0 for r in results) or None,
-        energy_method="none")
+        energy_method="none",
+        torch_peak_allocated_mb=_max(r.torch_peak_allocated_mb for r in results),
+        torch_peak_reserved_mb=_max(r.torch_peak_reserved_mb for r in results),
+        compile_warmup_s=_sum(r.compile_warmup_s for r in results))
+    # What the executor measured or decided (effective scheduler and features, max_parallel,
+    # MPS use, its plan) overrides the generic values above.
+    group.update(executor_group)
     rows = []
     for r in results:
         job = r.job
@@ -214,7 +235,10 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
             "total_time_s": r.total_time_s,
             "total_samples": r.samples if r.samples or r.status == "ok" else None,
             "throughput_sps": r.throughput_sps if r.status == "ok" else None,
-            "early_stopped": False,
+            "early_stopped": r.early_stopped, "stop_reason": r.stop_reason or None,
+            "worker_pid": r.worker_pid, "torch_peak_allocated_mb": r.torch_peak_allocated_mb,
+            "torch_peak_reserved_mb": r.torch_peak_reserved_mb,
+            "compile_warmup_s": r.compile_warmup_s,
             "epochs_run": r.epochs_run, "gpu_name": facts.get("gpu_name"),
             "final_train_loss": r.final_train_loss, "final_train_acc": r.final_train_acc,
             "final_val_loss": r.final_val_loss, "final_val_acc": r.final_val_acc,
@@ -239,7 +263,8 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
                "throughput_group": group["throughput_group"], "setup_s": setup_s,
                "data_load_s": data_load_s, "warnings": warnings,
                "jobs": [{"job_id": r.job.job_id, "status": r.status,
-                         "final_val_acc": r.final_val_acc, "history": r.history}
+                         "final_val_acc": r.final_val_acc, "history": r.history,
+                         "early_stopped": r.early_stopped, "stop_reason": r.stop_reason}
                         for r in results]}
     events.emit("summary", **summary)
     events.emit("done" if status == "ok" else "failed", group_written=True, error=error)

@@ -75,7 +75,13 @@ EXTRA_GROUP_COLUMNS: tuple[str, ...] = (
     "amp_requested", "features_requested", "features_reason", "scheduler_requested",
     "energy_method", "host", "python_version", "fugue_tui_version", "fugue_tui_commit",
     "campaign_hash", "param_count", "precision", "backend_flags", "device", "seed", "passes",
-    "plugins", "host_load_start", "host_load_end", "cell_cpu_s",
+    "plugins", "host_load_start", "host_load_end", "cell_cpu_s", "rung", "gpu_uuid",
+    "gpu_power_limit_w", "gpu_power_mean_w", "gpu_sm_clock_mean_mhz", "gpu_temp_max_c",
+    "gpu_metrics_missing", "mps_present", "mps_used", "mps_thread_pct", "monitor_interval_s",
+    "monitor_samples", "monitor_cpu_share", "cpu_util_mean", "cpu_util_max", "rss_peak_mb",
+    "host_mem_available_min_mb", "cpu_energy_j", "cpu_energy_method",
+    "torch_peak_allocated_mb", "torch_peak_reserved_mb", "compile_warmup_s", "samples_file",
+    "executor_info",
 )
 
 #: Our job columns, after the harness's.
@@ -83,7 +89,8 @@ EXTRA_INDIVIDUAL_COLUMNS: tuple[str, ...] = (
     "campaign_id", "cell_key", "pass", "attempt", "status", "error", "train_time_s",
     "train_throughput_sps", "val_time_s", "threads", "compile_mode", "amp_requested",
     "param_count", "precision", "energy_method", "gpu_metrics_method", "host",
-    "samples_dropped", "split",
+    "samples_dropped", "split", "stop_reason", "worker_pid", "torch_peak_allocated_mb",
+    "torch_peak_reserved_mb", "compile_warmup_s", "samples_file",
 )
 
 GROUP_COLUMNS: tuple[str, ...] = HARNESS_GROUP_COLUMNS + EXTRA_GROUP_COLUMNS
@@ -148,6 +155,43 @@ COLUMN_DOCS: dict[str, str] = {
     "cell_cpu_s": ("CPU seconds (user + system) the cell process used during the group window; "
                    "compare with T_group × threads to see whether it got the cores it asked for"),
     "split": "where validation data came from: test (dataset's test split), holdout or fold",
+    "rung": "unified_model ablation rung (A, B, C, C+FL, D, D+FL; fugue-compat.md); empty otherwise",
+    "gpu_uuid": "NVML UUID of the device under test (GPU-… or MIG-…); empty without a GPU",
+    "gpu_power_limit_w": "enforced power limit of the device (NVML), W",
+    "gpu_power_mean_w": "mean sampled board power over the group window (NVML), W",
+    "gpu_sm_clock_mean_mhz": "mean sampled SM clock over the group window (NVML), MHz",
+    "gpu_temp_max_c": "highest sampled GPU temperature over the group window (NVML), °C",
+    "gpu_metrics_missing": ("GPU metrics the device could not report, with NVML's reason "
+                            "(e.g. utilization: NotSupported); their columns stay empty"),
+    "mps_present": ("True when an MPS control daemon was running for this device's clients "
+                    "during the cell (ours or another's)"),
+    "mps_used": "True when the cell's worker processes ran as clients of our MPS daemon (mp)",
+    "mps_thread_pct": ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE given to each MPS client, "
+                       "floor(100 / concurrent clients), %"),
+    "monitor_interval_s": "the monitor's sampling interval, s",
+    "monitor_samples": "number of monitor samples inside the group window, count",
+    "monitor_cpu_share": ("the monitor's own CPU time ÷ T_group (its observer cost), fraction of "
+                          "one core"),
+    "cpu_util_mean": ("mean CPU use of the cell's whole process tree over the group window, "
+                      "% of one core (200 = two cores busy)"),
+    "cpu_util_max": "highest sampled CPU use of the cell's process tree, % of one core",
+    "rss_peak_mb": ("peak resident memory of the cell's process tree (sum over its processes, "
+                    "highest sample, or the cell's own peak if higher), MiB"),
+    "host_mem_available_min_mb": "lowest host memory available during the group window, MiB",
+    "cpu_energy_j": ("CPU package energy over the group window (RAPL), J; empty where the host "
+                     "has no energy interface"),
+    "cpu_energy_method": "how cpu_energy_j was obtained (rapl), or none when not measured",
+    "torch_peak_allocated_mb": ("torch.cuda.max_memory_allocated in the training process(es) "
+                                "(job: that job; group: highest over jobs or the stacked "
+                                "process), MiB; empty on CPU"),
+    "torch_peak_reserved_mb": "torch.cuda.max_memory_reserved, as torch_peak_allocated_mb, MiB",
+    "compile_warmup_s": ("time of the first compiled step(s), reported apart from training "
+                         "(inside T_group), s"),
+    "samples_file": "monitor samples of the group (or the job's slice), relative to the runs folder",
+    "executor_info": ("what the executor decided or observed, compact JSON (e.g. worker pids, "
+                      "Ray resources, the unified model's plan)"),
+    "stop_reason": "why a trial stopped before its epoch budget (scheduler decision); else empty",
+    "worker_pid": "process id of the process that trained the job",
 }
 
 

@@ -21,6 +21,8 @@ def group_static(spec: dict[str, Any]) -> dict[str, Any]:
         "compile": cell["compile_mode"] != "off", "mode": exp["type"], "size": exp["size"] or None,
         "K": len(cell["jobs"]), "max_parallel": None, "num_workers": 0,
         "scheduler": cell.get("scheduler"), "features": None,
+        "scheduler_requested": cell.get("scheduler"), "features_requested": cell.get("features"),
+        "rung": cell.get("rung"),
         "timestamp": timestamp_now(), "cpu_model": facts["cpu_model"],
         "cpu_cores": facts["cpu_cores"], "campaign_id": spec["campaign_id"],
         "cell_key": cell["key"], "pass": cell["pass_index"], "attempt": spec["attempt"],

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -73,6 +74,12 @@ class JobResult:
     compile_reason: str = ""
     val_source: str = ""
     history: list[dict[str, Any]] = field(default_factory=list)
+    early_stopped: bool = False     # a scheduler stopped the trial before its epoch budget
+    stop_reason: str = ""           # why it stopped early (scheduler decision), else ""
+    worker_pid: int | None = None   # process that trained the job
+    torch_peak_allocated_mb: float | None = None  # torch.cuda.max_memory_allocated, MiB
+    torch_peak_reserved_mb: float | None = None   # torch.cuda.max_memory_reserved, MiB
+    compile_warmup_s: float | None = None         # first compiled step(s), s (inside total)
 
     @property
     def train_throughput_sps(self) -> float | None:
@@ -151,6 +158,9 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     device = settings.device
     task = job.task or data.task
     _sync(device)
+    result.worker_pid = os.getpid()
+    if device.type == "cuda":  # per-job peaks: jobs in one process run one after another here
+        torch.cuda.reset_peak_memory_stats(device)
     result.start = time.perf_counter()
     torch.manual_seed(job.seed)  # model init and dropout masks: the job seed, under every executor
     model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
@@ -249,3 +259,6 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     _sync(device)
     result.end = time.perf_counter()
     result.total_time_s = result.end - result.start
+    if device.type == "cuda":
+        result.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(device) / 2**20
+        result.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(device) / 2**20

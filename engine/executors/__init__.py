@@ -35,6 +35,12 @@ class ExecutorSpec:
     options: dict[str, tuple[type, ...]] = field(default_factory=dict)
     description: str = ""
     option_help: dict[str, str] = field(default_factory=dict)
+    #: Allowed values of string options (a list value must hold only these).
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Smallest allowed value of numeric options.
+    minimum: dict[str, float] = field(default_factory=dict)
+    #: Options that expand into matrix axes (``engine.axes``): ``scheduler``, ``sweep``.
+    axes: tuple[str, ...] = ()
 
     def load(self):
         module, _, cls = self.target.partition(":")
@@ -49,3 +55,47 @@ register_executor(ExecutorSpec(
     name="seq", label="Sequential", color="#4C72B0", target="engine.executors.seq:SeqExecutor",
     baseline=True,
     description="one job after another in the cell's process: the denominator of speedups"))
+
+_PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
+
+register_executor(ExecutorSpec(
+    name="mp", label="Multiprocess (MPS)", color="#DD8452", target="engine.executors.mp:MPExecutor",
+    concurrent=True,
+    options={"max_parallel": (int,), "mps": (str,)},
+    option_help={"max_parallel": _PARALLEL_HELP,
+                 "mps": "auto (use CUDA MPS when the GPU and nvidia-cuda-mps-control allow it) "
+                        "or off (plain concurrent processes)"},
+    choices={"mps": ("auto", "off")}, minimum={"max_parallel": 1},
+    description="one fresh process per job sharing the GPU through a private CUDA MPS daemon"))
+
+register_executor(ExecutorSpec(
+    name="ray", label="Ray", color="#55A868", target="engine.executors.ray_actors:RayExecutor",
+    concurrent=True, supports_scheduler=True,
+    options={"max_parallel": (int,), "scheduler": (str, list), "address": (str,),
+             "grace_period": (int,), "reduction_factor": (int,)},
+    option_help={"max_parallel": "actors (or concurrent Tune trials); default: all jobs",
+                 "scheduler": "Ray Tune trial scheduler for hpo experiments: fifo, asha, "
+                              "median or hyperband (a list expands into one cell each)",
+                 "address": "an existing Ray cluster (default: a private local runtime)",
+                 "grace_period": "epochs before a trial may be stopped (default 1)",
+                 "reduction_factor": "asha/hyperband reduction factor (default 2)"},
+    choices={"scheduler": ("fifo", "asha", "median", "hyperband")},
+    minimum={"max_parallel": 1, "grace_period": 1, "reduction_factor": 2},
+    axes=("scheduler",),
+    description="Ray actors (ensemble, cv, multi_model) or Ray Tune trials (hpo)"))
+
+register_executor(ExecutorSpec(
+    name="unified_model", label="Unified model", color="#C44E52",
+    target="engine.executors.unified:UnifiedExecutor", concurrent=True,
+    options={"max_parallel": (int,), "sweep": (str,), "features": (str,), "verify": (bool,)},
+    option_help={"max_parallel": "members trained at once; more jobs run in chunks one "
+                                 "after another (default: all)",
+                 "sweep": "none, or ablation: the six rungs of the ablation ladder",
+                 "features": "extensions vf (vectorised forward), s (CUDA streams), fl (fused "
+                             "loss), e.g. 'vf:1,s:1,fl:0' (default)",
+                 "verify": "check each bucket's vectorised step against eager before "
+                           "training (default true)"},
+    choices={"sweep": ("none", "ablation")}, minimum={"max_parallel": 1},
+    axes=("sweep",),
+    description="all jobs in one process, identical models stacked into one vectorised "
+                "module (torch.func vmap)"))
