@@ -42,6 +42,7 @@ from filelock import FileLock, Timeout
 from engine.availability import experiment_availability
 from engine.campaign import Campaign, load_campaign
 from engine.cell import SPEC_SCHEMA
+from engine.cleanup import run_recorded
 from engine.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
 from engine.control import Inbox
 from engine.errors import ConfigError, FugueError
@@ -317,6 +318,7 @@ class Runner:
         except KeyboardInterrupt:
             self._stop(proc, cell, attempt, f"interrupted ({_INTERRUPTED_BY[0]})", dump=False)
             self._forward(tail, None)
+            self._cleanup(cell, attempt, attempt_dir)
             forget(attempt_dir)
             shutil.rmtree(scratch, ignore_errors=True)
             raise
@@ -327,6 +329,7 @@ class Runner:
                 leftovers = stop_session(proc.pid, None, grace=1.0)
             except RuntimeError as exc:
                 leftovers = [str(exc)]
+        self._cleanup(cell, attempt, attempt_dir)
         forget(attempt_dir)
         shutil.rmtree(scratch, ignore_errors=True)
         if after == "abort":
@@ -348,6 +351,12 @@ class Runner:
         self._emit("done" if status == "ok" else "failed", cell=cell.key, attempt=attempt,
                    exit_code=code, error=error)
         return status, error, log_path, ""
+
+    def _cleanup(self, cell: CellSpec, attempt: int, attempt_dir: Path) -> None:
+        """Stop what the cell started outside its session (``engine.cleanup``)."""
+        messages = run_recorded(attempt_dir)
+        if messages:
+            self._emit("cleanup", cell=cell.key, attempt=attempt, messages=messages)
 
     def _stop(self, proc, cell: CellSpec, attempt: int, reason: str, dump: bool) -> str:
         """Stop a running attempt's whole session and record it as killed."""
@@ -438,6 +447,13 @@ class Runner:
             self._record(spec, "killed", reason)
             self._emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
                        reason=reason, predecessor=True)
+        # After their cells are dead: what those cells started outside their sessions.
+        for attempt_dir in sorted({p.parent.parent for p in
+                                   self.run_dir.glob("cells/*/attempt-*/cleanup/*.json")}):
+            messages = run_recorded(attempt_dir)
+            if messages:
+                self._emit("cleanup", attempt_dir=str(attempt_dir), messages=messages,
+                           predecessor=True)
 
 
 def _holder(run_dir: Path) -> str:
