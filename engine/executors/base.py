@@ -34,6 +34,19 @@ class CellContext:
     threads: int
     options: dict[str, Any] = field(default_factory=dict)
     seed: int = 42
+    #: Matrix axes of the cell: the Ray Tune scheduler (hpo cells under ray, else None),
+    #: the unified ablation rung and feature string, and the cell's max_parallel request.
+    scheduler: str | None = None
+    rung: str | None = None
+    features: str | None = None
+    max_parallel: int | None = None
+    #: The attempt folder in the run folder (events file, cleanup records, executor logs).
+    attempt_dir: Path | None = None
+    #: Extra environment for worker processes the executor starts.
+    job_env: dict[str, str] = field(default_factory=dict)
+    #: Group-row columns the executor decided or measured (scheduler, max_parallel,
+    #: executor_info, ...); they override the cell's generic values.
+    group: dict[str, Any] = field(default_factory=dict)
 
 
 class Executor(ABC):
