@@ -13,6 +13,8 @@
     compile_mode = "default"            # torch.compile mode when compile is on
     threads = 0                         # torch threads per cell process; 0 = all cores
     retries = 0                         # automatic retries of a failed or hung cell
+    monitor = true                      # the per-cell sampler (engine/monitor.py)
+    monitor_interval_s = 0.5            # seconds between monitor samples
     [watchdog]                          # hung-cell detection (engine/watchdog.py)
     interval_s = 10.0                   # seconds between checks
     suspect_after = 3                   # checks without progress before "suspect"
@@ -21,6 +23,11 @@
     action = "kill"                     # kill (then retry) | flag (wait for a command)
     experiments_file = "my.toml"        # optional user catalogue, merged over the built-in one
     [options.seq]                       # per-executor options (declared by the executor)
+    [options.ray]
+    scheduler = ["fifo", "asha"]        # hpo experiments: one cell per scheduler
+    [options.unified_model]
+    sweep = "ablation"                  # the six rungs of the ablation ladder
+    max_parallel = 8                    # mp, ray, unified_model: most jobs at once
 
 Torch-free.
 """
@@ -54,7 +61,7 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "passes": (int,), "seed": (int,), "runs_dir": (str,), "device": (str,),
     "compile": (str,), "compile_mode": (str,), "threads": (int,),
     "experiments_file": (str,), "options": (dict,), "description": (str,),
-    "retries": (int,), "watchdog": (dict,),
+    "retries": (int,), "watchdog": (dict,), "monitor": (bool,), "monitor_interval_s": (float,),
 }
 _WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
     "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
@@ -79,6 +86,8 @@ class Campaign:
     threads: int = 0
     retries: int = 0
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
+    monitor: bool = True
+    monitor_interval_s: float = 0.5
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: Path | None = None
     file_hash: str = ""
@@ -93,6 +102,7 @@ class Campaign:
                 "device": self.device, "compile": self.compile, "compile_mode": self.compile_mode,
                 "threads": self.threads, "retries": self.retries,
                 "watchdog": self.watchdog.__dict__, "options": self.options,
+                "monitor": self.monitor, "monitor_interval_s": self.monitor_interval_s,
                 "source": str(self.source) if self.source else None, "file_hash": self.file_hash,
                 "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else []}
 
@@ -183,6 +193,10 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
         _check_option_values(EXECUTORS.get(executor), table, f"{where}: options.{executor}")
     warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
+    interval = float(doc.get("monitor_interval_s", 0.5))
+    if not (math.isfinite(interval) and 0.05 <= interval <= 60):
+        raise ConfigError(f"{where}: key 'monitor_interval_s' must be between 0.05 and 60 "
+                          f"seconds, got {doc.get('monitor_interval_s')!r}")
     name = doc.get("name") or (source.stem if source else "campaign")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise ConfigError(f"{where}: key 'name' may hold letters, digits, '.', '_' and '-' only, "
@@ -192,6 +206,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         passes=doc.get("passes", 1), seed=doc.get("seed", 42),
         runs_dir=Path(doc.get("runs_dir", "runs")), device=device, compile=compile_choice,
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
+        monitor=doc.get("monitor", True), monitor_interval_s=interval,
         options=options, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings)
 

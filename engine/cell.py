@@ -31,6 +31,7 @@ from typing import Any
 
 from engine.errors import FugueError
 from engine.events import EventWriter
+from engine.results import new_group_id
 from engine.rows import failed_group_row, group_static
 
 SPEC_SCHEMA = 1
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{argv[0]}: cell spec schema {spec.get('schema')!r}, expected {SPEC_SCHEMA}",
               file=sys.stderr)
         return 2
+    # Known from the start: the monitor's samples file is named after the group.
+    spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])
     events = EventWriter(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
     events.emit("started", pid=os.getpid(), exp_id=spec["cell"]["exp_id"],
                 executor=spec["cell"]["executor"], jobs=[j["job_id"] for j in spec["cell"]["jobs"]])
@@ -123,6 +126,18 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
             device_data[name] = to_device(host_data[name], device)
         return device_data[name]
 
+    monitor = None
+    if spec.get("monitor", True):
+        from engine.cellmonitor import CellMonitor
+        from engine.monitor import DEFAULT_INTERVAL_S
+
+        # Started before setup: its start-up is outside every timed phase, and its first
+        # sample precedes the window (energy interpolates the window's ends).
+        monitor = CellMonitor(spec["runs_dir"], spec["group_id"], spec["events"], cell["key"],
+                              spec["attempt"], spec.get("gpu_uuid"),
+                              spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
+        if not monitor.start():
+            print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
     executor = EXECUTORS.get(cell["executor"]).load()()
     ctx = CellContext(settings=settings, datasets=datasets,
                       emit=lambda type, **f: events.emit(type, **f), threads=threads,
@@ -131,26 +146,69 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
                       features=cell.get("features"), max_parallel=cell.get("max_parallel"),
                       attempt_dir=Path(spec["events"]).parent,
                       job_env=dict(spec.get("job_env") or {}))
-    t_setup = time.perf_counter()
-    executor.setup(jobs, ctx)
-    setup_s = time.perf_counter() - t_setup
-    events.emit("phase", phase="setup", seconds=setup_s)
-    host = {"host_load_start": os.getloadavg()[0], "plugins": ",".join(plugins) or None}
+    host = {"plugins": ",".join(plugins) or None}
     try:
-        events.emit("phase", phase="group_start")
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        cpu0 = _cpu_seconds()
-        g0 = time.perf_counter()
-        results = executor.run(jobs, ctx)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t_group = time.perf_counter() - g0
-        host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0])
+        t_setup = time.perf_counter()
+        executor.setup(jobs, ctx)
+        setup_s = time.perf_counter() - t_setup
+        events.emit("phase", phase="setup", seconds=setup_s)
+        host["host_load_start"] = os.getloadavg()[0]
+        try:
+            events.emit("phase", phase="group_start")
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            cpu0 = _cpu_seconds()
+            g0 = time.perf_counter()
+            results = executor.run(jobs, ctx)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            g1 = time.perf_counter()
+            t_group = g1 - g0
+            host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0])
+        finally:
+            if monitor is not None:
+                monitor.stop()  # one last sample after the window closed
+            executor.teardown(ctx)
     finally:
-        executor.teardown(ctx)
-    return _write_rows(spec, events, results, t_group, setup_s, data_load_s,
-                       {**torch_facts(device), **host}, settings, ctx.group)
+        if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
+            monitor.stop()
+    facts = {**torch_facts(device), **host}
+    if monitor is None and spec.get("gpu_uuid"):
+        facts.update(_nvml_facts(spec["gpu_uuid"]))
+    if monitor is not None:
+        facts.update(monitor.provenance())
+        facts.update(monitor.group_columns(g0, g1))
+    facts["mps_present"] = ctx.group.get("mps_present", _mps_present())
+    facts["rss_peak_mb"] = _max([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
+    return _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
+                       ctx.group, monitor)
+
+
+def _nvml_facts(uuid: str) -> dict[str, Any]:
+    """Device provenance without the monitor (monitor = false): NVML once, by UUID."""
+    from engine.monitor import open_gpu
+
+    try:
+        return {k: v for k, v in open_gpu(uuid).facts.items() if v is not None}
+    except RuntimeError as exc:
+        print(f"warning: {exc}", file=sys.stderr)
+        return {"gpu_uuid": uuid}
+
+
+def _mps_present() -> bool | None:
+    from engine.cellmonitor import mps_daemon_present
+
+    return mps_daemon_present()
+
+
+def _own_peak_rss_mb() -> float | None:
+    """This process's peak resident memory (``ru_maxrss``, KiB on Linux), MiB."""
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    except (ImportError, OSError):
+        return None
 
 
 def _max(values) -> float | None:
@@ -190,7 +248,7 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
 
 
 def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
-                executor_group: dict[str, Any]) -> str:
+                executor_group: dict[str, Any], monitor=None) -> str:
     from engine.registry import EXECUTORS
     from engine.results import append_group
 
@@ -218,7 +276,7 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
         compile=bool(compiled), compile_mode=compiled[0] if compiled else "off",
         amp=amp_applied, precision=precision, threads=spec["threads"],
         param_count=sum(r.param_count or 0 for r in results) or None,
-        energy_method="none",
+        energy_method=facts.get("energy_method") or "none",
         torch_peak_allocated_mb=_max(r.torch_peak_allocated_mb for r in results),
         torch_peak_reserved_mb=_max(r.torch_peak_reserved_mb for r in results),
         compile_warmup_s=_sum(r.compile_warmup_s for r in results))
@@ -251,9 +309,13 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
             "threads": spec["threads"], "compile_mode": r.compile_mode,
             "amp_requested": job.amp, "param_count": r.param_count,
             "precision": "amp-fp16" if r.amp_applied else "fp32", "energy_method": "none",
+            "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None,
         })
+        if monitor is not None:
+            rows[-1].update(monitor.job_columns(job.job_id, r.start, r.end,
+                                                shared=spec_exec.concurrent))
     # Both files or neither: a job row never stays without its group row.
     append_group(spec["runs_dir"], group, rows)
     warnings = load_warnings(t_group, facts.get("cell_cpu_s"), spec["threads"],

@@ -105,18 +105,17 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def machine_identity(device: str) -> dict[str, Any]:
+def machine_identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """The part of a cell key that says *where*: resuming on another host, GPU or torch
-    build reruns the cell instead of mixing numbers from two machines."""
-    gpus = nvml_devices() if device.startswith("cuda") else []
-    index = int(device.split(":", 1)[1]) if device.startswith("cuda:") else 0
-    gpu = gpus[index] if index < len(gpus) else {}
+    build reruns the cell instead of mixing numbers from two machines. ``gpu`` is the
+    device under test as ``engine.monitor.resolve_gpu`` found it."""
+    gpu = gpu or {}
     return {"host": socket.gethostname(), "device": device, "gpu_uuid": gpu.get("uuid", ""),
-            "gpu_name": gpu.get("name", ""), "torch": dist_version("torch")}
+            "gpu_name": gpu.get("name") or "", "torch": dist_version("torch")}
 
 
 def torch_facts(device: Any) -> dict[str, Any]:
-    """Torch-side provenance, inside a cell: versions, GPU name, VRAM, driver, compute mode.
+    """Torch-side provenance, inside a cell: versions, GPU name and VRAM as torch sees them.
 
     Values that cannot be read on this machine are ``None`` (empty cells), never guessed.
     """
@@ -129,20 +128,11 @@ def torch_facts(device: Any) -> dict[str, Any]:
         "gpu_compute_mode": None,
     }
     if getattr(device, "type", "cpu") == "cuda":
+        # Driver, compute mode and power limit come from NVML through the monitor, which
+        # opens the device under test by UUID (an NVML index is not a CUDA index).
         props = torch.cuda.get_device_properties(device)
         facts["gpu_name"] = props.name
         facts["gpu_vram_total_mb"] = round(props.total_memory / 2**20)
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            facts["nv_driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
-            handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
-            modes = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
-            facts["gpu_compute_mode"] = modes.get(pynvml.nvmlDeviceGetComputeMode(handle))
-            pynvml.nvmlShutdown()
-        except Exception:  # NVML missing or partial: leave those columns empty
-            pass
     return facts
 
 

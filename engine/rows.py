@@ -16,7 +16,7 @@ def group_static(spec: dict[str, Any]) -> dict[str, Any]:
     exp = cell["experiment"]
     facts = host_facts()
     return {
-        "group_id": new_group_id(cell["executor"]),
+        "group_id": spec.get("group_id") or new_group_id(cell["executor"]),
         "exp_id": cell["exp_id"], "executor": cell["executor"],
         "compile": cell["compile_mode"] != "off", "mode": exp["type"], "size": exp["size"] or None,
         "K": len(cell["jobs"]), "max_parallel": None, "num_workers": 0,
@@ -31,7 +31,7 @@ def group_static(spec: dict[str, Any]) -> dict[str, Any]:
         "host": facts["host"], "python_version": facts["python_version"],
         "fugue_tui_version": facts["fugue_tui_version"],
         "fugue_tui_commit": facts["fugue_tui_commit"], "campaign_hash": spec["campaign_hash"],
-        "device": spec["device"], "seed": spec["seed"], "passes": spec["passes"],
+        "device": spec.get("device_requested") or spec["device"], "seed": spec["seed"], "passes": spec["passes"],
         "backend_flags": backend_flags(), "threads": spec.get("threads"),
     }
 

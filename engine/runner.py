@@ -52,7 +52,8 @@ from engine.plugins import load_plugins
 from engine.provenance import machine_identity, nvml_devices, resolve_device
 from engine.results import GROUP_COLUMNS, append_rows, check_timestamp, preflight, read_rows
 from engine.rows import failed_group_row
-from engine.watchdog import ACTIONS, Watchdog, nvml_utilisation
+from engine.monitor import resolve_gpu
+from engine.watchdog import ACTIONS, Watchdog
 
 EventFn = Callable[[dict[str, Any]], None]
 POLL_S = 0.1
@@ -122,7 +123,13 @@ class Runner:
         if self.device.startswith("cuda") and not nvml_devices():
             raise ConfigError(f"device '{campaign.device}': no NVIDIA GPU is visible here "
                               "(NVML finds none); use device = \"cpu\" or \"auto\"")
-        self.machine = {**machine_identity(self.device), "plugins": self.plugins}
+        # The device under test by NVML identity: every cell sees exactly this device
+        # (CUDA_VISIBLE_DEVICES=<uuid>), and its monitor opens the same one by UUID.
+        try:
+            self.gpu = resolve_gpu(self.device, os.environ)
+        except ValueError as exc:
+            raise ConfigError(f"device '{campaign.device}': {exc}") from None
+        self.machine = {**machine_identity(self.device, self.gpu), "plugins": self.plugins}
         self.cells = build_cells(campaign, self.machine)
         self.runs_dir = Path(campaign.runs_dir)
         self.campaign_id = campaign.name
@@ -254,7 +261,12 @@ class Runner:
             "schema": SPEC_SCHEMA, "campaign_id": self.campaign_id,
             "campaign_hash": self.campaign.file_hash, "runs_dir": str(self.runs_dir.resolve()),
             "events": str(attempt_dir / "events.jsonl"), "attempt": attempt,
-            "seed": self.campaign.seed, "passes": self.campaign.passes, "device": self.device,
+            "seed": self.campaign.seed, "passes": self.campaign.passes,
+            # Inside the cell the device under test is the only visible one: cuda:0.
+            "device": "cuda:0" if self.gpu else self.device, "device_requested": self.device,
+            "gpu_uuid": self.gpu["uuid"] if self.gpu else None,
+            "monitor": self.campaign.monitor,
+            "monitor_interval_s": self.campaign.monitor_interval_s,
             "threads": self.campaign.threads or os.cpu_count() or 1, "cell": asdict(cell),
         }
 
@@ -285,11 +297,14 @@ class Runner:
         log_path = attempt_dir / "cell.log"
         scratch = Path(tempfile.mkdtemp(prefix="fugue-cell-"))
         tail = EventTail(spec["events"])
-        proc = start_cell(spec_path, log_path, cell_env(scratch, self.campaign.threads))
+        device_env = ({"CUDA_VISIBLE_DEVICES": self.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+                      if self.gpu else {})
+        proc = start_cell(spec_path, log_path, cell_env(scratch, self.campaign.threads, device_env))
         self._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
                    attempt=attempt, events=spec["events"], log_path=str(log_path), pid=proc.pid)
-        watchdog = Watchdog(self.campaign.watchdog, proc.pid, proc.pid,
-                            device_util=nvml_utilisation(self.device))
+        # Device utilisation comes from the cell's own monitor samples (never a second
+        # NVML sampler on the device).
+        watchdog = Watchdog(self.campaign.watchdog, proc.pid, proc.pid)
         written, hung, after, verdict = False, False, "", None
         try:
             while proc.poll() is None:
@@ -381,6 +396,8 @@ class Runner:
             written |= bool(event.get("group_written"))
             if watchdog is not None and event.get("type") in PROGRESS_EVENTS:
                 watchdog.progress()
+            elif watchdog is not None and event.get("type") == "sample":
+                watchdog.sample(event)
             self.on_event(event)
         return written
 

@@ -8,8 +8,8 @@ runner calls :meth:`Watchdog.check`. A check *strikes* when, since the previous 
 2. the CPU time of the cell's whole process tree (the leader, its descendants, and anything
    left in its session) grew by less than ``cpu_fraction`` of one core
    (``cpu_fraction × interval_s`` CPU-seconds), and
-3. the device under test is idle (NVML utilisation below ``gpu_busy_pct``), or there is no
-   GPU.
+3. the device under test is idle (NVML utilisation below ``gpu_busy_pct``, as the cell's
+   monitor last sampled it), or there is no GPU or no recent sample.
 
 After ``suspect_after`` consecutive strikes the cell is *suspect*; after ``hung_after`` it is
 *hung*. Any check without a strike resets the count. A cell that keeps a core busy without
@@ -109,7 +109,8 @@ class Watchdog:
         self.settings = settings
         self.leader_pid = leader_pid
         self.session_id = session_id
-        self.device_util = device_util or (lambda: None)
+        self.device_util = device_util or self._latest_device_util
+        self._device_util: tuple[float, float] | None = None
         self.clock = clock
         self.strikes = 0
         self._progressed = False
@@ -120,6 +121,19 @@ class Watchdog:
     def progress(self) -> None:
         """Call for every training-progress or lifecycle event of the cell."""
         self._progressed = True
+
+    def sample(self, event: dict[str, Any]) -> None:
+        """Call for every monitor ``sample`` event of the cell: its device utilisation is
+        the watchdog's device input (the monitor is the device's only sampler)."""
+        util = event.get("gpu_util_pct")
+        self._device_util = (float(util), self.clock()) if util is not None else None
+
+    def _latest_device_util(self) -> float | None:
+        """The last sampled utilisation, if it is recent (two check intervals); else None."""
+        if self._device_util is None:
+            return None
+        util, at = self._device_util
+        return util if self.clock() - at <= 2 * self.settings.interval_s else None
 
     def due(self) -> bool:
         return self.clock() >= self.next_check
@@ -143,26 +157,3 @@ class Watchdog:
         state = ("hung" if self.strikes >= self.settings.hung_after else
                  "suspect" if self.strikes >= self.settings.suspect_after else "ok")
         return Check(state, self.strikes, fraction, util, progressed, notes)
-
-
-def nvml_utilisation(device: str) -> Any:
-    """A callable returning the device's NVML utilisation (%), or None without a GPU.
-    Torch-free; opens NVML once."""
-    if not device.startswith("cuda"):
-        return lambda: None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        index = int(device.split(":", 1)[1]) if ":" in device else 0
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-    except Exception:
-        return lambda: None
-
-    def read() -> float | None:
-        try:
-            return float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-        except Exception:
-            return None
-
-    return read
