@@ -224,3 +224,31 @@ def speedup_chart(speedup_df, width: int = 80, color: bool | None = None,
     labels, values, errors = (x[::-1] for x in (labels, values, errors))
     return bar_chart(labels, values, title=title, width=width, errors=errors, color=color,
                      reference=1.0, value_labels=[""] * len(values))
+
+
+def metric_panels(xs: Sequence[float], panels: Sequence[tuple[str, Sequence[float | None]]],
+                  width: int = 60, height: int = 18, color: bool | None = None) -> str:
+    """Small line charts stacked vertically, one per ``(title, values)`` panel, sharing
+    ``xs`` (seconds from the first point are drawn, so the axis reads "last N s"). Each
+    title gets the latest value (``now 42.0``). Missing values (None, NaN) are dropped,
+    never drawn as 0; a panel with none left says so on one line. ``height`` is shared
+    among the panels (each at least 5 rows)."""
+    if not panels:
+        return "(nothing to draw)"
+    each = max(5, int(height) // len(panels))
+    start = float(xs[0]) if len(xs) else 0.0
+    rel = [float(x) - start for x in xs]
+    out = []
+    for title, values in panels:
+        ys = [float("nan") if _missing(v) else float(v) for v in values]
+        latest = next((y for y in reversed(ys) if math.isfinite(y)), None)
+        head = f"{title}  now {_fmt(latest)}" if latest is not None else f"{title}  (no data)"
+        if latest is None:
+            out.append(head)
+            continue
+        use_color = _use_color(color)
+        fig = _figure(width, each, head, use_color)
+        x, y = downsample(rel, ys, max(1, int(width) - _FRAME))
+        fig.draw(fig.signal(x.tolist(), y.tolist(), marker="braille").lines())
+        out.append(_render(fig, use_color))
+    return "\n".join(out)

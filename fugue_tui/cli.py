@@ -1,5 +1,7 @@
 """``fugue-tui`` command line (argparse).
 
+    fugue-tui                                   the dashboard (plan, run, watch)
+    fugue-tui dashboard [CAMPAIGN.toml] [--attach RUN_DIR] [--runs-dir DIR]
     fugue-tui --batch CAMPAIGN.toml [--dry-run] [--runs-dir DIR] [--passes N] ...
     fugue-tui list [--experiments FILE] [--all]
     fugue-tui validate [SELECTOR ...] [--experiments-file FILE]
@@ -42,6 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
                         help="with --resume: only ok rows at or after this time count")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    dashboard = sub.add_parser(
+        "dashboard", help="the dashboard (the default): plan, launch and watch a campaign",
+        description="Plan a campaign (catalogue, executors, settings, live preview of the "
+                    "cells), launch it and watch it live; handle hung cells from the keyboard. "
+                    "Quitting while it runs asks: stop it or detach (it keeps running; "
+                    "--attach finds it again).")
+    dashboard.add_argument("campaign_file", nargs="?", metavar="CAMPAIGN",
+                           type=_regular_file, help="a campaign TOML file to load into the plan")
+    dashboard.add_argument("--attach", metavar="RUN_DIR",
+                           help="open a campaign's run folder (runs/<name>): live while its "
+                                "runner runs, else as it ended")
     control = sub.add_parser("control", help="send a command to the runner of a campaign")
     control.add_argument("run_dir", help="the campaign's run folder (runs/<name>)")
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
@@ -165,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         if used:
             parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
     try:
+        if args.command == "dashboard" or (args.command is None and not args.batch):
+            return _dashboard(parser, args)
         if args.command == "list":
             from fugue_tui.listing import print_catalogue
 
@@ -208,6 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fugue-tui: interrupted", file=sys.stderr)
         return 130
-    parser.print_help()
-    print("\nThe dashboard is not built yet; run a campaign with --batch.", file=sys.stderr)
     return 0
+
+
+def _dashboard(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The dashboard needs a terminal; without one, say so and show the usage."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        parser.print_help()
+        print("\nThe dashboard needs a terminal; run a campaign headless with --batch.",
+              file=sys.stderr)
+        return 0 if args.command is None else 2
+    from fugue_tui.app import run_dashboard
+
+    return run_dashboard(campaign=getattr(args, "campaign_file", None),
+                         attach=getattr(args, "attach", None), runs_dir=args.runs_dir or "runs")

@@ -1,0 +1,131 @@
+"""Every dashboard action once: a stable id, its default keys, what it does.
+
+Screens build their ``BINDINGS`` from here, the footer and the command palette show them,
+``?`` lists them, and a user's keymap file remaps them by id (``App.set_keymap``), so a key
+is changed in one place. Textual-free apart from :func:`bindings`.
+
+Keymap file: ``$FUGUE_CONFIG_DIR/keymap.toml``, else ``~/.config/fugue-tui/keymap.toml``::
+
+    [keymap]
+    "run.retry" = "R"            # one key
+    "plan.launch" = "ctrl+r,f5"  # several, comma-separated
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine import tomlfile
+from engine.errors import ConfigError, nearest
+
+
+@dataclass(frozen=True)
+class Action:
+    """One bindable action: ``id`` (keymaps use it), default ``key`` (comma-separated
+    alternatives, Textual key names), the ``action`` string Textual runs, a short
+    ``description`` for the footer and a longer ``help`` for ``?`` and the palette."""
+
+    id: str
+    key: str
+    action: str
+    description: str
+    help: str
+    show: bool = True
+    priority: bool = False
+
+
+APP = (
+    Action("app.help", "question_mark", "app.help", "help", "show every key and its id"),
+    Action("app.quit", "q,ctrl+q", "app.request_quit", "quit",
+           "quit; while a campaign runs, asks: stop it or detach (it keeps running)",
+           priority=True),
+)
+
+PLAN = (
+    Action("plan.toggle", "space", "toggle", "select",
+           "select or deselect the experiment (or the whole group) under the cursor",
+           show=False),
+    Action("plan.select-available", "a", "select_available", "all here",
+           "select every experiment that can run on this machine"),
+    Action("plan.clear", "c", "clear_selection", "clear", "deselect every experiment"),
+    Action("plan.launch", "ctrl+r", "launch", "launch",
+           "start the campaign (the runner process) and open the run screen", priority=True),
+    Action("plan.save", "ctrl+s", "save", "save", "save the plan as a campaign TOML file",
+           priority=True),
+    Action("plan.load", "ctrl+o", "load", "load", "load a campaign TOML file into the plan",
+           priority=True),
+    Action("plan.attach", "ctrl+t", "attach", "attach",
+           "attach to a campaign that is running (its runner is alive)", priority=True),
+)
+
+RUN = (
+    Action("run.retry", "r", "retry_cell", "kill+retry",
+           "kill the selected cell and run it again now (asks first)"),
+    Action("run.skip", "s", "skip_cell", "kill+skip",
+           "kill the selected cell, or drop it from the queue, and go on (asks first)"),
+    Action("run.kill", "x", "kill_cell", "kill",
+           "kill the selected running cell; it is not retried (asks first)"),
+    Action("run.follow", "f", "follow_running", "follow",
+           "select the running cell and keep following whichever cell runs"),
+    Action("run.plan", "p", "back_to_plan", "plan",
+           "back to the plan screen (once the campaign has ended)"),
+)
+
+#: Vim-style aliases beside the arrows, for tables, trees and the log.
+NAV = (
+    Action("nav.down", "j", "cursor_down", "down", "move down", show=False),
+    Action("nav.up", "k", "cursor_up", "up", "move up", show=False),
+    Action("nav.top", "g", "scroll_top", "top", "first row", show=False),
+    Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
+)
+
+ALL = APP + PLAN + RUN + NAV
+
+
+def bindings(actions: tuple[Action, ...]):
+    """Textual ``Binding`` objects for ``actions`` (ids kept, so keymaps apply)."""
+    from textual.binding import Binding
+
+    return [Binding(a.key, a.action, a.description, show=a.show, priority=a.priority,
+                    tooltip=a.help, id=a.id) for a in actions]
+
+
+def by_id(action_id: str) -> Action:
+    for a in ALL:
+        if a.id == action_id:
+            return a
+    raise KeyError(action_id)
+
+
+def keymap_path() -> Path:
+    """Where the user's keymap lives (the file need not exist)."""
+    base = os.environ.get("FUGUE_CONFIG_DIR")
+    root = Path(base) if base else Path(os.environ.get("XDG_CONFIG_HOME") or
+                                        Path.home() / ".config") / "fugue-tui"
+    return root / "keymap.toml"
+
+
+def load_keymap(path: str | Path | None = None) -> dict[str, str]:
+    """The user's keymap: binding id → keys. A missing file is an empty keymap.
+
+    Raises:
+        ConfigError: malformed TOML (file, line), an unknown id (with the nearest one), or
+            a value that is not a non-empty string.
+    """
+    path = Path(path) if path is not None else keymap_path()
+    if not path.is_file():
+        return {}
+    doc = tomlfile.load(path)
+    tomlfile.check_keys(doc, {"keymap": (dict,)}, str(path))
+    keymap = doc.get("keymap", {})
+    ids = [a.id for a in ALL]
+    for action_id, keys in keymap.items():
+        if action_id not in ids:
+            raise ConfigError(f"{path}: keymap: unknown binding id '{action_id}'"
+                              f"{nearest(action_id, ids)}")
+        if not isinstance(keys, str) or not keys.strip():
+            raise ConfigError(f"{path}: keymap.{action_id}: expected keys as a string such as "
+                              f"\"ctrl+r\" or \"r,f5\", got {keys!r}")
+    return {k: v.strip() for k, v in keymap.items()}

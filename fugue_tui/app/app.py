@@ -1,0 +1,137 @@
+"""The dashboard App: screens, keymap, help, the command palette and quitting.
+
+``FugueApp(campaign=..., attach=..., runs_dir=...)`` opens the plan screen (with a campaign
+file loaded when given) and, with ``attach``, the run screen of that run folder on top.
+Quitting while a campaign's runner is alive asks: stop it (nothing survives) or detach (the
+runner keeps going; ``farewell`` says how to attach again). Exit status: 0, or 2 when the
+user's keymap file is invalid is only reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from engine.errors import ConfigError
+from fugue_tui.app.actions import APP, bindings, load_keymap
+from fugue_tui.app.process import RunnerHandle, find_runner
+from fugue_tui.app.screens.modals import HelpScreen, QuitScreen
+from fugue_tui.app.screens.plan import PlanScreen
+from fugue_tui.app.screens.run import RunScreen
+
+#: Binding ids the palette does not offer (moves and the tree's own toggle).
+_NOT_IN_PALETTE = ("nav.", "plan.toggle", "confirm.", "quit.", "path.", "help.")
+
+
+class FugueApp(App):
+    """fugue-tui's dashboard (see the module docstring)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "fugue-tui"
+    BINDINGS = bindings(APP)
+
+    def __init__(self, campaign: str | None = None, attach: str | None = None,
+                 runs_dir: str = "runs", keymap_file: str | Path | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.campaign_file = campaign
+        self.attach_dir = attach
+        self.runs_dir = runs_dir
+        self.keymap_file = keymap_file
+        self.clock = clock
+        self.keymap: dict[str, str] = {}
+        #: A line printed after the dashboard exits (how to attach again, what stopped).
+        self.farewell = ""
+
+    def on_mount(self) -> None:
+        try:
+            self.keymap = load_keymap(self.keymap_file)
+            self.set_keymap(self.keymap)
+        except ConfigError as exc:
+            self.notify(str(exc), title="keymap ignored", severity="error", timeout=20,
+                        markup=False)
+        self.push_screen(PlanScreen(self.runs_dir, self.campaign_file))
+        if self.attach_dir:
+            self.attach(self.attach_dir)
+
+    # -- screens --------------------------------------------------------------------------
+    def open_run(self, run_dir: Path, handle: RunnerHandle | None, offset: int,
+                 attached: bool = False) -> RunScreen:
+        screen = RunScreen(run_dir, handle, offset, attached=attached, clock=self.clock)
+        self.push_screen(screen)
+        return screen
+
+    def attach(self, run_dir: str | Path) -> RunScreen | None:
+        """Open a campaign's run folder: live when its runner is alive, else as it ended
+        (its latest session, rebuilt from the event files)."""
+        from engine.follow import last_session_offset
+
+        run_dir = Path(run_dir)
+        if not (run_dir / "runner.jsonl").is_file():
+            self.notify(f"{run_dir}: not a campaign run folder (no runner.jsonl)",
+                        severity="error", timeout=10, markup=False)
+            return None
+        handle = find_runner(run_dir)
+        if handle is None:
+            self.notify(f"{run_dir}: no runner is running; showing how it ended",
+                        severity="warning", markup=False)
+        return self.open_run(run_dir, handle, last_session_offset(run_dir), attached=True)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.keymap))
+
+    # -- quitting -------------------------------------------------------------------------
+    def _live_run(self) -> RunScreen | None:
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, RunScreen) and screen.runner_alive:
+                return screen
+        return None
+
+    def action_request_quit(self) -> None:
+        run = self._live_run()
+        if run is None:
+            self.exit()
+            return
+        if run.stopping:
+            return
+        name = run.view.state.campaign or run.run_dir.name
+
+        def chosen(choice: str | None) -> None:
+            if choice == "detach":
+                pid = run.handle.pid if run.handle else "?"
+                self.farewell = (f"detached: campaign {name} keeps running (runner pid {pid}); "
+                                 f"attach again with: fugue-tui dashboard --attach {run.run_dir}")
+                self.exit()
+            elif choice == "stop":
+                run.stopping = True
+                self.notify("stopping: the runner records the running cell as killed…")
+                run.stop_runner(partial(self._stopped, name))
+        self.push_screen(QuitScreen(name), chosen)
+
+    def _stopped(self, name: str, forced: list[int]) -> None:
+        extra = f" (SIGKILL needed for pids {forced})" if forced else ""
+        self.farewell = f"stopped campaign {name}: no runner or cell process is left{extra}"
+        self.exit()
+
+    # -- command palette ------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Only what applies now: the screen's enabled bindings, then the theme."""
+        seen: set[str] = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not active.enabled or not binding.id or binding.id in seen or \
+                    binding.id.startswith(_NOT_IN_PALETTE):
+                continue
+            seen.add(binding.id)
+            key = self.get_key_display(binding)
+            yield SystemCommand(binding.description, f"{binding.tooltip} [{key}]",
+                                partial(self._palette_run, active.node, binding.action))
+        yield SystemCommand("Theme", "Change the current theme", self.action_change_theme)
+
+    async def _palette_run(self, node, action: str) -> None:
+        await self.run_action(action, node)

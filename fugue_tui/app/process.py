@@ -1,0 +1,172 @@
+"""The runner process as the dashboard sees it: started detached, found again, stopped.
+
+Textual-free. The dashboard starts ``python -m engine.runner`` in a session of its own
+(``start_new_session``) with no parent-death signal, so "detach" can leave it running
+headless after the dashboard exits; its stdout and stderr go to ``runner.out`` in the run
+folder. A later dashboard finds it again through ``runner.pid`` (written by the runner,
+removed when it ends). "Stop" interrupts it (SIGINT: it stops and records the running cell,
+exit 130) and waits until neither the runner nor the cell processes it had are left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from engine.cellproc import engine_env
+
+#: Seconds to wait for the runner to stop its cell after SIGINT before SIGKILL.
+STOP_TIMEOUT_S = 60.0
+#: The runner's own output (usage errors, tracebacks) when the dashboard started it.
+OUT_NAME = "runner.out"
+
+
+@dataclass
+class RunnerHandle:
+    """A runner process: ours (``proc``) or found through ``runner.pid`` (``pid`` only)."""
+
+    run_dir: Path
+    pid: int
+    proc: subprocess.Popen | None = None
+    create_time: float | None = None
+    cell_pids: set[int] = field(default_factory=set)
+
+    def alive(self) -> bool:
+        """True while the runner process exists (a zombie child counts as ended)."""
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return _alive(self.pid, self.create_time)
+
+    def exit_code(self) -> int | None:
+        """The exit status when this dashboard started the runner and it ended, else None."""
+        return self.proc.poll() if self.proc is not None else None
+
+    def output_tail(self, lines: int = 5) -> str:
+        """The last lines the runner printed (its reason when it refused to start)."""
+        try:
+            text = (self.run_dir / OUT_NAME).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(line for line in text.splitlines()[-lines:] if line.strip())
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S, cell_pids: set[int] | None = None
+             ) -> list[int]:
+        """Interrupt the runner (it stops and records its running cell), wait for it and for
+        ``cell_pids`` to end, SIGKILL what is left after ``timeout``. Returns the pids that
+        had to be killed (empty when everything stopped by itself)."""
+        pids = set(cell_pids or ()) | self.cell_pids
+        if self.alive():
+            try:
+                os.kill(self.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        forced = []
+        if self.alive():
+            forced.append(self.pid)
+            _kill(self.pid)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        # Cells die with their runner (parent-death signal); wait for that to be true.
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in pids:
+            if _alive(pid):
+                forced.append(pid)
+                _kill(pid)
+        return forced
+
+
+def _alive(pid: int, create_time: float | None = None) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 1.0
+    except psutil.Error:
+        return False
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str | None = None,
+                watchdog_action: str | None = None,
+                overrides: dict[str, Any] | None = None) -> list[str]:
+    """The runner's command line for a campaign file and its overrides."""
+    argv = [sys.executable, "-m", "engine.runner", str(campaign_path)]
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+    if resume:
+        argv.append("--resume")
+    if since:
+        argv += ["--since", since]
+    if watchdog_action:
+        argv += ["--watchdog-action", watchdog_action]
+    return argv
+
+
+def start_runner(run_dir: str | Path, argv: list[str], cwd: str | Path | None = None
+                 ) -> RunnerHandle:
+    """Start the runner detached: its own session, stdin from /dev/null, output appended to
+    ``run_dir/runner.out``; it outlives the dashboard unless stopped.
+
+    Raises:
+        OSError: the run folder cannot be created or the process cannot start.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / OUT_NAME, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, env=engine_env(), cwd=cwd,
+                                start_new_session=True)
+    return RunnerHandle(run_dir, proc.pid, proc)
+
+
+def find_runner(run_dir: str | Path) -> RunnerHandle | None:
+    """The live runner of a run folder (from ``runner.pid`` on this host), or None."""
+    run_dir = Path(run_dir)
+    try:
+        info = json.loads((run_dir / "runner.pid").read_text())
+        pid = int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if info.get("host") not in (None, os.uname().nodename):
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE or "engine.runner" not in " ".join(
+                proc.cmdline()):
+            return None
+        created = proc.create_time()
+    except psutil.Error:
+        return None
+    return RunnerHandle(run_dir, pid, None, created)
+
+
+def running_campaigns(runs_dir: str | Path) -> list[Path]:
+    """Run folders under ``runs_dir`` whose runner is alive on this host."""
+    root = Path(runs_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p.parent for p in root.glob("*/runner.pid") if find_runner(p.parent))

@@ -1,0 +1,1 @@
+"""The dashboard's screens: plan, run, and the small modal dialogs."""

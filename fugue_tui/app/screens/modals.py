@@ -1,0 +1,122 @@
+"""Modal dialogs: confirm a destructive action, quit while a campaign runs (stop or detach),
+ask for a file path, and the ``?`` help listing every binding with its id and key."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+from fugue_tui.app.actions import ALL, keymap_path
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes / no. ``y`` or Enter on Yes confirms; ``n`` or Escape cancels."""
+
+    BINDINGS = [Binding("y", "answer(True)", "yes", id="confirm.yes"),
+                Binding("n,escape", "answer(False)", "no", id="confirm.no")]
+
+    def __init__(self, question: str, yes: str = "Yes") -> None:
+        super().__init__()
+        self.question, self.yes = question, yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.question, id="question")
+            with Horizontal(id="buttons"):
+                yield Button(f"{self.yes} (y)", id="yes", variant="error")
+                yield Button("Cancel (n)", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class QuitScreen(ModalScreen[str]):
+    """Quit while a campaign runs: ``stop`` (nothing survives), ``detach`` (the runner
+    keeps going headless) or ``cancel``."""
+
+    BINDINGS = [Binding("s", "choose('stop')", "stop", id="quit.stop"),
+                Binding("d", "choose('detach')", "detach", id="quit.detach"),
+                Binding("escape,c", "choose('cancel')", "cancel", id="quit.cancel")]
+
+    def __init__(self, campaign: str) -> None:
+        super().__init__()
+        self.campaign = campaign
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(f"Campaign '{self.campaign}' is running.\n"
+                        "Stop it (the running cell is killed and recorded; no process "
+                        "survives), or detach (the runner keeps going headless; "
+                        "`fugue-tui dashboard --attach` finds it again)?", id="question")
+            with Horizontal(id="buttons"):
+                yield Button("Stop (s)", id="stop", variant="error")
+                yield Button("Detach (d)", id="detach", variant="primary")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(str(event.button.id))
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)
+
+
+class PathScreen(ModalScreen[str | None]):
+    """Ask for a file path (Enter accepts, Escape cancels)."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="path.cancel")]
+
+    def __init__(self, title: str, value: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value = title, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.title_text, id="question")
+            yield Input(self.value, id="path")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def help_table(keymap: dict[str, str]) -> Table:
+    """Every action: id, the keys in effect (after the user's keymap), what it does."""
+    table = Table(box=None, padding=(0, 2), header_style="bold")
+    for column in ("keys", "binding id", "what it does"):
+        table.add_column(column)
+    for action in ALL:
+        keys = keymap.get(action.id, action.key)
+        table.add_row(keys.replace("question_mark", "?"), action.id, action.help)
+    table.add_row("ctrl+p", "command_palette", "command palette: the actions that apply now")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """``?``: the keys, their binding ids (for the keymap) and the keymap file."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close", id="help.close")]
+
+    def __init__(self, keymap: dict[str, str]) -> None:
+        super().__init__()
+        self.keymap = keymap
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog"):
+            yield Static(Text("fugue-tui dashboard: keys", style="bold"))
+            yield Static(help_table(self.keymap))
+            yield Static(Text(f"\nRemap any binding by id in {keymap_path()}:\n"
+                              "  [keymap]\n  \"run.retry\" = \"R\"\n\nEscape closes.",
+                              style="dim"))
+
+    def action_dismiss(self) -> None:
+        self.dismiss(None)

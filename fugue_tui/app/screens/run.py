@@ -1,0 +1,336 @@
+"""The run screen: a campaign as it runs (or as it ran), from its event files.
+
+A thread worker follows ``runner.jsonl`` and every cell's ``events.jsonl``
+(:class:`engine.follow.CampaignFollower`), tails the selected cell's log and, when no cell
+runs, samples the host; it reaches the screen only through :class:`Followed` messages. The
+screen applies events to the shared model (:class:`fugue_tui.live.LiveView` over
+:class:`engine.state.CampaignState`) and redraws at most :data:`REFRESH_S` apart: the cell
+table updates only changed cells, the job pane and charts redraw only when what they show
+changed. Commands go to the runner through its control channel (:mod:`engine.control`).
+
+| key | binding id | action |
+|---|---|---|
+| r | run.retry | kill the selected cell and retry it (asks first) |
+| s | run.skip | kill or unqueue the selected cell and go on (asks first) |
+| x | run.kill | kill the selected cell, no retry (asks first) |
+| f | run.follow | follow the running cell |
+| p | run.plan | back to the plan (when the campaign has ended) |
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import get_current_worker
+
+from engine.state import CellState
+from fugue_tui.app.actions import RUN, bindings
+from fugue_tui.app.messages import Followed, Notice
+from fugue_tui.app.process import RunnerHandle
+from fugue_tui.app.screens.modals import ConfirmScreen
+from fugue_tui.app.series import HOST_PANELS, SampleStore, Series
+from fugue_tui.app.widgets.cell_table import ACTIVE, CellTable
+from fugue_tui.app.widgets.device_charts import DeviceCharts
+from fugue_tui.app.widgets.job_progress import JobProgress
+from fugue_tui.app.widgets.log_pane import LogPane, LogTail
+from fugue_tui.live import DASH, LiveView, fmt_duration
+
+#: Seconds between redraws (about 2 Hz).
+REFRESH_S = 0.5
+#: Seconds between two reads of the event files by the follow worker.
+POLL_S = 0.25
+#: Seconds between host samples while no cell runs.
+HOST_POLL_S = 1.0
+ENDED = frozenset({"done", "failed", "killed", "skipped"})
+
+_CONFIRM = {
+    "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",
+    "skip": "Kill '{label}' (attempt {attempt}) and skip it? The queue goes on.",
+    "skip-queued": "Skip the queued cell '{label}'? It will not run in this campaign.",
+    "kill": "Kill '{label}' (attempt {attempt})? It is recorded as killed and not retried.",
+}
+
+
+class RunScreen(Screen):
+    """One campaign's run folder, followed live; see the module docstring."""
+
+    BINDINGS = bindings(RUN)
+
+    def __init__(self, run_dir: Path, handle: RunnerHandle | None, offset: int = 0,
+                 attached: bool = False, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        self.handle = handle
+        self.offset = offset
+        self.attached = attached
+        self.clock = clock
+        self.view = LiveView(0, clock=clock, recent=8)
+        self.samples = SampleStore()
+        self.host = Series()
+        self.runner_alive: bool | None = handle.alive() if handle is not None else False
+        self.follow_running = True
+        self.log_target: str | None = None
+        self.idle_poll = False
+        self.dirty = True
+        self.stopping = False
+        self._auto_row: str | None = None
+        self._applicable: Any = None
+        #: Redraws done and table cells written (the CPU benchmark and tests read them).
+        self.redraws = 0
+        self.table_writes = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="run-header")
+        yield CellTable(id="cells")
+        with Horizontal(id="run-middle"):
+            with VerticalScroll(id="jobs-pane"):
+                yield JobProgress(id="jobs")
+            yield DeviceCharts(id="charts")
+        with Horizontal(id="run-bottom"):
+            yield LogPane(id="log")
+            yield Static("", id="recent")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(CellTable).focus()
+        self._follow()
+        self.set_interval(REFRESH_S, self.refresh_view)
+
+    # -- the follow worker (no widget access) ---------------------------------------------
+    @work(thread=True, exclusive=True, group="follow")
+    def _follow(self) -> None:
+        from engine.follow import CampaignFollower
+        from fugue_tui.app.series import HostPoller
+
+        worker = get_current_worker()
+        follower = CampaignFollower(self.run_dir, self.offset)
+        log = LogTail()
+        poller: HostPoller | None = None
+        last_alive: bool | None = None
+        next_host = 0.0
+        while not worker.is_cancelled:
+            events = follower.poll()
+            target = self.log_target
+            lines, reset = log.read(target)
+            alive = self.handle.alive() if self.handle is not None else False
+            host = None
+            if self.idle_poll and time.monotonic() >= next_host:
+                poller = poller or HostPoller()
+                host = poller.sample()
+                next_host = time.monotonic() + HOST_POLL_S
+            if events or lines or reset or alive != last_alive or host:
+                self.post_message(Followed(events, lines, reset, target, alive, host))
+                last_alive = alive
+            time.sleep(POLL_S)
+
+    def on_followed(self, message: Followed) -> None:
+        for event in message.events:
+            try:
+                self.view.apply(event)
+            except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop us
+                self.view.recent.append(f"(event {event.get('type')!r} not shown: {exc})")
+            if event.get("type") == "campaign_started":
+                self.view.total = int(event.get("cells") or 0)
+            self.samples.add(event)
+        if message.host_sample:
+            self.host.add(message.host_sample, ("cpu_pct", "rss_mib"))
+        if message.log_reset or message.log_lines:
+            if message.log_path == self.log_target:
+                self.query_one(LogPane).feed(message.log_lines, message.log_reset,
+                                             self._log_title())
+        if message.runner_alive is not None:
+            self.runner_alive = message.runner_alive
+        self.dirty = True
+
+    # -- rendering ------------------------------------------------------------------------
+    def selected_cell(self) -> CellState | None:
+        key = self.query_one(CellTable).selected_cell_key()
+        return self.view.state.cells.get(key) if key else None
+
+    def running_cell(self) -> CellState | None:
+        for cell in self.view.state.cells.values():
+            if cell.state in ACTIVE:
+                return cell
+        return None
+
+    def refresh_view(self) -> None:
+        """Redraw what changed (called every :data:`REFRESH_S`)."""
+        running = self.running_cell()
+        self.idle_poll = running is None and self.runner_alive is not False
+        if not self.dirty and running is None and not self.idle_poll:
+            return
+        self.dirty = False
+        now = self.clock()
+        table = self.query_one(CellTable)
+        self.table_writes += table.sync(self.view.state, now)
+        if self.follow_running and running is not None and \
+                table.selected_cell_key() != running.key:
+            self._auto_row = running.key
+            table.select_cell(running.key)
+        cell = self.selected_cell()
+        self.query_one(JobProgress).show(self.view, cell, now)
+        self._show_charts(cell, running)
+        target = cell.log_path if cell is not None and cell.log_path else None
+        if target != self.log_target:
+            self.log_target = target
+            if target is None:
+                self.query_one(LogPane).feed([], True, "log: no attempt yet")
+        self._show_header(now)
+        self._show_recent()
+        applicable = (cell.key if cell else None, cell.state if cell else None,
+                      self.runner_alive)
+        if applicable != self._applicable:
+            self._applicable = applicable
+            self.refresh_bindings()
+        self.redraws += 1
+
+    def _show_charts(self, cell: CellState | None, running: CellState | None) -> None:
+        charts = self.query_one(DeviceCharts)
+        series = self.samples.get(cell.key, cell.attempt) if cell is not None else None
+        if series is not None and len(series.t):
+            charts.border_title = f"monitor: {cell.label} attempt {cell.attempt}"
+            charts.show(series)
+        elif running is None and len(self.host.t):
+            charts.border_title = "host (idle polling: no cell runs)"
+            charts.show(self.host, HOST_PANELS)
+        else:
+            charts.border_title = "monitor"
+            charts.show(None, empty="no monitor samples for this cell (yet)")
+
+    def _log_title(self) -> str:
+        cell = self.selected_cell()
+        return f"log: {cell.label} attempt {cell.attempt}" if cell else "log"
+
+    def header_text(self, now: float) -> Text:
+        """The campaign line: name, device, elapsed, counts, runner and outcome."""
+        view, state = self.view, self.view.state
+        head = Text("campaign ", style="bold")
+        head.append(state.campaign or self.run_dir.name, style="bold")
+        if state.device:
+            head.append(f" · {state.device}")
+        end = view.ended_ts if view.ended_ts is not None else now
+        head.append(f" · {fmt_duration(end - view.started_ts) if view.started_ts else DASH}")
+        counts = state.counts()
+        done = sum(counts.get(s, 0) for s in ENDED)
+        head.append(f" · cells {done}/{view.total or len(state.cells)}: ")
+        head.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
+        if self.runner_alive:
+            how = "attached to" if self.attached else "started"
+            pid = self.handle.pid if self.handle else "?"
+            head.append(f" · runner pid {pid} ({how})", style="dim")
+            if self.stopping:
+                head.append(" · stopping…", style="bold yellow")
+        elif state.state in ("done", "interrupted", "aborted"):
+            outcome = "ok" if state.exit_code == 0 else f"exit code {state.exit_code}"
+            head.append(f" · finished ({state.state}, {outcome})",
+                        style="bold green" if state.exit_code == 0 else "bold yellow")
+        else:
+            code = self.handle.exit_code() if self.handle is not None else None
+            why = self.handle.output_tail(2) if self.handle is not None else ""
+            head.append(" · runner not running" + (f" (exit code {code})" if code is not None
+                                                    else ""), style="bold red")
+            if why:
+                head.append(f"\n{why}", style="red")
+        return head
+
+    def _show_header(self, now: float) -> None:
+        self.query_one("#run-header", Static).update(self.header_text(now))
+
+    def _show_recent(self) -> None:
+        lines = list(self.view.recent)
+        self.query_one("#recent", Static).update(
+            Text("\n".join(lines) if lines else "no lifecycle events yet", style=""
+                 if lines else "dim"))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = str(event.row_key.value) if event.row_key is not None else None
+        if key is not None and key.split("#")[0] != self._auto_row:
+            self.follow_running = False  # the user chose a row: stop following
+        self._auto_row = None
+        self.dirty = True
+        self.call_after_refresh(self.refresh_view)
+
+    # -- actions --------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("retry_cell", "skip_cell", "kill_cell"):
+            cell = self.selected_cell()
+            if not self.runner_alive or cell is None or self.stopping:
+                return False
+            if action == "kill_cell":
+                return cell.state in ACTIVE
+            if action == "skip_cell":
+                return cell.state in ACTIVE or cell.state == "queued"
+            return cell.state in ACTIVE or cell.state in ("failed", "killed")
+        if action == "back_to_plan":
+            return not self.runner_alive
+        return True
+
+    def action_retry_cell(self) -> None:
+        self._confirm("retry")
+
+    def action_skip_cell(self) -> None:
+        self._confirm("skip")
+
+    def action_kill_cell(self) -> None:
+        self._confirm("kill")
+
+    def _confirm(self, command: str) -> None:
+        cell = self.selected_cell()
+        if cell is None or not self.check_action(f"{command}_cell", ()):
+            return
+        template = "skip-queued" if command == "skip" and cell.state == "queued" else command
+        if command == "retry" and cell.state not in ACTIVE:
+            question = f"Run '{cell.label}' again now (it ended {cell.state})?"
+        else:
+            question = _CONFIRM[template].format(label=cell.label, attempt=cell.attempt)
+        key = cell.key
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._send(command, key)
+        self.app.push_screen(ConfirmScreen(question, yes=command), answer)
+
+    @work(thread=True, group="control")
+    def _send(self, command: str, cell_key: str) -> None:
+        from engine.control import send
+        from engine.errors import FugueError
+
+        try:
+            send(self.run_dir, command, cell_key)
+        except FugueError as exc:
+            self.post_message(Notice(str(exc), "error"))
+            return
+        self.post_message(Notice(f"sent {command} for cell {cell_key[:8]}"))
+
+    def on_notice(self, message: Notice) -> None:
+        self.notify(message.text, severity=message.severity)  # type: ignore[arg-type]
+
+    def action_follow_running(self) -> None:
+        self.follow_running = True
+        self.dirty = True
+        self.refresh_view()
+
+    def action_back_to_plan(self) -> None:
+        self.app.pop_screen()
+
+    # -- stop -----------------------------------------------------------------------------
+    def active_pids(self) -> set[int]:
+        return {c.pid for c in self.view.state.cells.values() if c.state in ACTIVE and c.pid}
+
+    @work(thread=True, exclusive=True, group="stop")
+    def stop_runner(self, then: Callable[[list[int]], None]) -> None:
+        """Stop the runner (SIGINT, wait, SIGKILL what is left), then call ``then`` with
+        the pids that had to be killed, on the UI thread."""
+        forced: list[int] = []
+        if self.handle is not None:
+            forced = self.handle.stop(cell_pids=self.active_pids())
+        self.app.call_from_thread(then, forced)

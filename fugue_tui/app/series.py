@@ -1,0 +1,105 @@
+"""Monitor samples as time series for the run screen's device charts. Textual-free.
+
+A cell's monitor writes ``sample`` events (fields in :data:`engine.state.SAMPLE_FIELDS`:
+``t`` monotonic seconds, GPU utilisation %, VRAM MiB, power W ... — None without a GPU —
+and ``cpu_pct``, % of one core, and ``rss_mib`` of the cell's process tree). The store keeps
+the last :data:`MAX_POINTS` of each cell attempt. :func:`panels` picks what to draw: the GPU
+panels when the samples carry GPU values, else the process tree's CPU and RSS, labelled as
+such. :class:`HostPoller` samples the host with psutil (never NVML) for the "idle polling"
+view when no cell runs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+#: Points kept per series (at one sample a second: ten minutes).
+MAX_POINTS = 600
+
+#: (field, chart title) with a GPU, and without one.
+GPU_PANELS = (("gpu_util_pct", "GPU utilisation %"), ("mem_used_mib", "VRAM used MiB"),
+              ("power_w", "GPU power W"))
+CPU_PANELS = (("cpu_pct", "CPU % of one core (cell process tree, no GPU)"),
+              ("rss_mib", "RSS MiB (cell process tree, no GPU)"))
+HOST_PANELS = (("cpu_pct", "host CPU % of one core (idle polling)"),
+               ("rss_mib", "host memory used MiB (idle polling)"))
+
+
+@dataclass
+class Series:
+    """Samples of one cell attempt: ``t`` and one list per field (None where missing).
+    ``version`` grows with every sample (charts redraw only when it changed)."""
+
+    t: deque = field(default_factory=lambda: deque(maxlen=MAX_POINTS))
+    values: dict[str, deque] = field(default_factory=dict)
+    version: int = 0
+
+    def add(self, sample: dict[str, Any], fields: tuple[str, ...]) -> None:
+        t = sample.get("t")
+        if not isinstance(t, (int, float)):
+            return
+        self.t.append(float(t))
+        for name in fields:
+            value = sample.get(name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                math.isfinite(value)
+            self.values.setdefault(name, deque(maxlen=MAX_POINTS)).append(
+                float(value) if ok else None)
+        self.version += 1
+
+    def has(self, name: str) -> bool:
+        return any(v is not None for v in self.values.get(name, ()))
+
+    def latest(self, name: str) -> float | None:
+        for value in reversed(self.values.get(name, ())):
+            if value is not None:
+                return value
+        return None
+
+
+class SampleStore:
+    """Series per (cell key, attempt), filled from ``sample`` events."""
+
+    FIELDS = ("gpu_util_pct", "mem_used_mib", "power_w", "cpu_pct", "rss_mib")
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, int], Series] = {}
+
+    def add(self, event: dict[str, Any]) -> bool:
+        """Take a cell's ``sample`` event; False for anything else."""
+        if event.get("type") != "sample" or "campaign" in event or event.get("cell") is None:
+            return False
+        key = (str(event["cell"]), int(event.get("attempt") or 0))
+        self.series.setdefault(key, Series()).add(event, self.FIELDS)
+        return True
+
+    def get(self, cell: str, attempt: int) -> Series | None:
+        return self.series.get((cell, attempt))
+
+
+def panels(series: Series) -> tuple[tuple[str, str], ...]:
+    """What to draw for a cell: GPU panels when any sample has GPU values, else CPU/RSS."""
+    if series.has("gpu_util_pct") or series.has("mem_used_mib"):
+        return tuple(p for p in GPU_PANELS if series.has(p[0]))
+    return CPU_PANELS
+
+
+class HostPoller:
+    """Host CPU (% of one core, like a cell's ``cpu_pct``) and memory in use, via psutil.
+    Call :meth:`sample` from a worker thread about once a second."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock = clock
+        psutil.cpu_percent(interval=None)  # the first call only starts the measurement
+
+    def sample(self) -> dict[str, Any]:
+        cores = psutil.cpu_count() or 1
+        memory = psutil.virtual_memory()
+        return {"t": self.clock(), "cpu_pct": psutil.cpu_percent(interval=None) * cores,
+                "rss_mib": (memory.total - memory.available) / 2**20}

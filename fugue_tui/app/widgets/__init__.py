@@ -1,0 +1,2 @@
+"""The dashboard's widgets, one per module: catalogue tree, cell table, job progress, device
+charts, log pane."""

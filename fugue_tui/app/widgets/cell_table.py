@@ -1,0 +1,161 @@
+"""The cell queue: one row per cell (experiment, executor, configuration, state, attempt,
+elapsed, T_group, note), and one row per earlier attempt of a retried cell, under it.
+
+:meth:`CellTable.sync` diffs the rows against what is on screen and updates only the cells
+that changed (new rows are appended and the table re-sorted by cell then attempt).
+
+| key | binding id | action |
+|---|---|---|
+| j, k, g, G | nav.* | vim-style moves beside the arrows |
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from engine.state import CampaignState, CellState
+from fugue_tui.app.actions import Action, bindings
+from fugue_tui.live import DASH, STATE_STYLE, fmt_duration
+
+COLUMNS = ("#", "experiment", "executor", "configuration", "state", "attempt", "elapsed",
+           "T_group", "note")
+_NAV = (
+    Action("nav.down", "j", "cursor_down", "down", "move down", show=False),
+    Action("nav.up", "k", "cursor_up", "up", "move up", show=False),
+    Action("nav.top", "g", "scroll_top", "top", "first row", show=False),
+    Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
+)
+#: Cell states in which the cell's clock runs.
+ACTIVE = frozenset({"running", "suspect", "hung"})
+
+
+def split_label(label: str) -> tuple[str, str, str, str]:
+    """``"D_ens seq compile=default pass 2"`` → (experiment, executor, configuration, pass).
+
+    The runner's label is the experiment id, the executor, what else distinguishes the cell
+    (compile mode, scheduler, sweep rung) and ``pass N``."""
+    tokens = label.split()
+    pass_no = ""
+    if len(tokens) >= 2 and tokens[-2] == "pass":
+        pass_no, tokens = tokens[-1], tokens[:-2]
+    exp = tokens[0] if tokens else ""
+    executor = tokens[1] if len(tokens) > 1 else ""
+    return exp, executor, " ".join(tokens[2:]), pass_no
+
+
+def fmt_seconds(value: float | None) -> str:
+    """``12.34 s``; :data:`DASH` when unknown."""
+    if value is None or not math.isfinite(value):
+        return DASH
+    return f"{value:.2f} s"
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cell_row(cell: CellState, now: float) -> tuple[Any, ...]:
+    """The row of a cell's current attempt (see :data:`COLUMNS`)."""
+    exp, executor, config, pass_no = split_label(cell.label)
+    if config and pass_no:
+        config = f"{config} · pass {pass_no}"
+    elif pass_no:
+        config = f"pass {pass_no}"
+    if cell.started_ts is not None and cell.state not in ("queued", "skipped"):
+        end = cell.ended_ts if cell.ended_ts is not None else (now if cell.state in ACTIVE
+                                                               else None)
+        elapsed = fmt_duration(end - cell.started_ts) if end is not None else DASH
+    else:
+        elapsed = DASH
+    note = cell.watchdog if cell.state in ("suspect", "hung") else cell.error
+    return (str(cell.index), exp, executor, config or DASH,
+            Text(cell.state, style=STATE_STYLE.get(cell.state, "")),
+            str(cell.attempt) if cell.attempt else DASH, elapsed, fmt_seconds(cell.T_group),
+            _short(note or ""))
+
+
+def history_rows(cell: CellState) -> dict[str, tuple[Any, ...]]:
+    """Rows of the cell's earlier attempts, keyed ``<cell key>#<attempt>``."""
+    rows = {}
+    for h in cell.history:
+        elapsed = (fmt_duration(h.ended_ts - h.started_ts)
+                   if h.started_ts is not None and h.ended_ts is not None else DASH)
+        rows[f"{cell.key}#{h.attempt}"] = (
+            f"{cell.index}·{h.attempt}", "", "", "↳ earlier attempt",
+            Text(h.state, style=STATE_STYLE.get(h.state, "")), str(h.attempt), elapsed,
+            fmt_seconds(h.T_group), _short(h.error))
+    return rows
+
+
+def _order(value: str) -> tuple[int, float]:
+    index, _, attempt = str(value).partition("·")
+    try:
+        return int(index), float(attempt) if attempt else math.inf
+    except ValueError:
+        return 0, math.inf
+
+
+class CellTable(DataTable):
+    """The campaign's cells; row keys are cell keys (``key#attempt`` for earlier attempts)."""
+
+    BINDINGS = bindings(_NAV)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self._shown: dict[str, tuple[Any, ...]] = {}
+        #: Cell updates done by the last sync (how many table cells changed).
+        self.last_updates = 0
+
+    def on_mount(self) -> None:
+        for name in COLUMNS:
+            self.add_column(name, key=name)
+
+    def sync(self, state: CampaignState, now: float) -> int:
+        """Bring the table in line with ``state``; returns the number of table cells
+        written (0 when nothing changed)."""
+        wanted: dict[str, tuple[Any, ...]] = {}
+        for cell in sorted(state.cells.values(), key=lambda c: c.index):
+            wanted.update(history_rows(cell))
+            wanted[cell.key] = cell_row(cell, now)
+        updates, added = 0, False
+        for key, row in wanted.items():
+            old = self._shown.get(key)
+            if old is None:
+                self.add_row(*row, key=key)
+                added = True
+                updates += len(row)
+            elif old != row:
+                for name, before, after in zip(COLUMNS, old, row):
+                    if before != after:
+                        self.update_cell(key, name, after)
+                        updates += 1
+            self._shown[key] = row
+        if added:
+            selected = self.selected_row_key()
+            self.sort("#", key=_order)
+            if selected is not None:
+                self.move_cursor(row=self.get_row_index(selected), animate=False)
+        self.last_updates = updates
+        return updates
+
+    def selected_row_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+        except Exception:  # an empty or resorting table: no selection yet
+            return None
+
+    def selected_cell_key(self) -> str | None:
+        """The cell under the cursor (an earlier attempt's row selects its cell)."""
+        key = self.selected_row_key()
+        return key.split("#", 1)[0] if key else None
+
+    def select_cell(self, cell_key: str) -> None:
+        if cell_key in self._shown:
+            self.move_cursor(row=self.get_row_index(cell_key), animate=False)

@@ -1,0 +1,46 @@
+"""Live device charts of the selected cell, from its monitor's ``sample`` events: GPU
+utilisation, VRAM and power with a GPU; without one, the CPU and RSS of the cell's process
+tree (labelled so). When no cell runs, host CPU and memory from the dashboard's own psutil
+polling, labelled "idle polling". Charts are drawn by :func:`fugue_tui.charts.metric_panels`
+and redrawn only when their data or the widget's size changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from fugue_tui.app.series import Series, panels
+from fugue_tui.charts import metric_panels
+
+
+class DeviceCharts(Static):
+    """Stacked line charts of one series."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("no monitor samples yet", **kwargs)
+        self._drawn: Any = None
+        #: How many times the charts were drawn (tests and the CPU benchmark read it).
+        self.draws = 0
+
+    def show(self, series: Series | None, which: tuple[tuple[str, str], ...] | None = None,
+             empty: str = "no monitor samples for this cell (yet)") -> bool:
+        """Draw ``series`` (panels chosen by :func:`fugue_tui.app.series.panels` unless
+        ``which``); True when it redrew."""
+        width, height = self.size.width, self.size.height
+        chosen = which if which is not None else (panels(series) if series else ())
+        key = (id(series), series.version if series else None, chosen, width, height, empty)
+        if key == self._drawn:
+            return False
+        self._drawn = key
+        if series is None or not len(series.t) or width < 20 or height < 5:
+            self.update(Text(empty, style="dim"))
+            return True
+        text = metric_panels(list(series.t), [(title, list(series.values.get(name, ())))
+                                              for name, title in chosen],
+                             width=width, height=height)
+        self.update(Text.from_ansi(text))
+        self.draws += 1
+        return True
