@@ -132,17 +132,21 @@ def _autocast(device: torch.device, amp: bool):
 
 
 def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
-              progress: ProgressFn | None = None) -> JobResult:
+              progress: ProgressFn | None = None,
+              on_epoch_end: Callable[[JobResult], None] | None = None) -> JobResult:
     """Train one job to completion and return its :class:`JobResult`.
 
     Never raises for a failure of the job itself: the result carries ``status="failed"``
     and a one-line ``error`` (the traceback goes to stderr, i.e. the cell's log).
     ``progress(job_id=..., epoch=..., step=..., ...)`` is called at most every
-    ``PROGRESS_INTERVAL_S`` seconds and at every epoch end.
+    ``PROGRESS_INTERVAL_S`` seconds and at every epoch end. ``on_epoch_end(result)`` is
+    called with the live result after each epoch's record and progress event (Ray Tune
+    reports from it: a trial its scheduler stops is killed, so the last epoch's snapshot is
+    all that remains of it); an exception it raises fails the job like any other.
     """
     result = JobResult(job)
     try:
-        _train(job, data, settings, progress or (lambda **_: None), result)
+        _train(job, data, settings, progress or (lambda **_: None), result, on_epoch_end)
     except Exception as exc:  # the job failed; the group goes on and records it
         traceback.print_exc()
         result.status = "failed"
@@ -154,7 +158,8 @@ def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
 
 
 def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: ProgressFn,
-           result: JobResult) -> None:
+           result: JobResult,
+           on_epoch_end: Callable[[JobResult], None] | None = None) -> None:
     device = settings.device
     task = job.task or data.task
     _sync(device)
@@ -256,6 +261,8 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
                  val_loss=record.get("val_loss"), val_acc=record.get("val_acc"),
                  elapsed=now - result.start, epoch_end=True,
                  train_sps=result.samples / result.train_time_s)
+        if on_epoch_end is not None:
+            on_epoch_end(result)
     _sync(device)
     result.end = time.perf_counter()
     result.total_time_s = result.end - result.start
