@@ -1,0 +1,122 @@
+"""The monitor inside real cells: host metrics and sample files for every executor on this
+CPU, and a real cell training next to a fake GPU whose NVML calls take 2 seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.events import read_events
+from engine.monitor import read_samples
+from engine.registry import EXECUTORS
+from engine.results import read_rows
+from tests.e2e.conftest import _env
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+EXPERIMENTS = """
+[experiments.X_mon]
+type = "ensemble"
+model = "mlp"
+dataset = "digits"
+k = 2
+batch_size = 32
+epochs = 3
+lr = 0.01
+optimizer = "sgd"
+"""
+
+
+def _campaign(tmp: Path, executors: list[str], interval: float = 0.2) -> Path:
+    (tmp / "exps.toml").write_text(EXPERIMENTS)
+    path = tmp / "campaign.toml"
+    path.write_text(f'name = "mon"\nexperiments = "X_mon"\nexecutors = {json.dumps(executors)}\n'
+                    f'runs_dir = "{tmp / "runs"}"\ndevice = "cpu"\nthreads = 1\n'
+                    f'experiments_file = "exps.toml"\nmonitor_interval_s = {interval}\n')
+    return path
+
+
+@pytest.fixture(scope="module")
+def every_executor(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("monitor")
+    executors = [name for name in ("seq", "mp", "ray", "unified_model") if name in EXECUTORS]
+    proc = subprocess.run([sys.executable, "-m", "engine.runner", str(_campaign(tmp, executors))],
+                          env=_env(), capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+    return tmp / "runs", executors, proc
+
+
+def test_every_executor_reports_host_metrics_and_sample_files(every_executor):
+    runs, executors, proc = every_executor
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    groups = {r["executor"]: r for r in read_rows(runs / "master_groups.csv")}
+    assert sorted(groups) == sorted(executors)
+    for name, row in groups.items():
+        assert row["status"] == "ok", (name, row["error"])
+        assert float(row["cpu_util_mean"]) > 5, name          # the tree trained on the CPU
+        assert float(row["rss_peak_mb"]) > 50, name
+        assert float(row["host_mem_available_min_mb"]) > 0, name
+        assert int(row["monitor_samples"]) >= 1, name
+        assert float(row["monitor_interval_s"]) == 0.2
+        assert 0 < float(row["monitor_cpu_share"]) < 0.2, name
+        # No GPU here: every GPU column is empty, energy is missing (never 0).
+        for col in ("gpu_util_mean", "gpu_util_max", "vram_peak_mb", "energy_group",
+                    "gpu_power_mean_w", "gpu_uuid", "cpu_energy_j"):
+            assert row[col] == "", (name, col, row[col])
+        assert row["energy_method"] == "none" and row["cpu_energy_method"] == "none"
+        samples = read_samples(runs / row["samples_file"])
+        assert len(samples) >= 2 and all(s["gpu_util_pct"] is None for s in samples)
+    jobs = read_rows(runs / "master_individual.csv")
+    assert len(jobs) == 2 * len(executors)
+    for job in jobs:
+        assert (runs / job["samples_file"]).is_file()
+        assert job["energy_j"] == "" and job["energy_method"] == "none"
+
+
+def test_a_slow_nvml_never_stalls_training(tmp_path):
+    """A real cell trains on the CPU while its monitor watches a fake GPU whose power reads
+    take 2 s each: training progress keeps its cadence; the sampler's own samples wait."""
+    campaign = _campaign(tmp_path, ["seq"])
+    first = subprocess.run([sys.executable, "-m", "engine.runner", str(campaign)], env=_env(),
+                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert first.returncode == 0, first.stderr[-2000:]
+    attempt = next((tmp_path / "runs" / "mon" / "cells").glob("*/attempt-1"))
+    spec = json.loads((attempt / "spec.json").read_text())
+    again = tmp_path / "again"
+    again.mkdir()
+    spec.update(attempt=2, events=str(again / "events.jsonl"), gpu_uuid="GPU-slow",
+                monitor_interval_s=0.1)
+    (again / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "nvml.json").write_text(json.dumps(
+        {"devices": [{"uuid": "GPU-slow", "slow": {"power": 2.0}}]}))
+    env = _env()
+    env.update(FAKE_NVML_CONFIG=str(tmp_path / "nvml.json"),
+               PYTHONPATH=os.pathsep.join([str(FIXTURES / "fake_nvml_site"), str(ROOT),
+                                           env.get("PYTHONPATH", "")]))
+    cell = subprocess.run([sys.executable, "-m", "engine.cell", str(again / "spec.json")],
+                          env=env, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert cell.returncode == 0, cell.stderr[-3000:]
+    events = list(read_events(again / "events.jsonl"))
+    samples = [e for e in events if e["type"] == "sample"]
+    progress = [e for e in events if e["type"] == "job_progress"]
+    assert len(progress) >= 4
+    sample_gaps = [b["t"] - a["t"] for a, b in zip(samples, samples[1:])]
+    assert sample_gaps and min(sample_gaps) >= 1.9  # every sample waited 2 s for NVML
+    # Training reports every 0.25 s and at each epoch end; the slow sampler cannot hold it.
+    step_gaps = [b["ts"] - a["ts"] for a, b in zip(progress, progress[1:])
+                 if a["job_id"] == b["job_id"]]
+    assert max(step_gaps) < 1.5, step_gaps
+    group = [r for r in read_rows(tmp_path / "runs" / "master_groups.csv")
+             if r["attempt"] == "2"][0]
+    assert group["gpu_uuid"] == "GPU-slow" and group["gpu_name"] == "Tesla T4"
+    assert group["nv_driver_version"] == "550.54.15"
+    assert group["energy_method"] == "nvml_energy_counter"
+    assert float(group["energy_group"]) > 0
