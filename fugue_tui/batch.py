@@ -121,12 +121,19 @@ def dry_run(runner: Runner, console: Console, path: str) -> int:
     """Print the cells, their keys and what would be skipped; spend nothing."""
     planned = runner.plan()
     table = Table(title=f"{len(planned)} cells of {path}", title_justify="left")
-    for column in ("#", "experiment", "executor", "compile", "pass", "jobs", "cell key", "would"):
+    variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
+    columns = ["#", "experiment", "executor"] + (["variant"] if variants else []) + [
+        "compile", "pass", "jobs", "cell key", "would"]
+    for column in columns:
         table.add_column(column, overflow="fold")
     for p in planned:
         c = p.cell
-        table.add_row(str(c.index), c.exp_id, c.executor, c.compile_mode, str(c.pass_index),
-                      str(len(c.jobs)), c.key, f"skip: {p.skip}" if p.skip else "run")
+        variant = [" ".join(v for v in (c.scheduler, f"rung {c.rung}" if c.rung else "",
+                                        f"max {c.max_parallel}" if c.max_parallel else "")
+                            if v)] if variants else []
+        table.add_row(str(c.index), c.exp_id, c.executor, *variant, c.compile_mode,
+                      str(c.pass_index), str(len(c.jobs)), c.key,
+                      f"skip: {p.skip}" if p.skip else "run")
     console.print(table)
     return 0
 
@@ -139,6 +146,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     campaign = load_campaign(path, overrides)  # bad input stops here, before any process
     runner = Runner(campaign, resume=resume, since=since)
     console = Console()
+    for warning in campaign.warnings:
+        print(f"fugue-tui: warning: {path}: {warning}", file=sys.stderr)
     if dry:
         return dry_run(runner, console, path)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started

@@ -346,12 +346,12 @@ def _prefetch_one(name: str, root: Path, datasets) -> tuple[str, bool | None]:
 
 # --------------------------------------------------------------------------- run
 
-#: Flags that belong to executors of the design not built in this version: the flag, the
-#: option key it sets on them, and the executors it applies to.
+#: Flags that set an option of some executors only: the flag, the option key it sets on
+#: them, and the executors it applies to.
 PLANNED_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("--scheduler", "scheduler", ("ray",)),
     ("--sweep", "sweep", ("unified_model",)),
-    ("--max-parallel", "max_parallel", ("mp", "unified_model")),
+    ("--max-parallel", "max_parallel", ("mp", "ray", "unified_model")),
 )
 #: Flags that describe an ad-hoc experiment (they need --model and --dataset).
 ADHOC_FLAGS = ("type", "k", "task", "epochs", "batch_size", "lr", "optimizer", "search_space",
@@ -394,6 +394,8 @@ def executors_epilog() -> str:
 def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], Any]) -> None:
     """The ``run`` sub-command's flags (dests prefixed ``run_`` where the top-level parser
     has a flag of the same name, so the two never overwrite each other)."""
+    from engine.registry import EXECUTORS
+
     sel = run.add_argument_group("what to run (the product is the run matrix)")
     sel.add_argument("--exp", dest="run_exp", nargs="+", action="extend", metavar="SELECTOR",
                      help="catalogue experiments: E01, 1, E08:E10, E08:, :E05, 1,4,5 or all "
@@ -413,8 +415,11 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     for flag, key, targets in PLANNED_FLAGS:
         kind = {"max_parallel": at_least(1)}.get(key, str)
         sel.add_argument(flag, dest=f"run_{key}", nargs="+" if key == "scheduler" else None,
+                         choices={"scheduler": ("fifo", "asha", "median", "hyperband"),
+                                  "sweep": ("none", "ablation")}.get(key),
                          type=kind, metavar=key.upper(),
-                         help=f"for {' and '.join(targets)} only (not built yet)")
+                         help=f"for {' and '.join(targets)} only" + (
+                             "" if all(t in EXECUTORS for t in targets) else " (not built yet)"))
     how = run.add_argument_group("how and where")
     how.add_argument("--seed", dest="run_seed", metavar="N", type=int, help="job i gets seed + i (default 42)")
     how.add_argument("--retries", dest="run_retries", metavar="N", type=at_least(0),
@@ -522,6 +527,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dict[str, dict]:
+    """Executor flags (``--scheduler``, ``--sweep``, ``--max-parallel``) as options of the
+    run's executors that declare them. A flag that no executor of the run uses is ignored
+    with a warning (the run is not duplicated); one whose executors are not built in this
+    version is an error."""
     from engine.registry import EXECUTORS
 
     options: dict[str, dict[str, Any]] = {}
@@ -537,15 +546,17 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
             raise ConfigError(f"{flag} applies to {plural} {names}, which {verb} not built yet")
         used = [t for t in built if t in executors]
         if not used:
-            raise ConfigError(f"{flag} applies to {names}, which this run does not use "
-                              f"(--exec {' '.join(executors)})")
+            print(f"fugue-tui: warning: {flag} applies to {names}, which this run does not use "
+                  f"(--exec {' '.join(executors)}): ignored", file=sys.stderr)
+            continue
         values = value if isinstance(value, list) else [value]
-        if len(values) > 1:
-            raise ConfigError(f"{flag}: one value per run for now (got {' '.join(values)})")
         for target in used:
-            if key not in EXECUTORS.get(target).options:
+            spec = EXECUTORS.get(target)
+            if key not in spec.options:
                 raise ConfigError(f"{flag}: executor '{target}' declares no option '{key}'")
-            options.setdefault(target, {})[key] = values[0]
+            if len(values) > 1 and key not in spec.axes:
+                raise ConfigError(f"{flag}: one value per run (got {' '.join(map(str, values))})")
+            options.setdefault(target, {})[key] = values if len(values) > 1 else values[0]
     return options
 
 

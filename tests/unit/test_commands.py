@@ -40,14 +40,6 @@ def build(in_shape, n_outputs, **kwargs):
     raise AssertionError("never built")
 '''
 
-RAY_PLUGIN = '''
-from engine.executors import ExecutorSpec, register_executor
-
-register_executor(ExecutorSpec(
-    name="ray", label="Ray", color="#000000", target="not_a_module:Nothing",
-    supports_scheduler=True, options={"scheduler": (str,)},
-    option_help={"scheduler": "fifo, asha, median or hyperband"}))
-'''
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -91,6 +83,9 @@ def dry_cells(result: subprocess.CompletedProcess) -> list[dict[str, str]]:
         if len(parts) == 8 and parts[0].isdigit():
             cells.append(dict(zip(("index", "exp", "executor", "compile", "pass", "jobs", "key",
                                    "would"), parts)))
+        elif len(parts) == 9 and parts[0].isdigit():  # with a variant (scheduler, rung) column
+            cells.append(dict(zip(("index", "exp", "executor", "variant", "compile", "pass",
+                                   "jobs", "key", "would"), parts)))
     return cells
 
 
@@ -158,16 +153,12 @@ def test_adhoc_hpo_grid_multi_model_pairs_and_a_name(workdir):
 @pytest.mark.parametrize("args, needles", [
     (["--model", "mlp", "--dataset", "digits", "--type", "hpo", "--search-space",
       "learning_rate=0.1"], ["'learning_rate' is not a job field", "did you mean 'lr'"]),
-    (["--exp", "D_ens", "--scheduler", "asha"],
-     ["--scheduler applies to executor 'ray', which is not built yet"]),
-    (["--exp", "D_ens", "--sweep", "ablation"],
-     ["--sweep applies to executor 'unified_model', which is not built yet"]),
-    (["--exp", "D_ens", "--max-parallel", "3"], ["--max-parallel", "not built yet"]),
+    (["--exp", "D_ens", "--exec", "unified_model", "--sweep", "all"],
+     ["--sweep", "invalid choice: 'all'"]),
     ([], ["nothing to run", "--exp"]),
     (["--exp", "D_ens", "--epochs", "3"], ["--epochs", "--model"]),
     (["--exp", "D_enz"], ["--exp", "unknown experiment 'D_enz'", "did you mean 'D_ens'"]),
     (["--exp", "D_ens", "--exec", "sequ"], ["unknown executor 'sequ'", "did you mean 'seq'"]),
-    (["--exp", "D_ens", "--exec", "mp"], ["executor 'mp' is not built yet"]),
     (["--model", "mlp", "--dataset", "wien"], ["unknown dataset 'wien'", "did you mean 'wine'"]),
     (["--model", "mlpp", "--dataset", "wine"], ["unknown model 'mlpp'", "did you mean 'mlp'"]),
     (["--model", "mlp", "--dataset", "wine", "--type", "ensembel"],
@@ -227,13 +218,23 @@ def test_plugin_workload_type_and_executor_options(tmp_path, workdir):
     assert snapshot(workdir) == set()
 
 
-def test_planned_flag_goes_to_a_registered_executor(tmp_path, workdir):
-    env = _plugin_env(tmp_path, RAY_PLUGIN, "zz_ray_plugin")
-    cells = dry_cells(fugue(workdir, "run", "--exp", "D_ens", "--exec", "seq", "ray",
-                            "--scheduler", "asha", "--dry-run", env=env))
-    assert [c["executor"] for c in cells] == ["seq", "ray"]
-    assert_one_line_error(fugue(workdir, "run", "--exp", "D_ens", "--scheduler", "asha",
-                                env=env), "--scheduler", "'ray'", "does not use")
+def test_executor_flags_go_to_the_executors_that_declare_them(workdir):
+    cells = dry_cells(fugue(workdir, "run", "--exp", "D_hpo", "--exec", "seq", "ray",
+                            "--scheduler", "fifo", "asha", "--dry-run"))
+    # One seq cell (no duplicate per scheduler), one ray cell per scheduler.
+    assert [c["executor"] for c in cells] == ["seq", "ray", "ray"]
+    cells = dry_cells(fugue(workdir, "run", "--exp", "D_ens", "--exec", "unified_model",
+                            "--sweep", "ablation", "--dry-run"))
+    assert len(cells) == 6  # the six rungs of the ablation ladder
+    out = fugue(workdir, "run", "--exp", "D_hpo", "--scheduler", "asha", "--dry-run")
+    assert out.returncode == 0
+    assert "--scheduler applies to 'ray', which this run does not use (--exec seq): ignored" \
+        in out.stderr
+    assert len(dry_cells(out)) == 1
+    assert_one_line_error(fugue(workdir, "run", "--exp", "D_ens", "--exec", "mp",
+                                "--max-parallel", "0"), "--max-parallel")
+    assert_one_line_error(fugue(workdir, "run", "--exp", "D_ens", "--exec", "ray",
+                                "--scheduler", "fastest"), "--scheduler", "invalid choice")
 
 
 # --------------------------------------------------------------------------- validate
