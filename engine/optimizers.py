@@ -4,7 +4,8 @@ Each ``OptimizerSpec.build(params, lr, **kwargs)`` returns the torch optimizer w
 own defaults for everything not given (so ``adamw`` means weight decay 0.01, the harness's
 "torch's default weight decay"). ``kwargs`` lists the keyword names a catalogue's
 ``optimizer_kwargs`` may use; anything else is refused by name before torch sees it.
-``stacked_target`` (the unified model's stacked form) is ``None`` for all three for now.
+``stacked_target`` names each one's stacked form for the unified model
+(``engine.stacked.optim``: per-member lr, momentum, betas, eps, weight decay).
 """
 
 from __future__ import annotations
@@ -37,9 +38,13 @@ def _adamw(params: Iterable[Any], lr: float, **kwargs: Any) -> Any:
     return torch.optim.AdamW(params, lr=lr, **kwargs)
 
 
-register_optimizer(OptimizerSpec("sgd", _sgd, _SGD_KWARGS))
-register_optimizer(OptimizerSpec("adam", _adam, _ADAM_KWARGS))
-register_optimizer(OptimizerSpec("adamw", _adamw, _ADAM_KWARGS))
+# Stacked forms (the unified model): per-member hyperparameters over (K, ...) tensors.
+register_optimizer(OptimizerSpec("sgd", _sgd, _SGD_KWARGS,
+                                 stacked_target="engine.stacked.optim:stacked_sgd"))
+register_optimizer(OptimizerSpec("adam", _adam, _ADAM_KWARGS,
+                                 stacked_target="engine.stacked.optim:stacked_adam"))
+register_optimizer(OptimizerSpec("adamw", _adamw, _ADAM_KWARGS,
+                                 stacked_target="engine.stacked.optim:stacked_adamw"))
 
 
 def check_optimizer(name: str, kwargs: Mapping[str, Any] | None = None,

@@ -42,8 +42,11 @@ def _mse() -> Any:
     return torch.nn.MSELoss()
 
 
-register_task(TaskSpec("classification", _cross_entropy, target_dtype="long", metric="accuracy"))
-register_task(TaskSpec("regression", _mse, target_dtype="float", metric="r2"))
+# stacked_target: the per-member (K,) loss over stacked outputs (engine.stacked.losses).
+register_task(TaskSpec("classification", _cross_entropy, target_dtype="long", metric="accuracy",
+                       stacked_target="engine.stacked.losses:stacked_cross_entropy"))
+register_task(TaskSpec("regression", _mse, target_dtype="float", metric="r2",
+                       stacked_target="engine.stacked.losses:stacked_mse"))
 
 
 def _spec(task: str | TaskSpec) -> TaskSpec:

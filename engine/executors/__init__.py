@@ -87,15 +87,20 @@ register_executor(ExecutorSpec(
 register_executor(ExecutorSpec(
     name="unified_model", label="Unified model", color="#C44E52",
     target="engine.executors.unified:UnifiedExecutor", concurrent=True,
-    options={"max_parallel": (int,), "sweep": (str,), "features": (str,), "verify": (bool,)},
+    options={"max_parallel": (int,), "sweep": (str,), "features": (str,), "verify": (bool,),
+             "data_order": (str,)},
     option_help={"max_parallel": "members trained at once; more jobs run in chunks one "
                                  "after another (default: all)",
                  "sweep": "none, or ablation: the six rungs of the ablation ladder",
                  "features": "extensions vf (vectorised forward), s (CUDA streams), fl (fused "
                              "loss), e.g. 'vf:1,s:1,fl:0' (default)",
                  "verify": "check each bucket's vectorised step against eager before "
-                           "training (default true)"},
-    choices={"sweep": ("none", "ablation")}, minimum={"max_parallel": 1},
+                           "training (default true)",
+                 "data_order": "per_member (each job's own seeded batch order, as seq; "
+                               "default) or shared (one order per bucket when the members' "
+                               "training sets are identical)"},
+    choices={"sweep": ("none", "ablation"), "data_order": ("per_member", "shared")},
+    minimum={"max_parallel": 1},
     axes=("sweep",),
     description="all jobs in one process, identical models stacked into one vectorised "
                 "module (torch.func vmap)"))

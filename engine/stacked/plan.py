@@ -1,0 +1,114 @@
+"""Which jobs train together, and how: the unified model's plan.
+
+Bucket key (jobs that agree on all of it may share one vectorised module): model,
+model_kwargs, dataset, batch size, task, amp, optimizer family, and the optimizer flags
+that cannot vary per member (``engine.stacked.optim.FLAG_KEYS``: nesterov, maximize,
+amsgrad). Everything else may differ per member: seed, data order, split (cv folds),
+learning rate, momentum, dampening, betas, eps, weight decay and epoch budget.
+
+Buckets keep the order of their first job; jobs keep job order inside a bucket. With
+``max_parallel`` a bucket larger than that is split into chunks of at most
+``max_parallel`` members, trained one after another.
+
+The plan is printed before training (the cell's log) and stored in the group row's
+``executor_info``: per bucket its jobs, the route (``vectorised`` or ``eager``), the check
+(``verified``, ``unchecked`` or the fallback verdict ``disagreed``/``raised``/``refused``)
+and why.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.workloads import JobSpec
+
+#: Optimizer keywords that cannot differ between the members of one stack (mirrors
+#: ``engine.stacked.optim.FLAG_KEYS``; kept torch-free here).
+FLAG_KEYS: dict[str, tuple[str, ...]] = {
+    "sgd": ("nesterov", "maximize"),
+    "adam": ("amsgrad", "maximize"),
+    "adamw": ("amsgrad", "maximize"),
+}
+
+
+def bucket_key(job: JobSpec, task: str) -> tuple[Any, ...]:
+    """The bucket key of ``job`` whose resolved task is ``task`` (hashable)."""
+    flags = tuple((f, bool(job.optimizer_kwargs.get(f, False)))
+                  for f in FLAG_KEYS.get(job.optimizer, ()))
+    return (job.model, json.dumps(job.model_kwargs, sort_keys=True), job.dataset,
+            job.batch_size, task, bool(job.amp), job.optimizer, flags)
+
+
+@dataclass
+class BucketPlan:
+    """One bucket (or one chunk of a bucket) and what was decided for it."""
+
+    index: int
+    jobs: list[JobSpec]
+    key: tuple[Any, ...]
+    route: str = "vectorised"        # vectorised | eager
+    check: str = "pending"           # verified | unchecked | disagreed | raised | refused | single
+    reason: str = ""
+    data_order: str = "per_member"   # per_member | shared
+    dropout_masks: str = ""          # how dropout masks are drawn in the vectorised route
+    verify_s: float | None = None
+
+    def line(self) -> str:
+        n = len(self.jobs)
+        what = f"{n} member{'s' if n != 1 else ''}"
+        key = f"{self.key[0]} on {self.key[2]}, batch {self.key[3]}, {self.key[6]}"
+        text = f"bucket {self.index}  {what:<11} {self.route:<10} {self.check}"
+        if self.reason:
+            text += f" ({self.reason})"
+        return f"{text}  [{key}; data order {self.data_order}]"
+
+    def info(self) -> dict[str, Any]:
+        return {"bucket": self.index, "jobs": [j.job_id for j in self.jobs],
+                "model": self.key[0], "dataset": self.key[2], "batch_size": self.key[3],
+                "task": self.key[4], "optimizer": self.key[6], "route": self.route,
+                "check": self.check, "reason": self.reason or None,
+                "data_order": self.data_order, "dropout_masks": self.dropout_masks or None,
+                "verify_s": None if self.verify_s is None else round(self.verify_s, 4)}
+
+
+@dataclass
+class Plan:
+    """All buckets of one cell, in training order."""
+
+    buckets: list[BucketPlan] = field(default_factory=list)
+    features: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        n_jobs = sum(len(b.jobs) for b in self.buckets)
+        head = (f"unified_model plan: {n_jobs} job{'s' if n_jobs != 1 else ''} → "
+                f"{len(self.buckets)} bucket{'s' if len(self.buckets) != 1 else ''}, "
+                f"features {self.features}")
+        return "\n".join([head, *("  " + b.line() for b in self.buckets),
+                          *("  note: " + n for n in self.notes)])
+
+    def info(self) -> dict[str, Any]:
+        return {"plan": [b.info() for b in self.buckets], "features": self.features,
+                "notes": self.notes}
+
+
+def make_buckets(jobs: list[JobSpec], tasks: dict[str, str],
+                 max_parallel: int | None = None) -> list[BucketPlan]:
+    """Group ``jobs`` by :func:`bucket_key` (``tasks``: job id → resolved task name) and
+    split groups into chunks of at most ``max_parallel``; single-member buckets are
+    eager (nothing to stack)."""
+    groups: dict[tuple[Any, ...], list[JobSpec]] = {}
+    for job in jobs:
+        groups.setdefault(bucket_key(job, tasks[job.job_id]), []).append(job)
+    out: list[BucketPlan] = []
+    for key, members in groups.items():
+        size = max_parallel or len(members)
+        for start in range(0, len(members), size):
+            chunk = members[start:start + size]
+            plan = BucketPlan(len(out), chunk, key)
+            if len(chunk) == 1:
+                plan.route, plan.check, plan.reason = "eager", "single", "one member, nothing to stack"
+            out.append(plan)
+    return out
