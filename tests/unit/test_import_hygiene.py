@@ -48,3 +48,30 @@ def test_engine_never_imports_ui_libraries():
                 if name.split(".")[0] in ("textual", "rich", "plotext", "fugue_tui"):
                     offenders.append(f"{path.relative_to(ROOT)}: {name}")
     assert offenders == []
+
+
+DASHBOARD = ["fugue_tui.app", "fugue_tui.app.app", "fugue_tui.app.actions",
+             "fugue_tui.app.messages", "fugue_tui.app.plan_model", "fugue_tui.app.process",
+             "fugue_tui.app.series", "fugue_tui.app.screens.plan", "fugue_tui.app.screens.run",
+             "fugue_tui.app.screens.modals", "fugue_tui.app.widgets.catalogue_tree",
+             "fugue_tui.app.widgets.cell_table", "fugue_tui.app.widgets.job_progress",
+             "fugue_tui.app.widgets.device_charts", "fugue_tui.app.widgets.log_pane"]
+
+
+def test_dashboard_never_imports_torch():
+    """The dashboard process lists the catalogue, previews a plan (the runner's dry run) and
+    draws charts without loading torch, scikit-learn or ray."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {DASHBOARD!r}: importlib.import_module(name)\n"
+        "from fugue_tui.app.screens.plan import experiment_infos\n"
+        "from fugue_tui.app.plan_model import default_doc, preview\n"
+        "assert experiment_infos(None)\n"
+        "assert preview({**default_doc(), 'experiments': ['D_ens']}).cells\n"
+        "from fugue_tui.charts import metric_panels\n"
+        "metric_panels([0, 1], [('cpu', [1, 2])])\n"
+        "heavy = ('torch', 'torchvision', 'sklearn', 'ray')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -195,7 +195,7 @@ class PlanScreen(Screen):
                         value = _get(self.doc, spec.path)
                         if spec.kind == "select":
                             yield Select([(c, c) for c in spec.choices], id=spec.id,
-                                         value=value if value in spec.choices else Select.BLANK,
+                                         value=value if value in spec.choices else Select.NULL,
                                          allow_blank=spec.path != "watchdog.action",
                                          tooltip=spec.help or None, compact=True)
                         else:
@@ -351,7 +351,7 @@ class PlanScreen(Screen):
         spec = self._field(event.select.id)
         if spec is None:
             return
-        _set(self.doc, spec.path, None if event.value is Select.BLANK else str(event.value))
+        _set(self.doc, spec.path, None if event.value is Select.NULL else str(event.value))
         self.schedule_preview()
 
     def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
@@ -378,7 +378,7 @@ class PlanScreen(Screen):
                 if spec.kind == "select":
                     widget = self.query_one(f"#{spec.id}", Select)
                     widget.value = value if value in spec.choices else (
-                        Select.BLANK if spec.path != "watchdog.action" else "flag")
+                        Select.NULL if spec.path != "watchdog.action" else "flag")
                 else:
                     self.query_one(f"#{spec.id}", Input).value = "" if value is None else str(value)
             executors = self.doc.get("executors") or ["seq"]

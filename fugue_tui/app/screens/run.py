@@ -70,7 +70,7 @@ class RunScreen(Screen):
         super().__init__()
         self.run_dir = Path(run_dir)
         self.handle = handle
-        self.offset = offset
+        self.event_offset = offset
         self.attached = attached
         self.clock = clock
         self.view = LiveView(0, clock=clock, recent=8)
@@ -112,7 +112,7 @@ class RunScreen(Screen):
         from fugue_tui.app.series import HostPoller
 
         worker = get_current_worker()
-        follower = CampaignFollower(self.run_dir, self.offset)
+        follower = CampaignFollower(self.run_dir, self.event_offset)
         log = LogTail()
         poller: HostPoller | None = None
         last_alive: bool | None = None
@@ -138,8 +138,7 @@ class RunScreen(Screen):
                 self.view.apply(event)
             except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop us
                 self.view.recent.append(f"(event {event.get('type')!r} not shown: {exc})")
-            if event.get("type") == "campaign_started":
-                self.view.total = int(event.get("cells") or 0)
+            self._note(event)
             self.samples.add(event)
         if message.host_sample:
             self.host.add(message.host_sample, ("cpu_pct", "rss_mib"))
@@ -150,6 +149,23 @@ class RunScreen(Screen):
         if message.runner_alive is not None:
             self.runner_alive = message.runner_alive
         self.dirty = True
+
+    def _note(self, event: dict[str, Any]) -> None:
+        """Lifecycle lines the batch view leaves out (it shows them elsewhere)."""
+        kind, ts = event.get("type"), event.get("ts")
+        if "campaign" not in event:
+            return
+        if kind == "campaign_started":
+            self.view.total = int(event.get("cells") or 0)
+            self.view._note(ts, f"campaign started: {event.get('cells')} cells")  # noqa: SLF001
+        elif kind in ("cell_started", "done"):
+            cell = self.view.state.cells.get(event.get("cell"))
+            label = cell.label if cell else str(event.get("cell", ""))[:8]
+            what = (f"started (attempt {event.get('attempt')})" if kind == "cell_started"
+                    else "done")
+            self.view._note(ts, f"{label}: {what}")  # noqa: SLF001
+        elif kind == "campaign_done":
+            self.view._note(ts, f"campaign finished, exit code {event.get('exit_code')}")  # noqa: SLF001
 
     # -- rendering ------------------------------------------------------------------------
     def selected_cell(self) -> CellState | None:

@@ -1,0 +1,126 @@
+"""The run screen on a recorded run folder (no runner): rows, earlier attempts, numbers,
+monitor charts, only changed table cells rewritten, and only applicable commands offered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from fugue_tui.app.app import FugueApp
+from fugue_tui.app.screens.run import RunScreen
+from fugue_tui.app.widgets.cell_table import CellTable
+from fugue_tui.app.widgets.device_charts import DeviceCharts
+from tests.app_screen import screen_text, until
+
+T0 = 1_800_000_000.0
+
+
+def _write(path: Path, events: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as out:
+        for event in events:
+            out.write(json.dumps({"v": 1, **event}) + "\n")
+
+
+def recorded_run(root: Path) -> Path:
+    """A finished two-cell campaign: cell 1 hung, was retried and then finished; cell 2 ok.
+    Cell 1's second attempt has CPU monitor samples (no GPU)."""
+    run = root / "runs" / "rec"
+    cells = run / "cells"
+    a1 = cells / "001-X_block-seq-p1-aaaaaaaa" / "attempt-1"
+    a2 = cells / "001-X_block-seq-p1-aaaaaaaa" / "attempt-2"
+    b1 = cells / "002-D_ens-seq-p1-bbbbbbbb" / "attempt-1"
+
+    def runner(kind, dt, **fields):
+        return {"ts": T0 + dt, "type": kind, "campaign": "rec", **fields}
+
+    def cell(key, attempt, kind, dt, **fields):
+        return {"ts": T0 + dt, "type": kind, "cell": key, "attempt": attempt, **fields}
+
+    lab1, lab2 = "X_block seq pass 1", "D_ens seq pass 1"
+    _write(a1 / "events.jsonl", [cell("a" * 16, 1, "started", 1, jobs=["X_block_s0"]),
+                                 cell("a" * 16, 1, "job_started", 2, job_id="X_block_s0")])
+    (a1 / "cell.log").write_text("first attempt\nblocked in forward\n")
+    _write(a2 / "events.jsonl", [
+        cell("a" * 16, 2, "started", 21, jobs=["X_block_s0"]),
+        cell("a" * 16, 2, "sample", 22, t=100.0, cpu_pct=95.0, rss_mib=310.0,
+             gpu_util_pct=None, mem_used_mib=None),
+        cell("a" * 16, 2, "sample", 23, t=101.0, cpu_pct=97.5, rss_mib=320.0,
+             gpu_util_pct=None, mem_used_mib=None),
+        cell("a" * 16, 2, "job_started", 22, job_id="X_block_s0"),
+        cell("a" * 16, 2, "job_progress", 23, job_id="X_block_s0", epoch=1, epochs=1, step=9,
+             steps=9, samples=144, loss=0.5123, elapsed=0.8, epoch_end=True, train_sps=180.0,
+             val_loss=0.6, val_acc=0.9421),
+        cell("a" * 16, 2, "job_done", 24, job_id="X_block_s0", status="ok"),
+        cell("a" * 16, 2, "summary", 24, T_group=1.2345, status="ok")])
+    (a2 / "cell.log").write_text("second attempt\nall good\n")
+    _write(b1 / "events.jsonl", [cell("b" * 16, 1, "summary", 30, T_group=0.5, status="ok")])
+    _write(run / "runner.jsonl", [
+        runner("campaign_started", 0, cells=2, device="cpu", run_dir=str(run), runner_pid=1,
+               resume=False),
+        runner("queued", 0, cell="a" * 16, index=1, label=lab1),
+        runner("queued", 0, cell="b" * 16, index=2, label=lab2),
+        runner("cell_started", 1, cell="a" * 16, index=1, label=lab1, attempt=1,
+               events=str(a1 / "events.jsonl"), log_path=str(a1 / "cell.log"), pid=2),
+        runner("suspect", 8, cell="a" * 16, attempt=1, seen="2 checks without progress"),
+        runner("hung", 10, cell="a" * 16, attempt=1, seen="4 checks without progress",
+               action="flag"),
+        runner("control", 19, cmd="retry", cell="a" * 16, applied=True),
+        runner("killed", 20, cell="a" * 16, attempt=1, reason="stopped for a retry by control "
+                                                             "command"),
+        runner("retried", 20, cell="a" * 16, attempt=2, manual=True),
+        runner("cell_started", 21, cell="a" * 16, index=1, label=lab1, attempt=2,
+               events=str(a2 / "events.jsonl"), log_path=str(a2 / "cell.log"), pid=3),
+        runner("done", 25, cell="a" * 16, attempt=2, exit_code=0, error=""),
+        runner("cell_started", 26, cell="b" * 16, index=2, label=lab2, attempt=1,
+               events=str(b1 / "events.jsonl"), log_path=str(b1 / "cell.log"), pid=4),
+        runner("done", 31, cell="b" * 16, attempt=1, exit_code=0, error=""),
+        runner("campaign_done", 31, ok=True, exit_code=0, failed=0)])
+    return run
+
+
+def test_recorded_campaign_shows_rows_attempts_numbers_and_charts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = recorded_run(tmp_path)
+
+    async def scenario():
+        app = FugueApp(attach=str(run), clock=lambda: T0 + 40)
+        async with app.run_test(size=(150, 50)) as pilot:
+            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
+            table = screen.query_one(CellTable)
+            await until(pilot, lambda: table.row_count == 3, what="three rows")
+            rows = [[str(v) for v in table.get_row_at(i)] for i in range(3)]
+            assert rows == [
+                ["1·1", "", "", "↳ earlier attempt", "killed", "1", "0:19", "–",
+                 "stopped for a retry by control command"],
+                ["1", "X_block", "seq", "pass 1", "done", "2", "0:04", "1.23 s", ""],
+                ["2", "D_ens", "seq", "pass 1", "done", "1", "0:05", "0.50 s", ""]]
+            text = screen_text(app)
+            assert "campaign rec · cpu · 0:31 · cells 2/2: 2 done · finished (done, ok)" in text
+            # select cell 1: its jobs, its monitor charts (no GPU: CPU and RSS of the tree)
+            table.focus()
+            await pilot.press("g", "j")
+            await until(pilot, lambda: "0.942" in screen_text(app), what="cell 1's job row")
+            text = screen_text(app)
+            assert "X_block_s0" in text and "0.5123" in text and "100%" in text
+            assert "X_block seq pass 1: manual retry, attempt 2" in text
+            assert "CPU % of one core (cell process tree, no GPU)  now 97.5" in text
+            assert "RSS MiB (cell process tree, no GPU)  now 320" in text
+            assert "all good" in text  # the selected attempt's log
+            charts = screen.query_one(DeviceCharts)
+            draws = charts.draws
+            # nothing new: the table writes no cell and the charts do not redraw
+            assert table.sync(screen.view.state, T0 + 40) == 0
+            screen.dirty = True
+            screen.refresh_view()
+            assert charts.draws == draws
+            # a finished campaign: no kill/retry/skip offered, back to the plan is
+            titles = {c.title for c in app.get_system_commands(app.screen)}
+            assert "plan" in titles and not {"kill+retry", "kill+skip", "kill"} & titles
+            await pilot.press("r")  # not applicable: nothing opens
+            assert isinstance(app.screen, RunScreen)
+            await pilot.press("q")
+        assert app.return_code == 0
+
+    asyncio.run(scenario())
