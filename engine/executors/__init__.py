@@ -63,9 +63,11 @@ register_executor(ExecutorSpec(
     concurrent=True,
     options={"max_parallel": (int,), "mps": (str,)},
     option_help={"max_parallel": _PARALLEL_HELP,
-                 "mps": "auto (use CUDA MPS when the GPU and nvidia-cuda-mps-control allow it) "
-                        "or off (plain concurrent processes)"},
-    choices={"mps": ("auto", "off")}, minimum={"max_parallel": 1},
+                 "mps": "auto (a private CUDA MPS daemon on a CUDA device when "
+                        "nvidia-cuda-mps-control is found, else plain processes), on (MPS "
+                        "required: refuse when it cannot run) or off (plain concurrent "
+                        "processes)"},
+    choices={"mps": ("auto", "on", "off")}, minimum={"max_parallel": 1},
     description="one fresh process per job sharing the GPU through a private CUDA MPS daemon"))
 
 register_executor(ExecutorSpec(
