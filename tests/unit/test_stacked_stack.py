@@ -1,0 +1,172 @@
+"""The vectorised module: summed losses give solo gradients, dropout masks are per member
+(and seq's on CPU), BatchNorm buffers move per member and stop when frozen, train/eval
+reaches the template, momentum=None is refused by name."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from engine.stacked.losses import loss_function, stacked_cross_entropy, stacked_mse  # noqa: E402
+from engine.stacked.stack import Stack, member_generator, unsupported_reason  # noqa: E402
+
+K, B, D, C = 3, 8, 5, 4
+
+
+def _net(seed: int, dropout: float = 0.0, bn: bool = True) -> nn.Module:
+    torch.manual_seed(seed)
+    layers = [nn.Linear(D, 16)]
+    if bn:
+        layers.append(nn.BatchNorm1d(16))
+    layers += [nn.ReLU(), nn.Dropout(dropout), nn.Linear(16, C)]
+    return nn.Sequential(*layers).double()
+
+
+def _members(dropout=0.0, bn=True, seeds=(0, 1, 2)):
+    members, gens = [], []
+    for s in seeds:
+        members.append(_net(s, dropout, bn))
+        gens.append(member_generator(torch.device("cpu")))
+    return members, gens
+
+
+def _batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(K, B, D, generator=g, dtype=torch.float64),
+            torch.randint(0, C, (K, B), generator=g))
+
+
+def test_summed_member_losses_give_each_member_its_solo_gradient():
+    members, gens = _members()
+    solo = [copy.deepcopy(m) for m in members]
+    stack = Stack(members, gens, (D,), B)
+    x, y = _batch()
+    stacked_cross_entropy(stack(x), y).sum().backward()
+    for k, m in enumerate(solo):
+        # The loss as engine.training computes it: float32 whatever the model's dtype.
+        nn.functional.cross_entropy(m(x[k]).float(), y[k]).backward()
+        for name, p in m.named_parameters():
+            torch.testing.assert_close(stack.params[name].grad[k], p.grad, rtol=1e-10,
+                                       atol=1e-12)
+    assert stack.forward_calls == 1  # one template call for all K members
+
+
+def test_fused_and_unfused_losses_are_the_same_sum():
+    from engine.registry import TASKS
+
+    x, y = _batch()
+    out = torch.randn(K, B, C, dtype=torch.float32)
+    task = TASKS.get("classification")
+    torch.testing.assert_close(loss_function(task, True)(out, y),
+                               loss_function(task, False)(out, y))
+    reg = TASKS.get("regression")
+    out = torch.randn(K, B, 1)
+    target = torch.randn(K, B)
+    torch.testing.assert_close(loss_function(reg, True)(out, target), stacked_mse(out, target))
+    torch.testing.assert_close(loss_function(reg, False)(out, target), stacked_mse(out, target))
+
+
+def test_identical_weights_draw_different_dropout_masks():
+    torch.manual_seed(7)
+    net = _net(0, dropout=0.5, bn=False)
+    members = [copy.deepcopy(net), copy.deepcopy(net)]
+    gens = [torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)]
+    stack = Stack(members, gens, (D,), B)
+    x = torch.randn(B, D, dtype=torch.float64)
+    out = stack(x, shared_input=True)
+    assert not torch.allclose(out[0], out[1])
+    stack.eval()  # eval: dropout off, so identical members agree exactly
+    out = stack(x, shared_input=True)
+    assert torch.equal(out[0], out[1])
+
+
+def test_vmap_randomness_is_different_without_generators():
+    torch.manual_seed(7)
+    net = _net(0, dropout=0.5, bn=False)
+    stack = Stack([copy.deepcopy(net), copy.deepcopy(net)], None, (D,), B)
+    out = stack(torch.randn(B, D, dtype=torch.float64), shared_input=True)
+    assert not torch.allclose(out[0], out[1])
+
+
+def test_dropout_masks_equal_a_solo_run_on_cpu():
+    members, gens = _members(dropout=0.3)
+    solo = [copy.deepcopy(m) for m in members]
+    states = [g.get_state() for g in gens]
+    stack = Stack(members, gens, (D,), B)
+    x, _ = _batch()
+    out = stack(x)
+    for k, m in enumerate(solo):
+        torch.set_rng_state(states[k])
+        torch.testing.assert_close(out[k], m(x[k]), rtol=1e-12, atol=1e-14)
+
+
+def test_batchnorm_running_stats_move_per_member_and_write_back():
+    members, gens = _members()
+    solo = [copy.deepcopy(m) for m in members]
+    stack = Stack(members, gens, (D,), B)
+    for step in range(3):
+        x, _ = _batch(step)
+        with torch.no_grad():
+            stack(x)
+            for k, m in enumerate(solo):
+                m(x[k])
+    for k, m in enumerate(solo):
+        for name, buf in m.named_buffers():
+            torch.testing.assert_close(stack.buffers[name][k], buf, rtol=1e-12, atol=1e-14)
+    assert stack.buffers["1.num_batches_tracked"].tolist() == [3, 3, 3]
+    stack.write_back()
+    for k, m in enumerate(solo):
+        for name, buf in m.named_buffers():
+            torch.testing.assert_close(dict(members[k].named_buffers())[name], buf)
+
+
+def test_frozen_member_buffers_stop_moving():
+    members, gens = _members()
+    stack = Stack(members, gens, (D,), B)
+    before = {n: b[1].clone() for n, b in stack.buffers.items()}
+    live_before = stack.buffers["1.running_mean"][0].clone()
+    x, y = _batch()
+    out = stack(x, active=[True, False, True])
+    stacked_cross_entropy(out, y).sum().backward()
+    stack.settle()
+    for n, b in stack.buffers.items():
+        assert torch.equal(b[1], before[n]), n
+    assert not torch.equal(stack.buffers["1.running_mean"][0], live_before)  # others move
+
+
+def test_eval_mode_reaches_the_template_and_reads_running_stats():
+    members, gens = _members(dropout=0.5)
+    solo = [copy.deepcopy(m).eval() for m in members]
+    stack = Stack(members, gens, (D,), B).eval()
+    before = {n: b.clone() for n, b in stack.buffers.items()}
+    x, _ = _batch()
+    out = stack(x)
+    for k, m in enumerate(solo):
+        torch.testing.assert_close(out[k], m(x[k]), rtol=1e-12, atol=1e-14)
+    for n, b in stack.buffers.items():
+        assert torch.equal(b, before[n]), n  # read, not updated
+    assert not stack.template[1].training and not stack.template[3].training
+
+
+def test_batchnorm_momentum_none_is_refused_by_name():
+    net = _net(0)
+    net[1].momentum = None
+    reason = unsupported_reason(net)
+    assert reason is not None and "momentum=None" in reason and "'1'" in reason
+    assert unsupported_reason(_net(0)) is None
+
+
+def test_template_holds_no_data_and_optimizer_owns_only_stacked_tensors():
+    from engine.stacked.optim import StackedOptimizer
+
+    members, gens = _members()
+    stack = Stack(members, gens, (D,), B)
+    assert all(p.device.type == "meta" for p in stack.template.parameters())
+    opt = StackedOptimizer("sgd", stack.params, [0.1] * K, [{}] * K)
+    owned = {id(t) for t in opt.params.values()}
+    assert owned == {id(t) for t in stack.params.values()}
+    assert not owned & {id(p) for m in members for p in m.parameters()}
