@@ -411,6 +411,25 @@ def _our_mps_processes(pipe_dir: str) -> list[psutil.Process]:
     return out
 
 
+def _gone(proc: psutil.Process) -> bool:
+    """Exited: no such process, or a zombie waiting for its new parent (init) to reap it —
+    a double-forked daemon's exit status is nobody's to wait for."""
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait up to ``timeout`` s for ``procs`` (not our children) to exit; return the rest."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if not _gone(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if not _gone(p)]
+    return alive
+
+
 def quit_recorded_daemon(info: dict[str, Any], grace: float = TERM_GRACE_S) -> str:
     """Cleanup handler (``engine.cleanup``): stop the daemon a record describes.
 
@@ -436,7 +455,7 @@ def quit_recorded_daemon(info: dict[str, Any], grace: float = TERM_GRACE_S) -> s
             said = f"quit failed: {type(exc).__name__}"
     procs = ([proc] if proc is not None else []) + [
         p for p in _our_mps_processes(pipe_dir) if proc is None or p.pid != proc.pid]
-    _, alive = psutil.wait_procs(procs, timeout=grace if procs else 0)
+    alive = _wait_gone(procs, grace)
     forced = []
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if not alive:
@@ -445,7 +464,7 @@ def quit_recorded_daemon(info: dict[str, Any], grace: float = TERM_GRACE_S) -> s
             with contextlib.suppress(psutil.Error):
                 p.send_signal(sig)
                 forced.append(f"{p.pid}:{signal.Signals(sig).name}")
-        _, alive = psutil.wait_procs(alive, timeout=grace)
+        alive = _wait_gone(alive, grace)
     root = info.get("root")
     if root and Path(root).name.startswith("fugue-mps-"):
         shutil.rmtree(root, ignore_errors=True)
