@@ -173,6 +173,22 @@ def judge_ratio(ratio: float, per_rep: Sequence[float], target: str) -> RatioSum
     return RatioSummary(ratio, q1, q3, low, high, n, verdict)
 
 
+def judge_value(values: Sequence[float], target: str) -> str:
+    """Verdict of an absolute bound (a figure without a baseline, e.g. ``"<=1"`` s): "met",
+    "not met (median X× the bound)", or :data:`NOT_RESOLVABLE` when the values' IQR
+    straddles the bound."""
+    parsed = parse_target(target)
+    if parsed is None or not values:
+        return ""
+    q1, q3 = iqr(values)
+    if len(values) < 2 or q1 <= parsed[1] <= q3:
+        return NOT_RESOLVABLE
+    median = statistics.median(values)
+    if _meets(median, *parsed):
+        return "met"
+    return f"not met (median {median / parsed[1]:.2f}× the bound)" if parsed[1] else "not met"
+
+
 # --------------------------------------------------------------------------- rendering
 
 def _fmt(value: float) -> str:
@@ -250,6 +266,8 @@ def render_part(part: str, rows: list[dict[str, str]]) -> str:
                           f"{_fmt_ratio(summary.q1)}–{_fmt_ratio(summary.q3)} (n={summary.n})",
                           f"{_fmt_ratio(summary.low)}–{_fmt_ratio(summary.high)}",
                           target or "—", summary.verdict or "—"]
+            elif target and not baseline:  # an absolute bound on the value itself
+                cells += ["—", "—", "—", target, judge_value(values, target)]
             else:
                 cells += ["—", "—", "—", "—", "—"]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

@@ -366,7 +366,6 @@ def run_sidecar(args: argparse.Namespace) -> int:
     # samples line is always whole.
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    cpu0 = os.times()
     gpu, gpu_error = None, None
     if args.gpu_uuid:
         try:
@@ -404,6 +403,9 @@ def run_sidecar(args: argparse.Namespace) -> int:
 
         take()
         _write_json(meta_path, meta)  # "ready": the first sample exists
+        # The sampling loop's own CPU from here on (start-up — imports, NVML probe, the
+        # first scan — precedes the group window, like the cell's own imports).
+        cpu0 = time.process_time()
         next_at = time.monotonic() + args.interval
         while True:
             wait = max(next_at - time.monotonic(), 0.0)
@@ -418,9 +420,8 @@ def run_sidecar(args: argparse.Namespace) -> int:
             if next_at < time.monotonic():  # a slow read: skip missed ticks, keep the grid
                 next_at = time.monotonic() + args.interval
     os.replace(partial, final)
-    cpu1 = os.times()
     meta.update(state="stopped", samples=n, errors=sampler.errors,
-                cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system))
+                cpu_s=time.process_time() - cpu0)
     _write_json(meta_path, meta)
     events.close()
     return 0
