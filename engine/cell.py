@@ -87,6 +87,7 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     """Run the cell's group and write its rows; return the group status (ok | failed)."""
     threads = int(spec.get("threads") or 0) or (os.cpu_count() or 1)
     spec = {**spec, "threads": threads}
+    t_imports = time.perf_counter()
     import torch  # after the runner set the TorchInductor cache and thread variables
 
     from engine import datasets as dataset_lib
@@ -105,6 +106,8 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     # first (docs/measurement.md).
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     plugins = load_plugins()
+    # Torch, the engine and plugins: part of a cell's fixed cost (bench fixed_cost).
+    events.emit("phase", phase="imports", seconds=time.perf_counter() - t_imports)
     cell = spec["cell"]
     device = torch.device(spec["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -168,7 +171,9 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
         finally:
             if monitor is not None:
                 monitor.stop()  # one last sample after the window closed
+            t_teardown = time.perf_counter()
             executor.teardown(ctx)
+            events.emit("phase", phase="teardown", seconds=time.perf_counter() - t_teardown)
     finally:
         if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
             monitor.stop()
