@@ -110,6 +110,7 @@ class UnifiedExecutor(Executor):
         train_clock = 0.0
         samples = 0
         largest = 0
+        self.runs = []  # the bucket runs, for inspection (tests: stack.forward_calls)
         for bucket in buckets:
             run = BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), ctx.settings,
                             ctx.emit, fused=bool(features["fl"]), verify=verify,
@@ -117,6 +118,7 @@ class UnifiedExecutor(Executor):
                             announce=lambda b: print("  decided: " + b.line(), flush=True))
             for result in run.run():
                 results[result.job.job_id] = result
+            self.runs.append(run)
             train_clock += run.train_clock_s
             samples += run.samples
             largest = max(largest, len(bucket.jobs))
