@@ -37,7 +37,7 @@ def _wait_screen(socket: str, text: str, timeout: float) -> str:
     raise AssertionError(f"timed out waiting for {text!r} on the screen:\n{screen}")
 
 
-@pytest.mark.skipif(TMUX is None, reason="tmux is not installed (.ci/run installs it)")
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
 def test_dashboard_in_tmux_runs_a_campaign_to_the_end(tmp_path):
     (tmp_path / "experiments.toml").write_text("[experiments.D_ens]\nepochs = 1\nk = 2\n")
     (tmp_path / "tmux.toml").write_text(
