@@ -109,7 +109,7 @@ class FugueApp(App):
                 self.exit()
             elif choice == "stop":
                 run.stopping = True
-                self.notify("stopping: the runner records the running cell as killed…")
+                self.notify("stopping: the runner records the running cell as killed…", markup=False)
                 run.stop_runner(partial(self._stopped, name))
         self.push_screen(QuitScreen(name), chosen)
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from engine.results import read_rows
-from tests.e2e.conftest import PLUGINS
 
 pytestmark = pytest.mark.slow
 

@@ -151,6 +151,7 @@ class PlanScreen(Screen):
         self.initial_campaign = campaign
         self.revision = 0
         self.result: Preview | None = None
+        self.result_revision = -1
         self.form_errors: dict[str, str] = {}
         self.catalogue_file: str | None = None
         self._debounce: Timer | None = None
@@ -237,14 +238,14 @@ class PlanScreen(Screen):
         if message.error:
             self.form_errors["experiments_file"] = message.error
             self._show_summary()
-            self.notify(message.error, severity="error", timeout=10)
+            self.notify(message.error, severity="error", timeout=10, markup=False)
             return
         self.form_errors.pop("experiments_file", None)
         self.catalogue_file = message.source or None
         tree.load(message.experiments, list(self.doc.get("experiments") or []))
         unknown = [e for e in self.doc.get("experiments") or [] if e not in tree.experiments]
         if unknown:
-            self.notify(f"not in the catalogue: {', '.join(unknown)}", severity="warning")
+            self.notify(f"not in the catalogue: {', '.join(unknown)}", severity="warning", markup=False)
         self._show_details()
         self.schedule_preview()
 
@@ -413,7 +414,7 @@ class PlanScreen(Screen):
     def on_preview_ready(self, message: PreviewReady) -> None:
         if message.revision != self.revision:
             return  # an edit came after this preview started
-        self.result = message.preview
+        self.result, self.result_revision = message.preview, message.revision
         table = self.query_one("#preview", DataTable)
         table.clear()
         for planned in self.result.cells:
@@ -457,13 +458,14 @@ class PlanScreen(Screen):
         try:
             written = save_plan(doc, path)
         except FugueError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10,
+                                      markup=False)
             return
         self.app.call_from_thread(self._saved, written, doc)
 
     def _saved(self, path: Path, doc: dict[str, Any]) -> None:
         self.source_path, self.source_doc = path, doc
-        self.notify(f"saved {path}")
+        self.notify(f"saved {path}", markup=False)
 
     def action_load(self) -> None:
         default = str(self.source_path or "campaigns/")
@@ -483,7 +485,7 @@ class PlanScreen(Screen):
     def on_plan_loaded(self, message: PlanLoaded) -> None:
         if message.doc is None:
             self.notify(message.error, title="cannot load the campaign", severity="error",
-                        timeout=15)
+                        timeout=15, markup=False)
             self.query_one("#preview-summary", Static).update(
                 Text(f"not loaded: {message.error}", style="bold red"))
             return
@@ -495,7 +497,7 @@ class PlanScreen(Screen):
             self._load_catalogue(self.doc.get("experiments_file"))
         else:
             tree.set_selected(self.doc.get("experiments") or [], notify=False)
-        self.notify(f"loaded {message.path}")
+        self.notify(f"loaded {message.path}", markup=False)
         self.schedule_preview()
 
     # -- launch ---------------------------------------------------------------------------
@@ -506,21 +508,22 @@ class PlanScreen(Screen):
 
     def action_launch(self) -> None:
         if self.form_errors:
-            self.notify(next(iter(self.form_errors.values())), severity="error")
+            self.notify(next(iter(self.form_errors.values())), severity="error", markup=False)
             return
         if self.result is None or self.result.error or self._debounce_pending():
             self.notify(self.result.error if self.result and self.result.error
-                        else "the preview is not ready yet", severity="error")
+                        else "the preview is not ready yet", severity="error", markup=False)
             return
         if not self.result.runs:
-            self.notify("nothing to run: every cell would be skipped", severity="warning")
+            self.notify("nothing to run: every cell would be skipped", severity="warning", markup=False)
             return
         self.launching = True
         resume = self.query_one("#resume", Checkbox).value
         self._launch(copy.deepcopy(self.doc), resume)
 
     def _debounce_pending(self) -> bool:
-        return self.result is None
+        """True while the preview shown is older than the plan (an edit is being previewed)."""
+        return self.result_revision != self.revision
 
     @work(thread=True, exclusive=True, group="launch")
     def _launch(self, doc: dict[str, Any], resume: bool) -> None:
@@ -556,11 +559,11 @@ class PlanScreen(Screen):
     def on_launched(self, message: Launched) -> None:
         self.launching = False
         if message.error:
-            self.notify(message.error, title="not launched", severity="error", timeout=15)
+            self.notify(message.error, title="not launched", severity="error", timeout=15, markup=False)
             return
         if message.attach:
             self.notify(f"{message.run_dir} is already running: attached to it",
-                        severity="warning")
+                        severity="warning", markup=False)
         self.app.open_run(Path(message.run_dir), message.handle, message.offset,
                           attached=message.attach)
 

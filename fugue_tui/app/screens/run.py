@@ -328,7 +328,7 @@ class RunScreen(Screen):
         self.post_message(Notice(f"sent {command} for cell {cell_key[:8]}"))
 
     def on_notice(self, message: Notice) -> None:
-        self.notify(message.text, severity=message.severity)  # type: ignore[arg-type]
+        self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
 
     def action_follow_running(self) -> None:
         self.follow_running = True
