@@ -108,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compare only rows of the same campaign file (campaign_hash)")
     report.add_argument("--width", type=int, metavar="N",
                         help="layout width in columns (default: the terminal's)")
+    bench = sub.add_parser(
+        "bench", help="run a part of the benchmark suite (from a source checkout)",
+        description="Run parts of the benchmark suite (bench/README.md). Each part appends "
+                    "its raw rows to bench/results/<part>.csv and re-renders "
+                    "bench/RESULTS.md. Without a part: list them.")
+    bench.add_argument("part", nargs="?", metavar="PART", help="the part to run")
+    bench.add_argument("part_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                       help="the part's own options (see fugue-tui bench PART --help)")
+    bench.add_argument("--check", action="store_true",
+                       help="verify that bench/RESULTS.md matches the committed CSV files")
     return parser
 
 
@@ -203,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_report(args.report_dir or args.runs_dir or "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width)
+        if args.command == "bench":
+            return _bench(args)
         if args.command == "control":
             from engine.control import send
 
@@ -237,3 +249,37 @@ def _dashboard(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
     return run_dashboard(campaign=getattr(args, "campaign_file", None),
                          attach=getattr(args, "attach", None), runs_dir=args.runs_dir or "runs")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """``fugue-tui bench [PART [ARGS...]]``: the suite lives in the source checkout (it is
+    not installed with the package), next to the ``engine`` package."""
+    import subprocess
+    from pathlib import Path
+
+    import engine
+    from engine.errors import ConfigError, known, nearest
+
+    root = Path(engine.__file__).resolve().parent.parent
+    if not (root / "bench" / "__init__.py").is_file():
+        raise ConfigError("the benchmark suite runs from a source checkout of fugue-tui "
+                          f"(no bench/ next to {root / 'engine'})")
+    sys.path.insert(0, str(root))
+    from bench import PARTS
+
+    if args.check:
+        return subprocess.call([sys.executable, "-m", "bench.results", "--check"], cwd=root)
+    if not args.part:
+        width = max(map(len, PARTS))
+        print("benchmark parts (fugue-tui bench PART [--help]):")
+        for name, what in PARTS.items():
+            present = (root / "bench" / f"{name}.py").is_file()
+            print(f"  {name:<{width}}  {what}" + ("" if present else "  (not built yet)"))
+        return 0
+    if args.part not in PARTS:
+        raise ConfigError(f"unknown benchmark part {args.part!r}{nearest(args.part, PARTS)}; "
+                          f"{known(PARTS)}")
+    if not (root / "bench" / f"{args.part}.py").is_file():
+        raise ConfigError(f"benchmark part {args.part!r} is not built yet")
+    return subprocess.call([sys.executable, "-m", f"bench.{args.part}", *args.part_args],
+                           cwd=root)
