@@ -27,7 +27,6 @@ as users do); the command line in the table records it.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
