@@ -9,6 +9,9 @@ Offline, bundled with scikit-learn (always available):
   ``wine``          178 x 13 features, 3 classes.
   ``breast_cancer`` 569 x 30 features, 2 classes.
   ``diabetes``      442 x 10 features, regression target standardised (z-score).
+Generated in memory (always available):
+  ``synthetic_cifar10`` CIFAR-10-shaped noise, 10,000 + 2,000 images, seed 0: for
+                throughput measurements only (the GPU check); accuracy is chance.
 Tabular features are z-scored with the mean and std of the *whole* dataset (there is no
 official split, and jobs draw their own holdouts and folds): a small, deliberate leak of
 first and second moments into validation, the same for every executor.
@@ -309,6 +312,27 @@ _cifar10_available = _files_available("cifar-10-batches-py", _CIFAR10_FILES, "CI
 _cifar100_available = _files_available("cifar-100-python", _CIFAR100_FILES, "CIFAR-100",
                                        _TV_HOW.format(cls="CIFAR100"))
 
+def _always_available(root: str | Path | None = None) -> tuple[bool, str]:
+    return True, ""
+
+
+def _load_synthetic_cifar10(root: str | Path | None = None) -> DatasetBundle:
+    """CIFAR-10-shaped noise for throughput measurements where the real files are absent
+    (the GPU check script): 10,000 training and 2,000 test images (3, 32, 32) drawn from
+    N(0, 1) and uniform labels, from a generator seeded with 0 (identical for every process
+    and executor). Nothing can be learned from it: accuracy is chance by construction."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    tx = torch.randn(10000, 3, 32, 32, generator=gen)
+    ty = torch.randint(0, 10, (10000,), generator=gen)
+    vx = torch.randn(2000, 3, 32, 32, generator=gen)
+    vy = torch.randint(0, 10, (2000,), generator=gen)
+    return DatasetBundle("synthetic_cifar10", "classification", (3, 32, 32), 10, tx, ty, vx,
+                         vy, "synthetic: N(0, 1) images and uniform labels, seed 0 "
+                             "(throughput only; accuracy is chance)")
+
+
 _BUNDLED = "scikit-learn (bundled, offline)"
 for _spec in (
     DatasetSpec("digits", _load_digits, "classification", (1, 8, 8), 10, _sklearn_available,
@@ -331,6 +355,9 @@ for _spec in (
                                                 _cifar100_available),
                 "classification", (3, 32, 32), 100, _cifar100_available,
                 "torchvision CIFAR100 files under FUGUE_DATA_DIR", (50000, 10000)),
+    DatasetSpec("synthetic_cifar10", _load_synthetic_cifar10, "classification", (3, 32, 32),
+                10, _always_available, "generated in memory (seed 0): throughput only",
+                (10000, 2000)),
     DatasetSpec("mnist", _torchvision_loader("mnist", "MNIST", MNIST_MEAN, MNIST_STD, 10,
                                              (1, 28, 28), _mnist_available),
                 "classification", (1, 28, 28), 10, _mnist_available,
