@@ -84,6 +84,7 @@ class RunScreen(Screen):
         self.stopping = False
         self._auto_row: str | None = None
         self._applicable: Any = None
+        self._shown: dict[str, str] = {}
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
         self.redraws = 0
         self.table_writes = 0
@@ -259,13 +260,17 @@ class RunScreen(Screen):
         return head
 
     def _show_header(self, now: float) -> None:
-        self.query_one("#run-header", Static).update(self.header_text(now))
+        text = self.header_text(now)
+        if text.plain != self._shown.get("header"):  # a Static update costs a layout pass
+            self._shown["header"] = text.plain
+            self.query_one("#run-header", Static).update(text)
 
     def _show_recent(self) -> None:
         lines = list(self.view.recent)
-        self.query_one("#recent", Static).update(
-            Text("\n".join(lines) if lines else "no lifecycle events yet", style=""
-                 if lines else "dim"))
+        plain = "\n".join(lines) if lines else "no lifecycle events yet"
+        if plain != self._shown.get("recent"):
+            self._shown["recent"] = plain
+            self.query_one("#recent", Static).update(Text(plain, style="" if lines else "dim"))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = str(event.row_key.value) if event.row_key is not None else None

@@ -2,11 +2,13 @@
 utilisation, VRAM and power with a GPU; without one, the CPU and RSS of the cell's process
 tree (labelled so). When no cell runs, host CPU and memory from the dashboard's own psutil
 polling, labelled "idle polling". Charts are drawn by :func:`fugue_tui.charts.metric_panels`
-and redrawn only when their data or the widget's size changed.
+and redrawn only when their data or the widget's size changed, and new samples of the same
+series at most every :data:`MIN_REDRAW_S` (plotext is the costliest thing on screen).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.text import Text
@@ -14,6 +16,10 @@ from textual.widgets import Static
 
 from fugue_tui.app.series import Series, panels
 from fugue_tui.charts import metric_panels
+
+
+#: Seconds between two redraws for new samples of the same series.
+MIN_REDRAW_S = 2.0
 
 
 class DeviceCharts(Static):
@@ -24,6 +30,7 @@ class DeviceCharts(Static):
         self._drawn: Any = None
         #: How many times the charts were drawn (tests and the CPU benchmark read it).
         self.draws = 0
+        self._last_draw = float("-inf")
 
     def show(self, series: Series | None, which: tuple[tuple[str, str], ...] | None = None,
              empty: str = "no monitor samples for this cell (yet)") -> bool:
@@ -34,6 +41,11 @@ class DeviceCharts(Static):
         key = (id(series), series.version if series else None, chosen, width, height, empty)
         if key == self._drawn:
             return False
+        now = time.monotonic()
+        if (self._drawn is not None and key[0] == self._drawn[0] and key[2:] == self._drawn[2:]
+                and now - self._last_draw < MIN_REDRAW_S):
+            return False  # only newer samples of what is shown: wait for the next slot
+        self._last_draw = now
         self._drawn = key
         if series is None or not len(series.t) or width < 20 or height < 5:
             self.update(Text(empty, style="dim"))
