@@ -88,6 +88,42 @@ def from_snapshot(job: JobSpec, snap: dict[str, Any]) -> JobResult:
     return result
 
 
+class TrainSpans:
+    """``on_epoch_end`` hook that records each epoch's training-step phase as a
+    ``(start, end)`` pair of ``time.perf_counter`` values (a system-wide monotonic clock on
+    Linux, so spans of different workers compare): the group's training wall time is their
+    union. The phase ended when the epoch's validation began, ``train_s`` before that."""
+
+    def __init__(self, then=None):
+        self.spans: list[tuple[float, float]] = []
+        self._val_total = 0.0
+        self._then = then
+
+    def __call__(self, result: JobResult) -> None:
+        now = time.perf_counter()
+        val_total = result.val_time_s or 0.0
+        end = now - (val_total - self._val_total)
+        self._val_total = val_total
+        self.spans.append((end - result.history[-1]["train_s"], end))
+        if self._then is not None:
+            self._then(result, self.spans)
+
+
+def union_seconds(spans) -> float:
+    """Length of the union of ``(start, end)`` intervals, seconds."""
+    total, cur_start, cur_end = 0.0, None, None
+    for start, end in sorted(spans):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
 class Reporter:
     """Sends a job's events to the cell. Progress is fire-and-forget (the training loop
     must not wait on it); lifecycle messages and snapshots wait until the queue holds them,
@@ -102,8 +138,8 @@ class Reporter:
     def progress(self, **fields: Any) -> None:
         self.queue.actor.put_nowait.remote(("progress", self.job_id, fields))
 
-    def epoch(self, result: JobResult) -> None:
-        self.queue.put(("epoch", self.job_id, snapshot(result)))
+    def epoch(self, result: JobResult, spans=()) -> None:
+        self.queue.put(("epoch", self.job_id, {**snapshot(result), "train_spans": list(spans)}))
 
     def done(self, result: JobResult) -> None:
         self.queue.put(("done", self.job_id, snapshot(result)))
@@ -124,14 +160,17 @@ class JobActor:
     def ready(self) -> dict[str, Any]:
         return self.info
 
-    def train(self, job_dict: dict[str, Any]) -> JobResult:
+    def train(self, job_dict: dict[str, Any]) -> tuple[JobResult, list[tuple[float, float]]]:
+        """Train one job; return its result and its epochs' training spans."""
         from engine.training import train_job
 
         job = JobSpec.from_dict(job_dict)
         report = Reporter(self.queue, job.job_id)
         report.started()
-        return train_job(job, device_data(job.dataset, self.device), self.settings,
-                         progress=report.progress)
+        spans = TrainSpans()
+        result = train_job(job, device_data(job.dataset, self.device), self.settings,
+                           progress=report.progress, on_epoch_end=spans)
+        return result, spans.spans
 
 
 def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
@@ -150,11 +189,11 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
     report = Reporter(queue, job.job_id)
     report.started()
 
-    def on_epoch_end(result: JobResult) -> None:
-        report.epoch(result)  # before tune.report: a stopped trial is killed while in it
+    def on_epoch_end(result: JobResult, spans) -> None:
+        report.epoch(result, spans)  # before tune.report: a stopped trial is killed in it
         tune.report({"val_loss": result.final_val_loss, "epoch": result.epochs_run})
 
     result = train_job(job, device_data(job.dataset, dev),
                        dataclasses.replace(settings, device=dev),
-                       progress=report.progress, on_epoch_end=on_epoch_end)
+                       progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end))
     report.done(result)

@@ -1,0 +1,260 @@
+"""The ``ray`` executor end to end: real ``fugue-tui --batch`` campaigns, real local Ray.
+
+Ray starts slowly here (several seconds per cell), so one campaign — the offline family
+under seq and ray, fifo and asha for the hpo grid, in a run folder deeper than 100
+characters — serves most assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.events import read_events
+from engine.raytools import TAG_ENV
+from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
+from tests.e2e.conftest import _env
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENTS = """
+[experiments.D_ens]
+k = 3
+epochs = 2
+[experiments.D_cv]
+k = 3
+epochs = 2
+[experiments.D_hpo]
+epochs = 3
+search_space = { lr = [3e-4, 3e-3], batch_size = [32, 128] }
+[experiments.D_mm]
+members = [
+  { model = "mlp_bn", dataset = "digits", batch_size = 64, epochs = 2, lr = 0.05, optimizer = "sgd", optimizer_kwargs = { momentum = 0.9 } },
+  { model = "mlp", dataset = "wine", batch_size = 16, epochs = 3, lr = 0.003, optimizer = "adam" },
+  { model = "mlp", dataset = "diabetes", task = "regression", batch_size = 32, epochs = 3, lr = 0.003, optimizer = "adam" },
+]
+[experiments.D_reg]
+k = 2
+epochs = 3
+[experiments.X_block]
+type = "ensemble"
+model = "block_forever"
+dataset = "wine"
+k = 1
+batch_size = 16
+epochs = 1
+lr = 0.1
+optimizer = "sgd"
+"""
+
+FAMILY = ["D_ens", "D_cv", "D_hpo", "D_mm", "D_reg"]
+#: A runs folder deeper than 100 characters: Ray's sockets must not live under it.
+DEEP = "runs/" + "/".join(["a-rather-long-folder-name-for-ray"] * 4)
+
+
+def _write(workdir: Path, campaign: str) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "no-data").mkdir(exist_ok=True)
+    (workdir / "experiments.toml").write_text(EXPERIMENTS)
+    (workdir / "campaign.toml").write_text(campaign)
+
+
+def _cmd_env(workdir: Path) -> dict[str, str]:
+    return {**_env(), "FUGUE_DATA_DIR": str(workdir / "no-data")}
+
+
+def _ours_alive(tags: list[str], temp_dirs: list[str]) -> list[str]:
+    """Processes carrying one of our tags (environment) or temp dirs (command line)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            env = proc.environ().get(TAG_ENV)
+        except (psutil.Error, OSError):
+            continue
+        if env in tags or any(t and t in cmdline for t in temp_dirs):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"{proc.pid} {cmdline[:120]}")
+    return found
+
+
+def _executor_events(cell_dirs) -> list[dict]:
+    out = []
+    for cell in cell_dirs:
+        for attempt in sorted(cell.glob("attempt-*")):
+            out += [e for e in read_events(attempt / "events.jsonl") if e["type"] == "executor"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def ray_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("ray")
+    _write(workdir, f"""
+name = "e2e-ray"
+experiments = {json.dumps(FAMILY)}
+executors = ["seq", "ray"]
+seed = 42
+runs_dir = "{DEEP}"
+device = "cpu"
+threads = 1
+experiments_file = "experiments.toml"
+[options.ray]
+scheduler = ["fifo", "asha"]
+max_parallel = 2
+""")
+    assert len(str(workdir / DEEP)) > 100
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "fugue_tui", "--batch", "campaign.toml"],
+                          cwd=workdir, env=_cmd_env(workdir), capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL)
+    return workdir, workdir / DEEP, proc, time.monotonic() - t0
+
+
+def test_campaign_ok_in_a_deep_run_folder(ray_run):
+    workdir, runs, proc, _ = ray_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    groups = read_rows(runs / "master_groups.csv")
+    assert [(g["exp_id"], g["executor"], g["scheduler"]) for g in groups if g["executor"] == "ray"] \
+        == [("D_ens", "ray", ""), ("D_cv", "ray", ""), ("D_hpo", "ray", "fifo"),
+            ("D_hpo", "ray", "asha"), ("D_mm", "ray", ""), ("D_reg", "ray", "")]
+    assert all(g["status"] == "ok" for g in groups)
+
+
+def test_same_columns_as_seq_and_ray_facts_recorded(ray_run):
+    _, runs, _, _ = ray_run
+    header = (runs / "master_groups.csv").read_text().splitlines()[0].split(",")
+    assert header == list(GROUP_COLUMNS)
+    header = (runs / "master_individual.csv").read_text().splitlines()[0].split(",")
+    assert header == list(INDIVIDUAL_COLUMNS)
+    groups = read_rows(runs / "master_groups.csv")
+    jobs = read_rows(runs / "master_individual.csv")
+    seq_groups = {g["exp_id"]: g for g in groups if g["executor"] == "seq"}
+    for g in (g for g in groups if g["executor"] == "ray"):
+        # every column seq fills, ray fills too (ray adds its own facts)
+        filled_by_seq = {c for c, v in seq_groups[g["exp_id"]].items() if v != ""}
+        assert {c for c in filled_by_seq if g[c] == ""} <= {"max_parallel"}, g["exp_id"]
+        assert float(g["setup_s"]) > 0 and float(g["T_group"]) > 0
+        info = json.loads(g["executor_info"])
+        assert info["ray_version"] and info["num_cpus"] == len(os.sched_getaffinity(0))
+        assert info["num_gpus"] == 0 and info["resources"]["CPU"] == info["num_cpus"]
+        assert info["threads_per_worker"] == 1 and info["temp_dir"].startswith("/tmp/fr-")
+        assert info["leftover_pids_stopped"] == 0  # ray.shutdown() stopped everything itself
+        assert g["max_parallel"] == "2"
+        if g["mode"] != "hpo":
+            assert info["kind"] == "actors" and info["actor_threads"] == [1, 1]
+            assert len(set(info["actor_pids"])) == 2
+        else:
+            assert info["kind"] == "tune" and info["stopped_trial_pids_alive"] == []
+    seq_jobs = {j["job_id"] for j in jobs if j["executor"] == "seq"}
+    for j in (j for j in jobs if j["executor"] == "ray"):
+        assert j["job_id"] in seq_jobs and j["status"] == "ok" and j["worker_pid"]
+        assert j["epochs_run"] and j["early_stopped"] in ("True", "False")
+
+
+def test_final_training_loss_equals_seq(ray_run):
+    """Same seeds, same data order, one thread: packing changes scheduling, not results."""
+    _, runs, _, _ = ray_run
+    groups = {g["group_id"]: g for g in read_rows(runs / "master_groups.csv")}
+    jobs = read_rows(runs / "master_individual.csv")
+    seq = {j["job_id"]: j for j in jobs if j["executor"] == "seq"}
+    compared = 0
+    for j in jobs:
+        if j["executor"] != "ray" or groups[j["group_id"]]["scheduler"] == "asha":
+            continue
+        ref = seq[j["job_id"]]
+        assert float(j["final_train_loss"]) == pytest.approx(float(ref["final_train_loss"]),
+                                                             rel=1e-5), j["job_id"]
+        assert j["total_samples"] == ref["total_samples"]
+        assert j["epochs_run"] == ref["epochs_run"] and j["early_stopped"] == "False"
+        compared += 1
+    assert compared == 3 + 3 + 4 + 3 + 2
+
+
+def test_asha_stops_a_trial_early_and_says_why(ray_run):
+    _, runs, _, _ = ray_run
+    groups = read_rows(runs / "master_groups.csv")
+    asha = next(g for g in groups if g["scheduler"] == "asha")
+    info = json.loads(asha["executor_info"])
+    assert info["scheduler"]["class"] == "ASHAScheduler" and info["trials_stopped"] >= 1
+    rows = [j for j in read_rows(runs / "master_individual.csv")
+            if j["group_id"] == asha["group_id"]]
+    stopped = [j for j in rows if j["early_stopped"] == "True"]
+    assert stopped, rows
+    for j in stopped:
+        assert int(j["epochs_run"]) < 3
+        assert j["stop_reason"].startswith(f"asha: stopped after epoch {j['epochs_run']} of 3")
+        assert float(j["final_train_loss"]) > 0 and float(j["final_val_loss"]) > 0
+    for j in rows:
+        if j["early_stopped"] == "False":
+            assert j["epochs_run"] == "3" and j["stop_reason"] == ""
+
+
+def test_nothing_of_ours_survives_and_logs_are_kept(ray_run):
+    _, runs, _, _ = ray_run
+    cells = sorted((runs / "e2e-ray" / "cells").glob("*-ray-*"))
+    events = _executor_events(cells)
+    assert len(events) == 6
+    tags = [e["tag"] for e in events]
+    temp_dirs = [e["temp_dir"] for e in events]
+    assert _ours_alive(tags, temp_dirs) == []
+    assert not any(Path(t).exists() for t in temp_dirs)
+    for cell in cells:
+        logs = cell / "attempt-1" / "ray-logs"
+        assert logs.is_dir() and not logs.is_symlink()  # copied out of the temp dir
+        assert (logs / "raylet.out").is_file()
+        assert not list((cell / "attempt-1" / "cleanup").glob("*.json"))  # released
+
+
+def test_hung_ray_cell_killed_by_the_watchdog_leaves_nothing(tmp_path):
+    """A job that blocks inside a Ray actor: the watchdog kills the cell, the runner's
+    cleanup stops the runtime, which runs in sessions of its own."""
+    _write(tmp_path, """
+name = "ray-hung"
+experiments = "X_block"
+executors = ["ray"]
+device = "cpu"
+threads = 1
+experiments_file = "experiments.toml"
+[watchdog]
+interval_s = 1.0
+suspect_after = 2
+hung_after = 4
+cpu_fraction = 0.5
+action = "kill"
+""")
+    proc = subprocess.Popen([sys.executable, "-m", "engine.runner", "campaign.toml"],
+                            cwd=tmp_path, env=_cmd_env(tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cell_dir = tmp_path / "runs" / "ray-hung" / "cells"
+    seen: list[dict] = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen = _executor_events(sorted(cell_dir.glob("*"))) if cell_dir.exists() else []
+        if seen:
+            break
+        time.sleep(0.5)
+    assert seen, "the ray cell never started its runtime"
+    tag, temp_dir = seen[0]["tag"], seen[0]["temp_dir"]
+    assert _ours_alive([tag], [temp_dir])  # the runtime really runs while the job blocks
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+    assert proc.returncode == 1, err[-2000:]
+    groups = read_rows(tmp_path / "runs" / "master_groups.csv")
+    assert [(g["exp_id"], g["status"]) for g in groups] == [("X_block", "killed")]
+    runner = read_events(tmp_path / "runs" / "ray-hung" / "runner.jsonl")
+    cleanup = [e for e in runner if e["type"] == "cleanup"]
+    assert cleanup and "Ray process" in " ".join(cleanup[0]["messages"])
+    assert _ours_alive([tag], [temp_dir]) == []
+    assert not Path(temp_dir).exists()
