@@ -90,7 +90,7 @@ register_executor(ExecutorSpec(
     name="unified_model", label="Unified model", color="#C44E52",
     target="engine.executors.unified:UnifiedExecutor", concurrent=True,
     options={"max_parallel": (int,), "sweep": (str,), "features": (str,), "verify": (bool,),
-             "data_order": (str,)},
+             "data_order": (str,), "kernels": (str,)},
     option_help={"max_parallel": "members trained at once; more jobs run in chunks one "
                                  "after another (default: all)",
                  "sweep": "none, or ablation: the six rungs of the ablation ladder",
@@ -100,8 +100,12 @@ register_executor(ExecutorSpec(
                            "training (default true)",
                  "data_order": "per_member (each job's own seeded batch order, as seq; "
                                "default) or shared (one order per bucket when the members' "
-                               "training sets are identical)"},
-    choices={"sweep": ("none", "ablation"), "data_order": ("per_member", "shared")},
+                               "training sets are identical)",
+                 "kernels": "batched (vmap's batching rules; default) or exact (BatchNorm "
+                            "and convolutions run per member with their native kernels: "
+                            "bit-identical to seq, slower)"},
+    choices={"sweep": ("none", "ablation"), "data_order": ("per_member", "shared"),
+             "kernels": ("batched", "exact")},
     minimum={"max_parallel": 1},
     axes=("sweep",),
     description="all jobs in one process, identical models stacked into one vectorised "

@@ -76,6 +76,7 @@ class UnifiedExecutor(Executor):
         max_parallel = getattr(ctx, "max_parallel", None) or options.get("max_parallel")
         verify = bool(options.get("verify", True))
         data_order = options.get("data_order") or "per_member"
+        kernels = options.get("kernels") or "batched"
 
         tasks = {job.job_id: task_lib.resolve_task(job.task, job.dataset, where=job.job_id).name
                  for job in jobs}
@@ -114,7 +115,7 @@ class UnifiedExecutor(Executor):
         for bucket in buckets:
             run = BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), ctx.settings,
                             ctx.emit, fused=bool(features["fl"]), verify=verify,
-                            data_order=data_order,
+                            data_order=data_order, exact_kernels=kernels == "exact",
                             announce=lambda b: print("  decided: " + b.line(), flush=True))
             for result in run.run():
                 results[result.job.job_id] = result

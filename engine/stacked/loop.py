@@ -230,7 +230,7 @@ class BucketRun:
 
     def __init__(self, plan: BucketPlan, data: DeviceData, settings: TrainSettings,
                  emit: Emit, *, fused: bool = False, verify: bool = True,
-                 data_order: str = "per_member",
+                 data_order: str = "per_member", exact_kernels: bool = False,
                  announce: Callable[[BucketPlan], Any] | None = None):
         self.plan = plan
         self.announce = announce
@@ -241,6 +241,7 @@ class BucketRun:
         self.fused = fused
         self.verify = verify
         self.data_order = data_order
+        self.exact_kernels = exact_kernels
         self.train_clock_s = 0.0
         self.samples = 0
         self.stack: Stack | None = None
@@ -323,7 +324,8 @@ class BucketRun:
                         lrs=[m.job.lr for m in members],
                         optimizer_kwargs=[dict(m.job.optimizer_kwargs) for m in members],
                         stacked_loss=loss_function(task, self.fused),
-                        sample_shape=tuple(self.data.in_shape))
+                        sample_shape=tuple(self.data.in_shape),
+                        exact_kernels=self.exact_kernels)
         plan.verify_s = time.perf_counter() - t0
         if verdict.ok:
             plan.check, plan.reason = "verified", ""
@@ -369,7 +371,8 @@ class BucketRun:
             if self.plan.route == "vectorised":
                 self.stack = Stack([m.model for m in self.members],
                                    [m.generator for m in self.members],
-                                   tuple(self.data.in_shape), self.plan.jobs[0].batch_size)
+                                   tuple(self.data.in_shape), self.plan.jobs[0].batch_size,
+                                   exact_kernels=self.exact_kernels)
                 optimizer = StackedOptimizer(
                     self.members[0].job.optimizer, self.stack.params,
                     [m.job.lr for m in self.members],

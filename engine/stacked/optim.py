@@ -169,6 +169,11 @@ class StackedOptimizer:
         else:
             self._adam(mask)
 
+    def _uniform(self, key: str) -> float | None:
+        """The common value of hyperparameter ``key`` when every member has the same one."""
+        values = self._host[key]
+        return values[0] if all(v == values[0] for v in values) else None
+
     def _sgd(self, mask: torch.Tensor | None, first: list[bool]) -> None:
         host = self._host
         any_wd = any(v != 0 for v in host["weight_decay"])
@@ -178,37 +183,51 @@ class StackedOptimizer:
         first_mask = None
         if any_first and not all_first:
             first_mask = torch.tensor(first, dtype=torch.bool, device=self.device)
+        # Hyperparameters shared by every member go through torch's own scalar-``alpha``
+        # kernels (fused multiply-add on vectorised CPUs), so the arithmetic is bit for bit
+        # torch.optim's; per-member values use (K, 1, ...) tensors (equal within rounding).
+        lr_u, wd_u, m_u, damp_u = (self._uniform(k) for k in
+                                   ("lr", "weight_decay", "momentum", "dampening"))
         for name, p in self.params.items():
             grad = p.grad
             if grad is None:
                 continue
             g = -grad if self.flags["maximize"] else grad
             if any_wd:
-                g = g + self._static("weight_decay", p) * p
+                g = (g.add(p, alpha=wd_u) if wd_u is not None
+                     else g + self._static("weight_decay", p) * p)
             if any_momentum:
                 state = self.state[name]
                 buf = state.get("momentum_buffer")
                 if buf is None:
                     buf = torch.zeros_like(p)
                     state["momentum_buffer"] = buf
-                m = self._static("momentum", p)
                 if all_first:
                     new_buf = g.clone()
                 else:
-                    new_buf = buf * m + (1 - self._static("dampening", p)) * g
+                    scaled = buf * (m_u if m_u is not None else self._static("momentum", p))
+                    new_buf = (scaled.add(g, alpha=1 - damp_u) if damp_u is not None
+                               else scaled + (1 - self._static("dampening", p)) * g)
                     if first_mask is not None:  # a member's first step: buf = grad
                         new_buf = torch.where(first_mask.view(-1, *([1] * (p.dim() - 1))),
                                               g, new_buf)
                 if self.flags["nesterov"]:
-                    d = g + m * new_buf
+                    d = (g.add(new_buf, alpha=m_u) if m_u is not None
+                         else g + self._static("momentum", p) * new_buf)
                 else:
                     d = new_buf
                 if not all_momentum:  # torch keeps no buffer for momentum == 0
-                    d = torch.where(m != 0, d, g)
+                    d = torch.where(self._static("momentum", p) != 0, d, g)
                 self._commit(buf, new_buf, mask)
             else:
                 d = g
-            self._commit(p, p - self._static("lr", p) * d, mask)
+            if lr_u is not None:
+                if mask is None:
+                    p.add_(d, alpha=-lr_u)
+                else:
+                    self._commit(p, p.add(d, alpha=-lr_u), mask)
+            else:
+                self._commit(p, p - self._static("lr", p) * d, mask)
 
     def _adam(self, mask: torch.Tensor | None) -> None:
         h = self.hyper
@@ -237,7 +256,9 @@ class StackedOptimizer:
                 if decoupled:
                     base = p * self._view(decay, p)
                 else:
-                    g = g + self._static("weight_decay", p) * p
+                    wd_u = self._uniform("weight_decay")
+                    g = (g.add(p, alpha=wd_u) if wd_u is not None
+                         else g + self._static("weight_decay", p) * p)
             exp_avg = state["exp_avg"].lerp(g, self._view(1 - h["beta1"], p))
             exp_avg_sq = (state["exp_avg_sq"] * self._static("beta2", p)
                           + self._view(1 - h["beta2"], p) * g * g)

@@ -104,6 +104,9 @@ class Stack:
             ``None`` to use vmap's per-member randomness for dropout.
         sample_shape: one member's input sample shape, e.g. (1, 8, 8); with ``batch_size``
             used once to record the dropout layers' call order and input shapes.
+        exact_kernels: run BatchNorm and convolutions per member with their native kernels
+            (bit-identical to solo runs; ``engine.stacked.exact``) instead of vmap's
+            batching rules (equal within float rounding, faster).
 
     Attributes:
         params: name → (K, *shape) leaf tensors (requires_grad), the optimizer's tensors.
@@ -113,7 +116,7 @@ class Stack:
 
     def __init__(self, members: Sequence[nn.Module],
                  generators: Sequence[torch.Generator] | None,
-                 sample_shape: tuple[int, ...], batch_size: int):
+                 sample_shape: tuple[int, ...], batch_size: int, exact_kernels: bool = False):
         if len(members) < 1:
             raise ValueError("a stack needs at least one member")
         self.members = list(members)
@@ -130,6 +133,12 @@ class Stack:
         self.template = copy.deepcopy(ref).to("meta")
         self._dropout_calls = self._record_dropout_calls(ref, sample_shape, batch_size)
         self._replace_dropouts(self.template)
+        #: submodules running per-member native kernels (``engine.stacked.exact``)
+        self.exact_layers: list[str] = []
+        if exact_kernels:
+            from engine.stacked.exact import use_exact_kernels
+
+            self.exact_layers = use_exact_kernels(self.template)
         self.generators = list(generators) if generators is not None else None
         self.training = True
         self.template.train()

@@ -178,7 +178,8 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
           x: torch.Tensor, y: torch.Tensor, *, task: Any, optimizer: str,
           lrs: Sequence[float], optimizer_kwargs: Sequence[dict[str, Any]],
           stacked_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-          sample_shape: tuple[int, ...], rtol: float = 1e-5, atol: float = 1e-7) -> Verdict:
+          sample_shape: tuple[int, ...], rtol: float = 1e-5, atol: float = 1e-7,
+          exact_kernels: bool = False) -> Verdict:
     """One training step through both routes on float64 copies; compare everything.
 
     Args:
@@ -208,7 +209,7 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
             m.train()
 
         # Vectorised route: exactly the code that trains.
-        stack = Stack(a, gens_a, sample_shape, x.shape[1])
+        stack = Stack(a, gens_a, sample_shape, x.shape[1], exact_kernels=exact_kernels)
         opt = StackedOptimizer(optimizer, stack.params, lrs, optimizer_kwargs)
         out = stack(xs)
         losses = stacked_loss(out, ys)

@@ -170,3 +170,48 @@ def test_template_holds_no_data_and_optimizer_owns_only_stacked_tensors():
     owned = {id(t) for t in opt.params.values()}
     assert owned == {id(t) for t in stack.params.values()}
     assert not owned & {id(p) for m in members for p in m.parameters()}
+
+
+def _conv_bn(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(),
+                         nn.Conv2d(6, 4, 3, padding=1, padding_mode="reflect"),
+                         nn.BatchNorm2d(4), nn.MaxPool2d(2))
+
+
+@pytest.mark.parametrize("model", ["conv_bn", "mlp_bn"])
+def test_exact_kernels_make_batchnorm_and_convolutions_bit_identical(model):
+    """kernels = "exact": BatchNorm and convolutions run per member with their native
+    kernels, so outputs, gradients and running statistics equal a solo run's bit for bit
+    (float32). (Batched matmuls of some Linear shapes are not bit-identical to solo ones,
+    so only the swapped layers' gradients are compared.)"""
+    from engine.models import build_model
+
+    shape = (1, 8, 8)
+    members, gens = [], []
+    for k in range(K):
+        if model == "conv_bn":
+            members.append(_conv_bn(k))
+        else:
+            torch.manual_seed(k)
+            members.append(build_model(model, shape, C, {"dropout": 0.2}).float())
+        gens.append(member_generator(torch.device("cpu")))
+    solo = [copy.deepcopy(m) for m in members]
+    states = [g.get_state() for g in gens]
+    stack = Stack(members, gens, shape, B, exact_kernels=True)
+    assert stack.exact_layers
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(K, B, *shape, generator=g)
+    out = stack(x)
+    grad_out = torch.randn(out.shape, generator=g)
+    out.backward(grad_out)
+    for k, m in enumerate(solo):
+        torch.set_rng_state(states[k])
+        o = m(x[k])
+        assert torch.equal(o, out[k])
+        o.backward(grad_out[k])
+        for name, p in m.named_parameters():
+            if name.rsplit(".", 1)[0] in stack.exact_layers:
+                assert torch.equal(p.grad, stack.params[name].grad[k]), name
+        for name, b in m.named_buffers():
+            assert torch.equal(b, stack.buffers[name][k]), name

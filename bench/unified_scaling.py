@@ -1,0 +1,325 @@
+"""Part ``unified_scaling``: ``unified_model`` against a bare stacked torch.func loop, and
+``seq`` against a bare sequential loop, on the digits ensemble at K = 8 and K = 32.
+
+``python -m bench.unified_scaling [--reps N] [--epochs E] [--ks 8,32] [--threads T]``
+trains the D_ens ensemble (mlp_bn on sklearn digits, the catalogue's hyperparameters, K
+members instead of 5; default 30 epochs) four ways in ONE process:
+
+* ``bare_seq``: per job, ``torch.manual_seed(seed)``, ``build_model``, ``torch.optim.SGD``,
+  per epoch a ``randperm`` from a generator seeded with the job seed, full batches only,
+  forward / cross-entropy / zero_grad / backward / step (as ``bench.seq_overhead``);
+* ``seq``: the real ``SeqExecutor.run`` through a ``CellContext`` (events to a temp file);
+* ``bare_stacked``: the same K members (same seeds, so the same initial weights) stacked
+  with ``torch.func.stack_module_state``, one ``functional_call`` under
+  ``vmap(randomness="different")`` per step on (K, B) batches gathered with each member's
+  own per-epoch permutation (exactly the unified model's feed), the summed per-member
+  cross-entropy, ``backward``, ``torch.optim.SGD`` over the stacked tensors (every member
+  has the same lr here). Nothing else: no validation, no events, no per-member dropout
+  generators (vmap draws the masks);
+* ``unified``: the real ``UnifiedExecutor.run`` (verification, per-member dropout
+  generators that reproduce seq's masks, stacked optimizer, events, validation).
+
+Figures (per K): ``train_throughput``: samples trained ÷ training-step wall time (bare:
+the timed epoch loops, permutations drawn before the clock; seq: Σ ``train_time_s``;
+unified: Σ of its buckets' training-step clock). Ratios: unified ÷ bare_stacked (target ≥
+0.9), unified ÷ seq (target ≥ 3 at K = 32), seq ÷ bare_seq (target ≥ 0.9). Plus
+``group_wall`` (whole runs, not like for like) and the 1-minute load average.
+
+Protocol: torch threads set once (default 1, the stable choice on a shared 2-core host),
+one untimed warm-up of each variant, then ``--reps`` (default 5) repetitions with the
+variant order rotated every repetition. Rows go to ``bench/results/unified_scaling.csv``
+and ``bench/RESULTS.md`` is re-rendered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PART = "unified_scaling"
+EXPERIMENT = "D_ens"
+VARIANTS = ("bare_seq", "seq", "bare_stacked", "unified")
+
+
+def _figures(k: int):
+    from bench.results import Figure
+
+    note = ("samples trained ÷ wall time of the training steps only (batch gather, forward, "
+            "loss, backward, optimizer step); bare: timed epoch loops; seq: Σ "
+            "JobResult.train_time_s; unified: Σ of its buckets' training-step clock "
+            "(BucketRun.train_clock_s). Excludes model build, verification, permutations "
+            "and validation.")
+    return [
+        Figure(f"train_throughput K={k}: unified vs bare stacked", "samples/s",
+               baseline="bare_stacked", target=">=0.9", note=note),
+        Figure(f"train_throughput K={k}: vs seq", "samples/s", baseline="seq",
+               target=">=3" if k >= 32 else "", note="the same measurements, as speedups "
+               "over seq (target ≥ 3 for unified at K = 32)"),
+        Figure(f"train_throughput K={k}: seq vs bare sequential", "samples/s",
+               baseline="bare_seq", target=">=0.9", note="the same measurements: seq's "
+               "harness overhead over the bare sequential loop"),
+        Figure(f"group_wall K={k}", "s", baseline="seq", note="wall time of each whole run, "
+               "NOT like for like: seq and unified include model builds, validation and "
+               "events (unified also its verification probe); bare loops include model "
+               "builds and training only"),
+    ]
+
+
+def load_jobs(k: int, epochs: int, seed: int = 42):
+    from engine.catalogue import load_catalogue
+    from engine.workloads import expand
+
+    exp = dataclasses.replace(load_catalogue().get(EXPERIMENT), k=k, epochs=epochs)
+    return expand(exp, seed=seed)
+
+
+def _prepared(jobs, data):
+    from engine.data import split_for
+
+    out = []
+    for job in jobs:
+        split = split_for(job.split, len(data.pool_y),
+                          None if data.test_y is None else len(data.test_y))
+        out.append((job, split.train_idx))
+    return out
+
+
+def run_bare_seq(jobs, data, device) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    from engine.models import build_model
+
+    prepared = [(job, data.pool_x[idx], data.pool_y[idx]) for job, idx in _prepared(jobs, data)]
+    samples, train_s = 0, 0.0
+    t_group = time.perf_counter()
+    for job, x, y in prepared:
+        torch.manual_seed(job.seed)
+        model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=job.lr, **job.optimizer_kwargs)
+        gen = torch.Generator().manual_seed(job.seed)
+        n, bs = len(y), job.batch_size
+        nb = n // bs
+        model.train()
+        for _ in range(job.epochs):
+            batches = torch.randperm(n, generator=gen)[: nb * bs].view(nb, bs)
+            t0 = time.perf_counter()
+            for step in range(nb):
+                idx = batches[step]
+                loss = F.cross_entropy(model(x[idx]), y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            train_s += time.perf_counter() - t0
+            samples += nb * bs
+    return {"samples": samples, "train_s": train_s, "wall_s": time.perf_counter() - t_group}
+
+
+def run_bare_stacked(jobs, data, device) -> dict[str, Any]:
+    """The bare torch.func loop, fed like unified_model: member k's batch of every step
+    comes from its own per-epoch permutation (seeded with its job seed)."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+    from torch.func import functional_call, stack_module_state
+
+    from engine.models import build_model
+
+    t_group = time.perf_counter()
+    members = []
+    for job in jobs:
+        torch.manual_seed(job.seed)
+        members.append(build_model(job.model, data.in_shape, data.n_outputs,
+                                   job.model_kwargs).to(device))
+    params, buffers = stack_module_state(members)
+    template = copy.deepcopy(members[0]).to("meta")
+    template.train()
+    job0 = jobs[0]
+    opt = torch.optim.SGD(list(params.values()), lr=job0.lr, **job0.optimizer_kwargs)
+
+    def fmodel(p, b, x):
+        return functional_call(template, (p, b), (x,))
+
+    forward = torch.vmap(fmodel, randomness="different")
+    prepared = _prepared(jobs, data)
+    gens = [torch.Generator().manual_seed(job.seed) for job in jobs]
+    bs = job0.batch_size
+    nb = min(len(idx) for _, idx in prepared) // bs
+    k = len(jobs)
+    x_all, y_all = data.pool_x, data.pool_y
+    samples, train_s = 0, 0.0
+    for _ in range(job0.epochs):
+        seg = torch.stack([idx[torch.randperm(len(idx), generator=g)][: nb * bs].view(nb, bs)
+                           for (_, idx), g in zip(prepared, gens)], dim=1)  # (nb, K, B)
+        t0 = time.perf_counter()
+        for step in range(nb):
+            idx = seg[step]
+            xb, yb = x_all[idx], y_all[idx]
+            out = forward(params, buffers, xb)
+            loss = F.cross_entropy(out.reshape(k * bs, -1), yb.reshape(k * bs),
+                                   reduction="none").view(k, bs).mean(1).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        train_s += time.perf_counter() - t0
+        samples += nb * bs * k
+    return {"samples": samples, "train_s": train_s, "wall_s": time.perf_counter() - t_group}
+
+
+def run_executor(name, jobs, host_data, settings, threads: int, events_path: Path):
+    from engine.data import to_device
+    from engine.events import EventWriter
+    from engine.executors.base import CellContext
+    from engine.registry import EXECUTORS
+
+    device_data: dict[str, Any] = {}
+
+    def datasets(ds: str):
+        if ds not in device_data:
+            device_data[ds] = to_device(host_data[ds], settings.device)
+        return device_data[ds]
+
+    events = EventWriter(events_path, cell="bench", attempt=1)
+    try:
+        executor = EXECUTORS.get(name).load()()
+        ctx = CellContext(settings=settings, datasets=datasets,
+                          emit=lambda type, **f: events.emit(type, **f), threads=threads,
+                          options={}, seed=42,
+                          features="vf:1,s:0,fl:0" if name == "unified_model" else None)
+        executor.setup(jobs, ctx)
+        try:
+            t0 = time.perf_counter()
+            results = executor.run(jobs, ctx)
+            wall = time.perf_counter() - t0
+        finally:
+            executor.teardown(ctx)
+    finally:
+        events.close()
+    failed = [r for r in results if r.status != "ok"]
+    if failed:
+        raise RuntimeError(f"{name} job {failed[0].job.job_id} failed: {failed[0].error}")
+    samples = sum(r.samples for r in results)
+    if name == "unified_model":
+        runs = executor.runs
+        if any(r.plan.route != "vectorised" for r in runs):
+            raise RuntimeError(f"unified_model did not vectorise: {[r.plan.line() for r in runs]}")
+        train_s = sum(r.train_clock_s for r in runs)
+    else:
+        train_s = sum(r.train_time_s for r in results)
+    return {"samples": samples, "train_s": train_s, "wall_s": wall}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.unified_scaling", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=5, help="repetitions (>= 5; default 5)")
+    parser.add_argument("--epochs", type=int, default=30, help="epochs per job (default 30)")
+    parser.add_argument("--ks", default="8,32", help="ensemble sizes (default 8,32)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--no-write", action="store_true",
+                        help="print the numbers only; do not append the CSV or render")
+    parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    ks = [int(k) for k in args.ks.split(",") if k.strip()]
+    if args.reps < 1 or args.threads < 1 or args.epochs < 1 or not ks or min(ks) < 2:
+        parser.error("--reps, --threads, --epochs must be >= 1 and every K >= 2")
+    if args.reps < 5 or args.epochs < 30:
+        print(f"warning: {args.reps} repetitions, {args.epochs} epochs (the protocol asks "
+              "for >= 5 and >= 30)", file=sys.stderr)
+
+    import statistics
+
+    import torch
+
+    from bench import results as bench_results
+    from engine import datasets as dataset_lib
+    from engine.data import to_device
+    from engine.provenance import apply_backend_flags
+    from engine.training import TrainSettings
+
+    torch.set_num_threads(args.threads)
+    apply_backend_flags()
+    device = torch.device("cpu")
+    settings = TrainSettings(device=device, compile_mode="off", amp_allowed=False)
+    command = (f"python -m bench.{PART} --reps {args.reps} --epochs {args.epochs} "
+               f"--ks {','.join(map(str, ks))} --threads {args.threads}")
+    host_data = {"digits": dataset_lib.load_dataset("digits")}
+    data = to_device(host_data["digits"], device)
+    run_id = bench_results.new_run_id()
+    prov = bench_results.provenance(command, torch.__version__)
+    rows: list[dict[str, Any]] = []
+    load_fig = bench_results.Figure(
+        "load_1min", "load", note="1-minute load average at the end of each repetition "
+        "(all K); above ~1.5 on this 2-core host other work competed for the CPUs")
+    loads: list[float] = []
+
+    with tempfile.TemporaryDirectory(prefix="bench-unified-") as tmp:
+        events = Path(tmp) / "events.jsonl"
+
+        def run(variant: str, jobs) -> dict[str, Any]:
+            gc.collect()
+            if variant == "bare_seq":
+                return run_bare_seq(jobs, data, device)
+            if variant == "bare_stacked":
+                return run_bare_stacked(jobs, data, device)
+            return run_executor("seq" if variant == "seq" else "unified_model", jobs,
+                                host_data, settings, args.threads, events)
+
+        all_jobs = {k: load_jobs(k, args.epochs) for k in ks}
+        t_warm = time.perf_counter()
+        for k in ks:  # one untimed warm-up of every variant (short: 2 epochs)
+            for variant in VARIANTS:
+                run(variant, [dataclasses.replace(j, epochs=2) for j in all_jobs[k]])
+        print(f"warm-up {time.perf_counter() - t_warm:.1f} s; load "
+              f"{os.getloadavg()[0]:.2f}", flush=True)
+        tp = {k: {v: [] for v in VARIANTS} for k in ks}
+        wall = {k: {v: [] for v in VARIANTS} for k in ks}
+        for rep in range(args.reps):
+            order = VARIANTS[rep % 4:] + VARIANTS[:rep % 4]
+            for k in ks:
+                for variant in order:
+                    out = run(variant, all_jobs[k])
+                    tp[k][variant].append(out["samples"] / out["train_s"])
+                    wall[k][variant].append(out["wall_s"])
+                t = tp[k]
+                print(f"rep {rep + 1}/{args.reps} K={k} ({', '.join(order)}): "
+                      + ", ".join(f"{v} {t[v][-1]:.0f}" for v in VARIANTS)
+                      + f" samples/s; unified/bare_stacked "
+                      f"{t['unified'][-1] / t['bare_stacked'][-1]:.3f}, unified/seq "
+                      f"{t['unified'][-1] / t['seq'][-1]:.2f}, seq/bare_seq "
+                      f"{t['seq'][-1] / t['bare_seq'][-1]:.3f}", flush=True)
+            loads.append(os.getloadavg()[0])
+            print(f"  load {loads[-1]:.2f}", flush=True)
+
+    for k in ks:
+        vs_stacked, vs_seq, vs_bare_seq, group = _figures(k)
+        t = tp[k]
+        rows += bench_results.figure_rows(PART, vs_stacked, {v: t[v] for v in
+                                                             ("bare_stacked", "unified")},
+                                          run_id, prov)
+        rows += bench_results.figure_rows(PART, vs_seq, {v: t[v] for v in
+                                                         ("seq", "unified", "bare_stacked")},
+                                          run_id, prov)
+        rows += bench_results.figure_rows(PART, vs_bare_seq, {v: t[v] for v in
+                                                              ("bare_seq", "seq")},
+                                          run_id, prov)
+        rows += bench_results.figure_rows(PART, group, wall[k], run_id, prov)
+        for v in VARIANTS:
+            print(f"K={k} train_throughput {v}: median {statistics.median(t[v]):.0f} samples/s")
+    rows += bench_results.figure_rows(PART, load_fig, {"machine": loads}, run_id, prov)
+    if args.no_write:
+        return 0
+    bench_results.publish(PART, rows, args.results_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Per-member native kernels for the layers whose vmap batching rule changes the arithmetic.
+
+Under ``vmap``, ``Linear`` becomes a batched matmul that is bit for bit the solo ``addmm``,
+and elementwise ops, pooling and ``Flatten`` fold K into the batch. Two layer families do
+not: BatchNorm's batching rule normalises the (B, K·C) reshaped input and applies the affine
+part separately (outputs differ by an ulp, weight gradients by ~1e-6 relative), and a
+convolution with stacked weights runs as one grouped convolution (another accumulation
+order). Training amplifies such rounding differences chaotically: after a few epochs of
+float32 SGD a member can drift 1e-4 relative from its solo run.
+
+With ``kernels = "exact"`` the stack's template swaps these layers for subclasses whose
+functional core is an ``autograd.Function`` with a custom ``vmap`` rule: under vmap it
+calls the native kernel once per member on that member's slice (the solo run's exact
+call), so forward, backward and running statistics equal seq's bit for bit. The cost is K
+kernel launches per layer instead of one (``bench/RESULTS.md`` measures it);
+``kernels = "batched"`` keeps vmap's rules.
+
+Only exact classes are swapped (``type(m) is nn.BatchNorm2d``...), never subclasses that
+may override ``forward``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _physical(t: torch.Tensor | None, bdim: int | None, k: int) -> torch.Tensor | None:
+    if t is None:
+        return None
+    return t.movedim(bdim, 0) if bdim is not None else t.expand(k, *t.shape)
+
+
+class _PerMemberBatchNorm(torch.autograd.Function):
+    """``F.batch_norm`` whose vmap rule loops over members (running stats updated in the
+    member's slice of the stacked buffer, in place, as the solo kernel does)."""
+
+    generate_vmap_rule = False
+
+    @staticmethod
+    def forward(x, running_mean, running_var, weight, bias, training, momentum, eps):
+        return F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):  # pragma: no cover - only ever called under vmap
+        raise RuntimeError("per-member BatchNorm is differentiated through its vmap rule")
+
+    @staticmethod
+    def vmap(info, in_dims, x, running_mean, running_var, weight, bias, training, momentum,
+             eps):
+        k = info.batch_size
+        x, rm, rv, w, b = (_physical(t, d, k) for t, d in
+                           zip((x, running_mean, running_var, weight, bias), in_dims[:5]))
+        outs = [F.batch_norm(x[i], None if rm is None else rm[i], None if rv is None else rv[i],
+                             None if w is None else w[i], None if b is None else b[i],
+                             training, momentum, eps) for i in range(k)]
+        return torch.stack(outs), 0
+
+
+class _ExactBatchNorm:
+    """Mixin over ``nn.BatchNorm{1,2,3}d``: ``_BatchNorm.forward`` with the functional core
+    replaced (momentum=None is refused before stacking, see ``stack.unsupported_reason``)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        use_stats = not self.training or self.track_running_stats
+        return _PerMemberBatchNorm.apply(
+            input, self.running_mean if use_stats else None,
+            self.running_var if use_stats else None, self.weight, self.bias, bn_training,
+            factor, self.eps)
+
+
+class _PerMemberConv(torch.autograd.Function):
+    """``F.conv{1,2,3}d`` whose vmap rule loops over members."""
+
+    generate_vmap_rule = False
+
+    @staticmethod
+    def forward(x, weight, bias, conv, stride, padding, dilation, groups):
+        return conv(x, weight, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):  # pragma: no cover - only ever called under vmap
+        raise RuntimeError("per-member convolution is differentiated through its vmap rule")
+
+    @staticmethod
+    def vmap(info, in_dims, x, weight, bias, conv, stride, padding, dilation, groups):
+        k = info.batch_size
+        x, w, b = (_physical(t, d, k) for t, d in zip((x, weight, bias), in_dims[:3]))
+        outs = [conv(x[i], w[i], None if b is None else b[i], stride, padding, dilation, groups)
+                for i in range(k)]
+        return torch.stack(outs), 0
+
+
+_CONV = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}
+
+
+class _ExactConv:
+    """Mixin over ``nn.Conv{1,2,3}d``: ``_conv_forward`` through :class:`_PerMemberConv`."""
+
+    _functional: Any = None  # F.conv1d/2d/3d, set per swapped class
+
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
+                      bias: torch.Tensor | None) -> torch.Tensor:
+        padding = self.padding
+        if self.padding_mode != "zeros":  # as nn.ConvNd: pad explicitly, then no padding
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = tuple(0 for _ in self.padding)
+        return _PerMemberConv.apply(input, weight, bias, type(self)._functional, self.stride,
+                                    padding, self.dilation, self.groups)
+
+
+_SWAPS: dict[type, type] = {}
+for _base in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
+    _SWAPS[_base] = type(f"Exact{_base.__name__}", (_ExactBatchNorm, _base), {})
+for _base, _fn in _CONV.items():
+    _SWAPS[_base] = type(f"Exact{_base.__name__}", (_ExactConv, _base),
+                         {"_functional": staticmethod(_fn)})
+
+
+def use_exact_kernels(template: nn.Module) -> list[str]:
+    """Swap, in place, the class of every BatchNorm and Conv submodule of ``template`` for
+    its per-member-kernel subclass. Returns the swapped submodules' names."""
+    swapped = []
+    for name, sub in template.named_modules():
+        cls = _SWAPS.get(type(sub))
+        if cls is not None:
+            sub.__class__ = cls
+            swapped.append(name)
+    return swapped
