@@ -252,3 +252,26 @@ def metric_panels(xs: Sequence[float], panels: Sequence[tuple[str, Sequence[floa
         fig.draw(fig.signal(x.tolist(), y.tolist(), marker="braille").lines())
         out.append(_render(fig, use_color))
     return "\n".join(out)
+
+
+def figure_chart(figure, width: int = 80, color: bool | None = None) -> str:
+    """A :class:`fugue_tui.figures.Figure` as horizontal bars, in its order from the top:
+    each label ends with the value as the tables print it (interval included), the
+    interval is drawn across the bar, the reference line (1 for ratios) is drawn, and bars
+    whose value is missing are listed on the ``missing:`` line, never drawn as 0. The
+    figure's note is the last line."""
+    bars = list(figure.bars)
+    if not bars:
+        return f"{figure.title}\n(no rows for this figure)"
+    labels = [b.label if b.value is None else f"{b.label} {b.text}" for b in bars]
+    values = [b.value for b in bars]
+    errors = [(b.low, b.high) if b.low is not None and b.high is not None else None
+              for b in bars]
+    # plotext draws the first bar at the bottom: reverse so the order reads downwards.
+    text = bar_chart(labels[::-1], values[::-1], title=figure.title, width=width,
+                     errors=errors[::-1], color=color, reference=figure.reference,
+                     value_labels=[""] * len(bars))
+    if figure.missing:  # bar_chart lists them bottom-up; list them in the figure's order
+        head = [line for line in text.splitlines() if not line.startswith(MISSING_PREFIX)]
+        text = "\n".join(head + [MISSING_PREFIX + ", ".join(figure.missing)])
+    return text + ("\n" + figure.note if figure.note else "")

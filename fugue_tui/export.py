@@ -1,0 +1,163 @@
+"""Export the results figures and table to files: PNG/SVG (matplotlib) and a LaTeX table
+(booktabs). The only module that imports matplotlib (Agg backend, no display needed).
+
+Same analysis as the terminal charts: :func:`fugue_tui.figures.build`. A missing value is
+not drawn (never a zero-length bar) and is named under the axes ("missing: ..."); in the
+LaTeX table it is ``--``. Files are reproducible: SVG ids come from a fixed hash salt and
+neither format records a creation date.
+
+``export(results, out_dir, formats)`` writes ``<figure>.png`` / ``<figure>.svg`` for every
+figure with at least one row, and ``results.tex``; it returns the paths written.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+FORMATS = ("png", "svg", "tex")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "fugue-tui"
+    plt.rcParams["svg.fonttype"] = "none"  # text stays text (smaller, searchable)
+    return plt
+
+
+def figure_file(figure, path: Path, fmt: str) -> Path:
+    """One figure as a horizontal bar chart (intervals as error bars, the reference line
+    dashed, missing values listed under the axes) in ``path`` with format ``fmt``."""
+    plt = _pyplot()
+    drawn = figure.drawn
+    labels = [b.label for b in drawn]
+    height = max(2.2, 0.42 * len(drawn) + 1.6)
+    fig, ax = plt.subplots(figsize=(8.0, height), layout="constrained")
+    try:
+        positions = list(range(len(drawn)))[::-1]  # the first bar on top
+        values = [b.value for b in drawn]
+        ax.barh(positions, values, height=0.6, color="#4c72b0")
+        for pos, bar in zip(positions, drawn):  # an interval need not contain the bar's end
+            if bar.low is not None and bar.high is not None:  # (parity: the seq spread)
+                ax.plot([bar.low, bar.high], [pos, pos], color="#222222", linewidth=1.2,
+                        marker="|", markersize=8)
+        for pos, bar in zip(positions, drawn):
+            ax.text(max(bar.value, bar.high if bar.high is not None else bar.value), pos,
+                    f"  {bar.text}", va="center", ha="left", fontsize=8)
+        ax.set_yticks(positions, labels, fontsize=8)
+        if figure.reference is not None:
+            ax.axvline(figure.reference, color="#c44e52", linestyle="--", linewidth=1)
+        ax.set_xlabel(figure.unit)
+        ax.set_title("\n".join(textwrap.wrap(figure.title, 80)), fontsize=10)
+        right = max([v for v in values] + [b.high for b in drawn if b.high is not None]
+                    + ([figure.reference] if figure.reference is not None else []) + [0.0])
+        ax.set_xlim(min([0.0] + values), right * 1.25 or 1.0)
+        notes = [figure.note] if figure.note else []
+        if figure.missing:
+            notes.append("missing (not measured, not drawn): " + ", ".join(figure.missing))
+        if notes:
+            fig.text(0.01, 0.0, "\n".join(textwrap.fill(n, 120) for n in notes),
+                     fontsize=7, va="bottom", ha="left")
+            fig.get_layout_engine().set(rect=(0, 0.06 * len(notes), 1, 1 - 0.06 * len(notes)))
+        metadata = {"Date": None} if fmt == "svg" else {"Software": "fugue-tui"}
+        fig.savefig(path, format=fmt, metadata=metadata, dpi=120)
+    finally:
+        plt.close(fig)
+    return path
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+
+
+def tex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def _num(value: Any, fmt: str) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "--"
+    return format(number, fmt) if math.isfinite(number) else "--"
+
+
+def latex_table(results, caption: str = "Speedup over seq per experiment and executor.",
+                label: str = "tab:fugue-results") -> str:
+    """The speedup table as a LaTeX ``table`` with booktabs rules (``\\usepackage{booktabs}``):
+    one block per machine (a ``\\midrule`` and the machine's provenance between blocks),
+    rows in the analysis' order; ``--`` for a value not measured."""
+    table = results.table
+    head = ("Experiment", "Executor", "Variant", "$n$", r"$T_\mathrm{group}$ (s)",
+            "Speedup", r"95\,\% CI", "Samples/s", "J/model", "Val acc", "Parity")
+    lines = [r"\begin{table}[htbp]", r"\centering", r"\small",
+             r"\begin{tabular}{lllrrrlrrrl}", r"\toprule", " & ".join(head) + r" \\",
+             r"\midrule"]
+    prov = ["machine", "gpu_name", "torch_version", "cuda_version"]
+    blocks = list(dict.fromkeys(tuple(str(r.get(k, "")) for k in prov)
+                                for r in table.to_dict("records")))
+    for i, key in enumerate(blocks):
+        machine, gpu, torch, cuda = key
+        where = ", ".join(p for p in (machine, gpu or "no GPU", f"torch {torch}" if torch
+                                      else "", f"CUDA {cuda}" if cuda else "") if p)
+        if len(blocks) > 1:
+            if i:
+                lines.append(r"\midrule")
+            lines.append(rf"\multicolumn{{{len(head)}}}{{l}}{{\emph{{{tex_escape(where)}}}}} \\")
+        for r in table.to_dict("records"):
+            if tuple(str(r.get(k, "")) for k in prov) != key:
+                continue
+            variant = " ".join(str(v) for v in (
+                "" if r.get("compile_mode") in ("off", "", None) else f"compile={r['compile_mode']}",
+                r.get("scheduler") or "", r.get("features") or "") if v and v == v)
+            mean, sd = _num(r.get("T_group_mean"), ".2f"), _num(r.get("T_group_std"), ".2f")
+            t = mean if sd == "--" else rf"{mean} $\pm$ {sd}"
+            ci = r.get("ci") if r.get("ci") not in (None, "n/a") else "--"
+            parity = {"within seq spread": "within", "outside seq spread": "outside"}.get(
+                str(r.get("parity")), "--")
+            sps = _num(r.get("throughput_group_mean"), ",.0f")
+            cells = [tex_escape(c) for c in (r["exp_id"], r["executor"], variant or "--",
+                                             str(int(r["n_strategy"])))]
+            cells += [t, _num(r.get("speedup"), ".3f"), tex_escape(ci),
+                      sps.replace(",", r"\,"), _num(r.get("energy_per_model_j"), ".1f"),
+                      _num(r.get("acc_mean"), ".3f"), parity]
+            lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}",
+              rf"\caption{{{tex_escape(caption)} Speedup: mean seq $T_\mathrm{{group}}$ "
+              r"divided by mean $T_\mathrm{group}$ over passes (ratio of means), against seq "
+              r"on the same machine and stack; interval: percentile bootstrap, only with "
+              r"at least 5 passes on both sides.}",
+              rf"\label{{{label}}}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+def export(results, out_dir: str | Path, formats: Iterable[str] = FORMATS) -> list[Path]:
+    """Write the figures (PNG/SVG) and the LaTeX table of ``results`` under ``out_dir``;
+    returns the files written (figures without any row are skipped)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    formats = list(formats)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown export format(s) {', '.join(unknown)}: "
+                         f"choose from {', '.join(FORMATS)}")
+    written: list[Path] = []
+    for figure in results.figures:
+        if not figure.bars:
+            continue
+        for fmt in ("png", "svg"):
+            if fmt in formats:
+                written.append(figure_file(figure, out / f"{figure.key}.{fmt}", fmt))
+    if "tex" in formats:
+        path = out / "results.tex"
+        path.write_text(latex_table(results))
+        written.append(path)
+    return written

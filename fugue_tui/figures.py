@@ -1,0 +1,225 @@
+"""The results figures as data: one analysis for the dashboard's Results screen, ``fugue-tui
+report`` and the exports (PNG/SVG, LaTeX). Textual-free, plotext-free, matplotlib-free.
+
+Every number comes from :func:`engine.analysis.speedups` (ratio-of-means speedups against
+the seq baseline of the same machine and stack, bootstrap intervals only with >=
+:data:`engine.analysis.MIN_BOOT_N` passes on both sides), plus two aggregates computed here
+on the same ok rows and the same cell keys: the peak RSS of a cell, and the unified model's
+ablation ladder (``rung`` column: mean ``throughput_group`` of each rung ÷ that of rung A,
+same machine, stack and experiment). A value that was not measured is ``None`` in a
+:class:`Bar` — drawn by nobody, listed as missing by everybody.
+
+Figures (:data:`FIGURE_KEYS`): ``speedup``, ``wall_clock`` (mean ``T_group``),
+``throughput`` (mean ``throughput_group``), ``energy`` (J per trained model),
+``memory`` (peak VRAM, else peak RSS of the cell's process tree), ``parity`` (mean
+validation accuracy, the interval being the seq baseline's [min, max] over its jobs) and
+``ladder``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: The figures, in the order they are shown and exported.
+FIGURE_KEYS = ("speedup", "wall_clock", "throughput", "energy", "memory", "parity", "ladder")
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar: ``value`` None when not measured (never drawn as 0); ``low``/``high`` an
+    interval or None; ``text`` the value as the tables print it."""
+
+    label: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    text: str = ""
+
+
+@dataclass
+class Figure:
+    key: str
+    title: str
+    unit: str
+    bars: list[Bar] = field(default_factory=list)
+    #: A vertical reference line (1 for ratios), or None.
+    reference: float | None = None
+    #: What the bars and intervals are, in one sentence (under the chart and the file).
+    note: str = ""
+
+    @property
+    def missing(self) -> list[str]:
+        return [b.label for b in self.bars if b.value is None]
+
+    @property
+    def drawn(self) -> list[Bar]:
+        return [b for b in self.bars if b.value is not None]
+
+
+def _value(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _fmt(value: float | None, fmt: str) -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def cell_label(row: dict[str, Any], machines: int = 1) -> str:
+    """``exp executor`` plus compile mode, scheduler and features when set; the machine
+    first when the rows come from several."""
+    parts = [str(row.get("exp_id", "")), str(row.get("executor", ""))]
+    mode = str(row.get("compile_mode", "") or "off")
+    if mode != "off":
+        parts.append(f"compile={mode}")
+    for key in ("scheduler", "features"):
+        value = str(row.get(key, "") or "")
+        if value and value != "nan":
+            parts.append(value)
+    label = " ".join(parts)
+    return f"{row.get('machine')}: {label}" if machines > 1 else label
+
+
+def _extra(runs, keys: list[str]) -> pd.DataFrame:
+    """Per cell: the highest ``rss_peak_mb`` of its ok rows (NaN when none recorded it)."""
+    g = runs.groups
+    ok = g[(g["status"] == "ok") & g["T_group"].notna()]
+    rss = pd.to_numeric(ok["rss_peak_mb"], errors="coerce") if "rss_peak_mb" in ok.columns \
+        else pd.Series(np.nan, index=ok.index)
+    frame = ok[keys].assign(rss_peak_mb=rss.to_numpy(float))
+    if not len(frame):
+        return pd.DataFrame(columns=keys + ["rss_peak_mb_max"])
+    return frame.groupby(keys, sort=False, dropna=False)["rss_peak_mb"].max() \
+        .rename("rss_peak_mb_max").reset_index()
+
+
+def ladder_table(runs, by_campaign: bool = False, n_boot: int = 2000, seed: int = 0
+                 ) -> pd.DataFrame:
+    """The ablation ladder: per provenance key × experiment × compile mode × rung (ok rows
+    with a ``rung``), ``n``, ``throughput_mean`` and ``relative`` = its mean ÷ rung A's
+    mean (a ratio of means; NaN without rung A), with a percentile-bootstrap interval
+    (``low``/``high``) only when both sides have >= MIN_BOOT_N rows."""
+    from engine.analysis import CI_PERCENTILES, MIN_BOOT_N, provenance_columns
+    from engine.axes import ABLATION_LADDER
+
+    prov = provenance_columns(by_campaign)
+    columns = prov + ["exp_id", "rung", "n", "throughput_mean", "relative", "low", "high"]
+    g = runs.groups
+    if "rung" not in g.columns:
+        return pd.DataFrame(columns=columns)
+    ok = g[(g["status"] == "ok") & (g["rung"].fillna("") != "")
+           & g["throughput_group"].notna()]
+    if not len(ok):
+        return pd.DataFrame(columns=columns)
+    order = {r.name: i for i, r in enumerate(ABLATION_LADDER)}
+    out = []
+    for key, part in ok.groupby(prov + ["exp_id"], sort=False, dropna=False):
+        by_rung = {r: p["throughput_group"].to_numpy(float) for r, p in part.groupby("rung")}
+        base = by_rung.get("A")
+        for rung in sorted(by_rung, key=lambda r: (order.get(r, len(order)), r)):
+            values = by_rung[rung]
+            mean = float(values.mean())
+            rel = low = high = math.nan
+            if base is not None and base.mean() > 0:
+                rel = mean / float(base.mean())
+                if rung != "A" and len(values) >= MIN_BOOT_N and len(base) >= MIN_BOOT_N \
+                        and n_boot > 0:
+                    rng = np.random.default_rng([seed, len(values), len(base)])
+                    num = rng.choice(values, (n_boot, len(values))).mean(axis=1)
+                    den = rng.choice(base, (n_boot, len(base))).mean(axis=1)
+                    low, high = np.percentile(num / den, CI_PERCENTILES)
+            out.append(dict(zip(prov + ["exp_id"], key)) | {
+                "rung": rung, "n": len(values), "throughput_mean": mean, "relative": rel,
+                "low": float(low), "high": float(high)})
+    return pd.DataFrame(out, columns=columns)
+
+
+@dataclass
+class Results:
+    """Everything the Results screen, the report and the exports show."""
+
+    table: pd.DataFrame          # engine.analysis.speedups (+ rss_peak_mb_max)
+    ladder: pd.DataFrame         # ladder_table
+    figures: list[Figure]
+
+    def figure(self, key: str) -> Figure:
+        return next(f for f in self.figures if f.key == key)
+
+
+def build(runs, by_campaign: bool = False, n_boot: int = 2000) -> Results:
+    """The table and the figures of ``runs`` (:class:`engine.analysis.Runs`)."""
+    from engine.analysis import MIN_BOOT_N, cell_columns, speedups
+
+    keys = cell_columns(by_campaign)
+    table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot)
+    if len(table):
+        table = table.merge(_extra(runs, keys), on=keys, how="left", sort=False)
+    else:
+        table = table.assign(rss_peak_mb_max=pd.Series(dtype=float))
+    ladder = ladder_table(runs, by_campaign=by_campaign, n_boot=n_boot)
+    rows = table.to_dict("records")
+    machines = len({r["machine"] for r in rows})
+    labelled = [(cell_label(r, machines), r) for r in rows]
+
+    def bars(column: str, fmt: str, rows_=labelled) -> list[Bar]:
+        return [Bar(label, _value(r.get(column)), text=_fmt(_value(r.get(column)), fmt))
+                for label, r in rows_]
+
+    speed = []
+    for label, r in labelled:
+        if r["executor"] == "seq":
+            continue
+        value, low, high = (_value(r.get(c)) for c in ("speedup", "ci_low", "ci_high"))
+        text = _fmt(value, ".3f") + (f" [{low:.3f}, {high:.3f}]" if low is not None
+                                     and high is not None else "")
+        speed.append(Bar(label, value, low, high, text))
+    memory = []
+    for label, r in labelled:
+        vram, rss = _value(r.get("vram_peak_mb_max")), _value(r.get("rss_peak_mb_max"))
+        value = vram if vram is not None else rss
+        what = "VRAM" if vram is not None else ("RSS" if rss is not None else "")
+        memory.append(Bar(label, value, text=f"{_fmt(value, ',.0f')} MiB {what}".strip()))
+    parity = []
+    for label, r in labelled:
+        acc = _value(r.get("acc_mean"))
+        low, high = _value(r.get("seq_acc_min")), _value(r.get("seq_acc_max"))
+        flag = {"within seq spread": "within", "outside seq spread": "OUTSIDE"}.get(
+            str(r.get("parity")), "")
+        parity.append(Bar(label, acc, low, high, f"{_fmt(acc, '.3f')} {flag}".strip()))
+    lad = []
+    lmachines = len(set(ladder["machine"])) if len(ladder) else 0
+    for r in ladder.to_dict("records"):
+        value, low, high = (_value(r.get(c)) for c in ("relative", "low", "high"))
+        head = f"{r['machine']}: " if lmachines > 1 else ""
+        lad.append(Bar(f"{head}{r['exp_id']} rung {r['rung']}", value, low, high,
+                       _fmt(value, ".3f") + (f" [{low:.3f}, {high:.3f}]"
+                                             if low is not None and high is not None else "")))
+    ratio = (f"ratio of means over passes; 95% bootstrap interval only with >= {MIN_BOOT_N} "
+             "passes on both sides; never across machines")
+    figures = [
+        Figure("speedup", "speedup over seq (mean seq T_group ÷ mean T_group; 1 = seq)", "×",
+               speed, 1.0, ratio),
+        Figure("wall_clock", "wall-clock: mean T_group per cell", "s",
+               bars("T_group_mean", ".2f"), None, "mean over the cell's ok passes"),
+        Figure("throughput", "throughput: mean samples/s of the group", "samples/s",
+               bars("throughput_group_mean", ",.0f"), None, "mean throughput_group over passes"),
+        Figure("energy", "energy per trained model", "J",
+               bars("energy_per_model_j", ",.1f"), None,
+               "mean energy_group / K over the passes that measured energy"),
+        Figure("memory", "peak memory (VRAM with a GPU, else RSS of the cell's process tree)",
+               "MiB", memory, None, "highest peak over passes"),
+        Figure("parity", "accuracy parity: mean val acc (interval: the seq baseline's "
+               "[min, max] over its jobs)", "acc", parity, None,
+               "within / OUTSIDE: the cell's mean lies within / outside the seq spread"),
+        Figure("ladder", "unified-model ablation ladder: throughput relative to rung A", "×",
+               lad, 1.0, ratio.replace("passes on both", "passes of both rungs")),
+    ]
+    return Results(table, ladder, figures)
