@@ -8,7 +8,7 @@
     fugue-tui prefetch [SELECTOR ...] [--data-dir DIR]
     fugue-tui run --exp SELECTOR ... --exec EXECUTOR ... [--dry-run] ...
     fugue-tui run --model M --dataset D [--type cv --k 5 ...] [--exec ...]
-    fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N]
+    fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N] [--export DIR]
 
 Bad input prints one line naming the file, key or value and exits with status 2.
 """
@@ -108,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compare only rows of the same campaign file (campaign_hash)")
     report.add_argument("--width", type=int, metavar="N",
                         help="layout width in columns (default: the terminal's)")
+    report.add_argument("--export", metavar="DIR",
+                        help="also write the figures (PNG, SVG) and a LaTeX table there")
+    report.add_argument("--format", metavar="LIST", default="png,svg,tex",
+                        help="what --export writes: comma-separated png, svg, tex "
+                             "(default: all three)")
     bench = sub.add_parser(
         "bench", help="run a part of the benchmark suite (from a source checkout)",
         description="Run parts of the benchmark suite (bench/README.md). Each part appends "
@@ -212,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_report(args.report_dir or args.runs_dir or "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
-                              width=args.width)
+                              width=args.width, export_dir=args.export,
+                              formats=args.format)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":

@@ -167,6 +167,41 @@ def _table(title: str, columns: list[str], rows: list[dict[str, str]]) -> Table:
     return table
 
 
+def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None):
+    """The rows under ``runs_dir`` (a folder or results files), only campaign
+    ``campaign_id``'s when given (an unknown id raises a one-line
+    :class:`~engine.errors.FugueError`; no ``master_groups.csv``:
+    :class:`engine.analysis.NoResultsError`)."""
+    from engine.analysis import load_runs
+
+    runs = load_runs(runs_dir)
+    if campaign_id is not None:
+        ids = runs.campaign_ids()
+        if campaign_id not in ids:
+            raise FugueError(f"no rows of campaign '{campaign_id}' in '{runs_dir}'"
+                             f"{nearest(campaign_id, ids)} "
+                             f"({known(ids) if ids else 'no row there names a campaign'})")
+        runs = runs.select(campaign_id)
+    return runs
+
+
+def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
+                   by_campaign: bool = False) -> list[Path]:
+    """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
+    same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
+    The dashboard's Results screen calls this too."""
+    from fugue_tui.export import FORMATS, export
+    from fugue_tui.figures import build
+
+    chosen = [f.strip() for f in formats.split(",")] if isinstance(formats, str) \
+        else list(formats)
+    bad = [f for f in chosen if f not in FORMATS]
+    if bad or not chosen:
+        raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
+                         "(comma-separated)")
+    return export(build(runs, by_campaign=by_campaign), out_dir, chosen)
+
+
 def print_report(runs_dir: str | os.PathLike[str], console: Console,
                  campaign_id: str | None = None, width: int | None = None,
                  by_campaign: bool = False, chart: bool = True) -> int:
@@ -178,16 +213,9 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     console's). Raises :class:`engine.analysis.NoResultsError` without
     ``master_groups.csv``.
     """
-    from engine.analysis import cell_status, load_runs, speedups
+    from engine.analysis import cell_status, speedups
 
-    runs = load_runs(runs_dir)
-    if campaign_id is not None:
-        ids = runs.campaign_ids()
-        if campaign_id not in ids:
-            raise FugueError(f"no rows of campaign '{campaign_id}' in '{runs_dir}'"
-                             f"{nearest(campaign_id, ids)} "
-                             f"({known(ids) if ids else 'no row there names a campaign'})")
-        runs = runs.select(campaign_id)
+    runs = select_runs(runs_dir, campaign_id)
     if not len(runs.groups):
         console.print(f"no result rows in {runs_dir}")
         return 0
@@ -226,12 +254,21 @@ def _notes(table) -> list[str]:
 
 
 def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
-               by_campaign: bool = False, width: int | None = None) -> int:
+               by_campaign: bool = False, width: int | None = None,
+               export_dir: str | os.PathLike[str] | None = None,
+               formats: str = "png,svg,tex") -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
-    campaign id) raises a one-line :class:`~engine.errors.FugueError` (exit 2)."""
+    campaign id, an unknown export format) raises a one-line
+    :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
+    and the LaTeX table there (:func:`export_results`)."""
     if width is not None and width < 40:
         raise FugueError(f"--width {width}: at least 40 columns")
     console = Console(width=width) if width else Console()
+    if export_dir is not None:
+        export_results(select_runs(Path(runs_dir), campaign_id), Path(export_dir), formats,
+                       by_campaign)  # checks the formats before anything is printed
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign)
+    if export_dir is not None:
+        console.print(Text(f"figures and LaTeX table written to {export_dir}"))
     return 0
