@@ -71,7 +71,7 @@ def find_control(path: str | None = None) -> str | None:
     when neither has it."""
     found = shutil.which(CONTROL, path=path)
     if found:
-        return str(Path(found).resolve())
+        return os.path.abspath(found)  # not resolved: the binary's own name must stay
     for folder in FALLBACK_DIRS:
         candidate = Path(folder) / CONTROL
         if candidate.is_file() and os.access(candidate, os.X_OK):
@@ -257,7 +257,8 @@ class MPSDaemon:
         root = _private_root()
         pipe_dir = root / "pipe"
         pipe_dir.mkdir(mode=0o700)
-        logs = Path(log_dir) if log_dir is not None else root / "log"
+        # Absolute: the daemon changes its working directory to / when it detaches.
+        logs = Path(log_dir).resolve() if log_dir is not None else root / "log"
         logs.mkdir(parents=True, exist_ok=True)
         if (str(pipe_dir) == DEFAULT_PIPE_DIR
                 or len(str(pipe_dir)) + _SOCKET_NAME_ROOM > SOCKET_PATH_LIMIT):

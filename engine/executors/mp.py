@@ -120,8 +120,8 @@ class MPExecutor(Executor):
         self.info = {"spawn": "spawn", "mps": mode, "planned_parallel": self.parallel,
                      "threads_per_worker": ctx.threads}
         group = ctx.group
-        group.update(mps_used=False, mps_thread_pct=None, mps_present=None)
-        if not on_gpu and mode != "on":
+        group.update(mps_used=False, mps_thread_pct=None)
+        if not on_gpu and mode != "on":  # mps_present: the cell's host-wide check applies
             self.info["mps_reason"] = f"device {device}: no GPU to share"
             return
         compute = mps.compute_mode(index)
