@@ -2,6 +2,7 @@
 
     fugue-tui                                   the dashboard (plan, run, watch)
     fugue-tui dashboard [CAMPAIGN.toml] [--attach RUN_DIR] [--runs-dir DIR]
+                        [--results RUNS_DIR] [--replay RUN_DIR|EVENTS.jsonl [--speed X]]
     fugue-tui --batch CAMPAIGN.toml [--dry-run] [--runs-dir DIR] [--passes N] ...
     fugue-tui list [--experiments FILE] [--all]
     fugue-tui validate [SELECTOR ...] [--experiments-file FILE]
@@ -55,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument("--attach", metavar="RUN_DIR",
                            help="open a campaign's run folder (runs/<name>): live while its "
                                 "runner runs, else as it ended")
+    dashboard.add_argument("--results", metavar="RUNS_DIR",
+                           help="open the Results screen on a runs folder (ours or the fugue "
+                                "harness's) or a master_groups.csv")
+    dashboard.add_argument("--replay", metavar="PATH",
+                           help="replay a finished campaign (its run folder, or an events "
+                                "file) in the run screen, as it happened")
+    dashboard.add_argument("--speed", type=float, default=1.0, metavar="X",
+                           help="with --replay: campaign seconds per second (default 1)")
     control = sub.add_parser("control", help="send a command to the runner of a campaign")
     control.add_argument("run_dir", help="the campaign's run folder (runs/<name>)")
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
@@ -254,7 +263,10 @@ def _dashboard(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     from fugue_tui.app import run_dashboard
 
     return run_dashboard(campaign=getattr(args, "campaign_file", None),
-                         attach=getattr(args, "attach", None), runs_dir=args.runs_dir or "runs")
+                         attach=getattr(args, "attach", None), runs_dir=args.runs_dir or "runs",
+                         results=getattr(args, "results", None),
+                         replay=getattr(args, "replay", None),
+                         replay_speed=getattr(args, "speed", None) or 1.0)
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -38,6 +38,10 @@ class Action:
 
 APP = (
     Action("app.help", "question_mark", "app.help", "help", "show every key and its id"),
+    Action("app.results", "f3", "app.results", "results",
+           "the Results screen: group rows, filter, sort, provenance, speedup charts, export"),
+    Action("app.replay", "f4", "app.replay", "replay",
+           "replay a finished campaign's run folder or an events file in the run screen"),
     Action("app.quit", "q,ctrl+q", "app.request_quit", "quit",
            "quit; while a campaign runs, asks: stop it or detach (it keeps running)",
            priority=True),
@@ -71,6 +75,27 @@ RUN = (
            "select the running cell and keep following whichever cell runs"),
     Action("run.plan", "p", "back_to_plan", "plan",
            "back to the plan screen (once the campaign has ended)"),
+    Action("run.results", "v", "show_results", "results",
+           "the Results screen of this campaign's rows (updates as rows land)"),
+)
+
+RESULTS = (
+    Action("results.filter", "slash", "focus_filter", "filter",
+           "edit the filter (exp:, executor:, scheduler:, features:, gpu:, host:, campaign:)"),
+    Action("results.sort", "o", "next_sort", "sort", "sort the rows by the next column"),
+    Action("results.reverse", "O", "reverse_sort", "reverse", "reverse the sort order"),
+    Action("results.export", "e", "export", "export",
+           "write the figures (PNG, SVG) and the LaTeX table of the rows shown to a folder"),
+    Action("results.back", "escape", "back", "back", "back to the previous screen"),
+)
+
+REPLAY = (
+    Action("replay.pause", "space", "toggle_pause", "play/pause", "pause or resume the replay"),
+    Action("replay.step", "n", "step", "step", "apply the next event (pauses the replay)"),
+    Action("replay.faster", "plus,equals_sign", "faster", "faster",
+           "replay twice as fast"),
+    Action("replay.slower", "minus", "slower", "slower", "replay half as fast"),
+    Action("replay.end", "E", "to_end", "to end", "apply every remaining event at once"),
 )
 
 #: Vim-style aliases beside the arrows, for tables, trees and the log.
@@ -81,7 +106,7 @@ NAV = (
     Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
 )
 
-ALL = APP + PLAN + RUN + NAV
+ALL = APP + PLAN + RUN + RESULTS + REPLAY + NAV
 
 
 def bindings(actions: tuple[Action, ...]):

@@ -25,7 +25,8 @@ from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.screens.run import RunScreen
 
 #: Binding ids the palette does not offer (moves and the tree's own toggle).
-_NOT_IN_PALETTE = ("nav.", "plan.toggle", "confirm.", "quit.", "path.", "help.")
+_NOT_IN_PALETTE = ("nav.", "plan.toggle", "confirm.", "quit.", "path.", "help.",
+                   "results.back")
 
 
 class FugueApp(App):
@@ -37,10 +38,14 @@ class FugueApp(App):
 
     def __init__(self, campaign: str | None = None, attach: str | None = None,
                  runs_dir: str = "runs", keymap_file: str | Path | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, results: str | None = None,
+                 replay: str | None = None, replay_speed: float = 1.0) -> None:
         super().__init__()
         self.campaign_file = campaign
         self.attach_dir = attach
+        self.results_source = results
+        self.replay_source = replay
+        self.replay_speed = replay_speed
         self.runs_dir = runs_dir
         self.keymap_file = keymap_file
         self.clock = clock
@@ -58,6 +63,10 @@ class FugueApp(App):
         self.push_screen(PlanScreen(self.runs_dir, self.campaign_file))
         if self.attach_dir:
             self.attach(self.attach_dir)
+        if self.replay_source:
+            self.open_replay(self.replay_source)
+        if self.results_source:
+            self.action_results(self.results_source)
 
     # -- screens --------------------------------------------------------------------------
     def open_run(self, run_dir: Path, handle: RunnerHandle | None, offset: int,
@@ -81,6 +90,35 @@ class FugueApp(App):
             self.notify(f"{run_dir}: no runner is running; showing how it ended",
                         severity="warning", markup=False)
         return self.open_run(run_dir, handle, last_session_offset(run_dir), attached=True)
+
+    def open_replay(self, source: str | Path, paused: bool = False) -> RunScreen | None:
+        """Replay a finished campaign's run folder, or an events file, in a run screen."""
+        from engine.errors import FugueError
+        from fugue_tui.app.replay import Replay
+
+        try:
+            replay, run_dir = Replay.open(source, speed=self.replay_speed, paused=paused)
+        except (FugueError, OSError) as exc:
+            self.notify(str(exc), severity="error", timeout=10, markup=False)
+            return None
+        screen = RunScreen(run_dir or Path(source), None, 0, replay=replay)
+        self.push_screen(screen)
+        return screen
+
+    def action_replay(self) -> None:
+        from fugue_tui.app.screens.modals import PathScreen
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.open_replay(path)
+        self.push_screen(PathScreen("Replay a campaign: its run folder (runs/<name>) or an "
+                                    "events file (.jsonl):", ""), chosen)
+
+    def action_results(self, source: str | None = None) -> None:
+        """The Results screen of ``source`` (default: the runs folder)."""
+        from fugue_tui.app.screens.results import ResultsScreen
+
+        self.push_screen(ResultsScreen(source or self.runs_dir))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap))

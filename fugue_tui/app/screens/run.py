@@ -15,6 +15,12 @@ changed. Commands go to the runner through its control channel (:mod:`engine.con
 | x | run.kill | kill the selected cell, no retry (asks first) |
 | f | run.follow | follow the running cell |
 | p | run.plan | back to the plan (when the campaign has ended) |
+| v | run.results | the Results screen of this campaign's rows |
+
+Replay (:mod:`fugue_tui.app.replay`): the same screen over a recorded stream. A replay
+worker, instead of the follow worker, posts the events whose time has come in the same
+:class:`Followed` messages, and the screen's clock is the replay's (campaign time);
+space pauses, ``n`` steps one event, ``+``/``-`` change the speed, ``E`` runs to the end.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from textual.widgets import DataTable, Footer, Static
 from textual.worker import get_current_worker
 
 from engine.state import CellState
-from fugue_tui.app.actions import RUN, bindings
+from fugue_tui.app.actions import REPLAY, RUN, bindings
 from fugue_tui.app.messages import Followed, Notice
 from fugue_tui.app.process import RunnerHandle
 from fugue_tui.app.screens.modals import ConfirmScreen
@@ -63,11 +69,15 @@ _CONFIRM = {
 class RunScreen(Screen):
     """One campaign's run folder, followed live; see the module docstring."""
 
-    BINDINGS = bindings(RUN)
+    BINDINGS = bindings(RUN + REPLAY)
 
     def __init__(self, run_dir: Path, handle: RunnerHandle | None, offset: int = 0,
-                 attached: bool = False, clock: Callable[[], float] = time.time) -> None:
+                 attached: bool = False, clock: Callable[[], float] = time.time,
+                 replay: Any = None) -> None:
         super().__init__()
+        self.replay = replay
+        if replay is not None:
+            clock, handle = replay.clock, None
         self.run_dir = Path(run_dir)
         self.handle = handle
         self.event_offset = offset
@@ -103,7 +113,10 @@ class RunScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(CellTable).focus()
-        self._follow()
+        if self.replay is not None:
+            self._replay()
+        else:
+            self._follow()
         self.set_interval(REFRESH_S, self.refresh_view)
 
     # -- the follow worker (no widget access) ---------------------------------------------
@@ -132,6 +145,20 @@ class RunScreen(Screen):
                 self.post_message(Followed(events, lines, reset, target, alive, host))
                 last_alive = alive
             time.sleep(POLL_S)
+
+    @work(thread=True, exclusive=True, group="follow")
+    def _replay(self) -> None:
+        """Post the replay's due events as :class:`Followed` messages (as live)."""
+        worker = get_current_worker()
+        replay = self.replay
+        log = LogTail()
+        while not worker.is_cancelled:
+            events = replay.due()
+            target = self.log_target
+            lines, reset = log.read(target)
+            if events or lines or reset:
+                self.post_message(Followed(events, lines, reset, target, False))
+            time.sleep(POLL_S / 2)
 
     def on_followed(self, message: Followed) -> None:
         for event in message.events:
@@ -183,6 +210,9 @@ class RunScreen(Screen):
         """Redraw what changed (called every :data:`REFRESH_S`)."""
         running = self.running_cell()
         self.idle_poll = running is None and self.runner_alive is not False
+        if self.replay is not None:
+            self.idle_poll = False  # the host now is not the campaign's
+            self.dirty = True  # the header's replay clock moves
         if not self.dirty and running is None and not self.idle_poll:
             return
         self.dirty = False
@@ -240,7 +270,9 @@ class RunScreen(Screen):
         done = sum(counts.get(s, 0) for s in ENDED)
         head.append(f" · cells {done}/{view.total or len(state.cells)}: ")
         head.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
-        if self.runner_alive:
+        if self.replay is not None and state.state not in ("done", "interrupted", "aborted"):
+            pass  # the replay line below says where it is
+        elif self.runner_alive:
             how = "attached to" if self.attached else "started"
             pid = self.handle.pid if self.handle else "?"
             head.append(f" · runner pid {pid} ({how})", style="dim")
@@ -257,6 +289,8 @@ class RunScreen(Screen):
                                                     else ""), style="bold red")
             if why:
                 head.append(f"\n{why}", style="red")
+        if self.replay is not None:
+            head.append(f"\n{self.replay.status()}", style="bold magenta")
         return head
 
     def _show_header(self, now: float) -> None:
@@ -293,6 +327,8 @@ class RunScreen(Screen):
             return cell.state in ACTIVE or cell.state in ("failed", "killed")
         if action == "back_to_plan":
             return not self.runner_alive
+        if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
+            return self.replay is not None
         return True
 
     def action_retry_cell(self) -> None:
@@ -342,6 +378,38 @@ class RunScreen(Screen):
 
     def action_back_to_plan(self) -> None:
         self.app.pop_screen()
+
+    def action_show_results(self) -> None:
+        """The Results screen of the runs folder this campaign writes to, filtered to it."""
+        from fugue_tui.app.screens.results import ResultsScreen
+
+        name = self.view.state.campaign or self.run_dir.name
+        self.app.push_screen(ResultsScreen(self.run_dir.parent, f"campaign:{name}"))
+
+    # -- replay ---------------------------------------------------------------------------
+    def _replay_changed(self) -> None:
+        self.dirty = True
+        self.refresh_view()
+
+    def action_toggle_pause(self) -> None:
+        self.replay.toggle_pause()
+        self._replay_changed()
+
+    def action_step(self) -> None:
+        self.replay.step()
+        self._replay_changed()
+
+    def action_faster(self) -> None:
+        self.replay.set_speed(True)
+        self._replay_changed()
+
+    def action_slower(self) -> None:
+        self.replay.set_speed(False)
+        self._replay_changed()
+
+    def action_to_end(self) -> None:
+        self.replay.to_end()
+        self._replay_changed()
 
     # -- stop -----------------------------------------------------------------------------
     def active_pids(self) -> set[int]:

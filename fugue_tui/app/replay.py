@@ -1,0 +1,167 @@
+"""Replay a finished campaign in the run screen, as it happened. Textual-free.
+
+A replay is the event stream a live dashboard would have read — the latest runner session
+of a run folder through :class:`engine.follow.CampaignFollower`, or an events file (one
+JSON event per line, runner and cell events merged in the order a follower yields them, as
+:func:`write_stream` writes it) — released by a clock that runs on the events' own ``ts``:
+``speed`` seconds of campaign time per second of wall time, paused, stepped one event at a
+time, or run to the end. The run screen feeds what is due into the same ``Followed``
+message and state as live events, and uses :meth:`Replay.clock` as its clock, so elapsed
+times and ETAs read as they did then.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import FugueError
+
+#: Replay speeds offered by faster/slower (campaign seconds per wall second).
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0)
+
+
+def load_events(path: str | Path) -> tuple[list[dict[str, Any]], Path | None]:
+    """The events of a run folder's latest session (and the folder), or of an events file
+    (and None).
+
+    Raises:
+        FugueError: nothing there to replay (one line naming the path).
+    """
+    from engine.events import read_events
+    from engine.follow import CampaignFollower, last_session_offset
+
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "runner.jsonl").is_file():
+            raise FugueError(f"{path}: not a campaign run folder (no runner.jsonl)")
+        events = CampaignFollower(path, last_session_offset(path)).poll()
+        run_dir: Path | None = path
+    elif path.is_file():
+        events, run_dir = read_events(path), None
+    else:
+        raise FugueError(f"{path}: no such run folder or events file")
+    events = [e for e in events if isinstance(e, dict) and e.get("type")]
+    if not events:
+        raise FugueError(f"{path}: no events to replay")
+    return events, run_dir
+
+
+def write_stream(run_dir: str | Path, out: str | Path) -> int:
+    """Write a run folder's latest session as one events file (what :func:`load_events`
+    replays); returns the number of events."""
+    events, _ = load_events(run_dir)
+    with open(out, "w", encoding="utf-8") as handle:
+        for event in events:
+            handle.write(json.dumps(event, separators=(",", ":")) + "\n")
+    return len(events)
+
+
+class Replay:
+    """Events released by a campaign-time clock (see the module doc). Thread-safe: keys
+    change it on the UI thread, the run screen's worker calls :meth:`due`."""
+
+    def __init__(self, events: list[dict[str, Any]], source: str = "", speed: float = 1.0,
+                 paused: bool = False, wall: Callable[[], float] = time.monotonic) -> None:
+        self.events = events
+        self.source = source
+        self.speed = float(speed)
+        self.paused = paused
+        self.pos = 0
+        self._wall = wall
+        self._lock = threading.Lock()
+        stamps = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
+        self.start_ts = float(stamps[0]) if stamps else 0.0
+        self.end_ts = float(max(stamps)) if stamps else 0.0
+        self._now = self.start_ts
+        self._last_wall = wall()
+        self._steps = 0
+        self._to_end = False
+
+    @classmethod
+    def open(cls, path: str | Path, **kwargs: Any) -> tuple[Replay, Path | None]:
+        events, run_dir = load_events(path)
+        return cls(events, source=str(path), **kwargs), run_dir
+
+    # -- the clock --------------------------------------------------------------------------
+    def clock(self) -> float:
+        """Campaign time now (the ``ts`` the replay has reached)."""
+        with self._lock:
+            return self._now
+
+    def _advance(self) -> None:
+        wall = self._wall()
+        if not self.paused and self.pos < len(self.events):
+            self._now += (wall - self._last_wall) * self.speed
+        self._last_wall = wall
+
+    # -- controls (UI thread) ---------------------------------------------------------------
+    def toggle_pause(self) -> None:
+        with self._lock:
+            self._advance()
+            self.paused = not self.paused
+
+    def step(self, n: int = 1) -> None:
+        """Release the next ``n`` events (pauses)."""
+        with self._lock:
+            self._advance()
+            self.paused = True
+            self._steps += n
+
+    def set_speed(self, faster: bool) -> float:
+        with self._lock:
+            self._advance()
+            bigger = [s for s in SPEEDS if s > self.speed]
+            smaller = [s for s in SPEEDS if s < self.speed]
+            if faster and bigger:
+                self.speed = bigger[0]
+            elif not faster and smaller:
+                self.speed = smaller[-1]
+            return self.speed
+
+    def to_end(self) -> None:
+        with self._lock:
+            self._to_end = True
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.events)
+
+    # -- the worker ---------------------------------------------------------------------------
+    def due(self) -> list[dict[str, Any]]:
+        """The events whose time has come (in stream order), advancing the clock."""
+        with self._lock:
+            self._advance()
+            out: list[dict[str, Any]] = []
+            while self.pos < len(self.events):
+                event = self.events[self.pos]
+                ts = event.get("ts")
+                ts = float(ts) if isinstance(ts, (int, float)) else self._now
+                if self._to_end or ts <= self._now:
+                    pass
+                elif self._steps > 0:
+                    self._steps -= 1
+                    self._now = ts
+                else:
+                    break
+                out.append(event)
+                self.pos += 1
+            if self._to_end:
+                self._now = max(self._now, self.end_ts)
+            return out
+
+    def status(self) -> str:
+        """``replay · 12/340 events · 0:31 of 1:05 · 10× · paused``."""
+        from fugue_tui.live import fmt_duration
+
+        with self._lock:
+            state = "finished" if self.pos >= len(self.events) else (
+                "paused" if self.paused else "playing")
+            speed = f"{self.speed:g}×"
+            return (f"replay · {self.pos}/{len(self.events)} events · "
+                    f"{fmt_duration(max(0.0, self._now - self.start_ts))} of "
+                    f"{fmt_duration(self.end_ts - self.start_ts)} · {speed} · {state}")

@@ -1,0 +1,201 @@
+"""The Results screen's model: group rows as table rows, the filter, the sort, the
+provenance of a row, and a cheap "did the files change" check. Textual-free.
+
+Filter syntax (the filter box): space-separated terms, all of which must match (case
+insensitive, substring). ``field:text`` matches one column — fields ``experiment`` (or
+``exp``), ``executor`` (``exec``), ``scheduler``, ``features``, ``gpu``, ``host``,
+``campaign``, ``status`` — and a bare word matches any of them. ``gpu:none`` matches rows
+without a GPU. Example: ``exec:unified host:epyc D_ens``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+#: (column key, header, source column) of the group table, in order.
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("experiment", "experiment", "exp_id"),
+    ("executor", "executor", "executor"),
+    ("scheduler", "scheduler", "scheduler"),
+    ("features", "features", "features"),
+    ("compile", "compile", "compile_mode"),
+    ("pass", "pass", "pass"),
+    ("status", "status", "status"),
+    ("T_group", "T_group s", "T_group"),
+    ("throughput", "samples/s", "throughput_group"),
+    ("gpu", "GPU", "gpu_name"),
+    ("host", "host", "machine"),
+    ("campaign", "campaign", "campaign_id"),
+)
+NUMERIC = {"pass", "T_group", "throughput"}
+FILTER_FIELDS = {"experiment": "exp_id", "exp": "exp_id", "executor": "executor",
+                 "exec": "executor", "scheduler": "scheduler", "features": "features",
+                 "gpu": "gpu_name", "host": "machine", "campaign": "campaign_id",
+                 "status": "status"}
+#: Shown for a value not measured (never 0).
+DASH = "—"
+
+#: The selected row's provenance, in order: (label, column).
+PROVENANCE: tuple[tuple[str, str], ...] = (
+    ("machine", "machine"), ("host", "host"), ("CPU", "cpu_model"), ("cores", "cpu_cores"),
+    ("GPU", "gpu_name"), ("GPU uuid", "gpu_uuid"), ("driver", "nv_driver_version"),
+    ("torch", "torch_version"), ("CUDA", "cuda_version"), ("python", "python_version"),
+    ("fugue-tui", "fugue_tui_version"), ("commit", "fugue_tui_commit"),
+    ("campaign", "campaign_id"), ("campaign file", "campaign_hash"), ("cell", "cell_key"),
+    ("group", "group_id"), ("pass", "pass"), ("attempt", "attempt"), ("status", "status"),
+    ("error", "error"), ("device", "device"), ("threads", "threads"), ("seed", "seed"),
+    ("rung", "rung"), ("energy method", "energy_method"), ("host load", "host_load_start"),
+    ("timestamp", "timestamp"), ("file", "source"),
+)
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def cell_text(key: str, value: Any) -> str:
+    """A table cell: numbers formatted, missing shown as :data:`DASH`, never 0."""
+    if key in NUMERIC:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return DASH
+        if not math.isfinite(number):
+            return DASH
+        if key == "pass":
+            return str(int(number))
+        return f"{number:.3f}" if key == "T_group" else f"{number:,.0f}"
+    text = _text(value)
+    if key == "gpu":
+        return text or "no GPU"
+    if key == "compile":
+        return text or "off"
+    return text or DASH
+
+
+def row_key(row: dict[str, Any]) -> str:
+    """A stable key of a group row (its file and position)."""
+    return f"{row.get('source', '')}#{row.get('row', '')}"
+
+
+def table_rows(groups: pd.DataFrame) -> dict[str, tuple[str, ...]]:
+    """Row key → the row's cells (:data:`COLUMNS`), in file order."""
+    out = {}
+    for row in groups.to_dict("records"):
+        out[row_key(row)] = tuple(cell_text(key, row.get(src)) for key, _, src in COLUMNS)
+    return out
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A parsed filter: (column or None for any, lowercase text) terms; ``error`` names a
+    bad field (the filter then matches everything and the screen says why)."""
+
+    terms: tuple[tuple[str | None, str], ...] = ()
+    error: str = ""
+
+    def mask(self, groups: pd.DataFrame) -> pd.Series:
+        keep = pd.Series(True, index=groups.index)
+        for column, text in self.terms:
+            columns = [column] if column else sorted(set(FILTER_FIELDS.values()))
+            hit = pd.Series(False, index=groups.index)
+            for name in columns:
+                values = groups[name].fillna("").astype(str).str.lower() \
+                    if name in groups.columns else pd.Series("", index=groups.index)
+                if name == "gpu_name" and text == "none":
+                    hit |= values == ""
+                else:
+                    hit |= values.str.contains(text, regex=False)
+            keep &= hit
+        return keep
+
+
+def parse_filter(text: str) -> Filter:
+    """See the module doc."""
+    from engine.errors import nearest
+
+    terms = []
+    for word in text.split():
+        field, sep, value = word.partition(":")
+        if sep:
+            if field.lower() not in FILTER_FIELDS:
+                return Filter((), f"unknown filter field '{field}'"
+                                  f"{nearest(field.lower(), list(FILTER_FIELDS))}; fields: "
+                                  f"{', '.join(sorted(set(FILTER_FIELDS) - {'exp', 'exec'}))}")
+            if value:
+                terms.append((FILTER_FIELDS[field.lower()], value.lower()))
+        else:
+            terms.append((None, word.lower()))
+    return Filter(tuple(terms))
+
+
+def apply_filter(runs, flt: Filter):
+    """``runs`` (:class:`engine.analysis.Runs`) with only the group rows (and their jobs)
+    that match ``flt``."""
+    from engine.analysis import Runs
+
+    if not flt.terms:
+        return runs
+    groups = runs.groups[flt.mask(runs.groups)]
+    jobs = runs.jobs
+    if len(jobs):
+        jobs = jobs[jobs["group_id"].isin(set(groups["group_id"]))]
+    return Runs(groups, jobs, list(runs.sources))
+
+
+def provenance(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """The selected row's provenance: (label, value) for every recorded field."""
+    out = []
+    for label, column in PROVENANCE:
+        text = _text(row.get(column))
+        if column in ("pass", "attempt", "cpu_cores", "threads", "seed") and text:
+            try:
+                text = str(int(float(text)))
+            except ValueError:
+                pass
+        if text:
+            out.append((label, text))
+    return out
+
+
+def sort_value(key: str, text: str) -> tuple[int, Any]:
+    """Sort key of a displayed cell: numbers numerically, missing values last."""
+    if text == DASH:
+        return (1, 0)
+    if key in NUMERIC:
+        try:
+            return (0, float(text.replace(",", "")))
+        except ValueError:
+            return (1, 0)
+    return (0, text.lower())
+
+
+def files_signature(paths) -> tuple:
+    """(path, size, mtime) of each results file: changes when rows land."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((str(path), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(path), None, None))
+    return tuple(out)
+
+
+def result_files(source: str | Path) -> list[Path]:
+    """The group and job files a runs folder (or file) names, whether or not they exist
+    yet (a campaign that has not finished a cell has none)."""
+    from engine.results import GROUPS_FILE, INDIVIDUAL_FILE
+
+    path = Path(source)
+    if path.is_file():
+        return [path]
+    return [path / GROUPS_FILE, path / INDIVIDUAL_FILE]

@@ -1,0 +1,297 @@
+"""The Results screen: the group rows of a runs folder (ours or the fugue harness's), a
+filter and a sort over them, the provenance of the selected row, and the figures of the
+filtered rows as terminal charts (speedup over seq, wall-clock, throughput, energy per
+model, peak memory, accuracy parity, the ablation ladder), redrawn when rows land.
+
+A thread worker watches the results files (size and mtime, every :data:`POLL_S`) and,
+when they changed or the filter did, loads them (:func:`engine.analysis.load_runs`) and
+builds the figures (:func:`fugue_tui.figures.build`, the analysis ``fugue-tui report``
+uses); only a :class:`ResultsLoaded` message reaches the widgets. Charts are drawn on the
+UI thread (plotext is not thread-safe) and only when the figures or the pane width changed.
+Export writes the same figures as PNG/SVG and the LaTeX table
+(:func:`fugue_tui.report.export_results`).
+
+| key | binding id | action |
+|---|---|---|
+| / | results.filter | edit the filter (see :mod:`fugue_tui.app.results_model`) |
+| o | results.sort | sort by the next column (a header click sorts by that column) |
+| O | results.reverse | reverse the sort |
+| e | results.export | write the figures (PNG, SVG) and the LaTeX table to a folder |
+| escape | results.back | back to the previous screen |
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+from textual.worker import get_current_worker
+
+from fugue_tui.app.actions import RESULTS, bindings
+from fugue_tui.app.messages import Notice
+from fugue_tui.app.results_model import (
+    COLUMNS, Filter, apply_filter, files_signature, parse_filter, provenance, result_files,
+    row_key, sort_value, table_rows,
+)
+from fugue_tui.app.screens.modals import PathScreen
+
+#: Seconds between two checks of the results files.
+POLL_S = 1.0
+
+
+@dataclass(eq=False)
+class ResultsLoaded(Message):
+    """Rows (``runs``, filtered ``shown``) and their figures (``results``), or ``error``."""
+
+    runs: Any = None
+    shown: Any = None
+    results: Any = None
+    error: str = ""
+    filter_error: str = ""
+    version: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class ResultsScreen(Screen):
+    """See the module docstring. ``source``: a runs folder or a results file;
+    ``filter_text``: the initial filter (the run screen passes ``campaign:<id>``)."""
+
+    BINDINGS = bindings(RESULTS)
+
+    def __init__(self, source: str | Path, filter_text: str = "", n_boot: int = 2000) -> None:
+        super().__init__()
+        self.source = Path(source)
+        self.filter_text = filter_text
+        self.n_boot = n_boot
+        self.runs = None
+        self.shown = None
+        self.results = None
+        self.sort_column = ""
+        self.sort_reverse = False
+        self._rows: dict[str, tuple[str, ...]] = {}
+        self._by_key: dict[str, dict[str, Any]] = {}
+        self._charts_key: Any = None
+        self._wake = threading.Event()
+        #: Loads applied and chart redraws (tests read them).
+        self.loads = 0
+        self.chart_draws = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="results-header")
+        yield Input(self.filter_text, id="results-filter",
+                    placeholder="filter: exp:D_ens executor:unified gpu:none host:… "
+                                "campaign:… (Enter applies)")
+        with Horizontal(id="results-top"):
+            yield DataTable(id="groups", cursor_type="row", zebra_stripes=True)
+            yield Static("select a row: its provenance", id="provenance")
+        with VerticalScroll(id="figures-pane"):
+            yield Static("loading…", id="figures")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#groups", DataTable)
+        for key, header, _ in COLUMNS:
+            table.add_column(header, key=key)
+        table.focus()
+        self._watch()
+
+    # -- the loading worker (no widget access) --------------------------------------------
+    @work(thread=True, exclusive=True, group="results")
+    def _watch(self) -> None:
+        from engine.analysis import load_runs
+        from engine.errors import FugueError
+        from fugue_tui.figures import build
+
+        worker = get_current_worker()
+        files = result_files(self.source)
+        seen: Any = None
+        loaded: Any = None
+        runs = None
+        version = 0
+        while not worker.is_cancelled:
+            signature = (files_signature(files), self.filter_text)
+            if signature != seen:
+                seen = signature
+                version += 1
+                try:
+                    if runs is None or signature[0] != loaded:
+                        runs, loaded = load_runs(self.source), signature[0]
+                    flt = parse_filter(self.filter_text)
+                    shown = apply_filter(runs, flt)
+                    results = build(shown, n_boot=self.n_boot)
+                    self.post_message(ResultsLoaded(runs, shown, results, "", flt.error,
+                                                    version))
+                except FugueError as exc:  # no results yet, a file that is not ours
+                    runs = None
+                    self.post_message(ResultsLoaded(error=str(exc), version=version))
+            self._wake.wait(POLL_S)
+            self._wake.clear()
+
+    def on_results_loaded(self, message: ResultsLoaded) -> None:
+        self.loads += 1
+        header = self.query_one("#results-header", Static)
+        if message.error:
+            header.update(Text(f"{self.source}: {message.error}", style="yellow"))
+            self.query_one("#figures", Static).update(Text("no results to draw yet",
+                                                           style="dim"))
+            return
+        self.runs, self.shown, self.results = message.runs, message.shown, message.results
+        total, shown = len(self.runs.groups), len(self.shown.groups)
+        line = Text(f"results {self.source} · {shown} of {total} group rows", style="bold")
+        machines = self.shown.groups["machine"].nunique() if shown else 0
+        line.append(f" · {machines} machine{'s' if machines != 1 else ''}")
+        if self.filter_text.strip():
+            line.append(f" · filter: {self.filter_text.strip()}")
+        if message.filter_error:
+            line.append(f"\n{message.filter_error}", style="yellow")
+        header.update(line)
+        self._sync_table()
+        self._draw_charts()
+        self._show_provenance()
+
+    # -- table ----------------------------------------------------------------------------
+    def _sync_table(self) -> None:
+        table = self.query_one("#groups", DataTable)
+        groups = self.shown.groups
+        wanted = table_rows(groups)
+        self._by_key = {row_key(r): r for r in groups.to_dict("records")}
+        if list(wanted) == list(self._rows) and wanted == self._rows:
+            return
+        selected = self.selected_key()
+        if set(wanted) != set(self._rows) or any(wanted[k] != self._rows[k] for k in wanted):
+            table.clear()
+            for key, cells in wanted.items():
+                table.add_row(*cells, key=key)
+        self._rows = wanted
+        self._apply_sort()
+        if selected in wanted:
+            table.move_cursor(row=table.get_row_index(selected), animate=False)
+
+    def selected_key(self) -> str | None:
+        table = self.query_one("#groups", DataTable)
+        if not table.row_count:
+            return None
+        try:
+            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        except Exception:  # an empty or resorting table
+            return None
+
+    def _apply_sort(self) -> None:
+        if not self.sort_column:
+            return
+        table = self.query_one("#groups", DataTable)
+        key = self.sort_column
+        table.sort(key, key=lambda text: sort_value(key, str(text)), reverse=self.sort_reverse)
+
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
+        """Sort the rows by ``column`` (a :data:`COLUMNS` key)."""
+        if reverse is None:
+            reverse = not self.sort_reverse if column == self.sort_column else False
+        self.sort_column, self.sort_reverse = column, reverse
+        selected = self.selected_key()
+        self._apply_sort()
+        table = self.query_one("#groups", DataTable)
+        if selected is not None:
+            table.move_cursor(row=table.get_row_index(selected), animate=False)
+        table.border_title = f"sorted by {column} {'↓' if reverse else '↑'}"
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        self.sort_by(str(event.column_key.value))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_provenance()
+
+    def _show_provenance(self) -> None:
+        key = self.selected_key()
+        row = self._by_key.get(key) if key else None
+        pane = self.query_one("#provenance", Static)
+        if row is None:
+            pane.update(Text("select a row: its provenance", style="dim"))
+            return
+        text = Text("provenance\n", style="bold")
+        for label, value in provenance(row):
+            text.append(f"{label:>13} ", style="dim")
+            text.append(value + "\n")
+        pane.update(text)
+
+    # -- charts ---------------------------------------------------------------------------
+    def _draw_charts(self) -> None:
+        from fugue_tui.charts import figure_chart
+
+        pane = self.query_one("#figures", Static)
+        width = max(40, self.query_one("#figures-pane").size.width - 2)
+        key = (id(self.results), width)
+        if self.results is None or key == self._charts_key:
+            return
+        self._charts_key = key
+        color = "NO_COLOR" not in os.environ
+        parts = [figure_chart(f, width=width, color=color) for f in self.results.figures]
+        pane.update(Text.from_ansi("\n\n".join(parts)) if color else Text("\n\n".join(parts)))
+        self.chart_draws += 1
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._draw_charts)
+
+    # -- actions --------------------------------------------------------------------------
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.set_filter(event.value)
+        self.query_one("#groups", DataTable).focus()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self._wake.set()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#results-filter", Input).focus()
+
+    def action_next_sort(self) -> None:
+        keys = [k for k, _, _ in COLUMNS]
+        nxt = keys[(keys.index(self.sort_column) + 1) % len(keys)] if self.sort_column \
+            else keys[0]
+        self.sort_by(nxt, reverse=False)
+
+    def action_reverse_sort(self) -> None:
+        self.sort_by(self.sort_column or COLUMNS[0][0], reverse=not self.sort_reverse)
+
+    def action_export(self) -> None:
+        default = str(Path("figures") / time.strftime("%Y%m%d_%H%M%S"))
+        self.app.push_screen(PathScreen("Write the figures (PNG, SVG) and the LaTeX table "
+                                        "of the rows shown to the folder:", default),
+                             self._export_to)
+
+    def _export_to(self, folder: str | None) -> None:
+        if folder and self.shown is not None:
+            self._export(self.shown, folder)
+
+    @work(thread=True, group="export")
+    def _export(self, runs, folder: str) -> None:
+        from engine.errors import FugueError
+        from fugue_tui.report import export_results
+
+        try:
+            paths = export_results(runs, folder)
+        except (FugueError, OSError, ValueError) as exc:
+            self.post_message(Notice(f"export failed: {exc}", "error"))
+            return
+        self.post_message(Notice(f"exported {len(paths)} files to {folder}"))
+
+    def on_notice(self, message: Notice) -> None:
+        self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+
+    def filter_applied(self) -> Filter:
+        return parse_filter(self.filter_text)
