@@ -215,7 +215,11 @@ def test_nothing_of_ours_survives_and_logs_are_kept(ray_run):
 
 def test_hung_ray_cell_killed_by_the_watchdog_leaves_nothing(tmp_path):
     """A job that blocks inside a Ray actor: the watchdog kills the cell, the runner's
-    cleanup stops the runtime, which runs in sessions of its own."""
+    cleanup stops the runtime, which runs in sessions of its own.
+
+    An idle Ray runtime (gcs, raylet, log monitor, agents, idle workers) uses about 6 % of
+    a core, above the watchdog's default ``cpu_fraction`` (5 %), so this campaign raises
+    it to 15 %: below any training or start-up, above Ray's own background."""
     _write(tmp_path, """
 name = "ray-hung"
 experiments = "X_block"
@@ -227,7 +231,7 @@ experiments_file = "experiments.toml"
 interval_s = 1.0
 suspect_after = 2
 hung_after = 4
-cpu_fraction = 0.5
+cpu_fraction = 0.15
 action = "kill"
 """)
     proc = subprocess.Popen([sys.executable, "-m", "engine.runner", "campaign.toml"],
@@ -258,3 +262,61 @@ action = "kill"
     assert cleanup and "Ray process" in " ".join(cleanup[0]["messages"])
     assert _ours_alive([tag], [temp_dir]) == []
     assert not Path(temp_dir).exists()
+
+
+UNSCHEDULABLE = r"""
+import json, sys, time
+from pathlib import Path
+import ray
+from engine import raytools
+from engine.errors import FugueError
+from engine.executors import ray_actors
+
+attempt = Path(sys.argv[1])
+runtime = raytools.start_runtime(attempt_dir=attempt, num_cpus=1, num_gpus=0)
+out = {}
+try:
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    t0 = time.monotonic()
+    try:
+        raytools.check_schedulable({"CPU": 0.5, "GPU": 0.5}, 2, nodes)
+    except FugueError as exc:
+        out["check"] = [str(exc), time.monotonic() - t0]
+    # The backstop for what the check cannot see: actors Ray accepts but never places.
+    ray_actors.ACTOR_START_TIMEOUT_S = 3
+    ex = ray_actors.RayExecutor()
+    ex.parallel, ex.per_actor = 2, {"CPU": 0.5, "GPU": 0.5}
+
+    import torch
+    from engine.training import TrainSettings
+
+    class Ctx:
+        threads, settings = 1, TrainSettings(device=torch.device("cpu"))
+    t0 = time.monotonic()
+    try:
+        ex._start_actors([], Ctx())
+    except FugueError as exc:
+        out["backstop"] = [str(exc), time.monotonic() - t0]
+    for a in ex.actors:
+        ray.kill(a)
+finally:
+    raytools.shutdown(runtime, attempt)
+out["alive"] = raytools.find_ours(runtime.temp_dir, runtime.tag)
+out["alive"] = [p.pid for p in out["alive"]]
+print(json.dumps(out))
+"""
+
+
+def test_unschedulable_fractional_request_fails_fast_on_real_ray(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", UNSCHEDULABLE, str(tmp_path)], cwd=tmp_path,
+                          env=_cmd_env(tmp_path), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    message, seconds = out["check"]
+    assert "\n" not in message and seconds < 1
+    assert "2 actors of {CPU 0.5, GPU 0.5} each can never be scheduled: only 0 fit" in message
+    message, seconds = out["backstop"]
+    assert "\n" not in message and seconds < 10
+    assert "did not start within 3 s" in message
+    assert out["alive"] == []
+    assert (tmp_path / "ray-logs" / "raylet.out").is_file()
