@@ -77,7 +77,8 @@ register_executor(ExecutorSpec(
              "grace_period": (int,), "reduction_factor": (int,)},
     option_help={"max_parallel": "actors (or concurrent Tune trials); default: all jobs",
                  "scheduler": "Ray Tune trial scheduler for hpo experiments: fifo, asha, "
-                              "median or hyperband (a list expands into one cell each)",
+                              "median or hyperband (asynchronous) on the per-epoch "
+                              "val_loss (a list expands into one cell each)",
                  "address": "an existing Ray cluster (default: a private local runtime)",
                  "grace_period": "epochs before a trial may be stopped (default 1)",
                  "reduction_factor": "asha/hyperband reduction factor (default 2)"},
