@@ -52,7 +52,7 @@ from engine.data import DeviceData, EpochOrder, JobSplit, split_for
 from engine.models import build_model
 from engine.optimizers import build_optimizer
 from engine.stacked.losses import loss_function, member_sums, stacked_score_sums
-from engine.stacked.optim import StackedOptimizer
+from engine.stacked.optim import StackedOptimizer, build_stacked
 from engine.stacked.plan import BucketPlan
 from engine.stacked.stack import Stack, member_generator, unsupported_reason
 from engine.stacked.verify import fingerprint_mismatch, probe
@@ -373,7 +373,7 @@ class BucketRun:
                                    [m.generator for m in self.members],
                                    tuple(self.data.in_shape), self.plan.jobs[0].batch_size,
                                    exact_kernels=self.exact_kernels)
-                optimizer = StackedOptimizer(
+                optimizer = build_stacked(
                     self.members[0].job.optimizer, self.stack.params,
                     [m.job.lr for m in self.members],
                     [dict(m.job.optimizer_kwargs) for m in self.members])

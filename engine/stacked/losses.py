@@ -79,7 +79,8 @@ def loss_function(task: Any, fused: bool) -> Callable[[torch.Tensor, torch.Tenso
     return per_member
 
 
-def stacked_score_sums(task: Any, out: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
+def stacked_score_sums(task: Any, out: torch.Tensor,
+                       target: torch.Tensor) -> dict[str, torch.Tensor]:
     """``engine.tasks.score_sums`` for K members at once: every value gains a leading K.
 
     classification: ``correct`` (K,) int64, ``count`` (K,) int64; regression: ``sse``,

@@ -319,3 +319,24 @@ def _factory(kind: str):
 stacked_sgd = _factory("sgd")
 stacked_adam = _factory("adam")
 stacked_adamw = _factory("adamw")
+
+
+def build_stacked(name: str, params: Mapping[str, torch.Tensor], lrs: Sequence[float],
+                  kwargs: Sequence[Mapping[str, Any]]) -> Any:
+    """The stacked form of registered optimizer ``name`` (its ``stacked_target``, so a
+    plugin's optimizer can bring its own), over ``params`` with per-member ``lrs``/``kwargs``.
+
+    Raises:
+        ConfigError: unknown optimizer, or one without a stacked form (named).
+        ValueError: as :class:`StackedOptimizer`.
+    """
+    import importlib
+
+    from engine.errors import ConfigError
+    from engine.registry import OPTIMIZERS
+
+    spec = OPTIMIZERS.get(name)
+    if not spec.stacked_target:
+        raise ConfigError(f"optimizer '{name}' has no stacked form")
+    module, _, func = spec.stacked_target.partition(":")
+    return getattr(importlib.import_module(module), func)(params, lrs, kwargs)

@@ -109,6 +109,7 @@ def make_buckets(jobs: list[JobSpec], tasks: dict[str, str],
             chunk = members[start:start + size]
             plan = BucketPlan(len(out), chunk, key)
             if len(chunk) == 1:
-                plan.route, plan.check, plan.reason = "eager", "single", "one member, nothing to stack"
+                plan.route, plan.check = "eager", "single"
+                plan.reason = "one member, nothing to stack"
             out.append(plan)
     return out

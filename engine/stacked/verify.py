@@ -193,7 +193,7 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
     float32 whatever the model's dtype (so ~1e-7 relative differences are rounding).
     """
     from engine.optimizers import build_optimizer
-    from engine.stacked.optim import StackedOptimizer
+    from engine.stacked.optim import build_stacked
     from engine.stacked.stack import Stack
 
     try:
@@ -210,7 +210,7 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
 
         # Vectorised route: exactly the code that trains.
         stack = Stack(a, gens_a, sample_shape, x.shape[1], exact_kernels=exact_kernels)
-        opt = StackedOptimizer(optimizer, stack.params, lrs, optimizer_kwargs)
+        opt = build_stacked(optimizer, stack.params, lrs, optimizer_kwargs)
         out = stack(xs)
         losses = stacked_loss(out, ys)
         opt.zero_grad()
