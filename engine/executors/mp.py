@@ -39,6 +39,7 @@ from engine import cleanup, mps
 from engine.errors import FugueError
 from engine.executors.base import CellContext, Executor
 from engine.executors.mp_worker import worker_main
+from engine.executors.ray_worker import union_seconds
 from engine.training import JobResult
 from engine.workloads import JobSpec
 
@@ -60,6 +61,7 @@ class _Worker:
     pid: int | None = None
     setup_s: float | None = None
     result: JobResult | None = None
+    spans: list = field(default_factory=list)
     error: str = ""
     eof: bool = False
     info: dict[str, Any] = field(default_factory=dict)
@@ -73,22 +75,6 @@ def _exit_reason(pid: int | None, code: int | None) -> str:
             name = f"signal {-code}"
         return f"worker process {pid} was killed by {name} before reporting a result"
     return f"worker process {pid} exited with status {code} before reporting a result"
-
-
-def union_seconds(spans: list[tuple[float | None, float | None]]) -> float:
-    """Seconds covered by at least one of the ``(start, end)`` intervals (``perf_counter``
-    values; on Linux that clock is ``CLOCK_MONOTONIC``, shared by every process of the
-    machine, so intervals measured in different workers compare). Incomplete ones are
-    skipped."""
-    total, reach = 0.0, None
-    for start, end in sorted((s, e) for s, e in spans if s is not None and e is not None):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
 
 
 class MPExecutor(Executor):
@@ -195,6 +181,7 @@ class MPExecutor(Executor):
                     "amp_allowed": ctx.settings.amp_allowed}
         env = {**ctx.job_env, **self.client_env}
         per_job: dict[str, dict[str, Any]] = {}
+        spans: list[tuple[float, float]] = []
         try:
             while pending or self.workers:
                 while pending and len(self.workers) < self.parallel:
@@ -210,14 +197,18 @@ class MPExecutor(Executor):
                     if worker.process.sentinel in ready:
                         results[worker.index] = self._finish(worker, ctx)
                         per_job[worker.job.job_id] = worker.info
+                        spans.extend(worker.spans)
         finally:
             self._stop_workers()
         ordered = [results[i] for i in range(len(jobs))]
         self.info.update(workers=per_job, max_parallel_seen=peak)
         ctx.group.update(max_parallel=peak)
-        span = union_seconds([(r.start, r.end) for r in ordered])
-        if span and all(r.status == "ok" for r in ordered):  # a failed group measured nothing
-            ctx.group["train_throughput_sps"] = sum(r.samples for r in ordered) / span
+        # Jobs overlap: the group's training wall time is the union of every job's epoch
+        # training spans (docs/measurement.md, mp); a failed group measured nothing.
+        wall = union_seconds(spans)
+        self.info["train_wall_s"] = wall
+        if wall > 0 and all(r.status == "ok" for r in ordered):
+            ctx.group["train_throughput_sps"] = sum(r.samples for r in ordered) / wall
         return ordered
 
     def _spawn(self, spawn, index: int, job: JobSpec, settings: dict[str, Any],
@@ -243,7 +234,7 @@ class MPExecutor(Executor):
                 elif kind == "ready":
                     worker.setup_s = payload["setup_s"]
                 elif kind == "result":
-                    worker.result = payload
+                    worker.result, worker.spans = payload
                 elif kind == "error":
                     worker.error = payload
         except (EOFError, OSError):

@@ -8,7 +8,9 @@ interpreter start, imports, torch set-up, plugins, the dataset load and its devi
 
 Messages on ``conn`` (a one-way ``multiprocessing`` pipe to the cell), each a tuple:
 ``("ready", {"pid", "setup_s"})`` once set up, ``("progress", fields)`` from the training
-loop, then ``("result", JobResult)``, or ``("error", one_line)`` when set-up failed.
+loop, then ``("result", (JobResult, spans))`` — ``spans`` the ``(start, end)``
+``perf_counter`` pairs of its epochs' training-step phases — or ``("error", one_line)``
+when set-up failed.
 """
 
 from __future__ import annotations
@@ -71,9 +73,15 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
         conn.close()
         sys.exit(1)
     conn.send(("ready", {"pid": os.getpid(), "setup_s": time.perf_counter() - t0}))
+    # The epochs' training-step spans, for the group's training wall time (the same
+    # definition as ray's: docs/measurement.md).
+    from engine.executors.ray_worker import TrainSpans
+
+    spans = TrainSpans()
     result = train_job(job, data, train_settings,
-                       progress=lambda **fields: conn.send(("progress", fields)))
-    conn.send(("result", result))
+                       progress=lambda **fields: conn.send(("progress", fields)),
+                       on_epoch_end=spans)
+    conn.send(("result", (result, spans.spans)))
     conn.close()
     # Leave without interpreter teardown: with torch loaded it takes ~2.5 s of CPU on a
     # small host, during which the process would hold its slot and compete with the next

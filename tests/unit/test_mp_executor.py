@@ -23,7 +23,7 @@ import torch
 from engine import mps
 from engine.errors import FugueError
 from engine.executors.base import CellContext
-from engine.executors.mp import MPS_RECORD, MPExecutor, union_seconds
+from engine.executors.mp import MPS_RECORD, MPExecutor
 from engine.training import TrainSettings
 from engine.workloads import JobSpec
 
@@ -81,11 +81,6 @@ def _ctx(tmp_path: Path, events: list, **options) -> CellContext:
                        emit=lambda kind, **f: events.append((kind, f)), threads=1,
                        options=options, max_parallel=options.get("max_parallel"),
                        attempt_dir=tmp_path / "attempt-1")
-
-
-def test_union_seconds():
-    assert union_seconds([(0, 2), (1, 3), (5, 6), (None, 9)]) == 4
-    assert union_seconds([]) == 0
 
 
 def test_killed_worker_fails_its_job_slot_refilled_rest_complete(tmp_path, monkeypatch):
@@ -167,6 +162,10 @@ def test_mps_clients_get_the_env_and_the_daemon_is_quit(tmp_path, gpu_boundary, 
         assert [d["pipe_dir"] for d in info["foreign_mps"]] == [str(foreign_pipe)]
         assert info["mps_pipe_dir"] == str(daemon.pipe_dir) and "stopped" in info["mps_quit"]
         assert not record.exists() and not daemon.root.exists()
+        if attempt == "ok":  # training wall time: the union of the jobs' epoch spans
+            assert 0 < info["train_wall_s"] <= sum(r.train_time_s for r in results) + 1e-6
+            assert ctx.group["train_throughput_sps"] == pytest.approx(
+                sum(r.samples for r in results) / info["train_wall_s"])
         assert _gone(daemon.pid)
         clients[attempt] = [r.worker_pid for r in results]
         log = (tmp_path / attempt / "attempt-1" / "mps" / "control.log").read_text()
