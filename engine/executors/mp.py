@@ -143,7 +143,10 @@ class MPExecutor(Executor):
         """MPS cannot run: refuse where that is required, else record plain processes."""
         if mode == "on":
             raise FugueError(f"[options.mp] mps = \"on\" but MPS cannot run: {reason}")
-        mps.check_compute_mode(compute, index, mps_running=False)
+        try:
+            mps.check_compute_mode(compute, index, mps_running=False)
+        except FugueError as exc:  # say why our daemon is not there
+            raise FugueError(f"{exc}; MPS: {reason}") from None
         self.info["mps_reason"] = reason
 
     def _start_daemon(self, control: str, ctx: CellContext) -> None:

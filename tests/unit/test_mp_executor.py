@@ -216,7 +216,8 @@ def test_exclusive_process_without_the_binary_is_refused(tmp_path, monkeypatch, 
     monkeypatch.setattr(mps, "FALLBACK_DIRS", ())
     ctx = _ctx(tmp_path, [], mps="auto")
     ctx.settings = TrainSettings(device=torch.device("cuda", 0))
-    with pytest.raises(FugueError, match="EXCLUSIVE_PROCESS"):
+    with pytest.raises(FugueError, match="EXCLUSIVE_PROCESS.*; MPS: nvidia-cuda-mps-control "
+                                         "not found"):
         MPExecutor().setup([_job(0), _job(1)], ctx)
     ctx = _ctx(tmp_path, [], mps="on")
     with pytest.raises(FugueError, match="mps = \"on\" but MPS cannot run: nvidia-cuda-mps-control not found"):

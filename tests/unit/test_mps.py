@@ -190,3 +190,12 @@ def test_daemon_that_fails_to_start_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(mps.MPSError, match="status 4: cannot open /dev/nvidiactl"):
         mps.MPSDaemon.start(str(broken), log_dir=tmp_path / "log")
     assert len(made) == 1 and not made[0].exists()
+
+
+def test_mps_module_is_runner_safe():
+    """The runner imports it to run cleanup records: no torch there."""
+    code = ("import sys, engine.mps, engine.cleanup\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]"
