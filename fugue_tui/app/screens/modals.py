@@ -113,10 +113,9 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
             yield Static(Text("fugue-tui dashboard: keys", style="bold"))
+            yield Static(Text(f"Remap any binding by id in {keymap_path()}:  [keymap]  "
+                              "\"run.retry\" = \"R\"   · Escape closes.\n", style="dim"))
             yield Static(help_table(self.keymap))
-            yield Static(Text(f"\nRemap any binding by id in {keymap_path()}:\n"
-                              "  [keymap]\n  \"run.retry\" = \"R\"\n\nEscape closes.",
-                              style="dim"))
 
     def action_dismiss(self) -> None:
         self.dismiss(None)

@@ -295,16 +295,20 @@ class RunScreen(Screen):
 
     def _show_header(self, now: float) -> None:
         text = self.header_text(now)
-        if text.plain != self._shown.get("header"):  # a Static update costs a layout pass
+        before = self._shown.get("header")
+        if text.plain != before:  # a layout pass only when its height may change
             self._shown["header"] = text.plain
-            self.query_one("#run-header", Static).update(text)
+            lines = text.plain.count("\n")
+            self.query_one("#run-header", Static).update(
+                text, layout=before is None or before.count("\n") != lines)
 
     def _show_recent(self) -> None:
         lines = list(self.view.recent)
         plain = "\n".join(lines) if lines else "no lifecycle events yet"
         if plain != self._shown.get("recent"):
             self._shown["recent"] = plain
-            self.query_one("#recent", Static).update(Text(plain, style="" if lines else "dim"))
+            self.query_one("#recent", Static).update(Text(plain, style="" if lines else "dim"),
+                                                     layout=False)  # a fixed-size pane
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = str(event.row_key.value) if event.row_key is not None else None

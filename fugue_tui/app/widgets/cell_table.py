@@ -2,7 +2,11 @@
 elapsed, T_group, note), and one row per earlier attempt of a retried cell, under it.
 
 :meth:`CellTable.sync` diffs the rows against what is on screen and updates only the cells
-that changed (new rows are appended and the table re-sorted by cell then attempt).
+that changed (new rows are appended and the table re-sorted by cell then attempt). Any cell
+update makes a DataTable paint every visible row again, so the running cell's elapsed time
+— the only value that changes with the clock alone — advances in steps of
+:data:`CLOCK_STEP_S` (the job pane above shows it to the second); state changes and
+numbers appear at the next redraw.
 
 | key | binding id | action |
 |---|---|---|
@@ -29,6 +33,8 @@ _NAV = (
     Action("nav.top", "g", "scroll_top", "top", "first row", show=False),
     Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
 )
+#: Seconds between two updates of a running cell's elapsed time in the table.
+CLOCK_STEP_S = 5.0
 #: Cell states in which the cell's clock runs.
 ACTIVE = frozenset({"running", "suspect", "hung"})
 
@@ -119,6 +125,7 @@ class CellTable(DataTable):
         """Bring the table in line with ``state``; returns the number of table cells
         written (0 when nothing changed)."""
         wanted: dict[str, tuple[Any, ...]] = {}
+        now = math.floor(now / CLOCK_STEP_S) * CLOCK_STEP_S
         for cell in sorted(state.cells.values(), key=lambda c: c.index):
             wanted.update(history_rows(cell))
             wanted[cell.key] = cell_row(cell, now)

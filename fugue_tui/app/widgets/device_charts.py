@@ -48,11 +48,11 @@ class DeviceCharts(Static):
         self._last_draw = now
         self._drawn = key
         if series is None or not len(series.t) or width < 20 or height < 5:
-            self.update(Text(empty, style="dim"))
+            self.update(Text(empty, style="dim"), layout=False)  # a fixed-size pane
             return True
         text = metric_panels(list(series.t), [(title, list(series.values.get(name, ())))
                                               for name, title in chosen],
                              width=width, height=height)
-        self.update(Text.from_ansi(text))
+        self.update(Text.from_ansi(text), layout=False)  # a fixed-size pane: no layout pass
         self.draws += 1
         return True
