@@ -71,6 +71,7 @@ class RayExecutor(Executor):
         self.finals: dict[str, dict[str, Any]] = {}   # job_id -> done snapshot
         self.done_emitted: set[str] = set()
         self.spans: dict[str, list] = {}                # job_id -> training (start, end)s
+        self.stopped_pids: list[int] = []               # worker pids of early-stopped trials
         self.tune = False
         self.parallel = 1
         self.per_actor: dict[str, float] = {}
@@ -247,13 +248,15 @@ class RayExecutor(Executor):
                            latest=self.latest, finals=self.finals, info=self.info)
         self.spans = {job_id: snap.get("train_spans", [])
                       for job_id, snap in self.latest.items()}
-        gone = _alive([r.worker_pid for r in results if r.early_stopped and r.worker_pid])
-        self.info["stopped_trial_pids_alive"] = gone
+        # Checked in teardown (outside T_group): Tune stops those actors asynchronously.
+        self.stopped_pids = [r.worker_pid for r in results if r.early_stopped and r.worker_pid]
         return results
 
     # -- teardown ---------------------------------------------------------------------
     def teardown(self, ctx: CellContext) -> None:
         """Kill actors and queue, shut Ray down, stop anything of ours that is left."""
+        if self.tune and self.runtime is not None:
+            self.info["stopped_trial_pids_alive"] = _alive(self.stopped_pids)
         for actor in self.actors:
             try:
                 ray.kill(actor, no_restart=True)

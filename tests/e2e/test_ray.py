@@ -34,7 +34,10 @@ k = 3
 epochs = 2
 [experiments.D_hpo]
 epochs = 3
-search_space = { lr = [3e-4, 3e-3], batch_size = [32, 128] }
+# Good learning rates first: with two trials at a time, the weak ones (lr 1e-4) reach
+# ASHA's first rung only after a strong one has finished, so they are stopped there
+# whatever the timing.
+search_space = { lr = [3e-3, 1e-4], batch_size = [32, 128] }
 [experiments.D_mm]
 members = [
   { model = "mlp_bn", dataset = "digits", batch_size = 64, epochs = 2, lr = 0.05, optimizer = "sgd", optimizer_kwargs = { momentum = 0.9 } },
