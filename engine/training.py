@@ -210,7 +210,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
             xb, yb = x_all[idx], y_all[idx]
             with _autocast(device, amp):
                 out, target = task_lib.prepare(task, forward(xb), yb)
-                loss = criterion(out if out.dtype == torch.float32 else out.float(), target)
+                loss = criterion(out.float() if out.dtype in (torch.float16, torch.bfloat16) else out, target)
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()

@@ -21,6 +21,12 @@ import torch.nn.functional as F
 from engine import tasks as task_lib
 
 
+def upcast_half(out: torch.Tensor) -> torch.Tensor:
+    """The loss input as ``engine.training``'s step casts it: float16/bfloat16 (autocast
+    outputs) → float32; every other dtype (float32, float64) unchanged."""
+    return out.float() if out.dtype in (torch.float16, torch.bfloat16) else out
+
+
 def _as_columns(out: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Regression shapes, stacked: (K, B) or (K, B, k) → (K, B, k) for both, the target in
     the output's dtype and half precision upcast (as ``engine.tasks.prepare``)."""
@@ -40,9 +46,9 @@ def stacked_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tens
     """Per-member mean cross-entropy: logits (K, B, C), class indices (K, B) → (K,)."""
     k, b = target.shape
     logits = out.reshape(k * b, -1)
-    # Cast exactly as engine.training's step does (anything but float32 → float32), so a
-    # float64 stack computes the loss as a float64 solo run does.
-    logits = logits if logits.dtype == torch.float32 else logits.float()
+    # Cast exactly as engine.training's step does (half precision → float32, float32 and
+    # float64 as they are), so a float64 stack computes the loss as a float64 solo run does.
+    logits = upcast_half(logits)
     losses = F.cross_entropy(logits, target.reshape(k * b), reduction="none")
     return losses.view(k, b).mean(dim=1)
 
@@ -73,7 +79,7 @@ def loss_function(task: Any, fused: bool) -> Callable[[torch.Tensor, torch.Tenso
         losses = []
         for k in range(out.shape[0]):
             o, t = task_lib.prepare(task, out[k], target[k])
-            losses.append(criterion(o if o.dtype == torch.float32 else o.float(), t))
+            losses.append(criterion(upcast_half(o), t))
         return torch.stack(losses)
 
     return per_member

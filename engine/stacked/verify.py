@@ -189,10 +189,11 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
         task: the ``TaskSpec``; optimizer: its registry name; lrs/optimizer_kwargs: per
             member; stacked_loss: the (K,) loss the bucket will train with.
 
-    The default tolerances allow for the loss, which ``engine.training`` computes in
-    float32 whatever the model's dtype (so ~1e-7 relative differences are rounding).
+    The default tolerances allow for rounding differences between vmap's batched kernels
+    and the solo ones.
     """
     from engine.optimizers import build_optimizer
+    from engine.stacked.losses import upcast_half
     from engine.stacked.optim import build_stacked
     from engine.stacked.stack import Stack
 
@@ -230,7 +231,7 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
                     torch.set_rng_state(gens_b[k].get_state())
                 o = m(xs[k])
                 o2, t = task_lib.prepare(task, o, ys[k])
-                loss = criterion(o2 if o2.dtype == torch.float32 else o2.float(), t)
+                loss = criterion(upcast_half(o2), t)
                 solo_opt.zero_grad(set_to_none=True)
                 loss.backward()
                 solo_grads = {n: (p.grad.clone() if p.grad is not None else None)
