@@ -274,6 +274,27 @@ class StackedOptimizer:
             self._commit(state["exp_avg_sq"], exp_avg_sq, mask)
             self._commit(p, new_p, mask)
 
+    # -- members -----------------------------------------------------------------------
+    def subset(self, positions: Sequence[int],
+               params: Mapping[str, torch.Tensor]) -> "StackedOptimizer":
+        """This optimizer restricted to the members at ``positions``, over ``params`` (the
+        survivors' new stacked tensors, same names, in ``positions`` order): per-member
+        hyperparameters, step counts and state are sliced exactly, so every survivor's
+        next step is the one it would have taken in the full stack."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.params = dict(params)
+        new.k = len(positions)
+        idx = torch.tensor(list(positions), dtype=torch.long, device=self.device)
+        new.hyper = {k: v.index_select(0, idx) for k, v in self.hyper.items()}
+        new._host = {k: [v[p] for p in positions] for k, v in self._host.items()}
+        new._steps_host = [self._steps_host[p] for p in positions]
+        new.steps = self.steps.index_select(0, idx)
+        new.state = {n: {k: v.index_select(0, idx.to(v.device)) for k, v in st.items()}
+                     for n, st in self.state.items()}
+        new._views = {}
+        return new
+
     # -- persistence -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: kind, flags, per-member hyperparameters, per-member

@@ -121,6 +121,7 @@ class Stack:
             raise ValueError("a stack needs at least one member")
         self.members = list(members)
         self.k = len(self.members)
+        self._args = (tuple(sample_shape), batch_size, exact_kernels)
         params, buffers = stack_module_state(self.members)
         self.params: dict[str, torch.Tensor] = params
         self.buffers: dict[str, torch.Tensor] = buffers
@@ -145,6 +146,8 @@ class Stack:
         self.forward_calls = 0
         self._pending: tuple[list[bool], dict[str, torch.Tensor]] | None = None
         self._vmapped: dict[bool, Any] = {}
+        #: ``compile(fn)`` wrapper applied to the vectorised call (``set_compiler``), or None.
+        self.compiler: Any = None
 
     # -- construction ------------------------------------------------------------------
     def _record_dropout_calls(self, ref: nn.Module, sample_shape: tuple[int, ...],
@@ -198,12 +201,21 @@ class Stack:
             self._queue.items = []
 
     def _fn(self, shared_input: bool):
-        fn = self._vmapped.get(shared_input)
+        key = (shared_input, self.compiler is not None)
+        fn = self._vmapped.get(key)
         if fn is None:
             fn = torch.vmap(self._fmodel, in_dims=(0, 0, 0, None if shared_input else 0),
                             randomness="different")
-            self._vmapped[shared_input] = fn
+            if self.compiler is not None:
+                fn = self.compiler(fn)
+            self._vmapped[key] = fn
         return fn
+
+    def set_compiler(self, compiler: Any) -> None:
+        """Compile the vectorised call with ``compiler(fn) -> fn`` (e.g. a
+        ``torch.compile`` partial) from the next forward on; ``None`` goes back to eager."""
+        self.compiler = compiler
+        self._vmapped = {k: v for k, v in self._vmapped.items() if not k[1]}
 
     def draw_noise(self, active: Sequence[bool] | None = None) -> tuple[torch.Tensor, ...]:
         """Per-member dropout noise for one training call: one (K, *shape) tensor per
@@ -274,6 +286,21 @@ class Stack:
             for name, b in member.named_buffers():
                 if name in self.buffers:
                     b.copy_(self.buffers[name][k])
+
+    def subset(self, positions: Sequence[int]) -> "Stack":
+        """A new stack of the members at ``positions`` (in that order), built from their
+        current stacked parameters and buffers: the survivors of a stack whose other
+        members finished. Exact (copies); the call counter and compiler carry over (a
+        compiled call recompiles for the new member count)."""
+        self.write_back()
+        sample_shape, batch_size, exact = self._args
+        new = Stack([self.members[p] for p in positions],
+                    None if self.generators is None else [self.generators[p] for p in positions],
+                    sample_shape, batch_size, exact_kernels=exact)
+        new.train(self.training)
+        new.forward_calls = self.forward_calls
+        new.compiler = self.compiler
+        return new
 
     def member_state(self, index: int) -> dict[str, torch.Tensor]:
         """Member ``index``'s parameters and buffers as a name → tensor dict (views)."""

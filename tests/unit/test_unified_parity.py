@@ -165,13 +165,20 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("retire", ["remove", "mask"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_unified_equals_seq(case, captured):
+def test_unified_equals_seq(case, retire, captured):
+    """Under both retire policies: finished members removed from the stack (re-stacking
+    the survivors) or kept in it, frozen."""
     jobs = CASES[case]
     data = _data()
-    seq, uni, executor, ctx, _, events = _run_both(jobs, data, captured)
+    seq, uni, executor, ctx, _, events = _run_both(jobs, data, captured,
+                                                   options={"retire": retire})
     _assert_parity(seq, uni, captured)
     _assert_vectorised(executor, jobs, data)
+    # Members that finish earlier than the last one leave the stack only under "remove".
+    early = len({j.epochs for j in jobs}) > 1
+    assert bool(executor.runs[0].restacks) == (early and retire == "remove")
     info = ctx.group["executor_info"]["plan"][0]
     assert info["route"] == "vectorised" and info["check"] == "verified"
     assert ctx.group["features"] == "vf:1,s:0,fl:0"
@@ -180,7 +187,8 @@ def test_unified_equals_seq(case, captured):
     assert sorted(done) == sorted(j.job_id for j in jobs)
 
 
-def test_cv_folds_with_unequal_batch_counts_equal_seq(captured):
+@pytest.mark.parametrize("retire", ["remove", "mask"])
+def test_cv_folds_with_unequal_batch_counts_equal_seq(retire, captured):
     """5 folds of 157 samples: training sets of 125 and 126 → 5 and 6 batches of 21, so
     members reach their epoch ends at different global steps (simplecnn, adamw)."""
     jobs = [_job(i, model="simplecnn", model_kwargs={}, optimizer="adamw", lr=2e-3,
@@ -189,9 +197,14 @@ def test_cv_folds_with_unequal_batch_counts_equal_seq(captured):
     data = _data()
     counts = {EpochOrder(j, split_for(j.split, 157, None).train_idx).n_batches for j in jobs}
     assert counts == {5, 6}
-    seq, uni, executor, _, _, _ = _run_both(jobs, data, captured)
+    seq, uni, executor, _, _, _ = _run_both(jobs, data, captured, options={"retire": retire})
     _assert_parity(seq, uni, captured)
     _assert_vectorised(executor, jobs, data)
+    # The 5-batch folds finish first: under "remove" the 6-batch ones go on as a stack of
+    # their own (one re-stack at the 2-fold size).
+    n6 = sum(EpochOrder(j, split_for(j.split, 157, None).train_idx).n_batches == 6
+             for j in jobs)
+    assert executor.runs[0].restacks == ([n6] if retire == "remove" else [])
 
 
 def test_regression_and_fused_loss_equal_seq(captured):
@@ -243,15 +256,23 @@ def test_buckets_split_by_structure_and_max_parallel(captured):
     assert ctx.group["max_parallel"] == 2
 
 
-def test_diverging_member_fails_alone(captured):
+@pytest.mark.parametrize("retire", ["remove", "mask"])
+def test_diverging_member_fails_alone(retire, captured):
     """A member whose loss becomes non-finite fails with seq's reason; its bucket mates
     train on and still equal seq."""
-    jobs = [_job(0), _job(1, lr=1e12, optimizer_kwargs={"momentum": 0.9}), _job(2)]
-    seq, uni, _, _, _, _ = _run_both(jobs, _data(), captured)
+    # float64 losses (half precision alone is upcast): it takes lr 1e150 to overflow. No
+    # BatchNorm: a BN-fed bias has a zero true gradient whose rounding noise, times such an
+    # lr, would make the verification probe disagree and the bucket train eagerly.
+    mlp = dict(model="mlp", model_kwargs={"hidden": 16})
+    jobs = [_job(0, **mlp), _job(1, lr=1e150, optimizer_kwargs={"momentum": 0.9}, **mlp),
+            _job(2, **mlp)]
+    seq, uni, executor, _, _, _ = _run_both(jobs, _data(), captured,
+                                            options={"retire": retire})
     assert [r.status for r in seq] == [r.status for r in uni] == ["ok", "failed", "ok"]
     assert uni[1].error.startswith("FloatingPointError: training loss is")
     assert uni[1].error == seq[1].error
     _assert_parity([seq[0], seq[2]], [uni[0], uni[2]], captured)
+    assert executor.runs[0].plan.route == "vectorised"
 
 
 def test_task_and_optimizer_without_stacked_form_are_refused_by_name(monkeypatch):
