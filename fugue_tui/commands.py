@@ -352,6 +352,7 @@ PLANNED_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("--scheduler", "scheduler", ("ray",)),
     ("--sweep", "sweep", ("unified_model",)),
     ("--max-parallel", "max_parallel", ("mp", "ray", "unified_model")),
+    ("--features", "features", ("unified_model",)),
 )
 #: Flags that describe an ad-hoc experiment (they need --model and --dataset).
 ADHOC_FLAGS = ("type", "k", "task", "epochs", "batch_size", "lr", "optimizer", "search_space",

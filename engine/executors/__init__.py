@@ -91,12 +91,22 @@ register_executor(ExecutorSpec(
     name="unified_model", label="Unified model", color="#C44E52",
     target="engine.executors.unified:UnifiedExecutor", concurrent=True,
     options={"max_parallel": (int,), "sweep": (str,), "features": (str,), "verify": (bool,),
-             "data_order": (str,), "kernels": (str,)},
-    option_help={"max_parallel": "members trained at once; more jobs run in chunks one "
-                                 "after another (default: all)",
+             "data_order": (str,), "kernels": (str,), "baseline": (bool,), "retire": (str,),
+             "compile_backend": (str,)},
+    option_help={"max_parallel": "jobs trained at once (a chunk; its buckets interleave step "
+                                 "by step); more jobs run in chunks one after another "
+                                 "(default: all)",
                  "sweep": "none, or ablation: the six rungs of the ablation ladder",
-                 "features": "extensions vf (vectorised forward), s (CUDA streams), fl (fused "
-                             "loss), e.g. 'vf:1,s:1,fl:0' (default)",
+                 "features": "extensions vf (vectorised forward), s (one CUDA stream per "
+                             "bucket), fl (fused loss), e.g. 'vf:1,s:1,fl:0' (default); "
+                             "compile is the campaign's compile setting, probed per bucket; "
+                             "what ran is recorded in features/features_reason/compile_mode",
+                 "baseline": "true: every extension and compile off (the paper's model, "
+                             "rung A; default false)",
+                 "retire": "remove (finished members leave their stack, the survivors are "
+                           "re-stacked; default) or mask (kept in the stack, frozen)",
+                 "compile_backend": "torch.compile backend for the probed buckets: inductor "
+                                    "(default) or e.g. eager/aot_eager (debugging)",
                  "verify": "check each bucket's vectorised step against eager before "
                            "training (default true)",
                  "data_order": "per_member (each job's own seeded batch order, as seq; "
@@ -106,7 +116,7 @@ register_executor(ExecutorSpec(
                             "and convolutions run per member with their native kernels: "
                             "bit-identical to seq, slower)"},
     choices={"sweep": ("none", "ablation"), "data_order": ("per_member", "shared"),
-             "kernels": ("batched", "exact")},
+             "kernels": ("batched", "exact"), "retire": ("remove", "mask")},
     minimum={"max_parallel": 1},
     axes=("sweep",),
     description="all jobs in one process, identical models stacked into one vectorised "
