@@ -32,7 +32,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,6 @@ class MPSDaemon:
     create_time: float | None = None
     start_s: float | None = None
     start_output: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(cls, control: str, log_dir: str | Path | None = None) -> "MPSDaemon":
@@ -276,12 +275,13 @@ class MPSDaemon:
         return daemon
 
     def launch(self, timeout: float = START_TIMEOUT_S) -> None:
-        """Run ``control -d`` with our directories, wait until its control socket answers,
-        and find the daemon's pid (``start_s``: seconds this took).
+        """Run ``control -d`` with our directories, wait until the daemon answers
+        ``get_server_list`` through our pipe directory, and find its pid (``start_s``:
+        seconds this took).
 
         Raises:
-            MPSError: the command failed, or no socket answered within ``timeout`` s (the
-                daemon is stopped and the private folder removed before raising).
+            MPSError: the command failed or did not return, or the daemon did not answer
+                within ``timeout`` s (it is stopped and the private folder removed first).
         """
         t0 = time.perf_counter()
         out_path = self.log_dir / "start.out"
@@ -302,7 +302,7 @@ class MPSDaemon:
             while True:
                 if (self.pipe_dir / "control").exists():
                     code, _ = self.command("get_server_list",
-                                              timeout=max(1.0, deadline - time.monotonic()))
+                                           timeout=max(1.0, deadline - time.monotonic()))
                     if code == 0:
                         break
                 if time.monotonic() > deadline:
