@@ -130,6 +130,18 @@ def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str | Non
                 f"({exc.strerror or type(exc).__name__}, waited {timeout:g} s)")
 
 
+def validate_options(options: dict[str, Any]) -> str | None:
+    """Campaign-time check of ``[options.ray]`` that needs the network: ``None``, or a
+    one-line reason when ``address`` is set and nothing answers there (meant to be called
+    by campaign validation, so a bad address fails before anything is written).
+
+    Raises:
+        FugueError: a malformed address.
+    """
+    address = options.get("address")
+    return check_address(address) if address else None
+
+
 def _cluster_env(tag: str) -> dict[str, str]:
     """Variables every process of a local runtime inherits (read by Ray, Tune and us)."""
     return {

@@ -105,7 +105,10 @@ class RayExecutor(Executor):
             attempt_dir=attempt_dir, num_cpus=None if address else n_cpus,
             num_gpus=None if address else n_gpus, address=address,
             cuda_visible=None if address else cuda_visible(device))
-        raytools.check_resources(self.runtime, {"CPU": n_cpus, "GPU": n_gpus})
+        # A runtime we started must show exactly our numbers; a cluster must at least have
+        # the GPU (its CPUs are checked per request below).
+        raytools.check_resources(self.runtime, {"GPU": n_gpus} if address
+                                 else {"CPU": n_cpus, "GPU": n_gpus})
         cpu_total = min(n_cpus, self.runtime.resources.get("CPU", n_cpus))
         self.per_actor = {"CPU": raytools.share(cpu_total, self.parallel),
                           "GPU": raytools.share(1, self.parallel) if n_gpus else 0.0}

@@ -211,3 +211,18 @@ def test_scheduler_choice_and_pruning_warnings():
     assert len(serial) == 1 and "one trial at a time" in serial[0]
     assert "does not exceed grace_period" in pruning_warnings("median", 6, 6, 2, 2, 2)[0]
     assert "compared with at least 3" in pruning_warnings("median", 3, 3, 12, 1, 2)[0]
+
+
+def test_validate_options_for_campaign_validation():
+    assert raytools.validate_options({}) is None
+    assert raytools.validate_options({"scheduler": "asha"}) is None
+    with socket_closed_port() as port:
+        reason = raytools.validate_options({"address": f"127.0.0.1:{port}"})
+    assert reason.startswith(f"options.ray.address '127.0.0.1:{port}': no Ray cluster reachable")
+    import socket
+
+    with socket.socket() as server:  # something listening: reachable
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert raytools.validate_options({"address": "127.0.0.1:%d" % server.getsockname()[1]}) \
+            is None
