@@ -90,7 +90,7 @@ def run_cell(spec: dict, tmp: Path, attempt: int) -> dict[str, float]:
     # Between the data load's end and setup's start: the monitor sidecar's start-up.
     monitor_start = (phase["setup"]["ts"] - setup) - phase["data_load"]["ts"]
     parts = {"startup": started - t0, "imports": phase["imports"]["seconds"],
-             "data_load": float(row["data_load_s"]), "monitor_start": monitor_start,
+             "data_load": float(row["data_load_s"] or 0.0), "monitor_start": monitor_start,
              "setup": setup, "T_group": t_group,
              "teardown": phase["teardown"]["seconds"] if "teardown" in phase else 0.0,
              "rows_and_exit": t_exit - done}

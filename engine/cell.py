@@ -117,11 +117,17 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     settings = TrainSettings(device=device, compile_mode=compile_mode,
                              amp_allowed=device.type == "cuda")
     jobs = [JobSpec.from_dict(j) for j in cell["jobs"]]
+    spec_exec = EXECUTORS.get(cell["executor"])
+    # Executors whose workers load their own data and own the device (mp, ray): the
+    # parent loads nothing and never creates a CUDA context (docs/measurement.md).
+    in_workers = spec_exec.trains_in_workers
+    sync_device = device.type == "cuda" and not in_workers
 
     t0 = time.perf_counter()
-    host_data = {name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
-    data_load_s = time.perf_counter() - t0
-    events.emit("phase", phase="data_load", seconds=data_load_s)
+    host_data = {} if in_workers else {
+        name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
+    data_load_s = None if in_workers else time.perf_counter() - t0
+    events.emit("phase", phase="data_load", seconds=data_load_s or 0.0)
     device_data: dict[str, Any] = {}
 
     def datasets(name: str):
@@ -141,7 +147,7 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
                               spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
         if not monitor.start():
             print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
-    executor = EXECUTORS.get(cell["executor"]).load()()
+    executor = spec_exec.load()()
     ctx = CellContext(settings=settings, datasets=datasets,
                       emit=lambda type, **f: events.emit(type, **f), threads=threads,
                       options=cell.get("options", {}), seed=spec["seed"],
@@ -158,12 +164,12 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
         host["host_load_start"] = os.getloadavg()[0]
         try:
             events.emit("phase", phase="group_start")
-            if device.type == "cuda":
+            if sync_device:
                 torch.cuda.synchronize(device)
             cpu0 = _cpu_seconds()
             g0 = time.perf_counter()
             results = executor.run(jobs, ctx)
-            if device.type == "cuda":
+            if sync_device:
                 torch.cuda.synchronize(device)
             g1 = time.perf_counter()
             t_group = g1 - g0
@@ -177,7 +183,9 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     finally:
         if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
             monitor.stop()
-    facts = {**torch_facts(device), **host}
+    # torch's view of the device would initialise CUDA in a parent that must not hold a
+    # context; NVML (the monitor) names the device then.
+    facts = {**torch_facts(torch.device("cpu") if in_workers else device), **host}
     if monitor is None and spec.get("gpu_uuid"):
         facts.update(_nvml_facts(spec["gpu_uuid"]))
     if monitor is not None:

@@ -41,6 +41,10 @@ class ExecutorSpec:
     minimum: dict[str, float] = field(default_factory=dict)
     #: Options that expand into matrix axes (``engine.axes``): ``scheduler``, ``sweep``.
     axes: tuple[str, ...] = ()
+    #: Jobs train in worker processes that load their own data (mp, ray): the cell then
+    #: neither loads datasets nor touches the device (no CUDA context in the parent, which
+    #: under EXCLUSIVE_PROCESS would take the GPU MPS needs, and costs VRAM otherwise).
+    trains_in_workers: bool = False
 
     def load(self):
         module, _, cls = self.target.partition(":")
@@ -60,7 +64,7 @@ _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
 
 register_executor(ExecutorSpec(
     name="mp", label="Multiprocess (MPS)", color="#DD8452", target="engine.executors.mp:MPExecutor",
-    concurrent=True,
+    concurrent=True, trains_in_workers=True,
     options={"max_parallel": (int,), "mps": (str,)},
     option_help={"max_parallel": _PARALLEL_HELP,
                  "mps": "auto (a private CUDA MPS daemon on a CUDA device when "
@@ -72,7 +76,7 @@ register_executor(ExecutorSpec(
 
 register_executor(ExecutorSpec(
     name="ray", label="Ray", color="#55A868", target="engine.executors.ray_actors:RayExecutor",
-    concurrent=True, supports_scheduler=True,
+    concurrent=True, supports_scheduler=True, trains_in_workers=True,
     options={"max_parallel": (int,), "scheduler": (str, list), "address": (str,),
              "grace_period": (int,), "reduction_factor": (int,)},
     option_help={"max_parallel": "actors (or concurrent Tune trials); default: all jobs",
