@@ -154,7 +154,7 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
                       scheduler=cell.get("scheduler"), rung=cell.get("rung"),
                       features=cell.get("features"), max_parallel=cell.get("max_parallel"),
                       attempt_dir=Path(spec["events"]).parent,
-                      job_env=dict(spec.get("job_env") or {}))
+                      job_env=dict(spec.get("job_env") or {}), gpu_uuid=spec.get("gpu_uuid"))
     host = {"plugins": ",".join(plugins) or None}
     try:
         t_setup = time.perf_counter()

@@ -89,9 +89,11 @@ def _nvml(nvml: Any = None) -> Any:
     return pynvml
 
 
-def gpu_visible(index: int = 0, nvml: Any = None) -> bool:
+def gpu_visible(index: int | str = 0, nvml: Any = None) -> bool:
     """True when NVML (``nvml``: the ``pynvml`` module, injectable for tests) sees GPU
-    ``index``; False without nvidia-ml-py, a driver, or that GPU."""
+    ``index`` (an NVML index, or the device's UUID — what a cell knows its device by: inside
+    a cell ``cuda:0`` is not NVML index 0); False without nvidia-ml-py, a driver, or that
+    GPU."""
     lib = _nvml(nvml)
     if lib is None:
         return False
@@ -100,6 +102,9 @@ def gpu_visible(index: int = 0, nvml: Any = None) -> bool:
     except lib.NVMLError:
         return False
     try:
+        if isinstance(index, str):  # a GPU-/MIG- UUID: the device under test by identity
+            lib.nvmlDeviceGetHandleByUUID(index)
+            return True
         return index < lib.nvmlDeviceGetCount()
     except lib.NVMLError:
         return False
@@ -108,8 +113,8 @@ def gpu_visible(index: int = 0, nvml: Any = None) -> bool:
             lib.nvmlShutdown()
 
 
-def compute_mode(index: int = 0, nvml: Any = None) -> str | None:
-    """The NVML compute mode of GPU ``index`` (DEFAULT, EXCLUSIVE_THREAD, PROHIBITED,
+def compute_mode(index: int | str = 0, nvml: Any = None) -> str | None:
+    """The NVML compute mode of GPU ``index`` (an NVML index or a UUID) (DEFAULT, EXCLUSIVE_THREAD, PROHIBITED,
     EXCLUSIVE_PROCESS), or None when it cannot be read (no nvidia-ml-py, no driver, no such
     GPU, or ``NVMLError_NotSupported``). ``nvml``: the ``pynvml`` module (injectable)."""
     lib = _nvml(nvml)
@@ -120,7 +125,8 @@ def compute_mode(index: int = 0, nvml: Any = None) -> str | None:
     except lib.NVMLError:
         return None
     try:
-        handle = lib.nvmlDeviceGetHandleByIndex(index)
+        handle = (lib.nvmlDeviceGetHandleByUUID(index) if isinstance(index, str)
+                  else lib.nvmlDeviceGetHandleByIndex(index))
         return COMPUTE_MODES.get(lib.nvmlDeviceGetComputeMode(handle))
     except lib.NVMLError:
         return None
@@ -129,7 +135,7 @@ def compute_mode(index: int = 0, nvml: Any = None) -> str | None:
             lib.nvmlShutdown()
 
 
-def check_compute_mode(mode: str | None, index: int, mps_running: bool) -> None:
+def check_compute_mode(mode: str | None, index: int | str, mps_running: bool) -> None:
     """Refuse what the compute mode makes impossible for several worker processes.
 
     Raises:

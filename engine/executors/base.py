@@ -44,6 +44,9 @@ class CellContext:
     attempt_dir: Path | None = None
     #: Extra environment for worker processes the executor starts.
     job_env: dict[str, str] = field(default_factory=dict)
+    #: NVML UUID of the device under test (None on CPU): inside a cell ``cuda:0`` is that
+    #: device, and NVML must be asked by UUID, never by index.
+    gpu_uuid: str | None = None
     #: Group-row columns the executor decided or measured (scheduler, max_parallel,
     #: executor_info, ...); they override the cell's generic values.
     group: dict[str, Any] = field(default_factory=dict)

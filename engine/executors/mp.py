@@ -110,6 +110,9 @@ class MPExecutor(Executor):
         if not on_gpu and mode != "on":  # mps_present: the cell's host-wide check applies
             self.info["mps_reason"] = f"device {device}: no GPU to share"
             return
+        # NVML by the device's UUID when the runner resolved one (cuda:0 here is not NVML
+        # index 0 on a multi-GPU host); the index only for a hand-made spec.
+        index = ctx.gpu_uuid or index
         compute = mps.compute_mode(index)
         group["gpu_compute_mode"] = compute
         foreign = mps.foreign_daemons()
