@@ -226,3 +226,20 @@ def test_validate_options_for_campaign_validation():
         server.listen()
         assert raytools.validate_options({"address": "127.0.0.1:%d" % server.getsockname()[1]}) \
             is None
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"scheduler": "ashaa"}, "did you mean 'asha'"),
+    ({"scheduler": ["fifo", "pbt"]}, "got 'pbt'"),
+    ({"max_parallel": 0}, "key 'max_parallel' must be a number >= 1"),
+    ({"reduction_factor": 1}, "key 'reduction_factor' must be a number >= 2"),
+    ({"adress": "x:1"}, "adress"),
+])
+def test_campaign_refuses_bad_ray_options(options, expected):
+    from engine.campaign import parse_campaign
+    from engine.errors import ConfigError
+
+    doc = {"experiments": "D_hpo", "executors": ["ray"], "options": {"ray": options}}
+    with pytest.raises(ConfigError) as info:
+        parse_campaign(doc, "c.toml")
+    assert expected in str(info.value) and "\n" not in str(info.value)
