@@ -96,7 +96,7 @@ class Replay:
     def _advance(self) -> None:
         wall = self._wall()
         if not self.paused and self.pos < len(self.events):
-            self._now += (wall - self._last_wall) * self.speed
+            self._now = min(self.end_ts, self._now + (wall - self._last_wall) * self.speed)
         self._last_wall = wall
 
     # -- controls (UI thread) ---------------------------------------------------------------
@@ -150,8 +150,8 @@ class Replay:
                     break
                 out.append(event)
                 self.pos += 1
-            if self._to_end:
-                self._now = max(self._now, self.end_ts)
+            if self._to_end or self.pos >= len(self.events):
+                self._now = max(self._now, self.end_ts)  # the end is where it ended
             return out
 
     def status(self) -> str:
