@@ -122,3 +122,23 @@ def test_plotext_is_imported_only_by_charts():
                 if any(n.split(".")[0] == "plotext" for n in names):
                     offenders.append(str(path.relative_to(ROOT)))
     assert offenders == ["fugue_tui/charts.py"]
+
+
+def test_figure_chart_keeps_order_lists_missing_and_draws_intervals():
+    from fugue_tui.charts import figure_chart
+    from fugue_tui.figures import Bar, Figure
+
+    figure = Figure("speedup", "speedup over seq", "×", [
+        Bar("E1 unified_model", 1.5, 1.2, 1.8, "1.500 [1.200, 1.800]"),
+        Bar("E2 unified_model", None, text="—"),
+        Bar("E3 ray", 0.8, text="0.800")], reference=1.0, note="ratio of means")
+    text = figure_chart(figure, width=80, color=False)
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if "E1 unified_model 1.500" in line)
+    third = next(i for i, line in enumerate(lines) if "E3 ray 0.800" in line)
+    assert first < third  # the figure's order, top to bottom
+    assert "[1.200, 1.800]" in lines[first]
+    assert lines[-2] == "missing: E2 unified_model" and lines[-1] == "ratio of means"
+    assert "E2 unified_model" not in "\n".join(lines[:-2])  # never a bar at 0
+    empty = figure_chart(Figure("energy", "energy per trained model", "J"), color=False)
+    assert "no rows" in empty

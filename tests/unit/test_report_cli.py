@@ -105,3 +105,28 @@ def test_campaign_filter_and_failed_cells(tmp_path):
                      text), text
     assert re.search(r"E05\s+│\s+ray\s+│\s+off\s+│\s+0\s+│.*│\s+1\s+│$", text, re.M), text
     assert "campaign a:" in text and "100.00" not in text and "nan" not in text
+
+
+def test_report_exports_figures_and_a_booktabs_table(tmp_path):
+    from fugue_tui.report import run_report
+
+    out = tmp_path / "figs"
+    assert run_report(HARNESS, width=100, export_dir=out, formats="svg,tex") == 0
+    names = sorted(p.name for p in out.iterdir())
+    # every figure with rows: SVG; the energy and memory figures exist (all missing, listed)
+    assert names == ["energy.svg", "memory.svg", "parity.svg", "results.tex", "speedup.svg",
+                     "throughput.svg", "wall_clock.svg"]
+    svg = (out / "energy.svg").read_text()
+    assert "missing (not measured, not drawn)" in svg and "D_ens seq" in svg
+    tex = (out / "results.tex").read_text()
+    assert tex.count(r"\toprule") == 1 and r"\bottomrule" in tex
+    assert r"D\_ens & unified\_model & vf:1,s:1,fl:1 & 2 & 1.33 $\pm$ 0.08 & 1.464 & -- &" in tex
+    again = tmp_path / "again"
+    run_report(HARNESS, width=100, export_dir=again, formats="svg")
+    assert (again / "speedup.svg").read_bytes() == (out / "speedup.svg").read_bytes()
+
+
+def test_report_export_format_errors_are_one_line(tmp_path):
+    proc = report(str(HARNESS), "--export", str(tmp_path / "x"), "--format", "gif")
+    assert_one_line_error(proc, "--format gif", "png, svg, tex")
+    assert not (tmp_path / "x").exists()
