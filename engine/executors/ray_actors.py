@@ -19,6 +19,7 @@ our tag is stopped and the runtime's logs are copied into the attempt folder.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ class RayExecutor(Executor):
         self.done_emitted: set[str] = set()
         self.spans: dict[str, list] = {}                # job_id -> training (start, end)s
         self.stopped_pids: list[int] = []               # worker pids of early-stopped trials
+        self.failure_line = ""
         self.tune = False
         self.parallel = 1
         self.per_actor: dict[str, float] = {}
@@ -192,6 +194,9 @@ class RayExecutor(Executor):
         wall = union_seconds(spans) if spans else 0.0
         self.info["train_wall_s"] = round(wall, 6)
         ok = all(r.status == "ok" for r in results)
+        failed = [r for r in results if r.status != "ok"]
+        self.failure_line = (f"ray: {len(failed)}/{len(results)} jobs failed; first: "
+                             f"{failed[0].job.job_id}: {failed[0].error}" if failed else "")
         ctx.group["train_throughput_sps"] = (sum(r.samples for r in results) / wall
                                              if ok and wall > 0 else None)
         return results
@@ -276,6 +281,10 @@ class RayExecutor(Executor):
         if self.runtime is not None:
             self.info["leftover_pids_stopped"] = len(leftover)
         self.runtime = None
+        if self.failure_line:
+            # Ray's driver prints worker deaths to the log as they happen; once it is shut
+            # down, the log's last line (what the runner reports) is ours again.
+            print(self.failure_line, file=sys.stderr, flush=True)
 
 
 def _one_line(exc: BaseException) -> str:
