@@ -96,3 +96,59 @@ def test_plan_is_printed_in_the_cell_log(unified_run):
     text = "\n".join(p.read_text() for p in logs)
     assert "unified_model plan: 5 jobs → 1 bucket" in text, logs
     assert "vectorised verified" in text
+
+
+# --------------------------------------------------------------------------- ablation
+@pytest.fixture(scope="module")
+def ablation_run(tmp_path_factory):
+    """The six rungs of the ablation ladder as a real campaign (sweep = "ablation") on
+    D_ens; the compiling rungs use the 'eager' torch.compile backend (graph capture
+    without code generation: the probe and the bookkeeping are real, the minute of
+    inductor code generation per cell on this CPU is not)."""
+    workdir = tmp_path_factory.mktemp("ablation")
+    (workdir / "unified-experiments.toml").write_text("[experiments.D_ens]\nepochs = 1\n")
+    run = run_batch(workdir, """
+name = "e2e-ablation"
+experiments = ["D_ens"]
+executors = ["unified_model"]
+passes = 1
+seed = 42
+runs_dir = "runs"
+device = "cpu"
+threads = 1
+experiments_file = "unified-experiments.toml"
+
+[options.unified_model]
+sweep = "ablation"
+compile_backend = "eager"
+""")
+    assert run.proc.returncode == 0, run.proc.stdout[-3000:] + run.proc.stderr[-3000:]
+    return run
+
+
+def test_ablation_rows_record_requested_and_effective_features(ablation_run):
+    from engine.axes import ABLATION_LADDER
+    from engine.stacked.features import effective_features, features_string
+
+    groups = read_rows(ablation_run.runs / "master_groups.csv")
+    assert len(groups) == 6 and all(g["status"] == "ok" for g in groups)
+    by_rung = {g["rung"]: g for g in groups}
+    assert set(by_rung) == {r.name for r in ABLATION_LADDER}
+    requested = {(g["features_requested"], g["compile_requested"]) for g in groups}
+    assert len(requested) == 6  # six distinct requested signatures
+    for rung in ABLATION_LADDER:
+        g = by_rung[rung.name]
+        assert g["features_requested"] == rung.features
+        mode = g["compile_requested"]
+        assert (mode != "off") == rung.compile
+        ok = None if mode == "off" else g["compile_mode"] != "off"
+        have, why = effective_features(g["features_requested"], "cpu", mode, ok)
+        assert g["features"] == features_string(have), rung.name
+        assert (g["features_reason"] or None) == why, rung.name
+        if rung.compile:  # the probe ran: compiled, warm-up reported apart
+            assert g["compile_mode"] == mode and float(g["compile_warmup_s"]) > 0
+        else:
+            assert g["compile_mode"] == "off" and not g["compile_warmup_s"]
+        info = json.loads(g["executor_info"])
+        [bucket] = info["plan"]
+        assert bucket["route"] == ("eager" if rung.name == "A" else "vectorised")
