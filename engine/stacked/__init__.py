@@ -10,7 +10,9 @@ machinery. Imported only inside cell processes (the modules import torch).
 * ``verify``: structural fingerprint and a one-step probe of both routes on a copy;
 * ``plan``: buckets (which jobs may stack) and the printed/stored plan;
 * ``loop``: the bucket training loop (vectorised or eager) that reproduces
-  ``engine.training.train_job``'s contract per member.
+  ``engine.training.train_job``'s contract per member, several buckets interleaved per
+  step (``Interleave``), finished members removed, compile probed, CUDA streams;
+* ``features``: the effective features of (requested, device, compile mode, probe result).
 
 Rules and their tests: ``../shared/reference/unified-model-pitfalls.md``.
 """
