@@ -60,7 +60,6 @@ wall time (the denominator of the group's ``train_throughput_sps``).
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import os
 import time
