@@ -122,9 +122,12 @@ class Registry:
                 f"{known(self.items)}") from None
 
     def __contains__(self, name: object) -> bool:
+        if name not in self.items:
+            load_builtins()  # as get(): "is X registered?" must not depend on import order
         return name in self.items
 
     def names(self) -> list[str]:
+        load_builtins()
         return list(self.items)
 
 
