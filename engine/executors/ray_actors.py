@@ -107,6 +107,8 @@ class RayExecutor(Executor):
             attempt_dir=attempt_dir, num_cpus=None if address else n_cpus,
             num_gpus=None if address else n_gpus, address=address,
             cuda_visible=None if address else cuda_visible(device))
+        ctx.emit("executor", name="ray", temp_dir=self.runtime.temp_dir, tag=self.runtime.tag,
+                 address=self.runtime.address)
         # A runtime we started must show exactly our numbers; a cluster must at least have
         # the GPU (its CPUs are checked per request below).
         raytools.check_resources(self.runtime, {"GPU": n_gpus} if address
@@ -126,8 +128,11 @@ class RayExecutor(Executor):
                          per_actor=self.per_actor, threads_per_worker=ctx.threads)
         ctx.group.update(scheduler=ctx.scheduler if self.tune else None,
                          max_parallel=self.parallel, executor_info=self.info)
-        ctx.emit("executor", name="ray", temp_dir=self.runtime.temp_dir,
-                 tag=self.runtime.tag, parallel=self.parallel, per_actor=self.per_actor)
+        if not self.tune:
+            # The cell loads no data for executors whose workers train; each actor loads its
+            # own host copy as it starts (in setup): the slowest of those loads. Tune
+            # trials load theirs inside the window (per-trial work), so it stays empty.
+            ctx.group["data_load_s"] = max(self.info["actor_data_load_s"])
 
     def _start_actors(self, jobs: list[JobSpec], ctx: CellContext) -> None:
         datasets = list(dict.fromkeys(j.dataset for j in jobs))
