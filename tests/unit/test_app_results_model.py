@@ -104,3 +104,18 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path):
         Replay.open(tmp_path / "empty.jsonl")
     with pytest.raises(FugueError, match="no such run folder or events file"):
         Replay.open(tmp_path / "missing")
+
+
+def test_an_events_file_replays_exactly_what_the_run_folder_does(tmp_path):
+    from fugue_tui.app.replay import write_stream
+    from tests.snapshots.helpers import install
+
+    run = install(tmp_path) / "ladder"
+    n = write_stream(run, tmp_path / "ladder.jsonl")
+    from_folder, _ = Replay.open(run)
+    from_file, run_dir = Replay.open(tmp_path / "ladder.jsonl")
+    assert run_dir is None and n == len(from_folder.events) > 0
+    assert from_file.events == from_folder.events
+    kinds = {e["type"] for e in from_file.events}
+    assert {"campaign_started", "cell_started", "job_progress", "summary", "done",
+            "campaign_done"} <= kinds

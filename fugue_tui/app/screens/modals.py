@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, Static
 
 from fugue_tui.app.actions import ALL, keymap_path
@@ -101,8 +101,10 @@ def help_table(keymap: dict[str, str]) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
-    """``?``: the keys, their binding ids (for the keymap) and the keymap file."""
+class HelpScreen(Screen[None]):
+    """``?``: the keys, their binding ids (for the keymap) and the keymap file. An opaque
+    screen, not a modal: a modal's translucent backdrop makes Textual repaint the whole
+    screen under it (charts included), which doubled the time from the key to the help."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close", id="help.close")]
 
@@ -115,7 +117,22 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("fugue-tui dashboard: keys", style="bold"))
             yield Static(Text(f"Remap any binding by id in {keymap_path()}:  [keymap]  "
                               "\"run.retry\" = \"R\"   · Escape closes.\n", style="dim"))
-            yield Static(help_table(self.keymap))
+            yield Static(self._table())
+
+    def _table(self):
+        """The table laid out once per keymap and width (Rich's table layout took longer
+        than the rest of opening the screen)."""
+        width = max(40, min(110, int(self.app.size.width * 0.95)) - 6)
+        key = (tuple(sorted(self.keymap.items())), width)
+        if key not in _HELP_CACHE:
+            from fugue_tui.app.widgets.job_progress import prerender
+
+            _HELP_CACHE.clear()
+            _HELP_CACHE[key] = prerender(self.app.console, help_table(self.keymap), width)
+        return _HELP_CACHE[key]
 
     def action_dismiss(self) -> None:
         self.dismiss(None)
+
+
+_HELP_CACHE: dict = {}
