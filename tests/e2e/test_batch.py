@@ -93,7 +93,7 @@ def test_same_seed_same_result_across_passes(offline_run):
 
 
 def test_events_and_run_folder(offline_run):
-    run_dirs = [p for p in offline_run.runs.iterdir() if p.is_dir()]
+    run_dirs = [p for p in offline_run.runs.iterdir() if p.is_dir() and p.name != "samples"]
     assert len(run_dirs) == 1
     run_dir = run_dirs[0]
     assert (run_dir / "campaign.toml").read_text().startswith("\nname = \"e2e\"")
@@ -134,5 +134,5 @@ def test_failed_and_crashed_cells_are_recorded(failing_run):
     assert "failed: X_crash seq pass 1 (attempt 1): cell exited with status 7" in proc.stderr
     assert "skipped: E01 seq pass 1 (attempt 1): unavailable here" in proc.stderr
     # the skipped cell never started a process
-    run_dir = next(p for p in failing_run.runs.iterdir() if p.is_dir())
+    run_dir = next(p for p in failing_run.runs.iterdir() if p.is_dir() and p.name != "samples")
     assert not list((run_dir / "cells").glob("*E01*/attempt-1/cell.log"))
