@@ -174,6 +174,24 @@ def start_runtime(*, attempt_dir: str | Path, num_cpus: float | None = None,
             raise FugueError(reason)
     temp_dir = None if address else short_temp_dir()
     tag = temp_dir.name if temp_dir else f"fr-addr-{os.getpid()}"
+    try:
+        return _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address,
+                      cuda_visible)
+    except BaseException:
+        # Whatever got started before the failure is ours to stop now (the record may
+        # not exist yet, and the cell's teardown never sees a runtime).
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if temp_dir is not None:
+            kill_ours(str(temp_dir), tag)
+            remove_temp_dir(temp_dir)
+            from engine import cleanup
+            cleanup.release(attempt_dir, CLEANUP_NAME)
+        raise
+
+
+def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_visible
+           ) -> Runtime:
     env = _cluster_env(tag)
     if cuda_visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible

@@ -243,3 +243,20 @@ def test_campaign_refuses_bad_ray_options(options, expected):
     with pytest.raises(ConfigError) as info:
         parse_campaign(doc, "c.toml")
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_runtime_that_fails_to_start_leaves_no_folder_or_record(tmp_path, monkeypatch):
+    import ray
+
+    def broken_init(**kwargs):
+        raise RuntimeError("raylet failed to start\nmore detail")
+
+    monkeypatch.setattr(ray, "init", broken_init)
+    before = set(Path("/tmp").glob("fr-*"))
+    with pytest.raises(FugueError) as info:
+        raytools.start_runtime(attempt_dir=tmp_path, num_cpus=1, num_gpus=0)
+    assert str(info.value) == ("ray: the runtime did not start: RuntimeError: raylet failed "
+                               "to start")
+    assert set(Path("/tmp").glob("fr-*")) <= before
+    assert not list((tmp_path / "cleanup").glob("*.json"))
+    assert raytools.TAG_ENV not in os.environ
