@@ -192,6 +192,12 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
             raise ConfigError(f"{where}: options.{executor} must be a table")
         tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
         _check_option_values(EXECUTORS.get(executor), table, f"{where}: options.{executor}")
+    if "ray" in executors and options.get("ray", {}).get("address"):
+        from engine.raytools import validate_options  # torch- and ray-free
+
+        reason = validate_options(options["ray"])
+        if reason:
+            raise ConfigError(f"{where}: options.ray: key 'address': {reason}")
     warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
     interval = float(doc.get("monitor_interval_s", 0.5))
     if not (math.isfinite(interval) and 0.05 <= interval <= 60):

@@ -331,7 +331,13 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
                                                 shared=spec_exec.concurrent))
     # Both files or neither: a job row never stays without its group row.
     append_group(spec["runs_dir"], group, rows)
-    warnings = load_warnings(t_group, facts.get("cell_cpu_s"), spec["threads"],
+    cpu_s = facts.get("cell_cpu_s")
+    if spec_exec.trains_in_workers:
+        # Workers outside this process's accounting (Ray's are not its children): the
+        # monitor's process-tree CPU says what the cell used, or nothing is claimed.
+        util = facts.get("cpu_util_mean")
+        cpu_s = util / 100.0 * t_group if util is not None else None
+    warnings = load_warnings(t_group, cpu_s, spec["threads"],
                              (facts.get("host_load_start"), facts.get("host_load_end")))
     summary = {"group_id": group["group_id"], "status": status, "error": error,
                "T_group": t_group, "total_samples": total_samples,

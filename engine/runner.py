@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from engine.events import EventTail, EventWriter
 from engine.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.provenance import machine_identity, nvml_devices, resolve_device
+from engine.registry import EXECUTORS
 from engine.results import GROUP_COLUMNS, append_rows, check_timestamp, preflight, read_rows
 from engine.rows import failed_group_row
 from engine.monitor import resolve_gpu
@@ -304,7 +305,11 @@ class Runner:
                    attempt=attempt, events=spec["events"], log_path=str(log_path), pid=proc.pid)
         # Device utilisation comes from the cell's own monitor samples (never a second
         # NVML sampler on the device).
-        watchdog = Watchdog(self.campaign.watchdog, proc.pid, proc.pid)
+        settings = self.campaign.watchdog
+        idle = EXECUTORS.get(cell.executor).idle_cpu_fraction
+        if idle:  # the executor's runtime keeps this much CPU busy even when jobs hang
+            settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
+        watchdog = Watchdog(settings, proc.pid, proc.pid)
         written, hung, after, verdict = False, False, "", None
         try:
             while proc.poll() is None:

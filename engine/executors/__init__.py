@@ -45,6 +45,10 @@ class ExecutorSpec:
     #: neither loads datasets nor touches the device (no CUDA context in the parent, which
     #: under EXCLUSIVE_PROCESS would take the GPU MPS needs, and costs VRAM otherwise).
     trains_in_workers: bool = False
+    #: Share of one core the strategy's own runtime uses while every job is stuck (Ray's
+    #: raylet and GCS: about 6 % here). The watchdog adds it to ``cpu_fraction``, so that a
+    #: hung job under this executor still looks idle.
+    idle_cpu_fraction: float = 0.0
 
     def load(self):
         module, _, cls = self.target.partition(":")
@@ -76,7 +80,7 @@ register_executor(ExecutorSpec(
 
 register_executor(ExecutorSpec(
     name="ray", label="Ray", color="#55A868", target="engine.executors.ray_actors:RayExecutor",
-    concurrent=True, supports_scheduler=True, trains_in_workers=True,
+    concurrent=True, supports_scheduler=True, trains_in_workers=True, idle_cpu_fraction=0.10,
     options={"max_parallel": (int,), "scheduler": (str, list), "address": (str,),
              "grace_period": (int,), "reduction_factor": (int,)},
     option_help={"max_parallel": "actors (or concurrent Tune trials); default: all jobs",

@@ -167,6 +167,8 @@ CASES: list[Case | object] = [
            id="unknown-scheduler"),
     _batch('experiments = "D_hpo"\nexecutors = ["ray"]\n[options.ray]\nscheduler = []\n',
            "options.ray", "key 'scheduler'", "empty list", id="scheduler-empty-list"),
+    _batch('experiments = "D_ens"\nexecutors = ["ray"]\n[options.ray]\naddress = "127.0.0.1:9"\n',
+           "options.ray", "key 'address'", "127.0.0.1:9", id="ray-address-unreachable"),
     _batch('experiments = "D_ens"\nexecutors = ["mp"]\n[options.mp]\nmax_parallel = 0\n',
            "options.mp", "key 'max_parallel'", ">= 1", "got 0", id="max-parallel-zero"),
     _batch('experiments = "D_ens"\nexecutors = ["unified_model"]\n[options.unified_model]\n'
