@@ -39,7 +39,7 @@ from engine import cleanup, mps
 from engine.errors import FugueError
 from engine.executors.base import CellContext, Executor
 from engine.executors.mp_worker import worker_main
-from engine.executors.ray_worker import union_seconds
+from engine.spans import union_seconds
 from engine.training import JobResult
 from engine.workloads import JobSpec
 

@@ -75,7 +75,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     conn.send(("ready", {"pid": os.getpid(), "setup_s": time.perf_counter() - t0}))
     # The epochs' training-step spans, for the group's training wall time (the same
     # definition as ray's: docs/measurement.md).
-    from engine.executors.ray_worker import TrainSpans
+    from engine.spans import TrainSpans
 
     spans = TrainSpans()
     result = train_job(job, data, train_settings,

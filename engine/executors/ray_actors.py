@@ -29,7 +29,8 @@ import ray
 from engine import raytools
 from engine.errors import FugueError
 from engine.executors.base import CellContext, Executor
-from engine.executors.ray_worker import JobActor, from_snapshot, union_seconds
+from engine.executors.ray_worker import JobActor, from_snapshot
+from engine.spans import union_seconds
 from engine.training import JobResult
 from engine.workloads import JobSpec
 

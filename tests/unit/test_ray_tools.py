@@ -170,7 +170,7 @@ def test_cleanup_handler_stops_only_our_processes_and_keeps_logs(tmp_path):
 
 
 def test_union_of_training_spans():
-    from engine.executors.ray_worker import union_seconds
+    from engine.spans import union_seconds
 
     assert union_seconds([]) == 0.0
     assert union_seconds([(0, 1), (0.5, 2), (3, 4)]) == pytest.approx(3.0)
