@@ -57,6 +57,8 @@ POLL_S = 0.25
 #: Seconds between host samples while no cell runs.
 HOST_POLL_S = 1.0
 ENDED = frozenset({"done", "failed", "killed", "skipped"})
+#: Actions whose availability depends on the selected cell and the runner.
+_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan")
 
 _CONFIRM = {
     "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",
@@ -158,7 +160,7 @@ class RunScreen(Screen):
             lines, reset = log.read(target)
             if events or lines or reset:
                 self.post_message(Followed(events, lines, reset, target, False))
-            time.sleep(POLL_S / 2)
+            time.sleep(POLL_S)
 
     def on_followed(self, message: Followed) -> None:
         for event in message.events:
@@ -233,8 +235,8 @@ class RunScreen(Screen):
                 self.query_one(LogPane).feed([], True, "log: no attempt yet")
         self._show_header(now)
         self._show_recent()
-        applicable = (cell.key if cell else None, cell.state if cell else None,
-                      self.runner_alive)
+        # the footer recomposes on refresh_bindings: only when what is offered changed
+        applicable = tuple(bool(self.check_action(a, ())) for a in _CHECKED)
         if applicable != self._applicable:
             self._applicable = applicable
             self.refresh_bindings()

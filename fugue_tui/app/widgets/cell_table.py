@@ -34,7 +34,7 @@ _NAV = (
     Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
 )
 #: Seconds between two updates of a running cell's elapsed time in the table.
-CLOCK_STEP_S = 5.0
+CLOCK_STEP_S = 10.0
 #: Cell states in which the cell's clock runs.
 ACTIVE = frozenset({"running", "suspect", "hung"})
 
