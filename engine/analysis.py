@@ -94,7 +94,11 @@ PARITY_NA = "n/a"
 #: Provenance columns (see the module doc); ``campaign_hash`` is added with ``by_campaign``.
 PROVENANCE_COLUMNS: tuple[str, ...] = ("machine", "gpu_name", "torch_version", "cuda_version")
 #: What identifies a cell within a provenance key.
-CELL_COLUMNS: tuple[str, ...] = ("exp_id", "executor", "compile_mode", "scheduler", "features")
+#: What makes two rows the same configuration. ``rung`` too: ablation rungs whose effective
+#: features coincide on a device (B and C on CPU, where there are no streams) are still
+#: different requests and are never pooled with each other or with plain cells.
+CELL_COLUMNS: tuple[str, ...] = ("exp_id", "executor", "compile_mode", "scheduler", "features",
+                                 "rung")
 
 GROUP_NUMERIC: tuple[str, ...] = (
     "K", "max_parallel", "num_workers", "T_group", "total_samples", "throughput_group",
@@ -114,6 +118,7 @@ GROUP_TEXT: tuple[str, ...] = (
     "group_id", "exp_id", "executor", "compile", "mode", "size", "scheduler", "features",
     "timestamp", "gpu_name", "torch_version", "cuda_version", "cpu_model", "campaign_id",
     "cell_key", "status", "error", "compile_mode", "energy_method", "host", "campaign_hash",
+    "rung",
 )
 JOB_TEXT: tuple[str, ...] = (
     "group_id", "job_id", "exp_id", "executor", "compile", "gpu_name", "campaign_id",

@@ -184,16 +184,10 @@ def line_chart(xs: Sequence[float], series: Mapping[str, Sequence[float]], title
 
 
 def speedup_label(row: Mapping[str, Any]) -> str:
-    """``exp executor`` plus what distinguishes the cell: compile mode, scheduler, features."""
-    parts = [str(row.get("exp_id", "")), str(row.get("executor", ""))]
-    mode = str(row.get("compile_mode", "") or "off")
-    if mode != "off":
-        parts.append(f"compile={mode}")
-    for key in ("scheduler", "features"):
-        value = str(row.get(key, "") or "")
-        if value and value != "nan":
-            parts.append(value)
-    return " ".join(parts)
+    """``exp executor`` plus what distinguishes the cell (``fugue_tui.figures.cell_label``)."""
+    from fugue_tui.figures import cell_label
+
+    return cell_label(dict(row))
 
 
 def speedup_chart(speedup_df, width: int = 80, color: bool | None = None,

@@ -74,8 +74,8 @@ def _fmt(value: float | None, fmt: str) -> str:
 
 
 def cell_label(row: dict[str, Any], machines: int = 1) -> str:
-    """``exp executor`` plus compile mode, scheduler and features when set; the machine
-    first when the rows come from several."""
+    """``exp executor`` plus compile mode, scheduler, features and ablation rung when set;
+    the machine first when the rows come from several."""
     parts = [str(row.get("exp_id", "")), str(row.get("executor", ""))]
     mode = str(row.get("compile_mode", "") or "off")
     if mode != "off":
@@ -84,6 +84,9 @@ def cell_label(row: dict[str, Any], machines: int = 1) -> str:
         value = str(row.get(key, "") or "")
         if value and value != "nan":
             parts.append(value)
+    rung = str(row.get("rung", "") or "")
+    if rung and rung != "nan":
+        parts.append(f"rung {rung}")
     label = " ".join(parts)
     return f"{row.get('machine')}: {label}" if machines > 1 else label
 

@@ -231,13 +231,15 @@ def test_results_screen_of_our_recording_updates_as_rows_land(tmp_path):
                           "the new rows")
             text = screen_text(app)
             assert f"{len(lines) - 1} of {len(lines) - 1} group rows" in text
-            # the speedups and intervals the analysis computes for this fixture
+            charts = screen.query_one("#figures").content.plain  # the whole pane, scrolled
+            # the speedups and intervals the analysis computes for this fixture (ablation
+            # rungs are cells of their own, never pooled with the plain unified cells)
             for row in table[table["executor"] != "seq"].to_dict("records"):
                 if row["n_strategy"] >= 5:
                     label = f"{row['exp_id']} unified_model vf:1,s:0,fl:0"
                     value = f"{row['speedup']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-                    assert f"{label} {value}" in text, (label, value)
-            charts = screen.query_one("#figures").content.plain  # the whole pane, scrolled
+                    assert f"{label} {value}" in charts, (label, value)
+            assert "D_ens unified_model vf:1,s:0,fl:0 rung B" in charts
             assert "ablation ladder" in charts
             for row in results.ladder.to_dict("records"):
                 assert f"D_ens rung {row['rung']} {row['relative']:.3f}" in charts

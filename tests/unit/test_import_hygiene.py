@@ -17,7 +17,8 @@ RUNNER_SIDE = ["engine.runner", "engine.campaign", "engine.matrix", "engine.resu
                "engine.control", "engine.follow", "engine.state", "engine.validate",
                "engine.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.adhoc",
-               "fugue_tui.live"]
+               "fugue_tui.live", "fugue_tui.figures", "engine.monitor", "engine.cellmonitor",
+               "engine.cleanup", "engine.spans", "engine.axes", "engine.mps", "engine.raytools"]
 
 
 def test_runner_side_modules_do_not_import_torch():
