@@ -63,7 +63,7 @@ hung_after = 4
 
 
 @pytest.fixture
-def work(tmp_path, monkeypatch) -> Path:
+def work(tmp_path, monkeypatch):
     """A working folder with the short experiments, the test plugin for this process and
     the runner it starts, no datasets and no user keymap."""
     monkeypatch.chdir(tmp_path)
@@ -76,7 +76,35 @@ def work(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path / "no-data"))
     monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
     (tmp_path / "experiments.toml").write_text(EXPERIMENTS)
-    return tmp_path
+    yield tmp_path
+    # A test that fails after detaching leaves a headless runner (and its cells) behind:
+    # stop every runner of this folder so no process outlives the test.
+    for pid_file in tmp_path.glob("runs/*/runner.pid"):
+        handle = find_runner(pid_file.parent)
+        if handle is not None:
+            _stop_tree(handle.pid)
+
+
+def _stop_tree(pid: int) -> None:
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root] + root.children(recursive=True)
+    except psutil.Error:
+        return
+    sessions = {p.pid for p in procs}
+    for proc in psutil.process_iter():  # cells run in sessions of their own
+        try:
+            if os.getsid(proc.pid) in sessions:
+                procs.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
 
 
 def campaign(work: Path, name: str, experiments: str, extra: str = "") -> Path:
