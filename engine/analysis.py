@@ -98,7 +98,7 @@ PROVENANCE_COLUMNS: tuple[str, ...] = ("machine", "gpu_name", "torch_version", "
 #: features coincide on a device (B and C on CPU, where there are no streams) are still
 #: different requests and are never pooled with each other or with plain cells.
 CELL_COLUMNS: tuple[str, ...] = ("exp_id", "executor", "compile_mode", "scheduler", "features",
-                                 "rung")
+                                 "rung", "config_key")
 
 GROUP_NUMERIC: tuple[str, ...] = (
     "K", "max_parallel", "num_workers", "T_group", "total_samples", "throughput_group",
@@ -118,7 +118,7 @@ GROUP_TEXT: tuple[str, ...] = (
     "group_id", "exp_id", "executor", "compile", "mode", "size", "scheduler", "features",
     "timestamp", "gpu_name", "torch_version", "cuda_version", "cpu_model", "campaign_id",
     "cell_key", "status", "error", "compile_mode", "energy_method", "host", "campaign_hash",
-    "rung",
+    "rung", "config_key", "workload_key",
 )
 JOB_TEXT: tuple[str, ...] = (
     "group_id", "job_id", "exp_id", "executor", "compile", "gpu_name", "campaign_id",
@@ -482,7 +482,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     prov = provenance_columns(by_campaign)
     keys = cell_columns(by_campaign)
     g = runs.groups
-    needed = list(dict.fromkeys(keys + ["mode", "group_id", "K", "T_group", "throughput_group",
+    needed = list(dict.fromkeys(keys + ["mode", "workload_key", "group_id", "K", "T_group",
+                                        "throughput_group",
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
                                         "row"]))
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed]
@@ -493,7 +494,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
 
     # Per cell: the vectorised aggregates.
     grouped = ok.groupby("cell", sort=False)
-    cells = grouped[keys + ["mode"]].first()
+    cells = grouped[keys + ["mode", "workload_key"]].first()
     stats = grouped.agg(
         K=("K", "first"), n_strategy=("T_group", "size"), T_group_mean=("T_group", "mean"),
         T_group_std=("T_group", "std"), throughput_group_mean=("throughput_group", "mean"),
@@ -502,8 +503,9 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
         vram_peak_mb_max=("vram_peak_mb", "max"), first_row=("row", "min"))
     cells = cells.join(stats)
 
-    # Seq baselines: pooled seq rows per provenance key × experiment × compile mode.
-    base_keys = prov + ["exp_id", "compile_mode"]
+    # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
+    # experiment definition, jobs, seed and threads; empty in harness rows) × compile mode.
+    base_keys = prov + ["exp_id", "workload_key", "compile_mode"]
     seq_rows = ok[ok["executor"] == "seq"]
     seq_rows = seq_rows.assign(base=_codes(seq_rows, base_keys))
     seq_grouped = seq_rows.groupby("base", sort=False)
@@ -514,9 +516,9 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     # Compiled baseline where it exists, else the uncompiled one.
     cells = cells.reset_index()
     same = cells[base_keys].merge(bases, on=base_keys, how="left")
-    uncompiled = cells[prov + ["exp_id"]].merge(
+    uncompiled = cells[prov + ["exp_id", "workload_key"]].merge(
         bases[bases["compile_mode"] == "off"].drop(columns="compile_mode"),
-        on=prov + ["exp_id"], how="left")
+        on=prov + ["exp_id", "workload_key"], how="left")
     use_same = (cells["compile_mode"].to_numpy() != "off") & same["base"].notna().to_numpy()
     cells["base"] = np.where(use_same, same["base"], uncompiled["base"])
     cells["n_seq"] = np.where(use_same, same["n_seq"], uncompiled["n_seq"])

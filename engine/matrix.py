@@ -43,6 +43,12 @@ class CellSpec:
     features: str | None = None
     #: Most jobs at once (the executor's ``max_parallel`` option); None = all jobs.
     max_parallel: int | None = None
+    #: Hash of the configuration without the pass: rows of the same configuration pool
+    #: across passes and campaigns, and only those (engine.analysis).
+    config_key: str = ""
+    #: Hash of what every executor of the cell's experiment shares (experiment definition,
+    #: jobs, seed, threads): a strategy's seq baseline must have the same one.
+    workload_key: str = ""
 
     @property
     def label(self) -> str:
@@ -66,8 +72,11 @@ class CellSpec:
 
 def cell_key(config: dict[str, Any], machine: dict[str, Any]) -> str:
     """16 hex digits of sha256 over canonical JSON of the configuration and machine."""
-    blob = json.dumps({"config": config, "machine": machine}, sort_keys=True,
-                      separators=(",", ":"), default=str)
+    return _digest({"config": config, "machine": machine})
+
+
+def _digest(doc: dict[str, Any]) -> str:
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -85,11 +94,15 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                     config = {"experiment": exp.to_dict(), "jobs": jobs, "executor": executor,
                               "options": options, "seed": campaign.seed, "pass": pass_index,
                               "threads": campaign.threads, **point}
+                    workload = {"experiment": exp.to_dict(), "jobs": jobs,
+                                "seed": campaign.seed, "threads": campaign.threads}
                     cells.append(CellSpec(
                         index=len(cells) + 1, exp_id=exp_id, executor=executor,
                         pass_index=pass_index, key=cell_key(config, machine),
                         experiment=exp.to_dict(), jobs=jobs, options=options,
-                        max_parallel=options.get("max_parallel"), **point))
+                        max_parallel=options.get("max_parallel"),
+                        config_key=_digest({k: v for k, v in config.items() if k != "pass"}),
+                        workload_key=_digest(workload), **point))
     return cells
 
 

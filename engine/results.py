@@ -81,7 +81,7 @@ EXTRA_GROUP_COLUMNS: tuple[str, ...] = (
     "monitor_samples", "monitor_cpu_share", "cpu_util_mean", "cpu_util_max", "rss_peak_mb",
     "host_mem_available_min_mb", "cpu_energy_j", "cpu_energy_method",
     "torch_peak_allocated_mb", "torch_peak_reserved_mb", "compile_warmup_s", "samples_file",
-    "executor_info",
+    "executor_info", "config_key", "workload_key",
 )
 
 #: Our job columns, after the harness's.
@@ -191,6 +191,12 @@ COLUMN_DOCS: dict[str, str] = {
     "samples_file": "monitor samples of the group (or the job's slice), relative to the runs folder",
     "executor_info": ("what the executor decided or observed, compact JSON (e.g. worker pids, "
                       "Ray resources, the unified model's plan)"),
+    "config_key": ("hash of the cell's configuration without the pass (experiment, jobs, "
+                   "executor and options, compile, scheduler, rung, features, seed, threads): "
+                   "the analysis pools rows across passes and campaigns only within one"),
+    "workload_key": ("hash of what all executors of the experiment share (experiment "
+                     "definition, jobs, seed, threads): a strategy's seq baseline must have the "
+                     "same one"),
     "stop_reason": "why a trial stopped before its epoch budget (scheduler decision); else empty",
     "worker_pid": "process id of the process that trained the job",
 }

@@ -338,3 +338,21 @@ def test_large_synthetic_file_functional():
     assert set(strategies["baseline"]) == {"seq", "seq compile=default"}
     ok = frame["status"] == "ok"
     assert df["n_strategy"].sum() == ok.sum()
+
+
+def test_only_rows_of_the_same_configuration_pool_and_baselines_share_the_workload(tmp_path):
+    """Two campaigns of one experiment id with different epochs (workloads w15 and w2), and
+    two max_parallel settings of one executor (configurations m5 and m2): nothing pools
+    across them, and each strategy divides the seq of its own workload."""
+    rows = [group("D_ens", "seq", 10.0, workload_key="w15", config_key="s15"),
+            group("D_ens", "seq", 2.0, workload_key="w2", config_key="s2"),
+            group("D_ens", "ray", 5.0, workload_key="w15", config_key="r15"),
+            group("D_ens", "mp", 1.0, workload_key="w2", config_key="m5"),
+            group("D_ens", "mp", 4.0, workload_key="w2", config_key="m2")]
+    table = speedups(load_runs(write(tmp_path, rows)), n_boot=0)
+    assert len(table) == 5  # no two rows pooled
+    by = {(r["executor"], r["config_key"]): r for r in table.to_dict("records")}
+    assert by[("ray", "r15")]["speedup"] == pytest.approx(10.0 / 5.0)
+    assert by[("mp", "m5")]["speedup"] == pytest.approx(2.0 / 1.0)
+    assert by[("mp", "m2")]["speedup"] == pytest.approx(2.0 / 4.0)
+    assert all(r["n_strategy"] == 1 for r in table.to_dict("records"))
