@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
+from rich.markup import escape
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
@@ -167,7 +168,9 @@ class FugueApp(App):
                 continue
             seen.add(binding.id)
             key = self.get_key_display(binding)
-            yield SystemCommand(binding.description, f"{binding.tooltip} [{key}]",
+            # The help text is markup: a key such as "/" or "a" in brackets would be read as
+            # a tag ("[/]" closes nothing and crashed the palette), so escape it.
+            yield SystemCommand(binding.description, escape(f"{binding.tooltip} [{key}]"),
                                 partial(self._palette_run, active.node, binding.action))
         yield SystemCommand("Theme", "Change the current theme", self.action_change_theme)
 

@@ -285,3 +285,24 @@ def test_fixture_events_are_real_recordings():
     assert len(summaries) == len(groups)
     for row in groups.to_dict("records"):
         assert summaries[row["cell_key"]] == pytest.approx(row["T_group"], rel=1e-6)
+
+
+def test_command_palette_entries_render_on_every_screen(tmp_path):
+    """Each palette entry's help names its key; a key like "/" must not be read as markup
+    (it crashed Ctrl+P on the results screen)."""
+    from rich.text import Text
+
+    async def scenario():
+        app = FugueApp(results=str(FIXTURES / "harness"))
+        async with app.run_test(size=SIZE) as pilot:
+            await _settle(pilot, lambda: isinstance(app.screen, ResultsScreen)
+                          and app.screen.results is not None, "rows")
+            commands = list(app.get_system_commands(app.screen))
+            helps = [Text.from_markup(c.help).plain for c in commands if c.title != "Theme"]
+            assert helps and all(h.endswith("]") for h in helps), helps
+            assert any(h.endswith("[/]") for h in helps)  # the filter key, shown literally
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            await pilot.press("escape")
+
+    asyncio.run(scenario())
