@@ -127,6 +127,13 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
             _check_counts(merged, mwhere)
             members.append(merged)
         k = len(members)
+        # A top-level job field is the members' default; when every member sets its own it
+        # would be silently ignored (a user's "[experiments.D_mm] epochs = 2" did nothing).
+        for key in JOB_FIELDS:
+            if key in table and all(isinstance(m, dict) and key in m for m in values["members"]):
+                raise ConfigError(f"{where}: key '{key}' has no effect: every member of this "
+                                  f"multi_model experiment sets its own {key} (set it in "
+                                  f"members[i] instead, or remove it there)")
         if "k" in table:
             raise ConfigError(f"{where}: key 'k' does not apply to multi_model (K is the number "
                               f"of members)")

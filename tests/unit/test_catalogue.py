@@ -336,3 +336,15 @@ def test_keys_that_would_be_silently_ignored_or_wrong_are_refused(tmp_path, body
     path.write_text("[experiments.X]\n" + body + "\n")
     with pytest.raises(ConfigError, match=needle):
         load_catalogue(path)
+
+
+def test_a_multi_model_default_every_member_overrides_is_refused(tmp_path):
+    user = tmp_path / "user.toml"
+    user.write_text("[experiments.D_mm]\nepochs = 2\n")
+    with pytest.raises(ConfigError, match=r"key 'epochs' has no effect: every member"):
+        load_catalogue(user)
+    user.write_text('[experiments.X]\ntype = "multi_model"\nepochs = 2\nlr = 0.1\n'
+                    'members = [{ model = "mlp", dataset = "wine", batch_size = 16 },\n'
+                    '  { model = "mlp", dataset = "digits", batch_size = 32, epochs = 3 }]\n')
+    members = load_catalogue(user).get("X").members
+    assert [m["epochs"] for m in members] == [2, 3]  # a default where a member has none
