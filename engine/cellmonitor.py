@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -59,9 +60,11 @@ class CellMonitor:
             argv += ["--gpu-uuid", self.gpu_uuid]
         self.meta_path.unlink(missing_ok=True)
         try:
-            # Same session as the cell (the runner's clean-up reaches it); dies with the cell.
+            # Same session as the cell (the runner's clean-up reaches it). When the cell dies
+            # it gets SIGTERM (not SIGKILL): one last sample, the samples file completed.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=engine_env(),
-                                         preexec_fn=die_with_parent(os.getpid()))
+                                         preexec_fn=die_with_parent(os.getpid(),
+                                                                    signal.SIGTERM))
         except OSError as exc:
             self.problem = f"monitor did not start: {exc}"
             return False

@@ -31,12 +31,13 @@ TERM_GRACE_S = 5.0
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent_pid: int):
-    """preexec_fn: ask the kernel for SIGKILL when the parent dies; exit if it already has."""
+def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL):
+    """preexec_fn: ask the kernel for ``sig`` (SIGKILL by default) when the parent dies; exit
+    if it already has. A child that can finish cleanly (the monitor) asks for SIGTERM."""
     def apply() -> None:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
         except (OSError, AttributeError):  # not Linux: the pid record still lets us clean up
             pass
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
@@ -107,6 +108,12 @@ def stop_session(session_id: int, leader: subprocess.Popen | None = None,
         except subprocess.TimeoutExpired:
             pass
     _, alive = psutil.wait_procs(procs, timeout=grace if leader is None else 0.5)
+    # A process that exited but is not reaped yet (a zombie waiting for an init that reaps
+    # late) is gone: it needs no SIGKILL and must not be reported as needing one.
+    alive = [p for p in alive if _alive(p)]
+    if alive and leader is not None:  # the rest of the session gets the full grace too
+        _, alive = psutil.wait_procs(alive, timeout=grace)
+        alive = [p for p in alive if _alive(p)]
     killed = []
     for proc in alive:
         killed.append(proc.pid)

@@ -213,6 +213,10 @@ def test_second_runner_is_refused_and_control_commands_work(tmp_path):
         ("X_quick", "ok", "1")]
     assert "skipped by control command" in groups[0]["error"]
     assert "retry" in groups[1]["error"] and "killed by control command" in groups[2]["error"]
+    # SIGTERM stops the whole session, the monitor included: nothing needed SIGKILL, and
+    # the killed attempts' samples files were completed (no .partial left).
+    assert all("SIGKILL needed" not in g["error"] for g in groups), groups
+    assert not list((tmp_path / "runs" / "samples").glob("*.partial"))
     # a manual retry does not consume the budget, and a killed cell is not retried
     retried = [e for e in _runner_events(tmp_path) if e["type"] == "retried"]
     assert [e["manual"] for e in retried] == [True]
