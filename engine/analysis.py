@@ -271,6 +271,26 @@ def _status(frame: pd.DataFrame, had_status: bool) -> pd.Series:
     return status.where(~harness_row, "ok")
 
 
+def _fill_stack_of_unfinished(g: pd.DataFrame) -> None:
+    """Rows the runner wrote for a cell that never reported (killed, crashed, skipped) have
+    no torch/CUDA/GPU columns: they ran on the stack of the same machine's other rows of that
+    campaign, so take it from there rather than show them as a machine of their own."""
+    if not len(g) or "campaign_id" not in g.columns:
+        return
+    missing = (g["status"] != "ok") & (g["torch_version"] == "")
+    if not missing.any():
+        return
+    known = g[g["torch_version"] != ""]
+    if not len(known):
+        return
+    stack = known.groupby(["machine", "campaign_id"], sort=False)[
+        ["gpu_name", "torch_version", "cuda_version"]].first()
+    keys = list(zip(g.loc[missing, "machine"], g.loc[missing, "campaign_id"]))
+    for column in ("gpu_name", "torch_version", "cuda_version"):
+        lookup = stack[column].to_dict()
+        g.loc[missing, column] = [lookup.get(k, v) for k, v in zip(keys, g.loc[missing, column])]
+
+
 def _unmeasured_zero(frame: pd.DataFrame, column: str) -> None:
     """The harness's ``0`` energy on a row with no energy method and no GPU: NaN."""
     quirk = (frame[column] == 0) & (frame["energy_method"] == "") & (frame["gpu_name"] == "")
@@ -299,6 +319,7 @@ def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = No
     if "source" not in g.columns:
         g["source"] = ""
     g = g.reset_index(drop=True)
+    _fill_stack_of_unfinished(g)
 
     j = pd.DataFrame() if jobs is None else jobs.copy()
     had_status = "status" in j.columns

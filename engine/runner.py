@@ -45,7 +45,7 @@ from engine.cell import SPEC_SCHEMA
 from engine.cleanup import run_recorded
 from engine.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
 from engine.control import Inbox
-from engine.errors import ConfigError, FugueError
+from engine.errors import ConfigError, FugueError, OutputError
 from engine.events import EventTail, EventWriter
 from engine.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
@@ -189,18 +189,11 @@ class Runner:
 
     def _run_locked(self) -> CampaignOutcome:
         started = time.time()
-        (self.run_dir / "runner.pid").write_text(json.dumps(
-            {"pid": os.getpid(), "host": os.uname().nodename, "started": started,
-             "argv": sys.argv}))
-        if self.campaign.source is not None:
-            shutil.copyfile(self.campaign.source, self.run_dir / "campaign.toml")
-        # What actually runs, after command-line overrides and with the experiments resolved.
-        (self.run_dir / "campaign.resolved.json").write_text(json.dumps({
-            "campaign": self.campaign.resolved(), "device": self.device,
-            "machine": self.machine, "resume": self.resume, "since": self.since,
-            "experiments": {e: self.campaign.catalogue.get(e).to_dict()
-                            for e in self.campaign.experiments}}, indent=1, default=str))
-        self._log = EventWriter(self.run_dir / "runner.jsonl", campaign=self.campaign_id)
+        try:
+            self._write_run_files(started)
+        except OSError as exc:  # a full disk or a quota: one line, nothing half-written
+            raise OutputError(f"{self.run_dir}: cannot write the run folder: "
+                              f"{exc.strerror or exc}") from None
         self.inbox = Inbox(self.run_dir, since=started)
         outcome = CampaignOutcome(self.campaign_id, self.run_dir)
         self._emit("campaign_started", cells=len(self.cells), run_dir=str(self.run_dir),
@@ -242,6 +235,22 @@ class Runner:
                        failed=sum(o.status != "ok" for o in outcome.outcomes))
             self._log.close()
         return outcome
+
+    def _write_run_files(self, started: float) -> None:
+        """runner.pid, the campaign as given and as resolved, the runner's event log; each
+        file whole or absent (temporary file, then ``os.replace``)."""
+        _write_whole(self.run_dir / "runner.pid", json.dumps(
+            {"pid": os.getpid(), "host": os.uname().nodename, "started": started,
+             "argv": sys.argv}))
+        if self.campaign.source is not None:
+            _write_whole(self.run_dir / "campaign.toml", self.campaign.source.read_text())
+        # What actually runs, after command-line overrides and with the experiments resolved.
+        _write_whole(self.run_dir / "campaign.resolved.json", json.dumps({
+            "campaign": self.campaign.resolved(), "device": self.device,
+            "machine": self.machine, "resume": self.resume, "since": self.since,
+            "experiments": {e: self.campaign.catalogue.get(e).to_dict()
+                            for e in self.campaign.experiments}}, indent=1, default=str))
+        self._log = EventWriter(self.run_dir / "runner.jsonl", campaign=self.campaign_id)
 
     def _emit(self, type: str, **fields: Any) -> dict[str, Any]:
         assert self._log is not None
@@ -476,6 +485,16 @@ class Runner:
             if messages:
                 self._emit("cleanup", attempt_dir=str(attempt_dir), messages=messages,
                            predecessor=True)
+
+
+def _write_whole(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _holder(run_dir: Path) -> str:

@@ -356,3 +356,11 @@ def test_only_rows_of_the_same_configuration_pool_and_baselines_share_the_worklo
     assert by[("mp", "m5")]["speedup"] == pytest.approx(2.0 / 1.0)
     assert by[("mp", "m2")]["speedup"] == pytest.approx(2.0 / 4.0)
     assert all(r["n_strategy"] == 1 for r in table.to_dict("records"))
+
+
+def test_a_killed_row_without_stack_columns_joins_its_machine(tmp_path):
+    rows = [group("D_ens", "seq", 2.0), group("D_ens", "seq", None, status="killed",
+                                               torch="", cuda="", gpu="")]
+    runs = load_runs(write(tmp_path, rows))
+    assert runs.groups["torch_version"].tolist() == ["2.5.1", "2.5.1"]
+    assert runs.groups["gpu_name"].tolist() == ["NVIDIA L4", "NVIDIA L4"]
