@@ -2,7 +2,7 @@
 
 ::
 
-    name = "quick"                      # run folder runs/<name>-<timestamp>/
+    name = "quick"                      # run folder runs/<name>/
     experiments = "D_ens,D_cv"          # the harness's selection syntax, or a list
     executors = ["seq"]
     passes = 1                          # repeats of the whole matrix
