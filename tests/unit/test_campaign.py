@@ -43,10 +43,11 @@ def test_quick_campaign():
     c = load_campaign(REPO / "campaigns" / "quick.toml")
     assert c.name == "quick"
     assert c.experiments == ["D_ens", "D_cv", "D_hpo", "D_mm", "D_reg"]
-    assert (c.executors, c.passes, c.seed, c.device, c.compile) == (["seq"], 1, 42, "auto", "off")
+    assert (c.executors, c.passes, c.seed, c.device, c.compile) == (
+        ["seq", "unified_model", "mp", "ray"], 1, 42, "auto", "off")
     assert c.runs_dir == Path("runs")
     assert len(c.file_hash) == 16
-    assert len(build_cells(c, MACHINE)) == 5
+    assert len(build_cells(c, MACHINE)) == 5 * 4  # ray's default scheduler on D_hpo: fifo
 
 
 def test_defaults_and_name_from_file_stem(tmp_path):
