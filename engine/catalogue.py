@@ -167,6 +167,9 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
             if space:
                 raise ConfigError(f"{where}: 'search_space' only applies to hpo experiments")
             k = values.get("k")
+            if k is None:
+                raise ConfigError(f"{where}: missing key 'k' (the number of jobs: members of an "
+                                  f"ensemble, folds of a cv; e.g. k = 5)")
             if not isinstance(k, int) or k < 1:
                 raise ConfigError(f"{where}: key 'k' must be an integer >= 1, got {k!r}")
             if wtype == "cv" and k < 2:
