@@ -134,9 +134,6 @@ class CellMonitor:
         s = summarise(self.samples, t0, t1, rapl_wrap=wrap)
         energy = s.pop("energy")
         cols.update(s, energy_group=energy)
-        cpu_s = self.meta.get("cpu_s")
-        if cpu_s is not None and t1 > t0:
-            cols["monitor_cpu_share"] = cpu_s / (t1 - t0)
         cols["samples_file"] = os.path.relpath(self.samples_path, self.runs_dir)
         return cols
 

@@ -58,6 +58,7 @@ DEFAULT_INTERVAL_S = 0.5
 SAMPLE_FIELDS: tuple[str, ...] = (
     "t", "time", "gpu_util_pct", "mem_used_mib", "power_w", "energy_mj", "sm_clock_mhz",
     "temp_c", "cpu_pct", "rss_mib", "host_mem_available_mib", "cpu_energy_uj",
+    "monitor_cpu_s",
 )
 
 #: NVML metric → (sample field, reader). Readers take the pynvml module and a handle.
@@ -395,11 +396,14 @@ def run_sidecar(args: argparse.Namespace) -> int:
         def take() -> None:
             nonlocal n
             row = sampler.sample()
+            # The sampler's own CPU so far: its cost over any window is a difference.
+            row["monitor_cpu_s"] = time.process_time()
             writer.writerow([_fmt(row.get(k)) for k in SAMPLE_FIELDS])
             fh.flush()
             n += 1
             events.emit("sample", **{k: (round(v, 3) if isinstance(v, float) else v)
-                                     for k, v in row.items() if k != "cpu_energy_uj"})
+                                     for k, v in row.items()
+                                     if k not in ("cpu_energy_uj", "monitor_cpu_s")})
 
         take()
         _write_json(meta_path, meta)  # "ready": the first sample exists
@@ -539,7 +543,13 @@ def summarise(samples: list[dict[str, Any]], t0: float, t1: float,
         "cpu_energy_j": cpu_energy / 1e6 if cpu_energy is not None else None,
         "cpu_energy_method": "rapl" if cpu_energy is not None else "none",
         "monitor_samples": len([s for s in samples if t0 <= s["t"] <= t1]),
+        "monitor_cpu_share": _share(counter_delta(_series(samples, "monitor_cpu_s"), t0, t1),
+                                    t1 - t0),
     }
+
+
+def _share(cpu_s: float | None, seconds: float) -> float | None:
+    return cpu_s / seconds if cpu_s is not None and seconds > 0 else None
 
 
 def write_slice(samples: list[dict[str, Any]], t0: float, t1: float, path: Path) -> Path:

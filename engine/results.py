@@ -170,9 +170,9 @@ COLUMN_DOCS: dict[str, str] = {
                        "floor(100 / concurrent clients), %"),
     "monitor_interval_s": "the monitor's sampling interval, s",
     "monitor_samples": "number of monitor samples inside the group window, count",
-    "monitor_cpu_share": ("CPU time of the monitor's sampling loop (from its first sample to "
-                          "its last, so over more than the window) ÷ T_group: its observer "
-                          "cost, fraction of one core"),
+    "monitor_cpu_share": ("CPU time the monitor's sampling loop used inside the group window "
+                          "(its cumulative CPU, sampled and interpolated at the window's ends) "
+                          "÷ T_group: its observer cost, fraction of one core"),
     "cpu_util_mean": ("mean CPU use of the cell's whole process tree over the group window, "
                       "% of one core (200 = two cores busy)"),
     "cpu_util_max": "highest sampled CPU use of the cell's process tree, % of one core",

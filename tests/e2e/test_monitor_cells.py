@@ -63,7 +63,8 @@ def test_every_executor_reports_host_metrics_and_sample_files(every_executor):
         assert float(row["cpu_util_mean"]) > 5, name          # the tree trained on the CPU
         assert float(row["rss_peak_mb"]) > 50, name
         assert float(row["host_mem_available_min_mb"]) > 0, name
-        assert int(row["monitor_samples"]) >= 1, name
+        # a window shorter than the interval may fall between two samples
+        assert int(row["monitor_samples"]) >= (1 if float(row["T_group"]) > 0.4 else 0), name
         assert float(row["monitor_interval_s"]) == 0.2
         assert 0 < float(row["monitor_cpu_share"]) < 0.2, name
         # No GPU here: every GPU column is empty, energy is missing (never 0).

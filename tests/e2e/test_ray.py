@@ -152,7 +152,9 @@ def test_same_columns_as_seq_and_ray_facts_recorded(ray_run):
         assert info["ray_version"] and info["num_cpus"] == len(os.sched_getaffinity(0))
         assert info["num_gpus"] == 0 and info["resources"]["CPU"] == info["num_cpus"]
         assert info["threads_per_worker"] == 1 and info["temp_dir"].startswith("/tmp/fr-")
-        assert info["leftover_pids_stopped"] == 0  # ray.shutdown() stopped everything itself
+        # ray.shutdown() normally stops everything itself; a straggler it leaves is stopped
+        # by us and counted (test_nothing_of_ours_survives checks nothing is left)
+        assert info["leftover_pids_stopped"] in (0, 1)
         assert g["max_parallel"] == "2"
         if g["mode"] != "hpo":
             assert info["kind"] == "actors" and info["actor_threads"] == [1, 1]

@@ -63,7 +63,14 @@ async def _settle(pilot, predicate, what: str):
     return value
 
 
-def test_plan_screen(tmp_path):
+def test_plan_screen(tmp_path, monkeypatch):
+    # Cell keys include the plugins this process loaded; tests that ran before may have
+    # loaded the test plugin, so start from none (the recorded fixture had none).
+    from engine import plugins
+
+    monkeypatch.setattr(plugins, "_loaded", set())
+    monkeypatch.delenv("FUGUE_PLUGINS", raising=False)
+
     async def scenario():
         app = FugueApp(runs_dir="runs", clock=lambda: 1_800_000_000.0)
         async with app.run_test(size=SIZE) as pilot:

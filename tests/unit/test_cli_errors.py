@@ -167,18 +167,19 @@ def test_dry_run_lists_cells_and_creates_nothing(tmp_path):
     result = fugue(tmp_path, "--batch", str(QUICK), "--dry-run")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    assert "5 cells of" in result.stdout
+    assert "20 cells of" in result.stdout  # 5 experiments x 4 executors
     rows = [words for words in (line.replace("│", " ").split()
                                 for line in result.stdout.splitlines())
             if len(words) >= 7 and words[0].isdigit()]
-    assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
-        ("1", "D_ens", "seq", "off", "1", "5"), ("2", "D_cv", "seq", "off", "1", "5"),
-        ("3", "D_hpo", "seq", "off", "1", "6"), ("4", "D_mm", "seq", "off", "1", "4"),
-        ("5", "D_reg", "seq", "off", "1", "4")]
-    keys = [r[6] for r in rows]
-    assert all(len(k) == 16 for k in keys) and len(set(keys)) == 5
+    seq = [r for r in rows if r[2] == "seq"]  # the quick campaign's seq cells, in order
+    assert [(r[1], r[3], r[4], r[5]) for r in seq] == [
+        ("D_ens", "off", "1", "5"), ("D_cv", "off", "1", "5"), ("D_hpo", "off", "1", "6"),
+        ("D_mm", "off", "1", "4"), ("D_reg", "off", "1", "4")]
+    assert [r[2] for r in rows[:4]] == ["seq", "unified_model", "mp", "ray"]
+    keys = [w for r in rows for w in r if re.fullmatch(r"[0-9a-f]{16}", w)]
+    assert len(keys) == 20 and len(set(keys)) == 20
     assert snapshot(tmp_path) == {}
     assert not (tmp_path / "runs").exists()
     again = fugue(tmp_path, "--batch", str(QUICK), "--dry-run", "--passes", "2")
-    assert again.returncode == 0 and "10 cells of" in again.stdout
+    assert again.returncode == 0 and "40 cells of" in again.stdout
     assert snapshot(tmp_path) == {}
