@@ -96,3 +96,54 @@ def test_state_ignores_a_stale_attempts_lines():
                  "attempt": 2, "events": "e", "ts": 1})
     state.apply({"type": "summary", "cell": "k", "attempt": 1, "T_group": 9.0, "ts": 2})
     assert state.cells["k"].T_group is None and state.cells["k"].state == "running"
+
+
+# --------------------------------------------------------------------------- cell references
+
+def _started_run_dir(tmp_path, keys=("aa11", "ab22", "c333"), sessions=1):
+    """A run folder whose runner announced ``keys`` as cells 1..n (the last session counts)."""
+    runner = EventWriter(tmp_path / "runner.jsonl", campaign="c")
+    for session in range(sessions):
+        current = keys if session == sessions - 1 else keys[:1]
+        runner.emit("campaign_started", cells=len(current), run_dir=str(tmp_path),
+                    device="cpu")
+        for i, key in enumerate(current, start=1):
+            runner.emit("queued" if i > 1 else "skipped", cell=key, index=i,
+                        label=f"E{i} seq pass 1")
+    runner.close()
+    return tmp_path
+
+
+@pytest.mark.parametrize("ref", ["0", "4", "99"])
+def test_an_index_out_of_range_is_refused_naming_it_and_the_range(tmp_path, ref):
+    run_dir = _started_run_dir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        send(run_dir, "kill", ref)
+    message = str(info.value)
+    assert f"'{ref}'" in message and "from 1 to 3" in message and "\n" not in message
+    assert not (run_dir / "control").exists()  # nothing queued
+
+
+def test_cell_refs_the_runner_resolves_are_accepted(tmp_path):
+    run_dir = _started_run_dir(tmp_path, sessions=2)  # an earlier session had 1 cell
+    for ref in ("1", "3", "aa", "ab22", "c"):
+        send(run_dir, "kill", ref)
+    assert len(list((run_dir / "control").glob("*.json"))) == 5
+
+
+def test_unknown_and_ambiguous_key_prefixes_are_refused(tmp_path):
+    run_dir = _started_run_dir(tmp_path)
+    with pytest.raises(ConfigError, match="no cell 'zz'.*from 1 to 3"):
+        send(run_dir, "retry", "zz")
+    with pytest.raises(ConfigError, match="prefix 'a' matches 2 cells"):
+        send(run_dir, "skip", "a")
+
+
+def test_cli_control_kill_99_exits_2_with_one_line(tmp_path, capsys):
+    from fugue_tui.cli import main
+
+    run_dir = _started_run_dir(tmp_path)
+    assert main(["control", str(run_dir), "kill", "99"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith("fugue-tui: error: control kill: no cell '99'") and "1 to 3" in err
