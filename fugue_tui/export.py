@@ -7,7 +7,9 @@ LaTeX table it is ``--``. Files are reproducible: SVG ids come from a fixed hash
 neither format records a creation date.
 
 ``export(results, out_dir, formats)`` writes ``<figure>.png`` / ``<figure>.svg`` for every
-figure with at least one row, and ``results.tex``; it returns the paths written.
+figure with at least one measured value, and ``results.tex``; it returns the paths written.
+A figure with nothing to draw (no row, or no cell measured it: energy on a CPU run) is not
+written as an empty chart; :func:`skipped_figures` says which and why.
 """
 
 from __future__ import annotations
@@ -139,9 +141,39 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
     return "\n".join(lines)
 
 
+#: Why a figure has no row at all, per figure (else :data:`_NO_ROWS`).
+_NO_BARS = {
+    "speedup": "no cell other than seq (a speedup compares a strategy with its seq baseline)",
+    "ladder": "no ablation-ladder rows (unified_model with --sweep ablation)",
+}
+_NO_ROWS = "no ok row to draw"
+#: Why every value of a figure is missing, per figure (else :data:`_NOTHING_MEASURED`).
+_ALL_MISSING = {
+    "energy": ("no cell measured energy (energy_method none: no GPU energy counter or power "
+               "samples, as on a CPU-only run)"),
+    "memory": "no cell recorded peak memory (neither VRAM nor the process tree's RSS)",
+    "speedup": "no strategy cell has a seq baseline of the same machine and workload",
+    "parity": "no cell recorded a validation accuracy",
+}
+_NOTHING_MEASURED = "no cell measured it"
+
+
+def skipped_figures(results) -> list[tuple[str, str]]:
+    """``(figure key, why)`` for every figure :func:`export` does not write: no row at all,
+    or no measured value in any row (an all-"missing" chart says nothing)."""
+    out = []
+    for figure in results.figures:
+        if not figure.bars:
+            out.append((figure.key, _NO_BARS.get(figure.key, _NO_ROWS)))
+        elif not figure.drawn:
+            out.append((figure.key, _ALL_MISSING.get(figure.key, _NOTHING_MEASURED)))
+    return out
+
+
 def export(results, out_dir: str | Path, formats: Iterable[str] = FORMATS) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``results`` under ``out_dir``;
-    returns the files written (figures without any row are skipped)."""
+    returns the files written. Figures with nothing drawn are skipped
+    (:func:`skipped_figures`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     formats = list(formats)
@@ -151,7 +183,7 @@ def export(results, out_dir: str | Path, formats: Iterable[str] = FORMATS) -> li
                          f"choose from {', '.join(FORMATS)}")
     written: list[Path] = []
     for figure in results.figures:
-        if not figure.bars:
+        if not figure.drawn:
             continue
         for fmt in ("png", "svg"):
             if fmt in formats:

@@ -186,11 +186,14 @@ def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None
 
 
 def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
-                   by_campaign: bool = False) -> list[Path]:
+                   by_campaign: bool = False,
+                   skipped: list[tuple[str, str]] | None = None) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
     same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
+    A figure with nothing measured is not written: ``skipped``, when given, receives
+    ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
     The dashboard's Results screen calls this too."""
-    from fugue_tui.export import FORMATS, export
+    from fugue_tui.export import FORMATS, export, skipped_figures
     from fugue_tui.figures import build
 
     chosen = [f.strip() for f in formats.split(",")] if isinstance(formats, str) \
@@ -199,7 +202,13 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     if bad or not chosen:
         raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
                          "(comma-separated)")
-    return export(build(runs, by_campaign=by_campaign), out_dir, chosen)
+    results = build(runs, by_campaign=by_campaign)
+    written = export(results, out_dir, chosen)
+    images = [f for f in ("png", "svg") if f in chosen]
+    if skipped is not None and images:
+        skipped.extend((", ".join(f"{key}.{f}" for f in images), why)
+                       for key, why in skipped_figures(results))
+    return written
 
 
 def print_report(runs_dir: str | os.PathLike[str], console: Console,
@@ -264,11 +273,14 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
     if width is not None and width < 40:
         raise FugueError(f"--width {width}: at least 40 columns")
     console = Console(width=width) if width else Console()
+    skipped: list[tuple[str, str]] = []
     if export_dir is not None:
         export_results(select_runs(Path(runs_dir), campaign_id), Path(export_dir), formats,
-                       by_campaign)  # checks the formats before anything is printed
+                       by_campaign, skipped)  # checks the formats before anything is printed
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign)
     if export_dir is not None:
         console.print(Text(f"figures and LaTeX table written to {export_dir}"))
+        for names, why in skipped:
+            console.print(Text(f"skipped {names}: {why}"), soft_wrap=True)
     return 0

@@ -113,11 +113,10 @@ def test_report_exports_figures_and_a_booktabs_table(tmp_path):
     out = tmp_path / "figs"
     assert run_report(HARNESS, width=100, export_dir=out, formats="svg,tex") == 0
     names = sorted(p.name for p in out.iterdir())
-    # every figure with rows: SVG; the energy and memory figures exist (all missing, listed)
-    assert names == ["energy.svg", "memory.svg", "parity.svg", "results.tex", "speedup.svg",
-                     "throughput.svg", "wall_clock.svg"]
-    svg = (out / "energy.svg").read_text()
-    assert "missing (not measured, not drawn)" in svg and "D_ens seq" in svg
+    # every figure with a measured value: SVG; energy and memory (nothing measured in the
+    # harness's CPU files) and the ladder (no rungs) are not written as empty charts
+    assert names == ["parity.svg", "results.tex", "speedup.svg", "throughput.svg",
+                     "wall_clock.svg"]
     tex = (out / "results.tex").read_text()
     assert tex.count(r"\toprule") == 1 and r"\bottomrule" in tex
     assert r"D\_ens & unified\_model & vf:1,s:1,fl:1 & 2 & 1.33 $\pm$ 0.08 & 1.464 & -- &" in tex
@@ -130,3 +129,23 @@ def test_report_export_format_errors_are_one_line(tmp_path):
     proc = report(str(HARNESS), "--export", str(tmp_path / "x"), "--format", "gif")
     assert_one_line_error(proc, "--format gif", "png, svg, tex")
     assert not (tmp_path / "x").exists()
+
+
+def test_report_export_skips_figures_with_nothing_measured_and_says_why(tmp_path):
+    """A CPU run measures no energy: no energy.png that only says "missing"; the output
+    names each figure left out and why."""
+    out = tmp_path / "figs"
+    proc = report(str(HARNESS), "--export", str(out), "--format", "png,svg")
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "energy.png").exists() and not (out / "energy.svg").exists()
+    assert (out / "speedup.png").is_file() and (out / "wall_clock.svg").is_file()
+    lines = proc.stdout.splitlines()
+    energy = [line for line in lines if line.startswith("skipped energy.png, energy.svg: ")]
+    assert len(energy) == 1 and "no cell measured energy" in energy[0], proc.stdout
+    assert any(line.startswith("skipped memory.png, memory.svg: ") for line in lines)
+    assert any(line.startswith("skipped ladder.png, ladder.svg: no ablation-ladder rows")
+               for line in lines)
+    assert not any(line.startswith(("skipped speedup", "skipped parity")) for line in lines)
+    # only the LaTeX table asked for: no figure to skip, nothing said about figures
+    tex = report(str(HARNESS), "--export", str(tmp_path / "tex"), "--format", "tex")
+    assert tex.returncode == 0 and "skipped" not in tex.stdout
