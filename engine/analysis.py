@@ -5,9 +5,10 @@ imports pandas and numpy (the runner never imports it) but no UI library and no 
 
 Loading (:func:`load_runs`)
     ``master_groups.csv`` (and ``master_individual.csv`` when present) are read with pandas'
-    CSV parser as strings (``dtype=str``, empty cells kept as ``""``; ``features`` contains
-    commas, so only a real CSV parser reads it), then numeric columns are converted
-    explicitly (``pd.to_numeric(errors="coerce")``): an empty or unreadable cell becomes NaN,
+    CSV parser (Arrow's, pandas' as a fallback) as strings (empty cells kept as ``""``;
+    ``features`` contains commas, so only a real CSV parser reads it), then numeric columns
+    are converted explicitly (Arrow's cast, ``pd.to_numeric(errors="coerce")`` for a column
+    with any cell that is not a plain number): an empty or unreadable cell becomes NaN,
     never 0. Files written by the fugue harness itself lack our columns and are read too:
 
     - no ``status`` column (or an empty status on a row without ``cell_key``, i.e. a
@@ -167,18 +168,31 @@ class Runs:
 # --------------------------------------------------------------------------- loading
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    """A results CSV as a frame of strings (``""`` for empty cells)."""
+    """A results CSV as a frame of strings (``""`` for empty cells).
+
+    Complete files go through Arrow's multithreaded CSV reader (every column typed as a
+    string, so nothing is guessed: ``features`` holds commas, ids look like numbers); it
+    reads 100 000 rows in a fraction of the time pandas' C parser needs (bench part
+    ``results_scale``). Anything Arrow refuses (invalid UTF-8, a duplicated header, a row
+    longer than the header) and files whose last line is torn take the slower paths below,
+    which read the same values.
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise NoResultsError(f"results file '{path}' does not exist") from None
     except OSError as e:
         raise NoResultsError(f"results file '{path}': {e.strerror or e}") from None
-    text = data.decode("utf-8-sig", errors="replace")
-    if not text.strip():
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if not data or data.isspace():
         return pd.DataFrame()
-    complete = text.endswith(("\n", "\r")) and text.count('"') % 2 == 0
+    complete = data.endswith((b"\n", b"\r")) and data.count(b'"') % 2 == 0
     if complete:
+        frame = _read_csv_arrow(data)
+        if frame is not None:
+            return frame
+        text = data.decode("utf-8", errors="replace")
         try:
             return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
                                na_filter=False).fillna("")
@@ -188,10 +202,39 @@ def _read_csv(path: Path) -> pd.DataFrame:
     # drops the torn tail exactly as the rest of fugue-tui does.
     rows = read_rows(path)
     if not rows:
+        text = data.decode("utf-8", errors="replace")
         header = next(csv.reader(io.StringIO(text, newline="")), [])
         return pd.DataFrame(columns=header, dtype=str)
     frame = pd.DataFrame([{k: v for k, v in r.items() if k is not None} for r in rows], dtype=str)
     return frame.fillna("")
+
+
+def _read_csv_arrow(data: bytes) -> pd.DataFrame | None:
+    """``data`` parsed by ``pyarrow.csv`` with every column a string; None when Arrow is
+    not installed or refuses the file (the caller then uses pandas' parser)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pcsv
+    except ImportError:  # pragma: no cover - pyarrow is a declared dependency
+        return None
+    first = data.split(b"\n", 1)[0].decode("utf-8", errors="replace").rstrip("\r")
+    header = next(csv.reader([first]), [])
+    if not header or len(set(header)) != len(header):
+        return None  # duplicated names: pandas' parser mangles them the way we always did
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(data),
+            # Quoted values may hold newlines (an error message, a traceback line).
+            parse_options=pcsv.ParseOptions(newlines_in_values=True),
+            convert_options=pcsv.ConvertOptions(
+                column_types={name: pa.string() for name in header},
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.column_names != header:
+        return None
+    return table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow", na_value=np.nan)}.get
+                           if pd.__version__ >= "3" else None)
 
 
 def _resolve(source) -> tuple[list[Path], list[Path]]:
@@ -225,6 +268,7 @@ def _resolve(source) -> tuple[list[Path], list[Path]]:
 REQUIRED_GROUP_COLUMNS = ("exp_id", "executor", "T_group")
 
 
+
 def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
               ) -> Runs:
     """Read a runs folder (``master_groups.csv`` and, if present, ``master_individual.csv``),
@@ -254,13 +298,35 @@ def _text(frame: pd.DataFrame, column: str) -> pd.Series:
 
 def _numeric(frame: pd.DataFrame, columns: Sequence[str]) -> None:
     for column in columns:
-        values = np.full(len(frame), np.nan)
-        if column in frame.columns:
-            text = frame[column].fillna("").astype(str)
-            filled = (text != "").to_numpy(bool)
-            if filled.any():  # empty cells stay NaN; unreadable ones become NaN, never 0
-                values[filled] = pd.to_numeric(text[filled], errors="coerce").to_numpy(float)
+        values = _arrow_float(frame[column]) if column in frame.columns else None
+        if values is None:
+            values = np.full(len(frame), np.nan)
+            if column in frame.columns:
+                text = frame[column].fillna("").astype(str)
+                filled = (text != "").to_numpy(bool)
+                if filled.any():  # empty cells stay NaN; unreadable ones become NaN, never 0
+                    values[filled] = pd.to_numeric(text[filled], errors="coerce").to_numpy(float)
         frame[column] = values
+
+
+def _arrow_float(column: pd.Series) -> np.ndarray | None:
+    """A column of number strings as float64, ``""`` as NaN, parsed by Arrow (an order of
+    magnitude faster than ``pd.to_numeric`` on 100 000 rows); None when a cell is not a
+    plain number (then :func:`pd.to_numeric` decides, cell by cell, with NaN for the
+    unreadable ones)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # pragma: no cover - pyarrow is a declared dependency
+        return None
+    if column.dtype.kind == "f":
+        return column.to_numpy(float)
+    try:
+        text = pa.array(column, type=pa.string(), from_pandas=True)
+        text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+        return pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
 
 
 def _status(frame: pd.DataFrame, had_status: bool) -> pd.Series:

@@ -28,6 +28,12 @@ import plotext as plt
 MISSING_PREFIX = "missing: "
 #: Columns plotext needs besides the plot area (tick labels, frame), roughly.
 _FRAME = 12
+#: The most bars one terminal chart draws. plotext's cost grows with the bars (about 1.3 s
+#: for 750 bars on the 2-core reference VM, bench part ``results_scale``) and a chart of
+#: 1 500 lines is not read anyway; the tables list every cell and ``report --export``
+#: (matplotlib) draws them all.
+MAX_BARS = 100
+MORE_PREFIX = "… "
 
 
 def _use_color(color: bool | None) -> bool:
@@ -69,7 +75,8 @@ def bar_chart(labels: Sequence[str], values: Sequence[float | None], title: str 
               width: int = 80, height: int | None = None,
               errors: Sequence[tuple[float, float] | None] | None = None,
               color: bool | None = None, reference: float | None = None,
-              value_labels: Sequence[str] | None = None) -> str:
+              value_labels: Sequence[str] | None = None, max_bars: int | None = MAX_BARS
+              ) -> str:
     """Horizontal bars, one per label, as text.
 
     ``errors``: an optional ``(low, high)`` interval per bar (None or NaN bounds: none),
@@ -77,10 +84,15 @@ def bar_chart(labels: Sequence[str], values: Sequence[float | None], title: str 
     (e.g. 1 for speedups). ``value_labels``: the text written inside each bar (default
     the value, plus the interval when there is one). Bars whose value is missing are left
     out and their labels listed on a final ``missing: a, b`` line. Empty ``value_labels``
-    write nothing in the bars.
+    write nothing in the bars. More than ``max_bars`` bars (None: no limit): only the top
+    ``max_bars`` are drawn (plotext draws the first bar at the bottom, so these are the
+    LAST ``max_bars`` of the sequences) and a ``… N more bars not drawn`` line says so.
     """
     use_color = _use_color(color)
     drawn = [i for i, v in enumerate(values) if not _missing(v)]
+    hidden = 0
+    if max_bars is not None and len(drawn) > max_bars:
+        hidden, drawn = len(drawn) - max_bars, drawn[-max_bars:]
     missing = [str(labels[i]) for i, v in enumerate(values) if _missing(v)]
     lines: list[str] = []
     if drawn:
@@ -111,6 +123,9 @@ def bar_chart(labels: Sequence[str], values: Sequence[float | None], title: str 
         lines.append(_render(fig, use_color))
     elif title:
         lines.append(title)
+    if hidden:
+        lines.append(f"{MORE_PREFIX}{hidden} more bars not drawn (a terminal chart draws at most "
+                     f"{max_bars}; the table lists every cell, report --export draws them all)")
     if missing:
         lines.append(MISSING_PREFIX + ", ".join(missing))
     if not drawn and not missing:

@@ -364,3 +364,67 @@ def test_a_killed_row_without_stack_columns_joins_its_machine(tmp_path):
     runs = load_runs(write(tmp_path, rows))
     assert runs.groups["torch_version"].tolist() == ["2.5.1", "2.5.1"]
     assert runs.groups["gpu_name"].tolist() == ["NVIDIA L4", "NVIDIA L4"]
+
+
+# --------------------------------------------------------------------------- the two parsers
+
+def _both_parsers(path: Path, monkeypatch) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The groups as load_runs gives them through Arrow, and with Arrow refused (pandas'
+    parser, pd.to_numeric): the product must not depend on which parser read the file."""
+    import engine.analysis as analysis
+
+    fast = load_runs(path).groups
+    with monkeypatch.context() as m:
+        m.setattr(analysis, "_read_csv_arrow", lambda data: None)
+        m.setattr(analysis, "_arrow_float", lambda column: None)
+        slow = load_runs(path).groups
+    return fast, slow
+
+
+def test_arrow_and_pandas_parsers_give_the_same_frame(tmp_path, monkeypatch):
+    import engine.analysis as analysis
+
+    rows = [group(executor="seq", t=2.0, features="vf:1,s:0,fl:1", energy=12.5,
+                  energy_method="nvml_energy_counter", error="line one\nline two, with comma"),
+            group(executor="mp", t=1.0, k=8, scheduler="asha", energy=""),
+            group(executor="ray", t=None, status="failed", error='said "no"')]
+    write(tmp_path, rows)
+    calls = []
+    real = analysis._read_csv_arrow
+    monkeypatch.setattr(analysis, "_read_csv_arrow", lambda data: calls.append(1) or real(data))
+    fast, slow = _both_parsers(tmp_path, monkeypatch)
+    assert calls, "the Arrow reader was not used on a complete file"
+    pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
+    assert row_of(fast, executor="seq")["error"] == "line one\nline two, with comma"
+    assert row_of(fast, executor="seq")["features"] == "vf:1,s:0,fl:1"
+    assert math.isnan(row_of(fast, executor="ray")["T_group"])
+    assert row_of(fast, executor="seq")["energy_group"] == 12.5
+    assert math.isnan(row_of(fast, executor="mp")["energy_group"])  # empty, never 0
+
+
+def test_an_unreadable_number_is_nan_and_its_neighbours_are_read(tmp_path, monkeypatch):
+    rows = [group(executor="seq", t=2.0), group(executor="mp", t=None),
+            group(executor="ray", t=None), group(executor="unified_model", t=None)]
+    for row, text in zip(rows[1:], ("1.0 s", " 0.5", "nan")):
+        row["T_group"] = text
+    write(tmp_path, rows)
+    fast, slow = _both_parsers(tmp_path, monkeypatch)
+    pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
+    assert row_of(fast, executor="seq")["T_group"] == 2.0
+    assert math.isnan(row_of(fast, executor="mp")["T_group"])  # unreadable: NaN, never 0
+    assert row_of(fast, executor="ray")["T_group"] == 0.5      # pandas reads " 0.5"
+    assert math.isnan(row_of(fast, executor="unified_model")["T_group"])
+
+
+def test_bom_and_duplicated_header_are_read(tmp_path, monkeypatch):
+    write(tmp_path, [group(executor="seq", t=2.0), group(executor="mp", t=1.0)])
+    path = tmp_path / "master_groups.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    fast, slow = _both_parsers(tmp_path, monkeypatch)
+    pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
+    assert list(fast["executor"]) == ["seq", "mp"]
+    text = path.read_text(encoding="utf-8-sig").splitlines()
+    text[0] += ",host"                                   # a second 'host' column
+    path.write_text("\n".join([text[0]] + [line + ",other" for line in text[1:]]) + "\n")
+    runs = load_runs(tmp_path)
+    assert row_of(speedups(runs), executor="mp")["speedup"] == 2.0

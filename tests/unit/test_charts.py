@@ -49,6 +49,19 @@ def test_all_missing_draws_no_chart_at_all():
     assert "┤" not in text and "0.0" not in text
 
 
+def test_more_bars_than_the_limit_draws_the_top_ones_and_counts_the_rest():
+    labels = [f"cell_{i:03d}" for i in range(12)]
+    text = bar_chart(labels, [1.0 + i for i in range(12)], width=70, color=False, max_bars=5)
+    lines = text.splitlines()
+    assert lines[-1].startswith("… 7 more bars not drawn")
+    # plotext draws the first bar at the bottom: the top five are the last five labels
+    assert all(f"cell_{i:03d}" in text for i in range(7, 12))
+    assert not any(f"cell_{i:03d}" in text for i in range(7))
+    unlimited = bar_chart(labels, [1.0 + i for i in range(12)], width=70, color=False,
+                          max_bars=None)
+    assert all(label in unlimited for label in labels) and "more bars" not in unlimited
+
+
 def test_interval_is_drawn_and_axis_starts_at_zero():
     plain = bar_chart(["x_cell"], [2.0], width=60, color=False)
     with_ci = bar_chart(["x_cell"], [2.0], width=60, color=False, errors=[(1.5, 2.5)])
