@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from engine.campaign import load_campaign
 from engine.cellproc import die_with_parent, engine_env
@@ -117,29 +120,104 @@ def make_progress(total: int, console: Console, environ: dict[str, str] | None =
     return LiveProgress(total, console)
 
 
-def dry_run(runner: Runner, console: Console, path: str) -> int:
-    """Print the cells, their keys and what would be skipped; spend nothing."""
+def dry_run(runner: Runner, console: Console, path: str, shown: str | None = None) -> int:
+    """Print the cells, their keys and what would be skipped; spend nothing.
+
+    Why a cell would be skipped is a numbered note under the table (one per distinct
+    reason), so the table keeps one line per cell. When the boxed table is wider than the
+    console (an 80-column terminal), a compact one is printed instead: no vertical rules,
+    two spaces between columns, cell keys shortened to their shortest unique prefix (at
+    least 8 hex digits; control commands and resume accept it) when that is not enough,
+    and long experiment ids, compile modes and variants folded inside their column."""
     planned = runner.plan()
-    table = Table(title=f"{len(planned)} cells of {path}", title_justify="left")
     variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
     columns = ["#", "experiment", "executor"] + (["variant"] if variants else []) + [
         "compile", "pass", "jobs", "cell key", "would"]
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    notes: dict[str, list[int]] = {}
+    rows = []
     for p in planned:
         c = p.cell
         variant = [" ".join(v for v in (c.scheduler, f"rung {c.rung}" if c.rung else "",
                                         f"max {c.max_parallel}" if c.max_parallel else "")
                             if v)] if variants else []
-        table.add_row(str(c.index), c.exp_id, c.executor, *variant, c.compile_mode,
-                      str(c.pass_index), str(len(c.jobs)), c.key,
-                      f"skip: {p.skip}" if p.skip else "run")
+        would = "run"
+        if p.skip:
+            notes.setdefault(p.skip, []).append(c.index)
+            would = f"skip [{list(notes).index(p.skip) + 1}]"
+        rows.append([str(c.index), c.exp_id, c.executor, *variant, c.compile_mode,
+                     str(c.pass_index), str(len(c.jobs)), c.key, would])
+    title = f"{len(planned)} cells of {shown or path}"
+    table = _plan_table(title, columns, rows, compact=False)
+    if _width(table) > console.width:
+        table = _plan_table(title, columns, rows, compact=True)
+    if _width(table, "minimum") > console.width:  # too wide even folded: key prefixes
+        short = _short_keys([row[-2] for row in rows])
+        rows = [row[:-2] + [key, row[-1]] for row, key in zip(rows, short)]
+        table = _plan_table(title, columns, rows, compact=True)
     console.print(table)
+    for i, (reason, cells) in enumerate(notes.items(), 1):
+        which = f"cell {cells[0]}" if len(cells) == 1 else f"cells {_ranges(cells)}"
+        console.print(Text(f"[{i}] skip {which}: {reason}"))
     return 0
 
 
+#: Columns that stay on one line in the compact plan table (the rest fold).
+_PLAN_NO_WRAP = {"#", "executor", "pass", "jobs", "cell key", "would"}
+#: Shorter headers for the compact plan table.
+_PLAN_SHORT = {"experiment": "exp", "cell key": "key"}
+
+
+def _plan_table(title: str, columns: list[str], rows: list[list[str]], compact: bool) -> Table:
+    if compact:
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                      pad_edge=False, collapse_padding=True, padding=(0, 1))
+    else:
+        table = Table(title=title, title_justify="left")
+    for column in columns:
+        if compact:
+            header = _PLAN_SHORT.get(column, column)
+            table.add_column(header, overflow="fold", no_wrap=column in _PLAN_NO_WRAP,
+                             min_width=None if column in _PLAN_NO_WRAP else len(header))
+        else:
+            table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(value) for value in row))
+    return table
+
+
+def _short_keys(keys: list[str], least: int = 8) -> list[str]:
+    """Each key cut to the shortest prefix (>= ``least`` characters) that no other key of
+    the plan shares."""
+    out = []
+    for key in keys:
+        n = least
+        while n < len(key) and any(o != key and o.startswith(key[:n]) for o in keys):
+            n += 1
+        out.append(key[:n])
+    return out
+
+
+def _width(table: Table, which: str = "maximum") -> int:
+    """The width ``table`` takes when nothing has to wrap (``maximum``), or folded as far as
+    its columns allow (``minimum``)."""
+    probe = Console(width=100_000, color_system=None)
+    return getattr(Measurement.get(probe, probe.options, table), which)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 7, 9, 10]`` → ``"1-3, 7, 9-10"``."""
+    out, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            out.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(out)
+
+
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
-              since: str | None = None) -> int:
+              since: str | None = None, shown: str | None = None) -> int:
     """Run (or, with ``dry``, list) a campaign. Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
     3 aborted through the control channel; 130 Ctrl-C or SIGTERM."""
@@ -149,7 +227,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     for warning in campaign.warnings:
         print(f"fugue-tui: warning: {path}: {warning}", file=sys.stderr)
     if dry:
-        return dry_run(runner, console, path)
+        return dry_run(runner, console, path, shown)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.run_dir / "runner.jsonl"))
     proc = _start_runner(path, overrides, resume, since)
