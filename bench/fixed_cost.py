@@ -8,7 +8,9 @@ own events and group row:
 
 * ``startup``: spawn → the cell's ``started`` event (interpreter, ``engine.cell``'s imports);
 * ``imports``: torch, the engine, plugins (``phase imports``);
-* ``data_load``: host dataset load (``data_load_s``);
+* ``data_load``: host dataset load (``data_load_s``), with the bundled-dataset cache warm
+  (the warm-up cell fills it, as a machine's first cell does; ``FUGUE_NO_DATASET_CACHE=1``
+  in the environment measures scikit-learn's own load instead);
 * ``monitor_start`` … everything between data load and setup (the sidecar's start);
 * ``setup``: executor setup (``setup_s``: MPS daemon, ``ray.init`` and actors);
 * ``T_group``: the group window (training, which is tiny here, plus per-job work an

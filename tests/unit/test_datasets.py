@@ -112,3 +112,54 @@ def test_tiny_fake_mnist_loads_normalised(monkeypatch, tmp_path):
     assert bundle.test_y.tolist() == [0, 1, 2, 3] and bundle.has_test
     lo, hi = (0 - 0.1307) / 0.3081, (1 - 0.1307) / 0.3081
     assert float(bundle.train_x.min()) >= lo - 1e-5 and float(bundle.train_x.max()) <= hi + 1e-5
+
+
+# --------------------------------------------------------------------------- the bundled-data cache
+
+@pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "diabetes"])
+def test_cached_arrays_equal_scikit_learns_and_the_second_load_skips_it(monkeypatch, tmp_path,
+                                                                        name):
+    monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("FUGUE_NO_DATASET_CACHE", raising=False)
+    fresh = datasets._sklearn_fetch(name)
+    first = datasets.sklearn_arrays(name)            # fetches and writes the cache
+    assert len(list(datasets.dataset_cache_dir().glob(f"{name}-scikit-learn-*.npz"))) == 1
+    calls = []
+    monkeypatch.setattr(datasets, "_sklearn_fetch", lambda n: calls.append(n))
+    second = datasets.sklearn_arrays(name)           # must not touch scikit-learn
+    assert calls == []
+    for a, b, c in zip(fresh, first, second):
+        assert a.dtype == c.dtype and a.shape == c.shape
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+def test_a_corrupt_or_tampered_cache_is_refetched(monkeypatch, tmp_path):
+    monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("FUGUE_NO_DATASET_CACHE", raising=False)
+    data, target = datasets.sklearn_arrays("wine")
+    (path,) = datasets.dataset_cache_dir().glob("wine-*.npz")
+    path.write_bytes(path.read_bytes()[:100])        # torn
+    again, _ = datasets.sklearn_arrays("wine")
+    np.testing.assert_array_equal(again, data)
+    bad = data.copy()
+    bad[0, 0] += 1.0                                  # same shape, other values, old digest
+    with np.load(path) as z:
+        digest = z["sha256"]
+    np.savez(path, data=bad, target=target, sha256=digest)
+    again, _ = datasets.sklearn_arrays("wine")
+    np.testing.assert_array_equal(again, data)
+    with np.load(path) as z:                          # and the file was rewritten
+        np.testing.assert_array_equal(z["data"], data)
+
+
+def test_unwritable_root_still_loads_and_opt_out_bypasses(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FUGUE_DATA_DIR", str(blocker))  # .cache cannot be created below a file
+    data, _ = datasets.sklearn_arrays("wine")
+    assert data.shape == (178, 13)
+    monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path / "root"))
+    monkeypatch.setenv("FUGUE_NO_DATASET_CACHE", "1")
+    datasets.sklearn_arrays("wine")
+    assert not (tmp_path / "root").exists()
