@@ -97,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run experiments × executors now (a campaign built from the flags)",
         description="Build a campaign from the flags (catalogue experiments with --exp, and/or\n"
                     "an ad-hoc experiment described with --model/--dataset ...), validate it like\n"
-                    "a campaign file, write it to RUNS_DIR/.adhoc/ and run it as --batch does.\n"
+                    "a campaign file, write it to RUNS_DIR/.adhoc/run-<selection>-<digest>.toml\n"
+                    "(the digest hashes the definition: the same flags reuse the name, other\n"
+                    "flags never overwrite an earlier run's files) and run it as --batch does.\n"
                     "Exit status as --batch: 0 every cell ok, 1 a cell was not, 2 bad input\n"
                     "(nothing written).\n\n"
                     "  fugue-tui run --exp D_ens,D_cv --exec seq --passes 3\n"

@@ -342,7 +342,8 @@ def test_adhoc_run_end_to_end(tmp_path, workdir):
         ("adhoc", "seq", "cv", "2", "ok")]
     assert sorted(j["job_id"] for j in jobs) == ["adhoc_fold0", "adhoc_fold1"]
     assert {j["exp_id"] for j in jobs} == {"adhoc"}
-    # the generated campaign is kept like any campaign
-    assert (runs / ".adhoc" / "run-adhoc.toml").is_file()
-    assert (runs / ".adhoc" / "run-adhoc.experiments.toml").is_file()
-    assert (runs / "run-adhoc" / "campaign.toml").is_file()
+    # the generated campaign is kept like any campaign, named after its definition
+    (campaign,) = (runs / ".adhoc").glob("run-adhoc-*[0-9a-f].toml")
+    assert (runs / ".adhoc" / f"{campaign.stem}.experiments.toml").is_file()
+    assert (runs / campaign.stem / "campaign.toml").read_bytes() == campaign.read_bytes()
+    assert {g["campaign_id"] for g in groups} == {campaign.stem}
