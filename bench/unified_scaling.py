@@ -1,9 +1,12 @@
-"""Part ``unified_scaling``: ``unified_model`` against a bare stacked torch.func loop, and
-``seq`` against a bare sequential loop, on the digits ensemble at K = 8 and K = 32.
+"""Part ``unified_scaling``: ``unified_model`` against a bare stacked torch.func loop over
+K = 1 … 64 (the scaling curve and its ceiling), and ``seq`` against a bare sequential loop
+at K = 8 and 32, on the digits ensemble.
 
-``python -m bench.unified_scaling [--reps N] [--epochs E] [--ks 8,32] [--threads T]``
-trains the D_ens ensemble (mlp_bn on sklearn digits, the catalogue's hyperparameters, K
-members instead of 5; default 30 epochs) four ways in ONE process:
+``python -m bench.unified_scaling [--reps N] [--epochs E] [--ks 1,2,4,8,16,32,64]
+[--seq-ks 8,32] [--threads T]`` trains the D_ens ensemble (mlp_bn on sklearn digits, the
+catalogue's hyperparameters, K members instead of 5; default 15 epochs, the catalogue's)
+four ways in ONE process (the sequential two only at the ``--seq-ks`` sizes: their
+throughput does not depend on K, and at K = 64 they would take most of the run):
 
 * ``bare_seq``: per job, ``torch.manual_seed(seed)``, ``build_model``, ``torch.optim.SGD``,
   per epoch a ``randperm`` from a generator seeded with the job seed, full batches only,
@@ -23,7 +26,14 @@ Figures (per K): ``train_throughput``: samples trained ÷ training-step wall tim
 the timed epoch loops, permutations drawn before the clock; seq: Σ ``train_time_s``;
 unified: Σ of its buckets' training-step clock). Ratios: unified ÷ bare_stacked (target ≥
 0.9), unified ÷ seq (target ≥ 3 at K = 32), seq ÷ bare_seq (target ≥ 0.9). Plus
-``group_wall`` (whole runs, not like for like) and the 1-minute load average.
+``group_wall`` (whole runs, not like for like). Across K: ``scaling:<variant>``, the
+throughput at each K ÷ the throughput at the smallest K (the curve: K× would be perfect
+stacking; where it flattens is this machine's concurrency ceiling), and ``peak_memory``
+(MiB): on CUDA ``torch.cuda.max_memory_allocated`` of the run, on CPU the growth of the
+process's resident set during the run over its level before it (sampled every 2 ms by a
+thread, after ``gc.collect`` and glibc's ``malloc_trim``), measured in a separate 2-epoch
+pass after the warm-up so that the sampling never overlaps a timed repetition. The
+1-minute load average closes the table.
 
 Protocol: torch threads set once (default 1, the stable choice on a shared 2-core host),
 one untimed warm-up of each variant, then ``--reps`` (default 5) repetitions with the
@@ -46,6 +56,7 @@ from typing import Any
 PART = "unified_scaling"
 EXPERIMENT = "D_ens"
 VARIANTS = ("bare_seq", "seq", "bare_stacked", "unified")
+STACKED = ("bare_stacked", "unified")
 
 
 def _figures(k: int):
@@ -209,7 +220,9 @@ def run_executor(name, jobs, host_data, settings, threads: int, events_path: Pat
     samples = sum(r.samples for r in results)
     if name == "unified_model":
         runs = executor.runs
-        if any(r.plan.route != "vectorised" for r in runs):
+        # One member has nothing to stack: unified_model trains it as a single model.
+        expected = "eager" if len(jobs) == 1 else "vectorised"
+        if any(r.plan.route != expected for r in runs):
             raise RuntimeError(f"unified_model did not vectorise: {[r.plan.line() for r in runs]}")
         train_s = sum(r.train_clock_s for r in runs)
     else:
@@ -217,23 +230,81 @@ def run_executor(name, jobs, host_data, settings, threads: int, events_path: Pat
     return {"samples": samples, "train_s": train_s, "wall_s": wall}
 
 
+def peak_memory_mb(fn, device) -> float:
+    """Peak memory of ``fn()`` in MiB: CUDA — ``torch.cuda.max_memory_allocated`` after a
+    reset; CPU — the highest resident set seen by a 2 ms sampling thread minus the resident
+    set just before (freed memory returned to the OS first: ``gc.collect`` and glibc's
+    ``malloc_trim(0)``, where there is one). The CPU figure misses allocations that reuse
+    memory the process already held, so it is a lower bound; the allocations that grow
+    with K (the stacked parameters, gradients, momentum and activations) are large enough
+    to be fresh ``mmap``s, which it does see."""
+    import threading
+
+    import torch
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    import ctypes
+
+    import psutil
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    proc = psutil.Process()
+    base = proc.memory_info().rss
+    peak = [base]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.002):
+            peak[0] = max(peak[0], proc.memory_info().rss)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        thread.join()
+    peak[0] = max(peak[0], proc.memory_info().rss)
+    return (peak[0] - base) / 2**20
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.unified_scaling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5, help="repetitions (>= 5; default 5)")
-    parser.add_argument("--epochs", type=int, default=30, help="epochs per job (default 30)")
-    parser.add_argument("--ks", default="8,32", help="ensemble sizes (default 8,32)")
+    parser.add_argument("--epochs", type=int, default=15,
+                        help="epochs per job (default 15, the catalogue's)")
+    parser.add_argument("--ks", default="1,2,4,8,16,32,64",
+                        help="ensemble sizes of the stacked variants (default 1,2,4,8,16,32,64)")
+    parser.add_argument("--seq-ks", default="8,32",
+                        help="sizes at which seq and bare_seq run too (default 8,32; each "
+                             "must be one of --ks)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--no-write", action="store_true",
                         help="print the numbers only; do not append the CSV or render")
     parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    ks = [int(k) for k in args.ks.split(",") if k.strip()]
-    if args.reps < 1 or args.threads < 1 or args.epochs < 1 or not ks or min(ks) < 2:
-        parser.error("--reps, --threads, --epochs must be >= 1 and every K >= 2")
-    if args.reps < 5 or args.epochs < 30:
-        print(f"warning: {args.reps} repetitions, {args.epochs} epochs (the protocol asks "
-              "for >= 5 and >= 30)", file=sys.stderr)
+    try:
+        ks = sorted({int(k) for k in args.ks.split(",") if k.strip()})
+        seq_ks = sorted({int(k) for k in args.seq_ks.split(",") if k.strip()})
+    except ValueError as exc:
+        parser.error(f"--ks/--seq-ks: {exc}")
+    if args.reps < 1 or args.threads < 1 or args.epochs < 1 or not ks or min(ks) < 1:
+        parser.error("--reps, --threads, --epochs and every K must be >= 1")
+    if not set(seq_ks) <= set(ks):
+        parser.error(f"--seq-ks {args.seq_ks}: every size must be one of --ks {args.ks}")
+    if args.reps < 5:
+        print(f"warning: {args.reps} repetitions (the protocol asks for >= 5)", file=sys.stderr)
 
     import statistics
 
@@ -250,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cpu")
     settings = TrainSettings(device=device, compile_mode="off", amp_allowed=False)
     command = (f"python -m bench.{PART} --reps {args.reps} --epochs {args.epochs} "
-               f"--ks {','.join(map(str, ks))} --threads {args.threads}")
+               f"--ks {','.join(map(str, ks))} --seq-ks {','.join(map(str, seq_ks))} "
+               f"--threads {args.threads}")
     host_data = {"digits": dataset_lib.load_dataset("digits")}
     data = to_device(host_data["digits"], device)
     run_id = bench_results.new_run_id()
@@ -274,46 +346,72 @@ def main(argv: list[str] | None = None) -> int:
                                 host_data, settings, args.threads, events)
 
         all_jobs = {k: load_jobs(k, args.epochs) for k in ks}
+        variants = {k: VARIANTS if k in seq_ks else STACKED for k in ks}
         t_warm = time.perf_counter()
         for k in ks:  # one untimed warm-up of every variant (short: 2 epochs)
-            for variant in VARIANTS:
+            for variant in variants[k]:
                 run(variant, [dataclasses.replace(j, epochs=2) for j in all_jobs[k]])
         print(f"warm-up {time.perf_counter() - t_warm:.1f} s; load "
               f"{os.getloadavg()[0]:.2f}", flush=True)
-        tp = {k: {v: [] for v in VARIANTS} for k in ks}
-        wall = {k: {v: [] for v in VARIANTS} for k in ks}
+        memory = {v: {} for v in STACKED}
+        for k in ks:  # peak memory: its own 2-epoch pass, never during a timed repetition
+            for variant in STACKED:
+                short = [dataclasses.replace(j, epochs=2) for j in all_jobs[k]]
+                memory[variant][k] = peak_memory_mb(lambda: run(variant, short), device)
+            print(f"peak memory K={k}: " + ", ".join(f"{v} {memory[v][k]:.1f} MiB"
+                                                      for v in STACKED), flush=True)
+        tp = {k: {v: [] for v in variants[k]} for k in ks}
+        wall = {k: {v: [] for v in variants[k]} for k in ks}
         for rep in range(args.reps):
-            order = VARIANTS[rep % 4:] + VARIANTS[:rep % 4]
-            for k in ks:
+            for k in ks[rep % len(ks):] + ks[:rep % len(ks)]:
+                names = variants[k]
+                order = names[rep % len(names):] + names[:rep % len(names)]
                 for variant in order:
                     out = run(variant, all_jobs[k])
                     tp[k][variant].append(out["samples"] / out["train_s"])
                     wall[k][variant].append(out["wall_s"])
                 t = tp[k]
-                print(f"rep {rep + 1}/{args.reps} K={k} ({', '.join(order)}): "
-                      + ", ".join(f"{v} {t[v][-1]:.0f}" for v in VARIANTS)
-                      + f" samples/s; unified/bare_stacked "
-                      f"{t['unified'][-1] / t['bare_stacked'][-1]:.3f}, unified/seq "
-                      f"{t['unified'][-1] / t['seq'][-1]:.2f}, seq/bare_seq "
-                      f"{t['seq'][-1] / t['bare_seq'][-1]:.3f}", flush=True)
+                line = (f"rep {rep + 1}/{args.reps} K={k} ({', '.join(order)}): "
+                        + ", ".join(f"{v} {t[v][-1]:.0f}" for v in names)
+                        + f" samples/s; unified/bare_stacked "
+                        f"{t['unified'][-1] / t['bare_stacked'][-1]:.3f}")
+                if "seq" in t:
+                    line += (f", unified/seq {t['unified'][-1] / t['seq'][-1]:.2f}, seq/bare_seq "
+                             f"{t['seq'][-1] / t['bare_seq'][-1]:.3f}")
+                print(line, flush=True)
             loads.append(os.getloadavg()[0])
             print(f"  load {loads[-1]:.2f}", flush=True)
 
     for k in ks:
         vs_stacked, vs_seq, vs_bare_seq, group = _figures(k)
         t = tp[k]
-        rows += bench_results.figure_rows(PART, vs_stacked, {v: t[v] for v in
-                                                             ("bare_stacked", "unified")},
+        rows += bench_results.figure_rows(PART, vs_stacked, {v: t[v] for v in STACKED},
                                           run_id, prov)
-        rows += bench_results.figure_rows(PART, vs_seq, {v: t[v] for v in
-                                                         ("seq", "unified", "bare_stacked")},
-                                          run_id, prov)
-        rows += bench_results.figure_rows(PART, vs_bare_seq, {v: t[v] for v in
-                                                              ("bare_seq", "seq")},
-                                          run_id, prov)
+        if k in seq_ks:
+            rows += bench_results.figure_rows(PART, vs_seq, {v: t[v] for v in
+                                                             ("seq", "unified", "bare_stacked")},
+                                              run_id, prov)
+            rows += bench_results.figure_rows(PART, vs_bare_seq, {v: t[v] for v in
+                                                                  ("bare_seq", "seq")},
+                                              run_id, prov)
         rows += bench_results.figure_rows(PART, group, wall[k], run_id, prov)
-        for v in VARIANTS:
+        for v in variants[k]:
             print(f"K={k} train_throughput {v}: median {statistics.median(t[v]):.0f} samples/s")
+    for variant in STACKED:
+        curve = bench_results.Figure(
+            f"scaling:{variant}", "samples/s", baseline=f"K={ks[0]}",
+            note=f"{variant}'s train_throughput at each K (the same measurements); ratio to "
+                 f"K={ks[0]} = what stacking K members buys over {ks[0]} (K/{ks[0]} would be "
+                 "perfect); where the ratio stops growing is the concurrency ceiling here")
+        rows += bench_results.figure_rows(PART, curve, {f"K={k}": tp[k][variant] for k in ks},
+                                          run_id, prov)
+    mem = bench_results.Figure(
+        "peak_memory", "MiB", note=("torch.cuda.max_memory_allocated of a 2-epoch run" if
+                                    device.type == "cuda" else "growth of the resident set "
+                                    "during a 2-epoch run (2 ms sampling; a lower bound, see "
+                                    "peak_memory_mb)") + "; one measurement per K and variant")
+    rows += bench_results.figure_rows(PART, mem, {f"{v} K={k}": [memory[v][k]]
+                                                  for k in ks for v in STACKED}, run_id, prov)
     rows += bench_results.figure_rows(PART, load_fig, {"machine": loads}, run_id, prov)
     if args.no_write:
         return 0
