@@ -3,7 +3,8 @@ and appends its rows to the runs directory.
 
 The runner writes the spec (JSON) and starts this module with stdin from /dev/null and
 output to the cell's log. Spec keys: ``schema``, ``campaign_id``, ``campaign_hash``,
-``runs_dir``, ``events`` (path of events.jsonl), ``attempt``, ``seed``, ``passes``,
+``runs_dir``, ``events`` (path of events.jsonl), ``reason_file`` (optional: see
+:func:`write_reason`), ``attempt``, ``seed``, ``passes``,
 ``device`` (cpu | cuda | cuda:N), ``threads`` (0 = all cores), and ``cell`` (a
 ``engine.matrix.CellSpec`` as a dict: index, key, exp_id, executor, compile_mode,
 pass_index, options, experiment, jobs).
@@ -13,12 +14,19 @@ imports and torch set-up → host dataset load (``data_load_s``) → executor se
 (``setup_s``) → the group window (``T_group``) → teardown → rows.
 
 Exit status: 0 all jobs ok; 1 the group ran but a job failed (rows written with status
-failed); 2 bad input (message on stderr, failed group row written); 3 an internal error.
+failed); 2 bad input (message on stderr, failed group row written); 3 an internal error;
+4 the cell could not write its output (a full disk, a quota, a read-only or size-limited
+file: :data:`EXIT_OUTPUT`). Every failure is one line naming the file and the reason
+(``runs/master_groups.csv: No space left on device``), printed to the log and sent in the
+``failed`` event as far as the disk still allows; rows are all-or-nothing
+(:mod:`engine.results`). The runner stops the campaign on exit status 4.
 This entry point is stable: the runner and later front ends depend on it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import faulthandler
 import json
 import os
@@ -29,12 +37,135 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from engine.errors import FugueError
-from engine.events import EventWriter
+from engine.errors import FugueError, OutputError
+from engine.events import LIFECYCLE, EventWriter
 from engine.results import new_group_id
 from engine.rows import failed_group_row, group_static
 
 SPEC_SCHEMA = 1
+#: Exit status of a cell that could not write its output (rows, events): the runner
+#: stops the campaign (each later cell would fail the same way).
+EXIT_OUTPUT = 4
+#: errno values that mean "this output cannot be written here", not a bug.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+#: Size of the spec's ``reason_file``, which the runner fills with spaces before the cell
+#: starts: the cell's one-line reason overwrites those bytes in place, which needs no free
+#: block even on a full disk (events and log may be unwritable by then).
+REASON_BYTES = 1024
+
+
+def output_failure(exc: BaseException, where: str | os.PathLike[str] | None = None
+                   ) -> str | None:
+    """The one-line reason when ``exc`` means the cell's output cannot be written: an
+    :class:`OutputError` (its message names the file), or an ``OSError`` with an errno of
+    :data:`OUTPUT_ERRNOS` anywhere in its chain (``<file>: <strerror>``; a write through a
+    file object names no file: then ``where``, the folder written to); else None."""
+    if isinstance(exc, OutputError):
+        return str(exc)
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in OUTPUT_ERRNOS:
+            name = seen.filename if seen.filename is not None else where
+            reason = seen.strerror or os.strerror(seen.errno)
+            return f"{name}: {reason}" if name is not None else reason
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class CellEvents:
+    """The cell's event stream (an :class:`EventWriter`) on a disk that may fill up.
+
+    A write that fails names the events file (``<events.jsonl>: No space left on
+    device``). Lifecycle events and the summary raise :class:`OutputError`; progress,
+    phase and sample events are dropped instead, so a full disk does not fail a job that
+    is still training (its rows decide). The first failure is kept in :attr:`failure`.
+    """
+
+    #: Events whose loss must fail the cell (the runner and front ends depend on them).
+    REQUIRED = LIFECYCLE | {"summary"}
+
+    def __init__(self, path: str | Path, **common: Any):
+        self.path = Path(path)
+        self.failure: OutputError | None = None
+        try:
+            self._writer = EventWriter(path, **common)
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: OSError) -> OutputError:
+        error = OutputError(f"{self.path}: {exc.strerror or exc}")
+        error.__cause__ = exc
+        if self.failure is None:
+            self.failure = error
+        return error
+
+    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        try:
+            return self._writer.emit(type, **fields)
+        except OSError as exc:
+            error = self._error(exc)
+            if type in self.REQUIRED:
+                raise error from exc
+            return {"type": type, **fields}
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except OSError as exc:
+            self._error(exc)
+
+
+def write_reason(spec: dict[str, Any], line: str) -> None:
+    """Overwrite the runner's pre-allocated ``reason_file`` with ``line`` (never extends
+    it: no new block is needed). Best effort; absent in specs of older runners."""
+    path = spec.get("reason_file")
+    if not path:
+        return
+    data = line.replace("\n", " ").encode("utf-8", "replace")[:REASON_BYTES - 1] + b"\n"
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # no O_CREAT, no O_TRUNC
+        try:
+            if os.fstat(fd).st_size >= REASON_BYTES:
+                os.pwrite(fd, data.ljust(REASON_BYTES, b" "), 0)
+        finally:
+            os.close(fd)
+
+
+def read_reason(path: str | Path) -> str:
+    """The line a cell left in its ``reason_file`` ("" when none)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(REASON_BYTES).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+class TolerantStream:
+    """A cell's ``sys.stdout``/``sys.stderr``: its log lives in the run folder, on the disk
+    that may fill up; a line that cannot be written is lost, never an exception in the
+    middle of a group (a ``print`` would otherwise fail the cell with no file named)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _say(line: str) -> None:
+    """One line to stderr (the cell's log); a log on a full disk must not raise."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,17 +183,32 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Known from the start: the monitor's samples file is named after the group.
     spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])
-    events = EventWriter(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
-    events.emit("started", pid=os.getpid(), exp_id=spec["cell"]["exp_id"],
-                executor=spec["cell"]["executor"], jobs=[j["job_id"] for j in spec["cell"]["jobs"]])
     try:
+        events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
+    except OutputError as exc:
+        _say(str(exc))
+        return EXIT_OUTPUT
+    try:
+        events.emit("started", pid=os.getpid(), exp_id=spec["cell"]["exp_id"],
+                    executor=spec["cell"]["executor"],
+                    jobs=[j["job_id"] for j in spec["cell"]["jobs"]])
         status = run_cell(spec, events)
-    except FugueError as exc:
-        print(str(exc), file=sys.stderr)
-        _record_failure(spec, events, "failed", str(exc))
-        return 2
-    except BaseException as exc:  # internal error: keep the traceback in the log
-        traceback.print_exc()
+        if events.failure is not None:  # rows written, but progress events were lost
+            _say(f"warning: events lost: {events.failure}")
+    except BaseException as exc:
+        reason = output_failure(exc, where=spec["runs_dir"])
+        if reason is not None:  # the output cannot be written: one line, naming the file
+            write_reason(spec, reason)
+            _say(reason)
+            _record_failure(spec, events, "failed", reason, output_error=True)
+            return EXIT_OUTPUT
+        if isinstance(exc, FugueError):
+            _say(str(exc))
+            _record_failure(spec, events, "failed", str(exc))
+            return 2
+        # internal error: keep the traceback in the log
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exc()
         _record_failure(spec, events, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
         return 3
     finally:
@@ -70,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if status == "ok" else 1
 
 
-def _record_failure(spec: dict[str, Any], events: EventWriter, status: str, error: str) -> None:
+def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error: str,
+                    **flags: Any) -> None:
+    """Best effort on a disk that may be full: the failed group row (all or nothing), then
+    the event saying whether it was written. Never raises."""
     from engine.results import GROUP_COLUMNS, append_rows
 
     try:
@@ -78,12 +227,17 @@ def _record_failure(spec: dict[str, Any], events: EventWriter, status: str, erro
                     [failed_group_row(spec, status, error)], GROUP_COLUMNS)
         written = True
     except FugueError as exc:
-        print(str(exc), file=sys.stderr)
+        if str(exc) != error:
+            _say(str(exc))
         written = False
-    events.emit(status, error=error, group_written=written)
+    except Exception as exc:  # noqa: BLE001 - the reason being recorded matters more
+        _say(output_failure(exc) or f"failed row not written: {type(exc).__name__}: {exc}")
+        written = False
+    with contextlib.suppress(FugueError, OSError):
+        events.emit(status, error=error, group_written=written, **flags)
 
 
-def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
+def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     """Run the cell's group and write its rows; return the group status (ok | failed)."""
     threads = int(spec.get("threads") or 0) or (os.cpu_count() or 1)
     spec = {**spec, "threads": threads}
@@ -195,6 +349,23 @@ def run_cell(spec: dict[str, Any], events: EventWriter) -> str:
     facts["rss_peak_mb"] = _max([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
     return _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                        ctx.group, monitor)
+
+
+def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
+                         shared: bool) -> dict[str, Any]:
+    """The job's monitor columns; its samples slice (a file of its own) that cannot be
+    written (a full disk) leaves them empty with a warning naming the file, and the rows
+    still go on (they decide whether the cell's output was written)."""
+    try:
+        return monitor.job_columns(job_id, t0, t1, shared=shared)
+    except OSError as exc:
+        from engine.cellmonitor import _safe
+
+        path = Path(spec["runs_dir"]) / "samples" / spec["group_id"] / f"{_safe(job_id)}.csv"
+        with contextlib.suppress(OSError):
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+        _say(f"warning: {path}: {exc.strerror or exc}; the job's monitor columns stay empty")
+        return {"energy_method": "none"}
 
 
 def _nvml_facts(uuid: str) -> dict[str, Any]:
@@ -327,8 +498,8 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
             "split": r.val_source or None,
         })
         if monitor is not None:
-            rows[-1].update(monitor.job_columns(job.job_id, r.start, r.end,
-                                                shared=spec_exec.concurrent))
+            rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
+                                                 spec_exec.concurrent))
     # Both files or neither: a job row never stays without its group row.
     append_group(spec["runs_dir"], group, rows)
     cpu_s = facts.get("cell_cpu_s")
@@ -347,15 +518,20 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
                          "final_val_acc": r.final_val_acc, "history": r.history,
                          "early_stopped": r.early_stopped, "stop_reason": r.stop_reason}
                         for r in results]}
-    events.emit("summary", **summary)
-    events.emit("done" if status == "ok" else "failed", group_written=True, error=error)
+    # The rows are written: an event lost now (a full disk) is only a warning (main says
+    # so), and the runner finds the rows (it never records a second one for the attempt).
+    with contextlib.suppress(OutputError):
+        events.emit("summary", **summary)
+        events.emit("done" if status == "ok" else "failed", group_written=True, error=error)
     return status
 
 
 if __name__ == "__main__":
+    sys.stdout, sys.stderr = TolerantStream(sys.stdout), TolerantStream(sys.stderr)
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a log on a full disk
+            stream.flush()
     # Everything the cell owes is on disk (rows locked+fsync'ed, events closed, the monitor
     # and the executor stopped). A normal interpreter exit with torch loaded then spends
     # 1-5 s in atexit handlers and module teardown, which every cell of a campaign would pay

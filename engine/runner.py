@@ -12,18 +12,27 @@ Run folder ``<runs_dir>/<campaign name>/`` (the campaign id)::
     runner.jsonl                lifecycle events of every runner session, appended
     control/                    command files (engine.control)
     cells/<NNN-exp-executor-pP>-<key8>/attempt-<a>/
-        spec.json, events.jsonl, cell.log, cell.pid (while it runs)
+        spec.json, events.jsonl, cell.log, cell.pid (while it runs), cell.reason (the
+        one-line reason of a cell that could not write its output)
 
 Each cell attempt runs in a fresh session; the watchdog (``engine.watchdog``) watches it;
 a hung cell is killed (``action = "kill"``, with a stack dump first) or flagged for a
 command (``action = "flag"``). Failed and killed attempts are retried up to ``retries``
 times; a retry sent through the control channel does not consume that budget.
+
+A cell or runner write that fails (a full disk, a quota, a read-only file system) stops
+the campaign: the cell is recorded as failed where the disk still allows, and the runner
+exits 2 with one line naming the file and the reason
+(``fugue-tui: error: runs/master_groups.csv: No space left on device ...``); rows are
+never half-written (:mod:`engine.results`), so ``--resume`` continues once there is room.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import errno
 import json
 import os
 import shutil
@@ -41,7 +50,8 @@ from filelock import FileLock, Timeout
 
 from engine.availability import experiment_availability
 from engine.campaign import Campaign, load_campaign
-from engine.cell import SPEC_SCHEMA
+from engine.cell import (EXIT_OUTPUT, REASON_BYTES, SPEC_SCHEMA, output_failure,
+                         read_reason)
 from engine.cleanup import run_recorded
 from engine.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
 from engine.control import Inbox
@@ -51,7 +61,8 @@ from engine.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.provenance import machine_identity, nvml_devices, resolve_device
 from engine.registry import EXECUTORS
-from engine.results import GROUP_COLUMNS, append_rows, check_timestamp, preflight, read_rows
+from engine.results import (GROUP_COLUMNS, GROUPS_FILE, append_rows, check_timestamp,
+                            preflight, read_rows)
 from engine.rows import failed_group_row
 from engine.monitor import resolve_gpu
 from engine.watchdog import ACTIONS, Watchdog
@@ -61,6 +72,9 @@ POLL_S = 0.1
 #: Cell event types that count as progress for the watchdog (never monitor samples).
 PROGRESS_EVENTS = frozenset({"started", "phase", "job_started", "job_progress", "job_done",
                              "summary", "done", "failed"})
+#: Below this many free bytes the runs folder's disk counts as full (a cell that could not
+#: write its output and could not say why is then reported as a full disk).
+LOW_SPACE_BYTES = 1 << 20
 
 
 class RunnerBusy(FugueError):
@@ -136,6 +150,7 @@ class Runner:
         self.campaign_id = campaign.name
         self.run_dir = self.runs_dir / self.campaign_id
         self._log: EventWriter | None = None
+        self._cell_failure: dict[str, Any] = {}  # the running attempt's ``failed`` event
 
     # -- planning -------------------------------------------------------------------------
     def plan(self) -> list[PlannedCell]:
@@ -216,6 +231,7 @@ class Runner:
         self.queue = queue
         self.auto_retries: dict[str, int] = {}
         self.outcomes: dict[str, CellOutcome] = {}
+        stopped: BaseException | None = None
         try:
             while self.queue:
                 self._handle_commands(running=None)
@@ -229,11 +245,24 @@ class Runner:
         except Aborted:
             outcome.aborted = True
             self._emit("campaign_aborted")
+        except BaseException as exc:  # e.g. OutputError: a full disk stops the campaign
+            stopped = exc
+            raise
         finally:
             outcome.outcomes.extend(self.outcomes.values())
-            self._emit("campaign_done", ok=outcome.exit_code == 0, exit_code=outcome.exit_code,
-                       failed=sum(o.status != "ok" for o in outcome.outcomes))
-            self._log.close()
+            done: dict[str, Any] = {"ok": outcome.exit_code == 0 and stopped is None,
+                                    "exit_code": outcome.exit_code,
+                                    "failed": sum(o.status != "ok" for o in outcome.outcomes)}
+            if isinstance(stopped, FugueError):
+                done.update(exit_code=stopped.exit_code, error=str(stopped))
+            try:
+                self._emit("campaign_done", **done)
+            except OutputError:
+                if stopped is None:
+                    raise
+            finally:  # the error that stopped the campaign is the one reported, not this
+                with contextlib.suppress(OSError):
+                    self._log.close()
         return outcome
 
     def _write_run_files(self, started: float) -> None:
@@ -253,8 +282,13 @@ class Runner:
         self._log = EventWriter(self.run_dir / "runner.jsonl", campaign=self.campaign_id)
 
     def _emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        """Append a runner event. Raises :class:`OutputError` naming ``runner.jsonl`` when
+        it cannot be written (a full disk)."""
         assert self._log is not None
-        event = self._log.emit(type, **fields)
+        try:
+            event = self._log.emit(type, **fields)
+        except OSError as exc:
+            raise OutputError(f"{self._log.path}: {exc.strerror or exc}") from exc
         self.on_event(event)
         return event
 
@@ -271,6 +305,7 @@ class Runner:
             "schema": SPEC_SCHEMA, "campaign_id": self.campaign_id,
             "campaign_hash": self.campaign.file_hash, "runs_dir": str(self.runs_dir.resolve()),
             "events": str(attempt_dir / "events.jsonl"), "attempt": attempt,
+            "reason_file": str(attempt_dir / "cell.reason"),
             "seed": self.campaign.seed, "passes": self.campaign.passes,
             # Inside the cell the device under test is the only visible one: cuda:0.
             "device": "cuda:0" if self.gpu else self.device, "device_requested": self.device,
@@ -301,17 +336,26 @@ class Runner:
         """One attempt: returns (status, error, log path, what next: "" | "retry" | "stop")."""
         spec = self._spec(cell, attempt)
         attempt_dir = Path(spec["events"]).parent
-        attempt_dir.mkdir(parents=True)
         spec_path = attempt_dir / "spec.json"
-        spec_path.write_text(json.dumps(spec, indent=1))
         log_path = attempt_dir / "cell.log"
-        scratch = Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+        with _writing(spec_path):
+            attempt_dir.mkdir(parents=True)
+            spec_path.write_text(json.dumps(spec, indent=1))
+        with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
+            Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
+        with _writing(Path(tempfile.gettempdir())):
+            scratch = Path(tempfile.mkdtemp(prefix="fugue-cell-"))
         tail = EventTail(spec["events"])
+        self._cell_failure = {}
         device_env = ({"CUDA_VISIBLE_DEVICES": self.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
                       if self.gpu else {})
-        proc = start_cell(spec_path, log_path, cell_env(scratch, self.campaign.threads, device_env))
-        self._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
-                   attempt=attempt, events=spec["events"], log_path=str(log_path), pid=proc.pid)
+        try:
+            with _writing(log_path):
+                proc = start_cell(spec_path, log_path,
+                                  cell_env(scratch, self.campaign.threads, device_env))
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
         # Device utilisation comes from the cell's own monitor samples (never a second
         # NVML sampler on the device).
         settings = self.campaign.watchdog
@@ -321,6 +365,9 @@ class Runner:
         watchdog = Watchdog(settings, proc.pid, proc.pid)
         written, hung, after, verdict = False, False, "", None
         try:
+            self._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
+                       attempt=attempt, events=spec["events"], log_path=str(log_path),
+                       pid=proc.pid)
             while proc.poll() is None:
                 written |= self._forward(tail, watchdog)
                 command = self._handle_commands(running=cell)
@@ -351,6 +398,15 @@ class Runner:
             forget(attempt_dir)
             shutil.rmtree(scratch, ignore_errors=True)
             raise
+        except BaseException:  # the runner cannot go on (its own write failed): no cell stays
+            with contextlib.suppress(Exception):
+                stop_session(proc.pid, proc)
+            with contextlib.suppress(Exception):
+                self._cleanup(cell, attempt, attempt_dir)
+            with contextlib.suppress(OSError):
+                forget(attempt_dir)
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
         written |= self._forward(tail, None)
         leftovers = []
         if verdict is None:  # the leader exited by itself: nothing of its session may stay
@@ -361,24 +417,38 @@ class Runner:
         self._cleanup(cell, attempt, attempt_dir)
         forget(attempt_dir)
         shutil.rmtree(scratch, ignore_errors=True)
+        said_there = read_reason(spec["reason_file"])
+        if not said_there:  # kept only when the cell left its reason there
+            with contextlib.suppress(OSError):
+                Path(spec["reason_file"]).unlink(missing_ok=True)
         if after == "abort":
             raise Aborted()
         if verdict is not None:  # "" (watchdog kill: retries apply), "stop" or "retry"
             return "killed", verdict, log_path, after
         code = proc.returncode
+        said = self._cell_failure.get("error") or ""
         if code == 0:
             status, error = "ok", ""
+        elif code == EXIT_OUTPUT:  # the cell's own one line (it names the file) comes first
+            status = "failed"
+            error = (said or said_there or _last_line(log_path)
+                     or _unwritable(self.runs_dir, code, log_path))
+            if not written and not self._has_row(spec):  # may raise: the runner's own line
+                self._record(spec, "failed", error)
         else:
             status = "failed"
-            error = _last_line(log_path) or f"cell exited with status {code}"
+            error = _last_line(log_path) or said or f"cell exited with status {code}"
             if code < 0:
                 error = f"cell killed by signal {-code}: {error}"
-            if not written:
+            if not written and not self._has_row(spec):
                 self._record(spec, "failed", error)
         if leftovers:
             self._emit("leftovers_killed", cell=cell.key, attempt=attempt, pids=leftovers)
         self._emit("done" if status == "ok" else "failed", cell=cell.key, attempt=attempt,
                    exit_code=code, error=error)
+        if code == EXIT_OUTPUT:  # every later cell would fail the same way
+            raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; the "
+                              f"campaign stopped: make room, then run it again with --resume)")
         return status, error, log_path, ""
 
     def _cleanup(self, cell: CellSpec, attempt: int, attempt_dir: Path) -> None:
@@ -404,10 +474,13 @@ class Runner:
         return reason
 
     def _forward(self, tail: EventTail, watchdog: Watchdog | None) -> bool:
-        """Pass new cell events on; True if the cell says it wrote its group row."""
+        """Pass new cell events on; True if the cell says it wrote its group row. The cell's
+        ``failed`` event (its one-line error) is kept in ``_cell_failure``."""
         written = False
         for event in tail.read():
             written |= bool(event.get("group_written"))
+            if event.get("type") == "failed":
+                self._cell_failure = event
             if watchdog is not None and event.get("type") in PROGRESS_EVENTS:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
@@ -418,6 +491,17 @@ class Runner:
     def _record(self, spec: dict[str, Any], status: str, error: str) -> None:
         append_rows(self.runs_dir / "master_groups.csv", [failed_group_row(spec, status, error)],
                     GROUP_COLUMNS)
+
+    def _has_row(self, spec: dict[str, Any]) -> bool:
+        """Whether the attempt already has its group row (a cell that wrote its rows but
+        could not send the event saying so): the runner never adds a second one."""
+        key, attempt = spec["cell"]["key"], str(spec["attempt"])
+        try:
+            rows = read_rows(self.runs_dir / GROUPS_FILE)
+        except (OSError, FugueError):
+            return False
+        return any(r.get("cell_key") == key and r.get("attempt") == attempt
+                   and r.get("campaign_id") == self.campaign_id for r in rows)
 
     # -- control --------------------------------------------------------------------------
     def _handle_commands(self, running: CellSpec | None) -> tuple[str, str] | None:
@@ -485,6 +569,29 @@ class Runner:
             if messages:
                 self._emit("cleanup", attempt_dir=str(attempt_dir), messages=messages,
                            predecessor=True)
+
+
+@contextlib.contextmanager
+def _writing(path: Path):
+    """An ``OSError`` inside becomes an :class:`OutputError` naming the file (the error's
+    own file name, else ``path``) and the reason: one line, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"{exc.filename or path}: {exc.strerror or exc}") from exc
+
+
+def _unwritable(runs_dir: Path, code: int, log_path: Path) -> str:
+    """Why a cell that exited with :data:`EXIT_OUTPUT` failed, when neither its event nor
+    its log could say: a full disk under the runs folder if there is next to no room."""
+    try:
+        free = shutil.disk_usage(runs_dir).free
+    except OSError:
+        free = None
+    if free is not None and free < LOW_SPACE_BYTES:
+        return (f"{runs_dir}: {os.strerror(errno.ENOSPC)} ({free} bytes free; the cell could "
+                f"not write its output, exit status {code})")
+    return f"cell exited with status {code}: it could not write its output (see {log_path})"
 
 
 def _write_whole(path: Path, text: str) -> None:
@@ -573,6 +680,12 @@ def main(argv: list[str] | None = None) -> int:
     except FugueError as exc:
         print(f"fugue-tui: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        reason = output_failure(exc)  # a full disk that no narrower handler named
+        if reason is None:
+            raise
+        print(f"fugue-tui: error: {reason}", file=sys.stderr)
+        return OutputError.exit_code
     except KeyboardInterrupt:
         return 130
     return outcome.exit_code

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.run_dir / "runner.jsonl"))
     proc = _start_runner(path, overrides, resume, since)
+    relay = _relay(proc.stderr)
     progress = make_progress(len(runner.cells), console)
     forward = {sig: signal.signal(sig, lambda signum, _: proc.send_signal(signum))
                for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -240,6 +242,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     finally:
         for sig, previous in forward.items():
             signal.signal(sig, previous)
+    relay.join(timeout=5.0)  # the runner's last words (its one-line error) come first
     code = proc.returncode
     if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
         return 2
@@ -275,8 +278,28 @@ def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
         argv += ["--since", since]
     env = engine_env()
     # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,
+    # Its stderr comes through a pipe (:func:`_relay`).
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                             preexec_fn=die_with_parent(os.getpid()))
+
+
+def _relay(stream) -> threading.Thread:
+    """Copy the runner's stderr, line by line, to this process's ``sys.stderr`` as it
+    comes: during the live view that is the view's proxy, which prints above the view, so
+    a runner's one-line error (a full disk) is not drawn over by the next refresh."""
+
+    def copy() -> None:
+        for raw in iter(stream.readline, b""):
+            try:
+                sys.stderr.write(raw.decode("utf-8", errors="replace"))
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+        stream.close()
+
+    thread = threading.Thread(target=copy, name="runner-stderr", daemon=True)
+    thread.start()
+    return thread
 
 
 def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress) -> None:
