@@ -257,3 +257,17 @@ def test_a_runner_events_file_on_a_full_disk_is_one_line_and_no_cell_stays(
     assert err.splitlines() == [
         f"fugue-tui: error: {tmp_path / 'runs' / 'c' / 'runner.jsonl'}: {NOSPACE}"], err
     assert len(procs) == 1 and procs[0].poll() is not None  # stopped, not left running
+
+
+def test_batch_relays_the_runners_stderr_line_by_line(capsys):
+    """--batch reads the runner's stderr through a pipe and prints each line on its own
+    stderr (above the live view), so the runner's one-line error is seen."""
+    from fugue_tui.batch import _relay
+
+    read, write = os.pipe()
+    with os.fdopen(read, "rb") as stream:
+        thread = _relay(stream)
+        os.write(write, f"fugue-tui: error: runs/master_groups.csv: {NOSPACE}\n".encode())
+        os.close(write)
+        thread.join(timeout=10)
+    assert capsys.readouterr().err == f"fugue-tui: error: runs/master_groups.csv: {NOSPACE}\n"
