@@ -31,6 +31,14 @@ class DeviceCharts(Static):
         #: How many times the charts were drawn (tests and the CPU benchmark read it).
         self.draws = 0
         self._last_draw = float("-inf")
+        self._title: str | None = None
+
+    def set_title(self, title: str) -> None:
+        """Set the border title; a no-op when unchanged (Textual repaints the whole widget on
+        every assignment, and the run screen sets it on each redraw)."""
+        if title != self._title:
+            self._title = title
+            self.border_title = title
 
     def show(self, series: Series | None, which: tuple[tuple[str, str], ...] | None = None,
              empty: str = "no monitor samples for this cell (yet)") -> bool:
