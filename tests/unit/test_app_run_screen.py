@@ -124,3 +124,79 @@ def test_recorded_campaign_shows_rows_attempts_numbers_and_charts(tmp_path, monk
         assert app.return_code == 0
 
     asyncio.run(scenario())
+
+
+def test_the_cursor_follows_the_running_cell_until_the_user_moves_it(tmp_path, monkeypatch):
+    """The selected row follows whichever cell runs (new rows, a retry's earlier-attempt row
+    and the re-sort they cause do not count as the user's choice); a move by the user stops
+    the following, ``f`` resumes it."""
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "live"
+    labels = {"a": "D_ens seq pass 1", "b": "D_cv seq pass 1", "c": "D_reg seq pass 1"}
+
+    def runner(kind, dt, **fields):
+        return {"ts": T0 + dt, "type": kind, "campaign": "live", **fields}
+
+    def start(key, dt, attempt=1):
+        attempt_dir = run / "cells" / key / f"attempt-{attempt}"
+        (attempt_dir).mkdir(parents=True, exist_ok=True)
+        (attempt_dir / "cell.log").write_text(f"{key} attempt {attempt}\n")
+        return runner("cell_started", dt, cell=key * 16, index="abc".index(key) + 1,
+                      label=labels[key], attempt=attempt, pid=10 + dt,
+                      events=str(attempt_dir / "events.jsonl"),
+                      log_path=str(attempt_dir / "cell.log"))
+
+    _write(run / "runner.jsonl", [
+        runner("campaign_started", 0, cells=3, device="cpu", run_dir=str(run), runner_pid=1,
+               resume=False),
+        *(runner("queued", 0, cell=k * 16, index=i + 1, label=labels[k])
+          for i, k in enumerate("abc")),
+        start("a", 1)])
+
+    async def scenario():
+        app = FugueApp(attach=str(run), clock=lambda: T0 + 60)
+        async with app.run_test(size=(150, 50)) as pilot:
+            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
+            table = screen.query_one(CellTable)
+
+            async def selected(key, what):
+                await until(pilot, lambda: table.selected_row_key() == key * 16, what=what)
+
+            await selected("a", "cell a (running) selected")
+            _write(run / "runner.jsonl", [
+                runner("done", 5, cell="a" * 16, attempt=1, exit_code=0, error=""),
+                start("b", 6)])
+            await selected("b", "the cursor following cell b")
+
+            def row_on_screen(label):
+                return next((line for line in screen_text(app).splitlines()
+                             if label in line and "│" in line), "")
+
+            # the rows sync changed are repainted (only they are)
+            await until(pilot, lambda: " done " in row_on_screen("D_ens ")
+                        and " running " in row_on_screen("D_cv "), what="rows repainted")
+            # a retry adds an earlier-attempt row and re-sorts: still following
+            _write(run / "runner.jsonl", [
+                runner("killed", 8, cell="b" * 16, attempt=1, reason="stopped for a retry"),
+                runner("retried", 8, cell="b" * 16, attempt=2, manual=True),
+                start("b", 9, attempt=2)])
+            await until(pilot, lambda: table.row_count == 4, what="the earlier attempt's row")
+            await selected("b", "cell b's new attempt still selected")
+            assert screen.follow_running
+            # the user moves: the cursor stays where they put it
+            table.focus()
+            await pilot.press("g")
+            await selected("a", "the user's choice")
+            _write(run / "runner.jsonl", [
+                runner("done", 12, cell="b" * 16, attempt=2, exit_code=0, error=""),
+                start("c", 13)])
+            await until(pilot, lambda: screen.running_cell() is not None
+                        and screen.running_cell().key == "c" * 16, what="cell c running")
+            await pilot.pause(2 * 0.5 + 0.2)  # two redraws
+            assert table.selected_row_key() == "a" * 16 and not screen.follow_running
+            await pilot.press("f")  # follow again
+            await selected("c", "the cursor following cell c again")
+            assert screen.follow_running
+            await pilot.press("q")
+
+    asyncio.run(scenario())

@@ -94,7 +94,7 @@ class RunScreen(Screen):
         self.idle_poll = False
         self.dirty = True
         self.stopping = False
-        self._auto_row: str | None = None
+        self._shown_cell: str | None = None
         self._applicable: Any = None
         self._shown: dict[str, str] = {}
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
@@ -221,11 +221,13 @@ class RunScreen(Screen):
         now = self.clock()
         table = self.query_one(CellTable)
         self.table_writes += table.sync(self.view.state, now)
+        if table.take_user_moved():
+            self.follow_running = False  # the user chose a row: stop following
         if self.follow_running and running is not None and \
                 table.selected_cell_key() != running.key:
-            self._auto_row = running.key
             table.select_cell(running.key)
         cell = self.selected_cell()
+        self._shown_cell = cell.key if cell is not None else None
         self.query_one(JobProgress).show(self.view, cell, now)
         self._show_charts(cell, running)
         target = cell.log_path if cell is not None and cell.log_path else None
@@ -246,13 +248,13 @@ class RunScreen(Screen):
         charts = self.query_one(DeviceCharts)
         series = self.samples.get(cell.key, cell.attempt) if cell is not None else None
         if series is not None and len(series.t):
-            charts.border_title = f"monitor: {cell.label} attempt {cell.attempt}"
+            charts.set_title(f"monitor: {cell.label} attempt {cell.attempt}")
             charts.show(series)
         elif running is None and len(self.host.t):
-            charts.border_title = "host (idle polling: no cell runs)"
+            charts.set_title("host (idle polling: no cell runs)")
             charts.show(self.host, HOST_PANELS)
         else:
-            charts.border_title = "monitor"
+            charts.set_title("monitor")
             charts.show(None, empty="no monitor samples for this cell (yet)")
 
     def _log_title(self) -> str:
@@ -313,12 +315,16 @@ class RunScreen(Screen):
                                                      layout=False)  # a fixed-size pane
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        key = str(event.row_key.value) if event.row_key is not None else None
-        if key is not None and key.split("#")[0] != self._auto_row:
+        """The user (or the following) moved the cursor: show the cell now, not at the next
+        redraw (nothing to do when the redraw that moved it already shows it)."""
+        table = event.data_table
+        if not isinstance(table, CellTable):
+            return
+        if table.take_user_moved():
             self.follow_running = False  # the user chose a row: stop following
-        self._auto_row = None
-        self.dirty = True
-        self.call_after_refresh(self.refresh_view)
+        if table.selected_cell_key() != self._shown_cell:
+            self.dirty = True
+            self.call_after_refresh(self.refresh_view)
 
     # -- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

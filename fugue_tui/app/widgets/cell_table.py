@@ -2,11 +2,15 @@
 elapsed, T_group, note), and one row per earlier attempt of a retried cell, under it.
 
 :meth:`CellTable.sync` diffs the rows against what is on screen and updates only the cells
-that changed (new rows are appended and the table re-sorted by cell then attempt). Any cell
-update makes a DataTable paint every visible row again, so the running cell's elapsed time
-— the only value that changes with the clock alone — advances in steps of
-:data:`CLOCK_STEP_S` (the job pane above shows it to the second); state changes and
-numbers appear at the next redraw.
+that changed (new rows are appended and the table re-sorted by cell then attempt), and
+repaints only the rows it changed (``DataTable.update_cell`` alone repaints every visible
+row). The running cell's elapsed time — the only value that changes with the clock alone —
+advances in steps of :data:`CLOCK_STEP_S` (the job pane above shows it to the second); state
+changes and numbers appear at the next redraw.
+
+Cursor moves are told apart: :meth:`select_cell` and the re-sort move it for the program,
+anything else (keys, mouse) is the user's, which :meth:`take_user_moved` reports once (the
+run screen then stops following the running cell).
 
 | key | binding id | action |
 |---|---|---|
@@ -19,6 +23,8 @@ import math
 from typing import Any
 
 from rich.text import Text
+from textual.coordinate import Coordinate
+from textual.geometry import Region
 from textual.widgets import DataTable
 
 from engine.state import CampaignState, CellState
@@ -110,16 +116,28 @@ class CellTable(DataTable):
     """The campaign's cells; row keys are cell keys (``key#attempt`` for earlier attempts)."""
 
     BINDINGS = bindings(_NAV)
+    # class defaults: DataTable.__init__ already refreshes and moves the cursor
+    _rows_only = False
+    _program_move = False
+    _user_moved = False
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[Any, ...]] = {}
         #: Cell updates done by the last sync (how many table cells changed).
         self.last_updates = 0
+        #: Rows repainted by syncs so far (tests read it).
+        self.row_repaints = 0
 
     def on_mount(self) -> None:
         for name in COLUMNS:
             self.add_column(name, key=name)
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False):
+        if self._rows_only and not regions and not layout and not recompose:
+            return self  # update_cell's whole-table repaint: sync repaints the rows it changed
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def sync(self, state: CampaignState, now: float) -> int:
         """Bring the table in line with ``state``; returns the number of table cells
@@ -130,6 +148,7 @@ class CellTable(DataTable):
             wanted.update(history_rows(cell))
             wanted[cell.key] = cell_row(cell, now)
         updates, added = 0, False
+        changed: list[str] = []
         for key, row in wanted.items():
             old = self._shown.get(key)
             if old is None:
@@ -137,18 +156,46 @@ class CellTable(DataTable):
                 added = True
                 updates += len(row)
             elif old != row:
-                for name, before, after in zip(COLUMNS, old, row):
-                    if before != after:
-                        self.update_cell(key, name, after)
-                        updates += 1
+                self._rows_only = True
+                try:
+                    for name, before, after in zip(COLUMNS, old, row):
+                        if before != after:
+                            self.update_cell(key, name, after)
+                            updates += 1
+                finally:
+                    self._rows_only = False
+                changed.append(key)
             self._shown[key] = row
-        if added:
+        if added:  # new rows and a re-sort: the whole table repaints anyway
             selected = self.selected_row_key()
             self.sort("#", key=_order)
             if selected is not None:
-                self.move_cursor(row=self.get_row_index(selected), animate=False)
+                self._move(self.get_row_index(selected))
+        else:
+            for key in changed:
+                self.refresh_row(self.get_row_index(key))
+            self.row_repaints += len(changed)
         self.last_updates = updates
         return updates
+
+    def _move(self, row: int) -> None:
+        """Move the cursor for the program (not the user's choice)."""
+        self._program_move = True
+        try:
+            self.move_cursor(row=row, animate=False)
+        finally:
+            self._program_move = False
+
+    def watch_cursor_coordinate(self, old_coordinate: Coordinate,
+                                new_coordinate: Coordinate) -> None:
+        super().watch_cursor_coordinate(old_coordinate, new_coordinate)
+        if old_coordinate.row != new_coordinate.row and not self._program_move:
+            self._user_moved = True
+
+    def take_user_moved(self) -> bool:
+        """True once after the user moved the cursor to another row (keys, mouse)."""
+        moved, self._user_moved = self._user_moved, False
+        return moved
 
     def selected_row_key(self) -> str | None:
         if not self.row_count:
@@ -164,5 +211,6 @@ class CellTable(DataTable):
         return key.split("#", 1)[0] if key else None
 
     def select_cell(self, cell_key: str) -> None:
+        """Put the cursor on ``cell_key``'s row (for the program: not the user's choice)."""
         if cell_key in self._shown:
-            self.move_cursor(row=self.get_row_index(cell_key), animate=False)
+            self._move(self.get_row_index(cell_key))
