@@ -53,6 +53,7 @@ class FugueApp(App):
         self.keymap: dict[str, str] = {}
         #: A line printed after the dashboard exits (how to attach again, what stopped).
         self.farewell = ""
+        self._help_screen: HelpScreen | None = None
 
     def on_mount(self) -> None:
         try:
@@ -61,6 +62,7 @@ class FugueApp(App):
         except ConfigError as exc:
             self.notify(str(exc), title="keymap ignored", severity="error", timeout=20,
                         markup=False)
+        self.run_worker(self._warm_help, thread=True, group="warm", exit_on_error=False)
         self.push_screen(PlanScreen(self.runs_dir, self.campaign_file))
         if self.attach_dir:
             self.attach(self.attach_dir)
@@ -121,8 +123,24 @@ class FugueApp(App):
 
         self.push_screen(ResultsScreen(source or self.runs_dir))
 
+    def _warm_help(self) -> None:
+        """Lay the help table out before the first ``?`` (a thread: no widget access)."""
+        from fugue_tui.app.screens.modals import help_text, help_width
+
+        help_text(self.console, dict(self.keymap), help_width(self.size.width))
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.keymap))
+        """The help screen, built once per keymap and installed: opening it again only
+        lays it out and paints it (composing it, styling its widgets and laying its table
+        out took most of the time from ``?`` to the help on screen)."""
+        help_screen = self._help_screen
+        if help_screen is None or help_screen.keymap != self.keymap:
+            if help_screen is not None:
+                self.uninstall_screen("help")
+            help_screen = self._help_screen = HelpScreen(dict(self.keymap))
+            self.install_screen(help_screen, "help")
+        if self.screen is not help_screen:
+            self.push_screen("help")
 
     # -- quitting -------------------------------------------------------------------------
     def _live_run(self) -> RunScreen | None:

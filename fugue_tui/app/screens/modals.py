@@ -111,28 +111,50 @@ class HelpScreen(Screen[None]):
     def __init__(self, keymap: dict[str, str]) -> None:
         super().__init__()
         self.keymap = keymap
+        self._width = 0
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
             yield Static(Text("fugue-tui dashboard: keys", style="bold"))
             yield Static(Text(f"Remap any binding by id in {keymap_path()}:  [keymap]  "
                               "\"run.retry\" = \"R\"   · Escape closes.\n", style="dim"))
-            yield Static(self._table())
+            yield Static(self._table(), id="help-table")
 
-    def _table(self):
-        """The table laid out once per keymap and width (Rich's table layout took longer
-        than the rest of opening the screen)."""
-        width = max(40, min(110, int(self.app.size.width * 0.95)) - 6)
-        key = (tuple(sorted(self.keymap.items())), width)
-        if key not in _HELP_CACHE:
-            from fugue_tui.app.widgets.job_progress import prerender
+    def on_screen_resume(self) -> None:
+        """The app keeps this screen between openings: a terminal resized meanwhile needs
+        the table laid out at the new width."""
+        if self._width != self._table_width():
+            self.query_one("#help-table", Static).update(self._table())
 
-            _HELP_CACHE.clear()
-            _HELP_CACHE[key] = prerender(self.app.console, help_table(self.keymap), width)
-        return _HELP_CACHE[key]
+    def _table_width(self) -> int:
+        return help_width(self.app.size.width)
+
+    def _table(self) -> Text:
+        width = self._width = self._table_width()
+        return help_text(self.app.console, self.keymap, width)
 
     def action_dismiss(self) -> None:
         self.dismiss(None)
+
+
+def help_width(terminal_width: int) -> int:
+    """The help table's width in a terminal ``terminal_width`` columns wide."""
+    return max(40, min(110, int(terminal_width * 0.95)) - 6)
+
+
+def help_text(console, keymap: dict[str, str], width: int) -> Text:
+    """:func:`help_table` laid out at ``width`` as styled lines, once per keymap and width
+    (Rich's table layout took longer than the rest of opening the screen). Thread-safe
+    enough to be warmed from a worker: the worst case lays the table out twice."""
+    key = (tuple(sorted(keymap.items())), width)
+    text = _HELP_CACHE.get(key)
+    if text is None:
+        from fugue_tui.app.widgets.job_progress import prerender
+
+        text = prerender(console, help_table(keymap), width)
+        _HELP_CACHE.clear()
+        _HELP_CACHE[key] = text
+    return text
 
 
 _HELP_CACHE: dict = {}

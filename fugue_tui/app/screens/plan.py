@@ -29,7 +29,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Checkbox, DataTable, Footer, Input, Label, Select, Static
+from textual.widgets import Checkbox, DataTable, Input, Label, Select, Static
 
 from engine.errors import FugueError
 from fugue_tui.app.actions import PLAN, bindings
@@ -47,6 +47,7 @@ from fugue_tui.app.plan_model import (
 from fugue_tui.app.screens.modals import PathScreen
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
 from fugue_tui.app.widgets.cell_table import split_label
+from fugue_tui.app.widgets.footer import KeyFooter
 
 #: Seconds of quiet after an edit before the preview is recomputed.
 PREVIEW_DEBOUNCE_S = 0.25
@@ -210,7 +211,7 @@ class PlanScreen(Screen):
         with Vertical(id="preview-pane"):
             yield Static("", id="preview-summary")
             yield DataTable(id="preview", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#preview", DataTable)

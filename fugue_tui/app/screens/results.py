@@ -35,7 +35,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
 from fugue_tui.app.actions import RESULTS, bindings
@@ -45,6 +45,7 @@ from fugue_tui.app.results_model import (
     row_key, sort_value, table_rows,
 )
 from fugue_tui.app.screens.modals import PathScreen
+from fugue_tui.app.widgets.footer import KeyFooter
 
 #: Seconds between two checks of the results files.
 POLL_S = 1.0
@@ -97,7 +98,7 @@ class ResultsScreen(Screen):
             yield Static("select a row: its provenance", id="provenance")
         with VerticalScroll(id="figures-pane"):
             yield Static("loading…", id="figures")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#groups", DataTable)
