@@ -6,7 +6,9 @@ runs, samples the host; it reaches the screen only through :class:`Followed` mes
 screen applies events to the shared model (:class:`fugue_tui.live.LiveView` over
 :class:`engine.state.CampaignState`) and redraws at most :data:`REFRESH_S` apart: the cell
 table updates only changed cells, the job pane and charts redraw only when what they show
-changed. Commands go to the runner through its control channel (:mod:`engine.control`).
+changed, and nothing is redrawn while another screen (help, Results) covers it. The cursor
+follows the running cell until the user moves it (``f`` follows again). Commands go to the
+runner through its control channel (:mod:`engine.control`).
 
 | key | binding id | action |
 |---|---|---|
@@ -35,7 +37,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from engine.state import CellState
@@ -48,6 +50,7 @@ from fugue_tui.app.widgets.cell_table import ACTIVE, CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import LogPane, LogTail
+from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.live import DASH, LiveView, fmt_duration
 
 #: Seconds between redraws (about 2 Hz).
@@ -95,6 +98,9 @@ class RunScreen(Screen):
         self.dirty = True
         self.stopping = False
         self._shown_cell: str | None = None
+        #: Log lines that arrived while the screen was hidden (fed on resume).
+        self._hidden_log: list[tuple[list[str], bool, str]] = []
+        self._suspended = False
         self._applicable: Any = None
         self._shown: dict[str, str] = {}
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
@@ -111,7 +117,7 @@ class RunScreen(Screen):
         with Horizontal(id="run-bottom"):
             yield LogPane(id="log")
             yield Static("", id="recent")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one(CellTable).focus()
@@ -174,8 +180,11 @@ class RunScreen(Screen):
             self.host.add(message.host_sample, ("cpu_pct", "rss_mib"))
         if message.log_reset or message.log_lines:
             if message.log_path == self.log_target:
-                self.query_one(LogPane).feed(message.log_lines, message.log_reset,
-                                             self._log_title())
+                feed = (message.log_lines, message.log_reset, self._log_title())
+                if self._visible():
+                    self.query_one(LogPane).feed(*feed)
+                else:  # hidden: a repaint here would repaint the screen on top
+                    self._hidden_log.append(feed)
         if message.runner_alive is not None:
             self.runner_alive = message.runner_alive
         self.dirty = True
@@ -208,8 +217,35 @@ class RunScreen(Screen):
                 return cell
         return None
 
+    def _visible(self) -> bool:
+        """Shown: on top, or under a translucent dialog. Not under the help or the Results
+        screen (Textual repaints the screen on top for every region a screen under it
+        repaints, even an opaque one: the help repainted with every redraw here)."""
+        stack = self.app.screen_stack
+        if stack and stack[-1] is self:
+            return True
+        return len(stack) > 1 and stack[-2] is self and stack[-1].styles.background.a < 1
+
+    def on_screen_suspend(self) -> None:
+        self._suspended = True
+
+    def on_screen_resume(self) -> None:
+        """Back on top: what arrived while hidden, at once (not on the first resume: the
+        widgets may not be mounted yet, and the interval draws soon enough)."""
+        if not self._suspended:
+            return
+        self._suspended = False
+        log = self.query_one(LogPane)
+        for feed in self._hidden_log:
+            log.feed(*feed)
+        self._hidden_log.clear()
+        self.dirty = True
+        self.refresh_view()
+
     def refresh_view(self) -> None:
-        """Redraw what changed (called every :data:`REFRESH_S`)."""
+        """Redraw what changed (called every :data:`REFRESH_S`; nothing while hidden)."""
+        if not self._visible():
+            return
         running = self.running_cell()
         self.idle_poll = running is None and self.runner_alive is not False
         if self.replay is not None:

@@ -139,6 +139,17 @@ class CellTable(DataTable):
             return self  # update_cell's whole-table repaint: sync repaints the rows it changed
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
+    def watch_virtual_size(self, old: Any, new: Any) -> None:
+        """New rows measured wider columns: repaint every row at the new widths.
+
+        DataTable measures new rows when idle; a paint before that (another widget's
+        repaint) caches their lines at the old widths, in caches whose keys do not hold the
+        widths, and only the next ``update_cell`` anywhere (which this table no longer does
+        for every clock tick) would have invalidated them (Textual 8.2.8)."""
+        if old.width != new.width:
+            self._clear_caches()  # DataTable's line, row and cell caches
+            self.refresh()
+
     def sync(self, state: CampaignState, now: float) -> int:
         """Bring the table in line with ``state``; returns the number of table cells
         written (0 when nothing changed)."""
