@@ -200,3 +200,44 @@ def test_the_cursor_follows_the_running_cell_until_the_user_moves_it(tmp_path, m
             await pilot.press("q")
 
     asyncio.run(scenario())
+
+
+def test_help_is_built_once_and_the_run_screen_rests_under_it(tmp_path, monkeypatch):
+    """'?' shows the same installed help screen each time; while it covers the run screen,
+    the run screen does not redraw (its repaints would repaint the help) and neither
+    footer recomposes; closing the help brings the run screen back up to date."""
+    from fugue_tui.app.screens.modals import HelpScreen
+    from fugue_tui.app.widgets.footer import KeyFooter
+
+    monkeypatch.chdir(tmp_path)
+    run = recorded_run(tmp_path)
+
+    async def scenario():
+        app = FugueApp(attach=str(run), clock=lambda: T0 + 40)
+        async with app.run_test(size=(150, 50)) as pilot:
+            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
+            await until(pilot, lambda: screen.query_one(CellTable).row_count == 3, what="rows")
+            footer = screen.query_one(KeyFooter)
+            await until(pilot, lambda: footer.recomposes, what="the footer's keys")
+            await pilot.pause(0.3)
+            recomposes = footer.recomposes
+            seen = []
+            for _ in range(2):
+                await pilot.press("question_mark")
+                help_screen = await until(pilot, lambda: isinstance(app.screen, HelpScreen)
+                                          and app.screen, what="the help")
+                seen.append(help_screen)
+                assert "run.follow" in screen_text(app)
+                redraws = screen.redraws
+                screen.dirty = True
+                await pilot.pause(1.2)  # two redraw intervals
+                assert screen.redraws == redraws
+                await pilot.press("escape")
+                await until(pilot, lambda: app.screen is screen, what="the run screen")
+                assert screen.redraws > redraws  # caught up at once
+            assert seen[0] is seen[1]
+            assert footer.recomposes == recomposes
+            assert "finished (done, ok)" in screen_text(app)
+            await pilot.press("q")
+
+    asyncio.run(scenario())
