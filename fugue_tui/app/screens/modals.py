@@ -138,8 +138,11 @@ class HelpScreen(Screen[None]):
 
 
 def help_width(terminal_width: int) -> int:
-    """The help table's width in a terminal ``terminal_width`` columns wide."""
-    return max(40, min(110, int(terminal_width * 0.95)) - 6)
+    """The help table's width in a terminal ``terminal_width`` columns wide: the dialog's
+    (95 %, at most 146 columns) less its border and padding. At 150x48 every line fits
+    unwrapped and the whole help fits without scrolling (a scrollbar appearing cost the
+    opening a second layout pass)."""
+    return max(40, min(146, int(terminal_width * 0.95)) - 6)
 
 
 def help_text(console, keymap: dict[str, str], width: int) -> Text:

@@ -420,6 +420,7 @@ class RunScreen(Screen):
         self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
 
     def action_follow_running(self) -> None:
+        self.query_one(CellTable).take_user_moved()  # a move before 'f' is overruled by it
         self.follow_running = True
         self.dirty = True
         self.refresh_view()
