@@ -15,57 +15,54 @@ from engine.events import read_events
 from engine.monitor import read_samples
 from engine.registry import EXECUTORS
 from engine.results import read_rows
-from tests.e2e.conftest import _env
+from tests.e2e.conftest import (FAMILY_EXECUTORS, FAMILY_MONITOR_S, _env, campaign_text,
+                               one_job, write_campaign)
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-EXPERIMENTS = """
-[experiments.X_mon]
-type = "ensemble"
-model = "mlp"
-dataset = "digits"
-k = 2
-batch_size = 32
-epochs = 3
-lr = 0.01
-optimizer = "sgd"
-"""
+EXPERIMENTS = one_job("X_mon", "mlp", "digits", k=2, batch_size=32, epochs=3, lr=0.01)
 
 
-def _campaign(tmp: Path, executors: list[str], interval: float = 0.2) -> Path:
-    (tmp / "exps.toml").write_text(EXPERIMENTS)
-    path = tmp / "campaign.toml"
-    path.write_text(f'name = "mon"\nexperiments = "X_mon"\nexecutors = {json.dumps(executors)}\n'
-                    f'runs_dir = "{tmp / "runs"}"\ndevice = "cpu"\nthreads = 1\n'
-                    f'experiments_file = "exps.toml"\nmonitor_interval_s = {interval}\n')
-    return path
+def _campaign(tmp: Path, executors: list[str], interval: float = FAMILY_MONITOR_S) -> Path:
+    return write_campaign(tmp, campaign_text(
+        "mon", "X_mon", executors, f'runs_dir = "{tmp / "runs"}"\nmonitor_interval_s = {interval}'),
+        EXPERIMENTS)
 
 
 @pytest.fixture(scope="module")
-def every_executor(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("monitor")
+def every_executor(tmp_path_factory, family_run):
+    """A cell of every executor: D_cv (two jobs, the family's longest training) of the shared
+    family campaign for the executors it runs (tests/e2e/conftest.py; monitor interval 0.2
+    s), X_mon in a campaign of its own for the others."""
     executors = [name for name in ("seq", "mp", "ray", "unified_model") if name in EXECUTORS]
-    proc = subprocess.run([sys.executable, "-m", "engine.runner", str(_campaign(tmp, executors))],
-                          env=_env(), capture_output=True, text=True, timeout=600,
-                          stdin=subprocess.DEVNULL)
-    return tmp / "runs", executors, proc
+    assert family_run.proc.returncode == 0, family_run.proc.stderr[-3000:]
+    cells = [(family_run.runs, row) for row in read_rows(family_run.runs / "master_groups.csv")
+             if row["exp_id"] == "D_cv" and row["executor"] in executors]
+    own = [name for name in executors if name not in FAMILY_EXECUTORS]
+    if own:
+        tmp = tmp_path_factory.mktemp("monitor")
+        proc = subprocess.run([sys.executable, "-m", "engine.runner", str(_campaign(tmp, own))],
+                              env=_env(), capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        cells += [(tmp / "runs", row) for row in read_rows(tmp / "runs" / "master_groups.csv")]
+    return cells, executors
 
 
 def test_every_executor_reports_host_metrics_and_sample_files(every_executor):
-    runs, executors, proc = every_executor
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    groups = {r["executor"]: r for r in read_rows(runs / "master_groups.csv")}
-    assert sorted(groups) == sorted(executors)
-    for name, row in groups.items():
+    cells, executors = every_executor
+    assert sorted(row["executor"] for _, row in cells) == sorted(executors)
+    for runs, row in cells:
+        name = row["executor"]
         assert row["status"] == "ok", (name, row["error"])
         assert float(row["cpu_util_mean"]) > 5, name          # the tree trained on the CPU
         assert float(row["rss_peak_mb"]) > 50, name
         assert float(row["host_mem_available_min_mb"]) > 0, name
         # a window shorter than the interval may fall between two samples
         assert int(row["monitor_samples"]) >= (1 if float(row["T_group"]) > 0.4 else 0), name
-        assert float(row["monitor_interval_s"]) == 0.2
+        assert float(row["monitor_interval_s"]) == FAMILY_MONITOR_S
         assert 0 < float(row["monitor_cpu_share"]) < 0.2, name
         # No GPU here: every GPU column is empty, energy is missing (never 0).
         for col in ("gpu_util_mean", "gpu_util_max", "vram_peak_mb", "energy_group",
@@ -74,11 +71,12 @@ def test_every_executor_reports_host_metrics_and_sample_files(every_executor):
         assert row["energy_method"] == "none" and row["cpu_energy_method"] == "none"
         samples = read_samples(runs / row["samples_file"])
         assert len(samples) >= 2 and all(s["gpu_util_pct"] is None for s in samples)
-    jobs = read_rows(runs / "master_individual.csv")
-    assert len(jobs) == 2 * len(executors)
-    for job in jobs:
-        assert (runs / job["samples_file"]).is_file()
-        assert job["energy_j"] == "" and job["energy_method"] == "none"
+        jobs = [j for j in read_rows(runs / "master_individual.csv")
+                if j["group_id"] == row["group_id"]]
+        assert len(jobs) == int(row["K"]) == 2, name
+        for job in jobs:
+            assert (runs / job["samples_file"]).is_file()
+            assert job["energy_j"] == "" and job["energy_method"] == "none"
 
 
 def test_a_slow_nvml_never_stalls_training(tmp_path):

@@ -2,7 +2,8 @@
 
 - The offline family under seq and mp writes the same columns, and each job's final
   training loss is seq's within 1e-5 relative at one thread (same seeds, same data order):
-  packing jobs into processes changes scheduling, not results.
+  packing jobs into processes changes scheduling, not results. (The campaign is
+  ``family_run``, tests/e2e/conftest.py, shared with test_ray.py: seq's cells run once.)
 - The private MPS daemon (a stand-in ``nvidia-cuda-mps-control`` on PATH that really
   daemonises, and a fake NVML reporting a GPU, both from ``tests/fixtures/mps``) is quit by
   the runner from its cleanup record when the campaign is interrupted (Ctrl-C) and when the
@@ -14,9 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -24,67 +23,30 @@ import pytest
 
 from engine.events import read_events
 from engine.results import read_rows
-from tests.e2e.conftest import _env
+from tests.e2e.conftest import (FAMILY, FAMILY_K, _env, campaign_text, gone, one_job, start,
+                               wait_for, write_campaign)
 
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-# The offline family, shrunk so that the mp cells start few workers (each one a fresh
-# interpreter importing torch): D_cv and D_mm keep two jobs that run at the same time.
-FAMILY = """
-[experiments.D_ens]
-k = 1
-epochs = 2
-[experiments.D_cv]
-k = 2
-epochs = 1
-[experiments.D_hpo]
-epochs = 2
-search_space = { lr = [3e-3], batch_size = [128] }
-[experiments.D_mm]
-members = [
-  { model = "mlp_bn", dataset = "digits", batch_size = 64, epochs = 1, lr = 0.05, optimizer = "sgd", optimizer_kwargs = { momentum = 0.9 } },
-  { model = "mlp", dataset = "diabetes", task = "regression", batch_size = 32, epochs = 2, lr = 0.003, optimizer = "adam" },
-]
-[experiments.D_reg]
-k = 1
-epochs = 2
-"""
-
-BLOCK = """
-[experiments.X_mps_block]
-type = "ensemble"
-model = "mark_and_block"
-dataset = "wine"
-k = 1
-batch_size = 16
-epochs = 1
-lr = 0.1
-optimizer = "sgd"
-"""
+BLOCK = one_job("X_mps_block", "mark_and_block")
 
 
 def _filled(rows: list[dict], skip: tuple[str, ...] = ()) -> set[str]:
     return {k for row in rows for k, v in row.items() if v not in ("", None) and k not in skip}
 
 
-def test_offline_family_under_mp_matches_seq(tmp_path):
-    (tmp_path / "experiments.toml").write_text(FAMILY)
-    (tmp_path / "campaign.toml").write_text(
-        'name = "mpfam"\nexperiments = "D_ens,D_cv,D_hpo,D_mm,D_reg"\nexecutors = ["seq", "mp"]\n'
-        'device = "cpu"\nthreads = 1\nexperiments_file = "experiments.toml"\nmonitor = false\n'
-        '[options.mp]\nmax_parallel = 2\n')
-    proc = subprocess.run([sys.executable, "-m", "fugue_tui", "--batch", "campaign.toml"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900,
-                          stdin=subprocess.DEVNULL)
+def test_offline_family_under_mp_matches_seq(family_run):
+    """The shared family campaign (tests/e2e/conftest.py; its ray cells are test_ray.py's)."""
+    proc, runs = family_run.proc, family_run.runs
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    groups = read_rows(tmp_path / "runs" / "master_groups.csv")
-    jobs = read_rows(tmp_path / "runs" / "master_individual.csv")
+    groups = [g for g in read_rows(runs / "master_groups.csv") if g["executor"] in ("seq", "mp")]
+    jobs = read_rows(runs / "master_individual.csv")
     assert sorted((g["exp_id"], g["executor"], g["status"]) for g in groups) == sorted(
-        (e, x, "ok") for e in ("D_ens", "D_cv", "D_hpo", "D_mm", "D_reg") for x in ("seq", "mp"))
+        (e, x, "ok") for e in FAMILY for x in ("seq", "mp"))
     by = {x: [j for j in jobs if j["executor"] == x] for x in ("seq", "mp")}
-    assert len(by["seq"]) == len(by["mp"]) == 7
+    assert len(by["seq"]) == len(by["mp"]) == sum(FAMILY_K.values())
     # the same columns: every column seq fills, mp fills, and no other — except the method
     # column saying why per-job GPU metrics of concurrent jobs stay empty
     # (docs/measurement.md, "Device metrics")
@@ -104,7 +66,7 @@ def test_offline_family_under_mp_matches_seq(tmp_path):
         assert job["total_samples"] == ref["total_samples"] and job["seed"] == ref["seed"]
     # one fresh process per job, none of them the cell
     started = {e["cell"]: e["pid"]
-               for path in (tmp_path / "runs" / "mpfam" / "cells").glob("*/attempt-1/events.jsonl")
+               for path in (runs / "e2e-family" / "cells").glob("*/attempt-1/events.jsonl")
                for e in read_events(path) if e["type"] == "started"}
     for group in mp_groups:
         key = group["cell_key"]
@@ -114,27 +76,10 @@ def test_offline_family_under_mp_matches_seq(tmp_path):
         info = json.loads(group["executor_info"])
         assert sorted(w["pid"] for w in info["workers"].values()) == sorted(pids)
         k = int(group["K"])
-        assert int(group["max_parallel"]) == min(2, k)
+        assert k == FAMILY_K[group["exp_id"]] and int(group["max_parallel"]) == min(2, k)
         assert group["mps_used"] == "False" and group["mps_thread_pct"] == ""
         assert float(group["train_throughput_sps"]) > float(group["throughput_group"])
         assert float(group["setup_s"]) < 1.0
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def _wait_for(predicate, timeout: float = 300.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.parametrize("end", ["ctrl-c", "watchdog"])
@@ -152,28 +97,24 @@ def test_runner_quits_the_mps_daemon_after_an_abnormal_end(tmp_path, end):
                                          env["PYTHONPATH"]])
     env.update(FUGUE_PLUGINS="fugue_test_plugin,fugue_mps_probe", FUGUE_PROBE_DIR=str(probe),
                PATH=f"{exe.parent}{os.pathsep}{env['PATH']}", FAKE_NVML_COMPUTE_MODE="DEFAULT")
-    (tmp_path / "experiments.toml").write_text(BLOCK)
     watchdog = ('[watchdog]\ninterval_s = 0.5\nsuspect_after = 2\nhung_after = 4\n'
                 'action = "kill"\n') if end == "watchdog" else ""
-    (tmp_path / "campaign.toml").write_text(
-        'name = "mpsend"\nexperiments = "X_mps_block"\nexecutors = ["mp"]\ndevice = "cpu"\n'
-        'threads = 1\nexperiments_file = "experiments.toml"\nmonitor = false\n'
-        '[options.mp]\nmps = "on"\n'
-        + watchdog)
-    command = ([sys.executable, "-m", "fugue_tui", "--batch", "campaign.toml"] if end == "ctrl-c"
-               else [sys.executable, "-m", "engine.runner", "campaign.toml"])
-    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    write_campaign(tmp_path, campaign_text("mpsend", "X_mps_block", ["mp"],
+                                           'monitor = false\n[options.mp]\nmps = "on"\n' + watchdog),
+                   BLOCK)
+    proc = (start(tmp_path, "--batch", "campaign.toml", env=env) if end == "ctrl-c"
+            else start(tmp_path, "campaign.toml", module="engine.runner", env=env))
     try:
         records = tmp_path / "runs" / "mpsend" / "cells"
-        record_path = _wait_for(lambda: next(records.glob("*/attempt-1/cleanup/mps-daemon.json"), None)
-                                if records.exists() else None, what="the daemon's cleanup record")
+        record_path = wait_for(lambda: next(records.glob("*/attempt-1/cleanup/mps-daemon.json"), None)
+                               if records.exists() else None, timeout=300, every=0.1,
+                               what="the daemon's cleanup record")
         if end == "ctrl-c":
-            _wait_for(lambda: list(probe.glob("blocked-*")) if probe.exists() else None,
-                      what="the job to block mid-training")
+            wait_for(lambda: list(probe.glob("blocked-*")) if probe.exists() else None,
+                     timeout=300, every=0.1, what="the job to block mid-training")
         info = json.loads(record_path.read_text())["info"]
-        _wait_for(lambda: info.get("pid") or json.loads(record_path.read_text())["info"].get("pid"),
-                  what="the daemon's pid")
+        wait_for(lambda: info.get("pid") or json.loads(record_path.read_text())["info"].get("pid"),
+                 timeout=300, every=0.1, what="the daemon's pid")
         info = json.loads(record_path.read_text())["info"]
         daemon = info["pid"]
         assert psutil.Process(daemon).is_running()
@@ -187,7 +128,7 @@ def test_runner_quits_the_mps_daemon_after_an_abnormal_end(tmp_path, end):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == (130 if end == "ctrl-c" else 1), err
-    _wait_for(lambda: _gone(daemon), timeout=30, what="the daemon to exit")
+    wait_for(lambda: gone(daemon), timeout=30, every=0.1, what="the daemon to exit")
     assert not record_path.exists() and not Path(info["root"]).exists()
     cleanups = [e for e in read_events(tmp_path / "runs" / "mpsend" / "runner.jsonl")
                 if e["type"] == "cleanup"]
@@ -197,6 +138,6 @@ def test_runner_quits_the_mps_daemon_after_an_abnormal_end(tmp_path, end):
     assert ("interrupted" if end == "ctrl-c" else "hung") in groups[0]["error"]
     # the worker (an MPS client) did not survive its cell either
     blocked = [int(p.name.split("-")[1]) for p in probe.glob("blocked-*")]
-    assert all(_gone(pid) for pid in blocked)
+    assert all(gone(pid) for pid in blocked)
     log = (record_path.parent.parent / "mps" / "control.log").read_text()
     assert "command 'quit'" in log

@@ -1,8 +1,9 @@
 """The ``ray`` executor end to end: real ``fugue-tui --batch`` campaigns, real local Ray.
 
-Ray starts slowly here (several seconds per cell), so one campaign — the offline family
-under seq and ray, fifo and asha for the hpo grid, in a run folder deeper than 100
-characters — serves most assertions.
+Ray starts slowly here (20-30 s per cell on a small shared CPU), so one campaign — the
+offline family under seq, mp and ray, fifo and asha for the hpo grid, in a run folder deeper
+than 100 characters (``family_run``, tests/e2e/conftest.py, shared with test_mp.py) — serves
+most assertions.
 """
 
 from __future__ import annotations
@@ -21,57 +22,10 @@ import pytest
 from engine.events import read_events
 from engine.raytools import TAG_ENV
 from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
-from tests.e2e.conftest import _env
+from tests.e2e.conftest import (FAMILY_K, X_BLOCK, _env, campaign_text, start,
+                               write_campaign)
 
 pytestmark = pytest.mark.slow
-
-EXPERIMENTS = """
-[experiments.D_ens]
-k = 3
-epochs = 2
-[experiments.D_cv]
-k = 3
-epochs = 2
-[experiments.D_hpo]
-epochs = 3
-# Good learning rates first: with two trials at a time, the weak ones (lr 1e-4) reach
-# ASHA's first rung only after a strong one has finished, so they are stopped there
-# whatever the timing.
-search_space = { lr = [3e-3, 1e-4], batch_size = [32, 128] }
-[experiments.D_mm]
-members = [
-  { model = "mlp_bn", dataset = "digits", batch_size = 64, epochs = 2, lr = 0.05, optimizer = "sgd", optimizer_kwargs = { momentum = 0.9 } },
-  { model = "mlp", dataset = "wine", batch_size = 16, epochs = 3, lr = 0.003, optimizer = "adam" },
-  { model = "mlp", dataset = "diabetes", task = "regression", batch_size = 32, epochs = 3, lr = 0.003, optimizer = "adam" },
-]
-[experiments.D_reg]
-k = 2
-epochs = 3
-[experiments.X_block]
-type = "ensemble"
-model = "block_forever"
-dataset = "wine"
-k = 1
-batch_size = 16
-epochs = 1
-lr = 0.1
-optimizer = "sgd"
-"""
-
-FAMILY = ["D_ens", "D_cv", "D_hpo", "D_mm", "D_reg"]
-#: A runs folder deeper than 100 characters: Ray's sockets must not live under it.
-DEEP = "runs/" + "/".join(["a-rather-long-folder-name-for-ray"] * 4)
-
-
-def _write(workdir: Path, campaign: str) -> None:
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "no-data").mkdir(exist_ok=True)
-    (workdir / "experiments.toml").write_text(EXPERIMENTS)
-    (workdir / "campaign.toml").write_text(campaign)
-
-
-def _cmd_env(workdir: Path) -> dict[str, str]:
-    return {**_env(), "FUGUE_DATA_DIR": str(workdir / "no-data")}
 
 
 def _ours_alive(tags: list[str], temp_dirs: list[str]) -> list[str]:
@@ -97,42 +51,18 @@ def _executor_events(cell_dirs) -> list[dict]:
     return out
 
 
-@pytest.fixture(scope="module")
-def ray_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("ray")
-    _write(workdir, f"""
-name = "e2e-ray"
-experiments = {json.dumps(FAMILY)}
-executors = ["seq", "ray"]
-seed = 42
-runs_dir = "{DEEP}"
-device = "cpu"
-threads = 1
-experiments_file = "experiments.toml"
-[options.ray]
-scheduler = ["fifo", "asha"]
-max_parallel = 2
-""")
-    assert len(str(workdir / DEEP)) > 100
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "fugue_tui", "--batch", "campaign.toml"],
-                          cwd=workdir, env=_cmd_env(workdir), capture_output=True, text=True,
-                          timeout=900, stdin=subprocess.DEVNULL)
-    return workdir, workdir / DEEP, proc, time.monotonic() - t0
-
-
-def test_campaign_ok_in_a_deep_run_folder(ray_run):
-    workdir, runs, proc, _ = ray_run
+def test_campaign_ok_in_a_deep_run_folder(family_run):
+    runs, proc = family_run.runs, family_run.proc
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     groups = read_rows(runs / "master_groups.csv")
     assert [(g["exp_id"], g["executor"], g["scheduler"]) for g in groups if g["executor"] == "ray"] \
         == [("D_ens", "ray", ""), ("D_cv", "ray", ""), ("D_hpo", "ray", "fifo"),
-            ("D_hpo", "ray", "asha"), ("D_mm", "ray", ""), ("D_reg", "ray", "")]
+            ("D_hpo", "ray", "asha"), ("D_mm", "ray", "")]
     assert all(g["status"] == "ok" for g in groups)
 
 
-def test_same_columns_as_seq_and_ray_facts_recorded(ray_run):
-    _, runs, _, _ = ray_run
+def test_same_columns_as_seq_and_ray_facts_recorded(family_run):
+    runs = family_run.runs
     header = (runs / "master_groups.csv").read_text().splitlines()[0].split(",")
     assert header == list(GROUP_COLUMNS)
     header = (runs / "master_individual.csv").read_text().splitlines()[0].split(",")
@@ -155,11 +85,13 @@ def test_same_columns_as_seq_and_ray_facts_recorded(ray_run):
         # ray.shutdown() normally stops everything itself; a straggler it leaves is stopped
         # by us and counted (test_nothing_of_ours_survives checks nothing is left)
         assert info["leftover_pids_stopped"] in (0, 1)
-        assert g["max_parallel"] == "2"
+        # two at a time, or one actor for a single job (D_ens)
+        parallel = min(2, FAMILY_K[g["exp_id"]])
+        assert g["K"] == str(FAMILY_K[g["exp_id"]]) and g["max_parallel"] == str(parallel)
         if g["mode"] != "hpo":
-            assert info["kind"] == "actors" and info["actor_threads"] == [1, 1]
+            assert info["kind"] == "actors" and info["actor_threads"] == [1] * parallel
             assert float(g["data_load_s"]) == max(info["actor_data_load_s"])
-            assert len(set(info["actor_pids"])) == 2
+            assert len(set(info["actor_pids"])) == parallel
         else:
             assert info["kind"] == "tune" and info["stopped_trial_pids_alive"] == []
     seq_jobs = {j["job_id"] for j in jobs if j["executor"] == "seq"}
@@ -168,9 +100,9 @@ def test_same_columns_as_seq_and_ray_facts_recorded(ray_run):
         assert j["epochs_run"] and j["early_stopped"] in ("True", "False")
 
 
-def test_final_training_loss_equals_seq(ray_run):
+def test_final_training_loss_equals_seq(family_run):
     """Same seeds, same data order, one thread: packing changes scheduling, not results."""
-    _, runs, _, _ = ray_run
+    runs = family_run.runs
     groups = {g["group_id"]: g for g in read_rows(runs / "master_groups.csv")}
     jobs = read_rows(runs / "master_individual.csv")
     seq = {j["job_id"]: j for j in jobs if j["executor"] == "seq"}
@@ -184,11 +116,11 @@ def test_final_training_loss_equals_seq(ray_run):
         assert j["total_samples"] == ref["total_samples"]
         assert j["epochs_run"] == ref["epochs_run"] and j["early_stopped"] == "False"
         compared += 1
-    assert compared == 3 + 3 + 4 + 3 + 2
+    assert compared == sum(FAMILY_K.values())
 
 
-def test_asha_stops_a_trial_early_and_says_why(ray_run):
-    _, runs, _, _ = ray_run
+def test_asha_stops_a_trial_early_and_says_why(family_run):
+    runs = family_run.runs
     groups = read_rows(runs / "master_groups.csv")
     asha = next(g for g in groups if g["scheduler"] == "asha")
     info = json.loads(asha["executor_info"])
@@ -206,11 +138,11 @@ def test_asha_stops_a_trial_early_and_says_why(ray_run):
             assert j["epochs_run"] == "3" and j["stop_reason"] == ""
 
 
-def test_nothing_of_ours_survives_and_logs_are_kept(ray_run):
-    _, runs, _, _ = ray_run
-    cells = sorted((runs / "e2e-ray" / "cells").glob("*-ray-*"))
+def test_nothing_of_ours_survives_and_logs_are_kept(family_run):
+    runs = family_run.runs
+    cells = sorted((runs / "e2e-family" / "cells").glob("*-ray-*"))
     events = _executor_events(cells)
-    assert len(events) == 6
+    assert len(events) == 5
     tags = [e["tag"] for e in events]
     temp_dirs = [e["temp_dir"] for e in events]
     assert _ours_alive(tags, temp_dirs) == []
@@ -229,23 +161,15 @@ def test_hung_ray_cell_killed_by_the_watchdog_leaves_nothing(tmp_path):
     An idle Ray runtime (gcs, raylet, log monitor, agents, idle workers) uses about 6 % of
     a core, above the watchdog's default ``cpu_fraction`` (5 %), so this campaign raises
     it to 15 %: below any training or start-up, above Ray's own background."""
-    _write(tmp_path, """
-name = "ray-hung"
-experiments = "X_block"
-executors = ["ray"]
-device = "cpu"
-threads = 1
-experiments_file = "experiments.toml"
+    write_campaign(tmp_path, campaign_text("ray-hung", "X_block", ["ray"], """
 [watchdog]
 interval_s = 1.0
 suspect_after = 2
 hung_after = 4
 cpu_fraction = 0.15
 action = "kill"
-""")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.runner", "campaign.toml"],
-                            cwd=tmp_path, env=_cmd_env(tmp_path), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+"""), X_BLOCK)
+    proc = start(tmp_path, "campaign.toml", module="engine.runner")
     cell_dir = tmp_path / "runs" / "ray-hung" / "cells"
     seen: list[dict] = []
     deadline = time.monotonic() + 240
@@ -318,7 +242,7 @@ print(json.dumps(out))
 
 def test_unschedulable_fractional_request_fails_fast_on_real_ray(tmp_path):
     proc = subprocess.run([sys.executable, "-c", UNSCHEDULABLE, str(tmp_path)], cwd=tmp_path,
-                          env=_cmd_env(tmp_path), capture_output=True, text=True, timeout=180)
+                          env=_env(no_data=True), capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     message, seconds = out["check"]
