@@ -10,7 +10,6 @@ import json
 import os
 from pathlib import Path
 
-import psutil
 import pytest
 
 from engine.events import read_events
@@ -22,7 +21,7 @@ from fugue_tui.app.screens.modals import ConfirmScreen, QuitScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from tests.app_screen import screen_text, until
-from tests.e2e.conftest import PLUGINS
+from tests.e2e.conftest import PLUGINS, X_BLOCK, X_SLOW, campaign_text, gone, plugin_vars
 
 pytestmark = pytest.mark.slow
 
@@ -30,29 +29,7 @@ SIZE = (150, 48)
 #: Generous: a cell imports torch first, on a small shared CPU.
 CELL_S = 150.0
 
-EXPERIMENTS = """
-[experiments.D_ens]
-epochs = 1
-k = 2
-[experiments.X_block]
-type = "ensemble"
-model = "block_forever"
-dataset = "wine"
-k = 1
-batch_size = 16
-epochs = 1
-lr = 0.1
-optimizer = "sgd"
-[experiments.X_slow]
-type = "ensemble"
-model = "mlp"
-dataset = "digits"
-k = 1
-batch_size = 16
-epochs = 300
-lr = 0.01
-optimizer = "adam"
-"""
+EXPERIMENTS = "\n[experiments.D_ens]\nepochs = 1\nk = 2\n" + X_BLOCK + X_SLOW
 #: Hung after about two seconds without progress; no action: the dashboard flags.
 WATCHDOG = """
 [watchdog]
@@ -63,17 +40,15 @@ hung_after = 4
 
 
 @pytest.fixture
-def work(tmp_path, monkeypatch):
+def work(tmp_path, monkeypatch, data_dir):
     """A working folder with the short experiments, the test plugin for this process and
     the runner it starts, no datasets and no user keymap."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(PLUGINS))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p))
-    monkeypatch.setenv("FUGUE_PLUGINS", "fugue_test_plugin")
+    for name, value in plugin_vars().items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("FUGUE_REGISTRY_DIR", raising=False)
-    (tmp_path / "no-data").mkdir()
-    monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.setenv("FUGUE_DATA_DIR", str(data_dir))
     monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
     (tmp_path / "experiments.toml").write_text(EXPERIMENTS)
     yield tmp_path
@@ -109,9 +84,7 @@ def _stop_tree(pid: int) -> None:
 
 def campaign(work: Path, name: str, experiments: str, extra: str = "") -> Path:
     path = work / f"{name}.toml"
-    path.write_text(f'name = "{name}"\nexperiments = "{experiments}"\nexecutors = ["seq"]\n'
-                    f'device = "cpu"\nthreads = 1\nexperiments_file = "experiments.toml"\n'
-                    f'{extra}\n')
+    path.write_text(campaign_text(name, experiments, extra=extra))
     return path
 
 
@@ -139,13 +112,6 @@ def lifecycle(state) -> dict:
     """What the cell table shows of a campaign state, per cell."""
     return {key: (c.index, c.state, c.attempt, c.pid, c.started_ts, c.error, c.history)
             for key, c in state.cells.items()} | {"": (state.campaign, state.runner_pid)}
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def test_launch_a_small_campaign_and_see_rows_and_numbers_land(work):
@@ -227,7 +193,7 @@ def test_hung_cell_retried_detach_attach_skip_then_stop_leaves_no_process(work):
     runner = find_runner(run_dir)
     assert runner is not None and runner.pid == detached.handle.pid  # still running headless
     hung = next(c for c in detached.view.state.cells.values() if c.index == 1)
-    assert hung.pid and not _gone(hung.pid)
+    assert hung.pid and not gone(hung.pid)
 
     async def second() -> tuple[FugueApp, int]:
         app = FugueApp(attach=str(run_dir))
@@ -263,7 +229,7 @@ def test_hung_cell_retried_detach_attach_skip_then_stop_leaves_no_process(work):
 
     app2, slow_pid = asyncio.run(second())
     assert app2.farewell == "stopped campaign dash-hung: no runner or cell process is left"
-    assert _gone(runner.pid) and _gone(hung.pid) and _gone(slow_pid)
+    assert gone(runner.pid) and gone(hung.pid) and gone(slow_pid)
     detached.handle.proc.wait(timeout=10)  # this process started it: reap it
     assert detached.handle.proc.returncode == 130
     kinds = [e["type"] for e in read_events(run_dir / "runner.jsonl")]

@@ -37,13 +37,13 @@ def _wait_screen(socket: str, text: str, timeout: float) -> str:
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
-def test_dashboard_in_tmux_runs_a_campaign_to_the_end(tmp_path):
+def test_dashboard_in_tmux_runs_a_campaign_to_the_end(tmp_path, data_dir):
     (tmp_path / "experiments.toml").write_text("[experiments.D_ens]\nepochs = 1\nk = 2\n")
     (tmp_path / "tmux.toml").write_text(
         'name = "tmux"\nexperiments = "D_ens"\nexecutors = ["seq"]\ndevice = "cpu"\n'
         'threads = 1\nexperiments_file = "experiments.toml"\n')
     socket = f"fugue-test-{os.getpid()}"
-    env = {"FUGUE_DATA_DIR": str(tmp_path), "FUGUE_CONFIG_DIR": str(tmp_path / "config"),
+    env = {"FUGUE_DATA_DIR": str(data_dir), "FUGUE_CONFIG_DIR": str(tmp_path / "config"),
            "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "TERM": "xterm-256color",
            "FUGUE_PLUGINS": "", "NO_COLOR": "1"}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())

@@ -3,10 +3,7 @@ campaign exits non-zero, and no process of the cell survives."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import psutil
@@ -14,27 +11,17 @@ import pytest
 
 from engine.events import read_events
 from engine.results import read_rows
-from tests.e2e.conftest import EXPERIMENTS, _env
+from tests.e2e.conftest import EXPERIMENTS, _env, campaign_text, start, write_campaign
 
 pytestmark = pytest.mark.slow
 
-CAMPAIGN = """
-name = "interrupt"
-experiments = "D_reg,D_ens"
-executors = ["seq"]
-device = "cpu"
-threads = 1
-experiments_file = "experiments.toml"
-"""
+CAMPAIGN = campaign_text("interrupt", "D_reg,D_ens")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupt_stops_cell_and_records_it(tmp_path, sig):
-    (tmp_path / "experiments.toml").write_text(EXPERIMENTS + "\n[experiments.D_reg]\nepochs = 400\n")
-    (tmp_path / "campaign.toml").write_text(CAMPAIGN)
-    proc = subprocess.Popen([sys.executable, "-m", "fugue_tui", "--batch", "campaign.toml"],
-                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    write_campaign(tmp_path, CAMPAIGN, EXPERIMENTS + "\n[experiments.D_reg]\nepochs = 400\n")
+    proc = start(tmp_path, "--batch", "campaign.toml", env=_env())
     try:
         deadline = time.monotonic() + 120
         events_file = None

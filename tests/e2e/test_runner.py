@@ -3,72 +3,25 @@ runner per campaign, and campaign state rebuilt from events. Real processes thro
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from engine.events import read_events
 from engine.follow import CampaignFollower
 from engine.results import read_rows
 from engine.state import CampaignState, rebuild
-from tests.e2e.conftest import _env
+from tests.e2e.conftest import (X_BLOCK, X_SLOW, _env, campaign_text, gone, one_job, start,
+                               wait_for, write_campaign)
 
 pytestmark = pytest.mark.slow
 
-EXPERIMENTS = """
-[experiments.X_block]
-type = "ensemble"
-model = "block_forever"
-dataset = "wine"
-k = 1
-batch_size = 16
-epochs = 1
-lr = 0.1
-optimizer = "sgd"
-[experiments.X_busy]
-type = "ensemble"
-model = "busy_silent"
-model_kwargs = { busy_s = 6.0 }
-dataset = "wine"
-k = 1
-batch_size = 16
-epochs = 1
-lr = 0.1
-optimizer = "sgd"
-[experiments.X_grandchild]
-type = "ensemble"
-model = "grandchild_then_block"
-dataset = "wine"
-k = 1
-batch_size = 16
-epochs = 1
-lr = 0.1
-optimizer = "sgd"
-[experiments.X_quick]
-type = "ensemble"
-model = "mlp"
-dataset = "wine"
-k = 2
-batch_size = 16
-epochs = 2
-lr = 0.01
-optimizer = "adam"
-[experiments.X_slow]
-type = "ensemble"
-model = "mlp"
-dataset = "digits"
-k = 1
-batch_size = 16
-epochs = 300
-lr = 0.01
-optimizer = "adam"
-"""
+EXPERIMENTS = (X_BLOCK + one_job("X_busy", "busy_silent", model_kwargs="{ busy_s = 6.0 }")
+               + one_job("X_grandchild", "grandchild_then_block")
+               + one_job("X_quick", "mlp", k=2, epochs=2, lr=0.01, optimizer="adam") + X_SLOW)
 
 # Fast checks so hung cells are found in seconds: suspect after 2 quiet checks, hung after 4.
 WATCHDOG = """
@@ -82,39 +35,16 @@ action = "{action}"
 
 def _campaign(tmp: Path, experiments: str, action: str = "kill", extra: str = "",
               name: str = "rt") -> Path:
-    (tmp / "experiments.toml").write_text(EXPERIMENTS)
-    path = tmp / "campaign.toml"
-    path.write_text(f'name = "{name}"\nexperiments = "{experiments}"\nexecutors = ["seq"]\n'
-                    f'device = "cpu"\nthreads = 1\nexperiments_file = "experiments.toml"\n{extra}\n'
-                    + WATCHDOG.format(action=action))
-    return path
+    return write_campaign(tmp, campaign_text(name, experiments, extra=extra)
+                          + WATCHDOG.format(action=action), EXPERIMENTS)
 
 
 def _runner(tmp: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "engine.runner", "campaign.toml", *args],
-                            cwd=tmp, env=_env(), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for(predicate, timeout: float = 120.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return start(tmp, "campaign.toml", *args, module="engine.runner", env=_env())
 
 
 def _runner_events(tmp: Path, name: str = "rt") -> list[dict]:
     return read_events(tmp / "runs" / name / "runner.jsonl")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def test_hung_cell_is_killed_busy_cell_is_not(tmp_path):
@@ -142,7 +72,7 @@ def test_grandchild_holding_output_dies_with_the_cell(tmp_path):
     assert proc.returncode == 1, err
     log = next((tmp_path / "runs" / "rt" / "cells").glob("*/attempt-1/cell.log")).read_text()
     grandchild = int(log.split("GRANDCHILD ")[1].split()[0])
-    assert _gone(grandchild)
+    assert gone(grandchild)
     groups = read_rows(tmp_path / "runs" / "master_groups.csv")
     assert groups[0]["status"] == "killed" and "hung" in groups[0]["error"]
 
@@ -150,14 +80,14 @@ def test_grandchild_holding_output_dies_with_the_cell(tmp_path):
 def test_sigkill_of_runner_leaves_no_survivor_and_resume_finishes(tmp_path):
     _campaign(tmp_path, "X_slow,X_quick")
     proc = _runner(tmp_path)
-    events = _wait_for(lambda: list((tmp_path / "runs" / "rt" / "cells").glob("*/attempt-1/events.jsonl"))
+    events = wait_for(lambda: list((tmp_path / "runs" / "rt" / "cells").glob("*/attempt-1/events.jsonl"))
                        if (tmp_path / "runs" / "rt" / "cells").exists() else None, what="a cell")
-    _wait_for(lambda: any(e["type"] == "job_progress" for e in read_events(events[0])),
+    wait_for(lambda: any(e["type"] == "job_progress" for e in read_events(events[0])),
               what="first progress")
     cell_pid = next(e["pid"] for e in read_events(events[0]) if e["type"] == "started")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    _wait_for(lambda: _gone(cell_pid), timeout=15, what="the cell to die with its runner")
+    wait_for(lambda: gone(cell_pid), timeout=15, what="the cell to die with its runner")
     assert not (tmp_path / "runs" / "master_groups.csv").exists()  # it never finished
     # resume: the next runner records the orphaned attempt, then runs both cells once
     (tmp_path / "experiments.toml").write_text(EXPERIMENTS.replace("epochs = 300", "epochs = 2"))
@@ -189,7 +119,7 @@ def test_second_runner_is_refused_and_control_commands_work(tmp_path):
             live.apply(event)
         return live
 
-    _wait_for(lambda: (tmp_path / "runs" / "rt" / "runner.pid").exists(), what="runner.pid")
+    wait_for(lambda: (tmp_path / "runs" / "rt" / "runner.pid").exists(), what="runner.pid")
     second = _runner(tmp_path)
     out, err = second.communicate(timeout=60)
     assert second.returncode == 2
@@ -198,12 +128,12 @@ def test_second_runner_is_refused_and_control_commands_work(tmp_path):
     def hung(attempt):
         return any(e["type"] == "hung" and e["attempt"] == attempt for e in _runner_events(tmp_path))
 
-    _wait_for(lambda: follow() and hung(1), what="the first hang")
+    wait_for(lambda: follow() and hung(1), what="the first hang")
     assert follow().cells[next(iter(live.cells))].state == "hung"  # flagged, not killed
     control = [sys.executable, "-m", "fugue_tui", "control", "runs/rt"]
     subprocess.run(control + ["skip", "3"], cwd=tmp_path, check=True, env=_env())
     subprocess.run(control + ["retry", "1"], cwd=tmp_path, check=True, env=_env())
-    _wait_for(lambda: follow() and hung(2), what="the retried attempt to hang")
+    wait_for(lambda: follow() and hung(2), what="the retried attempt to hang")
     subprocess.run(control + ["kill", "1"], cwd=tmp_path, check=True, env=_env())
     out, err = first.communicate(timeout=180)
     assert first.returncode == 1, err
@@ -232,7 +162,7 @@ def test_second_runner_is_refused_and_control_commands_work(tmp_path):
 def test_abort_stops_the_campaign(tmp_path):
     _campaign(tmp_path, "X_slow,X_quick")
     proc = _runner(tmp_path)
-    _wait_for(lambda: any(e["type"] == "cell_started" for e in _runner_events(tmp_path))
+    wait_for(lambda: any(e["type"] == "cell_started" for e in _runner_events(tmp_path))
               if (tmp_path / "runs" / "rt" / "runner.jsonl").exists() else False, what="start")
     subprocess.run([sys.executable, "-m", "fugue_tui", "control", "runs/rt", "abort"],
                    cwd=tmp_path, check=True, env=_env())
