@@ -139,7 +139,7 @@ class FugueApp(App):
                 self.uninstall_screen("help")
             help_screen = self._help_screen = HelpScreen(dict(self.keymap))
             self.install_screen(help_screen, "help")
-        if self.screen is not help_screen:
+        if help_screen not in self.screen_stack:  # already open: nothing to do
             self.push_screen("help")
 
     # -- quitting -------------------------------------------------------------------------

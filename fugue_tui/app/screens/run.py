@@ -48,9 +48,9 @@ from fugue_tui.app.screens.modals import ConfirmScreen
 from fugue_tui.app.series import HOST_PANELS, SampleStore, Series
 from fugue_tui.app.widgets.cell_table import ACTIVE, CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
+from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import LogPane, LogTail
-from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.live import DASH, LiveView, fmt_duration
 
 #: Seconds between redraws (about 2 Hz).
