@@ -107,7 +107,8 @@ def test_recorded_campaign_shows_rows_attempts_numbers_and_charts(tmp_path, monk
             assert "X_block seq pass 1: manual retry, attempt 2" in text
             assert "CPU % of one core (cell process tree, no GPU)  now 97.5" in text
             assert "RSS MiB (cell process tree, no GPU)  now 320" in text
-            assert "all good" in text  # the selected attempt's log
+            # the selected attempt's log (read by the follow worker at its next poll)
+            await until(pilot, lambda: "all good" in screen_text(app), what="the log")
             charts = screen.query_one(DeviceCharts)
             draws = charts.draws
             # nothing new: the table writes no cell and the charts do not redraw
@@ -241,3 +242,18 @@ def test_help_is_built_once_and_the_run_screen_rests_under_it(tmp_path, monkeypa
             await pilot.press("q")
 
     asyncio.run(scenario())
+
+
+def test_log_lines_held_while_hidden_are_bounded(tmp_path, monkeypatch):
+    """While covered, the run screen keeps the log lines for its resume: a reset drops what
+    came before it; beyond the pane's capacity the oldest go and the pane is cleared."""
+    from fugue_tui.app.screens import run as run_module
+
+    monkeypatch.setattr(run_module, "LOG_LINES", 5)
+    screen = RunScreen(tmp_path, None)
+    screen._hold_log(["a", "b"], False, "log: x")
+    screen._hold_log(["c"], True, "log: y")  # a reset: a and b never show
+    assert screen._hidden_log == [(["c"], True, "log: y")]
+    screen._hold_log(["d", "e", "f"], False, "log: y")
+    screen._hold_log(["g", "h"], False, "log: y")  # 6 > 5: c goes, d's feed clears the pane
+    assert screen._hidden_log == [(["d", "e", "f"], True, "log: y"), (["g", "h"], False, "log: y")]

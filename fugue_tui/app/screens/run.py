@@ -50,6 +50,7 @@ from fugue_tui.app.widgets.cell_table import ACTIVE, CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
+from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import LogPane, LogTail
 from fugue_tui.live import DASH, LiveView, fmt_duration
 
@@ -184,10 +185,23 @@ class RunScreen(Screen):
                 if self._visible():
                     self.query_one(LogPane).feed(*feed)
                 else:  # hidden: a repaint here would repaint the screen on top
-                    self._hidden_log.append(feed)
+                    self._hold_log(*feed)
         if message.runner_alive is not None:
             self.runner_alive = message.runner_alive
         self.dirty = True
+
+    def _hold_log(self, lines: list[str], reset: bool, title: str) -> None:
+        """Keep log lines for the resume, no more than the pane keeps: what a reset clears
+        goes, and when too many arrived the oldest go and the pane is cleared first (it
+        would have scrolled them out anyway)."""
+        if reset:
+            self._hidden_log.clear()
+        self._hidden_log.append((lines, reset, title))
+        held = sum(len(feed[0]) for feed in self._hidden_log)
+        while held > LOG_LINES and len(self._hidden_log) > 1:
+            held -= len(self._hidden_log.pop(0)[0])
+            lines, _, title = self._hidden_log[0]
+            self._hidden_log[0] = (lines, True, title)
 
     def _note(self, event: dict[str, Any]) -> None:
         """Lifecycle lines the batch view leaves out (it shows them elsewhere)."""

@@ -12,6 +12,8 @@ from textual.widgets import Log
 
 #: Bytes of an existing log shown when a cell is selected (its tail).
 INITIAL_BYTES = 32_768
+#: Lines the pane keeps.
+MAX_LINES = 5000
 
 
 class LogTail:
@@ -52,7 +54,7 @@ class LogPane(Log):
     """A log view of one cell attempt (lines arrive via :meth:`feed`)."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(max_lines=5000, auto_scroll=True, **kwargs)
+        super().__init__(max_lines=MAX_LINES, auto_scroll=True, **kwargs)
 
     def feed(self, lines: list[str], reset: bool, title: str = "") -> None:
         if reset:
