@@ -213,26 +213,10 @@ def _latest_run(rows: list[dict[str, str]]) -> tuple[str, list[dict[str, str]], 
     return latest, [r for r in rows if r.get("run_id", "") == latest], len(run_ids) - 1
 
 
-def render_part(part: str, rows: list[dict[str, str]]) -> str:
-    """The Markdown section of one part: its latest run."""
-    run_id, run, earlier = _latest_run(rows)
-    first = run[0]
-    lines = [f"## {part}", ""]
-    lines.append(f"- run `{run_id}` at {first.get('timestamp', '')}"
-                 + (f" ({earlier} earlier run{'s' if earlier != 1 else ''} in the CSV, "
-                    f"not shown)" if earlier else ""))
-    lines.append(f"- machine: {first.get('host', '')}, {first.get('cpu_model', '')} "
-                 f"({first.get('cpu_cores', '')} cores); Python {first.get('python_version', '')}, "
-                 f"torch {first.get('torch_version', '')}")
-    lines.append(f"- fugue-tui {first.get('fugue_tui_version', '')}, commit "
-                 f"`{first.get('fugue_tui_commit', '') or 'unknown'}`")
-    lines.append(f"- command: `{first.get('command', '')}`")
-    lines.append(f"- raw rows: `bench/results/{part}.csv`")
-    lines.append("")
-    lines.append("| figure | variant | unit | n | median | IQR | min–max "
-                 "| ratio to baseline (of medians) | per-repetition ratios: IQR | min–max "
-                 "| target | verdict |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+def _table_rows(run: list[dict[str, str]]) -> tuple[list[list[str]], list[tuple[str, str]]]:
+    """The table cells of one run (one list per figure and variant, in the columns of
+    :func:`render_part`) and the figures' notes."""
+    table: list[list[str]] = []
     notes: list[tuple[str, str]] = []
     figures = list(dict.fromkeys(r["figure"] for r in run))
     for figure in figures:
@@ -270,7 +254,62 @@ def render_part(part: str, rows: list[dict[str, str]]) -> str:
                 cells += ["—", "—", "—", target, judge_value(values, target)]
             else:
                 cells += ["—", "—", "—", "—", "—"]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+            table.append(cells)
+    return table, notes
+
+
+def targets_summary(parts: Mapping[str, list[dict[str, str]]]) -> str:
+    """The "Targets" section: every figure with a target in each part's latest run, its
+    measured value (the median, or the ratio of medians) and the verdict, with the run's
+    median 1-minute load for context."""
+    lines = ["## Targets", "",
+             "Every published target, from each part's latest run (details in its section "
+             "below).", "",
+             "| part | figure | variant | measured | target | verdict | run | load (median) |",
+             "|---|---|---|---|---|---|---|---|"]
+    found = False
+    for part, rows in parts.items():
+        run_id, run, _ = _latest_run(rows)
+        loads = [float(r["value"]) for r in run if r["figure"] == "load_1min"]
+        load = _fmt(statistics.median(loads)) if loads else "—"
+        table, _ = _table_rows(run)
+        for cells in table:
+            if cells[10] in ("—", ""):
+                continue
+            found = True
+            measured = (f"ratio {cells[7]}" if cells[7] != "—" else f"{cells[4]} {cells[2]}")
+            lines.append("| " + " | ".join(_cell(c) for c in (
+                part, cells[0], cells[1], measured, cells[10], cells[11] or "—",
+                f"`{run_id}` {run[0].get('timestamp', '')[:8]}", load)) + " |")
+    if not found:
+        return ""
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_part(part: str, rows: list[dict[str, str]]) -> str:
+    """The Markdown section of one part: its latest run."""
+    run_id, run, earlier = _latest_run(rows)
+    first = run[0]
+    lines = [f"## {part}", ""]
+    lines.append(f"- run `{run_id}` at {first.get('timestamp', '')}"
+                 + (f" ({earlier} earlier run{'s' if earlier != 1 else ''} in the CSV, "
+                    f"not shown)" if earlier else ""))
+    lines.append(f"- machine: {first.get('host', '')}, {first.get('cpu_model', '')} "
+                 f"({first.get('cpu_cores', '')} cores); Python {first.get('python_version', '')}, "
+                 f"torch {first.get('torch_version', '')}")
+    lines.append(f"- fugue-tui {first.get('fugue_tui_version', '')}, commit "
+                 f"`{first.get('fugue_tui_commit', '') or 'unknown'}`")
+    lines.append(f"- command: `{first.get('command', '')}`")
+    lines.append(f"- raw rows: `bench/results/{part}.csv`")
+    lines.append("")
+    lines.append("| figure | variant | unit | n | median | IQR | min–max "
+                 "| ratio to baseline (of medians) | per-repetition ratios: IQR | min–max "
+                 "| target | verdict |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    table, notes = _table_rows(run)
+    for cells in table:
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     if notes:
         lines.append("")
         for figure, note in notes:
@@ -296,15 +335,18 @@ def render(results_dir: str | Path = RESULTS_DIR) -> str:
     """``RESULTS.md`` as text, from every ``*.csv`` under ``results_dir`` (parts sorted)."""
     sections = [HEADER]
     paths = sorted(Path(results_dir).glob("*.csv")) if Path(results_dir).is_dir() else []
-    found = False
+    parts: dict[str, list[dict[str, str]]] = {}
     for path in paths:
         rows = read_rows(path)
-        if not rows:
-            continue
-        found = True
-        sections.append(render_part(rows[0].get("part") or path.stem, rows))
-    if not found:
+        if rows:
+            parts[rows[0].get("part") or path.stem] = rows
+    if not parts:
         sections.append("No results yet.\n")
+        return "\n".join(sections)
+    summary = targets_summary(parts)
+    if summary:
+        sections.append(summary)
+    sections += [render_part(part, rows) for part, rows in parts.items()]
     return "\n".join(sections)
 
 

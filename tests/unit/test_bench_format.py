@@ -151,3 +151,24 @@ def test_committed_results_md_matches_csv():
     if not any(br.RESULTS_DIR.glob("*.csv")):
         pytest.skip("no benchmark results committed yet")
     assert br.check(), "bench/RESULTS.md is stale: run `python -m bench.results`"
+
+
+def test_targets_summary_lists_every_target_of_the_latest_runs(tmp_path):
+    _write(tmp_path, "demo", THROUGHPUT,
+           {"bare": [100, 100, 100, 100, 100], "seq": [80, 81, 82, 83, 84]}, run_id="old")
+    _write(tmp_path, "demo", THROUGHPUT,
+           {"bare": [100, 101, 102, 103, 104], "seq": [95, 96, 97, 98, 99]}, run_id="new")
+    _write(tmp_path, "other", br.Figure("fixed", "s", target="<=3"), {"seq": [4.0, 4.2, 4.4]})
+    _write(tmp_path, "other", br.Figure("untargeted", "s"), {"x": [1.0, 2.0]})
+    _write(tmp_path, "other", br.Figure("load_1min", "load"), {"machine": [1.0, 2.0, 3.0]})
+    text = br.render(tmp_path)
+    summary = text[text.index("## Targets"):text.index("## demo")]
+    lines = [line for line in summary.splitlines() if line.startswith("| demo")
+             or line.startswith("| other")]
+    assert lines == [
+        "| demo | train_throughput | seq | ratio 0.951 | >=0.9 | met | `new` 20250101 | — |",
+        "| other | fixed | seq | 4.2 s | <=3 | not met (median 1.40× the bound) | `run1` 20250101 "
+        "| 2 |"]
+    empty = tmp_path / "none"
+    _write(empty, "plain", br.Figure("untargeted", "s"), {"x": [1.0, 2.0]})
+    assert "## Targets" not in br.render(empty)
