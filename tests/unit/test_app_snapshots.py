@@ -163,7 +163,11 @@ def test_replay_steps_through_a_campaign_as_it_happened(tmp_path):
             await pilot.pause(0.3)
             for _ in range(4):
                 await pilot.press("n")
-            await _settle(pilot, lambda: screen.replay.pos >= 4, "four steps")
+            # The run screen redraws at most twice a second: wait for the text to show the
+            # position, not only for the model to reach it (0.3 s of unchanged text can fall
+            # between two redraws).
+            await _settle(pilot, lambda: screen.replay.pos >= 4 and (
+                f"replay · {screen.replay.pos}/{total} events" in screen_text(app)), "four steps")
             text = screen_text(app)
             assert f"replay · {screen.replay.pos}/{total} events" in text and "paused" in text
             table = screen.query_one(CellTable)
