@@ -221,17 +221,25 @@ def _read_csv_arrow(data: bytes) -> pd.DataFrame | None:
     header = next(csv.reader([first]), [])
     if not header or len(set(header)) != len(header):
         return None  # duplicated names: pandas' parser mangles them the way we always did
-    try:
-        table = pcsv.read_csv(
-            pa.py_buffer(data),
-            # Quoted values may hold newlines (an error message, a traceback line).
-            parse_options=pcsv.ParseOptions(newlines_in_values=True),
-            convert_options=pcsv.ConvertOptions(
-                column_types={name: pa.string() for name in header},
-                strings_can_be_null=False, quoted_strings_can_be_null=False))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    if table.column_names != header:
+    convert = pcsv.ConvertOptions(column_types={name: pa.string() for name in header},
+                                  strings_can_be_null=False, quoted_strings_can_be_null=False)
+    # Quoted values may hold newlines (an error message), which Arrow's parallel block
+    # reader cannot split around; allowing them costs ~25 % on 100 000 rows. So read fast
+    # first and keep the result only when every newline ended a record (one row per line
+    # after the header, no error): a quoted newline makes the counts differ or the column
+    # counts mismatch, and the file is read again the careful way.
+    lines = data.count(b"\n") - 1
+    table = None
+    for careful in (False, True):
+        try:
+            table = pcsv.read_csv(pa.py_buffer(data), convert_options=convert,
+                                  parse_options=pcsv.ParseOptions(newlines_in_values=careful))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = None
+            continue
+        if careful or table.num_rows == lines:
+            break
+    if table is None or table.column_names != header:
         return None
     return table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow", na_value=np.nan)}.get
                            if pd.__version__ >= "3" else None)

@@ -428,3 +428,17 @@ def test_bom_and_duplicated_header_are_read(tmp_path, monkeypatch):
     path.write_text("\n".join([text[0]] + [line + ",other" for line in text[1:]]) + "\n")
     runs = load_runs(tmp_path)
     assert row_of(speedups(runs), executor="mp")["speedup"] == 2.0
+
+
+def test_quoted_newlines_across_arrows_blocks_are_read_whole(tmp_path, monkeypatch):
+    """Arrow reads a file in 1 MiB blocks; a quoted newline near a block boundary must not
+    split a record (the fast read is kept only when every newline ended a record)."""
+    rows = [group(executor="seq" if i % 2 else "mp", t=1.0 + i % 7,
+                  error=f"row {i} first line\n" + "x" * (150 + i % 97) + "\nlast, line")
+            for i in range(6000)]
+    write(tmp_path, rows)
+    assert (tmp_path / "master_groups.csv").stat().st_size > 2 * 2**20
+    fast, slow = _both_parsers(tmp_path, monkeypatch)
+    pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
+    assert len(fast) == 6000
+    assert fast["error"].str.endswith("\nlast, line").all()
