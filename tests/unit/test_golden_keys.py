@@ -1,0 +1,184 @@
+"""Golden cell keys: the contract with every result a user already has on disk.
+
+A cell's ``key`` (resume), ``config_key`` (pooling across passes and campaigns),
+``workload_key`` (a strategy's seq baseline) and its folder ``slug`` are pinned here for a
+fixed synthetic machine, for each kind of campaign the product plans. A refactor must leave
+every pinned value unchanged; a feature that adds an option, an axis or a column follows the
+key rule in ``docs/measurement.md`` ("Cell keys") and adds its new variant as a new scenario
+here — it never edits an existing one.
+
+Adding a scenario: write it in ``SCENARIOS`` and run
+``FUGUE_GOLDEN_ADD=1 pytest tests/unit/test_golden_keys.py``: only scenarios missing from
+``tests/fixtures/golden_keys.json`` are written; existing ones are never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from engine.campaign import load_campaign
+from engine.matrix import build_cells
+from engine.registry import load_builtins
+from engine.workloads import WORKLOADS, SplitSpec, base_fields, make_job, register_workload
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "fixtures" / "golden_keys.json"
+#: A fixed machine identity: keys must not depend on the host the tests run on.
+MACHINE = {"host": "golden-host", "device": "cpu", "gpu_uuid": "", "gpu_name": "",
+           "torch": "2.13.0"}
+
+
+def _cells(campaign) -> list[dict[str, str]]:
+    return [{"slug": c.slug, "key": c.key, "config_key": c.config_key,
+             "workload_key": c.workload_key} for c in build_cells(campaign, MACHINE)]
+
+
+def _from_text(tmp: Path, text: str, experiments: str | None = None) -> list[dict[str, str]]:
+    if experiments is not None:
+        (tmp / "mine.toml").write_text(experiments)
+    path = tmp / "golden.toml"
+    path.write_text(text)
+    return _cells(load_campaign(path))
+
+
+def quick(tmp: Path) -> list[dict[str, str]]:
+    return _cells(load_campaign(REPO / "campaigns" / "quick.toml"))
+
+
+def compile_both(tmp: Path) -> list[dict[str, str]]:
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,D_cv"\n'
+                           'executors = ["seq", "unified_model"]\ncompile = "both"\n'
+                           'compile_mode = "reduce-overhead"\nthreads = 1\n')
+
+
+def ray_schedulers(tmp: Path) -> list[dict[str, str]]:
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo,D_ens"\nexecutors = ["seq", "ray"]\n'
+                           'passes = 2\n[options.ray]\n'
+                           'scheduler = ["fifo", "asha", "median", "hyperband"]\n'
+                           'grace_period = 2\n')
+
+
+def unified_ablation(tmp: Path) -> list[dict[str, str]]:
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\nexecutors = ["unified_model"]\n'
+                           'compile_mode = "max-autotune"\n'
+                           '[options.unified_model]\nsweep = "ablation"\n')
+
+
+def unified_features(tmp: Path) -> list[dict[str, str]]:
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,D_reg"\n'
+                           'executors = ["seq", "unified_model", "mp"]\nseed = 7\n'
+                           '[options.unified_model]\nfeatures = "vf:1,s:0,fl:1"\n'
+                           'max_parallel = 2\nretire = "mask"\n'
+                           '[options.mp]\nmax_parallel = 3\nmps = "off"\n')
+
+
+def experiments_file(tmp: Path) -> list[dict[str, str]]:
+    mine = ('[experiments.D_ens]\nk = 3\nepochs = 2\n'
+            '[experiments.U1]\ntype = "cv"\nmodel = "mlp"\ndataset = "wine"\nk = 3\n'
+            'batch_size = 16\nepochs = 1\nlr = 0.01\n')
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,U1"\nexperiments_file = "mine.toml"\n'
+                           'executors = ["seq", "unified_model"]\n', mine)
+
+
+def adhoc_run(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
+    """``fugue-tui run --model mlp --dataset wine --type cv --k 3 ... --dry-run``, through the
+    command's own code path up to the point where it hands the campaign to the runner."""
+    import fugue_tui.batch
+    from fugue_tui.cli import main
+
+    seen: list[list[dict[str, str]]] = []
+
+    def capture(path: str, overrides: dict[str, Any], **_: Any) -> int:
+        seen.append(_cells(load_campaign(path, overrides)))
+        return 0
+
+    monkeypatch.setattr(fugue_tui.batch, "run_batch", capture)
+    monkeypatch.chdir(tmp)
+    assert main(["run", "--model", "mlp", "--dataset", "wine", "--type", "cv", "--k", "3",
+                 "--epochs", "2", "--lr", "0.01", "--exec", "seq", "unified_model",
+                 "--runs-dir", str(tmp / "runs"), "--dry-run"]) == 0
+    assert len(seen) == 1
+    return seen[0]
+
+
+def _zz_golden_pairs(exp, seed):
+    split = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
+    return [make_job(exp, f"{exp.id}_p{i}", i, seed,
+                     {**base_fields(exp), "batch_size": exp.batch_size * (i + 1)}, split)
+            for i in range(exp.k)]
+
+
+def plugin_workload(tmp: Path) -> list[dict[str, str]]:
+    """A workload type declared through the plugin API (``register_workload``)."""
+    load_builtins()
+    if "zz_golden_pairs" not in WORKLOADS:
+        register_workload("zz_golden_pairs", description="golden-key test")(_zz_golden_pairs)
+    mine = ('[experiments.P1]\ntype = "zz_golden_pairs"\nmodel = "mlp"\ndataset = "digits"\n'
+            'k = 2\nbatch_size = 32\nepochs = 1\nlr = 0.05\n')
+    return _from_text(tmp, 'name = "g"\nexperiments = "P1"\nexperiments_file = "mine.toml"\n'
+                           'executors = ["seq", "unified_model", "ray"]\n', mine)
+
+
+SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
+    "quick": quick,
+    "compile_both": compile_both,
+    "ray_schedulers": ray_schedulers,
+    "unified_ablation": unified_ablation,
+    "unified_features_max_parallel": unified_features,
+    "experiments_file_override": experiments_file,
+    "adhoc_run": adhoc_run,
+    "plugin_workload": plugin_workload,
+}
+
+
+def _compute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
+    fn = SCENARIOS[name]
+    return fn(tmp_path, monkeypatch) if name == "adhoc_run" else fn(tmp_path)
+
+
+def _golden() -> dict[str, Any]:
+    return json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_cell_keys_are_pinned(name, tmp_path, monkeypatch):
+    got = _compute(name, tmp_path, monkeypatch)
+    assert got, f"scenario {name} planned no cell"
+    golden = _golden()
+    if name not in golden and os.environ.get("FUGUE_GOLDEN_ADD") == "1":
+        golden[name] = got
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    assert name in golden, (f"scenario {name} has no golden keys: add them with "
+                            "FUGUE_GOLDEN_ADD=1 (see the module docstring)")
+    assert got == golden[name]
+
+
+def test_golden_file_has_no_orphans():
+    """Every pinned scenario is still computed: deleting a scenario would unpin its keys."""
+    assert set(_golden()) == set(SCENARIOS)
+
+
+def test_machine_identity_enters_the_key(tmp_path):
+    """The fixed machine is part of each key: another torch build means other keys."""
+    campaign = load_campaign(REPO / "campaigns" / "quick.toml")
+    other = build_cells(campaign, {**MACHINE, "torch": "2.14.1"})
+    pinned = _golden()["quick"]
+    assert [c.key for c in other] != [c["key"] for c in pinned]
+    # ... but not the configuration's own hashes, which pool across machines' passes
+    assert [c.config_key for c in other] == [c["config_key"] for c in pinned]
+
+
+def test_csv_headers_are_pinned():
+    """The two results files' headers, byte for byte (``tests/fixtures/golden_headers.csv``:
+    groups then individual). A new column is appended at the end of its file's order: the
+    pinned header must stay a prefix of the current one."""
+    from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+
+    groups, individual = (REPO / "tests" / "fixtures" / "golden_headers.csv").read_text().splitlines()
+    for pinned, now in ((groups.split(","), GROUP_COLUMNS), (individual.split(","), INDIVIDUAL_COLUMNS)):
+        assert list(now[:len(pinned)]) == pinned
