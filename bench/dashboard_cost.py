@@ -154,7 +154,7 @@ def _campaign(tmp: Path, name: str, experiment: str) -> Path:
 
 
 def _env() -> dict[str, str]:
-    from engine.cellproc import engine_env
+    from engine.runner.cellproc import engine_env
 
     env = {**engine_env(), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "TERM": "xterm-256color", "COLUMNS": str(SIZE[0]), "LINES": str(SIZE[1])}
@@ -165,7 +165,7 @@ def _env() -> dict[str, str]:
 def run_campaign(tmp: Path, name: str, experiment: str, dashboard: bool,
                  probes: int = 0) -> dict:
     """One campaign of one cell; returns T_group, the dashboard's CPU share and latencies."""
-    from engine.results import read_rows
+    from engine.results.store import read_rows
 
     env = _env()
     run_dir = tmp / "runs" / name

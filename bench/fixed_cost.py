@@ -6,7 +6,7 @@ milliseconds) for each executor, as a campaign would — ``python -m engine.cell
 process, the monitor on — and splits its wall time (process spawn to exit) with the cell's
 own events and group row:
 
-* ``startup``: spawn → the cell's ``started`` event (interpreter, ``engine.cell``'s imports);
+* ``startup``: spawn → the cell's ``started`` event (interpreter, ``engine.cell.main``'s imports);
 * ``imports``: torch, the engine, plugins (``phase imports``);
 * ``data_load``: host dataset load (``data_load_s``), with the bundled-dataset cache warm
   (the warm-up cell fills it, as a machine's first cell does; ``FUGUE_NO_DATASET_CACHE=1``
@@ -52,8 +52,8 @@ COMPONENTS = ("startup", "imports", "data_load", "monitor_start", "setup", "T_gr
 
 
 def specs(tmp: Path, executors: list[str]) -> dict[str, dict]:
-    from engine.campaign import parse_campaign
-    from engine.runner import Runner
+    from engine.define.campaign import parse_campaign
+    from engine.runner.supervisor import Runner
 
     (tmp / "exps.toml").write_text(EXPERIMENTS)
     doc = {"name": "bench-fixed", "experiments": "X_fixed", "executors": executors,
@@ -65,9 +65,9 @@ def specs(tmp: Path, executors: list[str]) -> dict[str, dict]:
 
 def run_cell(spec: dict, tmp: Path, attempt: int) -> dict[str, float]:
     """One real cell; its wall time split into :data:`COMPONENTS` (seconds)."""
-    from engine.cellproc import cell_env
+    from engine.runner.cellproc import cell_env
     from engine.events import read_events
-    from engine.results import read_rows
+    from engine.results.store import read_rows
 
     folder = tmp / f"{spec['cell']['executor']}-{attempt}"
     folder.mkdir()

@@ -52,8 +52,8 @@ def _figures():
 
 def base_spec(tmp: Path, epochs: int | None) -> dict:
     """The cell spec a runner would write for D_ens × seq on this machine."""
-    from engine.campaign import parse_campaign
-    from engine.runner import Runner
+    from engine.define.campaign import parse_campaign
+    from engine.runner.supervisor import Runner
 
     doc = {"name": "bench-monitor", "experiments": "D_ens", "executors": ["seq"],
            "runs_dir": str(tmp / "runs"), "device": "cpu", "threads": 1}
@@ -66,8 +66,8 @@ def base_spec(tmp: Path, epochs: int | None) -> dict:
 
 def run_cell(spec: dict, tmp: Path, attempt: int, interval: float | None) -> dict[str, str]:
     """One real cell process; returns its group row."""
-    from engine.cellproc import engine_env
-    from engine.results import read_rows
+    from engine.runner.cellproc import engine_env
+    from engine.results.store import read_rows
 
     folder = tmp / f"attempt-{attempt}"
     folder.mkdir()

@@ -2,7 +2,7 @@
 ``bench/RESULTS.md``.
 
 Every benchmark part appends one row per (figure, variant, repetition) to its CSV through
-:func:`engine.results.append_rows` (locked, atomic). Columns (:data:`COLUMNS`):
+:func:`engine.results.store.append_rows` (locked, atomic). Columns (:data:`COLUMNS`):
 
 * ``part``, ``figure``, ``variant``, ``repetition`` (1..n), ``value``, ``unit``;
 * the figure's description, the same on each of its rows: ``baseline`` (the variant that
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.provenance import dist_version, host_facts
-from engine.results import append_rows, read_rows, timestamp_now
+from engine.measure.provenance import dist_version, host_facts
+from engine.results.store import append_rows, read_rows, timestamp_now
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"

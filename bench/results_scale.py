@@ -5,9 +5,9 @@
 100 000 group rows), then times, in ONE process, what ``fugue-tui report`` does with a
 runs folder, step by step:
 
-* ``load``: :func:`engine.analysis.load_runs` (Arrow CSV parse + numeric conversion and
+* ``load``: :func:`engine.results.analysis.load_runs` (Arrow CSV parse + numeric conversion and
   normalisation);
-* ``aggregate``: :func:`engine.analysis.speedups` with its defaults (the groupby, the
+* ``aggregate``: :func:`engine.results.analysis.speedups` with its defaults (the groupby, the
   baseline choice, the ratios and the 2000-replicate bootstrap intervals);
 * ``chart``: :func:`fugue_tui.charts.speedup_chart` of that table, 120 columns, no colour
   (at most ``charts.MAX_BARS`` bars are drawn; the rest are counted on a line);
@@ -50,7 +50,7 @@ VARIANTS = ("no_ci", "bootstrap", "bootstrap_by_campaign")
 
 
 def _speedups(runs, variant: str):
-    from engine.analysis import speedups
+    from engine.results.analysis import speedups
 
     if variant == "no_ci":
         return speedups(runs, n_boot=0)
@@ -67,7 +67,7 @@ _STRATEGIES = ([("seq", "", "", 1.0), ("mp", "", "", 0.8)]
 
 def synthetic_groups(n_rows: int = 100_000, seed: int = 0) -> pd.DataFrame:
     """About ``n_rows`` group rows in our CSV columns, as strings (what a CSV read gives)."""
-    from engine.results import GROUP_COLUMNS
+    from engine.results.store import GROUP_COLUMNS
 
     machines, campaigns, experiments, compile_modes = 2, 10, 17, ("off", "default")
     cells = machines * campaigns * experiments * len(compile_modes) * len(_STRATEGIES)
@@ -127,8 +127,8 @@ def _figures(sizes: list[int]):
     from bench.results import Figure
 
     steps = {n: Figure(f"report_path:{n}", "s",
-                       note=f"{n}-row file: load = engine.analysis.load_runs; aggregate = "
-                            "engine.analysis.speedups (defaults: n_boot=2000); chart = "
+                       note=f"{n}-row file: load = engine.results.analysis.load_runs; aggregate = "
+                            "engine.results.analysis.speedups (defaults: n_boot=2000); chart = "
                             "fugue_tui.charts.speedup_chart (120 columns, no colour)")
              for n in sizes}
     totals = {n: Figure(f"report_path_total:{n}", "s",
@@ -137,7 +137,7 @@ def _figures(sizes: list[int]):
                              + ("; target <= 1 s at 100 000 rows" if n >= TARGET_ROWS else ""))
               for n in sizes}
     speed = Figure("speedups", "s", baseline="no_ci",
-                   note=f"engine.analysis.speedups on the {max(sizes)}-row file; no_ci: "
+                   note=f"engine.results.analysis.speedups on the {max(sizes)}-row file; no_ci: "
                         "n_boot=0 (groupby aggregation, baseline choice, ratios); bootstrap: "
                         "the default n_boot=2000 percentile intervals on every cell with >= 5 "
                         "rows on both sides; bootstrap_by_campaign: the same per campaign "
@@ -149,7 +149,7 @@ def _figures(sizes: list[int]):
 
 def _report_path(folder: Path) -> dict[str, float]:
     """Seconds of each step of what ``fugue-tui report`` does with ``folder``."""
-    from engine.analysis import load_runs, speedups
+    from engine.results.analysis import load_runs, speedups
     from fugue_tui.charts import speedup_chart
 
     times = {}
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(set(args.sizes))
 
     from bench import results as bench_results
-    from engine.analysis import load_runs
+    from engine.results.analysis import load_runs
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         folders = {}

@@ -5,7 +5,7 @@ experiment D_ens (5-member ensemble of mlp_bn on sklearn digits, the catalogue's
 hyperparameters; ``--epochs`` overrides the epoch count) two ways in ONE process:
 
 * ``bare``: for each job, ``torch.manual_seed(seed)``, the same model
-  (``engine.models.build_model``) and ``torch.optim.SGD`` with the same kwargs, then per
+  (``engine.parts.models.build_model``) and ``torch.optim.SGD`` with the same kwargs, then per
   epoch a ``randperm`` from a generator seeded with the job seed over the job's training
   samples, full batches only, forward / cross-entropy / zero_grad / backward / step.
   Nothing else: no validation, no loss bookkeeping, no progress events;
@@ -78,8 +78,8 @@ def _figures():
 
 
 def load_jobs(epochs: int | None, seed: int = 42):
-    from engine.catalogue import load_catalogue
-    from engine.workloads import expand
+    from engine.define.catalogue import load_catalogue
+    from engine.define.workloads import expand
 
     jobs = expand(load_catalogue().get(EXPERIMENT), seed=seed)
     if epochs is not None:
@@ -93,8 +93,8 @@ def run_bare(jobs, data, device, keep_models: bool = False) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from engine.data import split_for
-    from engine.models import build_model
+    from engine.train.data import split_for
+    from engine.parts.models import build_model
 
     # Data set-up outside every timer: each job's training samples, gathered once.
     prepared = []
@@ -138,7 +138,7 @@ def run_bare(jobs, data, device, keep_models: bool = False) -> dict[str, Any]:
 
 def run_seq(jobs, host_data, settings, threads: int, events_path: Path) -> dict[str, Any]:
     """``SeqExecutor.run`` through a CellContext as ``engine/cell.py`` builds it."""
-    from engine.data import to_device
+    from engine.train.data import to_device
     from engine.events import EventWriter
     from engine.executors.base import CellContext
     from engine.registry import EXECUTORS
@@ -178,8 +178,8 @@ def run_seq(jobs, host_data, settings, threads: int, events_path: Path) -> dict[
 
 def _check_equivalence(jobs, data, bare_models, seq_results) -> str:
     """Validation accuracy of the bare models vs seq's: equal when both trained the same."""
-    from engine.data import split_for
-    from engine.training import evaluate
+    from engine.train.data import split_for
+    from engine.train.loop import evaluate
 
     worst = 0.0
     for job, model, result in zip(jobs, bare_models, seq_results):
@@ -212,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from bench import results as bench_results
-    from engine import datasets as dataset_lib
-    from engine.data import to_device
-    from engine.provenance import apply_backend_flags
-    from engine.training import TrainSettings
+    from engine.parts import datasets as dataset_lib
+    from engine.train.data import to_device
+    from engine.measure.provenance import apply_backend_flags
+    from engine.train.loop import TrainSettings
 
     torch.set_num_threads(args.threads)
     apply_backend_flags()

@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.passes < 5:
         print(f"warning: {args.passes} passes (the protocol asks for >= 5)", file=sys.stderr)
     from bench import results as bench_results
-    from engine.cellproc import engine_env
+    from engine.runner.cellproc import engine_env
     from engine.registry import EXECUTORS
-    from engine.results import read_rows
+    from engine.results.store import read_rows
 
     executors = args.executors or [e for e in ("seq", "mp", "ray", "unified_model")
                                    if e in EXECUTORS]
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.epochs:
             import tomli_w
 
-            from engine.catalogue import load_catalogue
+            from engine.define.catalogue import load_catalogue
 
             table = {e: {"epochs": args.epochs} for e in OFFLINE}
             # D_mm's members carry their own epochs: shorten them too.

@@ -84,15 +84,15 @@ def _figures(k: int):
 
 
 def load_jobs(k: int, epochs: int, seed: int = 42):
-    from engine.catalogue import load_catalogue
-    from engine.workloads import expand
+    from engine.define.catalogue import load_catalogue
+    from engine.define.workloads import expand
 
     exp = dataclasses.replace(load_catalogue().get(EXPERIMENT), k=k, epochs=epochs)
     return expand(exp, seed=seed)
 
 
 def _prepared(jobs, data):
-    from engine.data import split_for
+    from engine.train.data import split_for
 
     out = []
     for job in jobs:
@@ -106,7 +106,7 @@ def run_bare_seq(jobs, data, device) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from engine.models import build_model
+    from engine.parts.models import build_model
 
     prepared = [(job, data.pool_x[idx], data.pool_y[idx]) for job, idx in _prepared(jobs, data)]
     samples, train_s = 0, 0.0
@@ -142,7 +142,7 @@ def run_bare_stacked(jobs, data, device) -> dict[str, Any]:
     import torch.nn.functional as F
     from torch.func import functional_call, stack_module_state
 
-    from engine.models import build_model
+    from engine.parts.models import build_model
 
     t_group = time.perf_counter()
     members = []
@@ -186,7 +186,7 @@ def run_bare_stacked(jobs, data, device) -> dict[str, Any]:
 
 
 def run_executor(name, jobs, host_data, settings, threads: int, events_path: Path):
-    from engine.data import to_device
+    from engine.train.data import to_device
     from engine.events import EventWriter
     from engine.executors.base import CellContext
     from engine.registry import EXECUTORS
@@ -311,10 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from bench import results as bench_results
-    from engine import datasets as dataset_lib
-    from engine.data import to_device
-    from engine.provenance import apply_backend_flags
-    from engine.training import TrainSettings
+    from engine.parts import datasets as dataset_lib
+    from engine.train.data import to_device
+    from engine.measure.provenance import apply_backend_flags
+    from engine.train.loop import TrainSettings
 
     torch.set_num_threads(args.threads)
     apply_backend_flags()

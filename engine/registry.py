@@ -35,7 +35,7 @@ class ModelSpec:
 class DatasetSpec:
     """A dataset held in memory as tensors.
 
-    ``load(root) -> DatasetBundle`` (see ``engine.datasets``); ``available(root) ->
+    ``load(root) -> DatasetBundle`` (see ``engine.parts.datasets``); ``available(root) ->
     (bool, reason)`` answers without loading; ``in_shape`` and ``n_outputs`` describe one
     sample so that models can be built (and tested) without the data.
     """
@@ -59,7 +59,7 @@ class TaskSpec:
     ``criterion()`` returns a loss module with mean reduction; ``prepare(output, target)``
     shapes both for it; ``score(output, target) -> (correct-like sum, count)`` gives the
     numerator and denominator of the reported accuracy (hit rate; R² is computed from sums,
-    see ``engine.tasks``).
+    see ``engine.parts.tasks``).
     """
 
     name: str
@@ -172,8 +172,8 @@ def register_optimizer(spec: OptimizerSpec, replace: bool = False) -> OptimizerS
 
 def load_builtins() -> None:
     """Import the modules that register the built-in entries (torch-free imports)."""
-    import engine.datasets  # noqa: F401
-    import engine.models  # noqa: F401
-    import engine.optimizers  # noqa: F401
-    import engine.tasks  # noqa: F401
+    import engine.parts.datasets  # noqa: F401
+    import engine.parts.models  # noqa: F401
+    import engine.parts.optimizers  # noqa: F401
+    import engine.parts.tasks  # noqa: F401
     import engine.executors  # noqa: F401

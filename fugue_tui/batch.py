@@ -1,13 +1,13 @@
 """``fugue-tui --batch CAMPAIGN``: the headless front end.
 
 It validates the campaign, starts the runner process (``python -m engine.runner``), follows
-the campaign's event files (``engine.follow``) and prints one plain line per lifecycle
+the campaign's event files (``engine.observe.follow``) and prints one plain line per lifecycle
 event and per job epoch, then the campaign's report (``fugue_tui.report``: T_group,
 throughput, speedup over seq with its interval, accuracy parity, per experiment and
 executor, over the campaign's ok rows). The dashboard drives the same runner.
 
 On a terminal the progress is a live view instead (``fugue_tui.live``: the same events
-applied to ``engine.state``); when stdout is not a terminal, or ``FUGUE_PLAIN`` is set to
+applied to ``engine.observe.state``); when stdout is not a terminal, or ``FUGUE_PLAIN`` is set to
 anything but "" or "0", the plain lines are printed.
 """
 
@@ -28,11 +28,11 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from engine.campaign import load_campaign
-from engine.cellproc import die_with_parent, engine_env
-from engine.follow import CampaignFollower
-from engine.results import preflight, read_rows
-from engine.runner import Runner
+from engine.define.campaign import load_campaign
+from engine.runner.cellproc import die_with_parent, engine_env
+from engine.observe.follow import CampaignFollower
+from engine.results.store import preflight, read_rows
+from engine.runner.supervisor import Runner
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
 RUNNER_STOP_S = 60.0

@@ -207,7 +207,7 @@ def speedup_label(row: Mapping[str, Any]) -> str:
 
 def speedup_chart(speedup_df, width: int = 80, color: bool | None = None,
                   title: str = "speedup over seq (ratio of mean T_group; 1 = seq)") -> str:
-    """Bars of the speedups in ``speedup_df`` (:func:`engine.analysis.speedups`), grouped
+    """Bars of the speedups in ``speedup_df`` (:func:`engine.results.analysis.speedups`), grouped
     by experiment then executor, with the bootstrap interval where there is one and a line
     at 1. seq rows (1 by definition) are not drawn; cells without a seq baseline (NaN) are
     listed as missing, never drawn as 0. Several machines: labels start with the machine.

@@ -156,7 +156,7 @@ def _experiments_file(parser: argparse.ArgumentParser, dest: str) -> None:
 
 
 def _timestamp(text: str) -> str:
-    from engine.results import check_timestamp
+    from engine.results.store import check_timestamp
 
     try:
         return check_timestamp(text)
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":
-            from engine.control import send
+            from engine.runner.control import send
 
             path = send(args.run_dir, args.cmd, args.cell)
             print(f"sent {args.cmd} {args.cell or ''} ({path.name})")

@@ -9,7 +9,7 @@
   is renamed into place only once complete. Exit 2 when a dataset could not be fetched.
 * ``run``: the harness's non-interactive form. It builds a campaign in memory (and, for an
   experiment described on the command line, an experiments file merged over the catalogue:
-  ``engine.adhoc``), validates both exactly as a campaign file is validated, writes them to
+  ``engine.define.adhoc``), validates both exactly as a campaign file is validated, writes them to
   ``<runs_dir>/.adhoc/run-<selection>-<digest>.toml`` (named after their content: see
   ``_campaign_name``) and runs them through :func:`fugue_tui.batch.run_batch`, the code
   behind ``--batch``. Every usage error is one line, exit 2, with nothing written.
@@ -41,7 +41,7 @@ from engine.errors import ConfigError, FugueError
 
 
 def _load_catalogue(experiments_file: str | None):
-    from engine.catalogue import load_catalogue
+    from engine.define.catalogue import load_catalogue
     from engine.plugins import load_plugins
 
     load_plugins()
@@ -73,11 +73,11 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
             unknown experiment in ``selector``.
     """
     from engine import registry
-    from engine.availability import experiment_availability
-    from engine.datasets import _root_note, data_root
+    from engine.define.availability import experiment_availability
+    from engine.parts.datasets import _root_note, data_root
     from engine.plugins import load_plugins
-    from engine.validate import check_experiment
-    from engine.workloads import WORKLOADS, expand
+    from engine.define.validate import check_experiment
+    from engine.define.workloads import WORKLOADS, expand
 
     out = out or sys.stdout
     catalogue = _load_catalogue(experiments_file)
@@ -267,8 +267,8 @@ def prefetch(selector: list[str] | None = None, data_dir: str | None = None,
         ConfigError: unknown experiment, malformed experiments file, unusable data dir.
     """
     from engine import registry
-    from engine.datasets import data_root
-    from engine.workloads import expand
+    from engine.parts.datasets import data_root
+    from engine.define.workloads import expand
 
     out = out or sys.stdout
     catalogue = _load_catalogue(experiments_file)
@@ -318,7 +318,7 @@ def _prefetch_one(name: str, root: Path, datasets) -> tuple[str, bool | None]:
         ok, reason = spec.available(root)
     except Exception as exc:  # a plugin's check
         ok, reason = False, f"availability check failed: {_one_line(exc)}"
-    builtin = getattr(spec.load, "__module__", "") == "engine.datasets"
+    builtin = getattr(spec.load, "__module__", "") == "engine.parts.datasets"
     if ok:
         return ("bundled with scikit-learn, nothing to fetch" if builtin and name in BUNDLED
                 else "present, skipped"), True
@@ -363,9 +363,9 @@ ADHOC_FLAGS = ("type", "k", "task", "epochs", "batch_size", "lr", "optimizer", "
 def executors_epilog() -> str:
     """``fugue-tui run --help``'s epilog: each registered executor with its description and
     options (with their types and help), and the registered workload types."""
-    from engine.campaign import PLANNED_EXECUTORS
+    from engine.define.campaign import PLANNED_EXECUTORS
     from engine.registry import EXECUTORS, load_builtins
-    from engine.workloads import WORKLOADS
+    from engine.define.workloads import WORKLOADS
 
     lines = []
     try:
@@ -468,9 +468,9 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: any usage error, before anything is written.
     """
-    from engine.adhoc import DEFAULT_NAME
+    from engine.define.adhoc import DEFAULT_NAME
     from engine.plugins import load_plugins
-    from engine.results import preflight
+    from engine.results.store import preflight
     from fugue_tui.batch import run_batch
 
     def pick(own: str, top: str | None = None):
@@ -564,7 +564,7 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
 
 
 def _add_option(options: dict[str, dict[str, Any]], item: str) -> None:
-    from engine.adhoc import parse_value
+    from engine.define.adhoc import parse_value
 
     target, dot, rest = item.partition(".")
     key, eq, value = rest.partition("=")
@@ -575,8 +575,8 @@ def _add_option(options: dict[str, dict[str, Any]], item: str) -> None:
 
 def _adhoc_document(args: argparse.Namespace, exp_name: str,
                     experiments_file: str | None) -> dict[str, Any]:
-    from engine.adhoc import adhoc_table, check_name, experiments_document, parse_search_space
-    from engine.catalogue import load_catalogue
+    from engine.define.adhoc import adhoc_table, check_name, experiments_document, parse_search_space
+    from engine.define.catalogue import load_catalogue
     from engine.registry import DATASETS, MODELS, OPTIMIZERS, TASKS
 
     check_name(exp_name, load_catalogue(experiments_file).ids())
@@ -677,7 +677,7 @@ def _atomic(path: Path, text: str) -> None:
 
 
 def _check(path: Path, exp_name: str) -> None:
-    from engine.campaign import load_campaign
+    from engine.define.campaign import load_campaign
 
     _rewrite_errors(lambda: load_campaign(path), path, exp_name)
 

@@ -1,9 +1,9 @@
 """The results figures as data: one analysis for the dashboard's Results screen, ``fugue-tui
 report`` and the exports (PNG/SVG, LaTeX). Textual-free, plotext-free, matplotlib-free.
 
-Every number comes from :func:`engine.analysis.speedups` (ratio-of-means speedups against
+Every number comes from :func:`engine.results.analysis.speedups` (ratio-of-means speedups against
 the seq baseline of the same machine and stack, bootstrap intervals only with >=
-:data:`engine.analysis.MIN_BOOT_N` passes on both sides), plus two aggregates computed here
+:data:`engine.results.analysis.MIN_BOOT_N` passes on both sides), plus two aggregates computed here
 on the same ok rows and the same cell keys: the peak RSS of a cell, and the unified model's
 ablation ladder (``rung`` column: mean ``throughput_group`` of each rung ÷ that of rung A,
 same machine, stack and experiment). A value that was not measured is ``None`` in a
@@ -110,8 +110,8 @@ def ladder_table(runs, by_campaign: bool = False, n_boot: int = 2000, seed: int 
     with a ``rung``), ``n``, ``throughput_mean`` and ``relative`` = its mean ÷ rung A's
     mean (a ratio of means; NaN without rung A), with a percentile-bootstrap interval
     (``low``/``high``) only when both sides have >= MIN_BOOT_N rows."""
-    from engine.analysis import CI_PERCENTILES, MIN_BOOT_N, provenance_columns
-    from engine.axes import ABLATION_LADDER
+    from engine.results.analysis import CI_PERCENTILES, MIN_BOOT_N, provenance_columns
+    from engine.define.axes import ABLATION_LADDER
 
     prov = provenance_columns(by_campaign)
     columns = prov + ["exp_id", "rung", "n", "throughput_mean", "relative", "low", "high"]
@@ -149,7 +149,7 @@ def ladder_table(runs, by_campaign: bool = False, n_boot: int = 2000, seed: int 
 class Results:
     """Everything the Results screen, the report and the exports show."""
 
-    table: pd.DataFrame          # engine.analysis.speedups (+ rss_peak_mb_max)
+    table: pd.DataFrame          # engine.results.analysis.speedups (+ rss_peak_mb_max)
     ladder: pd.DataFrame         # ladder_table
     figures: list[Figure]
 
@@ -158,8 +158,8 @@ class Results:
 
 
 def build(runs, by_campaign: bool = False, n_boot: int = 2000) -> Results:
-    """The table and the figures of ``runs`` (:class:`engine.analysis.Runs`)."""
-    from engine.analysis import MIN_BOOT_N, cell_columns, speedups
+    """The table and the figures of ``runs`` (:class:`engine.results.analysis.Runs`)."""
+    from engine.results.analysis import MIN_BOOT_N, cell_columns, speedups
 
     keys = cell_columns(by_campaign)
     table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot)

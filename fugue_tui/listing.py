@@ -6,8 +6,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from engine.availability import experiment_availability
-from engine.catalogue import load_catalogue
+from engine.define.availability import experiment_availability
+from engine.define.catalogue import load_catalogue
 from engine.plugins import load_plugins
 
 

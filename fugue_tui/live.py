@@ -1,8 +1,8 @@
 """The live terminal view of ``fugue-tui --batch`` (stdout a terminal, ``FUGUE_PLAIN`` unset).
 
 One event stream, two renderers: :class:`LiveProgress` takes the same events as
-:class:`fugue_tui.batch.PlainProgress` (from :class:`engine.follow.CampaignFollower`) and
-applies them to an :class:`engine.state.CampaignState`, the model every front end shares;
+:class:`fugue_tui.batch.PlainProgress` (from :class:`engine.observe.follow.CampaignFollower`) and
+applies them to an :class:`engine.observe.state.CampaignState`, the model every front end shares;
 what the state does not keep (the jobs a cell announced, the time of each job's last
 report, the summary's warnings, the recent lifecycle lines) :class:`LiveView` keeps beside
 it. The view shows:
@@ -37,7 +37,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from engine.state import CampaignState, CellState
+from engine.observe.state import CampaignState, CellState
 
 #: Shown for a value that is not known (yet).
 DASH = "–"

@@ -1,7 +1,7 @@
 """The results report: Rich tables per machine (one row per experiment × executor cell) and
 the speedup chart. Used at the end of ``--batch`` and by ``fugue-tui report``.
 
-Numbers come from :mod:`engine.analysis` (ratio-of-means speedups over the seq baseline of
+Numbers come from :mod:`engine.results.analysis` (ratio-of-means speedups over the seq baseline of
 the same machine and stack, bootstrap intervals only with >= 5 passes on both sides);
 this module only formats them. A value that was not measured is shown as "—", never 0.
 """
@@ -108,15 +108,15 @@ def _natural_width(table: Table) -> int:
 
 def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
                  title_prefix: str = "", width: int | None = None) -> list[Table]:
-    """Tables of ``speedup_df`` (:func:`engine.analysis.speedups`), per provenance key, rows
+    """Tables of ``speedup_df`` (:func:`engine.results.analysis.speedups`), per provenance key, rows
     in its order: one table with every column when it fits in ``width`` (None: always);
     else as many tables as needed, each starting with experiment, executor, compile and
     ok, the speedup columns in the first. ``status_df``
-    (:func:`engine.analysis.cell_status`) adds the "not ok" counts and the cells without
+    (:func:`engine.results.analysis.cell_status`) adds the "not ok" counts and the cells without
     any ok row. Columns with nothing to show (no variant, no energy measured, ...) are left
     out, except T_group, speedup, interval and baseline.
     """
-    from engine.analysis import cell_columns, provenance_columns
+    from engine.results.analysis import cell_columns, provenance_columns
 
     prov = provenance_columns(by_campaign)
     keys = cell_columns(by_campaign)
@@ -171,8 +171,8 @@ def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None
     """The rows under ``runs_dir`` (a folder or results files), only campaign
     ``campaign_id``'s when given (an unknown id raises a one-line
     :class:`~engine.errors.FugueError`; no ``master_groups.csv``:
-    :class:`engine.analysis.NoResultsError`)."""
-    from engine.analysis import load_runs
+    :class:`engine.results.analysis.NoResultsError`)."""
+    from engine.results.analysis import load_runs
 
     runs = load_runs(runs_dir)
     if campaign_id is not None:
@@ -219,10 +219,10 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
 
     ``campaign_id``: only that campaign's rows (an unknown id raises a one-line
     :class:`~engine.errors.FugueError`). ``width``: the chart's width (default: the
-    console's). Raises :class:`engine.analysis.NoResultsError` without
+    console's). Raises :class:`engine.results.analysis.NoResultsError` without
     ``master_groups.csv``.
     """
-    from engine.analysis import cell_status, speedups
+    from engine.results.analysis import cell_status, speedups
 
     runs = select_runs(runs_dir, campaign_id)
     if not len(runs.groups):
@@ -248,7 +248,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
 
 
 def _notes(table) -> list[str]:
-    from engine.analysis import MIN_BOOT_N
+    from engine.results.analysis import MIN_BOOT_N
 
     if not len(table):
         return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.provenance import nvml_devices
+from engine.measure.provenance import nvml_devices
 
 
 def pytest_collection_modifyitems(config, items):

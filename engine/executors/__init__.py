@@ -39,7 +39,7 @@ class ExecutorSpec:
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Smallest allowed value of numeric options.
     minimum: dict[str, float] = field(default_factory=dict)
-    #: Options that expand into matrix axes (``engine.axes``): ``scheduler``, ``sweep``.
+    #: Options that expand into matrix axes (``engine.define.axes``): ``scheduler``, ``sweep``.
     axes: tuple[str, ...] = ()
     #: Jobs train in worker processes that load their own data (mp, ray): the cell then
     #: neither loads datasets nor touches the device (no CUDA context in the parent, which
@@ -67,7 +67,7 @@ register_executor(ExecutorSpec(
 _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
 
 register_executor(ExecutorSpec(
-    name="mp", label="Multiprocess (MPS)", color="#DD8452", target="engine.executors.mp:MPExecutor",
+    name="mp", label="Multiprocess (MPS)", color="#DD8452", target="engine.executors.mp.executor:MPExecutor",
     concurrent=True, trains_in_workers=True,
     options={"max_parallel": (int,), "mps": (str,)},
     option_help={"max_parallel": _PARALLEL_HELP,
@@ -79,7 +79,7 @@ register_executor(ExecutorSpec(
     description="one fresh process per job sharing the GPU through a private CUDA MPS daemon"))
 
 register_executor(ExecutorSpec(
-    name="ray", label="Ray", color="#55A868", target="engine.executors.ray_actors:RayExecutor",
+    name="ray", label="Ray", color="#55A868", target="engine.executors.ray.actors:RayExecutor",
     concurrent=True, supports_scheduler=True, trains_in_workers=True, idle_cpu_fraction=0.10,
     options={"max_parallel": (int,), "scheduler": (str, list), "address": (str,),
              "grace_period": (int,), "reduction_factor": (int,)},
@@ -97,7 +97,7 @@ register_executor(ExecutorSpec(
 
 register_executor(ExecutorSpec(
     name="unified_model", label="Unified model", color="#C44E52",
-    target="engine.executors.unified:UnifiedExecutor", concurrent=True,
+    target="engine.executors.unified.executor:UnifiedExecutor", concurrent=True,
     options={"max_parallel": (int,), "sweep": (str,), "features": (str,), "verify": (bool,),
              "data_order": (str,), "kernels": (str,), "baseline": (bool,), "retire": (str,),
              "compile_backend": (str,)},

@@ -1,7 +1,7 @@
 """What an executor receives and returns. Imported inside cell processes only.
 
 An executor runs the jobs of one cell. It never sees the runner or the CSV: it gets a
-:class:`CellContext` and returns one :class:`~engine.training.JobResult` per job, in job
+:class:`CellContext` and returns one :class:`~engine.train.loop.JobResult` per job, in job
 order. The cell times ``setup`` (reported as ``setup_s``), the group window around
 ``run`` (``T_group``) and ``teardown`` (outside both), identically for every executor.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.training import JobResult, TrainSettings
-from engine.workloads import JobSpec
+from engine.train.loop import JobResult, TrainSettings
+from engine.define.workloads import JobSpec
 
 
 @dataclass

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.executors.base import CellContext, Executor
-from engine.training import JobResult, train_job
-from engine.workloads import JobSpec
+from engine.train.loop import JobResult, train_job
+from engine.define.workloads import JobSpec
 
 
 class SeqExecutor(Executor):

@@ -2,7 +2,7 @@
 runner, watch it live, handle hung cells from the keyboard, detach and attach again.
 
 A second front end of the runner: it starts ``python -m engine.runner`` and follows the
-campaign's event files (``engine.follow``) into the shared state (``engine.state``), exactly
+campaign's event files (``engine.observe.follow``) into the shared state (``engine.observe.state``), exactly
 as ``fugue-tui --batch`` does. It never imports torch. Modules: ``app`` (the App),
 ``actions`` (binding ids, keymap), ``plan_model`` (campaign document, preview, file),
 ``process`` (the runner process), ``series`` (monitor samples), ``replay`` (a recorded

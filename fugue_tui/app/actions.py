@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import tomlfile
+from engine.define import tomlfile
 from engine.errors import ConfigError, nearest
 
 

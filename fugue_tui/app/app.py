@@ -81,7 +81,7 @@ class FugueApp(App):
     def attach(self, run_dir: str | Path) -> RunScreen | None:
         """Open a campaign's run folder: live when its runner is alive, else as it ended
         (its latest session, rebuilt from the event files)."""
-        from engine.follow import last_session_offset
+        from engine.observe.follow import last_session_offset
 
         run_dir = Path(run_dir)
         if not (run_dir / "runner.jsonl").is_file():

@@ -2,12 +2,12 @@
 
 Textual-free and torch-free. The plan is kept as the campaign table itself (the dict a
 campaign TOML file parses to), so what the dashboard saves, loads, previews and launches is
-exactly what ``fugue-tui --batch`` would read; validation is :func:`engine.campaign.parse_campaign`
-and the preview is the runner's own dry run (:meth:`engine.runner.Runner.plan`).
+exactly what ``fugue-tui --batch`` would read; validation is :func:`engine.define.campaign.parse_campaign`
+and the preview is the runner's own dry run (:meth:`engine.runner.supervisor.Runner.plan`).
 
 In memory a plan's ``experiments_file`` is absolute (or relative to the working directory);
 on saving it is written relative to the saved file's folder, where
-:func:`engine.campaign.load_campaign` resolves it, so saving and loading give the same cells
+:func:`engine.define.campaign.load_campaign` resolves it, so saving and loading give the same cells
 and keys.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import tomli_w
 
-from engine import tomlfile
-from engine.campaign import Campaign, parse_campaign
+from engine.define import tomlfile
+from engine.define.campaign import Campaign, parse_campaign
 from engine.errors import FugueError, OutputError
 
 #: Where validation errors of an unsaved plan say they come from.
@@ -59,7 +59,7 @@ class Preview:
     """The runner's dry run of a plan: every cell with why it would not run, or the error
     that stops the plan (one line naming the key)."""
 
-    cells: list[Any] = field(default_factory=list)       # engine.runner.PlannedCell
+    cells: list[Any] = field(default_factory=list)       # engine.runner.supervisor.PlannedCell
     campaign: Campaign | None = None
     error: str = ""
     warnings: list[str] = field(default_factory=list)
@@ -82,14 +82,14 @@ class Preview:
 
 
 def parse_plan(doc: dict[str, Any], where: str = PLAN_WHERE) -> Campaign:
-    """Validate a plan as a campaign (errors: :func:`engine.campaign.parse_campaign`)."""
+    """Validate a plan as a campaign (errors: :func:`engine.define.campaign.parse_campaign`)."""
     return parse_campaign(clean_doc(doc), where)
 
 
 def preview(doc: dict[str, Any], resume: bool = False, where: str = PLAN_WHERE) -> Preview:
     """The cells a plan would run and what the runner would skip (``resume``: cells with an
     ``ok`` row already). Spends nothing; never raises for bad input (see ``error``)."""
-    from engine.runner import Runner
+    from engine.runner.supervisor import Runner
 
     if not doc.get("experiments"):
         return Preview(error="select at least one experiment")
@@ -155,7 +155,7 @@ def load_plan(path: str | Path) -> dict[str, Any]:
 
 def cell_keys(doc: dict[str, Any]) -> list[str]:
     """The cell keys of a plan, in order (raises like :func:`parse_plan`)."""
-    from engine.runner import Runner
+    from engine.runner.supervisor import Runner
 
     return [p.cell.key for p in Runner(parse_plan(doc)).plan()]
 

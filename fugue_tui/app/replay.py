@@ -1,7 +1,7 @@
 """Replay a finished campaign in the run screen, as it happened. Textual-free.
 
 A replay is the event stream a live dashboard would have read — the latest runner session
-of a run folder through :class:`engine.follow.CampaignFollower`, or an events file (one
+of a run folder through :class:`engine.observe.follow.CampaignFollower`, or an events file (one
 JSON event per line, runner and cell events merged in the order a follower yields them, as
 :func:`write_stream` writes it) — released by a clock that runs on the events' own ``ts``:
 ``speed`` seconds of campaign time per second of wall time, paused, stepped one event at a
@@ -33,7 +33,7 @@ def load_events(path: str | Path) -> tuple[list[dict[str, Any]], Path | None]:
         FugueError: nothing there to replay (one line naming the path).
     """
     from engine.events import read_events
-    from engine.follow import CampaignFollower, last_session_offset
+    from engine.observe.follow import CampaignFollower, last_session_offset
 
     path = Path(path)
     if path.is_dir():

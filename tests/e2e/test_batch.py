@@ -8,7 +8,7 @@ import re
 import pytest
 
 from engine.events import read_events
-from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
+from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
 
 pytestmark = pytest.mark.slow
 

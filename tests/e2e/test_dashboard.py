@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.events import read_events
-from engine.results import read_rows
-from engine.state import rebuild
+from engine.results.store import read_rows
+from engine.observe.state import rebuild
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.process import find_runner
 from fugue_tui.app.screens.modals import ConfirmScreen, QuitScreen

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.results import read_rows
+from engine.results.store import read_rows
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_real_nvml_device_under_test():
-    from engine.monitor import open_gpu, resolve_gpu
+    from engine.measure.monitor import open_gpu, resolve_gpu
 
     found = resolve_gpu("cuda", os.environ)
     gpu = open_gpu(found["uuid"])

@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from engine.events import read_events
-from engine.raytools import TAG_ENV
-from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
+from engine.executors.ray.runtime import TAG_ENV
+from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
 from tests.e2e.conftest import (FAMILY_K, X_BLOCK, _env, campaign_text, start,
                                write_campaign)
 
@@ -201,7 +201,7 @@ UNSCHEDULABLE = r"""
 import json, sys, time
 from pathlib import Path
 import ray
-from engine import raytools
+from engine.executors.ray import runtime as raytools
 from engine.errors import FugueError
 from engine.executors import ray_actors
 
@@ -221,7 +221,7 @@ try:
     ex.parallel, ex.per_actor = 2, {"CPU": 0.5, "GPU": 0.5}
 
     import torch
-    from engine.training import TrainSettings
+    from engine.train.loop import TrainSettings
 
     class Ctx:
         threads, settings = 1, TrainSettings(device=torch.device("cpu"))

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine.events import read_events
-from engine.follow import CampaignFollower
-from engine.results import read_rows
-from engine.state import CampaignState, rebuild
+from engine.observe.follow import CampaignFollower
+from engine.results.store import read_rows
+from engine.observe.state import CampaignState, rebuild
 from tests.e2e.conftest import (X_BLOCK, X_SLOW, _env, campaign_text, gone, one_job, start,
                                wait_for, write_campaign)
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from engine.results import read_rows
+from engine.results.store import read_rows
 from tests.e2e.conftest import run_batch
 
 pytestmark = pytest.mark.slow
@@ -127,8 +127,8 @@ compile_backend = "eager"
 
 
 def test_ablation_rows_record_requested_and_effective_features(ablation_run):
-    from engine.axes import ABLATION_LADDER
-    from engine.stacked.features import effective_features, features_string
+    from engine.define.axes import ABLATION_LADDER
+    from engine.executors.unified.features import effective_features, features_string
 
     groups = read_rows(ablation_run.runs / "master_groups.csv")
     assert len(groups) == 6 and all(g["status"] == "ok" for g in groups)

@@ -1,4 +1,4 @@
-"""engine.analysis: loading (ours and the harness's files), ratio-of-means speedups per
+"""engine.results.analysis: loading (ours and the harness's files), ratio-of-means speedups per
 machine and stack, baseline choice, bootstrap intervals, parity. No timing here: the
 100 000-row timing is bench part ``results_scale`` (bench/README.md)."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.analysis import (NO_CI, NoResultsError, Runs, cell_status, load_runs,
+from engine.results.analysis import (NO_CI, NoResultsError, Runs, cell_status, load_runs,
                              runs_from_frames, speedups)
-from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, append_rows
+from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, append_rows
 
 HARNESS = Path("/work/shared/fixtures/fugue-harness-cpu")
 if not HARNESS.is_dir():  # the repository's shared/ checkout, wherever it is mounted
@@ -371,7 +371,7 @@ def test_a_killed_row_without_stack_columns_joins_its_machine(tmp_path):
 def _both_parsers(path: Path, monkeypatch) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The groups as load_runs gives them through Arrow, and with Arrow refused (pandas'
     parser, pd.to_numeric): the product must not depend on which parser read the file."""
-    import engine.analysis as analysis
+    import engine.results.analysis as analysis
 
     fast = load_runs(path).groups
     with monkeypatch.context() as m:
@@ -382,7 +382,7 @@ def _both_parsers(path: Path, monkeypatch) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_arrow_and_pandas_parsers_give_the_same_frame(tmp_path, monkeypatch):
-    import engine.analysis as analysis
+    import engine.results.analysis as analysis
 
     rows = [group(executor="seq", t=2.0, features="vf:1,s:0,fl:1", energy=12.5,
                   energy_method="nvml_energy_counter", error="line one\nline two, with comma"),

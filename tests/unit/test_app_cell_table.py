@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.state import CampaignState
+from engine.observe.state import CampaignState
 from fugue_tui.app.widgets.cell_table import cell_row, history_rows, split_label
 
 

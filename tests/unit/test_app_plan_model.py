@@ -38,8 +38,8 @@ def test_save_then_load_gives_identical_cell_keys(tmp_path):
     loaded = load_plan(path)
     assert cell_keys(loaded) == keys
     # and the runner reading the file itself agrees
-    from engine.campaign import load_campaign
-    from engine.runner import Runner
+    from engine.define.campaign import load_campaign
+    from engine.runner.supervisor import Runner
 
     assert [p.cell.key for p in Runner(load_campaign(path)).plan()] == keys
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.provenance import nvml_devices
+from engine.measure.provenance import nvml_devices
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -375,7 +375,7 @@ def test_a_command_line_experiments_file_is_relative_to_the_working_folder(tmp_p
     """Not bad input, the other side of the same check: ``--experiments-file mine.toml``
     names a file in the working folder (the shell's, and the argument check's, reading of
     it), while ``experiments_file`` in a campaign is relative to the campaign file."""
-    from engine.campaign import load_campaign
+    from engine.define.campaign import load_campaign
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "c.toml").write_text('experiments = "U1"\n')

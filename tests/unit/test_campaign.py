@@ -1,4 +1,4 @@
-"""Campaign files (``engine.campaign``) and the cell matrix (``engine.matrix``)."""
+"""Campaign files (``engine.define.campaign``) and the cell matrix (``engine.define.matrix``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.campaign import load_campaign
+from engine.define.campaign import load_campaign
 from engine.errors import ConfigError
 from engine.executors import ExecutorSpec, register_executor
-from engine.matrix import build_cells
+from engine.define.matrix import build_cells
 from engine.registry import EXECUTORS, load_builtins
 
 REPO = Path(__file__).resolve().parents[2]

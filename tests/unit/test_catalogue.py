@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalogue import load_catalogue
+from engine.define.catalogue import load_catalogue
 from engine.errors import ConfigError
 
 CAT = load_catalogue()

@@ -18,13 +18,13 @@ import pytest
 import torch
 
 from engine import registry
-from engine.availability import experiment_availability
-from engine.catalogue import load_catalogue
+from engine.define.availability import experiment_availability
+from engine.define.catalogue import load_catalogue
 from engine.errors import ConfigError
-from engine.models import build_model
-from engine.optimizers import build_optimizer
-from engine.tasks import loss_fn
-from engine.workloads import expand
+from engine.parts.models import build_model
+from engine.parts.optimizers import build_optimizer
+from engine.parts.tasks import loss_fn
+from engine.define.workloads import expand
 
 registry.load_builtins()
 CATALOGUE = load_catalogue()
@@ -157,10 +157,10 @@ def test_registry_modules_do_not_import_torch():
     """The runner and dashboard import these to list availability; torch must stay out."""
     code = (
         "import sys, json\n"
-        "import engine.tasks, engine.optimizers, engine.datasets, engine.models\n"
-        "import engine.availability\n"
-        "from engine.catalogue import load_catalogue\n"
-        "from engine.availability import experiment_availability\n"
+        "import engine.parts.tasks, engine.parts.optimizers, engine.parts.datasets, engine.parts.models\n"
+        "import engine.define.availability\n"
+        "from engine.define.catalogue import load_catalogue\n"
+        "from engine.define.availability import experiment_availability\n"
         "experiment_availability(load_catalogue().get('D_mm'))\n"
         "print(json.dumps([m for m in ('torch', 'torchvision', 'sklearn') if m in sys.modules]))\n"
     )

@@ -2,7 +2,7 @@
 written and why, in one line; the exit status is not 0; no CSV row is half-written; the
 campaign stops (every later cell would fail the same way) and ``--resume`` continues it.
 
-The disk is simulated: ``engine.results._write`` (the one ``os.write`` of every CSV
+The disk is simulated: ``engine.results.store._write`` (the one ``os.write`` of every CSV
 append) or an event writer raises ``OSError(ENOSPC)``. Cells are stand-ins (no torch)."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-import engine.cell as cell_mod
-import engine.results as results
-import engine.runner as runner_mod
-from engine.campaign import load_campaign
+import engine.cell.main as cell_mod
+import engine.results.store as results
+import engine.runner.supervisor as runner_mod
+from engine.define.campaign import load_campaign
 from engine.errors import OutputError
 from engine.events import EventWriter, read_events
-from engine.results import GROUPS_FILE, INDIVIDUAL_FILE, read_rows
-from engine.runner import Runner
+from engine.results.store import GROUPS_FILE, INDIVIDUAL_FILE, read_rows
+from engine.runner.supervisor import Runner
 
 REPO = Path(__file__).resolve().parents[2]
 NOSPACE = os.strerror(errno.ENOSPC)
@@ -35,7 +35,7 @@ def _full(*_args, **_kwargs):
 
 @pytest.fixture(autouse=True)
 def _no_stack_dump_handler(monkeypatch):
-    """engine.cell.main registers a SIGUSR1 stack dump on stderr; pytest's stderr has no fd."""
+    """engine.cell.main.main registers a SIGUSR1 stack dump on stderr; pytest's stderr has no fd."""
     monkeypatch.setattr(cell_mod.faulthandler, "register", lambda *args, **kwargs: None)
 
 
@@ -143,7 +143,7 @@ runs_dir = "{runs}"
 
 FAKE_CELL = """
 import json, sys
-from engine.cell import write_reason
+from engine.cell.main import write_reason
 from engine.events import EventWriter
 spec = json.load(open(sys.argv[1]))
 if sys.argv[3] == "event":

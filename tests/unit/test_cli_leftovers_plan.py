@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from engine.campaign import load_campaign
-from engine.runner import Runner
+from engine.define.campaign import load_campaign
+from engine.runner.supervisor import Runner
 from fugue_tui.batch import dry_run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGIN = '''
 from engine.executors import ExecutorSpec, register_executor
 from engine.registry import register_model
-from engine.workloads import SplitSpec, base_fields, make_job, register_workload
+from engine.define.workloads import SplitSpec, base_fields, make_job, register_workload
 
 
 @register_workload("zz_doubling", description="K jobs at doubling batch sizes")
@@ -205,8 +205,8 @@ def test_plugin_workload_type_and_executor_options(tmp_path, workdir):
     assert "zz_doubling" in helped.stdout
     # the catalogue accepts the type, and expansion goes through the registry
     code = ("from engine.plugins import load_plugins; load_plugins()\n"
-            "from engine.catalogue import load_catalogue\n"
-            "from engine.workloads import expand\n"
+            "from engine.define.catalogue import load_catalogue\n"
+            "from engine.define.workloads import expand\n"
             f"cat = load_catalogue({str(tmp_path / 'e.toml')!r})\n"
             "print([(j.job_id, j.seed, j.batch_size) for j in expand(cat.get('Z1'), 7)])\n")
     (tmp_path / "e.toml").write_text('[experiments.Z1]\ntype = "zz_doubling"\nmodel = "mlp"\n'

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine import datasets
+from engine.parts import datasets
 from engine.errors import ConfigError
 from engine.registry import DATASETS
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.catalogue import load_catalogue
-from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.define.catalogue import load_catalogue
+from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,10 +21,10 @@ from typing import Any, Callable
 
 import pytest
 
-from engine.campaign import load_campaign
-from engine.matrix import build_cells
+from engine.define.campaign import load_campaign
+from engine.define.matrix import build_cells
 from engine.registry import load_builtins
-from engine.workloads import WORKLOADS, SplitSpec, base_fields, make_job, register_workload
+from engine.define.workloads import WORKLOADS, SplitSpec, base_fields, make_job, register_workload
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "fixtures" / "golden_keys.json"
@@ -177,7 +177,7 @@ def test_csv_headers_are_pinned():
     """The two results files' headers, byte for byte (``tests/fixtures/golden_headers.csv``:
     groups then individual). A new column is appended at the end of its file's order: the
     pinned header must stay a prefix of the current one."""
-    from engine.results import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+    from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
 
     groups, individual = (REPO / "tests" / "fixtures" / "golden_headers.csv").read_text().splitlines()
     for pinned, now in ((groups.split(","), GROUP_COLUMNS), (individual.split(","), INDIVIDUAL_COLUMNS)):

@@ -11,14 +11,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-RUNNER_SIDE = ["engine.runner", "engine.campaign", "engine.matrix", "engine.results",
-               "engine.catalogue", "engine.events", "engine.provenance", "engine.rows",
-               "engine.plugins", "engine.availability", "engine.cellproc", "engine.watchdog",
-               "engine.control", "engine.follow", "engine.state", "engine.validate",
-               "engine.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
-               "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.adhoc",
-               "fugue_tui.live", "fugue_tui.figures", "engine.monitor", "engine.cellmonitor",
-               "engine.cleanup", "engine.spans", "engine.axes", "engine.mps", "engine.raytools"]
+RUNNER_SIDE = ["engine.runner", "engine.define.campaign", "engine.define.matrix", "engine.results.store",
+               "engine.define.catalogue", "engine.events", "engine.measure.provenance", "engine.results.rows",
+               "engine.plugins", "engine.define.availability", "engine.runner.cellproc", "engine.runner.watchdog",
+               "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",
+               "engine.results.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
+               "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.define.adhoc",
+               "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor", "engine.cell.monitor",
+               "engine.runner.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps", "engine.executors.ray.runtime"]
 
 
 def test_runner_side_modules_do_not_import_torch():
@@ -26,8 +26,8 @@ def test_runner_side_modules_do_not_import_torch():
         "import importlib, json, sys\n"
         f"for name in {RUNNER_SIDE!r}: importlib.import_module(name)\n"
         "from engine.plugins import load_plugins; load_plugins()\n"
-        "from engine.campaign import load_campaign\n"
-        "from engine.runner import Runner\n"
+        "from engine.define.campaign import load_campaign\n"
+        "from engine.runner.supervisor import Runner\n"
         "Runner(load_campaign('campaigns/quick.toml'))\n"
         "heavy = ('torch', 'torchvision', 'sklearn', 'textual', 'ray')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n")

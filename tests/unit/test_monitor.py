@@ -14,10 +14,10 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from engine.monitor import (GpuDevice, ProcessTree, energy_over, integrate, open_gpu,
+from engine.measure.monitor import (GpuDevice, ProcessTree, energy_over, integrate, open_gpu,
                             read_samples, resolve_gpu, summarise)
-from engine.results import format_value
-from engine.watchdog import Watchdog, WatchdogSettings
+from engine.results.store import format_value
+from engine.runner.watchdog import Watchdog, WatchdogSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -185,7 +185,7 @@ def _sidecar(tmp_path, config, interval=0.1, extra=()):
     (tmp_path / "cfg.json").write_text(json.dumps(config))
     env = dict(os.environ, FAKE_NVML_CONFIG=str(tmp_path / "cfg.json"),
                PYTHONPATH=os.pathsep.join([str(FIXTURES / "fake_nvml_site"), str(ROOT)]))
-    argv = [sys.executable, "-m", "engine.monitor", "--root-pid", str(os.getpid()),
+    argv = [sys.executable, "-m", "engine.measure.monitor", "--root-pid", str(os.getpid()),
             "--parent-pid", str(os.getpid()), "--interval", str(interval),
             "--samples", str(tmp_path / "s.csv"), "--events", str(tmp_path / "ev.jsonl"),
             "--meta", str(tmp_path / "m.json"), "--cell", "k", "--attempt", "1", *extra]

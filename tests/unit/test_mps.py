@@ -1,4 +1,4 @@
-"""``engine.mps`` against real processes: a stand-in ``nvidia-cuda-mps-control`` that really
+"""``engine.executors.mp.mps`` against real processes: a stand-in ``nvidia-cuda-mps-control`` that really
 daemonises (``tests/fixtures/mps/standin_control.py``) and a fake NVML that raises the real
 nvidia-ml-py exceptions (``tests/fixtures/mps/fake_nvml``). Torch-free and quick."""
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine import cleanup, mps
+from engine.runner import cleanup
+from engine.executors.mp import mps
 from engine.errors import FugueError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mps"
@@ -151,10 +152,12 @@ def test_foreign_daemon_reported_and_left_alone(control, tmp_path):
                        env={**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(foreign_pipe)})
 
 
-def test_runner_cleanup_quits_a_recorded_daemon(control, tmp_path):
+@pytest.mark.parametrize("handler", ["engine.executors.mp.mps:quit_recorded_daemon",
+                                     # as recorded by runners before the package re-layout
+                                     "engine.mps:quit_recorded_daemon"])
+def test_runner_cleanup_quits_a_recorded_daemon(control, tmp_path, handler):
     daemon = mps.MPSDaemon.start(control)
-    cleanup.record(tmp_path, "mps-daemon", "engine.mps:quit_recorded_daemon",
-                   **daemon.record_info())
+    cleanup.record(tmp_path, "mps-daemon", handler, **daemon.record_info())
     messages = cleanup.run_recorded(tmp_path)
     assert len(messages) == 1 and "stopped" in messages[0], messages
     assert not list((tmp_path / cleanup.FOLDER).glob("*.json"))
@@ -194,7 +197,7 @@ def test_daemon_that_fails_to_start_leaves_nothing(tmp_path, monkeypatch):
 
 def test_mps_module_is_runner_safe():
     """The runner imports it to run cleanup records: no torch there."""
-    code = ("import sys, engine.mps, engine.cleanup\n"
+    code = ("import sys, engine.executors.mp.mps, engine.runner.cleanup\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])

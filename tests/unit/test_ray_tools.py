@@ -1,4 +1,4 @@
-"""``engine.raytools`` and the Ray executor's pure parts: no Ray runtime is started here
+"""``engine.executors.ray.runtime`` and the Ray executor's pure parts: no Ray runtime is started here
 (the runtime itself is exercised in tests/e2e/test_ray.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine import raytools
+from engine.executors.ray import runtime as raytools
 from engine.errors import FugueError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_module_is_runner_safe():
     """The runner imports the cleanup handler's module: it must not load ray or torch."""
-    code = ("import sys, json, engine.raytools\n"
+    code = ("import sys, json, engine.executors.ray.runtime\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('ray', 'torch'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -146,7 +146,7 @@ def test_cleanup_handler_stops_only_our_processes_and_keeps_logs(tmp_path):
         while time.monotonic() < deadline and not psutil.Process(ours_env.pid).children():
             time.sleep(0.05)
         child = psutil.Process(ours_env.pid).children()[0]
-        from engine import cleanup
+        from engine.runner import cleanup
 
         cleanup.record(attempt, raytools.CLEANUP_NAME, raytools.CLEANUP_HANDLER,
                        temp_dir=str(temp_dir), tag=tag, attempt_folder=str(attempt))
@@ -170,7 +170,7 @@ def test_cleanup_handler_stops_only_our_processes_and_keeps_logs(tmp_path):
 
 
 def test_union_of_training_spans():
-    from engine.spans import union_seconds
+    from engine.measure.spans import union_seconds
 
     assert union_seconds([]) == 0.0
     assert union_seconds([(0, 1), (0.5, 2), (3, 4)]) == pytest.approx(3.0)
@@ -178,9 +178,9 @@ def test_union_of_training_spans():
 
 
 def test_snapshot_round_trip_keeps_the_row_fields():
-    from engine.executors.ray_worker import from_snapshot, snapshot
-    from engine.training import JobResult
-    from engine.workloads import JobSpec
+    from engine.executors.ray.worker import from_snapshot, snapshot
+    from engine.train.loop import JobResult
+    from engine.define.workloads import JobSpec
 
     job = JobSpec("j0", "E", 0, 42, "mlp", "wine", None, 16, 3, 0.1, "sgd")
     result = JobResult(job, start=time.perf_counter() - 2.0, samples=96, epochs_run=1,
@@ -193,7 +193,7 @@ def test_snapshot_round_trip_keeps_the_row_fields():
 
 
 def test_scheduler_choice_and_pruning_warnings():
-    from engine.executors.ray_tune import make_scheduler, pruning_warnings
+    from engine.executors.ray.tune import make_scheduler, pruning_warnings
 
     sched, facts = make_scheduler("asha", 12, 1, 2)
     assert facts["class"] == "ASHAScheduler" and facts["max_t"] == 12
@@ -236,7 +236,7 @@ def test_validate_options_for_campaign_validation():
     ({"adress": "x:1"}, "adress"),
 ])
 def test_campaign_refuses_bad_ray_options(options, expected):
-    from engine.campaign import parse_campaign
+    from engine.define.campaign import parse_campaign
     from engine.errors import ConfigError
 
     doc = {"experiments": "D_hpo", "executors": ["ray"], "options": {"ray": options}}

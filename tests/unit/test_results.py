@@ -1,4 +1,4 @@
-"""engine.results: schema, value formatting, locked atomic appends, header upgrade, repair,
+"""engine.results.store: schema, value formatting, locked atomic appends, header upgrade, repair,
 and output-path failures — with real files and real processes."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import filelock
 import pytest
 
-from engine import results
+from engine.results import store as results
 from engine.errors import OutputError
-from engine.results import (
+from engine.results.store import (
     COLUMN_DOCS,
     EXTRA_GROUP_COLUMNS,
     EXTRA_INDIVIDUAL_COLUMNS,
@@ -121,7 +121,7 @@ def test_group_id_and_timestamp():
 
 
 def test_results_module_imports_no_torch_or_pandas():
-    code = ("import sys, engine.results; "
+    code = ("import sys, engine.results.store; "
             "bad = [m for m in ('torch', 'pandas') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine.optimizers import build_optimizer  # noqa: E402
-from engine.stacked.optim import StackedOptimizer  # noqa: E402
+from engine.parts.optimizers import build_optimizer  # noqa: E402
+from engine.executors.unified.optim import StackedOptimizer  # noqa: E402
 
 K = 3
 SHAPES = {"w": (4, 3), "b": (4,), "s": ()}
@@ -165,6 +165,6 @@ def test_registry_names_the_stacked_forms():
     from engine.registry import OPTIMIZERS, TASKS
 
     for name in ("sgd", "adam", "adamw"):
-        assert OPTIMIZERS.get(name).stacked_target.startswith("engine.stacked.optim:")
+        assert OPTIMIZERS.get(name).stacked_target.startswith("engine.executors.unified.optim:")
     for name in ("classification", "regression"):
-        assert TASKS.get(name).stacked_target.startswith("engine.stacked.losses:")
+        assert TASKS.get(name).stacked_target.startswith("engine.executors.unified.losses:")

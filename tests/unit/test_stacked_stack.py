@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from engine.stacked.losses import loss_function, stacked_cross_entropy, stacked_mse  # noqa: E402
-from engine.stacked.stack import Stack, member_generator, unsupported_reason  # noqa: E402
+from engine.executors.unified.losses import loss_function, stacked_cross_entropy, stacked_mse  # noqa: E402
+from engine.executors.unified.stack import Stack, member_generator, unsupported_reason  # noqa: E402
 
 K, B, D, C = 3, 8, 5, 4
 
@@ -47,7 +47,7 @@ def test_summed_member_losses_give_each_member_its_solo_gradient():
     x, y = _batch()
     stacked_cross_entropy(stack(x), y).sum().backward()
     for k, m in enumerate(solo):
-        # The loss as engine.training computes it: in the model's dtype (only half
+        # The loss as engine.train.loop computes it: in the model's dtype (only half
         # precision is upcast to float32).
         nn.functional.cross_entropy(m(x[k]), y[k]).backward()
         for name, p in m.named_parameters():
@@ -162,7 +162,7 @@ def test_batchnorm_momentum_none_is_refused_by_name():
 
 
 def test_template_holds_no_data_and_optimizer_owns_only_stacked_tensors():
-    from engine.stacked.optim import StackedOptimizer
+    from engine.executors.unified.optim import StackedOptimizer
 
     members, gens = _members()
     stack = Stack(members, gens, (D,), B)
@@ -186,7 +186,7 @@ def test_exact_kernels_make_batchnorm_and_convolutions_bit_identical(model):
     kernels, so outputs, gradients and running statistics equal a solo run's bit for bit
     (float32). (Batched matmuls of some Linear shapes are not bit-identical to solo ones,
     so only the swapped layers' gradients are compared.)"""
-    from engine.models import build_model
+    from engine.parts.models import build_model
 
     shape = (1, 8, 8)
     members, gens = [], []

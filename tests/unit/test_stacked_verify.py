@@ -13,9 +13,9 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from engine.registry import TASKS  # noqa: E402
-from engine.stacked.losses import loss_function  # noqa: E402
-from engine.stacked.stack import member_generator  # noqa: E402
-from engine.stacked.verify import fingerprint_mismatch, probe  # noqa: E402
+from engine.executors.unified.losses import loss_function  # noqa: E402
+from engine.executors.unified.stack import member_generator  # noqa: E402
+from engine.executors.unified.verify import fingerprint_mismatch, probe  # noqa: E402
 
 K, B, D, C = 3, 8, 5, 4
 

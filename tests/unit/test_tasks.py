@@ -8,7 +8,7 @@ import pytest
 import torch
 from sklearn.metrics import r2_score
 
-from engine import tasks
+from engine.parts import tasks
 from engine.registry import TASKS
 
 

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from engine.catalogue import load_catalogue
-from engine.data import to_device
-from engine.datasets import load_dataset
-from engine.training import TrainSettings, train_job
-from engine.workloads import expand
+from engine.define.catalogue import load_catalogue
+from engine.train.data import to_device
+from engine.parts.datasets import load_dataset
+from engine.train.loop import TrainSettings, train_job
+from engine.define.workloads import expand
 
 CPU = TrainSettings(device=torch.device("cpu"))
 

@@ -14,12 +14,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import engine.stacked.loop as loop_mod  # noqa: E402
-from engine.data import EpochOrder, split_for  # noqa: E402
+import engine.executors.unified.loop as loop_mod  # noqa: E402
+from engine.train.data import EpochOrder, split_for  # noqa: E402
 from engine.executors.seq import SeqExecutor  # noqa: E402
-from engine.executors.unified import UnifiedExecutor  # noqa: E402
-from engine.stacked.features import effective_features, features_string  # noqa: E402
-from engine.training import TrainSettings  # noqa: E402
+from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
+from engine.executors.unified.features import effective_features, features_string  # noqa: E402
+from engine.train.loop import TrainSettings  # noqa: E402
 from tests.unit.test_unified_parity import (_assert_parity, _ctx, _data, _job,  # noqa: E402,F401
                                             captured, float64)
 
@@ -189,7 +189,7 @@ def test_ablation_rungs_record_the_documented_function(captured):
     """The six rungs as the matrix hands them to the executor (requested features, compile
     on or off), on CPU with a compile probe that fails: each group's features and reason
     are effective_features(requested, 'cpu', mode, probe result)."""
-    from engine.axes import ABLATION_LADDER
+    from engine.define.axes import ABLATION_LADDER
 
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setattr(loop_mod, "compile_callable", lambda fn, mode, backend: _raising(fn))

@@ -17,14 +17,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import engine.stacked.loop as loop_mod  # noqa: E402
-import engine.training as training_mod  # noqa: E402
-from engine.data import DeviceData, EpochOrder, split_for  # noqa: E402
+import engine.executors.unified.loop as loop_mod  # noqa: E402
+import engine.train.loop as training_mod  # noqa: E402
+from engine.train.data import DeviceData, EpochOrder, split_for  # noqa: E402
 from engine.errors import ConfigError  # noqa: E402
 from engine.executors.seq import SeqExecutor  # noqa: E402
-from engine.executors.unified import UnifiedExecutor  # noqa: E402
-from engine.training import TrainSettings  # noqa: E402
-from engine.workloads import JobSpec, SplitSpec  # noqa: E402
+from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
+from engine.train.loop import TrainSettings  # noqa: E402
+from engine.define.workloads import JobSpec, SplitSpec  # noqa: E402
 
 TOL = 1e-6
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from engine.watchdog import Watchdog, WatchdogSettings, session_processes
+from engine.runner.watchdog import Watchdog, WatchdogSettings, session_processes
 
 FAST = WatchdogSettings(interval_s=0.2, suspect_after=2, hung_after=3)
 

@@ -1,5 +1,5 @@
 """Experiment → jobs (ids, seeds, hyperparameters, splits) and the data path's split and
-batch-order functions (``engine.data.split_for``, ``EpochOrder``)."""
+batch-order functions (``engine.train.data.split_for``, ``EpochOrder``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.catalogue import load_catalogue
-from engine.data import EpochOrder, split_for
+from engine.define.catalogue import load_catalogue
+from engine.train.data import EpochOrder, split_for
 from engine.errors import ConfigError
-from engine.workloads import JobSpec, SplitSpec, expand
+from engine.define.workloads import JobSpec, SplitSpec, expand
 
 CAT = load_catalogue()
 
@@ -257,13 +257,13 @@ def test_batch_size_larger_than_training_set_is_a_config_error():
 # --------------------------------------------------------------------------- the registry
 
 def test_builtin_types_are_registered_in_order():
-    from engine.workloads import WORKLOADS
+    from engine.define.workloads import WORKLOADS
 
     assert WORKLOADS.names()[:4] == ["ensemble", "cv", "hpo", "multi_model"]
 
 
 def test_a_registered_type_is_accepted_by_the_catalogue_and_expands(tmp_path):
-    from engine.workloads import WORKLOADS, base_fields, make_job, register_workload
+    from engine.define.workloads import WORKLOADS, base_fields, make_job, register_workload
 
     @register_workload("zz_pairs")
     def zz_pairs(exp, seed):
@@ -286,7 +286,7 @@ def test_a_registered_type_is_accepted_by_the_catalogue_and_expands(tmp_path):
 
 
 def test_a_type_that_breaks_the_seed_contract_is_refused(tmp_path):
-    from engine.workloads import WORKLOADS, base_fields, make_job, register_workload
+    from engine.define.workloads import WORKLOADS, base_fields, make_job, register_workload
 
     @register_workload("zz_bad_seeds")
     def zz_bad(exp, seed):

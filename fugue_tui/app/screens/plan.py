@@ -69,8 +69,8 @@ class Field:
 
 
 def _fields() -> tuple[Field, ...]:
-    from engine.campaign import COMPILE_CHOICES, COMPILE_MODES
-    from engine.watchdog import ACTIONS
+    from engine.define.campaign import COMPILE_CHOICES, COMPILE_MODES
+    from engine.runner.watchdog import ACTIONS
 
     return (
         Field("name", "text", help="run folder <runs_dir>/<name>"),
@@ -118,8 +118,8 @@ def experiment_infos(experiments_file: str | None) -> list[ExperimentInfo]:
     Raises:
         ConfigError: the experiments file is malformed (names the file and key).
     """
-    from engine.availability import experiment_availability
-    from engine.catalogue import load_catalogue
+    from engine.define.availability import experiment_availability
+    from engine.define.catalogue import load_catalogue
     from engine.plugins import load_plugins
 
     load_plugins()
@@ -160,7 +160,7 @@ class PlanScreen(Screen):
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        from engine.campaign import PLANNED_EXECUTORS
+        from engine.define.campaign import PLANNED_EXECUTORS
         from engine.registry import EXECUTORS, load_builtins
 
         load_builtins()
@@ -528,8 +528,8 @@ class PlanScreen(Screen):
 
     @work(thread=True, exclusive=True, group="launch")
     def _launch(self, doc: dict[str, Any], resume: bool) -> None:
-        from engine.follow import last_session_offset
-        from engine.results import preflight
+        from engine.observe.follow import last_session_offset
+        from engine.results.store import preflight
         from fugue_tui.app.process import find_runner, runner_argv, start_runner
 
         run_dir = ""

@@ -1,14 +1,14 @@
 """The run screen: a campaign as it runs (or as it ran), from its event files.
 
 A thread worker follows ``runner.jsonl`` and every cell's ``events.jsonl``
-(:class:`engine.follow.CampaignFollower`), tails the selected cell's log and, when no cell
+(:class:`engine.observe.follow.CampaignFollower`), tails the selected cell's log and, when no cell
 runs, samples the host; it reaches the screen only through :class:`Followed` messages. The
 screen applies events to the shared model (:class:`fugue_tui.live.LiveView` over
-:class:`engine.state.CampaignState`) and redraws at most :data:`REFRESH_S` apart: the cell
+:class:`engine.observe.state.CampaignState`) and redraws at most :data:`REFRESH_S` apart: the cell
 table updates only changed cells, the job pane and charts redraw only when what they show
 changed, and nothing is redrawn while another screen (help, Results) covers it. The cursor
 follows the running cell until the user moves it (``f`` follows again). Commands go to the
-runner through its control channel (:mod:`engine.control`).
+runner through its control channel (:mod:`engine.runner.control`).
 
 | key | binding id | action |
 |---|---|---|
@@ -40,7 +40,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from engine.state import CellState
+from engine.observe.state import CellState
 from fugue_tui.app.actions import REPLAY, RUN, bindings
 from fugue_tui.app.messages import Followed, Notice
 from fugue_tui.app.process import RunnerHandle
@@ -131,7 +131,7 @@ class RunScreen(Screen):
     # -- the follow worker (no widget access) ---------------------------------------------
     @work(thread=True, exclusive=True, group="follow")
     def _follow(self) -> None:
-        from engine.follow import CampaignFollower
+        from engine.observe.follow import CampaignFollower
         from fugue_tui.app.series import HostPoller
 
         worker = get_current_worker()
@@ -420,7 +420,7 @@ class RunScreen(Screen):
 
     @work(thread=True, group="control")
     def _send(self, command: str, cell_key: str) -> None:
-        from engine.control import send
+        from engine.runner.control import send
         from engine.errors import FugueError
 
         try:

@@ -27,7 +27,7 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.widgets import DataTable
 
-from engine.state import CampaignState, CellState
+from engine.observe.state import CampaignState, CellState
 from fugue_tui.app.actions import Action, bindings
 from fugue_tui.live import DASH, STATE_STYLE, fmt_duration
 

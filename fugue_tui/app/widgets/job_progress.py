@@ -17,7 +17,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.state import CellState
+from engine.observe.state import CellState
 from fugue_tui.live import LiveView
 
 

@@ -1,0 +1,527 @@
+"""One cell: ``python -m engine.cell SPEC.json`` — a fresh process that trains one group
+and appends its rows to the runs directory.
+
+The runner writes the spec (JSON) and starts this module with stdin from /dev/null and
+output to the cell's log. Spec keys: ``schema``, ``campaign_id``, ``campaign_hash``,
+``runs_dir``, ``events`` (path of events.jsonl), ``reason_file`` (optional: see
+:func:`write_reason`), ``attempt``, ``seed``, ``passes``,
+``device`` (cpu | cuda | cuda:N), ``threads`` (0 = all cores), and ``cell`` (a
+``engine.define.matrix.CellSpec`` as a dict: index, key, exp_id, executor, compile_mode,
+pass_index, options, experiment, jobs).
+
+Phases, in order (``docs/measurement.md`` has the per-executor table):
+imports and torch set-up → host dataset load (``data_load_s``) → executor setup
+(``setup_s``) → the group window (``T_group``) → teardown → rows.
+
+Exit status: 0 all jobs ok; 1 the group ran but a job failed (rows written with status
+failed); 2 bad input (message on stderr, failed group row written); 3 an internal error;
+4 the cell could not write its output (a full disk, a quota, a read-only or size-limited
+file: :data:`EXIT_OUTPUT`). Every failure is one line naming the file and the reason
+(``runs/master_groups.csv: No space left on device``), printed to the log and sent in the
+``failed`` event as far as the disk still allows; rows are all-or-nothing
+(:mod:`engine.results.store`). The runner stops the campaign on exit status 4.
+This entry point is stable: the runner and later front ends depend on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from engine.errors import FugueError, OutputError
+from engine.events import LIFECYCLE, EventWriter
+from engine.results.store import new_group_id
+from engine.results.rows import failed_group_row, group_static
+
+SPEC_SCHEMA = 1
+#: Exit status of a cell that could not write its output (rows, events): the runner
+#: stops the campaign (each later cell would fail the same way).
+EXIT_OUTPUT = 4
+#: errno values that mean "this output cannot be written here", not a bug.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+#: Size of the spec's ``reason_file``, which the runner fills with spaces before the cell
+#: starts: the cell's one-line reason overwrites those bytes in place, which needs no free
+#: block even on a full disk (events and log may be unwritable by then).
+REASON_BYTES = 1024
+
+
+def output_failure(exc: BaseException, where: str | os.PathLike[str] | None = None
+                   ) -> str | None:
+    """The one-line reason when ``exc`` means the cell's output cannot be written: an
+    :class:`OutputError` (its message names the file), or an ``OSError`` with an errno of
+    :data:`OUTPUT_ERRNOS` anywhere in its chain (``<file>: <strerror>``; a write through a
+    file object names no file: then ``where``, the folder written to); else None."""
+    if isinstance(exc, OutputError):
+        return str(exc)
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in OUTPUT_ERRNOS:
+            name = seen.filename if seen.filename is not None else where
+            reason = seen.strerror or os.strerror(seen.errno)
+            return f"{name}: {reason}" if name is not None else reason
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class CellEvents:
+    """The cell's event stream (an :class:`EventWriter`) on a disk that may fill up.
+
+    A write that fails names the events file (``<events.jsonl>: No space left on
+    device``). Lifecycle events and the summary raise :class:`OutputError`; progress,
+    phase and sample events are dropped instead, so a full disk does not fail a job that
+    is still training (its rows decide). The first failure is kept in :attr:`failure`.
+    """
+
+    #: Events whose loss must fail the cell (the runner and front ends depend on them).
+    REQUIRED = LIFECYCLE | {"summary"}
+
+    def __init__(self, path: str | Path, **common: Any):
+        self.path = Path(path)
+        self.failure: OutputError | None = None
+        try:
+            self._writer = EventWriter(path, **common)
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: OSError) -> OutputError:
+        error = OutputError(f"{self.path}: {exc.strerror or exc}")
+        error.__cause__ = exc
+        if self.failure is None:
+            self.failure = error
+        return error
+
+    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        try:
+            return self._writer.emit(type, **fields)
+        except OSError as exc:
+            error = self._error(exc)
+            if type in self.REQUIRED:
+                raise error from exc
+            return {"type": type, **fields}
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except OSError as exc:
+            self._error(exc)
+
+
+def write_reason(spec: dict[str, Any], line: str) -> None:
+    """Overwrite the runner's pre-allocated ``reason_file`` with ``line`` (never extends
+    it: no new block is needed). Best effort; absent in specs of older runners."""
+    path = spec.get("reason_file")
+    if not path:
+        return
+    data = line.replace("\n", " ").encode("utf-8", "replace")[:REASON_BYTES - 1] + b"\n"
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # no O_CREAT, no O_TRUNC
+        try:
+            if os.fstat(fd).st_size >= REASON_BYTES:
+                os.pwrite(fd, data.ljust(REASON_BYTES, b" "), 0)
+        finally:
+            os.close(fd)
+
+
+def read_reason(path: str | Path) -> str:
+    """The line a cell left in its ``reason_file`` ("" when none)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(REASON_BYTES).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+class TolerantStream:
+    """A cell's ``sys.stdout``/``sys.stderr``: its log lives in the run folder, on the disk
+    that may fill up; a line that cannot be written is lost, never an exception in the
+    middle of a group (a ``print`` would otherwise fail the cell with no file named)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _say(line: str) -> None:
+    """One line to stderr (the cell's log); a log on a full disk must not raise."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # The runner's watchdog sends SIGUSR1 before killing a hung cell: every thread's stack
+    # goes to stderr, which is the cell's log.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if len(argv) != 1:
+        print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    if spec.get("schema") != SPEC_SCHEMA:
+        print(f"{argv[0]}: cell spec schema {spec.get('schema')!r}, expected {SPEC_SCHEMA}",
+              file=sys.stderr)
+        return 2
+    # Known from the start: the monitor's samples file is named after the group.
+    spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])
+    try:
+        events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
+    except OutputError as exc:
+        _say(str(exc))
+        return EXIT_OUTPUT
+    try:
+        events.emit("started", pid=os.getpid(), exp_id=spec["cell"]["exp_id"],
+                    executor=spec["cell"]["executor"],
+                    jobs=[j["job_id"] for j in spec["cell"]["jobs"]])
+        status = run_cell(spec, events)
+        if events.failure is not None:  # rows written, but progress events were lost
+            _say(f"warning: events lost: {events.failure}")
+    except BaseException as exc:
+        reason = output_failure(exc, where=spec["runs_dir"])
+        if reason is not None:  # the output cannot be written: one line, naming the file
+            write_reason(spec, reason)
+            _say(reason)
+            _record_failure(spec, events, "failed", reason, output_error=True)
+            return EXIT_OUTPUT
+        if isinstance(exc, FugueError):
+            _say(str(exc))
+            _record_failure(spec, events, "failed", str(exc))
+            return 2
+        # internal error: keep the traceback in the log
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exc()
+        _record_failure(spec, events, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return 3
+    finally:
+        events.close()
+    return 0 if status == "ok" else 1
+
+
+def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error: str,
+                    **flags: Any) -> None:
+    """Best effort on a disk that may be full: the failed group row (all or nothing), then
+    the event saying whether it was written. Never raises."""
+    from engine.results.store import GROUP_COLUMNS, append_rows
+
+    try:
+        append_rows(Path(spec["runs_dir"]) / "master_groups.csv",
+                    [failed_group_row(spec, status, error)], GROUP_COLUMNS)
+        written = True
+    except FugueError as exc:
+        if str(exc) != error:
+            _say(str(exc))
+        written = False
+    except Exception as exc:  # noqa: BLE001 - the reason being recorded matters more
+        _say(output_failure(exc) or f"failed row not written: {type(exc).__name__}: {exc}")
+        written = False
+    with contextlib.suppress(FugueError, OSError):
+        events.emit(status, error=error, group_written=written, **flags)
+
+
+def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
+    """Run the cell's group and write its rows; return the group status (ok | failed)."""
+    threads = int(spec.get("threads") or 0) or (os.cpu_count() or 1)
+    spec = {**spec, "threads": threads}
+    t_imports = time.perf_counter()
+    import torch  # after the runner set the TorchInductor cache and thread variables
+
+    from engine.parts import datasets as dataset_lib
+    from engine.train.data import to_device
+    from engine.executors.base import CellContext
+    from engine.plugins import load_plugins
+    from engine.measure.provenance import apply_backend_flags, torch_facts
+    from engine.registry import EXECUTORS
+    from engine.train.loop import TrainSettings
+    from engine.define.workloads import JobSpec
+
+    torch.set_num_threads(threads)
+    apply_backend_flags()
+    # torch.optim imports torch._dynamo on first use (~2 s): part of this process's imports,
+    # which fall outside T_group, not a cost of whichever job happens to build an optimizer
+    # first (docs/measurement.md).
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    plugins = load_plugins()
+    # Torch, the engine and plugins: part of a cell's fixed cost (bench fixed_cost).
+    events.emit("phase", phase="imports", seconds=time.perf_counter() - t_imports)
+    cell = spec["cell"]
+    device = torch.device(spec["device"])
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise FugueError(f"device '{spec['device']}' requested but torch sees no CUDA device "
+                         f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+    compile_mode = cell["compile_mode"]
+    settings = TrainSettings(device=device, compile_mode=compile_mode,
+                             amp_allowed=device.type == "cuda")
+    jobs = [JobSpec.from_dict(j) for j in cell["jobs"]]
+    spec_exec = EXECUTORS.get(cell["executor"])
+    # Executors whose workers load their own data and own the device (mp, ray): the
+    # parent loads nothing and never creates a CUDA context (docs/measurement.md).
+    in_workers = spec_exec.trains_in_workers
+    sync_device = device.type == "cuda" and not in_workers
+
+    t0 = time.perf_counter()
+    host_data = {} if in_workers else {
+        name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
+    data_load_s = None if in_workers else time.perf_counter() - t0
+    events.emit("phase", phase="data_load", seconds=data_load_s or 0.0)
+    device_data: dict[str, Any] = {}
+
+    def datasets(name: str):
+        if name not in device_data:  # first use, inside the group window
+            device_data[name] = to_device(host_data[name], device)
+        return device_data[name]
+
+    monitor = None
+    if spec.get("monitor", True):
+        from engine.cell.monitor import CellMonitor
+        from engine.measure.monitor import DEFAULT_INTERVAL_S
+
+        # Started before setup: its start-up is outside every timed phase, and its first
+        # sample precedes the window (energy interpolates the window's ends).
+        monitor = CellMonitor(spec["runs_dir"], spec["group_id"], spec["events"], cell["key"],
+                              spec["attempt"], spec.get("gpu_uuid"),
+                              spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
+        if not monitor.start():
+            print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
+    executor = spec_exec.load()()
+    ctx = CellContext(settings=settings, datasets=datasets,
+                      emit=lambda type, **f: events.emit(type, **f), threads=threads,
+                      options=cell.get("options", {}), seed=spec["seed"],
+                      scheduler=cell.get("scheduler"), rung=cell.get("rung"),
+                      features=cell.get("features"), max_parallel=cell.get("max_parallel"),
+                      attempt_dir=Path(spec["events"]).parent,
+                      job_env=dict(spec.get("job_env") or {}), gpu_uuid=spec.get("gpu_uuid"))
+    host = {"plugins": ",".join(plugins) or None}
+    try:
+        t_setup = time.perf_counter()
+        executor.setup(jobs, ctx)
+        setup_s = time.perf_counter() - t_setup
+        events.emit("phase", phase="setup", seconds=setup_s)
+        host["host_load_start"] = os.getloadavg()[0]
+        try:
+            events.emit("phase", phase="group_start")
+            if sync_device:
+                torch.cuda.synchronize(device)
+            cpu0 = _cpu_seconds()
+            g0 = time.perf_counter()
+            results = executor.run(jobs, ctx)
+            if sync_device:
+                torch.cuda.synchronize(device)
+            g1 = time.perf_counter()
+            t_group = g1 - g0
+            host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0])
+        finally:
+            if monitor is not None:
+                monitor.stop()  # one last sample after the window closed
+            t_teardown = time.perf_counter()
+            executor.teardown(ctx)
+            events.emit("phase", phase="teardown", seconds=time.perf_counter() - t_teardown)
+    finally:
+        if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
+            monitor.stop()
+    # torch's view of the device would initialise CUDA in a parent that must not hold a
+    # context; NVML (the monitor) names the device then.
+    facts = {**torch_facts(torch.device("cpu") if in_workers else device), **host}
+    if monitor is None and spec.get("gpu_uuid"):
+        facts.update(_nvml_facts(spec["gpu_uuid"]))
+    if monitor is not None:
+        facts.update(monitor.provenance())
+        facts.update(monitor.group_columns(g0, g1))
+    facts["mps_present"] = ctx.group.get("mps_present", _mps_present())
+    facts["rss_peak_mb"] = _max([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
+    return _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
+                       ctx.group, monitor)
+
+
+def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
+                         shared: bool) -> dict[str, Any]:
+    """The job's monitor columns; its samples slice (a file of its own) that cannot be
+    written (a full disk) leaves them empty with a warning naming the file, and the rows
+    still go on (they decide whether the cell's output was written)."""
+    try:
+        return monitor.job_columns(job_id, t0, t1, shared=shared)
+    except OSError as exc:
+        from engine.cell.monitor import _safe
+
+        path = Path(spec["runs_dir"]) / "samples" / spec["group_id"] / f"{_safe(job_id)}.csv"
+        with contextlib.suppress(OSError):
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+        _say(f"warning: {path}: {exc.strerror or exc}; the job's monitor columns stay empty")
+        return {"energy_method": "none"}
+
+
+def _nvml_facts(uuid: str) -> dict[str, Any]:
+    """Device provenance without the monitor (monitor = false): NVML once, by UUID."""
+    from engine.measure.monitor import open_gpu
+
+    try:
+        return {k: v for k, v in open_gpu(uuid).facts.items() if v is not None}
+    except RuntimeError as exc:
+        print(f"warning: {exc}", file=sys.stderr)
+        return {"gpu_uuid": uuid}
+
+
+def _mps_present() -> bool | None:
+    from engine.cell.monitor import mps_daemon_present
+
+    return mps_daemon_present()
+
+
+def _own_peak_rss_mb() -> float | None:
+    """This process's peak resident memory (``ru_maxrss``, KiB on Linux), MiB."""
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    except (ImportError, OSError):
+        return None
+
+
+def _max(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _sum(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its waited-for children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def load_warnings(t_group: float, cpu_s: float | None, threads: int,
+                  loads: tuple[float | None, float | None]) -> list[str]:
+    """Say when the host was not the quiet machine the numbers assume.
+
+    The cell's CPU share (``cpu_s / t_group``) is compared with the cores it could use
+    (``min(threads, cores)``): getting less than half of them means something else held the
+    CPU. The 1-minute load average (lagging, so only a hint) is compared with the cores.
+    """
+    cores = os.cpu_count() or 1
+    out = []
+    usable = min(threads, cores)
+    if cpu_s is not None and t_group > 1.0 and cpu_s / t_group < 0.5 * usable:
+        out.append(f"the cell used {cpu_s / t_group:.2f} of the {usable} cores it could use: "
+                   "other processes competed for the CPU, timings are not comparable")
+    peak = max((x for x in loads if x is not None), default=None)
+    if peak is not None and peak > cores + 0.5:
+        out.append(f"host load average {peak:.1f} on {cores} cores: the machine was busy")
+    return out
+
+
+def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
+                executor_group: dict[str, Any], monitor=None) -> str:
+    from engine.registry import EXECUTORS
+    from engine.results.store import append_group
+
+    cell = spec["cell"]
+    group = group_static(spec)
+    failed = [r for r in results if r.status != "ok"]
+    status = "failed" if failed else "ok"
+    error = (f"{len(failed)}/{len(results)} jobs failed; first: {failed[0].job.job_id}: "
+             f"{failed[0].error}") if failed else ""
+    total_samples = sum(r.samples for r in results)
+    amp_applied = any(r.amp_applied for r in results)
+    precision = "amp-fp16" if amp_applied else "fp32"
+    compiled = [r.compile_mode for r in results if r.compile_mode != "off"]
+    spec_exec = EXECUTORS.get(cell["executor"])
+    train_wall = (sum(r.train_time_s or 0.0 for r in results)
+                  if not spec_exec.concurrent else None)
+    group.update(facts)
+    measured = status == "ok"  # a failed group's throughput is not a measurement of anything
+    group.update(
+        status=status, error=error or None, T_group=t_group, total_samples=total_samples,
+        throughput_group=total_samples / t_group if t_group > 0 and measured else None,
+        setup_s=setup_s, data_load_s=data_load_s,
+        train_throughput_sps=(total_samples / train_wall) if train_wall and measured else None,
+        max_parallel=1 if not spec_exec.concurrent else None,
+        compile=bool(compiled), compile_mode=compiled[0] if compiled else "off",
+        amp=amp_applied, precision=precision, threads=spec["threads"],
+        param_count=sum(r.param_count or 0 for r in results) or None,
+        energy_method=facts.get("energy_method") or "none",
+        torch_peak_allocated_mb=_max(r.torch_peak_allocated_mb for r in results),
+        torch_peak_reserved_mb=_max(r.torch_peak_reserved_mb for r in results),
+        compile_warmup_s=_sum(r.compile_warmup_s for r in results))
+    # What the executor measured or decided (effective scheduler and features, max_parallel,
+    # MPS use, its plan) overrides the generic values above.
+    group.update(executor_group)
+    rows = []
+    for r in results:
+        job = r.job
+        rows.append({
+            "group_id": group["group_id"], "job_id": job.job_id, "exp_id": job.exp_id,
+            "dataset": job.dataset, "model": job.model, "executor": cell["executor"],
+            "compile": r.compile_mode != "off", "num_workers": 0,
+            "total_time_s": r.total_time_s,
+            "total_samples": r.samples if r.samples or r.status == "ok" else None,
+            "throughput_sps": r.throughput_sps if r.status == "ok" else None,
+            "early_stopped": r.early_stopped, "stop_reason": r.stop_reason or None,
+            "worker_pid": r.worker_pid, "torch_peak_allocated_mb": r.torch_peak_allocated_mb,
+            "torch_peak_reserved_mb": r.torch_peak_reserved_mb,
+            "compile_warmup_s": r.compile_warmup_s,
+            "epochs_run": r.epochs_run, "gpu_name": facts.get("gpu_name"),
+            "final_train_loss": r.final_train_loss, "final_train_acc": r.final_train_acc,
+            "final_val_loss": r.final_val_loss, "final_val_acc": r.final_val_acc,
+            "seed": job.seed, "batch_size": job.batch_size, "epochs": job.epochs, "lr": job.lr,
+            "amp": r.amp_applied, "campaign_id": spec["campaign_id"], "cell_key": cell["key"],
+            "pass": cell["pass_index"], "attempt": spec["attempt"], "status": r.status,
+            "error": r.error or None, "train_time_s": r.train_time_s,
+            "train_throughput_sps": r.train_throughput_sps if r.status == "ok" else None,
+            "val_time_s": r.val_time_s,
+            "threads": spec["threads"], "compile_mode": r.compile_mode,
+            "amp_requested": job.amp, "param_count": r.param_count,
+            "precision": "amp-fp16" if r.amp_applied else "fp32", "energy_method": "none",
+            "gpu_metrics_method": None,
+            "host": group["host"], "samples_dropped": r.samples_dropped,
+            "split": r.val_source or None,
+        })
+        if monitor is not None:
+            rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
+                                                 spec_exec.concurrent))
+    # Both files or neither: a job row never stays without its group row.
+    append_group(spec["runs_dir"], group, rows)
+    cpu_s = facts.get("cell_cpu_s")
+    if spec_exec.trains_in_workers:
+        # Workers outside this process's accounting (Ray's are not its children): the
+        # monitor's process-tree CPU says what the cell used, or nothing is claimed.
+        util = facts.get("cpu_util_mean")
+        cpu_s = util / 100.0 * t_group if util is not None else None
+    warnings = load_warnings(t_group, cpu_s, spec["threads"],
+                             (facts.get("host_load_start"), facts.get("host_load_end")))
+    summary = {"group_id": group["group_id"], "status": status, "error": error,
+               "T_group": t_group, "total_samples": total_samples,
+               "throughput_group": group["throughput_group"], "setup_s": setup_s,
+               "data_load_s": data_load_s, "warnings": warnings,
+               "jobs": [{"job_id": r.job.job_id, "status": r.status,
+                         "final_val_acc": r.final_val_acc, "history": r.history,
+                         "early_stopped": r.early_stopped, "stop_reason": r.stop_reason}
+                        for r in results]}
+    # The rows are written: an event lost now (a full disk) is only a warning (main says
+    # so), and the runner finds the rows (it never records a second one for the attempt).
+    with contextlib.suppress(OutputError):
+        events.emit("summary", **summary)
+        events.emit("done" if status == "ok" else "failed", group_written=True, error=error)
+    return status
+

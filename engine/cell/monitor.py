@@ -1,0 +1,175 @@
+"""The cell's handle on its monitor sidecar (``engine.measure.monitor``). Torch-free.
+
+The cell starts the sidecar before executor setup (its start-up is outside every timed
+phase), waits until the first sample exists, and stops it after the group window; then
+:meth:`CellMonitor.group_columns` and :meth:`CellMonitor.job_columns` turn the samples into
+row columns over exactly the measured windows. If the sidecar cannot start, the cell runs
+anyway: every monitor column stays empty and the reason is reported (a missing metric is an
+empty cell, never a zero).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.runner.cellproc import die_with_parent, engine_env
+from engine.measure.monitor import DEFAULT_INTERVAL_S, read_samples, rapl_files, summarise, write_slice
+
+#: Seconds the cell waits for the sidecar's first sample (interpreter start, psutil and
+#: NVML initialisation; NVML init can take seconds on a busy driver).
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+class CellMonitor:
+    """One cell's sampler. ``runs_dir/samples/<group_id>.csv`` holds the group's samples;
+    job slices go to ``runs_dir/samples/<group_id>/<job_id>.csv``."""
+
+    def __init__(self, runs_dir: str | Path, group_id: str, events: str | Path, cell: str,
+                 attempt: int, gpu_uuid: str | None, interval_s: float = DEFAULT_INTERVAL_S):
+        self.runs_dir = Path(runs_dir)
+        self.group_id = group_id
+        self.samples_path = self.runs_dir / "samples" / f"{group_id}.csv"
+        self.meta_path = Path(events).parent / "monitor.json"
+        self.events = Path(events)
+        self.cell = cell
+        self.attempt = attempt
+        self.gpu_uuid = gpu_uuid or ""
+        self.interval_s = interval_s
+        self.proc: subprocess.Popen | None = None
+        self.meta: dict[str, Any] = {}
+        self.samples: list[dict[str, Any]] = []
+        self.problem = ""
+
+    def start(self) -> bool:
+        """Start the sidecar and wait for its first sample. False (and :attr:`problem` set)
+        when it could not start."""
+        argv = [sys.executable, "-m", "engine.measure.monitor", "--root-pid", str(os.getpid()),
+                "--parent-pid", str(os.getpid()), "--interval", repr(self.interval_s),
+                "--samples", str(self.samples_path), "--events", str(self.events),
+                "--meta", str(self.meta_path), "--cell", self.cell,
+                "--attempt", str(self.attempt)]
+        if self.gpu_uuid:
+            argv += ["--gpu-uuid", self.gpu_uuid]
+        self.meta_path.unlink(missing_ok=True)
+        try:
+            # Same session as the cell (the runner's clean-up reaches it). When the cell dies
+            # it gets SIGTERM (not SIGKILL): one last sample, the samples file completed.
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=engine_env(),
+                                         preexec_fn=die_with_parent(os.getpid(),
+                                                                    signal.SIGTERM))
+        except OSError as exc:
+            self.problem = f"monitor did not start: {exc}"
+            return False
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.meta_path.exists():
+                self.meta = json.loads(self.meta_path.read_text())
+                return True
+            if self.proc.poll() is not None:
+                self.problem = f"monitor exited with status {self.proc.returncode} (see cell.log)"
+                return False
+            time.sleep(0.02)
+        self.proc.kill()
+        self.problem = f"monitor gave no sample within {START_TIMEOUT_S:.0f} s"
+        return False
+
+    def stop(self) -> None:
+        """SIGTERM → one last sample → exit; then load the samples."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._load()
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.problem = self.problem or "monitor did not stop within 10 s (killed)"
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            self.meta = json.loads(self.meta_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass
+        path = self.samples_path
+        if not path.exists():
+            partial = path.with_name(path.name + ".partial")
+            path = partial if partial.exists() else path
+        try:
+            self.samples = read_samples(path)
+        except OSError:
+            self.samples = []
+
+    # ------------------------------------------------------------------ columns
+
+    def provenance(self) -> dict[str, Any]:
+        """Device facts for the group row (NVML's view of the device under test)."""
+        facts = dict(self.meta.get("gpu") or {})
+        return {k: v for k, v in facts.items() if v is not None}
+
+    def missing_text(self) -> str | None:
+        parts = [f"{k}: {v}" for k, v in (self.meta.get("gpu_missing") or {}).items()]
+        if self.problem:
+            parts.append(self.problem)
+        return "; ".join(parts) or None
+
+    def group_columns(self, t0: float, t1: float) -> dict[str, Any]:
+        """Group-row columns over ``[t0, t1]`` (monotonic seconds)."""
+        cols: dict[str, Any] = {"monitor_interval_s": self.interval_s,
+                                "gpu_metrics_missing": self.missing_text()}
+        if not self.samples:
+            cols["energy_method"] = "none"
+            cols["cpu_energy_method"] = "none"
+            return cols
+        wrap = max((w for _, w in rapl_files()), default=None)
+        s = summarise(self.samples, t0, t1, rapl_wrap=wrap)
+        energy = s.pop("energy")
+        cols.update(s, energy_group=energy)
+        cols["samples_file"] = os.path.relpath(self.samples_path, self.runs_dir)
+        return cols
+
+    def job_columns(self, job_id: str, t0: float | None, t1: float | None,
+                    shared: bool) -> dict[str, Any]:
+        """Job-row columns over the job's own window. ``shared``: jobs ran at the same time
+        on one device, so per-job GPU figures cannot be separated — they stay empty and the
+        method says so (never a copy of the group value)."""
+        if not self.samples or t0 is None or t1 is None:
+            return {"energy_method": "none"}
+        path = write_slice(self.samples, t0, t1,
+                           self.runs_dir / "samples" / self.group_id / f"{_safe(job_id)}.csv")
+        cols: dict[str, Any] = {"samples_file": os.path.relpath(path, self.runs_dir)}
+        if shared:
+            cols.update(energy_method="none",
+                        gpu_metrics_method="shared device: group columns only")
+            return cols
+        s = summarise(self.samples, t0, t1)
+        cols.update(gpu_util_mean=s["gpu_util_mean"], gpu_util_max=s["gpu_util_max"],
+                    vram_peak_mb=s["vram_peak_mb"], energy_j=s["energy"],
+                    energy_method=s["energy_method"])
+        if self.meta.get("gpu"):
+            cols["gpu_metrics_method"] = "nvml (job window)"
+        return cols
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def mps_daemon_present() -> bool | None:
+    """Whether an MPS control daemon runs on this host (any user's); None if unknown."""
+    try:
+        import psutil
+
+        return any((p.info.get("name") or "").startswith("nvidia-cuda-mps")
+                   for p in psutil.process_iter(["name"]))
+    except Exception:
+        return None

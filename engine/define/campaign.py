@@ -1,0 +1,290 @@
+"""Campaign files: what to run, how often and where (a TOML file, ``campaigns/*.toml``).
+
+::
+
+    name = "quick"                      # run folder runs/<name>/
+    experiments = "D_ens,D_cv"          # the harness's selection syntax, or a list
+    executors = ["seq"]
+    passes = 1                          # repeats of the whole matrix
+    seed = 42                           # job i gets seed + i
+    runs_dir = "runs"                   # relative to the working directory
+    device = "auto"                     # auto | cpu | cuda | cuda:N
+    compile = "off"                     # off | on | both
+    compile_mode = "default"            # torch.compile mode when compile is on
+    threads = 0                         # torch threads per cell process; 0 = all cores
+    retries = 0                         # automatic retries of a failed or hung cell
+    monitor = true                      # the per-cell sampler (engine/monitor.py)
+    monitor_interval_s = 0.5            # seconds between monitor samples
+    [watchdog]                          # hung-cell detection (engine/watchdog.py)
+    interval_s = 10.0                   # seconds between checks
+    suspect_after = 3                   # checks without progress before "suspect"
+    hung_after = 6                      # ... before "hung"
+    cpu_fraction = 0.05                 # below this share of one core the tree counts as idle
+    action = "kill"                     # kill (then retry) | flag (wait for a command)
+    experiments_file = "my.toml"        # optional user catalogue, merged over the built-in one
+    [options.seq]                       # per-executor options (declared by the executor)
+    [options.ray]
+    scheduler = ["fifo", "asha"]        # hpo experiments: one cell per scheduler
+    [options.unified_model]
+    sweep = "ablation"                  # the six rungs of the ablation ladder
+    max_parallel = 8                    # mp, ray, unified_model: most jobs at once
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.define import tomlfile
+from engine.define.catalogue import Catalogue, load_catalogue
+from engine.errors import ConfigError, known, nearest
+from engine.plugins import load_plugins
+from engine.registry import EXECUTORS
+from engine.define.validate import check_experiment
+from engine.runner.watchdog import ACTIONS, WatchdogSettings
+
+COMPILE_CHOICES = ("off", "on", "both")
+#: The strategies of the design (named so that a build lacking one says "not built yet"
+#: rather than "unknown").
+PLANNED_EXECUTORS = ("mp", "ray", "unified_model")
+#: Passes repeat the whole matrix; more than this is a typo, not a measurement plan.
+MAX_PASSES = 1000
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_KEYS: dict[str, tuple[type, ...]] = {
+    "name": (str,), "experiments": (str, list, int), "executors": (list, str),
+    "passes": (int,), "seed": (int,), "runs_dir": (str,), "device": (str,),
+    "compile": (str,), "compile_mode": (str,), "threads": (int,),
+    "experiments_file": (str,), "options": (dict,), "description": (str,),
+    "retries": (int,), "watchdog": (dict,), "monitor": (bool,), "monitor_interval_s": (float,),
+}
+_WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
+    "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
+    "cpu_fraction": (float,), "gpu_busy_pct": (float,), "action": (str,),
+}
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A validated campaign. ``experiments`` holds resolved ids in selection order."""
+
+    name: str
+    experiments: list[str]
+    executors: list[str]
+    passes: int = 1
+    seed: int = 42
+    runs_dir: Path = Path("runs")
+    device: str = "auto"
+    compile: str = "off"
+    compile_mode: str = "default"
+    threads: int = 0
+    retries: int = 0
+    watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
+    monitor: bool = True
+    monitor_interval_s: float = 0.5
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: Path | None = None
+    file_hash: str = ""
+    catalogue: Catalogue | None = field(default=None, compare=False, repr=False)
+    #: Settings that run but do not do what they seem to (printed by the front ends).
+    warnings: list[str] = field(default_factory=list, compare=False)
+
+    def resolved(self) -> dict[str, Any]:
+        """The campaign as it runs (after overrides), JSON-able."""
+        return {"name": self.name, "experiments": self.experiments, "executors": self.executors,
+                "passes": self.passes, "seed": self.seed, "runs_dir": str(self.runs_dir),
+                "device": self.device, "compile": self.compile, "compile_mode": self.compile_mode,
+                "threads": self.threads, "retries": self.retries,
+                "watchdog": self.watchdog.__dict__, "options": self.options,
+                "monitor": self.monitor, "monitor_interval_s": self.monitor_interval_s,
+                "source": str(self.source) if self.source else None, "file_hash": self.file_hash,
+                "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else []}
+
+    def compile_modes(self) -> list[str]:
+        """The compile axis of the matrix: ``"off"`` and/or the compile mode."""
+        return {"off": ["off"], "on": [self.compile_mode],
+                "both": ["off", self.compile_mode]}[self.compile]
+
+
+def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
+                   source: Path | None = None, overrides: dict[str, Any] | None = None,
+                   base_dir: Path | None = None) -> Campaign:
+    """Validate a campaign table (from a file, or built by the dashboard).
+
+    ``overrides`` (command-line values) replace file values before validation.
+
+    Raises:
+        ConfigError: unknown key (nearest name), wrong type, unknown experiment or
+            executor (with the known ones), a count below 1, an impossible choice.
+    """
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    doc = {**doc, **given}
+
+    def at(key: str) -> str:
+        """Where ``key``'s value came from: its command-line flag, else the file."""
+        return f"argument --{key.replace('_', '-')}" if key in given else where
+
+    tomlfile.check_keys(doc, _KEYS, where)
+    load_plugins()  # built-ins and plugins: every name a campaign may use
+    user_file = doc.get("experiments_file")
+    # The file's value is relative to the campaign file; a command-line value to the
+    # working directory (where the shell, and the argument check, resolved it).
+    if (user_file and base_dir is not None and "experiments_file" not in given
+            and not Path(user_file).is_absolute()):
+        user_file = str(base_dir / user_file)
+    if user_file and not Path(user_file).is_file():
+        raise ConfigError(f"{at('experiments_file')}: key 'experiments_file': no such file "
+                          f"{user_file}")
+    catalogue = load_catalogue(user_file)
+    if "experiments" not in doc:
+        raise ConfigError(f"{where}: missing key 'experiments' (e.g. experiments = \"D_ens\")")
+    experiments = catalogue.select(doc["experiments"], where=f"{where}: experiments")
+    seed = doc.get("seed", 42)
+    for exp_id in experiments:
+        check_experiment(catalogue.get(exp_id), seed, at("seed"))
+    executors = doc.get("executors", ["seq"])
+    executors = [executors] if isinstance(executors, str) else executors
+    if not executors:
+        raise ConfigError(f"{where}: key 'executors' must name at least one executor; "
+                          f"{known(EXECUTORS.names())}")
+    for name in executors:
+        if name in PLANNED_EXECUTORS and name not in EXECUTORS:
+            raise ConfigError(f"{where}: executor '{name}' is not built yet in this version; "
+                              f"{known(EXECUTORS.names())}")
+        if not isinstance(name, str) or name not in EXECUTORS:
+            raise ConfigError(f"{where}: unknown executor {name!r}"
+                              f"{nearest(str(name), EXECUTORS.names())}; {known(EXECUTORS.names())}")
+    passes = doc.get("passes", 1)
+    if not 1 <= passes <= MAX_PASSES:
+        raise ConfigError(f"{at('passes')}: key 'passes' must be between 1 and {MAX_PASSES}, "
+                          f"got {passes}")
+    retries = doc.get("retries", 0)
+    if retries < 0:
+        raise ConfigError(f"{at('retries')}: key 'retries' must be >= 0, got {retries}")
+    watchdog = _watchdog(doc.get("watchdog", {}), f"{where}: watchdog")
+    threads = doc.get("threads", 0)
+    if threads < 0:
+        raise ConfigError(f"{where}: key 'threads' must be >= 0 (0 = all cores), got {threads}")
+    compile_choice = doc.get("compile", "off")
+    if compile_choice not in COMPILE_CHOICES:
+        raise ConfigError(f"{where}: key 'compile' must be one of {', '.join(COMPILE_CHOICES)}, "
+                          f"got {compile_choice!r}{nearest(compile_choice, COMPILE_CHOICES)}")
+    compile_mode = doc.get("compile_mode", "default")
+    if compile_mode not in COMPILE_MODES:
+        raise ConfigError(f"{where}: key 'compile_mode' must be one of {', '.join(COMPILE_MODES)}, "
+                          f"got {compile_mode!r}{nearest(compile_mode, COMPILE_MODES)}")
+    device = doc.get("device", "auto")
+    if not _DEVICE.match(device):
+        raise ConfigError(f"{at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
+                          f"got {device!r}")
+    options = doc.get("options", {})
+    for executor, table in options.items():
+        if executor not in EXECUTORS:
+            raise ConfigError(f"{where}: options.{executor}: unknown executor"
+                              f"{nearest(executor, EXECUTORS.names())}; {known(EXECUTORS.names())}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: options.{executor} must be a table")
+        tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
+        _check_option_values(EXECUTORS.get(executor), table, f"{where}: options.{executor}")
+    if "ray" in executors and options.get("ray", {}).get("address"):
+        from engine.executors.ray.runtime import validate_options  # torch- and ray-free
+
+        reason = validate_options(options["ray"])
+        if reason:
+            raise ConfigError(f"{where}: options.ray: key 'address': {reason}")
+    warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
+    interval = float(doc.get("monitor_interval_s", 0.5))
+    if not (math.isfinite(interval) and 0.05 <= interval <= 60):
+        raise ConfigError(f"{where}: key 'monitor_interval_s' must be between 0.05 and 60 "
+                          f"seconds, got {doc.get('monitor_interval_s')!r}")
+    name = doc.get("name") or (source.stem if source else "campaign")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise ConfigError(f"{where}: key 'name' may hold letters, digits, '.', '_' and '-' only, "
+                          f"got {name!r}")
+    return Campaign(
+        name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
+        passes=doc.get("passes", 1), seed=doc.get("seed", 42),
+        runs_dir=Path(doc.get("runs_dir", "runs")), device=device, compile=compile_choice,
+        compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
+        monitor=doc.get("monitor", True), monitor_interval_s=interval,
+        options=options, source=source,
+        file_hash=file_hash, catalogue=catalogue, warnings=warnings)
+
+
+def _check_option_values(spec: Any, table: dict[str, Any], where: str) -> None:
+    """Values of executor options: declared choices, minimums, parsable features."""
+    from engine.define.axes import parse_features
+
+    for key, value in table.items():
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and key not in spec.axes:
+            raise ConfigError(f"{where}: key '{key}' takes one value, got a list")
+        if isinstance(value, list) and not value:
+            raise ConfigError(f"{where}: key '{key}' is an empty list")
+        for v in values:
+            allowed = spec.choices.get(key)
+            if allowed is not None and v not in allowed:
+                raise ConfigError(f"{where}: key '{key}' must be one of {', '.join(allowed)}, "
+                                  f"got {v!r}{nearest(str(v), allowed)}")
+            low = spec.minimum.get(key)
+            if low is not None and not (isinstance(v, (int, float)) and v >= low):
+                raise ConfigError(f"{where}: key '{key}' must be a number >= {low:g}, got {v!r}")
+        if key == "features":
+            try:
+                parse_features(value)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: key 'features': {exc}") from None
+
+
+def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],
+                   experiments: list[Any]) -> list[str]:
+    """Settings that will not do what they seem to (run anyway, once, and say so)."""
+    out = []
+    ray_opts = options.get("ray", {})
+    if "scheduler" in ray_opts:
+        if "ray" not in executors:
+            out.append("options.ray.scheduler is set but executor 'ray' is not in this "
+                       "campaign: no scheduler runs")
+        elif not any(e.type == "hpo" for e in experiments):
+            out.append("options.ray.scheduler applies to hpo experiments only; none is "
+                       "selected, so ray runs each experiment once without a scheduler")
+    if "sweep" in options.get("unified_model", {}) and "unified_model" not in executors:
+        out.append("options.unified_model.sweep is set but executor 'unified_model' is not in "
+                   "this campaign")
+    return out
+
+
+def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:
+    tomlfile.check_keys(table, _WATCHDOG_KEYS, where)
+    settings = WatchdogSettings(**{k: (float(v) if isinstance(v, int) and _WATCHDOG_KEYS[k] == (float,)
+                                       else v) for k, v in table.items()})
+    if not (math.isfinite(settings.interval_s) and settings.interval_s > 0):
+        raise ConfigError(f"{where}: key 'interval_s' must be a finite number > 0, "
+                          f"got {settings.interval_s}")
+    if not 1 <= settings.suspect_after <= settings.hung_after:
+        raise ConfigError(f"{where}: need 1 <= suspect_after <= hung_after, got "
+                          f"{settings.suspect_after} and {settings.hung_after}")
+    if not 0 <= settings.cpu_fraction < 1:
+        raise ConfigError(f"{where}: key 'cpu_fraction' must be in [0, 1), got {settings.cpu_fraction}")
+    if not 0 <= settings.gpu_busy_pct <= 100:
+        raise ConfigError(f"{where}: key 'gpu_busy_pct' must be in [0, 100], got "
+                          f"{settings.gpu_busy_pct}")
+    if settings.action not in ACTIONS:
+        raise ConfigError(f"{where}: key 'action' must be one of {', '.join(ACTIONS)}, got "
+                          f"{settings.action!r}{nearest(settings.action, ACTIONS)}")
+    return settings
+
+
+def load_campaign(path: str | Path, overrides: dict[str, Any] | None = None) -> Campaign:
+    """Read and validate a campaign file (see :func:`parse_campaign` for errors)."""
+    path = Path(path)
+    doc = tomlfile.load(path)
+    file_hash = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return parse_campaign(doc, str(path), file_hash=file_hash, source=path,
+                          overrides=overrides, base_dir=path.parent)

@@ -1,0 +1,132 @@
+"""Campaign → ordered cells. Torch-free.
+
+Order: passes outermost, then experiments (selection order), executors (campaign order),
+compile modes. Passes outermost interleaves strategies in time, so slow drift of the
+machine (thermals, background load) spreads over all of them instead of biasing one.
+Executor axes (``engine.define.axes``): ray's ``scheduler`` option expands hpo experiments into one
+cell per scheduler (other workloads run once, without one); unified_model's ``sweep =
+"ablation"`` replaces the compile axis by the six rungs of the ablation ladder, each with its
+own compile setting and requested features.
+
+A cell's key is a hash of its resolved configuration (experiment definition, jobs,
+executor and options, compile mode, seed, pass) plus the machine identity, so resume
+matches exactly what was asked on this machine, never a look-alike string.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.define.campaign import Campaign
+from engine.define.workloads import expand
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One point of the matrix: one subprocess, one group row."""
+
+    index: int
+    exp_id: str
+    executor: str
+    compile_mode: str
+    pass_index: int
+    key: str
+    experiment: dict[str, Any]
+    jobs: list[dict[str, Any]]
+    options: dict[str, Any] = field(default_factory=dict)
+    scheduler: str | None = None
+    rung: str | None = None
+    #: Requested unified-model features (``vf:1,s:0,fl:0``), None for other executors.
+    features: str | None = None
+    #: Most jobs at once (the executor's ``max_parallel`` option); None = all jobs.
+    max_parallel: int | None = None
+    #: Hash of the configuration without the pass: rows of the same configuration pool
+    #: across passes and campaigns, and only those (engine.results.analysis).
+    config_key: str = ""
+    #: Hash of what every executor of the cell's experiment shares (experiment definition,
+    #: jobs, seed, threads): a strategy's seq baseline must have the same one.
+    workload_key: str = ""
+
+    @property
+    def label(self) -> str:
+        parts = [self.exp_id, self.executor]
+        if self.rung:
+            parts.append(f"rung {self.rung}")
+        if self.scheduler:
+            parts.append(self.scheduler)
+        if self.compile_mode != "off":
+            parts.append(f"compile={self.compile_mode}")
+        return " ".join(parts) + f" pass {self.pass_index}"
+
+    @property
+    def slug(self) -> str:
+        """A folder name: ``003-D_ens-seq-p1``."""
+        comp = "" if self.compile_mode == "off" else f"-c{self.compile_mode}"
+        extra = "".join(f"-{v}" for v in (self.scheduler, self.rung) if v)
+        extra = extra.replace("+", "")
+        return f"{self.index:03d}-{self.exp_id}-{self.executor}{extra}{comp}-p{self.pass_index}"
+
+
+def cell_key(config: dict[str, Any], machine: dict[str, Any]) -> str:
+    """16 hex digits of sha256 over canonical JSON of the configuration and machine."""
+    return _digest({"config": config, "machine": machine})
+
+
+def _digest(doc: dict[str, Any]) -> str:
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
+    """Expand ``campaign`` into its cells (see the module docstring for order and keys)."""
+    assert campaign.catalogue is not None
+    cells: list[CellSpec] = []
+    for pass_index in range(1, campaign.passes + 1):
+        for exp_id in campaign.experiments:
+            exp = campaign.catalogue.get(exp_id)
+            jobs = [job.to_dict() for job in expand(exp, campaign.seed)]
+            for executor in campaign.executors:
+                options = dict(campaign.options.get(executor, {}))
+                for point in _variants(campaign, exp.type, executor, options):
+                    config = {"experiment": exp.to_dict(), "jobs": jobs, "executor": executor,
+                              "options": options, "seed": campaign.seed, "pass": pass_index,
+                              "threads": campaign.threads, **point}
+                    workload = {"experiment": exp.to_dict(), "jobs": jobs,
+                                "seed": campaign.seed, "threads": campaign.threads}
+                    cells.append(CellSpec(
+                        index=len(cells) + 1, exp_id=exp_id, executor=executor,
+                        pass_index=pass_index, key=cell_key(config, machine),
+                        experiment=exp.to_dict(), jobs=jobs, options=options,
+                        max_parallel=options.get("max_parallel"),
+                        config_key=_digest({k: v for k, v in config.items() if k != "pass"}),
+                        workload_key=_digest(workload), **point))
+    return cells
+
+
+def _variants(campaign: Campaign, exp_type: str, executor: str,
+              options: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cells of one experiment × executor: compile modes × its own axes.
+
+    Keys of each point: ``compile_mode``, and where they apply ``scheduler``, ``rung`` and
+    ``features`` (None values are left out, so cell keys of executors without axes do not
+    change when axes are added).
+    """
+    from engine.define.axes import ABLATION_LADDER
+    from engine.registry import EXECUTORS
+
+    spec = EXECUTORS.get(executor)
+    if "sweep" in spec.axes and options.get("sweep") == "ablation":
+        return [{"compile_mode": campaign.compile_mode if r.compile else "off", "rung": r.name,
+                 "features": r.features} for r in ABLATION_LADDER]
+    points: list[dict[str, Any]] = [{"compile_mode": m} for m in campaign.compile_modes()]
+    if "sweep" in spec.axes:
+        features = options.get("features") or "vf:1,s:1,fl:0"
+        points = [{**p, "features": features} for p in points]
+    if "scheduler" in spec.axes and exp_type == "hpo":
+        chosen = options.get("scheduler") or ["fifo"]
+        chosen = chosen if isinstance(chosen, list) else [chosen]
+        points = [{**p, "scheduler": name} for p in points for name in dict.fromkeys(chosen)]
+    return points

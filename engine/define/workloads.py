@@ -1,0 +1,223 @@
+"""Experiment → jobs, with the harness's job ids and seeds.
+
+* ensemble: K jobs ``{exp}_ens_s{i}``, identical but for the seed; validated on the
+  dataset's test split when it has one, else on a held-out ``val_fraction`` of the data.
+* cv: K jobs ``{exp}_fold{i}``: fold i is the i-th contiguous block of a permutation drawn
+  with ``split_seed``; the first ``n mod K`` folds get one extra sample. Job i validates on
+  fold i and trains on the rest.
+* hpo: one job ``{exp}_t{i}`` per point of the Cartesian product of ``search_space`` in the
+  order written; every trial trains on the same holdout split and validates every epoch.
+* multi_model: one job ``{exp}_m{i}_{model}`` per member, each with its own hyperparameters.
+
+Job i's seed is ``seed + i`` under every executor, whatever order it runs jobs in (fugue
+compatibility, ``../shared/reference/fugue-compat.md``). Torch-free.
+
+Workload types live in a registry, declared with a decorator under the value an
+experiment's ``type`` carries; the four above register themselves exactly as a plugin does::
+
+    from engine.define.workloads import SplitSpec, make_job, register_workload
+
+    @register_workload("my_sweep", description="K copies at growing batch sizes")
+    def my_sweep(exp, seed):
+        split = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
+        return [make_job(exp, f"{exp.id}_b{i}", i, seed,
+                         {**base_fields(exp), "batch_size": exp.batch_size * 2 ** i}, split)
+                for i in range(exp.k)]
+
+A plugin type's experiment is declared like an ensemble (``model``, ``dataset``, ``k``,
+``batch_size``, ``epochs``, ``lr``). :func:`expand` checks what every type must keep:
+``exp.k`` jobs, indices ``0..k-1`` in order, seeds ``seed + i``, the experiment's id, and
+distinct job ids.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engine.define.catalogue import JOB_FIELDS, OPTIMIZER_KWARGS, Experiment
+from engine.errors import ConfigError
+from engine.registry import Registry
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """Which samples a job trains and validates on.
+
+    kind ``"test"``: train on the whole train pool, validate on the dataset's test split
+    (falls back to ``"holdout"`` for datasets without one); ``"holdout"``: validate on a
+    ``val_fraction`` of the train pool drawn with ``split_seed``; ``"fold"``: cv fold
+    ``fold`` of ``folds``, drawn with ``split_seed``.
+    """
+
+    kind: str
+    split_seed: int
+    val_fraction: float = 0.2
+    fold: int | None = None
+    folds: int | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training: everything needed to reproduce it, JSON-able via ``asdict``."""
+
+    job_id: str
+    exp_id: str
+    index: int
+    seed: int
+    model: str
+    dataset: str
+    task: str | None
+    batch_size: int
+    epochs: int
+    lr: float
+    optimizer: str
+    optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    amp: bool = False
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    split: SplitSpec = field(default_factory=lambda: SplitSpec("test", 0))
+    validate_every_epoch: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JobSpec":
+        data = dict(data)
+        data["split"] = SplitSpec(**data["split"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A workload type: ``expand(exp, seed) -> list[JobSpec]`` for experiments whose
+    ``type`` is ``name``."""
+
+    name: str
+    expand: Callable[[Experiment, int], list[JobSpec]]
+    description: str = ""
+
+
+#: Workload types by the value of an experiment's ``type`` (built-ins first, then plugins).
+WORKLOADS = Registry("workload type")
+
+
+def register_workload(name: str, *, description: str = "", replace: bool = False):
+    """Decorator: ``@register_workload("my_sweep")`` over ``expand(exp, seed) -> [JobSpec]``.
+
+    Raises:
+        ConfigError: ``name`` is already registered and ``replace`` is not set.
+    """
+
+    def wrap(func: Callable[[Experiment, int], list[JobSpec]]):
+        WORKLOADS.add(WorkloadSpec(name, func, description or (func.__doc__ or "").strip()
+                                   .split("\n")[0]), replace=replace)
+        return func
+
+    return wrap
+
+
+def base_fields(exp: Experiment) -> dict[str, Any]:
+    """The experiment's job fields (model, dataset, task, batch_size, ...), a fresh dict."""
+    return {key: getattr(exp, key) for key in JOB_FIELDS}
+
+
+_base = base_fields
+
+
+def expand(exp: Experiment, seed: int = 42) -> list[JobSpec]:
+    """Expand ``exp`` into its jobs through the workload registry (see the module docstring
+    for ids, seeds and splits).
+
+    Raises:
+        ConfigError: unknown type (with the nearest registered one), or a registered
+            expansion that broke the job contract (count, order, seeds, ids).
+    """
+    spec = WORKLOADS.get(exp.type, f"experiment {exp.id}")
+    jobs = list(spec.expand(exp, seed))
+    _check_jobs(exp, seed, jobs, spec)
+    return jobs
+
+
+def _check_jobs(exp: Experiment, seed: int, jobs: list[JobSpec], spec: WorkloadSpec) -> None:
+    origin = getattr(spec.expand, "__module__", "?")
+    where = f"workload type '{exp.type}' ({origin}), experiment {exp.id}"
+    if len(jobs) != exp.k:
+        raise ConfigError(f"{where}: expanded into {len(jobs)} jobs, but K is {exp.k}")
+    for i, job in enumerate(jobs):
+        if not isinstance(job, JobSpec):
+            raise ConfigError(f"{where}: job {i} is a {type(job).__name__}, not a JobSpec")
+        if (job.index, job.seed, job.exp_id) != (i, seed + i, exp.id):
+            raise ConfigError(f"{where}: job {i} ({job.job_id}) has index {job.index}, seed "
+                              f"{job.seed}, exp_id {job.exp_id!r}; expected index {i}, seed "
+                              f"{seed + i} (seed + index), exp_id {exp.id!r}")
+    if len({job.job_id for job in jobs}) != len(jobs):
+        raise ConfigError(f"{where}: job ids are not distinct")
+
+
+@register_workload("ensemble", description="K identical jobs but for the seed")
+def _ensemble(exp: Experiment, seed: int) -> list[JobSpec]:
+    return [make_job(exp, f"{exp.id}_ens_s{i}", i, seed, base_fields(exp),
+                     SplitSpec("test", exp.split_seed, exp.val_fraction))
+            for i in range(exp.k)]
+
+
+@register_workload("cv", description="K folds: job i validates on fold i, trains on the rest")
+def _cv(exp: Experiment, seed: int) -> list[JobSpec]:
+    return [make_job(exp, f"{exp.id}_fold{i}", i, seed, base_fields(exp),
+                     SplitSpec("fold", exp.split_seed, exp.val_fraction, i, exp.k))
+            for i in range(exp.k)]
+
+
+@register_workload("hpo", description="one trial per point of the search_space grid")
+def _hpo(exp: Experiment, seed: int) -> list[JobSpec]:
+    holdout = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
+    keys = list(exp.search_space)
+    jobs: list[JobSpec] = []
+    for i, point in enumerate(itertools.product(*(exp.search_space[k] for k in keys))):
+        fields = base_fields(exp)
+        fields["optimizer_kwargs"] = dict(fields["optimizer_kwargs"])
+        for key, value in zip(keys, point):  # applied in the order written
+            if key in OPTIMIZER_KWARGS:
+                fields["optimizer_kwargs"][key] = value
+            else:
+                # copy tables: the experiment (and so the cell key) must not change
+                fields[key] = dict(value) if isinstance(value, dict) else value
+        jobs.append(make_job(exp, f"{exp.id}_t{i}", i, seed, fields, holdout, True))
+    return jobs
+
+
+@register_workload("multi_model", description="one job per member, each its own hyperparameters")
+def _multi_model(exp: Experiment, seed: int) -> list[JobSpec]:
+    return [make_job(exp, f"{exp.id}_m{i}_{member['model']}", i, seed, dict(member),
+                     SplitSpec("test", exp.split_seed, exp.val_fraction))
+            for i, member in enumerate(exp.members)]
+
+
+def make_job(exp: Experiment, job_id: str, i: int, seed: int, fields: dict[str, Any],
+             split: SplitSpec, every_epoch: bool = False) -> JobSpec:
+    """Job ``i`` of ``exp`` with the job fields ``fields`` (as :func:`base_fields` returns);
+    its seed is ``seed + i``."""
+    return JobSpec(
+        job_id=job_id, exp_id=exp.id, index=i, seed=seed + i, model=fields["model"],
+        dataset=fields["dataset"], task=fields.get("task"), batch_size=int(fields["batch_size"]),
+        epochs=int(fields["epochs"]), lr=float(fields["lr"]), optimizer=fields["optimizer"],
+        optimizer_kwargs=dict(fields.get("optimizer_kwargs") or {}), amp=bool(fields.get("amp")),
+        model_kwargs=dict(fields.get("model_kwargs") or {}), split=split,
+        validate_every_epoch=every_epoch)
+
+
+_job = make_job
+
+
+def train_size(split: SplitSpec, n_pool: int, n_test: int | None) -> int:
+    """How many samples a job trains on (the arithmetic of ``engine.train.data.split_for``)."""
+    if split.kind == "test" and n_test:
+        return n_pool
+    if split.kind in ("test", "holdout"):
+        return n_pool - max(1, round(n_pool * split.val_fraction))
+    assert split.fold is not None and split.folds is not None
+    base, extra = divmod(n_pool, split.folds)
+    return n_pool - (base + (1 if split.fold < extra else 0))

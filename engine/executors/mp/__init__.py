@@ -1,0 +1,3 @@
+"""The ``mp`` strategy: one process per job sharing the GPU through a private CUDA MPS
+daemon (``mps``) that the executor owns.
+"""

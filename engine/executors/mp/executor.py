@@ -1,0 +1,300 @@
+"""``mp``: one fresh spawned process per job, at most ``max_parallel`` at once, sharing the
+GPU through a private CUDA MPS daemon when the machine allows it.
+
+Each job pays its own process start, imports, torch set-up and dataset copy inside
+``T_group`` — that cost is what this strategy is measured for (``docs/measurement.md``,
+mp column); a pool that reuses processes would hide it. The MPS daemon is started in
+``setup`` (``setup_s``) and quit in ``teardown``; the cleanup record lets the runner quit it
+after any abnormal end of the cell (``engine.runner.cleanup``).
+
+Options (``[options.mp]``): ``max_parallel`` (default: all jobs of the cell) and ``mps``:
+
+- ``auto``: on a CUDA device, use a private MPS daemon when ``nvidia-cuda-mps-control`` is
+  found; otherwise (a CPU device, no binary, a daemon that fails to start in DEFAULT
+  compute mode) plain concurrent processes, recorded as such;
+- ``on``: a private MPS daemon is required: refuse with one line when it cannot run (no
+  GPU visible through NVML, no binary, a daemon that fails). On a CPU device the workers
+  are clients that never create a CUDA context (the daemon's cost is still measured);
+- ``off``: plain concurrent processes.
+
+Group columns set here: ``max_parallel`` (the most worker processes alive at once),
+``mps_used``, ``mps_thread_pct``, ``mps_present``, ``gpu_compute_mode`` and
+``executor_info`` (spawn method, worker pids, per-job worker set-up seconds and exit codes,
+the daemon's folders, foreign daemons).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.runner import cleanup
+from engine.executors.mp import mps
+from engine.errors import FugueError
+from engine.executors.base import CellContext, Executor
+from engine.executors.mp.worker import worker_main
+from engine.measure.spans import union_seconds
+from engine.train.loop import JobResult
+from engine.define.workloads import JobSpec
+
+#: Seconds between SIGTERM and SIGKILL when a worker must be stopped.
+TERM_GRACE_S = 5.0
+#: Name of the cleanup record of the MPS daemon in the attempt folder.
+MPS_RECORD = "mps-daemon"
+
+
+@dataclass
+class _Worker:
+    """A running job: its process, the read end of its pipe, and what it reported."""
+
+    index: int
+    job: JobSpec
+    process: Any
+    conn: Any
+    started: float
+    pid: int | None = None
+    setup_s: float | None = None
+    result: JobResult | None = None
+    spans: list = field(default_factory=list)
+    error: str = ""
+    eof: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _exit_reason(pid: int | None, code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"worker process {pid} was killed by {name} before reporting a result"
+    return f"worker process {pid} exited with status {code} before reporting a result"
+
+
+class MPExecutor(Executor):
+    """One spawned process per job (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.daemon: mps.MPSDaemon | None = None
+        self.workers: dict[int, _Worker] = {}
+        self.parallel = 1
+        self.client_env: dict[str, str] = {}
+        self.info: dict[str, Any] = {}
+        self._record_dir = None
+
+    # ------------------------------------------------------------------ setup (setup_s)
+    def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Decide the process count and MPS use; start our MPS daemon when used.
+
+        Raises:
+            FugueError: the GPU's compute mode forbids concurrent workers (PROHIBITED, or
+                EXCLUSIVE_PROCESS without a working MPS daemon of ours), or ``mps = "on"``
+                and MPS cannot run here.
+        """
+        requested = ctx.max_parallel or ctx.options.get("max_parallel")
+        self.parallel = max(1, min(int(requested or len(jobs)), len(jobs)))
+        mode = str(ctx.options.get("mps", "auto"))
+        device = ctx.settings.device
+        index = device.index or 0
+        on_gpu = device.type == "cuda"
+        self.info = {"spawn": "spawn", "mps": mode, "planned_parallel": self.parallel,
+                     "threads_per_worker": ctx.threads}
+        group = ctx.group
+        group.update(mps_used=False, mps_thread_pct=None)
+        if not on_gpu and mode != "on":  # mps_present: the cell's host-wide check applies
+            self.info["mps_reason"] = f"device {device}: no GPU to share"
+            return
+        # NVML by the device's UUID when the runner resolved one (cuda:0 here is not NVML
+        # index 0 on a multi-GPU host); the index only for a hand-made spec.
+        index = ctx.gpu_uuid or index
+        compute = mps.compute_mode(index)
+        group["gpu_compute_mode"] = compute
+        foreign = mps.foreign_daemons()
+        group["mps_present"] = bool(foreign)
+        if foreign:
+            self.info["foreign_mps"] = foreign
+        if compute == "PROHIBITED" or mode == "off":
+            mps.check_compute_mode(compute, index, mps_running=False)
+            self.info["mps_reason"] = "mps = off"
+            return
+        if mode == "on" and not mps.gpu_visible(index):
+            raise FugueError(f"[options.mp] mps = \"on\": NVML sees no GPU {index} to share")
+        control = mps.find_control()
+        if control is None:
+            reason = f"{mps.CONTROL} not found on PATH or in {', '.join(mps.FALLBACK_DIRS)}"
+            self._no_mps(mode, compute, index, reason)
+            return
+        try:
+            self._start_daemon(control, ctx)
+        except mps.MPSError as exc:
+            self._no_mps(mode, compute, index, str(exc))
+            return
+        pct = mps.thread_percentage(self.parallel)
+        self.client_env = self.daemon.client_env(pct)
+        group.update(mps_used=True, mps_thread_pct=pct, mps_present=True)
+        self.info.update(mps_pipe_dir=str(self.daemon.pipe_dir),
+                         mps_log_dir=str(self.daemon.log_dir), mps_daemon_pid=self.daemon.pid,
+                         mps_start_s=self.daemon.start_s)
+
+    def _no_mps(self, mode: str, compute: str | None, index: int, reason: str) -> None:
+        """MPS cannot run: refuse where that is required, else record plain processes."""
+        if mode == "on":
+            raise FugueError(f"[options.mp] mps = \"on\" but MPS cannot run: {reason}")
+        try:
+            mps.check_compute_mode(compute, index, mps_running=False)
+        except FugueError as exc:  # say why our daemon is not there
+            raise FugueError(f"{exc}; MPS: {reason}") from None
+        self.info["mps_reason"] = reason
+
+    def _start_daemon(self, control: str, ctx: CellContext) -> None:
+        log_dir = ctx.attempt_dir / "mps" if ctx.attempt_dir is not None else None
+        daemon = mps.MPSDaemon.create(control, log_dir=log_dir)
+        self._record_dir = ctx.attempt_dir
+        # Recorded before it exists: a cell killed while the daemon starts still leaves the
+        # runner enough to find it (its private pipe directory).
+        self._record(daemon)
+        try:
+            daemon.launch()
+            self._record(daemon)  # now with its pid
+        except BaseException:
+            daemon.quit()  # never leave a daemon behind a failed set-up (teardown won't run)
+            if self._record_dir is not None:
+                cleanup.release(self._record_dir, MPS_RECORD)
+            raise
+        self.daemon = daemon
+
+    def _record(self, daemon: mps.MPSDaemon) -> None:
+        if self._record_dir is not None:
+            cleanup.record(self._record_dir, MPS_RECORD, "engine.executors.mp.mps:quit_recorded_daemon",
+                           **daemon.record_info())
+
+    # ------------------------------------------------------------------ run (T_group)
+    def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        """Start one process per job, at most ``max_parallel`` alive; a slot is refilled as
+        soon as its process ends. A process that dies without a result fails its job with
+        the exit status or signal; the others go on. Results in job order."""
+        spawn = multiprocessing.get_context("spawn")
+        pending = deque(enumerate(jobs))
+        results: dict[int, JobResult] = {}
+        peak = 0
+        settings = {"device": str(ctx.settings.device), "compile_mode": ctx.settings.compile_mode,
+                    "amp_allowed": ctx.settings.amp_allowed}
+        env = {**ctx.job_env, **self.client_env}
+        per_job: dict[str, dict[str, Any]] = {}
+        spans: list[tuple[float, float]] = []
+        try:
+            while pending or self.workers:
+                while pending and len(self.workers) < self.parallel:
+                    index, job = pending.popleft()
+                    self._spawn(spawn, index, job, settings, env, ctx)
+                peak = max(peak, len(self.workers))
+                ready = multiprocessing.connection.wait(
+                    [w.conn for w in self.workers.values() if not w.eof]
+                    + [w.process.sentinel for w in self.workers.values()])
+                for worker in list(self.workers.values()):
+                    if worker.conn in ready:
+                        self._drain(worker, ctx)
+                    if worker.process.sentinel in ready:
+                        results[worker.index] = self._finish(worker, ctx)
+                        per_job[worker.job.job_id] = worker.info
+                        spans.extend(worker.spans)
+        finally:
+            self._stop_workers()
+        ordered = [results[i] for i in range(len(jobs))]
+        self.info.update(workers=per_job, max_parallel_seen=peak)
+        ctx.group.update(max_parallel=peak)
+        # Jobs overlap: the group's training wall time is the union of every job's epoch
+        # training spans (docs/measurement.md, mp); a failed group measured nothing.
+        wall = union_seconds(spans)
+        self.info["train_wall_s"] = wall
+        if wall > 0 and all(r.status == "ok" for r in ordered):
+            ctx.group["train_throughput_sps"] = sum(r.samples for r in ordered) / wall
+        return ordered
+
+    def _spawn(self, spawn, index: int, job: JobSpec, settings: dict[str, Any],
+               env: dict[str, str], ctx: CellContext) -> None:
+        receiver, sender = spawn.Pipe(duplex=False)
+        process = spawn.Process(target=worker_main, name=f"fugue-mp-{job.job_id}",
+                                args=(sender, job.to_dict(), settings, ctx.threads, env,
+                                      os.getpid()))
+        started = time.perf_counter()
+        process.start()
+        sender.close()  # only the worker writes: its exit then reads as EOF here
+        worker = _Worker(index, job, process, receiver, started, pid=process.pid)
+        self.workers[index] = worker
+        ctx.emit("job_started", job_id=job.job_id, pid=process.pid)
+
+    def _drain(self, worker: _Worker, ctx: CellContext) -> None:
+        """Read every message the worker has sent so far."""
+        try:
+            while not worker.eof and worker.conn.poll():
+                kind, payload = worker.conn.recv()
+                if kind == "progress":
+                    ctx.emit("job_progress", **payload)
+                elif kind == "ready":
+                    worker.setup_s = payload["setup_s"]
+                elif kind == "result":
+                    worker.result, worker.spans = payload
+                elif kind == "error":
+                    worker.error = payload
+        except (EOFError, OSError):
+            worker.eof = True
+
+    def _finish(self, worker: _Worker, ctx: CellContext) -> JobResult:
+        """The worker's process ended: its result, or a failed result saying how it died."""
+        self._drain(worker, ctx)
+        worker.process.join()
+        code = worker.process.exitcode
+        del self.workers[worker.index]
+        worker.conn.close()
+        result = worker.result
+        if result is None:
+            result = JobResult(worker.job, status="failed",
+                               error=worker.error or _exit_reason(worker.pid, code))
+        result.job = worker.job
+        if result.worker_pid is None:
+            result.worker_pid = worker.pid
+        worker.info = {"pid": worker.pid, "exit": code, "setup_s": worker.setup_s,
+                       "wall_s": time.perf_counter() - worker.started}
+        ctx.emit("job_done", job_id=worker.job.job_id, status=result.status, error=result.error,
+                 total_time_s=result.total_time_s, samples=result.samples,
+                 final_val_acc=result.final_val_acc, pid=worker.pid)
+        return result
+
+    def _stop_workers(self, grace: float = TERM_GRACE_S) -> None:
+        """SIGTERM every live worker, wait ``grace`` s, SIGKILL what is left: MPS clients
+        get the chance to leave the server cleanly before any SIGKILL."""
+        alive = [w for w in self.workers.values() if w.process.is_alive()]
+        for worker in alive:
+            with contextlib.suppress(OSError):
+                worker.process.terminate()
+        deadline = time.monotonic() + grace
+        for worker in alive:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker in alive:
+            if worker.process.is_alive():
+                with contextlib.suppress(OSError):
+                    worker.process.kill()
+                worker.process.join(grace)
+        for worker in self.workers.values():
+            with contextlib.suppress(OSError):
+                worker.conn.close()
+        self.workers.clear()
+
+    # ------------------------------------------------------------------ teardown
+    def teardown(self, ctx: CellContext) -> None:
+        """Stop leftover workers, then quit our MPS daemon and forget its record."""
+        self._stop_workers()
+        if self.daemon is not None:
+            self.info["mps_quit"] = self.daemon.quit()
+            if self._record_dir is not None:
+                cleanup.release(self._record_dir, MPS_RECORD)
+            self.daemon = None
+        ctx.group["executor_info"] = self.info

@@ -1,0 +1,93 @@
+"""The process body of one ``mp`` job: a fresh spawned interpreter that sets itself up like
+a cell, trains one job with :func:`engine.train.loop.train_job` and sends its result back.
+
+Kept small and importable without torch, so ``multiprocessing``'s spawn start method can
+import :func:`worker_main` in the child before anything else happens there. Everything this
+function does counts inside ``T_group`` (``docs/measurement.md``, mp column): the
+interpreter start, imports, torch set-up, plugins, the dataset load and its device copy.
+
+Messages on ``conn`` (a one-way ``multiprocessing`` pipe to the cell), each a tuple:
+``("ready", {"pid", "setup_s"})`` once set up, ``("progress", fields)`` from the training
+loop, then ``("result", (JobResult, spans))`` — ``spans`` the ``(start, end)``
+``perf_counter`` pairs of its epochs' training-step phases — or ``("error", one_line)``
+when set-up failed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+
+def _exit_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
+    # Unwind through Python (finally blocks, CUDA context teardown at exit) instead of the
+    # default immediate death: an MPS client that vanishes mid-kernel can leave the MPS
+    # server unusable for the other clients. SIGKILL follows after a grace period anyway.
+    raise SystemExit(128 + signum)
+
+
+def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], threads: int,
+                env: dict[str, str], parent_pid: int) -> None:
+    """Train one job (``JobSpec.to_dict()``) in this process.
+
+    ``settings``: ``device`` (a torch device string), ``compile_mode``, ``amp_allowed`` —
+    plain data, like the job, so that nothing imports torch before ``env`` is set: the MPS
+    client variables must be in the environment when the CUDA driver initialises.
+    ``threads`` is the torch intra-op thread count; ``parent_pid`` is the cell, whose death
+    kills this process (``prctl``).
+    """
+    t0 = time.perf_counter()
+    os.environ.update(env)
+    from engine.runner.cellproc import die_with_parent
+
+    die_with_parent(parent_pid)()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the cell decides when its workers stop
+    try:
+        import torch
+
+        from engine.train.data import to_device
+        from engine.parts.datasets import load_dataset
+        from engine.plugins import load_plugins
+        from engine.measure.provenance import apply_backend_flags
+        from engine.train.loop import TrainSettings, train_job
+        from engine.define.workloads import JobSpec
+
+        job = JobSpec.from_dict(job_dict)
+        train_settings = TrainSettings(device=torch.device(settings["device"]),
+                                       compile_mode=settings["compile_mode"],
+                                       amp_allowed=settings["amp_allowed"])
+        torch.set_num_threads(threads)
+        apply_backend_flags()
+        # The same warm-up as the cell (engine.cell.main): torch.optim imports torch._dynamo on
+        # first use; here it lands in the worker's set-up time, not in the job's
+        # total_time_s, so job times compare with seq's.
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+        load_plugins()
+        data = to_device(load_dataset(job.dataset, where=job.job_id), train_settings.device)
+    except Exception as exc:  # noqa: BLE001 - reported to the cell as the job's failure
+        conn.send(("error", f"{type(exc).__name__}: {exc}".splitlines()[0][:500]))
+        conn.close()
+        sys.exit(1)
+    conn.send(("ready", {"pid": os.getpid(), "setup_s": time.perf_counter() - t0}))
+    # The epochs' training-step spans, for the group's training wall time (the same
+    # definition as ray's: docs/measurement.md).
+    from engine.measure.spans import TrainSpans
+
+    spans = TrainSpans()
+    result = train_job(job, data, train_settings,
+                       progress=lambda **fields: conn.send(("progress", fields)),
+                       on_epoch_end=spans)
+    conn.send(("result", (result, spans.spans)))
+    conn.close()
+    # Leave without interpreter teardown: with torch loaded it takes ~2.5 s of CPU on a
+    # small host, during which the process would hold its slot and compete with the next
+    # job, although its job ended at its last validation (the end of the job in
+    # docs/measurement.md). No device work is in flight: train_job synchronised at its end,
+    # and the driver releases the context (MPS: the server sees its client leave).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,311 @@
+"""``ray``: Ray actors for ensemble, cv and multi_model; Ray Tune trials for hpo.
+
+Setup (``setup_s``, outside ``T_group``): a private local Ray runtime with explicit
+``num_cpus`` (the cores this process may use) and ``num_gpus`` (1 on CUDA, the device
+under test, else 0), dashboard off, temporary folder on a short path
+(``engine.executors.ray.runtime``) — or an existing cluster by ``[options.ray] address``; a check of the
+resources Ray reports; a progress queue; and, for actor pools, the P = min(max_parallel, K)
+actors themselves, each with 1/P of the GPU (or of the CPUs without one), its torch thread
+count set, the plugins loaded and its host datasets loaded.
+
+The group window (``T_group``): jobs are handed to idle actors in job order; each actor
+copies its datasets to the device on first use, then trains. Under Tune, everything a
+trial does (its process, set-up, dataset load and copy, training, validation) is inside.
+
+Teardown: actors and queue killed, ``ray.shutdown()``, then any process that still carries
+our tag is stopped and the runtime's logs are copied into the attempt folder.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from engine.executors.ray import runtime as raytools
+from engine.errors import FugueError
+from engine.executors.base import CellContext, Executor
+from engine.executors.ray.worker import JobActor, from_snapshot
+from engine.measure.spans import union_seconds
+from engine.train.loop import JobResult
+from engine.define.workloads import JobSpec
+
+#: Seconds the pool actors get to start (process, torch import, plugins, host datasets)
+#: before the cell gives up with a message: a request Ray accepted but cannot place, or a
+#: worker that cannot start, must not hang the cell.
+ACTOR_START_TIMEOUT_S = float(os.environ.get("FUGUE_RAY_START_TIMEOUT_S", "120"))
+#: How often the cell looks for finished jobs and drains progress while jobs run, s.
+POLL_S = 0.2
+
+
+def cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def cuda_visible(device) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` for the runtime: the device under test only, so Ray's GPU
+    1.0 is that device whatever its index; ``None`` off CUDA."""
+    if device.type != "cuda":
+        return None
+    index = device.index or 0
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+               if v.strip()]
+    return visible[index] if index < len(visible) else str(index)
+
+
+class RayExecutor(Executor):
+    """Trains jobs on Ray actors or Ray Tune trials; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.runtime: raytools.Runtime | None = None
+        self.queue = None
+        self.actors: list[Any] = []
+        self.info: dict[str, Any] = {}
+        self.latest: dict[str, dict[str, Any]] = {}   # job_id -> last epoch snapshot
+        self.finals: dict[str, dict[str, Any]] = {}   # job_id -> done snapshot
+        self.done_emitted: set[str] = set()
+        self.spans: dict[str, list] = {}                # job_id -> training (start, end)s
+        self.stopped_pids: list[int] = []               # worker pids of early-stopped trials
+        self.failure_line = ""
+        self.tune = False
+        self.parallel = 1
+        self.per_actor: dict[str, float] = {}
+
+    # -- setup ------------------------------------------------------------------------
+    def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Start (or join) the runtime, check it, start the queue and pool actors.
+
+        Raises:
+            FugueError: unreachable address, resources not as expected, a request that can
+                never be scheduled, actors that do not start in time.
+        """
+        try:
+            self._setup(jobs, ctx)
+        except BaseException:
+            self.teardown(ctx)  # the cell only tears down after a successful setup
+            raise
+
+    def _setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        from ray.util.queue import Queue
+
+        self.tune = ctx.scheduler is not None
+        k = len(jobs)
+        requested = ctx.max_parallel or ctx.options.get("max_parallel") or k
+        self.parallel = max(1, min(int(requested), k))
+        device = ctx.settings.device
+        address = ctx.options.get("address")
+        n_cpus, n_gpus = cores(), (1 if device.type == "cuda" else 0)
+        attempt_dir = ctx.attempt_dir or Path.cwd()
+        self.runtime = raytools.start_runtime(
+            attempt_dir=attempt_dir, num_cpus=None if address else n_cpus,
+            num_gpus=None if address else n_gpus, address=address,
+            cuda_visible=None if address else cuda_visible(device))
+        ctx.emit("executor", name="ray", temp_dir=self.runtime.temp_dir, tag=self.runtime.tag,
+                 address=self.runtime.address)
+        # A runtime we started must show exactly our numbers; a cluster must at least have
+        # the GPU (its CPUs are checked per request below).
+        raytools.check_resources(self.runtime, {"GPU": n_gpus} if address
+                                 else {"CPU": n_cpus, "GPU": n_gpus})
+        cpu_total = min(n_cpus, self.runtime.resources.get("CPU", n_cpus))
+        self.per_actor = {"CPU": raytools.share(cpu_total, self.parallel),
+                          "GPU": raytools.share(1, self.parallel) if n_gpus else 0.0}
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        raytools.check_schedulable(self.per_actor, self.parallel, nodes,
+                                   "trials" if self.tune else "actors")
+        # The queue actor takes no CPU: it must never compete with the jobs for a slot.
+        self.queue = Queue(actor_options={"num_cpus": 0})
+        if not self.tune:
+            self._start_actors(jobs, ctx)
+        self.info.update(self.runtime.info())
+        self.info.update(kind="tune" if self.tune else "actors", parallel=self.parallel,
+                         per_actor=self.per_actor, threads_per_worker=ctx.threads)
+        ctx.group.update(scheduler=ctx.scheduler if self.tune else None,
+                         max_parallel=self.parallel, executor_info=self.info)
+        if not self.tune:
+            # The cell loads no data for executors whose workers train; each actor loads its
+            # own host copy as it starts (in setup): the slowest of those loads. Tune
+            # trials load theirs inside the window (per-trial work), so it stays empty.
+            ctx.group["data_load_s"] = max(self.info["actor_data_load_s"])
+
+    def _start_actors(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        datasets = list(dict.fromkeys(j.dataset for j in jobs))
+        t0 = time.perf_counter()
+        self.actors = [self._new_actor(datasets, ctx) for _ in range(self.parallel)]
+        try:
+            ready = ray.get([a.ready.remote() for a in self.actors],
+                            timeout=ACTOR_START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise FugueError(f"ray: {self.parallel} actor(s) of {self.per_actor} did not start "
+                             f"within {ACTOR_START_TIMEOUT_S:g} s (FUGUE_RAY_START_TIMEOUT_S)"
+                             ) from None
+        except ray.exceptions.RayError as exc:
+            raise FugueError(f"ray: an actor failed to start: "
+                             f"{str(exc).strip().splitlines()[-1][:300]}") from None
+        self.info.update(actor_start_s=round(time.perf_counter() - t0, 3),
+                         actor_pids=[r["pid"] for r in ready],
+                         actor_threads=[r["threads"] for r in ready],
+                         actor_data_load_s=[round(r["data_load_s"], 3) for r in ready])
+
+    def _new_actor(self, datasets: list[str], ctx: CellContext):
+        cls = ray.remote(JobActor).options(
+            num_cpus=self.per_actor["CPU"], num_gpus=self.per_actor["GPU"], max_restarts=0,
+            max_task_retries=0)
+        return cls.remote(ctx.threads, datasets, ctx.settings, str(ctx.settings.device),
+                          self.queue)
+
+    # -- progress ---------------------------------------------------------------------
+    def _drain(self, ctx: CellContext) -> None:
+        """Move the workers' messages into the events file (only the cell writes it)."""
+        if self.queue is None:
+            return
+        while True:
+            n = self.queue.size()
+            if not n:
+                return
+            for kind, job_id, payload in self.queue.get_nowait_batch(n):
+                if kind == "started":
+                    ctx.emit("job_started", job_id=job_id, worker_pid=payload)
+                elif kind == "progress":
+                    ctx.emit("job_progress", **payload)
+                elif kind == "epoch":
+                    self.latest[job_id] = payload
+                elif kind == "done":
+                    self.finals[job_id] = payload
+
+    def _job_done(self, ctx: CellContext, result: JobResult) -> None:
+        if result.job.job_id in self.done_emitted:
+            return
+        self.done_emitted.add(result.job.job_id)
+        ctx.emit("job_done", job_id=result.job.job_id, status=result.status,
+                 error=result.error, total_time_s=result.total_time_s, samples=result.samples,
+                 final_val_acc=result.final_val_acc, early_stopped=result.early_stopped,
+                 stop_reason=result.stop_reason or None)
+
+    # -- the group window -------------------------------------------------------------
+    def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        results = self._run_tune(jobs, ctx) if self.tune else self._run_pool(jobs, ctx)
+        for result in results:
+            self._job_done(ctx, result)
+        # Jobs overlap, so the group's training wall time is the union of the jobs' epoch
+        # training spans (docs/measurement.md, ray); a failed group measured nothing.
+        spans = [s for job_spans in self.spans.values() for s in job_spans]
+        wall = union_seconds(spans) if spans else 0.0
+        self.info["train_wall_s"] = round(wall, 6)
+        ok = all(r.status == "ok" for r in results)
+        failed = [r for r in results if r.status != "ok"]
+        self.failure_line = (f"ray: {len(failed)}/{len(results)} jobs failed; first: "
+                             f"{failed[0].job.job_id}: {failed[0].error}" if failed else "")
+        ctx.group["train_throughput_sps"] = (sum(r.samples for r in results) / wall
+                                             if ok and wall > 0 else None)
+        return results
+
+    def _run_pool(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        results: list[JobResult | None] = [None] * len(jobs)
+        todo = list(range(len(jobs)))
+        idle = list(self.actors)
+        running: dict[Any, tuple[int, Any]] = {}  # object ref -> (job index, actor)
+        datasets = list(dict.fromkeys(j.dataset for j in jobs))
+        replaced = 0
+        while todo or running:
+            while todo and idle:
+                i, actor = todo.pop(0), idle.pop(0)
+                running[actor.train.remote(jobs[i].to_dict())] = (i, actor)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+            self._drain(ctx)
+            for ref in ready:
+                i, actor = running.pop(ref)
+                try:
+                    results[i], self.spans[jobs[i].job_id] = ray.get(ref)
+                    idle.append(actor)
+                except ray.exceptions.RayError as exc:
+                    # The actor's process died (a crash no Python handler saw): the job
+                    # failed, a fresh actor takes the slot and the rest go on.
+                    results[i] = JobResult(jobs[i], status="failed",
+                                           error=f"ray actor died: {_one_line(exc)}")
+                    ray.kill(actor, no_restart=True)
+                    self.actors.remove(actor)
+                    fresh = self._new_actor(datasets, ctx)
+                    self.actors.append(fresh)
+                    idle.append(fresh)
+                    replaced += 1
+                self._job_done(ctx, results[i])
+        self._drain(ctx)
+        self.info["actors_replaced"] = replaced
+        return [r for r in results if r is not None]
+
+    def _run_tune(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        from engine.executors.ray.tune import run_tune
+
+        storage = Path(self.runtime.temp_dir or ctx.attempt_dir or Path.cwd()) / "tune"
+        # Tune's experiment folder: the short temporary folder of a local runtime (its logs
+        # are kept with the attempt); for a cluster, the attempt folder.
+        if self.runtime.temp_dir is None and ctx.attempt_dir is not None:
+            storage = Path(ctx.attempt_dir) / "tune"
+
+        def drain():
+            self._drain(ctx)
+            for job_id in list(self.finals):
+                job = next(j for j in jobs if j.job_id == job_id)
+                self._job_done(ctx, from_snapshot(job, self.finals[job_id]))
+
+        results = run_tune(jobs, ctx, queue=self.queue, drain=drain,
+                           concurrent=self.parallel, resources=self.per_actor,
+                           threads=ctx.threads, settings=ctx.settings, storage=storage,
+                           latest=self.latest, finals=self.finals, info=self.info)
+        self.spans = {job_id: snap.get("train_spans", [])
+                      for job_id, snap in self.latest.items()}
+        # Checked in teardown (outside T_group): Tune stops those actors asynchronously.
+        self.stopped_pids = [r.worker_pid for r in results if r.early_stopped and r.worker_pid]
+        return results
+
+    # -- teardown ---------------------------------------------------------------------
+    def teardown(self, ctx: CellContext) -> None:
+        """Kill actors and queue, shut Ray down, stop anything of ours that is left."""
+        if self.tune and self.runtime is not None:
+            self.info["stopped_trial_pids_alive"] = _alive(self.stopped_pids)
+        for actor in self.actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # already dead, or Ray already down
+                pass
+        self.actors = []
+        if self.queue is not None:
+            try:
+                self.queue.shutdown(force=True)
+            except Exception:
+                pass
+            self.queue = None
+        leftover = raytools.shutdown(self.runtime, ctx.attempt_dir or Path.cwd())
+        if self.runtime is not None:
+            self.info["leftover_pids_stopped"] = len(leftover)
+        self.runtime = None
+        if self.failure_line:
+            # Ray's driver prints worker deaths to the log as they happen; once it is shut
+            # down, the log's last line (what the runner reports) is ours again.
+            print(self.failure_line, file=sys.stderr, flush=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _alive(pids: list[int], wait_s: float = 10.0) -> list[int]:
+    """The pids of ``pids`` still running after up to ``wait_s`` seconds (Tune stops a
+    stopped trial's actor asynchronously)."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    alive = [p for p in pids if psutil.pid_exists(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if psutil.pid_exists(p)]
+    return alive

@@ -1,0 +1,201 @@
+"""hpo cells under Ray: one Ray Tune trial per job, a trial scheduler on the per-epoch
+validation loss (``val_loss``, mode min, time attribute ``epoch``).
+
+Schedulers (``[options.ray] scheduler``):
+
+- ``fifo``: ``FIFOScheduler``, every trial runs its whole budget (the comparison with seq).
+- ``asha``: ``ASHAScheduler`` (asynchronous successive halving, one bracket), ``max_t`` the
+  largest epoch budget, ``grace_period`` and ``reduction_factor`` from the options.
+- ``median``: ``MedianStoppingRule`` with ``grace_period``; ``min_time_slice`` is set so
+  high that it never *pauses* a trial (see below).
+- ``hyperband``: asynchronous HyperBand, i.e. ``AsyncHyperBandScheduler`` with as many
+  brackets as the budget allows. Tune's synchronous ``HyperBandScheduler`` pauses trials
+  at each rung and resumes them from checkpoints; these trials have no checkpoints (the
+  training loop is one uninterrupted job), so a resumed trial would start again from epoch
+  1 — training twice and timing it. The asynchronous variant only ever stops trials.
+
+A stopped trial's process is killed by Tune, so what the row records comes from the
+snapshot the trial sent at its last epoch end (``engine.executors.ray.worker``); its stop
+reason from the scheduler's decision, recorded as Tune makes it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.tune.schedulers import (
+    AsyncHyperBandScheduler,
+    FIFOScheduler,
+    MedianStoppingRule,
+    TrialScheduler,
+)
+
+from engine.executors.base import CellContext
+from engine.executors.ray.worker import from_snapshot, trial
+from engine.train.loop import JobResult, TrainSettings
+from engine.define.workloads import JobSpec
+
+#: Larger than any epoch count: MedianStoppingRule never pauses a trial for lack of samples.
+_NEVER = 10**9
+#: Default minimum samples of MedianStoppingRule (Ray's default, recorded).
+MEDIAN_MIN_SAMPLES = 3
+
+
+class _Recording:
+    """Mixin: remember why the scheduler stopped a trial (epoch, val_loss) as it decides."""
+
+    def _remember(self, trial_, result, decision):
+        if decision == TrialScheduler.STOP:
+            stops = self.__dict__.setdefault("fugue_stops", {})
+            stops.setdefault(trial_.config.get("job"),
+                             (result.get("epoch"), result.get("val_loss")))
+        return decision
+
+
+class RecordingFIFO(_Recording, FIFOScheduler):
+    def on_trial_result(self, tune_controller, trial, result):
+        return self._remember(trial, result, super().on_trial_result(tune_controller, trial, result))
+
+
+class RecordingAsyncHyperBand(_Recording, AsyncHyperBandScheduler):
+    def on_trial_result(self, tune_controller, trial, result):
+        return self._remember(trial, result, super().on_trial_result(tune_controller, trial, result))
+
+
+class RecordingMedian(_Recording, MedianStoppingRule):
+    def on_trial_result(self, tune_controller, trial, result):
+        return self._remember(trial, result, super().on_trial_result(tune_controller, trial, result))
+
+
+def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: int
+                   ) -> tuple[TrialScheduler, dict[str, Any]]:
+    """The scheduler for ``name`` and what to record of it (class and parameters)."""
+    grace = max(1, min(grace_period, max_t))
+    if name == "fifo":
+        return RecordingFIFO(), {"class": "FIFOScheduler"}
+    if name == "asha":
+        params = dict(time_attr="epoch", max_t=max_t, grace_period=grace,
+                      reduction_factor=reduction_factor, brackets=1)
+        return RecordingAsyncHyperBand(**params), {"class": "ASHAScheduler", **params}
+    if name == "hyperband":
+        brackets = max(1, int(math.log(max_t / grace, reduction_factor) + 1e-9) + 1)
+        params = dict(time_attr="epoch", max_t=max_t, grace_period=grace,
+                      reduction_factor=reduction_factor, brackets=brackets)
+        return RecordingAsyncHyperBand(**params), {"class": "AsyncHyperBandScheduler", **params}
+    if name == "median":
+        params = dict(time_attr="epoch", grace_period=grace,
+                      min_samples_required=MEDIAN_MIN_SAMPLES, min_time_slice=_NEVER,
+                      hard_stop=True)
+        return RecordingMedian(**params), {"class": "MedianStoppingRule", **params}
+    raise ValueError(f"unknown Ray Tune scheduler {name!r}")
+
+
+def pruning_warnings(name: str, trials: int, concurrent: int, max_t: int, grace_period: int,
+                     reduction_factor: int) -> list[str]:
+    """Settings under which ``name`` cannot stop any trial (or hardly), one line each."""
+    if name == "fifo":
+        return []
+    out = []
+    if name in ("asha", "hyperband") and trials < reduction_factor:
+        out.append(f"ray: {name} cannot prune: {trials} trial(s), fewer than the reduction "
+                   f"factor {reduction_factor}")
+    if name == "median" and trials <= MEDIAN_MIN_SAMPLES:
+        out.append(f"ray: median cannot prune: {trials} trial(s); a trial is compared with "
+                   f"at least {MEDIAN_MIN_SAMPLES} others")
+    if max_t <= grace_period:
+        out.append(f"ray: {name} cannot prune: the epoch budget ({max_t}) does not exceed "
+                   f"grace_period ({grace_period})")
+    if concurrent == 1 and trials > 1:
+        out.append(f"ray: {name} runs one trial at a time (max_parallel = 1): each trial is "
+                   f"only compared with those before it, and the first always runs to the end")
+    return out
+
+
+class _Drain(tune.Callback):
+    """Moves worker messages from the queue to the cell's events while Tune runs (the
+    Tune loop calls ``on_step_begin`` continually; draining is rate-limited)."""
+
+    def __init__(self, drain=None):
+        self.drain, self.last = drain, 0.0
+
+    def __reduce__(self):
+        # Tune pickles its run configuration into the experiment folder; the cell's event
+        # writer (an open file) stays out of it.
+        return (_Drain, ())
+
+    def on_step_begin(self, iteration, trials, **info):
+        now = time.monotonic()
+        if self.drain is not None and now - self.last >= 0.2:
+            self.last = now
+            self.drain()
+
+
+def run_tune(jobs: list[JobSpec], ctx: CellContext, *, queue, drain, concurrent: int,
+             resources: dict[str, float], threads: int, settings: TrainSettings,
+             storage: Path, latest: dict[str, dict[str, Any]],
+             finals: dict[str, dict[str, Any]], info: dict[str, Any]) -> list[JobResult]:
+    """Run every job as a Tune trial; return results in job order.
+
+    ``drain()`` empties the queue into ``latest`` (epoch snapshots) and ``finals`` (done
+    snapshots) and emits the events; ``info`` receives the scheduler facts and warnings.
+    """
+    name = ctx.scheduler or "fifo"
+    grace = int(ctx.options.get("grace_period", 1))
+    factor = int(ctx.options.get("reduction_factor", 2))
+    max_t = max(j.epochs for j in jobs)
+    scheduler, facts = make_scheduler(name, max_t, grace, factor)
+    info["scheduler"] = facts
+    for line in pruning_warnings(name, len(jobs), concurrent, max_t, grace, factor):
+        ctx.emit("warning", message=line)
+        info.setdefault("warnings", []).append(line)
+    trainable = tune.with_resources(
+        tune.with_parameters(trial, jobs=[j.to_dict() for j in jobs], threads=threads,
+                             settings=settings, device=str(settings.device), queue=queue),
+        {k.lower(): v for k, v in resources.items() if v})
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"job": tune.grid_search(list(range(len(jobs))))},
+        tune_config=tune.TuneConfig(metric="val_loss", mode="min", scheduler=scheduler,
+                                    num_samples=1, max_concurrent_trials=concurrent,
+                                    reuse_actors=False,
+                                    trial_name_creator=lambda t: jobs[t.config["job"]].job_id,
+                                    trial_dirname_creator=lambda t: jobs[t.config["job"]].job_id),
+        run_config=tune.RunConfig(name="tune", storage_path=str(storage), verbose=0,
+                                  callbacks=[_Drain(drain)],
+                                  failure_config=tune.FailureConfig(max_failures=0)))
+    grid = tuner.fit()
+    drain()
+    errors = {}
+    for res in grid:
+        if res.error is not None:
+            errors[res.config["job"]] = str(res.error).strip().splitlines()[-1][:300]
+    stops = getattr(scheduler, "fugue_stops", {})
+    info["trials_stopped"] = 0
+    results = []
+    for i, job in enumerate(jobs):
+        snap = finals.get(job.job_id) or latest.get(job.job_id)
+        if snap is None:
+            results.append(JobResult(job, status="failed",
+                                     error=f"ray tune trial reported nothing: "
+                                           f"{errors.get(i, 'no result')}"))
+            continue
+        result = from_snapshot(job, snap)
+        if job.job_id not in finals and result.epochs_run < job.epochs and i not in errors:
+            epoch, val_loss = stops.get(i, (result.epochs_run, result.final_val_loss))
+            result.early_stopped = True
+            result.stop_reason = (f"{name}: stopped after epoch {epoch} of {job.epochs} "
+                                  f"(val_loss {val_loss:.4g})" if val_loss is not None else
+                                  f"{name}: stopped after epoch {epoch} of {job.epochs}")
+            # The last epoch run is the final one: its mean training loss (its accuracy
+            # is only scored in a job's planned last epoch, so it stays empty).
+            if result.history:
+                result.final_train_loss = result.history[-1].get("train_loss")
+            info["trials_stopped"] += 1
+        elif job.job_id not in finals and i in errors:
+            result.status, result.error = "failed", f"ray tune trial failed: {errors[i]}"
+        results.append(result)
+    return results

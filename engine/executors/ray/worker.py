@@ -1,0 +1,166 @@
+"""What runs inside Ray worker processes (pool actors and Tune trials).
+
+A worker is a separate process: it sets its own torch thread count and backend flags, loads
+the plugins and its own copy of each dataset (once per process), and reports progress to
+the cell through a ``ray.util.queue.Queue``, because only the cell writes the events file.
+
+Messages on the queue are tuples ``(kind, job_id, payload)``: ``("started", id, pid)``,
+``("progress", id, fields)``, ``("epoch", id, snapshot)`` and ``("done", id, snapshot)``,
+where a snapshot is :func:`snapshot` of the job's :class:`~engine.train.loop.JobResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+import torch
+
+from engine.measure.spans import TrainSpans
+from engine.train.loop import JobResult, TrainSettings
+from engine.define.workloads import JobSpec
+
+_HOST: dict[str, Any] = {}    # dataset name -> DatasetBundle (host tensors), per process
+_DEVICE: dict[str, Any] = {}  # dataset name -> DeviceData, per process
+_PREPARED: dict[str, Any] = {}
+
+
+def prepare(threads: int) -> dict[str, Any]:
+    """Set up this worker process once, as the cell sets up itself: torch threads, backend
+    flags, ``torch._dynamo`` pre-imported (``torch.optim`` imports it on first use, ~2 s),
+    plugins. Returns ``{"pid", "threads"}``."""
+    if not _PREPARED:
+        from engine.plugins import load_plugins
+        from engine.measure.provenance import apply_backend_flags
+
+        torch.set_num_threads(threads)
+        apply_backend_flags()
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+        load_plugins()
+        _PREPARED.update(pid=os.getpid(), threads=torch.get_num_threads())
+    return dict(_PREPARED)
+
+
+def load_host(names: list[str]) -> float:
+    """Load datasets into this process's host memory (cached); return seconds spent."""
+    from engine.parts.datasets import load_dataset
+
+    t0 = time.perf_counter()
+    for name in names:
+        if name not in _HOST:
+            _HOST[name] = load_dataset(name)
+    return time.perf_counter() - t0
+
+
+def device_data(name: str, device: torch.device):
+    """The dataset on ``device``, copied once per process on first use."""
+    if name not in _DEVICE:
+        from engine.train.data import to_device
+
+        load_host([name])
+        _DEVICE[name] = to_device(_HOST[name], device)
+    return _DEVICE[name]
+
+
+def worker_device(device: str) -> torch.device:
+    """The device under test as this worker sees it: Ray gives each worker only the GPU
+    it assigned (``CUDA_VISIBLE_DEVICES``), which is then ``cuda:0``."""
+    return torch.device("cuda", 0) if device.startswith("cuda") else torch.device(device)
+
+
+def snapshot(result: JobResult) -> dict[str, Any]:
+    """The result's fields (without the job) as plain values; a job still running gets
+    ``total_time_s`` up to now (after its latest validation)."""
+    out = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+           if f.name != "job"}
+    if out["total_time_s"] is None and result.start is not None:
+        out["total_time_s"] = time.perf_counter() - result.start
+    return out
+
+
+def from_snapshot(job: JobSpec, snap: dict[str, Any]) -> JobResult:
+    """Rebuild a :class:`JobResult` in the cell from a worker's snapshot."""
+    names = {f.name for f in dataclasses.fields(JobResult)} - {"job"}
+    result = JobResult(job, **{k: v for k, v in snap.items() if k in names})
+    if result.end is None and result.start is not None and result.total_time_s is not None:
+        result.end = result.start + result.total_time_s  # the snapshot's moment
+    return result
+
+
+
+
+class Reporter:
+    """Sends a job's events to the cell. Progress is fire-and-forget (the training loop
+    must not wait on it); lifecycle messages and snapshots wait until the queue holds them,
+    so they are there even if the worker is killed right after."""
+
+    def __init__(self, queue, job_id: str):
+        self.queue, self.job_id = queue, job_id
+
+    def started(self) -> None:
+        self.queue.put(("started", self.job_id, os.getpid()))
+
+    def progress(self, **fields: Any) -> None:
+        self.queue.actor.put_nowait.remote(("progress", self.job_id, fields))
+
+    def epoch(self, result: JobResult, spans=()) -> None:
+        self.queue.put(("epoch", self.job_id, {**snapshot(result), "train_spans": list(spans)}))
+
+    def done(self, result: JobResult) -> None:
+        self.queue.put(("done", self.job_id, snapshot(result)))
+
+
+class JobActor:
+    """A pool actor (ensemble, cv, multi_model): prepared and holding its host datasets
+    from its start (executor setup, outside ``T_group``); trains the jobs it is handed."""
+
+    def __init__(self, threads: int, datasets: list[str], settings: TrainSettings,
+                 device: str, queue):
+        self.info = prepare(threads)
+        self.info["data_load_s"] = load_host(datasets)
+        self.device = worker_device(device)
+        self.settings = dataclasses.replace(settings, device=self.device)
+        self.queue = queue
+
+    def ready(self) -> dict[str, Any]:
+        return self.info
+
+    def train(self, job_dict: dict[str, Any]) -> tuple[JobResult, list[tuple[float, float]]]:
+        """Train one job; return its result and its epochs' training spans."""
+        from engine.train.loop import train_job
+
+        job = JobSpec.from_dict(job_dict)
+        report = Reporter(self.queue, job.job_id)
+        report.started()
+        spans = TrainSpans()
+        result = train_job(job, device_data(job.dataset, self.device), self.settings,
+                           progress=report.progress, on_epoch_end=spans)
+        return result, spans.spans
+
+
+def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
+          settings: TrainSettings, device: str, queue) -> None:
+    """A Ray Tune trainable: one hpo job per trial. Everything here is per-trial work
+    (inside ``T_group``): the process, its set-up and dataset copy belong to the trial.
+    Reports ``val_loss`` and ``epoch`` to Tune after every epoch (from the training loop's
+    epoch-end hook); the cell gets the full snapshot through the queue first."""
+    from ray import tune
+
+    from engine.train.loop import train_job
+
+    job = JobSpec.from_dict(jobs[config["job"]])
+    prepare(threads)
+    dev = worker_device(device)
+    report = Reporter(queue, job.job_id)
+    report.started()
+
+    def on_epoch_end(result: JobResult, spans) -> None:
+        report.epoch(result, spans)  # before tune.report: a stopped trial is killed in it
+        tune.report({"val_loss": result.final_val_loss, "epoch": result.epochs_run})
+
+    result = train_job(job, device_data(job.dataset, dev),
+                       dataclasses.replace(settings, device=dev),
+                       progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end))
+    report.done(result)

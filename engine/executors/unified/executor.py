@@ -1,0 +1,187 @@
+"""``unified_model``: every job of the cell in this process, identical models stacked into
+one vectorised module (``engine.executors.unified``), each member trained exactly as ``seq`` would
+train it alone.
+
+Run: refuse tasks/optimizers without a stacked form (by name, before any training) →
+bucket the jobs and cut them into chunks of at most ``max_parallel`` jobs
+(``engine.executors.unified.plan``) → per chunk, build every bucket's members (job seed before each
+build), verify (fingerprint + one-step probe), probe compile when asked for, then train the
+chunk's buckets together, interleaved per step round-robin over the buckets with active
+members (``engine.executors.unified.loop.Interleave``) → results in job order. Chunks train one after
+another; each dataset is copied to the device once (``ctx.datasets``).
+
+Switches (campaign ``[options.unified_model]``, ``--option unified_model.KEY=VALUE``;
+``--features``, ``--sweep``, ``--max-parallel`` on ``fugue-tui run``):
+
+* ``features`` (``vf:1,s:1,fl:0`` by default; the ablation sweep sets it per rung):
+  ``vf`` vectorised forward (0 trains every bucket eagerly), ``s`` one CUDA stream per
+  bucket, ``fl`` fused loss. What runs is ``engine.executors.unified.features.effective_features``
+  of (requested, device, compile mode, compile probe result);
+* compile: the cell's ``compile_mode`` (campaign ``compile``/``compile_mode``), probed per
+  bucket on its first batch, falling back to eager with the reason;
+* ``baseline`` (bool): every extension and compile off (rung A, the paper's model);
+* ``retire``: ``remove`` (default: finished members leave their stack) or ``mask``;
+* ``max_parallel`` (chunk size), ``verify``, ``data_order``, ``kernels``,
+  ``compile_backend`` (``inductor``; another torch.compile backend for debugging).
+
+Group columns set here: ``features`` (effective), ``features_reason``, ``max_parallel``
+(largest chunk), ``compile_mode`` (what ran), ``compile_warmup_s`` (the buckets' compile
+probes, wall time), ``train_throughput_sps`` (samples ÷ the chunks' training-step wall
+time) and ``executor_info`` (the plan).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.executors.base import CellContext, Executor
+from engine.registry import OPTIMIZERS
+from engine.executors.unified.features import (BASELINE_FEATURES, DEFAULT_FEATURES, FLAGS,
+                                     effective_features, features_string, parse_features)
+from engine.train.loop import JobResult
+from engine.define.workloads import JobSpec
+
+__all__ = ["UnifiedExecutor", "DEFAULT_FEATURES", "effective_features", "features_string"]
+
+
+def _requested(ctx: CellContext, options: dict[str, Any]) -> dict[str, int]:
+    text = getattr(ctx, "features", None) or options.get("features") or DEFAULT_FEATURES
+    try:
+        return parse_features(text)
+    except ValueError as exc:
+        raise ConfigError(f"unified_model features: {exc}") from None
+
+
+class UnifiedExecutor(Executor):
+    """Trains the cell's jobs in stacked buckets; see the module docstring."""
+
+    #: When a list, every bucket step of every chunk is appended as (bucket index, job ids
+    #: of the members stepped): the round-robin order, for tests.
+    trace: list | None = None
+
+    def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        from engine.parts import tasks as task_lib
+        from engine.registry import TASKS
+        from engine.executors.unified.loop import RETIRE, BucketRun, Interleave
+        from engine.executors.unified.plan import Plan, chunks, make_buckets
+
+        options = dict(ctx.options or {})
+        want = _requested(ctx, options)
+        compile_mode = ctx.settings.compile_mode
+        baseline = bool(options.get("baseline", False))
+        notes = []
+        if baseline:
+            want = parse_features(BASELINE_FEATURES)
+            if compile_mode != "off":
+                notes.append(f"baseline = true: compile {compile_mode} not applied")
+            compile_mode = "off"
+        settings = dataclasses.replace(ctx.settings, compile_mode=compile_mode)
+        device_type = settings.device.type
+        max_parallel = getattr(ctx, "max_parallel", None) or options.get("max_parallel")
+        verify = bool(options.get("verify", True))
+        data_order = options.get("data_order") or "per_member"
+        kernels = options.get("kernels") or "batched"
+        retire = options.get("retire") or "remove"
+        if retire not in RETIRE:
+            raise ConfigError(f"unified_model retire: expected one of {', '.join(RETIRE)}, "
+                              f"got {retire!r}")
+        backend = options.get("compile_backend") or "inductor"
+        # Known before any training: everything but the compile probe's result.
+        features, reason = effective_features(want, device_type, compile_mode, None)
+
+        tasks = {job.job_id: task_lib.resolve_task(job.task, job.dataset, where=job.job_id).name
+                 for job in jobs}
+        buckets = make_buckets(jobs, tasks, max_parallel)
+        if not features["vf"]:
+            for b in buckets:
+                if b.route == "vectorised":
+                    b.route, b.check, b.reason = "eager", "off", "vf:0 (vectorised forward off)"
+        # Refuse, by name and before any training, what the vectorised route cannot train.
+        for b in buckets:
+            if b.route != "vectorised":
+                continue
+            job = b.jobs[0]
+            task = TASKS.get(tasks[job.job_id])
+            if not task.stacked_target:
+                raise ConfigError(f"unified_model: task '{task.name}' (job {job.job_id}) has "
+                                  "no stacked form; run it with another executor or vf:0")
+            opt = OPTIMIZERS.get(job.optimizer, job.job_id)
+            if not opt.stacked_target:
+                raise ConfigError(f"unified_model: optimizer '{opt.name}' (job {job.job_id}) "
+                                  "has no stacked form; run it with another executor or vf:0")
+
+        plan = Plan(buckets, features_string(features))
+        plan.notes.extend(notes)
+        if reason:
+            plan.notes.append(reason)
+        if compile_mode != "off":
+            plan.notes.append(f"compile {compile_mode} ({backend}): probed per bucket on its "
+                              "first batch")
+        if retire == "mask":
+            plan.notes.append("retire = mask: finished members stay in their stack, frozen")
+        print(plan.text(), flush=True)  # before any training (checks still pending)
+
+        results: dict[str, JobResult] = {}
+        train_clock = 0.0
+        samples = 0
+        largest = 0
+        warmup = 0.0
+        chunk_features: list[tuple[dict[str, int], str | None]] = []
+        self.runs = []  # the bucket runs, for inspection (tests: stack.forward_calls)
+        self.interleaves = []
+
+        def decide_streams(runs: list[BucketRun]) -> bool:
+            ok = (any(r.compile_mode != "off" for r in runs) if compile_mode != "off"
+                  else None)
+            chunk_features.append(effective_features(want, device_type, compile_mode, ok))
+            return bool(chunk_features[-1][0]["s"])
+
+        for part in chunks(buckets):
+            runs = []
+            for bucket in part:
+                run = BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), settings,
+                                ctx.emit, fused=bool(features["fl"]), verify=verify,
+                                data_order=data_order, exact_kernels=kernels == "exact",
+                                announce=lambda b: print("  decided: " + b.line(), flush=True),
+                                retire=retire, compile_backend=backend)
+                for result in run.build():
+                    results[result.job.job_id] = result
+                runs.append(run)
+            interleave = Interleave(runs, settings.device, streams=decide_streams,
+                                    trace=self.trace)
+            interleave.run()
+            self.runs.extend(runs)
+            self.interleaves.append(interleave)
+            train_clock += interleave.train_clock_s
+            samples += sum(r.samples for r in runs)
+            largest = max(largest, sum(len(b.jobs) for b in part))
+            for run in runs:
+                b = run.plan
+                b.restacks = list(run.restacks)
+                if compile_mode != "off" and run.route is not None:
+                    b.compile = (run.compile_mode if run.compile_mode != "off"
+                                 else f"off ({run.compile_reason or 'not probed'})")
+                    b.compile_warmup_s = run.compile_warmup_s
+                    warmup += run.compile_warmup_s
+
+        if chunk_features:  # the effective features over every chunk that trained
+            features = {f: min(cf[0][f] for cf in chunk_features) for f in FLAGS}
+            reasons = list(dict.fromkeys(cf[1] for cf in chunk_features if cf[1]))
+            reason = "; ".join(reasons) or None
+        plan.features = features_string(features)
+        compiled = [r.compile_mode for r in self.runs if r.compile_mode != "off"]
+        group: dict[str, Any] | None = getattr(ctx, "group", None)
+        if group is not None:
+            group.update(features=features_string(features), features_reason=reason,
+                         max_parallel=largest,
+                         compile_mode=compiled[0] if compiled else "off",
+                         compile=bool(compiled),
+                         compile_warmup_s=warmup if compile_mode != "off" else None,
+                         train_throughput_sps=samples / train_clock if train_clock > 0
+                         and all(r.status == "ok" for r in results.values()) else None,
+                         executor_info=plan.info())
+        self.plan = plan
+        self.train_clock_s = train_clock
+        return [results[job.job_id] for job in jobs]

@@ -1,0 +1,87 @@
+"""The unified model's features: what was requested, what runs, and why they differ.
+
+One function, :func:`effective_features`, decides the effective configuration from
+(requested features, device type, compile mode, compile probe result). It is the only
+place this is decided: the executor records its result in the group's ``features`` /
+``features_reason`` columns, the tests check every row against it.
+
+Flags (``vf:{0|1},s:{0|1},fl:{0|1}``, fugue-compat.md):
+
+* ``vf`` vectorised forward: never changed here (per-bucket routes, e.g. a single-member
+  bucket or an AMP bucket that trains eagerly, are in the plan, not in this column);
+* ``s`` one CUDA stream per bucket: 0 on any device but CUDA (there are no streams), and 0
+  under a compile mode that captures CUDA graphs (``reduce-overhead``, ``max-autotune``)
+  when compilation actually ran (graph capture does not tolerate side streams); a failed
+  compile probe trains eagerly, so streams stay;
+* ``fl`` fused loss: 0 without the vectorised forward (there is no stack to fuse over).
+
+Compile is not a flag of this column (its mode is ``compile_mode``), but a failed compile
+probe is named in the reason, since it changes what ran.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+#: Features asked for when a campaign names none (fugue's defaults: streams on, fused loss
+#: off; compile is the campaign's own axis).
+DEFAULT_FEATURES = "vf:1,s:1,fl:0"
+#: The baseline switch (rung A): every extension off.
+BASELINE_FEATURES = "vf:0,s:0,fl:0"
+#: torch.compile modes that capture CUDA graphs (mode "max-autotune-no-cudagraphs" does not).
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+FLAGS = ("vf", "s", "fl")
+
+
+def parse_features(text: str | None) -> dict[str, int]:
+    """``"vf:1,fl:1"`` → ``{"vf": 1, "s": 1, "fl": 1}`` (missing flags take
+    :data:`DEFAULT_FEATURES`' values).
+
+    Raises:
+        ValueError: a malformed string, naming the bad part.
+    """
+    from engine.define.axes import parse_features as parse
+
+    defaults = parse(DEFAULT_FEATURES)
+    return {**defaults, **parse(text or "")}
+
+
+def features_string(features: dict[str, int]) -> str:
+    return f"vf:{features['vf']},s:{features['s']},fl:{features['fl']}"
+
+
+def effective_features(requested: str | dict[str, int] | None, device_type: str,
+                       compile_mode: str = "off",
+                       compile_ok: bool | None = None) -> tuple[dict[str, int], str | None]:
+    """The features that run, and why they differ from ``requested`` (``None`` if they
+    do not).
+
+    Args:
+        requested: a features string (or parsed dict); missing flags take the defaults.
+        device_type: ``"cuda"``, ``"cpu"``, ``"mps"``, ...
+        compile_mode: the compile mode asked for (``"off"`` or a torch.compile mode).
+        compile_ok: the compile probe's result: True when compiled code runs, False when
+            it fell back to eager, None when compile was not asked for (or not probed yet).
+
+    Raises:
+        ValueError: a malformed features string.
+    """
+    want = parse_features(requested) if not isinstance(requested, dict) else \
+        {**parse_features(None), **requested}
+    have = dict(want)
+    reasons: list[str] = []
+    if want["s"]:
+        if device_type != "cuda":
+            have["s"] = 0
+            reasons.append(f"s: no CUDA streams on a {device_type} device")
+        elif compile_mode in CUDA_GRAPH_MODES and compile_ok:
+            have["s"] = 0
+            reasons.append(f"s: compile mode {compile_mode} captures CUDA graphs, which do "
+                           "not tolerate side streams")
+    if compile_mode != "off" and compile_ok is False:
+        reasons.append(f"compile {compile_mode}: the probe failed, trained eagerly (why: "
+                       "executor_info)")
+    if want["fl"] and not want["vf"]:
+        have["fl"] = 0
+        reasons.append("fl: a fused loss needs the vectorised forward (vf:0)")
+    return have, "; ".join(reasons) or None

@@ -1,0 +1,111 @@
+"""Per-member losses and scores over stacked outputs (the tasks' ``stacked_target``).
+
+A stacked loss returns the K per-member mean losses, shape (K,). The step backpropagates
+their **sum**: the gradient of ``sum_k L_k`` with respect to member k's parameters is
+exactly ``dL_k/dθ_k`` (members share no parameters), i.e. each member's solo gradient.
+Averaging instead would scale every member's step by 1/K.
+
+``fused`` (feature ``fl:1``): one criterion call over the flattened (K·B) batch with
+``reduction="none"``, then a per-member mean. Unfused (``fl:0``): the task's own criterion
+called once per member on its slice, exactly as ``engine.train.loop`` calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from engine.parts import tasks as task_lib
+
+
+def upcast_half(out: torch.Tensor) -> torch.Tensor:
+    """The loss input as ``engine.train.loop``'s step casts it: float16/bfloat16 (autocast
+    outputs) → float32; every other dtype (float32, float64) unchanged."""
+    return out.float() if out.dtype in (torch.float16, torch.bfloat16) else out
+
+
+def _as_columns(out: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Regression shapes, stacked: (K, B) or (K, B, k) → (K, B, k) for both, the target in
+    the output's dtype and half precision upcast (as ``engine.parts.tasks.prepare``)."""
+    if out.dim() == 2:
+        out = out.unsqueeze(2)
+    if target.dim() == 2:
+        target = target.unsqueeze(2)
+    if out.shape != target.shape:
+        raise ValueError(f"regression output {tuple(out.shape)} does not match target "
+                         f"{tuple(target.shape)}")
+    if out.dtype in (torch.float16, torch.bfloat16):
+        out = out.float()
+    return out, target.to(dtype=out.dtype)
+
+
+def stacked_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-member mean cross-entropy: logits (K, B, C), class indices (K, B) → (K,)."""
+    k, b = target.shape
+    logits = out.reshape(k * b, -1)
+    # Cast exactly as engine.train.loop's step does (half precision → float32, float32 and
+    # float64 as they are), so a float64 stack computes the loss as a float64 solo run does.
+    logits = upcast_half(logits)
+    losses = F.cross_entropy(logits, target.reshape(k * b), reduction="none")
+    return losses.view(k, b).mean(dim=1)
+
+
+def stacked_mse(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-member mean squared error over every element of the member's batch:
+    (K, B[, k]) against (K, B[, k]) → (K,) (``nn.MSELoss()`` per member)."""
+    out, target = _as_columns(out, target)
+    return ((out - target) ** 2).mean(dim=(1, 2))
+
+
+def loss_function(task: Any, fused: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The (K,) per-member loss of ``task`` (a ``TaskSpec``) over stacked outputs.
+
+    Raises:
+        ValueError: the task has no stacked form (``stacked_target`` unset).
+    """
+    if not task.stacked_target:
+        raise ValueError(f"task '{task.name}' has no stacked form")
+    if fused:
+        module, _, name = task.stacked_target.partition(":")
+        import importlib
+
+        return getattr(importlib.import_module(module), name)
+    criterion = task.criterion()
+
+    def per_member(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        losses = []
+        for k in range(out.shape[0]):
+            o, t = task_lib.prepare(task, out[k], target[k])
+            losses.append(criterion(upcast_half(o), t))
+        return torch.stack(losses)
+
+    return per_member
+
+
+def stacked_score_sums(task: Any, out: torch.Tensor,
+                       target: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``engine.parts.tasks.score_sums`` for K members at once: every value gains a leading K.
+
+    classification: ``correct`` (K,) int64, ``count`` (K,) int64; regression: ``sse``,
+    ``sum_y``, ``sum_y2`` (K, k) float64, ``count`` (K,) float64. No host sync.
+    """
+    out = out.detach()
+    k, b = target.shape[0], target.shape[1]
+    if task.metric == "accuracy":
+        correct = (out.argmax(dim=2) == target).sum(dim=1)
+        return {"correct": correct,
+                "count": torch.full((k,), b, dtype=torch.int64, device=out.device)}
+    o, t = _as_columns(out, target)
+    dtype = torch.float32 if o.device.type == "mps" else torch.float64
+    o, t = o.to(dtype), t.to(dtype)
+    return {"sse": ((t - o) ** 2).sum(dim=1), "sum_y": t.sum(dim=1),
+            "sum_y2": (t * t).sum(dim=1),
+            "count": torch.full((k,), b, dtype=dtype, device=o.device)}
+
+
+def member_sums(sums: dict[str, torch.Tensor], index: int) -> dict[str, torch.Tensor]:
+    """Member ``index``'s slice of :func:`stacked_score_sums` (for ``tasks.finalise``)."""
+    return {key: value[index] for key, value in sums.items()}

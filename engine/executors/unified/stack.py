@@ -1,0 +1,322 @@
+"""K structurally identical members as one vectorised module.
+
+``Stack(members, generators)`` stacks the members' parameters and buffers along a new
+leading dimension K (``torch.func.stack_module_state``) and calls one template module
+through ``torch.func.functional_call`` under ``torch.vmap(..., randomness="different")``:
+one Python call of the template per step, whatever K is.
+
+Exactness rules (``unified-model-pitfalls.md``):
+
+* BatchNorm running statistics and ``num_batches_tracked`` are stacked buffers passed with
+  ``in_dims=0``, so the in-place updates of ``F.batch_norm`` land in member k's slice
+  exactly as in a solo run; ``write_back`` copies them to the member modules.
+  ``momentum=None`` (cumulative average) needs ``float(num_batches_tracked)`` inside the
+  vmapped call, which vmap cannot do: :func:`unsupported_reason` names it and the bucket
+  trains eagerly.
+* Dropout: every ``nn.Dropout`` of the template is replaced by :class:`MemberDropout`, which
+  multiplies by noise drawn per member from that member's own generator, in the order the
+  layers are called. On CPU that is bit for bit the mask ``F.dropout`` draws from the global
+  generator in a solo run (``bernoulli_(1 - p)`` then ``div_(1 - p)``, ATen's
+  ``_dropout_impl``), so stacked members see seq's masks; members with different seeds draw
+  different masks. Random ops the stack does not know fall back to vmap's
+  ``randomness="different"`` (different per member, not seq's).
+* Train/eval mode reaches the template (``train``/``eval``): in eval, dropout is off and
+  BatchNorm reads its running statistics without updating them.
+* Members that are frozen keep their buffers: ``forward(..., active=mask)`` snapshots the
+  frozen members' buffer slices and ``settle()`` (after backward) puts them back.
+
+Shapes: inputs (K, B, *in_shape) (``shared_input=False``) or (B, *in_shape) (one batch for
+every member); outputs (K, B, *out_shape).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state
+
+
+def unsupported_reason(module: nn.Module) -> str | None:
+    """Why ``module`` cannot be trained stacked, or ``None``.
+
+    Known refusals: BatchNorm with ``momentum=None`` (cumulative moving average: the
+    factor ``1 / num_batches_tracked`` is read as a Python float inside the forward).
+    """
+    for name, sub in module.named_modules():
+        if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.momentum is None \
+                and sub.track_running_stats:
+            return (f"BatchNorm '{name}' has momentum=None (cumulative moving average), "
+                    "which has no vectorised form")
+    return None
+
+
+class _NoiseQueue:
+    """Dropout noise of one vectorised call, consumed in call order by MemberDropout."""
+
+    def __init__(self) -> None:
+        self.items: list[torch.Tensor] = []
+        self.calls = 0
+
+    def pop(self) -> torch.Tensor | None:
+        if self.calls >= len(self.items):
+            self.calls += 1
+            return None
+        item = self.items[self.calls]
+        self.calls += 1
+        return item
+
+
+class MemberDropout(nn.Module):
+    """``nn.Dropout`` for the vectorised template: ``x * noise`` with the noise its stack
+    drew for each member (shape of one member's input), or ``F.dropout`` (vmap's
+    per-member randomness) when the stack supplies none."""
+
+    def __init__(self, p: float, inplace: bool, queue: _NoiseQueue):
+        super().__init__()
+        self.p = float(p)
+        self.inplace = inplace
+        self._queue = queue
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The same early exits as ATen's _dropout_impl: no noise drawn for p == 0.
+        if not self.training or self.p == 0.0 or x.numel() == 0:
+            return x
+        if self.p == 1.0:
+            return x * torch.zeros((), dtype=x.dtype, device=x.device)
+        noise = self._queue.pop()
+        if noise is None:
+            return nn.functional.dropout(x, self.p, True)
+        return x * noise
+
+
+class Stack:
+    """K members trained as one vectorised module.
+
+    Args:
+        members: K modules of identical structure (checked by ``engine.executors.unified.verify``),
+            all on one device and dtype. They are not modified until :meth:`write_back`.
+        generators: one generator per member for dropout noise (the state the global
+            generator had after the member was built, see ``member_generator``), or
+            ``None`` to use vmap's per-member randomness for dropout.
+        sample_shape: one member's input sample shape, e.g. (1, 8, 8); with ``batch_size``
+            used once to record the dropout layers' call order and input shapes.
+        exact_kernels: run BatchNorm and convolutions per member with their native kernels
+            (bit-identical to solo runs; ``engine.executors.unified.exact``) instead of vmap's
+            batching rules (equal within float rounding, faster).
+
+    Attributes:
+        params: name → (K, *shape) leaf tensors (requires_grad), the optimizer's tensors.
+        buffers: name → (K, *shape) tensors (running statistics, num_batches_tracked).
+        forward_calls: how many times the template was called (one per vectorised call).
+    """
+
+    def __init__(self, members: Sequence[nn.Module],
+                 generators: Sequence[torch.Generator] | None,
+                 sample_shape: tuple[int, ...], batch_size: int, exact_kernels: bool = False):
+        if len(members) < 1:
+            raise ValueError("a stack needs at least one member")
+        self.members = list(members)
+        self.k = len(self.members)
+        self._args = (tuple(sample_shape), batch_size, exact_kernels)
+        params, buffers = stack_module_state(self.members)
+        self.params: dict[str, torch.Tensor] = params
+        self.buffers: dict[str, torch.Tensor] = buffers
+        ref = self.members[0]
+        self.device = next(iter(params.values())).device if params else torch.device("cpu")
+        self.dtype = next(iter(params.values())).dtype if params else torch.get_default_dtype()
+        self._queue = _NoiseQueue()
+        # The template holds no data ('meta'): the optimizer can only ever see the stacked
+        # tensors, never the template's own parameters.
+        self.template = copy.deepcopy(ref).to("meta")
+        self._dropout_calls = self._record_dropout_calls(ref, sample_shape, batch_size)
+        self._replace_dropouts(self.template)
+        #: submodules running per-member native kernels (``engine.executors.unified.exact``)
+        self.exact_layers: list[str] = []
+        if exact_kernels:
+            from engine.executors.unified.exact import use_exact_kernels
+
+            self.exact_layers = use_exact_kernels(self.template)
+        self.generators = list(generators) if generators is not None else None
+        self.training = True
+        self.template.train()
+        self.forward_calls = 0
+        self._pending: tuple[list[bool], dict[str, torch.Tensor]] | None = None
+        self._vmapped: dict[bool, Any] = {}
+        #: ``compile(fn)`` wrapper applied to the vectorised call (``set_compiler``), or None.
+        self.compiler: Any = None
+
+    # -- construction ------------------------------------------------------------------
+    def _record_dropout_calls(self, ref: nn.Module, sample_shape: tuple[int, ...],
+                              batch_size: int) -> list[tuple[float, tuple[int, ...]]]:
+        """(p, input shape of one member) of every nn.Dropout call of one forward, in call
+        order. Run in eval mode and without grad: no RNG draw, no running-stat update."""
+        calls: list[tuple[float, tuple[int, ...]]] = []
+        hooks = []
+        for sub in ref.modules():
+            if type(sub) is nn.Dropout:
+                hooks.append(sub.register_forward_pre_hook(
+                    lambda mod, args: calls.append((float(mod.p), tuple(args[0].shape)))))
+        if not hooks:
+            return calls
+        was_training = ref.training
+        try:
+            ref.eval()
+            with torch.no_grad():
+                ref(torch.zeros((batch_size, *sample_shape), dtype=self.dtype,
+                                device=self.device))
+        finally:
+            ref.train(was_training)
+            for h in hooks:
+                h.remove()
+        return calls
+
+    def _replace_dropouts(self, module: nn.Module) -> None:
+        for name, child in list(module.named_children()):
+            if type(child) is nn.Dropout:
+                setattr(module, name, MemberDropout(child.p, child.inplace, self._queue))
+            else:
+                self._replace_dropouts(child)
+
+    # -- modes -------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> "Stack":
+        """Set train/eval mode on the vectorised template (dropout, BatchNorm)."""
+        self.training = mode
+        self.template.train(mode)
+        return self
+
+    def eval(self) -> "Stack":
+        return self.train(False)
+
+    # -- forward -----------------------------------------------------------------------
+    def _fmodel(self, params, buffers, noises, x):
+        self._queue.items = list(noises)
+        self._queue.calls = 0
+        try:
+            return functional_call(self.template, (params, buffers), (x,))
+        finally:
+            self._queue.items = []
+
+    def _fn(self, shared_input: bool):
+        key = (shared_input, self.compiler is not None)
+        fn = self._vmapped.get(key)
+        if fn is None:
+            fn = torch.vmap(self._fmodel, in_dims=(0, 0, 0, None if shared_input else 0),
+                            randomness="different")
+            if self.compiler is not None:
+                fn = self.compiler(fn)
+            self._vmapped[key] = fn
+        return fn
+
+    def set_compiler(self, compiler: Any) -> None:
+        """Compile the vectorised call with ``compiler(fn) -> fn`` (e.g. a
+        ``torch.compile`` partial) from the next forward on; ``None`` goes back to eager."""
+        self.compiler = compiler
+        self._vmapped = {k: v for k, v in self._vmapped.items() if not k[1]}
+
+    def draw_noise(self, active: Sequence[bool] | None = None) -> tuple[torch.Tensor, ...]:
+        """Per-member dropout noise for one training call: one (K, *shape) tensor per
+        dropout call, member k's slice drawn from ``generators[k]`` in call order (frozen
+        members draw nothing and get ones)."""
+        if not self.training or not self._dropout_calls or self.generators is None:
+            return ()
+        out = []
+        noises = [torch.empty((self.k, *shape), dtype=self.dtype, device=self.device)
+                  if 0.0 < p < 1.0 else None for p, shape in self._dropout_calls]
+        # Member by member, then layer by layer: the order a solo run draws in.
+        for k in range(self.k):
+            live = active is None or active[k]
+            for (p, _), noise in zip(self._dropout_calls, noises):
+                if noise is None:
+                    continue
+                if live:
+                    noise[k].bernoulli_(1 - p, generator=self.generators[k])
+                else:
+                    noise[k].fill_(1.0)
+        for (p, _), noise in zip(self._dropout_calls, noises):
+            if noise is not None:
+                out.append(noise.div_(1 - p))
+        return tuple(out)
+
+    def forward(self, x: torch.Tensor, *, shared_input: bool = False,
+                active: Sequence[bool] | None = None,
+                noise: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
+        """Run every member on its input: (K, B, ...) → (K, B, ...).
+
+        ``active`` (K booleans, optional): members whose buffers may change. The frozen
+        members' buffer slices are snapshotted here and put back by :meth:`settle`, which
+        the caller runs after ``backward`` (autograd may still read the buffers until
+        then), so a frozen member's running statistics stop moving. ``noise``: from
+        :meth:`draw_noise` (drawn here when omitted).
+        """
+        if noise is None:
+            noise = self.draw_noise(active)
+        self._pending = None
+        if active is not None and self.training and self.buffers and not all(active):
+            self._pending = (list(active), {n: b.clone() for n, b in self.buffers.items()})
+        self.forward_calls += 1
+        return self._fn(shared_input)(self.params, self.buffers, noise, x)
+
+    @torch.no_grad()
+    def settle(self) -> None:
+        """Restore frozen members' buffers snapshotted by the last :meth:`forward`."""
+        if getattr(self, "_pending", None) is None:
+            return
+        active, saved = self._pending
+        self._pending = None
+        mask = torch.tensor(active, dtype=torch.bool, device=self.device)
+        for n, b in self.buffers.items():
+            b.copy_(torch.where(mask.view(-1, *([1] * (b.dim() - 1))), b, saved[n]))
+
+    __call__ = forward
+
+    # -- members -----------------------------------------------------------------------
+    @torch.no_grad()
+    def write_back(self, index: int | None = None) -> None:
+        """Copy the stacked parameters and buffers of member ``index`` (all when None)
+        into the member module(s), so they can be evaluated or saved as ordinary modules."""
+        indices = range(self.k) if index is None else [index]
+        for k in indices:
+            member = self.members[k]
+            for name, p in member.named_parameters():
+                p.copy_(self.params[name][k])
+            for name, b in member.named_buffers():
+                if name in self.buffers:
+                    b.copy_(self.buffers[name][k])
+
+    def subset(self, positions: Sequence[int]) -> "Stack":
+        """A new stack of the members at ``positions`` (in that order), built from their
+        current stacked parameters and buffers: the survivors of a stack whose other
+        members finished. Exact (copies); the call counter and compiler carry over (a
+        compiled call recompiles for the new member count)."""
+        self.write_back()
+        sample_shape, batch_size, exact = self._args
+        new = Stack([self.members[p] for p in positions],
+                    None if self.generators is None else [self.generators[p] for p in positions],
+                    sample_shape, batch_size, exact_kernels=exact)
+        new.train(self.training)
+        new.forward_calls = self.forward_calls
+        new.compiler = self.compiler
+        return new
+
+    def member_state(self, index: int) -> dict[str, torch.Tensor]:
+        """Member ``index``'s parameters and buffers as a name → tensor dict (views)."""
+        state = {n: p[index] for n, p in self.params.items()}
+        state.update({n: b[index] for n, b in self.buffers.items()})
+        return state
+
+
+def member_generator(device: torch.device) -> torch.Generator:
+    """A generator holding the global generator's current state for ``device``: built right
+    after a member's model, it continues exactly where a solo run's dropout draws would."""
+    if device.type == "cpu":
+        gen = torch.Generator()
+        gen.set_state(torch.get_rng_state())
+        return gen
+    gen = torch.Generator(device=device)
+    gen.set_state(torch.cuda.get_rng_state(device) if device.type == "cuda"
+                  else torch.get_rng_state())
+    return gen

@@ -1,0 +1,269 @@
+"""Is stacking these members legal? Checked before a bucket commits to the vectorised path.
+
+Same class and same parameter shapes is not enough: two instances can differ in a dropout
+probability, an activation or a flag read from ``self``, and vmap would train every member
+with member 0's logic, silently. Two checks, in order:
+
+1. :func:`fingerprint`: every submodule's qualified name, type, non-tensor attributes
+   (``p``, ``eps``, ``momentum``, flags, callables by qualified name), hook counts,
+   parameter and buffer names, shapes, dtypes and ``requires_grad``. Any difference from
+   member 0 refuses the stack, naming the submodule and attribute.
+2. :func:`probe`: one training step on **copies** (float64, so rounding cannot hide or fake
+   a difference), through both routes — the stack's vectorised step (``Stack`` forward in
+   train mode, the bucket's stacked loss, ``backward`` of the summed losses, the stacked
+   optimizer) and each member alone (its own module, the task criterion as
+   ``engine.train.loop`` calls it, the torch optimizer from the registry). Outputs,
+   gradients, updated parameters and every buffer (running statistics,
+   ``num_batches_tracked``) must agree. Dropout is live: on CPU the solo route draws from
+   the global generator set to the member's state, the stack from the member's generator,
+   so the masks must match too.
+
+A disagreement or an exception is a verdict (``disagreed`` / ``raised``) with what
+differed; the caller falls back to eager and records it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from engine.parts import tasks as task_lib
+
+#: nn.Module's own bookkeeping attributes: not part of a module's configuration.
+_MODULE_INTERNALS = set(vars(nn.Module()).keys())
+_HOOK_DICTS = {k for k in _MODULE_INTERNALS if "hook" in k}
+
+
+def _describe_value(value: Any) -> Any:
+    """A comparable stand-in for a non-tensor attribute value."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if isinstance(value, torch.Tensor):
+        data = value.detach().cpu()
+        digest = (hash(data.numpy().tobytes()) if data.numel() <= 1_000_000
+                  and data.dtype not in (torch.bfloat16,) else data.numel())
+        return ("tensor", tuple(value.shape), str(value.dtype), digest)
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_describe_value(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), _describe_value(v)) for k, v in value.items())))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted(repr(v) for v in value)))
+    if isinstance(value, torch.dtype | torch.device):
+        return str(value)
+    func = getattr(value, "func", None)  # functools.partial
+    if func is not None and hasattr(value, "args"):
+        return ("partial", _describe_value(func), _describe_value(value.args),
+                _describe_value(getattr(value, "keywords", {})))
+    if callable(value):
+        return ("callable", getattr(value, "__module__", None),
+                getattr(value, "__qualname__", type(value).__qualname__))
+    text = repr(value)
+    return (type(value).__qualname__, None if " at 0x" in text else text)
+
+
+def fingerprint(module: nn.Module) -> list[tuple[str, str, tuple[Any, ...]]]:
+    """The structure of ``module``: one entry per submodule (pre-order), ``(name, type,
+    attributes)`` where attributes are ``(key, value)`` pairs of its configuration,
+    parameter and buffer descriptions and hook counts."""
+    out = []
+    for name, sub in module.named_modules():
+        attrs: list[tuple[str, Any]] = []
+        for key, value in sorted(vars(sub).items()):
+            if key in _HOOK_DICTS:
+                attrs.append((f"hooks:{key}", len(value) if hasattr(value, "__len__") else value))
+            elif key in _MODULE_INTERNALS:
+                continue
+            else:
+                attrs.append((key, _describe_value(value)))
+        for pname, p in sub.named_parameters(recurse=False):
+            attrs.append((f"param:{pname}", (tuple(p.shape), str(p.dtype), p.requires_grad)))
+        for bname, b in sub.named_buffers(recurse=False):
+            attrs.append((f"buffer:{bname}", None if b is None else (tuple(b.shape),
+                                                                      str(b.dtype))))
+        cls = type(sub)
+        out.append((name, f"{cls.__module__}.{cls.__qualname__}", tuple(attrs)))
+    return out
+
+
+def fingerprint_mismatch(members: Sequence[nn.Module]) -> str | None:
+    """``None`` when every member's :func:`fingerprint` equals member 0's, else the first
+    difference, e.g. ``member 1 differs at '4' (Dropout): p = 0.5 vs 0.2``."""
+    ref = fingerprint(members[0])
+    for i, member in enumerate(members[1:], start=1):
+        other = fingerprint(member)
+        if len(other) != len(ref):
+            return f"member {i} has {len(other)} submodules, member 0 has {len(ref)}"
+        for (n0, t0, a0), (n1, t1, a1) in zip(ref, other):
+            where = f"'{n0 or '(root)'}' ({t0.rsplit('.', 1)[-1]})"
+            if n0 != n1 or t0 != t1:
+                return f"member {i} differs at {where}: {n1!r} of type {t1}"
+            if a0 != a1:
+                d0, d1 = dict(a0), dict(a1)
+                for key in sorted(set(d0) | set(d1)):
+                    if d0.get(key, "<absent>") != d1.get(key, "<absent>"):
+                        return (f"member {i} differs at {where}: {key} = "
+                                f"{_short(d1.get(key, '<absent>'))} vs "
+                                f"{_short(d0.get(key, '<absent>'))}")
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass
+class Verdict:
+    """Outcome of a check: ``verdict`` is ``verified``, ``disagreed`` or ``raised``."""
+
+    verdict: str
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "verified"
+
+
+class _GeneratorDropout(nn.Module):
+    """Solo-route dropout drawing from an explicit generator (devices where F.dropout's
+    own kernel cannot be reproduced by the stack's noise, e.g. CUDA's fused dropout)."""
+
+    def __init__(self, p: float, generator: torch.Generator):
+        super().__init__()
+        self.p = p
+        self.generator = generator
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0 or x.numel() == 0:
+            return x
+        if self.p == 1.0:
+            return x * torch.zeros((), dtype=x.dtype, device=x.device)
+        noise = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)
+        return x * noise.div_(1 - self.p)
+
+
+def _swap_dropouts(module: nn.Module, generator: torch.Generator) -> None:
+    for name, child in list(module.named_children()):
+        if type(child) is nn.Dropout:
+            setattr(module, name, _GeneratorDropout(child.p, generator))
+        else:
+            _swap_dropouts(child, generator)
+
+
+def _clone_generator(gen: torch.Generator) -> torch.Generator:
+    out = torch.Generator(device=gen.device)
+    out.set_state(gen.get_state())
+    return out
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> float | None:
+    """None when close, else the largest absolute difference."""
+    if a.shape != b.shape:
+        return math.inf
+    if not a.is_floating_point():
+        return None if torch.equal(a, b) else float((a.double() - b.double()).abs().max())
+    if torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+        return None
+    return float((a - b).abs().max())
+
+
+def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | None,
+          x: torch.Tensor, y: torch.Tensor, *, task: Any, optimizer: str,
+          lrs: Sequence[float], optimizer_kwargs: Sequence[dict[str, Any]],
+          stacked_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+          sample_shape: tuple[int, ...], rtol: float = 1e-5, atol: float = 1e-7,
+          exact_kernels: bool = False) -> Verdict:
+    """One training step through both routes on float64 copies; compare everything.
+
+    Args:
+        members: the K member modules (not modified).
+        generators: their dropout generators (cloned, not advanced), or None.
+        x: (K, B, *sample_shape) one batch per member; y: (K, B[, ...]) targets.
+        task: the ``TaskSpec``; optimizer: its registry name; lrs/optimizer_kwargs: per
+            member; stacked_loss: the (K,) loss the bucket will train with.
+
+    The default tolerances allow for rounding differences between vmap's batched kernels
+    and the solo ones.
+    """
+    from engine.parts.optimizers import build_optimizer
+    from engine.executors.unified.losses import upcast_half
+    from engine.executors.unified.optim import build_stacked
+    from engine.executors.unified.stack import Stack
+
+    try:
+        dtype = torch.float64
+        device = x.device
+        xs = x.to(dtype) if x.is_floating_point() else x
+        ys = y.to(dtype) if y.is_floating_point() else y
+        a = [copy.deepcopy(m).to(dtype) for m in members]
+        b = [copy.deepcopy(m).to(dtype) for m in members]
+        gens_a = [_clone_generator(g) for g in generators] if generators else None
+        gens_b = [_clone_generator(g) for g in generators] if generators else None
+        for m in a + b:
+            m.train()
+
+        # Vectorised route: exactly the code that trains.
+        stack = Stack(a, gens_a, sample_shape, x.shape[1], exact_kernels=exact_kernels)
+        opt = build_stacked(optimizer, stack.params, lrs, optimizer_kwargs)
+        out = stack(xs)
+        losses = stacked_loss(out, ys)
+        opt.zero_grad()
+        losses.sum().backward()
+        grads = {n: (p.grad.clone() if p.grad is not None else None)
+                 for n, p in stack.params.items()}
+        opt.step()
+
+        # Solo route: each member as engine.train.loop trains it.
+        criterion = task.criterion()
+        for k, m in enumerate(b):
+            if gens_b is not None and device.type != "cpu":
+                _swap_dropouts(m, gens_b[k])
+            solo_opt = build_optimizer(optimizer, m.parameters(), lrs[k], optimizer_kwargs[k])
+            with torch.random.fork_rng(devices=[]):
+                if gens_b is not None and device.type == "cpu":
+                    torch.set_rng_state(gens_b[k].get_state())
+                o = m(xs[k])
+                o2, t = task_lib.prepare(task, o, ys[k])
+                loss = criterion(upcast_half(o2), t)
+                solo_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                solo_grads = {n: (p.grad.clone() if p.grad is not None else None)
+                              for n, p in m.named_parameters()}
+                solo_opt.step()
+            diff = _close(out[k].detach(), o.detach(), rtol, atol)
+            if diff is not None:
+                return Verdict("disagreed", f"member {k}: outputs differ (max |Δ| {diff:.3g})")
+            for n, g in solo_grads.items():
+                sg = grads.get(n)
+                if g is None and sg is None:
+                    continue
+                if g is None or sg is None:
+                    return Verdict("disagreed", f"member {k}: gradient of {n} present in one "
+                                                "route only")
+                diff = _close(sg[k], g, rtol, atol)
+                if diff is not None:
+                    return Verdict("disagreed", f"member {k}: gradient of {n} differs "
+                                                f"(max |Δ| {diff:.3g})")
+            for n, p in m.named_parameters():
+                diff = _close(stack.params[n][k].detach(), p.detach(), rtol, atol)
+                if diff is not None:
+                    return Verdict("disagreed", f"member {k}: parameter {n} after the step "
+                                                f"differs (max |Δ| {diff:.3g})")
+            for n, buf in m.named_buffers():
+                if n not in stack.buffers:
+                    return Verdict("disagreed", f"member {k}: buffer {n} is not stacked")
+                diff = _close(stack.buffers[n][k], buf, rtol, atol)
+                if diff is not None:
+                    return Verdict("disagreed", f"member {k}: buffer {n} differs after the "
+                                                f"step (max |Δ| {diff:.3g})")
+        return Verdict("verified", f"one step on {len(members)} float64 copies: outputs, "
+                                   "gradients, parameters and buffers agree")
+    except Exception as exc:  # any failure of the vectorised route is a verdict, not a crash
+        return Verdict("raised", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])

@@ -1,0 +1,155 @@
+"""Where and with what a number was measured: the provenance columns of every row.
+
+:func:`host_facts` and :func:`machine_identity` are torch-free (the runner computes cell
+keys with them); :func:`torch_facts` imports torch and is called inside cells only.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from engine import __version__
+
+
+@functools.cache
+def cpu_model() -> str:
+    """CPU model name from ``/proc/cpuinfo`` (``platform.processor()`` elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or ""
+
+
+@functools.cache
+def git_commit() -> str:
+    """The fugue-tui source commit (short hash, ``+dirty`` when modified), or ``""``."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return ""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return ""
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no", "--", "engine", "fugue_tui"],
+                               capture_output=True, text=True, timeout=5)
+        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def host_facts() -> dict[str, Any]:
+    """Torch-free provenance: host, CPU, Python, fugue-tui version and commit."""
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "python_version": platform.python_version(),
+        "fugue_tui_version": __version__,
+        "fugue_tui_commit": git_commit(),
+    }
+
+
+def nvml_devices() -> list[dict[str, Any]]:
+    """GPUs NVML can see (name, uuid), or ``[]`` without a driver. Torch-free."""
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return []
+    try:
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            out.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                        "uuid": _text(pynvml.nvmlDeviceGetUUID(handle))})
+        return out
+    except pynvml.NVMLError:
+        return []
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` → ``cuda`` when NVML sees a GPU, else ``cpu``; other values unchanged."""
+    if requested == "auto":
+        return "cuda" if nvml_devices() else "cpu"
+    return requested
+
+
+def machine_identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The part of a cell key that says *where*: resuming on another host, GPU or torch
+    build reruns the cell instead of mixing numbers from two machines. ``gpu`` is the
+    device under test as ``engine.measure.monitor.resolve_gpu`` found it."""
+    gpu = gpu or {}
+    return {"host": socket.gethostname(), "device": device, "gpu_uuid": gpu.get("uuid", ""),
+            "gpu_name": gpu.get("name") or "", "torch": dist_version("torch")}
+
+
+def torch_facts(device: Any) -> dict[str, Any]:
+    """Torch-side provenance, inside a cell: versions, GPU name and VRAM as torch sees them.
+
+    Values that cannot be read on this machine are ``None`` (empty cells), never guessed.
+    """
+    import torch
+
+    facts: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "gpu_name": None, "gpu_vram_total_mb": None, "nv_driver_version": None,
+        "gpu_compute_mode": None,
+    }
+    if getattr(device, "type", "cpu") == "cuda":
+        # Driver, compute mode and power limit come from NVML through the monitor, which
+        # opens the device under test by UUID (an NVML index is not a CUDA index).
+        props = torch.cuda.get_device_properties(device)
+        facts["gpu_name"] = props.name
+        facts["gpu_vram_total_mb"] = round(props.total_memory / 2**20)
+    return facts
+
+
+def backend_flags() -> dict[str, Any]:
+    """The torch backend flags every cell sets identically (recorded in ``backend_flags``)."""
+    return {"cudnn_benchmark": False, "cudnn_deterministic": False,
+            "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,
+            "cudnn_allow_tf32": True}
+
+
+def apply_backend_flags() -> dict[str, Any]:
+    import torch
+
+    flags = backend_flags()
+    torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
+    torch.backends.cudnn.deterministic = flags["cudnn_deterministic"]
+    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+    torch.backends.cuda.matmul.allow_tf32 = flags["cuda_matmul_allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = flags["cudnn_allow_tf32"]
+    return flags

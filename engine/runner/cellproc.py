@@ -1,0 +1,186 @@
+"""Starting and stopping cell processes. Torch-free.
+
+A cell is a fresh ``python -m engine.cell`` process, leader of its own session (so a signal
+to the session reaches everything it started), stdin from /dev/null, output to its log, and
+a parent-death signal: if the runner dies, even by SIGKILL, the kernel kills the cell
+(``prctl(PR_SET_PDEATHSIG, SIGKILL)``). Processes the cell started in its session without a
+death signal of their own are found and killed by the next runner from the ``cell.pid``
+record (:func:`reap_leftovers`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import engine
+from engine.runner.watchdog import session_processes
+
+#: Seconds between SIGTERM and SIGKILL when a cell's session is stopped.
+TERM_GRACE_S = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL):
+    """preexec_fn: ask the kernel for ``sig`` (SIGKILL by default) when the parent dies; exit
+    if it already has. A child that can finish cleanly (the monitor) asks for SIGTERM."""
+    def apply() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        except (OSError, AttributeError):  # not Linux: the pid record still lets us clean up
+            pass
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+    return apply
+
+
+def engine_env() -> dict[str, str]:
+    """This environment with this engine first on ``PYTHONPATH``, so a child process runs
+    the same engine as its parent (a checkout, an editable or a regular install alike)."""
+    env = dict(os.environ)
+    root = str(Path(engine.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The cell's environment: a fresh TorchInductor/Triton cache (compile warm-up is
+    measured cold), the thread count for OpenMP/MKL, and this engine on the path."""
+    env = engine_env()
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
+    env["TRITON_CACHE_DIR"] = str(scratch / "triton")
+    env["PYTHONUNBUFFERED"] = "1"
+    n = str(threads or os.cpu_count() or 1)
+    env["OMP_NUM_THREADS"] = n
+    env["MKL_NUM_THREADS"] = n
+    env.update(extra or {})
+    return env
+
+
+def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
+    """Start ``python -m engine.cell SPEC`` in a new session and record its pid and session
+    in ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends)."""
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.cell", str(spec_path)], stdin=subprocess.DEVNULL,
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            preexec_fn=die_with_parent(os.getpid()))
+    record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
+              "host": socket.gethostname(), "started": time.time(),
+              "create_time": _create_time(proc.pid)}
+    (spec_path.parent / "cell.pid").write_text(json.dumps(record))
+    return proc
+
+
+def forget(attempt_dir: Path) -> None:
+    (attempt_dir / "cell.pid").unlink(missing_ok=True)
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def stop_session(session_id: int, leader: subprocess.Popen | None = None,
+                 grace: float = TERM_GRACE_S) -> list[int]:
+    """SIGTERM every process of the session, wait up to ``grace`` s, SIGKILL survivors, and
+    verify that none is left. Returns the pids that had to be SIGKILLed; raises
+    ``RuntimeError`` if anything survives SIGKILL (a process in uninterruptible sleep)."""
+    procs = session_processes(session_id, session_id)
+    for proc in procs:
+        _signal(proc, signal.SIGTERM)
+    if leader is not None:
+        try:
+            leader.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace if leader is None else 0.5)
+    # A process that exited but is not reaped yet (a zombie waiting for an init that reaps
+    # late) is gone: it needs no SIGKILL and must not be reported as needing one.
+    alive = [p for p in alive if _alive(p)]
+    if alive and leader is not None:  # the rest of the session gets the full grace too
+        _, alive = psutil.wait_procs(alive, timeout=grace)
+        alive = [p for p in alive if _alive(p)]
+    killed = []
+    for proc in alive:
+        killed.append(proc.pid)
+        _signal(proc, signal.SIGKILL)
+    if leader is not None:
+        try:
+            leader.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    _, still = psutil.wait_procs(alive, timeout=grace)
+    survivors = [p.pid for p in still] + [p.pid for p in session_processes(session_id, session_id)
+                                          if _alive(p)]
+    if survivors:
+        raise RuntimeError(f"processes {sorted(set(survivors))} of session {session_id} "
+                           "survived SIGKILL")
+    return killed
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _signal(proc: psutil.Process, sig: int) -> None:
+    try:
+        proc.send_signal(sig)
+    except psutil.Error:
+        pass
+
+
+def dump_stacks(pid: int, wait: float = 1.0) -> None:
+    """Ask a cell for a faulthandler stack dump of all its threads (SIGUSR1, registered by
+    ``engine.cell.main``), written to its log; wait briefly for it to land."""
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return
+    time.sleep(wait)
+
+
+def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:
+    """Find attempts of earlier runners that never ended (their ``cell.pid`` is still there),
+    kill whatever of their sessions is still alive, and return their records (with
+    ``attempt_dir`` and ``killed`` pids) so the caller can record them."""
+    found = []
+    for record_path in sorted(run_dir.glob("cells/*/attempt-*/cell.pid")):
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if record.get("runner_pid") == os.getpid():
+            continue
+        killed = []
+        if record.get("host") == socket.gethostname():
+            sid = record["sid"]
+            for proc in session_processes(sid, sid):
+                try:
+                    if os.getsid(proc.pid) != sid:
+                        continue  # a reused pid that is not ours
+                    proc.kill()
+                    killed.append(proc.pid)
+                except (psutil.Error, ProcessLookupError):
+                    continue
+        record["attempt_dir"] = record_path.parent
+        record["killed"] = killed
+        found.append(record)
+        record_path.unlink(missing_ok=True)
+    return found

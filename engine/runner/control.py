@@ -1,0 +1,131 @@
+"""The runner's control channel: command files dropped into ``<run folder>/control/``.
+
+Files, not a socket: nothing to bind, no 107-byte path limit, works across hosts sharing the
+run folder, and a command sent while no runner is running waits for the next one (a runner
+discards commands older than its own start). Each command is one JSON file written to a
+temporary name and renamed into place, so the runner never reads half a command. Torch-free.
+
+Commands: ``kill CELL`` (stop the running attempt; recorded killed, not retried),
+``retry CELL`` (stop it if running, then run it again now; does not consume the campaign's
+``retries`` budget), ``skip CELL`` (do not run a queued cell; stop it if running),
+``abort`` (stop the running cell and end the campaign). ``CELL`` is a cell key, a unique key
+prefix, or the cell's index in the campaign.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError, OutputError
+from engine.events import EventTail
+from engine.observe.follow import last_session_offset
+
+COMMANDS = ("kill", "retry", "skip", "abort")
+
+
+def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
+    """Queue a command for the runner of ``run_dir``; return the command file.
+
+    Raises:
+        ConfigError: unknown command, a missing cell, no such run folder, or a cell that
+            the campaign's last runner session does not have (an index out of range, a key
+            prefix that matches no cell or several).
+        OutputError: the command file cannot be written (``control`` is not a folder, a
+            read-only or full disk); nothing is left behind.
+    """
+    run_dir = Path(run_dir)
+    if command not in COMMANDS:
+        raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
+    if command != "abort" and not cell:
+        raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
+    if not (run_dir / "runner.jsonl").exists():
+        raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
+    if cell:
+        check_cell(run_dir, command, str(cell))
+    inbox = run_dir / "control"
+    body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
+    name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+    tmp = inbox / f".{name}.tmp"
+    created = not os.path.lexists(inbox)
+    try:
+        inbox.mkdir(exist_ok=True)
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, inbox / name)
+    except OSError as exc:  # a file in the inbox's place, a read-only or full disk
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                inbox.rmdir()
+        reason = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        raise OutputError(f"{inbox}: cannot queue the command: {reason}") from None
+    return inbox / name
+
+
+def campaign_cells(run_dir: str | Path) -> tuple[int, dict[int, str]] | None:
+    """``(number of cells, {index: cell key})`` of the campaign's last runner session, from
+    its ``runner.jsonl`` (the runner announces every cell as queued or skipped when it
+    starts); None before any runner started."""
+    path = Path(run_dir) / "runner.jsonl"
+    events = list(EventTail(path, last_session_offset(run_dir)).read())
+    started = next((e for e in events if e.get("type") == "campaign_started"), None)
+    if started is None or not isinstance(started.get("cells"), int):
+        return None
+    keys = {int(e["index"]): str(e["cell"]) for e in events
+            if e.get("type") in ("queued", "skipped", "cell_started")
+            and isinstance(e.get("index"), int) and e.get("cell")}
+    return started["cells"], keys
+
+
+def check_cell(run_dir: str | Path, command: str, ref: str) -> None:
+    """Refuse a cell reference that the runner could not resolve: the same rule as
+    :meth:`engine.runner.supervisor.Runner.find` (an index from 1 to the number of cells, else a key
+    or unique key prefix), against the cells of the campaign's last runner session.
+
+    Raises:
+        ConfigError: one line naming ``ref`` and the valid range.
+    """
+    known = campaign_cells(run_dir)
+    if known is None:  # no runner has started yet: the runner itself reports a bad ref
+        return
+    total, keys = known
+    if ref.isdigit() and 1 <= int(ref) <= total:
+        return
+    matches = sorted({key for key in keys.values() if key.startswith(ref)})
+    if len(matches) == 1 or (not matches and len(keys) < total):
+        return  # a key (prefix); or cells whose keys the event log does not list
+    valid = (f"an index from 1 to {total}, or a cell key or unique key prefix" if total
+             else "the campaign has no cells")
+    if len(matches) > 1:
+        raise ConfigError(f"control {command}: cell key prefix '{ref}' matches "
+                          f"{len(matches)} cells of {run_dir}; give more characters "
+                          f"({valid})")
+    raise ConfigError(f"control {command}: no cell '{ref}' in {run_dir} ({valid})")
+
+
+class Inbox:
+    """The runner's side: commands in arrival order, each consumed once."""
+
+    def __init__(self, run_dir: Path, since: float):
+        self.dir = run_dir / "control"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.since = since
+
+    def poll(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.dir.glob("[0-9]*.json")):
+            try:
+                body = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            finally:
+                path.unlink(missing_ok=True)
+            if body.get("ts", 0) >= self.since and body.get("cmd") in COMMANDS:
+                out.append(body)
+        return out

@@ -1,0 +1,271 @@
+"""The one training loop (``docs/measurement.md``): every executor that trains a single
+model per job (seq, mp, ray) calls :func:`train_job`; the unified model reproduces the same
+contract stacked.
+
+Per job: seed the global RNG with the job seed, build the model, build the optimizer, then
+for each epoch draw the job's batch order (``engine.train.data.EpochOrder``), train on full
+batches only, and validate on the job's validation split after every epoch for hpo jobs
+(``validate_every_epoch``) and after the last epoch otherwise.
+
+Times (seconds, ``time.perf_counter``; on CUDA the clock is read after a device sync):
+``total_time_s`` from the start of model build to the end of the last validation;
+``train_time_s`` the sum of the epochs' training-step phases; ``val_time_s`` the sum of
+validations. ``train_throughput_sps`` = samples trained ÷ ``train_time_s``.
+
+Only imported inside cell and worker processes (imports torch at module level).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from engine.parts import tasks as task_lib
+from engine.train.data import DeviceData, EpochOrder, split_for
+from engine.parts.models import build_model
+from engine.parts.optimizers import build_optimizer
+from engine.define.workloads import JobSpec
+
+#: How often (seconds) a job reports training progress, besides every epoch end.
+PROGRESS_INTERVAL_S = 0.25
+#: Validation batch size: large, because eval results do not depend on it (eval mode).
+EVAL_BATCH = 1024
+
+
+@dataclass
+class TrainSettings:
+    """What the cell decided for every job of the group (recorded in the rows)."""
+
+    device: torch.device
+    compile_mode: str = "off"       # "off" or a torch.compile mode ("default", ...)
+    amp_allowed: bool = False       # True only on CUDA: autocast fp16 + GradScaler
+
+
+@dataclass
+class JobResult:
+    """Outcome of one job. Metrics that were not measured stay ``None`` (an empty cell)."""
+
+    job: JobSpec
+    status: str = "ok"              # ok | failed
+    error: str = ""
+    start: float | None = None      # perf_counter at model build start
+    end: float | None = None
+    total_time_s: float | None = None
+    train_time_s: float | None = None
+    val_time_s: float | None = None
+    samples: int = 0                # samples actually trained (full batches only)
+    samples_dropped: int = 0        # tail samples skipped over all epochs
+    epochs_run: int = 0
+    final_train_loss: float | None = None
+    final_train_acc: float | None = None
+    final_val_loss: float | None = None
+    final_val_acc: float | None = None
+    param_count: int | None = None
+    amp_applied: bool = False
+    compile_mode: str = "off"       # effective
+    compile_reason: str = ""
+    val_source: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    early_stopped: bool = False     # a scheduler stopped the trial before its epoch budget
+    stop_reason: str = ""           # why it stopped early (scheduler decision), else ""
+    worker_pid: int | None = None   # process that trained the job
+    torch_peak_allocated_mb: float | None = None  # torch.cuda.max_memory_allocated, MiB
+    torch_peak_reserved_mb: float | None = None   # torch.cuda.max_memory_reserved, MiB
+    compile_warmup_s: float | None = None         # first compiled step(s), s (inside total)
+
+    @property
+    def train_throughput_sps(self) -> float | None:
+        if not self.train_time_s:
+            return None
+        return self.samples / self.train_time_s
+
+    @property
+    def throughput_sps(self) -> float | None:
+        if not self.total_time_s:
+            return None
+        return self.samples / self.total_time_s
+
+
+ProgressFn = Callable[..., None]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor,
+             task: str, amp: bool) -> tuple[float, float]:
+    """Mean loss and accuracy (or R²) of ``model`` over ``x[idx]``, in eval mode.
+
+    Returns floats (one host sync at the end). Restores the module's training mode.
+    """
+    was_training = model.training
+    model.eval()
+    criterion = task_lib.loss_fn(task)
+    loss_sum = torch.zeros((), device=x.device)
+    sums: dict[str, torch.Tensor] = {}
+    idx = idx.to(x.device)
+    with torch.no_grad(), _autocast(x.device, amp):
+        for start in range(0, len(idx), EVAL_BATCH):
+            batch = idx[start:start + EVAL_BATCH]
+            out, target = task_lib.prepare(task, model(x[batch]), y[batch])
+            loss_sum += criterion(out.float(), target) * len(batch)
+            for key, value in task_lib.score_sums(task, out.float(), target).items():
+                sums[key] = sums[key] + value if key in sums else value
+    model.train(was_training)
+    return float(loss_sum) / len(idx), task_lib.finalise(task, sums)
+
+
+def _autocast(device: torch.device, amp: bool):
+    if amp and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
+              progress: ProgressFn | None = None,
+              on_epoch_end: Callable[[JobResult], None] | None = None) -> JobResult:
+    """Train one job to completion and return its :class:`JobResult`.
+
+    Never raises for a failure of the job itself: the result carries ``status="failed"``
+    and a one-line ``error`` (the traceback goes to stderr, i.e. the cell's log).
+    ``progress(job_id=..., epoch=..., step=..., ...)`` is called at most every
+    ``PROGRESS_INTERVAL_S`` seconds and at every epoch end. ``on_epoch_end(result)`` is
+    called with the live result after each epoch's record and progress event (Ray Tune
+    reports from it: a trial its scheduler stops is killed, so the last epoch's snapshot is
+    all that remains of it); an exception it raises fails the job like any other.
+    """
+    result = JobResult(job)
+    try:
+        _train(job, data, settings, progress or (lambda **_: None), result, on_epoch_end)
+    except Exception as exc:  # the job failed; the group goes on and records it
+        traceback.print_exc()
+        result.status = "failed"
+        result.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        result.end = time.perf_counter()
+        if result.start is not None:
+            result.total_time_s = result.end - result.start
+    return result
+
+
+def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: ProgressFn,
+           result: JobResult,
+           on_epoch_end: Callable[[JobResult], None] | None = None) -> None:
+    device = settings.device
+    task = job.task or data.task
+    _sync(device)
+    result.worker_pid = os.getpid()
+    if device.type == "cuda":  # per-job peaks: jobs in one process run one after another here
+        torch.cuda.reset_peak_memory_stats(device)
+    result.start = time.perf_counter()
+    torch.manual_seed(job.seed)  # model init and dropout masks: the job seed, under every executor
+    model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
+                        where=job.job_id).to(device)
+    result.param_count = sum(p.numel() for p in model.parameters())
+    optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr, job.optimizer_kwargs,
+                                where=job.job_id)
+    amp = bool(job.amp and settings.amp_allowed)
+    result.amp_applied = amp
+    scaler = torch.amp.GradScaler("cuda") if amp else None
+    # Resolved once: the step below calls the raw criterion on already-shaped tensors, so
+    # the loop pays no registry lookup and no second shaping per step (bench/RESULTS.md).
+    task = task_lib.resolve_task(task, job.dataset, where=job.job_id)
+    criterion = task_lib.loss_fn(task).criterion
+
+    forward: Callable[[torch.Tensor], torch.Tensor] = model
+    if settings.compile_mode != "off":
+        forward = torch.compile(model, mode=None if settings.compile_mode == "default"
+                                else settings.compile_mode)
+        result.compile_mode = settings.compile_mode
+
+    split = split_for(job.split, len(data.pool_y),
+                      None if data.test_y is None else len(data.test_y))
+    result.val_source = split.val_source
+    val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
+                    else (data.pool_x, data.pool_y))
+    order = EpochOrder(job, split.train_idx)
+    limiter_interval = PROGRESS_INTERVAL_S
+    last_report = time.perf_counter()
+    x_all, y_all = data.pool_x, data.pool_y
+    model.train()
+
+    for epoch in range(job.epochs):
+        last_epoch = epoch == job.epochs - 1
+        batches = order.batches(device)
+        loss_sum = torch.zeros((), device=device)
+        score: dict[str, torch.Tensor] = {}
+        _sync(device)
+        t_epoch = time.perf_counter()
+        for step in range(order.n_batches):
+            idx = batches[step]
+            xb, yb = x_all[idx], y_all[idx]
+            with _autocast(device, amp):
+                out, target = task_lib.prepare(task, forward(xb), yb)
+                loss = criterion(out.float() if out.dtype in (torch.float16, torch.bfloat16) else out, target)
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            detached = loss.detach()
+            loss_sum += detached
+            if last_epoch:  # final_train_acc: only the last epoch pays for scoring
+                with torch.no_grad():
+                    for key, value in task_lib.score_sums(task, out, target).items():
+                        score[key] = score[key] + value if key in score else value
+            now = time.perf_counter()
+            if now - last_report >= limiter_interval:
+                last_report = now
+                done = result.samples + (step + 1) * order.batch_size
+                progress(job_id=job.job_id, epoch=epoch + 1, epochs=job.epochs, step=step + 1,
+                         steps=order.n_batches, samples=done, loss=float(detached),
+                         elapsed=now - result.start)
+        _sync(device)
+        train_s = time.perf_counter() - t_epoch
+        result.train_time_s = (result.train_time_s or 0.0) + train_s
+        result.samples += order.n_batches * order.batch_size
+        result.samples_dropped += order.dropped_per_epoch
+        result.epochs_run = epoch + 1
+        epoch_loss = float(loss_sum) / order.n_batches
+        if not math.isfinite(epoch_loss):
+            raise FloatingPointError(f"training loss is {epoch_loss} at epoch {epoch + 1}")
+        record: dict[str, Any] = {"epoch": epoch + 1, "train_loss": epoch_loss,
+                                  "train_s": train_s}
+        if last_epoch:
+            result.final_train_loss = epoch_loss
+            result.final_train_acc = task_lib.finalise(task, score)
+            record["train_acc"] = result.final_train_acc
+        if job.validate_every_epoch or last_epoch:
+            t_val = time.perf_counter()
+            val_loss, val_acc = evaluate(model, val_x, val_y, split.val_idx, task, amp)
+            result.val_time_s = (result.val_time_s or 0.0) + time.perf_counter() - t_val
+            record.update(val_loss=val_loss, val_acc=val_acc)
+            result.final_val_loss, result.final_val_acc = val_loss, val_acc
+        result.history.append(record)
+        now = time.perf_counter()
+        last_report = now
+        progress(job_id=job.job_id, epoch=epoch + 1, epochs=job.epochs, step=order.n_batches,
+                 steps=order.n_batches, samples=result.samples, loss=epoch_loss,
+                 val_loss=record.get("val_loss"), val_acc=record.get("val_acc"),
+                 elapsed=now - result.start, epoch_end=True,
+                 train_sps=result.samples / result.train_time_s)
+        if on_epoch_end is not None:
+            on_epoch_end(result)
+    _sync(device)
+    result.end = time.perf_counter()
+    result.total_time_s = result.end - result.start
+    if device.type == "cuda":
+        result.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(device) / 2**20
+        result.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(device) / 2**20
