@@ -60,7 +60,7 @@ def specs(tmp: Path, executors: list[str]) -> dict[str, dict]:
            "runs_dir": str(tmp / "runs"), "device": "cpu", "threads": 1,
            "experiments_file": str(tmp / "exps.toml")}
     runner = Runner(parse_campaign(doc, "bench"))
-    return {c.executor: runner._spec(c, 1) for c in runner.cells}
+    return {c.executor: runner.cell_spec(c, 1) for c in runner.cells}
 
 
 def run_cell(spec: dict, tmp: Path, attempt: int) -> dict[str, float]:

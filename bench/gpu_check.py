@@ -281,6 +281,9 @@ def part_pytest_gpu(out: Path) -> tuple[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from engine.plugins import load_builtins
+
+    load_builtins()  # this process's entry (python -m bench.<part>)
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu_check_out")

@@ -61,7 +61,7 @@ def base_spec(tmp: Path, epochs: int | None) -> dict:
         (tmp / "exps.toml").write_text(f"[experiments.D_ens]\nepochs = {epochs}\n")
         doc["experiments_file"] = str(tmp / "exps.toml")
     runner = Runner(parse_campaign(doc, "bench"))
-    return runner._spec(runner.cells[0], 1)
+    return runner.cell_spec(runner.cells[0], 1)
 
 
 def run_cell(spec: dict, tmp: Path, attempt: int, interval: float | None) -> dict[str, str]:

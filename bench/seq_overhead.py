@@ -193,6 +193,9 @@ def _check_equivalence(jobs, data, bare_models, seq_results) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from engine.plugins import load_builtins
+
+    load_builtins()  # this process's entry (python -m bench.<part>)
     parser = argparse.ArgumentParser(prog="python -m bench.seq_overhead", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=10,

@@ -279,6 +279,9 @@ def peak_memory_mb(fn, device) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from engine.plugins import load_builtins
+
+    load_builtins()  # this process's entry (python -m bench.<part>)
     parser = argparse.ArgumentParser(prog="python -m bench.unified_scaling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5, help="repetitions (>= 5; default 5)")

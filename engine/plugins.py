@@ -18,14 +18,23 @@ from engine.errors import ConfigError
 _loaded: set[str] = set()
 
 
+def load_builtins() -> None:
+    """Register the built-in models, datasets, tasks, optimizers and executors: import the
+    modules that declare them (torch-free imports; a second call costs nothing). Every
+    process calls this (or :func:`load_plugins`) once at its entry, before any lookup."""
+    import engine.executors  # noqa: F401
+    import engine.parts.datasets  # noqa: F401
+    import engine.parts.models  # noqa: F401
+    import engine.parts.optimizers  # noqa: F401
+    import engine.parts.tasks  # noqa: F401
+
+
 def load_plugins() -> list[str]:
     """Import every plugin once; return their names.
 
     Raises:
         ConfigError: a plugin named in ``FUGUE_PLUGINS`` cannot be imported.
     """
-    from engine.registry import load_builtins
-
     load_builtins()
     names = [n.strip() for n in os.environ.get("FUGUE_PLUGINS", "").split(",") if n.strip()]
     for name in names:

@@ -4,6 +4,11 @@ Torch-free: builders import torch inside themselves, so the runner and the dashb
 list what exists (and why something is unavailable) without creating a CUDA context.
 Plugins (``engine.plugins``) register into the same tables with the same decorators the
 built-ins use.
+
+This module imports nothing of the engine but its errors: the built-ins register
+themselves when their modules are imported, which each process does once at its entry
+(``engine.plugins.load_builtins``, also called by ``load_plugins``), so a lookup never
+imports modules behind the caller's back.
 """
 
 from __future__ import annotations
@@ -111,8 +116,6 @@ class Registry:
         Raises:
             ConfigError: unknown name, with the nearest valid one and the known ones.
         """
-        if name not in self.items:
-            load_builtins()  # a caller that imported only the registry still sees built-ins
         try:
             return self.items[name]
         except KeyError:
@@ -122,12 +125,9 @@ class Registry:
                 f"{known(self.items)}") from None
 
     def __contains__(self, name: object) -> bool:
-        if name not in self.items:
-            load_builtins()  # as get(): "is X registered?" must not depend on import order
         return name in self.items
 
     def names(self) -> list[str]:
-        load_builtins()
         return list(self.items)
 
 
@@ -169,11 +169,3 @@ def register_task(spec: TaskSpec, replace: bool = False) -> TaskSpec:
 def register_optimizer(spec: OptimizerSpec, replace: bool = False) -> OptimizerSpec:
     return OPTIMIZERS.add(spec, replace=replace)
 
-
-def load_builtins() -> None:
-    """Import the modules that register the built-in entries (torch-free imports)."""
-    import engine.parts.datasets  # noqa: F401
-    import engine.parts.models  # noqa: F401
-    import engine.parts.optimizers  # noqa: F401
-    import engine.parts.tasks  # noqa: F401
-    import engine.executors  # noqa: F401

@@ -194,6 +194,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from engine.plugins import load_builtins
+
+    load_builtins()  # the process's entry: every registry lookup below sees the built-ins
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command and args.batch:

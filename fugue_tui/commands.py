@@ -364,13 +364,12 @@ def executors_epilog() -> str:
     """``fugue-tui run --help``'s epilog: each registered executor with its description and
     options (with their types and help), and the registered workload types."""
     from engine.define.campaign import PLANNED_EXECUTORS
-    from engine.registry import EXECUTORS, load_builtins
+    from engine.plugins import load_builtins, load_plugins
+    from engine.registry import EXECUTORS
     from engine.define.workloads import WORKLOADS
 
     lines = []
     try:
-        from engine.plugins import load_plugins
-
         load_plugins()
     except FugueError as exc:
         load_builtins()

@@ -6,6 +6,11 @@ from __future__ import annotations
 import pytest
 
 from engine.measure.provenance import nvml_devices
+from engine.plugins import load_builtins
+
+# The test process's entry: register the built-ins once, as every entry point of the product
+# does (the registries import nothing by themselves).
+load_builtins()
 
 
 def pytest_collection_modifyitems(config, items):

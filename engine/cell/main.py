@@ -26,7 +26,6 @@ This entry point is stable: the runner and later front ends depend on it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import faulthandler
 import json
 import os
@@ -42,34 +41,8 @@ from engine.events import LIFECYCLE, EventWriter
 from engine.results.store import new_group_id
 from engine.results.rows import failed_group_row, group_static
 
-SPEC_SCHEMA = 1
-#: Exit status of a cell that could not write its output (rows, events): the runner
-#: stops the campaign (each later cell would fail the same way).
-EXIT_OUTPUT = 4
-#: errno values that mean "this output cannot be written here", not a bug.
-OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
-#: Size of the spec's ``reason_file``, which the runner fills with spaces before the cell
-#: starts: the cell's one-line reason overwrites those bytes in place, which needs no free
-#: block even on a full disk (events and log may be unwritable by then).
-REASON_BYTES = 1024
-
-
-def output_failure(exc: BaseException, where: str | os.PathLike[str] | None = None
-                   ) -> str | None:
-    """The one-line reason when ``exc`` means the cell's output cannot be written: an
-    :class:`OutputError` (its message names the file), or an ``OSError`` with an errno of
-    :data:`OUTPUT_ERRNOS` anywhere in its chain (``<file>: <strerror>``; a write through a
-    file object names no file: then ``where``, the folder written to); else None."""
-    if isinstance(exc, OutputError):
-        return str(exc)
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in OUTPUT_ERRNOS:
-            name = seen.filename if seen.filename is not None else where
-            reason = seen.strerror or os.strerror(seen.errno)
-            return f"{name}: {reason}" if name is not None else reason
-        seen = seen.__cause__ or seen.__context__
-    return None
+from engine.cell.protocol import (EXIT_OUTPUT, OUTPUT_ERRNOS, REASON_BYTES, SPEC_SCHEMA,  # noqa: F401
+                                  output_failure, read_reason, safe_name, write_reason)
 
 
 class CellEvents:
@@ -113,31 +86,6 @@ class CellEvents:
             self._writer.close()
         except OSError as exc:
             self._error(exc)
-
-
-def write_reason(spec: dict[str, Any], line: str) -> None:
-    """Overwrite the runner's pre-allocated ``reason_file`` with ``line`` (never extends
-    it: no new block is needed). Best effort; absent in specs of older runners."""
-    path = spec.get("reason_file")
-    if not path:
-        return
-    data = line.replace("\n", " ").encode("utf-8", "replace")[:REASON_BYTES - 1] + b"\n"
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # no O_CREAT, no O_TRUNC
-        try:
-            if os.fstat(fd).st_size >= REASON_BYTES:
-                os.pwrite(fd, data.ljust(REASON_BYTES, b" "), 0)
-        finally:
-            os.close(fd)
-
-
-def read_reason(path: str | Path) -> str:
-    """The line a cell left in its ``reason_file`` ("" when none)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(REASON_BYTES).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
 
 
 class TolerantStream:
@@ -359,9 +307,8 @@ def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
     try:
         return monitor.job_columns(job_id, t0, t1, shared=shared)
     except OSError as exc:
-        from engine.cell.monitor import _safe
 
-        path = Path(spec["runs_dir"]) / "samples" / spec["group_id"] / f"{_safe(job_id)}.csv"
+        path = Path(spec["runs_dir"]) / "samples" / spec["group_id"] / f"{safe_name(job_id)}.csv"
         with contextlib.suppress(OSError):
             path.with_name(path.name + ".tmp").unlink(missing_ok=True)
         _say(f"warning: {path}: {exc.strerror or exc}; the job's monitor columns stay empty")

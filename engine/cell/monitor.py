@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runner.cellproc import die_with_parent, engine_env
+from engine.cell.protocol import safe_name
 from engine.measure.monitor import DEFAULT_INTERVAL_S, read_samples, rapl_files, summarise, write_slice
 
 #: Seconds the cell waits for the sidecar's first sample (interpreter start, psutil and
@@ -145,7 +146,7 @@ class CellMonitor:
         if not self.samples or t0 is None or t1 is None:
             return {"energy_method": "none"}
         path = write_slice(self.samples, t0, t1,
-                           self.runs_dir / "samples" / self.group_id / f"{_safe(job_id)}.csv")
+                           self.runs_dir / "samples" / self.group_id / f"{safe_name(job_id)}.csv")
         cols: dict[str, Any] = {"samples_file": os.path.relpath(path, self.runs_dir)}
         if shared:
             cols.update(energy_method="none",
@@ -158,10 +159,6 @@ class CellMonitor:
         if self.meta.get("gpu"):
             cols["gpu_metrics_method"] = "nvml (job window)"
         return cols
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
 def mps_daemon_present() -> bool | None:

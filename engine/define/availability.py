@@ -32,7 +32,6 @@ def experiment_availability(exp: Experiment, data_root: str | Path | None = None
     ``data_root`` defaults to ``engine.parts.datasets.data_root()`` ($FUGUE_DATA_DIR). Never
     raises for a missing or unknown name: that is the answer, not an error.
     """
-    registry.load_builtins()
     if importlib.util.find_spec("torch") is None:
         return False, "torch is not installed"
     seen: set[tuple[str, str, str | None, str]] = set()

@@ -193,7 +193,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
         _check_option_values(EXECUTORS.get(executor), table, f"{where}: options.{executor}")
     if "ray" in executors and options.get("ray", {}).get("address"):
-        from engine.executors.ray.runtime import validate_options  # torch- and ray-free
+        from engine.executors.ray.options import validate_options  # torch- and ray-free
 
         reason = validate_options(options["ray"])
         if reason:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from engine.define import tomlfile
 from engine.define.catalogue import OPTIMIZER_KWARGS, Experiment
 from engine.errors import ConfigError
-from engine.parts.models import _check_kwargs as check_model_kwargs
+from engine.parts.models import check_kwargs as check_model_kwargs
 from engine.parts.optimizers import check_optimizer
 from engine.registry import DATASETS, MODELS
 from engine.define.workloads import expand, train_size

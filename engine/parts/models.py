@@ -98,7 +98,7 @@ def model_available(name: str, where: str = "") -> tuple[bool, str]:
     return True, ""
 
 
-def _check_kwargs(name: str, build: Any, kwargs: Mapping[str, Any], where: str) -> None:
+def check_kwargs(name: str, build: Any, kwargs: Mapping[str, Any], where: str) -> None:
     """Refuse model_kwargs the builder does not declare (builders with ``**kwargs`` pass
     theirs on, and the callee's ``TypeError`` is reported instead)."""
     params = inspect.signature(build).parameters
@@ -130,7 +130,7 @@ def build_model(name: str, in_shape: tuple[int, ...], n_outputs: int,
     if not ok:
         raise ConfigError(prefix + reason)
     kwargs = dict(model_kwargs or {})
-    _check_kwargs(name, spec.build, kwargs, where)
+    check_kwargs(name, spec.build, kwargs, where)
     try:
         return spec.build(tuple(in_shape), int(n_outputs), **kwargs)
     except (TypeError, ValueError) as exc:

@@ -50,7 +50,7 @@ from filelock import FileLock, Timeout
 
 from engine.define.availability import experiment_availability
 from engine.define.campaign import Campaign, load_campaign
-from engine.cell.main import (EXIT_OUTPUT, REASON_BYTES, SPEC_SCHEMA, output_failure,
+from engine.cell.protocol import (EXIT_OUTPUT, REASON_BYTES, SPEC_SCHEMA, output_failure,
                          read_reason)
 from engine.runner.cleanup import run_recorded
 from engine.runner.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
@@ -221,7 +221,7 @@ class Runner:
                 self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
                            reason=planned.skip)
             elif planned.skip:
-                self._record(self._spec(cell, self._next_attempt(cell)), "skipped", planned.skip)
+                self._record(self.cell_spec(cell, self._next_attempt(cell)), "skipped", planned.skip)
                 self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
                            reason=planned.skip)
                 outcome.outcomes.append(CellOutcome(cell, "skipped", 0, planned.skip))
@@ -299,7 +299,10 @@ class Runner:
         existing = [int(p.name.split("-")[1]) for p in self._cell_dir(cell).glob("attempt-*")]
         return max(existing, default=0) + 1
 
-    def _spec(self, cell: CellSpec, attempt: int) -> dict[str, Any]:
+    def cell_spec(self, cell: CellSpec, attempt: int) -> dict[str, Any]:
+        """The spec (schema :data:`~engine.cell.protocol.SPEC_SCHEMA`) that attempt
+        ``attempt`` of ``cell`` is started with: what ``python -m engine.cell`` reads. Public
+        for tools that run one cell by hand (``bench``)."""
         attempt_dir = self._cell_dir(cell) / f"attempt-{attempt}"
         return {
             "schema": SPEC_SCHEMA, "campaign_id": self.campaign_id,
@@ -334,7 +337,7 @@ class Runner:
 
     def _attempt(self, cell: CellSpec, attempt: int) -> tuple[str, str, Path, str]:
         """One attempt: returns (status, error, log path, what next: "" | "retry" | "stop")."""
-        spec = self._spec(cell, attempt)
+        spec = self.cell_spec(cell, attempt)
         attempt_dir = Path(spec["events"]).parent
         spec_path = attempt_dir / "spec.json"
         log_path = attempt_dir / "cell.log"
@@ -467,7 +470,7 @@ class Runner:
                 reason += f" (SIGKILL needed for pids {forced})"
         except RuntimeError as exc:
             reason += f"; {exc}"
-        spec = self._spec(cell, attempt)
+        spec = self.cell_spec(cell, attempt)
         self._record(spec, "killed", reason)
         self._emit("killed", cell=cell.key, attempt=attempt, reason=reason,
                    exit_code=proc.returncode)
@@ -529,7 +532,7 @@ class Runner:
             elif name == "skip" and cell in self.queue:
                 self.queue.remove(cell)
                 reason = "skipped by control command"
-                self._record(self._spec(cell, self._next_attempt(cell)), "skipped", reason)
+                self._record(self.cell_spec(cell, self._next_attempt(cell)), "skipped", reason)
                 self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
                            reason=reason)
                 self.outcomes[cell.key] = CellOutcome(cell, "skipped", 0, reason)

@@ -11,7 +11,8 @@ from engine.define.campaign import load_campaign
 from engine.errors import ConfigError
 from engine.executors import ExecutorSpec, register_executor
 from engine.define.matrix import build_cells
-from engine.registry import EXECUTORS, load_builtins
+from engine.plugins import load_builtins
+from engine.registry import EXECUTORS
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINE = {"host": "h1", "device": "cpu", "gpu_uuid": "", "gpu_name": "", "torch": "2.x"}

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from engine import registry
+from engine.plugins import load_builtins
 from engine.define.availability import experiment_availability
 from engine.define.catalogue import load_catalogue
 from engine.errors import ConfigError
@@ -26,7 +27,7 @@ from engine.parts.optimizers import build_optimizer
 from engine.parts.tasks import loss_fn
 from engine.define.workloads import expand
 
-registry.load_builtins()
+load_builtins()
 CATALOGUE = load_catalogue()
 PLUGIN_ONLY = {"transformer", "xlm_roberta", "vgg16_cbam", "wikitext", "sst2", "imagenette"}
 

@@ -23,7 +23,7 @@ import pytest
 
 from engine.define.campaign import load_campaign
 from engine.define.matrix import build_cells
-from engine.registry import load_builtins
+from engine.plugins import load_builtins
 from engine.define.workloads import WORKLOADS, SplitSpec, base_fields, make_job, register_workload
 
 REPO = Path(__file__).resolve().parents[2]

@@ -161,7 +161,8 @@ class PlanScreen(Screen):
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         from engine.define.campaign import PLANNED_EXECUTORS
-        from engine.registry import EXECUTORS, load_builtins
+        from engine.plugins import load_builtins
+        from engine.registry import EXECUTORS
 
         load_builtins()
         yield Static(Text("fugue-tui · plan a campaign", style="bold"), id="title")

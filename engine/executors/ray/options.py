@@ -1,0 +1,57 @@
+"""Campaign-time checks of ``[options.ray]``: torch-free and Ray-free, so that the
+campaign's validation (``engine.define.campaign``) can refuse a bad cluster address before
+anything is written, without importing the runtime module."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from engine.errors import FugueError
+
+#: Seconds to wait for a TCP connection to an existing cluster before calling it unreachable.
+CONNECT_TIMEOUT_S = 3.0
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``host:port`` or ``ray://host:port`` → ``(host, port)``.
+
+    Raises:
+        FugueError: not of that form (one line naming the value).
+    """
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise FugueError(f"options.ray.address must be host:port or ray://host:port, "
+                         f"got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+    """Return ``None`` when a TCP connection to ``address`` opens within ``timeout``
+    seconds, else a one-line reason. Cheap and Ray-free: meant for campaign validation,
+    before anything is written, as well as before ``ray.init`` (which would retry for a
+    long time).
+
+    Raises:
+        FugueError: the address is malformed.
+    """
+    host, port = parse_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return (f"options.ray.address {address!r}: no Ray cluster reachable "
+                f"({exc.strerror or type(exc).__name__}, waited {timeout:g} s)")
+
+
+def validate_options(options: dict[str, Any]) -> str | None:
+    """Campaign-time check of ``[options.ray]`` that needs the network: ``None``, or a
+    one-line reason when ``address`` is set and nothing answers there (meant to be called
+    by campaign validation, so a bad address fails before anything is written).
+
+    Raises:
+        FugueError: a malformed address.
+    """
+    address = options.get("address")
+    return check_address(address) if address else None
