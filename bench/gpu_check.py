@@ -179,7 +179,7 @@ optimizer = "sgd"
 
 
 def _campaign(tmp: Path, name: str, body: str, timeout: float) -> list[dict[str, str]]:
-    from engine.results.store import read_rows
+    from engine.results.read import read_rows
 
     (tmp / "exps.toml").write_text(EXPERIMENTS)
     (tmp / f"{name}.toml").write_text(

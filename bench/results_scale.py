@@ -67,7 +67,7 @@ _STRATEGIES = ([("seq", "", "", 1.0), ("mp", "", "", 0.8)]
 
 def synthetic_groups(n_rows: int = 100_000, seed: int = 0) -> pd.DataFrame:
     """About ``n_rows`` group rows in our CSV columns, as strings (what a CSV read gives)."""
-    from engine.results.store import GROUP_COLUMNS
+    from engine.results.columns import GROUP_COLUMNS
 
     machines, campaigns, experiments, compile_modes = 2, 10, 17, ("off", "default")
     cells = machines * campaigns * experiments * len(compile_modes) * len(_STRATEGIES)

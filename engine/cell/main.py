@@ -38,7 +38,7 @@ from typing import Any
 
 from engine.errors import FugueError, OutputError
 from engine.events import LIFECYCLE, EventWriter
-from engine.results.store import new_group_id
+from engine.results.values import new_group_id
 from engine.results.rows import failed_group_row, group_static
 
 from engine.cell.protocol import (EXIT_OUTPUT, OUTPUT_ERRNOS, REASON_BYTES, SPEC_SCHEMA,  # noqa: F401
@@ -168,7 +168,8 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
                     **flags: Any) -> None:
     """Best effort on a disk that may be full: the failed group row (all or nothing), then
     the event saying whether it was written. Never raises."""
-    from engine.results.store import GROUP_COLUMNS, append_rows
+    from engine.results.columns import GROUP_COLUMNS
+    from engine.results.store import append_rows
 
     try:
         append_rows(Path(spec["runs_dir"]) / "master_groups.csv",

@@ -79,7 +79,8 @@ import numpy as np
 import pandas as pd
 
 from engine.errors import FugueError
-from engine.results.store import GROUPS_FILE, INDIVIDUAL_FILE, read_rows
+from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
+from engine.results.read import read_rows
 
 #: Fewest rows on each side (strategy and seq) for a bootstrap interval.
 MIN_BOOT_N = 5
@@ -198,7 +199,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
                                na_filter=False).fillna("")
         except pd.errors.ParserError:
             pass  # e.g. a row longer than the header: the csv module copes
-    # A torn last line (a write in progress), or a malformed row: engine.results.store.read_rows
+    # A torn last line (a write in progress), or a malformed row: engine.results.read.read_rows
     # drops the torn tail exactly as the rest of fugue-tui does.
     rows = read_rows(path)
     if not rows:

@@ -193,7 +193,7 @@ def files_signature(paths) -> tuple:
 def result_files(source: str | Path) -> list[Path]:
     """The group and job files a runs folder (or file) names, whether or not they exist
     yet (a campaign that has not finished a cell has none)."""
-    from engine.results.store import GROUPS_FILE, INDIVIDUAL_FILE
+    from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
 
     path = Path(source)
     if path.is_file():

@@ -14,7 +14,8 @@ import pytest
 
 from engine.results.analysis import (NO_CI, NoResultsError, Runs, cell_status, load_runs,
                              runs_from_frames, speedups)
-from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, append_rows
+from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.store import append_rows
 
 HARNESS = Path("/work/shared/fixtures/fugue-harness-cpu")
 if not HARNESS.is_dir():  # the repository's shared/ checkout, wherever it is mounted

@@ -12,6 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 RUNNER_SIDE = ["engine.runner", "engine.define.campaign", "engine.define.matrix", "engine.results.store",
+               "engine.results.columns", "engine.results.values", "engine.results.read",
+               "engine.results.paths", "engine.results.preflight",
                "engine.define.catalogue", "engine.events", "engine.measure.provenance", "engine.results.rows",
                "engine.plugins", "engine.define.availability", "engine.runner.cellproc", "engine.runner.watchdog",
                "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",

@@ -16,7 +16,7 @@ import pytest
 
 from engine.measure.monitor import (GpuDevice, ProcessTree, energy_over, integrate, open_gpu,
                             read_samples, resolve_gpu, summarise)
-from engine.results.store import format_value
+from engine.results.values import format_value
 from engine.runner.watchdog import Watchdog, WatchdogSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
