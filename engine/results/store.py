@@ -191,7 +191,8 @@ def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OutputError(f"results file '{shown}' is not a regular file ({file_kind(st.st_mode)})")
+            raise OutputError(f"results file '{shown}' is not a regular file "
+                              f"({file_kind(st.st_mode)})")
         with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read()
     except OSError as e:

@@ -138,9 +138,9 @@ def parse_filter(text: str) -> Filter:
 
 
 def apply_filter(runs, flt: Filter):
-    """``runs`` (:class:`engine.results.analysis.Runs`) with only the group rows (and their jobs)
+    """``runs`` (:class:`engine.results.load.Runs`) with only the group rows (and their jobs)
     that match ``flt``."""
-    from engine.results.analysis import Runs
+    from engine.results.load import Runs
 
     if not flt.terms:
         return runs
