@@ -11,10 +11,11 @@ Parts, in order (each prints ``== part: PASS|FAIL|SKIP — detail`` and writes
 
 1. ``nvml_probe``: every NVML device (name, UUID, driver, compute mode, memory, power
    limit) and its capability map (each monitor metric: supported, or NVML's reason); the
-   device under test resolved the way the runner does (``engine.measure.monitor.resolve_gpu``).
+   device under test resolved the way the runner does (``engine.measure.nvml.resolve_gpu``).
 2. ``energy``: ~60 s of matmul load on the device under test while NVML is read every
    0.1 s; energy over the same window from the total-energy counter and from the integral
-   of sampled power (``engine.measure.monitor``'s own functions), and their ratio.
+   of sampled power (the monitor's own functions, ``engine.measure.nvml`` and
+   ``engine.measure.energy``), and their ratio.
 3. ``seq_vs_unified``: real campaigns (``python -m engine.runner``) of resnet18 ensembles
    on ``synthetic_cifar10`` (CIFAR-shaped seeded noise), K = 8 and K = 32, one epoch, under
    ``seq`` and ``unified_model``: T_group, throughput, the speedup, the monitor's GPU
@@ -54,7 +55,7 @@ class Skip(Exception):
 def _gpu() -> dict[str, Any]:
     if not _importable("pynvml"):
         raise Skip("pynvml (nvidia-ml-py) not installed")
-    from engine.measure.monitor import resolve_gpu
+    from engine.measure.nvml import resolve_gpu
 
     found = resolve_gpu("cuda", os.environ)
     if not found:
@@ -67,7 +68,7 @@ def part_nvml_probe(out: Path) -> tuple[str, dict]:
         raise Skip("pynvml (nvidia-ml-py) not installed")
     import pynvml
 
-    from engine.measure.monitor import open_gpu
+    from engine.measure.nvml import open_gpu
 
     try:
         pynvml.nvmlInit()
@@ -93,7 +94,8 @@ def part_energy(out: Path, seconds: float = 60.0) -> tuple[str, dict]:
     _gpu()
     import torch
 
-    from engine.measure.monitor import energy_over, open_gpu
+    from engine.measure.energy import energy_over
+    from engine.measure.nvml import open_gpu
 
     uuid = _gpu()["uuid"]
     gpu = open_gpu(uuid)

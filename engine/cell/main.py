@@ -318,7 +318,7 @@ def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
 
 def _nvml_facts(uuid: str) -> dict[str, Any]:
     """Device provenance without the monitor (monitor = false): NVML once, by UUID."""
-    from engine.measure.monitor import open_gpu
+    from engine.measure.nvml import open_gpu
 
     try:
         return {k: v for k, v in open_gpu(uuid).facts.items() if v is not None}

@@ -13,7 +13,7 @@
     compile_mode = "default"            # torch.compile mode when compile is on
     threads = 0                         # torch threads per cell process; 0 = all cores
     retries = 0                         # automatic retries of a failed or hung cell
-    monitor = true                      # the per-cell sampler (engine/monitor.py)
+    monitor = true                      # the per-cell sampler (engine/measure/monitor.py)
     monitor_interval_s = 0.5            # seconds between monitor samples
     [watchdog]                          # hung-cell detection (engine/watchdog.py)
     interval_s = 10.0                   # seconds between checks

@@ -67,7 +67,7 @@ from engine.results.read import read_rows
 from engine.results.store import append_rows
 from engine.results.values import check_timestamp
 from engine.results.rows import failed_group_row
-from engine.measure.monitor import resolve_gpu
+from engine.measure.nvml import resolve_gpu
 from engine.runner.watchdog import ACTIONS, Watchdog
 
 EventFn = Callable[[dict[str, Any]], None]

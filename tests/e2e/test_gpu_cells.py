@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_real_nvml_device_under_test():
-    from engine.measure.monitor import open_gpu, resolve_gpu
+    from engine.measure.nvml import open_gpu, resolve_gpu
 
     found = resolve_gpu("cuda", os.environ)
     gpu = open_gpu(found["uuid"])

@@ -19,7 +19,9 @@ RUNNER_SIDE = ["engine.runner", "engine.define.campaign", "engine.define.matrix"
                "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",
                "engine.results.analysis", "engine.results.load", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.define.adhoc",
-               "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor", "engine.cell.monitor",
+               "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor",
+               "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
+               "engine.measure.samples", "engine.cell.monitor",
                "engine.runner.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps", "engine.executors.ray.runtime"]
 
 
