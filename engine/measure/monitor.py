@@ -27,10 +27,10 @@ What it samples:
 
 After the group window the cell stops the sidecar (SIGTERM: one last sample, then exit) and
 :func:`engine.measure.energy.summarise` turns the samples into the row's columns over
-exactly the window: energy is the counter's difference interpolated at the window's ends where the device has a
-counter (``energy_method = nvml_energy_counter``), otherwise the trapezoidal time integral
-of sampled power with the ends interpolated (``power_integral``), otherwise missing
-(``none``) — never 0 J for an unknown.
+exactly the window: energy is the counter's difference interpolated at the window's ends
+where the device has a counter (``energy_method = nvml_energy_counter``), otherwise the
+trapezoidal time integral of sampled power with the ends interpolated
+(``power_integral``), otherwise missing (``none``) — never 0 J for an unknown.
 
 This module is the sidecar itself (its loop and ``main``); the device is read by
 :mod:`engine.measure.nvml`, the host by :mod:`engine.measure.host`, the samples files are
