@@ -196,7 +196,7 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     from engine.train.data import to_device
     from engine.executors.base import CellContext
     from engine.plugins import load_plugins
-    from engine.measure.provenance import apply_backend_flags, torch_facts
+    from engine.train.backend import apply_backend_flags, torch_facts
     from engine.registry import EXECUTORS
     from engine.train.loop import TrainSettings
     from engine.define.workloads import JobSpec

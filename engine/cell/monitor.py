@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.runner.cellproc import die_with_parent, engine_env
+from engine.processes import die_with_parent, engine_env
 from engine.cell.protocol import safe_name
 from engine.measure.monitor import DEFAULT_INTERVAL_S, read_samples, rapl_files, summarise, write_slice
 

@@ -52,7 +52,7 @@ from engine.define.availability import experiment_availability
 from engine.define.campaign import Campaign, load_campaign
 from engine.cell.protocol import (EXIT_OUTPUT, REASON_BYTES, SPEC_SCHEMA, output_failure,
                          read_reason)
-from engine.runner.cleanup import run_recorded
+from engine.cleanup import run_recorded
 from engine.runner.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
 from engine.runner.control import Inbox
 from engine.errors import ConfigError, FugueError, OutputError
@@ -455,7 +455,7 @@ class Runner:
         return status, error, log_path, ""
 
     def _cleanup(self, cell: CellSpec, attempt: int, attempt_dir: Path) -> None:
-        """Stop what the cell started outside its session (``engine.runner.cleanup``)."""
+        """Stop what the cell started outside its session (``engine.cleanup``)."""
         messages = run_recorded(attempt_dir)
         if messages:
             self._emit("cleanup", cell=cell.key, attempt=attempt, messages=messages)
@@ -675,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     try:
+        load_plugins()  # this process's entry: built-ins and plugins, before any name is looked up
         campaign = load_campaign(args.campaign, overrides_from(args))
         if args.watchdog_action:  # one key of a table: replaced after the file is validated
             campaign = dataclasses.replace(campaign, watchdog=dataclasses.replace(

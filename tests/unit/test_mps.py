@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine.runner import cleanup
+from engine import cleanup
 from engine.executors.mp import mps
 from engine.errors import FugueError
 
@@ -197,7 +197,7 @@ def test_daemon_that_fails_to_start_leaves_nothing(tmp_path, monkeypatch):
 
 def test_mps_module_is_runner_safe():
     """The runner imports it to run cleanup records: no torch there."""
-    code = ("import sys, engine.executors.mp.mps, engine.runner.cleanup\n"
+    code = ("import sys, engine.executors.mp.mps, engine.cleanup\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])

@@ -5,7 +5,7 @@ Each job pays its own process start, imports, torch set-up and dataset copy insi
 ``T_group`` — that cost is what this strategy is measured for (``docs/measurement.md``,
 mp column); a pool that reuses processes would hide it. The MPS daemon is started in
 ``setup`` (``setup_s``) and quit in ``teardown``; the cleanup record lets the runner quit it
-after any abnormal end of the cell (``engine.runner.cleanup``).
+after any abnormal end of the cell (``engine.cleanup``).
 
 Options (``[options.mp]``): ``max_parallel`` (default: all jobs of the cell) and ``mps``:
 
@@ -35,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.runner import cleanup
+from engine import cleanup
 from engine.executors.mp import mps
 from engine.errors import FugueError
 from engine.executors.base import CellContext, Executor

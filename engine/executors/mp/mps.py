@@ -10,7 +10,7 @@ environment names that directory becomes a client of the daemon's server. So:
   bytes) — never the default, which would capture every other CUDA process on the machine —
   and only the cell's worker processes get its environment (:meth:`MPSDaemon.client_env`);
 - the daemon double-forks out of the cell's session, so the caller records it with
-  :func:`engine.runner.cleanup.record` (handler :func:`quit_recorded_daemon`), and the runner quits
+  :func:`engine.cleanup.record` (handler :func:`quit_recorded_daemon`), and the runner quits
   it after any end of the cell;
 - a daemon that is not ours (:func:`foreign_daemons`) is reported, never reused or stopped;
 - the GPU's compute mode is read first (:func:`compute_mode`, :func:`check_compute_mode`):
@@ -438,7 +438,7 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
 
 
 def quit_recorded_daemon(info: dict[str, Any], grace: float = TERM_GRACE_S) -> str:
-    """Cleanup handler (``engine.runner.cleanup``): stop the daemon a record describes.
+    """Cleanup handler (``engine.cleanup``): stop the daemon a record describes.
 
     ``info``: ``control``, ``pipe_dir``, ``root``, ``pid``, ``create_time`` (from
     :meth:`MPSDaemon.record_info`). Sends ``quit`` through our pipe directory, waits up to
