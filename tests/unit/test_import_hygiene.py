@@ -11,7 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-RUNNER_SIDE = ["engine.runner", "engine.define.campaign", "engine.define.matrix", "engine.results.store",
+RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.processes",
+               "engine.executors.ray.options", "engine.define.experiment", "engine.define.workloads",
+               "engine.define.watchdog_settings", "engine.registry", "engine.workloads", "engine.define.campaign", "engine.define.matrix", "engine.results.store",
                "engine.define.catalogue", "engine.events", "engine.measure.provenance", "engine.results.rows",
                "engine.plugins", "engine.define.availability", "engine.runner.cellproc", "engine.runner.watchdog",
                "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",
