@@ -7,7 +7,7 @@ An experiment is a workload declaration; ``engine.define.workloads`` expands it 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
