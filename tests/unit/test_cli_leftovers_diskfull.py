@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import engine.cell.main as cell_mod
+from engine.cell.output import TolerantStream
 import engine.results.store as results
 import engine.runner.attempt as attempt_mod
 import engine.runner.cli as runner_cli
@@ -217,7 +218,7 @@ def test_the_cell_log_on_a_full_disk_never_raises():
         def flush(self):
             raise OSError(errno.ENOSPC, NOSPACE)
 
-    stream = cell_mod.TolerantStream(Full())
+    stream = TolerantStream(Full())
     print("warning: monitor did not start", file=stream, flush=True)  # no exception
 
 
