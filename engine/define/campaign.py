@@ -13,9 +13,9 @@
     compile_mode = "default"            # torch.compile mode when compile is on
     threads = 0                         # torch threads per cell process; 0 = all cores
     retries = 0                         # automatic retries of a failed or hung cell
-    monitor = true                      # the per-cell sampler (engine/monitor.py)
+    monitor = true                      # the per-cell sampler (engine/measure/monitor.py)
     monitor_interval_s = 0.5            # seconds between monitor samples
-    [watchdog]                          # hung-cell detection (engine/watchdog.py)
+    [watchdog]                          # hung-cell detection (engine/runner/watchdog.py)
     interval_s = 10.0                   # seconds between checks
     suspect_after = 3                   # checks without progress before "suspect"
     hung_after = 6                      # ... before "hung"
