@@ -7,8 +7,9 @@ bucket the jobs and cut them into chunks of at most ``max_parallel`` jobs
 (``engine.executors.unified.plan``) → per chunk, build every bucket's members (job seed before each
 build), verify (fingerprint + one-step probe), probe compile when asked for, then train the
 chunk's buckets together, interleaved per step round-robin over the buckets with active
-members (``engine.executors.unified.interleave.Interleave``) → results in job order. Chunks train one after
-another; each dataset is copied to the device once (``ctx.datasets``).
+members (``engine.executors.unified.interleave.Interleave``) → results in job order.
+Chunks train one after another; each dataset is copied to the device once
+(``ctx.datasets``).
 
 Switches (campaign ``[options.unified_model]``, ``--option unified_model.KEY=VALUE``;
 ``--features``, ``--sweep``, ``--max-parallel`` on ``fugue-tui run``):
