@@ -20,7 +20,8 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "engine.results.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.define.adhoc",
                "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor", "engine.cell.monitor",
-               "engine.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps", "engine.executors.ray.runtime"]
+               "engine.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps",
+               "engine.executors.mp.mps_checks", "engine.executors.ray.runtime"]
 
 
 def test_runner_side_modules_do_not_import_torch():
