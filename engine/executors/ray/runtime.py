@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import tempfile
 import time
 from collections.abc import Iterable
