@@ -154,7 +154,7 @@ def _campaign(tmp: Path, name: str, experiment: str) -> Path:
 
 
 def _env() -> dict[str, str]:
-    from engine.runner.cellproc import engine_env
+    from engine.processes import engine_env
 
     env = {**engine_env(), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "TERM": "xterm-256color", "COLUMNS": str(SIZE[0]), "LINES": str(SIZE[1])}

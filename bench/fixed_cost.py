@@ -59,6 +59,9 @@ def specs(tmp: Path, executors: list[str]) -> dict[str, dict]:
     doc = {"name": "bench-fixed", "experiments": "X_fixed", "executors": executors,
            "runs_dir": str(tmp / "runs"), "device": "cpu", "threads": 1,
            "experiments_file": str(tmp / "exps.toml")}
+    from engine.plugins import load_plugins
+
+    load_plugins()
     runner = Runner(parse_campaign(doc, "bench"))
     return {c.executor: runner.cell_spec(c, 1) for c in runner.cells}
 

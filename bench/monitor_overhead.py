@@ -60,13 +60,16 @@ def base_spec(tmp: Path, epochs: int | None) -> dict:
     if epochs is not None:
         (tmp / "exps.toml").write_text(f"[experiments.D_ens]\nepochs = {epochs}\n")
         doc["experiments_file"] = str(tmp / "exps.toml")
+    from engine.plugins import load_plugins
+
+    load_plugins()
     runner = Runner(parse_campaign(doc, "bench"))
     return runner.cell_spec(runner.cells[0], 1)
 
 
 def run_cell(spec: dict, tmp: Path, attempt: int, interval: float | None) -> dict[str, str]:
     """One real cell process; returns its group row."""
-    from engine.runner.cellproc import engine_env
+    from engine.processes import engine_env
     from engine.results.read import read_rows
 
     folder = tmp / f"attempt-{attempt}"

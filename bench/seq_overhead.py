@@ -10,7 +10,7 @@ hyperparameters; ``--epochs`` overrides the epoch count) two ways in ONE process
   samples, full batches only, forward / cross-entropy / zero_grad / backward / step.
   Nothing else: no validation, no loss bookkeeping, no progress events;
 * ``seq``: the real ``SeqExecutor.run`` through a ``CellContext`` built as
-  ``engine/cell.py`` builds it, emitting to a real ``EventWriter`` (a temporary file).
+  ``engine/cell/main.py`` builds it, emitting to a real ``EventWriter`` (a temporary file).
 
 Both train the same samples in the same order from the same initial weights (the warm-up
 checks that their validation accuracies agree). Figures:
@@ -137,7 +137,7 @@ def run_bare(jobs, data, device, keep_models: bool = False) -> dict[str, Any]:
 
 
 def run_seq(jobs, host_data, settings, threads: int, events_path: Path) -> dict[str, Any]:
-    """``SeqExecutor.run`` through a CellContext as ``engine/cell.py`` builds it."""
+    """``SeqExecutor.run`` through a CellContext as ``engine/cell/main.py`` builds it."""
     from engine.train.data import to_device
     from engine.events import EventWriter
     from engine.executors.base import CellContext
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import results as bench_results
     from engine.parts import datasets as dataset_lib
     from engine.train.data import to_device
-    from engine.measure.provenance import apply_backend_flags
+    from engine.train.backend import apply_backend_flags
     from engine.train.loop import TrainSettings
 
     torch.set_num_threads(args.threads)

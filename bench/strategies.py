@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.passes < 5:
         print(f"warning: {args.passes} passes (the protocol asks for >= 5)", file=sys.stderr)
     from bench import results as bench_results
-    from engine.runner.cellproc import engine_env
+    from engine.processes import engine_env
     from engine.registry import EXECUTORS
     from engine.results.read import read_rows
 

@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import results as bench_results
     from engine.parts import datasets as dataset_lib
     from engine.train.data import to_device
-    from engine.measure.provenance import apply_backend_flags
+    from engine.train.backend import apply_backend_flags
     from engine.train.loop import TrainSettings
 
     torch.set_num_threads(args.threads)

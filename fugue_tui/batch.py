@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.define.campaign import load_campaign
-from engine.runner.cellproc import die_with_parent, engine_env
+from engine.processes import die_with_parent, engine_env
 from engine.observe.follow import CampaignFollower
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
@@ -223,6 +223,9 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     """Run (or, with ``dry``, list) a campaign. Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
     3 aborted through the control channel; 130 Ctrl-C or SIGTERM."""
+    from engine.plugins import load_plugins
+
+    load_plugins()  # every name a campaign may use: built-ins and the user's plugins
     campaign = load_campaign(path, overrides)  # bad input stops here, before any process
     runner = Runner(campaign, resume=resume, since=since)
     console = Console()

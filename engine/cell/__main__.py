@@ -4,7 +4,8 @@ import contextlib
 import os
 import sys
 
-from engine.cell.main import TolerantStream, main
+from engine.cell.main import main
+from engine.cell.output import TolerantStream
 
 sys.stdout, sys.stderr = TolerantStream(sys.stdout), TolerantStream(sys.stderr)
 code = main()

@@ -37,83 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError, OutputError
-from engine.events import LIFECYCLE, EventWriter
 from engine.results.values import new_group_id
 from engine.results.rows import failed_group_row, group_static
 
+from engine.cell.output import CellEvents, say
 from engine.cell.protocol import (EXIT_OUTPUT, OUTPUT_ERRNOS, REASON_BYTES, SPEC_SCHEMA,  # noqa: F401
                                   output_failure, read_reason, safe_name, write_reason)
-
-
-class CellEvents:
-    """The cell's event stream (an :class:`EventWriter`) on a disk that may fill up.
-
-    A write that fails names the events file (``<events.jsonl>: No space left on
-    device``). Lifecycle events and the summary raise :class:`OutputError`; progress,
-    phase and sample events are dropped instead, so a full disk does not fail a job that
-    is still training (its rows decide). The first failure is kept in :attr:`failure`.
-    """
-
-    #: Events whose loss must fail the cell (the runner and front ends depend on them).
-    REQUIRED = LIFECYCLE | {"summary"}
-
-    def __init__(self, path: str | Path, **common: Any):
-        self.path = Path(path)
-        self.failure: OutputError | None = None
-        try:
-            self._writer = EventWriter(path, **common)
-        except OSError as exc:
-            raise self._error(exc) from exc
-
-    def _error(self, exc: OSError) -> OutputError:
-        error = OutputError(f"{self.path}: {exc.strerror or exc}")
-        error.__cause__ = exc
-        if self.failure is None:
-            self.failure = error
-        return error
-
-    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
-        try:
-            return self._writer.emit(type, **fields)
-        except OSError as exc:
-            error = self._error(exc)
-            if type in self.REQUIRED:
-                raise error from exc
-            return {"type": type, **fields}
-
-    def close(self) -> None:
-        try:
-            self._writer.close()
-        except OSError as exc:
-            self._error(exc)
-
-
-class TolerantStream:
-    """A cell's ``sys.stdout``/``sys.stderr``: its log lives in the run folder, on the disk
-    that may fill up; a line that cannot be written is lost, never an exception in the
-    middle of a group (a ``print`` would otherwise fail the cell with no file named)."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return self._stream.write(text)
-        except OSError:
-            return len(text)
-
-    def flush(self) -> None:
-        with contextlib.suppress(OSError):
-            self._stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def _say(line: str) -> None:
-    """One line to stderr (the cell's log); a log on a full disk must not raise."""
-    with contextlib.suppress(OSError, ValueError):
-        print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
     except OutputError as exc:
-        _say(str(exc))
+        say(str(exc))
         return EXIT_OUTPUT
     try:
         events.emit("started", pid=os.getpid(), exp_id=spec["cell"]["exp_id"],
@@ -142,16 +71,16 @@ def main(argv: list[str] | None = None) -> int:
                     jobs=[j["job_id"] for j in spec["cell"]["jobs"]])
         status = run_cell(spec, events)
         if events.failure is not None:  # rows written, but progress events were lost
-            _say(f"warning: events lost: {events.failure}")
+            say(f"warning: events lost: {events.failure}")
     except BaseException as exc:
         reason = output_failure(exc, where=spec["runs_dir"])
         if reason is not None:  # the output cannot be written: one line, naming the file
             write_reason(spec, reason)
-            _say(reason)
+            say(reason)
             _record_failure(spec, events, "failed", reason, output_error=True)
             return EXIT_OUTPUT
         if isinstance(exc, FugueError):
-            _say(str(exc))
+            say(str(exc))
             _record_failure(spec, events, "failed", str(exc))
             return 2
         # internal error: keep the traceback in the log
@@ -177,10 +106,10 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
         written = True
     except FugueError as exc:
         if str(exc) != error:
-            _say(str(exc))
+            say(str(exc))
         written = False
     except Exception as exc:  # noqa: BLE001 - the reason being recorded matters more
-        _say(output_failure(exc) or f"failed row not written: {type(exc).__name__}: {exc}")
+        say(output_failure(exc) or f"failed row not written: {type(exc).__name__}: {exc}")
         written = False
     with contextlib.suppress(FugueError, OSError):
         events.emit(status, error=error, group_written=written, **flags)
@@ -197,7 +126,7 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     from engine.train.data import to_device
     from engine.executors.base import CellContext
     from engine.plugins import load_plugins
-    from engine.measure.provenance import apply_backend_flags, torch_facts
+    from engine.train.backend import apply_backend_flags, torch_facts
     from engine.registry import EXECUTORS
     from engine.train.loop import TrainSettings
     from engine.define.workloads import JobSpec
@@ -312,7 +241,7 @@ def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
         path = Path(spec["runs_dir"]) / "samples" / spec["group_id"] / f"{safe_name(job_id)}.csv"
         with contextlib.suppress(OSError):
             path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-        _say(f"warning: {path}: {exc.strerror or exc}; the job's monitor columns stay empty")
+        say(f"warning: {path}: {exc.strerror or exc}; the job's monitor columns stay empty")
         return {"energy_method": "none"}
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.runner.cellproc import die_with_parent, engine_env
+from engine.processes import die_with_parent, engine_env
 from engine.cell.protocol import safe_name
 from engine.measure.energy import summarise
 from engine.measure.host import rapl_files

@@ -15,7 +15,7 @@
     retries = 0                         # automatic retries of a failed or hung cell
     monitor = true                      # the per-cell sampler (engine/measure/monitor.py)
     monitor_interval_s = 0.5            # seconds between monitor samples
-    [watchdog]                          # hung-cell detection (engine/watchdog.py)
+    [watchdog]                          # hung-cell detection (engine/runner/watchdog.py)
     interval_s = 10.0                   # seconds between checks
     suspect_after = 3                   # checks without progress before "suspect"
     hung_after = 6                      # ... before "hung"
@@ -44,10 +44,9 @@ from typing import Any
 from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.errors import ConfigError, known, nearest
-from engine.plugins import load_plugins
 from engine.registry import EXECUTORS
 from engine.define.validate import check_experiment
-from engine.runner.watchdog import ACTIONS, WatchdogSettings
+from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
 
 COMPILE_CHOICES = ("off", "on", "both")
 #: The strategies of the design (named so that a build lacking one says "not built yet"
@@ -117,7 +116,9 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                    base_dir: Path | None = None) -> Campaign:
     """Validate a campaign table (from a file, or built by the dashboard).
 
-    ``overrides`` (command-line values) replace file values before validation.
+    ``overrides`` (command-line values) replace file values before validation. The names
+    it may use are those registered: each process loads the built-ins and the user's
+    plugins at its entry (:func:`engine.plugins.load_plugins`) before calling this.
 
     Raises:
         ConfigError: unknown key (nearest name), wrong type, unknown experiment or
@@ -131,7 +132,6 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         return f"argument --{key.replace('_', '-')}" if key in given else where
 
     tomlfile.check_keys(doc, _KEYS, where)
-    load_plugins()  # built-ins and plugins: every name a campaign may use
     user_file = doc.get("experiments_file")
     # The file's value is relative to the campaign file; a command-line value to the
     # working directory (where the shell, and the argument check, resolved it).
@@ -192,12 +192,13 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
             raise ConfigError(f"{where}: options.{executor} must be a table")
         tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
         _check_option_values(EXECUTORS.get(executor), table, f"{where}: options.{executor}")
-    if "ray" in executors and options.get("ray", {}).get("address"):
-        from engine.executors.ray.options import validate_options  # torch- and ray-free
-
-        reason = validate_options(options["ray"])
-        if reason:
-            raise ConfigError(f"{where}: options.ray: key 'address': {reason}")
+    for executor in dict.fromkeys(executors):
+        # An executor's own campaign-time check (ray: is the cluster address reachable),
+        # named by its declaration so that definitions never import an executor's code.
+        found = EXECUTORS.get(executor).check_options(options.get(executor, {}))
+        if found:
+            key, reason = found
+            raise ConfigError(f"{where}: options.{executor}: key '{key}': {reason}")
     warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
     interval = float(doc.get("monitor_interval_s", 0.5))
     if not (math.isfinite(interval) and 0.05 <= interval <= 60):

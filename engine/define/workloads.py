@@ -37,8 +37,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.define.catalogue import JOB_FIELDS, OPTIMIZER_KWARGS, Experiment
-from engine.errors import ConfigError
+from engine.define import tomlfile
+from engine.define.experiment import ALIASES, JOB_FIELDS, OPTIMIZER_KWARGS, Experiment, check_counts
+from engine.errors import ConfigError, known
 from engine.registry import Registry
 
 
@@ -98,14 +99,26 @@ class WorkloadSpec:
     name: str
     expand: Callable[[Experiment, int], list[JobSpec]]
     description: str = ""
+    #: ``parse(values, table, where) -> (k, members)``: checks the keys that are this type's
+    #: own (``values``: the table over the defaults; ``table``: what the file wrote) and
+    #: derives K. Default :func:`parse_k_jobs`, the ensemble's rules: ``model``,
+    #: ``dataset``, ``k`` and the hyperparameters.
+    parse: Callable[[dict[str, Any], dict[str, Any], str], tuple[int, tuple]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.parse is None:
+            object.__setattr__(self, "parse", parse_k_jobs)
 
 
 #: Workload types by the value of an experiment's ``type`` (built-ins first, then plugins).
 WORKLOADS = Registry("workload type")
 
 
-def register_workload(name: str, *, description: str = "", replace: bool = False):
+def register_workload(name: str, *, description: str = "", replace: bool = False,
+                      parse: Callable[..., tuple[int, tuple]] | None = None):
     """Decorator: ``@register_workload("my_sweep")`` over ``expand(exp, seed) -> [JobSpec]``.
+    ``parse``: the type's own key rules (see :attr:`WorkloadSpec.parse`; default
+    :func:`parse_k_jobs`).
 
     Raises:
         ConfigError: ``name`` is already registered and ``replace`` is not set.
@@ -113,10 +126,111 @@ def register_workload(name: str, *, description: str = "", replace: bool = False
 
     def wrap(func: Callable[[Experiment, int], list[JobSpec]]):
         WORKLOADS.add(WorkloadSpec(name, func, description or (func.__doc__ or "").strip()
-                                   .split("\n")[0]), replace=replace)
+                                   .split("\n")[0], parse), replace=replace)
         return func
 
     return wrap
+
+
+# -- each type's own keys (the catalogue parses the rest) -----------------------------------
+
+def _needs_model_and_dataset(values: dict[str, Any], where: str) -> None:
+    for need in ("model", "dataset"):
+        if not values.get(need):
+            raise ConfigError(f"{where}: missing key '{need}'")
+
+
+def _needs_hyperparameters(values: dict[str, Any], space: dict[str, Any], where: str) -> None:
+    for need in ("batch_size", "epochs", "lr"):
+        if values.get(need) is None and need not in space:
+            raise ConfigError(f"{where}: missing key '{need}'")
+
+
+def parse_k_jobs(values: dict[str, Any], table: dict[str, Any], where: str, *,
+                 min_k: int = 1, too_few: str = "") -> tuple[int, tuple]:
+    """K jobs of one model on one dataset (ensemble, cv, and a plugin type by default): ``k``
+    given and >= ``min_k``, no ``search_space``.
+
+    Raises:
+        ConfigError: naming the missing or wrong key.
+    """
+    _needs_model_and_dataset(values, where)
+    if values.get("search_space"):
+        raise ConfigError(f"{where}: 'search_space' only applies to hpo experiments")
+    k = values.get("k")
+    if k is None:
+        raise ConfigError(f"{where}: missing key 'k' (the number of jobs: members of an "
+                          f"ensemble, folds of a cv; e.g. k = 5)")
+    if not isinstance(k, int) or k < 1:
+        raise ConfigError(f"{where}: key 'k' must be an integer >= 1, got {k!r}")
+    if k < min_k:
+        raise ConfigError(f"{where}: {too_few}, got {k}")
+    _needs_hyperparameters(values, {}, where)
+    return k, ()
+
+
+def _parse_cv(values: dict[str, Any], table: dict[str, Any], where: str) -> tuple[int, tuple]:
+    return parse_k_jobs(values, table, where, min_k=2, too_few="a cv experiment needs k >= 2 folds")
+
+
+def _parse_hpo(values: dict[str, Any], table: dict[str, Any], where: str) -> tuple[int, tuple]:
+    """K is the size of the ``search_space`` grid; each key a job field or an optimizer
+    keyword, each value a non-empty list of values of that key's type."""
+    _needs_model_and_dataset(values, where)
+    space = values.get("search_space") or {}
+    if not space:
+        raise ConfigError(f"{where}: an hpo experiment needs a non-empty 'search_space'")
+    if "k" in table:
+        raise ConfigError(f"{where}: key 'k' does not apply to hpo (K is the size of "
+                          f"the search_space grid)")
+    k = 1
+    for key, options in space.items():
+        if key not in JOB_FIELDS and key not in OPTIMIZER_KWARGS:
+            valid = list(JOB_FIELDS) + list(OPTIMIZER_KWARGS)
+            raise ConfigError(f"{where}.search_space: '{key}' is not a job field"
+                              f"{tomlfile.suggest(key, valid, ALIASES)}; {known(valid)}")
+        if not isinstance(options, list) or not options:
+            raise ConfigError(f"{where}.search_space: '{key}' must be a non-empty list")
+        types = JOB_FIELDS.get(key) or OPTIMIZER_KWARGS[key]
+        for option in options:
+            if not tomlfile.type_ok(option, types):
+                raise ConfigError(f"{where}.search_space: '{key}' has a value of the "
+                                  f"wrong type: {option!r}")
+            check_counts({key: option}, f"{where}.search_space")
+        k *= len(options)
+    _needs_hyperparameters(values, space, where)
+    return k, ()
+
+
+def _parse_multi_model(values: dict[str, Any], table: dict[str, Any],
+                       where: str) -> tuple[int, tuple]:
+    """K is the number of ``members``; each member is a table of job fields over the
+    experiment's own (its defaults)."""
+    members: list[dict[str, Any]] = []
+    if not values.get("members"):
+        raise ConfigError(f"{where}: a multi_model experiment needs a non-empty 'members' list")
+    for i, member in enumerate(values["members"]):
+        mwhere = f"{where}.members[{i}]"
+        if not isinstance(member, dict):
+            raise ConfigError(f"{mwhere}: must be a table")
+        tomlfile.check_keys(member, JOB_FIELDS, mwhere, ALIASES)
+        merged = {key: values.get(key) for key in JOB_FIELDS} | member
+        for need in ("model", "dataset", "batch_size", "epochs", "lr"):
+            if merged.get(need) is None:
+                raise ConfigError(f"{mwhere}: missing key '{need}'")
+        check_counts(merged, mwhere)
+        members.append(merged)
+    # A top-level job field is the members' default; when every member sets its own it
+    # would be silently ignored (a user's "[experiments.D_mm] epochs = 2" did nothing).
+    for key in JOB_FIELDS:
+        if key in table and all(isinstance(m, dict) and key in m for m in values["members"]):
+            raise ConfigError(f"{where}: key '{key}' has no effect: every member of this "
+                              f"multi_model experiment sets its own {key} (set it in "
+                              f"members[i] instead, or remove it there)")
+    if "k" in table:
+        raise ConfigError(f"{where}: key 'k' does not apply to multi_model (K is the number "
+                          f"of members)")
+    return len(members), tuple(members)
 
 
 def base_fields(exp: Experiment) -> dict[str, Any]:
@@ -164,14 +278,16 @@ def _ensemble(exp: Experiment, seed: int) -> list[JobSpec]:
             for i in range(exp.k)]
 
 
-@register_workload("cv", description="K folds: job i validates on fold i, trains on the rest")
+@register_workload("cv", description="K folds: job i validates on fold i, trains on the rest",
+                   parse=_parse_cv)
 def _cv(exp: Experiment, seed: int) -> list[JobSpec]:
     return [make_job(exp, f"{exp.id}_fold{i}", i, seed, base_fields(exp),
                      SplitSpec("fold", exp.split_seed, exp.val_fraction, i, exp.k))
             for i in range(exp.k)]
 
 
-@register_workload("hpo", description="one trial per point of the search_space grid")
+@register_workload("hpo", description="one trial per point of the search_space grid",
+                   parse=_parse_hpo)
 def _hpo(exp: Experiment, seed: int) -> list[JobSpec]:
     holdout = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
     keys = list(exp.search_space)
@@ -189,7 +305,8 @@ def _hpo(exp: Experiment, seed: int) -> list[JobSpec]:
     return jobs
 
 
-@register_workload("multi_model", description="one job per member, each its own hyperparameters")
+@register_workload("multi_model", description="one job per member, each its own hyperparameters",
+                   parse=_parse_multi_model)
 def _multi_model(exp: Experiment, seed: int) -> list[JobSpec]:
     return [make_job(exp, f"{exp.id}_m{i}_{member['model']}", i, seed, dict(member),
                      SplitSpec("test", exp.split_seed, exp.val_fraction))

@@ -49,10 +49,25 @@ class ExecutorSpec:
     #: raylet and GCS: about 6 % here). The watchdog adds it to ``cpu_fraction``, so that a
     #: hung job under this executor still looks idle.
     idle_cpu_fraction: float = 0.0
+    #: ``module:function`` of a campaign-time check of this executor's options table beyond
+    #: types and bounds (torch-free, cheap): ``check(options) -> None | (key, reason)``.
+    options_check: str | None = None
 
     def load(self):
         module, _, cls = self.target.partition(":")
         return getattr(importlib.import_module(module), cls)
+
+    def check_options(self, options: dict) -> tuple[str, str] | None:
+        """Run :attr:`options_check` on a campaign's ``[options.<name>]`` table: None, or the
+        key at fault and a one-line reason.
+
+        Raises:
+            FugueError: a malformed value the check cannot even try (e.g. an address).
+        """
+        if not self.options_check:
+            return None
+        module, _, func = self.options_check.partition(":")
+        return getattr(importlib.import_module(module), func)(options)
 
 
 def register_executor(spec: ExecutorSpec) -> ExecutorSpec:
@@ -92,7 +107,7 @@ register_executor(ExecutorSpec(
                  "reduction_factor": "asha/hyperband reduction factor (default 2)"},
     choices={"scheduler": ("fifo", "asha", "median", "hyperband")},
     minimum={"max_parallel": 1, "grace_period": 1, "reduction_factor": 2},
-    axes=("scheduler",),
+    axes=("scheduler",), options_check="engine.executors.ray.options:campaign_check",
     description="Ray actors (ensemble, cv, multi_model) or Ray Tune trials (hpo)"))
 
 register_executor(ExecutorSpec(

@@ -1,7 +1,7 @@
 """Where and with what a number was measured: the provenance columns of every row.
 
 :func:`host_facts` and :func:`machine_identity` are torch-free (the runner computes cell
-keys with them); :func:`torch_facts` imports torch and is called inside cells only.
+keys with them); the torch-side facts are read inside cells by :mod:`engine.train.backend`.
 """
 
 from __future__ import annotations
@@ -114,42 +114,8 @@ def machine_identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str
             "gpu_name": gpu.get("name") or "", "torch": dist_version("torch")}
 
 
-def torch_facts(device: Any) -> dict[str, Any]:
-    """Torch-side provenance, inside a cell: versions, GPU name and VRAM as torch sees them.
-
-    Values that cannot be read on this machine are ``None`` (empty cells), never guessed.
-    """
-    import torch
-
-    facts: dict[str, Any] = {
-        "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda,
-        "gpu_name": None, "gpu_vram_total_mb": None, "nv_driver_version": None,
-        "gpu_compute_mode": None,
-    }
-    if getattr(device, "type", "cpu") == "cuda":
-        # Driver, compute mode and power limit come from NVML through the monitor, which
-        # opens the device under test by UUID (an NVML index is not a CUDA index).
-        props = torch.cuda.get_device_properties(device)
-        facts["gpu_name"] = props.name
-        facts["gpu_vram_total_mb"] = round(props.total_memory / 2**20)
-    return facts
-
-
 def backend_flags() -> dict[str, Any]:
     """The torch backend flags every cell sets identically (recorded in ``backend_flags``)."""
     return {"cudnn_benchmark": False, "cudnn_deterministic": False,
             "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,
             "cudnn_allow_tf32": True}
-
-
-def apply_backend_flags() -> dict[str, Any]:
-    import torch
-
-    flags = backend_flags()
-    torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
-    torch.backends.cudnn.deterministic = flags["cudnn_deterministic"]
-    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
-    torch.backends.cuda.matmul.allow_tf32 = flags["cuda_matmul_allow_tf32"]
-    torch.backends.cudnn.allow_tf32 = flags["cudnn_allow_tf32"]
-    return flags

@@ -1,8 +1,8 @@
 """``python -m engine.runner CAMPAIGN.toml ...``: the campaign runner (see
-:mod:`engine.runner.supervisor`)."""
+:mod:`engine.runner.cli`)."""
 
 import sys
 
-from engine.runner.supervisor import main
+from engine.runner.cli import main
 
 sys.exit(main())

@@ -10,7 +10,6 @@ record (:func:`reap_leftovers`).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -23,35 +22,11 @@ from typing import Any
 
 import psutil
 
-import engine
+from engine.processes import die_with_parent, engine_env  # noqa: F401  (re-exported)
 from engine.runner.watchdog import session_processes
 
 #: Seconds between SIGTERM and SIGKILL when a cell's session is stopped.
 TERM_GRACE_S = 5.0
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL):
-    """preexec_fn: ask the kernel for ``sig`` (SIGKILL by default) when the parent dies; exit
-    if it already has. A child that can finish cleanly (the monitor) asks for SIGTERM."""
-    def apply() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        except (OSError, AttributeError):  # not Linux: the pid record still lets us clean up
-            pass
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-    return apply
-
-
-def engine_env() -> dict[str, str]:
-    """This environment with this engine first on ``PYTHONPATH``, so a child process runs
-    the same engine as its parent (a checkout, an editable or a regular install alike)."""
-    env = dict(os.environ)
-    root = str(Path(engine.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    return env
 
 
 def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:

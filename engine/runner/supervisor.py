@@ -15,7 +15,8 @@ Run folder ``<runs_dir>/<campaign name>/`` (the campaign id)::
         spec.json, events.jsonl, cell.log, cell.pid (while it runs), cell.reason (the
         one-line reason of a cell that could not write its output)
 
-Each cell attempt runs in a fresh session; the watchdog (``engine.runner.watchdog``) watches it;
+Each cell attempt (:class:`engine.runner.attempt.Attempt`, one attempt's lifecycle) runs in
+a fresh session; the watchdog (``engine.runner.watchdog``) watches it;
 a hung cell is killed (``action = "kill"``, with a stack dump first) or flagged for a
 command (``action = "flag"``). Failed and killed attempts are retried up to ``retries``
 times; a retry sent through the control channel does not consume that budget.
@@ -29,63 +30,43 @@ never half-written (:mod:`engine.results.store`), so ``--resume`` continues once
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import dataclasses
-import errno
 import json
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
 from engine.define.availability import experiment_availability
-from engine.define.campaign import Campaign, load_campaign
-from engine.cell.protocol import (EXIT_OUTPUT, REASON_BYTES, SPEC_SCHEMA, output_failure,
-                         read_reason)
-from engine.runner.cleanup import run_recorded
-from engine.runner.cellproc import cell_env, dump_stacks, forget, reap_leftovers, start_cell, stop_session
+from engine.define.campaign import Campaign
+from engine.cell.protocol import (SPEC_SCHEMA)
+from engine.cleanup import run_recorded
+from engine.runner.cellproc import reap_leftovers
 from engine.runner.control import Inbox
 from engine.errors import ConfigError, FugueError, OutputError
-from engine.events import EventTail, EventWriter
+from engine.events import EventWriter
 from engine.define.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
-from engine.registry import EXECUTORS
 from engine.results.columns import GROUPS_FILE, GROUP_COLUMNS
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
 from engine.results.store import append_rows
-from engine.results.values import check_timestamp
 from engine.results.rows import failed_group_row
 from engine.measure.nvml import resolve_gpu
-from engine.runner.watchdog import ACTIONS, Watchdog
+from engine.runner.attempt import Aborted, Attempt
 
 EventFn = Callable[[dict[str, Any]], None]
-POLL_S = 0.1
-#: Cell event types that count as progress for the watchdog (never monitor samples).
-PROGRESS_EVENTS = frozenset({"started", "phase", "job_started", "job_progress", "job_done",
-                             "summary", "done", "failed"})
-#: Below this many free bytes the runs folder's disk counts as full (a cell that could not
-#: write its output and could not say why is then reported as a full disk).
-LOW_SPACE_BYTES = 1 << 20
 
 
 class RunnerBusy(FugueError):
     """Another runner holds the campaign's lock."""
-
-
-class Aborted(Exception):
-    """The campaign was aborted through the control channel."""
 
 
 @dataclass
@@ -153,7 +134,6 @@ class Runner:
         self.campaign_id = campaign.name
         self.run_dir = self.runs_dir / self.campaign_id
         self._log: EventWriter | None = None
-        self._cell_failure: dict[str, Any] = {}  # the running attempt's ``failed`` event
 
     # -- planning -------------------------------------------------------------------------
     def plan(self) -> list[PlannedCell]:
@@ -325,7 +305,7 @@ class Runner:
         """Attempts of one cell until it is ok, out of retries, killed or skipped."""
         while True:
             attempt = self._next_attempt(cell)
-            status, error, log, after = self._attempt(cell, attempt)
+            status, error, log, after = Attempt(self, cell, attempt).run()
             if status == "ok" or after == "stop":
                 return CellOutcome(cell, status, attempt, error, log)
             if after == "retry":  # manual: does not consume the budget
@@ -337,162 +317,6 @@ class Runner:
             self.auto_retries[cell.key] = used + 1
             self._emit("retried", cell=cell.key, attempt=attempt + 1, manual=False,
                        retry=used + 1, retries=self.campaign.retries)
-
-    def _attempt(self, cell: CellSpec, attempt: int) -> tuple[str, str, Path, str]:
-        """One attempt: returns (status, error, log path, what next: "" | "retry" | "stop")."""
-        spec = self.cell_spec(cell, attempt)
-        attempt_dir = Path(spec["events"]).parent
-        spec_path = attempt_dir / "spec.json"
-        log_path = attempt_dir / "cell.log"
-        with _writing(spec_path):
-            attempt_dir.mkdir(parents=True)
-            spec_path.write_text(json.dumps(spec, indent=1))
-        with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
-            Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
-        with _writing(Path(tempfile.gettempdir())):
-            scratch = Path(tempfile.mkdtemp(prefix="fugue-cell-"))
-        tail = EventTail(spec["events"])
-        self._cell_failure = {}
-        device_env = ({"CUDA_VISIBLE_DEVICES": self.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-                      if self.gpu else {})
-        try:
-            with _writing(log_path):
-                proc = start_cell(spec_path, log_path,
-                                  cell_env(scratch, self.campaign.threads, device_env))
-        except BaseException:
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        # Device utilisation comes from the cell's own monitor samples (never a second
-        # NVML sampler on the device).
-        settings = self.campaign.watchdog
-        idle = EXECUTORS.get(cell.executor).idle_cpu_fraction
-        if idle:  # the executor's runtime keeps this much CPU busy even when jobs hang
-            settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
-        watchdog = Watchdog(settings, proc.pid, proc.pid)
-        written, hung, after, verdict = False, False, "", None
-        try:
-            self._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
-                       attempt=attempt, events=spec["events"], log_path=str(log_path),
-                       pid=proc.pid)
-            while proc.poll() is None:
-                written |= self._forward(tail, watchdog)
-                command = self._handle_commands(running=cell)
-                if command:
-                    verdict = self._stop(proc, cell, attempt, command[1], dump=False)
-                    after = command[0]
-                    break
-                if watchdog.due():
-                    check = watchdog.check()
-                    if check.state == "ok" and hung:
-                        hung = False
-                        self._emit("resumed", cell=cell.key, attempt=attempt)
-                    elif check.state == "suspect" and check.strikes == self.campaign.watchdog.suspect_after:
-                        self._emit("suspect", cell=cell.key, attempt=attempt, seen=check.describe())
-                    elif check.state == "hung" and not hung:
-                        hung = True
-                        self._emit("hung", cell=cell.key, attempt=attempt, seen=check.describe(),
-                                   action=self.campaign.watchdog.action)
-                        if self.campaign.watchdog.action == "kill":
-                            verdict = self._stop(proc, cell, attempt, f"hung: {check.describe()}",
-                                                 dump=True)
-                            break
-                time.sleep(POLL_S)
-        except KeyboardInterrupt:
-            self._stop(proc, cell, attempt, f"interrupted ({_INTERRUPTED_BY[0]})", dump=False)
-            self._forward(tail, None)
-            self._cleanup(cell, attempt, attempt_dir)
-            forget(attempt_dir)
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        except BaseException:  # the runner cannot go on (its own write failed): no cell stays
-            with contextlib.suppress(Exception):
-                stop_session(proc.pid, proc)
-            with contextlib.suppress(Exception):
-                self._cleanup(cell, attempt, attempt_dir)
-            with contextlib.suppress(OSError):
-                forget(attempt_dir)
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        written |= self._forward(tail, None)
-        leftovers = []
-        if verdict is None:  # the leader exited by itself: nothing of its session may stay
-            try:
-                leftovers = stop_session(proc.pid, None, grace=1.0)
-            except RuntimeError as exc:
-                leftovers = [str(exc)]
-        self._cleanup(cell, attempt, attempt_dir)
-        forget(attempt_dir)
-        shutil.rmtree(scratch, ignore_errors=True)
-        said_there = read_reason(spec["reason_file"])
-        if not said_there:  # kept only when the cell left its reason there
-            with contextlib.suppress(OSError):
-                Path(spec["reason_file"]).unlink(missing_ok=True)
-        if after == "abort":
-            raise Aborted()
-        if verdict is not None:  # "" (watchdog kill: retries apply), "stop" or "retry"
-            return "killed", verdict, log_path, after
-        code = proc.returncode
-        said = self._cell_failure.get("error") or ""
-        if code == 0:
-            status, error = "ok", ""
-        elif code == EXIT_OUTPUT:  # the cell's own one line (it names the file) comes first
-            status = "failed"
-            error = (said or said_there or _last_line(log_path)
-                     or _unwritable(self.runs_dir, code, log_path))
-            if not written and not self._has_row(spec):  # may raise: the runner's own line
-                self._record(spec, "failed", error)
-        else:
-            status = "failed"
-            error = _last_line(log_path) or said or f"cell exited with status {code}"
-            if code < 0:
-                error = f"cell killed by signal {-code}: {error}"
-            if not written and not self._has_row(spec):
-                self._record(spec, "failed", error)
-        if leftovers:
-            self._emit("leftovers_killed", cell=cell.key, attempt=attempt, pids=leftovers)
-        self._emit("done" if status == "ok" else "failed", cell=cell.key, attempt=attempt,
-                   exit_code=code, error=error)
-        if code == EXIT_OUTPUT:  # every later cell would fail the same way
-            raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; the "
-                              f"campaign stopped: make room, then run it again with --resume)")
-        return status, error, log_path, ""
-
-    def _cleanup(self, cell: CellSpec, attempt: int, attempt_dir: Path) -> None:
-        """Stop what the cell started outside its session (``engine.runner.cleanup``)."""
-        messages = run_recorded(attempt_dir)
-        if messages:
-            self._emit("cleanup", cell=cell.key, attempt=attempt, messages=messages)
-
-    def _stop(self, proc, cell: CellSpec, attempt: int, reason: str, dump: bool) -> str:
-        """Stop a running attempt's whole session and record it as killed."""
-        if dump:
-            dump_stacks(proc.pid)
-        try:
-            forced = stop_session(proc.pid, proc)
-            if forced:
-                reason += f" (SIGKILL needed for pids {forced})"
-        except RuntimeError as exc:
-            reason += f"; {exc}"
-        spec = self.cell_spec(cell, attempt)
-        self._record(spec, "killed", reason)
-        self._emit("killed", cell=cell.key, attempt=attempt, reason=reason,
-                   exit_code=proc.returncode)
-        return reason
-
-    def _forward(self, tail: EventTail, watchdog: Watchdog | None) -> bool:
-        """Pass new cell events on; True if the cell says it wrote its group row. The cell's
-        ``failed`` event (its one-line error) is kept in ``_cell_failure``."""
-        written = False
-        for event in tail.read():
-            written |= bool(event.get("group_written"))
-            if event.get("type") == "failed":
-                self._cell_failure = event
-            if watchdog is not None and event.get("type") in PROGRESS_EVENTS:
-                watchdog.progress()
-            elif watchdog is not None and event.get("type") == "sample":
-                watchdog.sample(event)
-            self.on_event(event)
-        return written
 
     def _record(self, spec: dict[str, Any], status: str, error: str) -> None:
         append_rows(self.runs_dir / "master_groups.csv", [failed_group_row(spec, status, error)],
@@ -577,29 +401,6 @@ class Runner:
                            predecessor=True)
 
 
-@contextlib.contextmanager
-def _writing(path: Path):
-    """An ``OSError`` inside becomes an :class:`OutputError` naming the file (the error's
-    own file name, else ``path``) and the reason: one line, not a traceback."""
-    try:
-        yield
-    except OSError as exc:
-        raise OutputError(f"{exc.filename or path}: {exc.strerror or exc}") from exc
-
-
-def _unwritable(runs_dir: Path, code: int, log_path: Path) -> str:
-    """Why a cell that exited with :data:`EXIT_OUTPUT` failed, when neither its event nor
-    its log could say: a full disk under the runs folder if there is next to no room."""
-    try:
-        free = shutil.disk_usage(runs_dir).free
-    except OSError:
-        free = None
-    if free is not None and free < LOW_SPACE_BYTES:
-        return (f"{runs_dir}: {os.strerror(errno.ENOSPC)} ({free} bytes free; the cell could "
-                f"not write its output, exit status {code})")
-    return f"cell exited with status {code}: it could not write its output (see {log_path})"
-
-
 def _write_whole(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -617,82 +418,3 @@ def _holder(run_dir: Path) -> str:
         return f"runner pid {info['pid']} on {info['host']} since {since} ({run_dir / 'runner.pid'})"
     except (OSError, ValueError, KeyError):
         return f"lock held on {run_dir / 'runner.lock'}"
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:500] if lines else ""
-
-
-def _timestamp(text: str) -> str:
-    try:
-        return check_timestamp(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine.runner",
-                                     description="Run a campaign (the process front ends start).")
-    parser.add_argument("campaign", help="campaign TOML file")
-    parser.add_argument("--resume", action="store_true",
-                        help="skip cells whose key already has an ok row")
-    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
-                        help="with --resume: only ok rows at or after this timestamp count")
-    for name in ("runs-dir", "device", "experiments-file"):
-        parser.add_argument(f"--{name}")
-    for name in ("passes", "seed", "retries"):
-        parser.add_argument(f"--{name}", type=int)
-    parser.add_argument("--watchdog-action", choices=ACTIONS,
-                        help="override [watchdog] action: kill, or flag (the dashboard's default: "
-                             "mark the cell hung and wait for a command)")
-    return parser
-
-
-def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
-    return {"runs_dir": args.runs_dir, "passes": args.passes, "seed": args.seed,
-            "device": args.device, "experiments_file": args.experiments_file,
-            "retries": args.retries}
-
-
-_INTERRUPTED_BY = ["Ctrl-C"]
-
-
-def _interrupt(signum, frame):
-    """First SIGINT/SIGTERM/SIGHUP: stop the campaign (as KeyboardInterrupt). Later ones are
-    ignored, so a second Ctrl-C (or a front end forwarding the first) cannot break the
-    clean-up that records the cell and stops its session."""
-    _INTERRUPTED_BY[0] = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_arg_parser().parse_args(argv)
-    # SIGTERM and SIGHUP (a closed ssh session) end the campaign exactly like Ctrl-C:
-    # stop the cell, record it, exit 130.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
-    try:
-        campaign = load_campaign(args.campaign, overrides_from(args))
-        if args.watchdog_action:  # one key of a table: replaced after the file is validated
-            campaign = dataclasses.replace(campaign, watchdog=dataclasses.replace(
-                campaign.watchdog, action=args.watchdog_action))
-        outcome = Runner(campaign, resume=args.resume, since=args.since).run()
-    except FugueError as exc:
-        print(f"fugue-tui: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except OSError as exc:
-        reason = output_failure(exc)  # a full disk that no narrower handler named
-        if reason is None:
-            raise
-        print(f"fugue-tui: error: {reason}", file=sys.stderr)
-        return OutputError.exit_code
-    except KeyboardInterrupt:
-        return 130
-    return outcome.exit_code
-

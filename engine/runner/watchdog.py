@@ -30,20 +30,7 @@ from typing import Any
 
 import psutil
 
-ACTIONS = ("kill", "flag")
-
-
-@dataclass(frozen=True)
-class WatchdogSettings:
-    """Campaign table ``[watchdog]``; ``action`` kill (batch default) or flag (dashboard)."""
-
-    interval_s: float = 10.0
-    suspect_after: int = 3
-    hung_after: int = 6
-    cpu_fraction: float = 0.05
-    gpu_busy_pct: float = 5.0
-    action: str = "kill"
-
+from engine.define.watchdog_settings import ACTIONS, WatchdogSettings  # noqa: F401
 
 def session_processes(leader_pid: int, session_id: int) -> list[psutil.Process]:
     """The leader, its descendants, and every process still in its session (a grandchild

@@ -22,6 +22,7 @@ from typing import Any
 import tomli_w
 
 from engine.define import tomlfile
+from engine.plugins import load_plugins
 from engine.define.campaign import Campaign, parse_campaign
 from engine.errors import FugueError, OutputError
 
@@ -83,6 +84,7 @@ class Preview:
 
 def parse_plan(doc: dict[str, Any], where: str = PLAN_WHERE) -> Campaign:
     """Validate a plan as a campaign (errors: :func:`engine.define.campaign.parse_campaign`)."""
+    load_plugins()  # idempotent: the names a plan may use, before it is validated
     return parse_campaign(clean_doc(doc), where)
 
 
@@ -142,6 +144,7 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     extra = doc.get("experiments_file")
     if isinstance(extra, str) and extra and not Path(extra).is_absolute():
         doc["experiments_file"] = str((path.parent / extra).resolve())
+    load_plugins()
     parse_campaign(clean_doc(doc), str(path))  # raises, naming the file and key
     if not isinstance(doc.get("experiments"), list):
         campaign = parse_campaign(clean_doc(doc), str(path))

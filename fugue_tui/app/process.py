@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from engine.runner.cellproc import engine_env
+from engine.processes import engine_env
 
 #: Seconds to wait for the runner to stop its cell after SIGINT before SIGKILL.
 STOP_TIMEOUT_S = 60.0

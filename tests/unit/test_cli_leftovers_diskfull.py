@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 import engine.cell.main as cell_mod
+from engine.cell.output import TolerantStream
 import engine.results.store as results
+import engine.runner.attempt as attempt_mod
+import engine.runner.cli as runner_cli
 import engine.runner.supervisor as runner_mod
 from engine.define.campaign import load_campaign
 from engine.errors import OutputError
@@ -170,7 +173,7 @@ def fake_cells(monkeypatch):
                                      said["message"], said["how"]], stdout=out,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
-    monkeypatch.setattr(runner_mod, "start_cell", start_cell)
+    monkeypatch.setattr(attempt_mod, "start_cell", start_cell)
     return started, said
 
 
@@ -216,7 +219,7 @@ def test_the_cell_log_on_a_full_disk_never_raises():
         def flush(self):
             raise OSError(errno.ENOSPC, NOSPACE)
 
-    stream = cell_mod.TolerantStream(Full())
+    stream = TolerantStream(Full())
     print("warning: monitor did not start", file=stream, flush=True)  # no exception
 
 
@@ -226,7 +229,7 @@ def test_when_the_runner_cannot_write_either_it_exits_2_with_one_line(tmp_path, 
     failed row cannot be written: one line naming master_groups.csv, exit 2."""
     monkeypatch.setattr(runner_mod, "preflight", lambda runs_dir: None)  # it fills up later
     monkeypatch.setattr(results, "_write", _full)
-    assert runner_mod.main([str(_campaign(tmp_path))]) == 2
+    assert runner_cli.main([str(_campaign(tmp_path))]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [
         f"fugue-tui: error: {tmp_path / 'runs' / GROUPS_FILE}: {NOSPACE}"], err
@@ -251,9 +254,9 @@ def test_a_runner_events_file_on_a_full_disk_is_one_line_and_no_cell_stays(
             raise OSError(errno.ENOSPC, NOSPACE)
         return real_emit(self, type, **fields)
 
-    monkeypatch.setattr(runner_mod, "start_cell", start_cell)
+    monkeypatch.setattr(attempt_mod, "start_cell", start_cell)
     monkeypatch.setattr(EventWriter, "emit", emit)
-    assert runner_mod.main([str(_campaign(tmp_path))]) == 2
+    assert runner_cli.main([str(_campaign(tmp_path))]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [
         f"fugue-tui: error: {tmp_path / 'runs' / 'c' / 'runner.jsonl'}: {NOSPACE}"], err

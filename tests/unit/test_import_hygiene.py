@@ -11,18 +11,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-RUNNER_SIDE = ["engine.runner", "engine.define.campaign", "engine.define.matrix", "engine.results.store",
+RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.processes",
+               "engine.executors.ray.options", "engine.define.experiment", "engine.define.workloads",
+               "engine.define.watchdog_settings", "engine.registry", "engine.workloads", "engine.define.campaign", "engine.define.matrix", "engine.results.store",
                "engine.results.columns", "engine.results.values", "engine.results.read",
-               "engine.results.paths", "engine.results.preflight",
+               "engine.results.paths", "engine.results.preflight", "engine.results.load",
                "engine.define.catalogue", "engine.events", "engine.measure.provenance", "engine.results.rows",
                "engine.plugins", "engine.define.availability", "engine.runner.cellproc", "engine.runner.watchdog",
                "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",
-               "engine.results.analysis", "engine.results.load", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
+               "engine.results.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.define.adhoc",
-               "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor",
+               "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor", "engine.cell.monitor",
                "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
-               "engine.measure.samples", "engine.cell.monitor",
-               "engine.runner.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps", "engine.executors.ray.runtime"]
+               "engine.measure.samples",
+               "engine.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps",
+               "engine.executors.mp.mps_checks", "engine.executors.ray.runtime"]
 
 
 def test_runner_side_modules_do_not_import_torch():

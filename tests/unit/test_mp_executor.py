@@ -20,7 +20,7 @@ import psutil
 import pytest
 import torch
 
-from engine.executors.mp import mps
+from engine.executors.mp import mps_checks
 from engine.errors import FugueError
 from engine.executors.base import CellContext
 from engine.executors.mp.executor import MPS_RECORD, MPExecutor
@@ -213,7 +213,7 @@ def test_exclusive_process_with_our_daemon_is_accepted(tmp_path, gpu_boundary, m
 def test_exclusive_process_without_the_binary_is_refused(tmp_path, monkeypatch, gpu_boundary):
     monkeypatch.setenv("FAKE_NVML_COMPUTE_MODE", "EXCLUSIVE_PROCESS")
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    monkeypatch.setattr(mps, "FALLBACK_DIRS", ())
+    monkeypatch.setattr(mps_checks, "FALLBACK_DIRS", ())
     ctx = _ctx(tmp_path, [], mps="auto")
     ctx.settings = TrainSettings(device=torch.device("cuda", 0))
     with pytest.raises(FugueError, match="EXCLUSIVE_PROCESS.*; MPS: nvidia-cuda-mps-control "

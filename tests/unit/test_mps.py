@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine.runner import cleanup
-from engine.executors.mp import mps
+from engine import cleanup
+from engine.executors.mp import mps, mps_checks
 from engine.errors import FugueError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mps"
@@ -69,43 +69,43 @@ def _start_foreign(control: str, pipe_dir: Path) -> int:
 
 def test_find_control_path_then_usr_sbin(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(mps, "FALLBACK_DIRS", (str(tmp_path / "sbin"),))
-    assert mps.find_control() is None
+    monkeypatch.setattr(mps_checks, "FALLBACK_DIRS", (str(tmp_path / "sbin"),))
+    assert mps_checks.find_control() is None
     sbin = standin_control.install(tmp_path / "sbin")
-    assert mps.find_control() == str(sbin)
+    assert mps_checks.find_control() == str(sbin)
     on_path = standin_control.install(tmp_path / "bin")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    assert mps.find_control() == str(on_path)
+    assert mps_checks.find_control() == str(on_path)
 
 
 @pytest.mark.parametrize("mode", ["DEFAULT", "EXCLUSIVE_PROCESS", "PROHIBITED"])
 def test_compute_mode_read_through_nvml(fake_nvml, monkeypatch, mode):
     monkeypatch.setenv("FAKE_NVML_COMPUTE_MODE", mode)
-    assert mps.compute_mode(0) == mode
-    assert mps.gpu_visible(0) and not mps.gpu_visible(1)
+    assert mps_checks.compute_mode(0) == mode
+    assert mps_checks.gpu_visible(0) and not mps_checks.gpu_visible(1)
 
 
 def test_compute_mode_unreadable_is_none(fake_nvml, monkeypatch):
     monkeypatch.setenv("FAKE_NVML_COMPUTE_MODE", "NOT_SUPPORTED")  # NVMLError_NotSupported
-    assert mps.compute_mode(0) is None
-    assert mps.compute_mode(3) is None  # NVMLError_InvalidArgument: no such GPU
+    assert mps_checks.compute_mode(0) is None
+    assert mps_checks.compute_mode(3) is None  # NVMLError_InvalidArgument: no such GPU
     monkeypatch.setenv("FAKE_NVML_NO_DRIVER", "1")  # NVMLError_DriverNotLoaded
-    assert mps.compute_mode(0) is None and not mps.gpu_visible(0)
+    assert mps_checks.compute_mode(0) is None and not mps_checks.gpu_visible(0)
 
 
 def test_compute_mode_refusals_are_one_line():
     for mode, running in (("PROHIBITED", True), ("PROHIBITED", False),
                           ("EXCLUSIVE_PROCESS", False)):
         with pytest.raises(FugueError) as err:
-            mps.check_compute_mode(mode, 0, mps_running=running)
+            mps_checks.check_compute_mode(mode, 0, mps_running=running)
         assert mode in str(err.value) and "\n" not in str(err.value)
     for mode in ("DEFAULT", None):
-        mps.check_compute_mode(mode, 0, mps_running=False)
-    mps.check_compute_mode("EXCLUSIVE_PROCESS", 0, mps_running=True)
+        mps_checks.check_compute_mode(mode, 0, mps_running=False)
+    mps_checks.check_compute_mode("EXCLUSIVE_PROCESS", 0, mps_running=True)
 
 
 def test_thread_percentage_splits_the_gpu_evenly():
-    assert [mps.thread_percentage(n) for n in (1, 2, 3, 7, 150)] == [100, 50, 33, 14, 1]
+    assert [mps_checks.thread_percentage(n) for n in (1, 2, 3, 7, 150)] == [100, 50, 33, 14, 1]
 
 
 def test_private_daemon_lifecycle(control, tmp_path):
@@ -113,7 +113,8 @@ def test_private_daemon_lifecycle(control, tmp_path):
     daemon = mps.MPSDaemon.start(control, log_dir=tmp_path / "run" / "mps")
     try:
         pipe = str(daemon.pipe_dir)
-        assert pipe != mps.DEFAULT_PIPE_DIR and not pipe.startswith(mps.DEFAULT_PIPE_DIR)
+        assert (pipe != mps_checks.DEFAULT_PIPE_DIR
+                and not pipe.startswith(mps_checks.DEFAULT_PIPE_DIR))
         assert len(pipe) + len("/control") < mps.SOCKET_PATH_LIMIT
         assert oct(daemon.root.stat().st_mode & 0o777) == "0o700"
         proc = psutil.Process(daemon.pid)
@@ -138,12 +139,13 @@ def test_foreign_daemon_reported_and_left_alone(control, tmp_path):
     foreign_pipe = tmp_path / "foreign"
     foreign = _start_foreign(control, foreign_pipe)
     try:
-        found = mps.foreign_daemons()
+        found = mps_checks.foreign_daemons()
         assert {"pid": foreign, "pipe_dir": str(foreign_pipe)} in [
             {k: d[k] for k in ("pid", "pipe_dir")} for d in found]
         ours = mps.MPSDaemon.start(control)
         assert ours.pid != foreign
-        assert foreign not in [d["pid"] for d in mps.foreign_daemons(exclude_pids=(foreign,))]
+        assert foreign not in [d["pid"]
+                               for d in mps_checks.foreign_daemons(exclude_pids=(foreign,))]
         ours.quit(grace=2)
         assert psutil.Process(foreign).is_running()
         assert (foreign_pipe / "control").exists()
@@ -175,7 +177,7 @@ def test_cleanup_never_signals_a_process_that_is_not_ours(control, tmp_path):
         message = mps.quit_recorded_daemon(info, grace=0.5)
         assert "already gone" in message and bystander.poll() is None
         assert tmp_path.exists()  # not a fugue-mps- folder: never removed
-        shared = {**info, "pipe_dir": mps.DEFAULT_PIPE_DIR}
+        shared = {**info, "pipe_dir": mps_checks.DEFAULT_PIPE_DIR}
         assert mps.quit_recorded_daemon(shared).startswith("refused")
     finally:
         bystander.kill()
@@ -197,7 +199,7 @@ def test_daemon_that_fails_to_start_leaves_nothing(tmp_path, monkeypatch):
 
 def test_mps_module_is_runner_safe():
     """The runner imports it to run cleanup records: no torch there."""
-    code = ("import sys, engine.executors.mp.mps, engine.runner.cleanup\n"
+    code = ("import sys, engine.executors.mp.mps, engine.cleanup\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])

@@ -146,7 +146,7 @@ def test_cleanup_handler_stops_only_our_processes_and_keeps_logs(tmp_path):
         while time.monotonic() < deadline and not psutil.Process(ours_env.pid).children():
             time.sleep(0.05)
         child = psutil.Process(ours_env.pid).children()[0]
-        from engine.runner import cleanup
+        from engine import cleanup
 
         cleanup.record(attempt, raytools.CLEANUP_NAME, raytools.CLEANUP_HANDLER,
                        temp_dir=str(temp_dir), tag=tag, attempt_folder=str(attempt))

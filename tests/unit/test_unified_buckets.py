@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import engine.executors.unified.loop as loop_mod  # noqa: E402
+import engine.executors.unified.bucket as bucket_mod  # noqa: E402
 from engine.train.data import EpochOrder, split_for  # noqa: E402
 from engine.executors.seq import SeqExecutor  # noqa: E402
 from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
@@ -124,7 +124,7 @@ def _raising(fn):
                                            (_raising, "RuntimeError: backend exploded")])
 def test_compile_probe_fallback_is_recorded_and_leaves_no_trace(compiler, why, captured,
                                                                 monkeypatch):
-    monkeypatch.setattr(loop_mod, "compile_callable", lambda fn, mode, backend: compiler(fn))
+    monkeypatch.setattr(bucket_mod, "compile_callable", lambda fn, mode, backend: compiler(fn))
     # BatchNorm and live dropout in the vectorised bucket; one eager bucket.
     jobs = [_job(i, lr=lr, model_kwargs={"hidden": 16, "dropout": 0.2})
             for i, lr in enumerate((0.05, 0.02))] + [_job(2, model="mlp",
@@ -192,7 +192,7 @@ def test_ablation_rungs_record_the_documented_function(captured):
     from engine.define.axes import ABLATION_LADDER
 
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(loop_mod, "compile_callable", lambda fn, mode, backend: _raising(fn))
+    monkeypatch.setattr(bucket_mod, "compile_callable", lambda fn, mode, backend: _raising(fn))
     try:
         jobs = [_job(i, lr=lr) for i, lr in enumerate((0.05, 0.02))]
         data = _data()

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import engine.executors.unified.loop as loop_mod  # noqa: E402
+import engine.executors.unified.bucket_build as bucket_build_mod  # noqa: E402
 import engine.train.loop as training_mod  # noqa: E402
 from engine.train.data import DeviceData, EpochOrder, split_for  # noqa: E402
 from engine.errors import ConfigError  # noqa: E402
@@ -71,7 +71,7 @@ def _ctx(data, events, **extra):
 def captured(monkeypatch):
     """job_id → module, per executor, recorded where each executor builds its models."""
     built = {"seq": {}, "unified": {}}
-    for label, module in (("seq", training_mod), ("unified", loop_mod)):
+    for label, module in (("seq", training_mod), ("unified", bucket_build_mod)):
         original = module.build_model
 
         def build(*args, where="", _orig=original, _label=label, **kwargs):
@@ -228,7 +228,7 @@ def test_eager_route_equals_seq_and_says_so(captured):
 
 
 def test_failed_verification_falls_back_to_eager_and_records_why(captured, monkeypatch):
-    monkeypatch.setattr(loop_mod, "fingerprint_mismatch",
+    monkeypatch.setattr(bucket_build_mod, "fingerprint_mismatch",
                         lambda members: "member 1 differs at '4' (Dropout): p = 0.5 vs 0.2")
     jobs = CASES["sgd_momentum_bn"]
     seq, uni, _, ctx, _, _ = _run_both(jobs, _data(), captured)

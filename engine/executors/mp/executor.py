@@ -5,7 +5,7 @@ Each job pays its own process start, imports, torch set-up and dataset copy insi
 ``T_group`` — that cost is what this strategy is measured for (``docs/measurement.md``,
 mp column); a pool that reuses processes would hide it. The MPS daemon is started in
 ``setup`` (``setup_s``) and quit in ``teardown``; the cleanup record lets the runner quit it
-after any abnormal end of the cell (``engine.runner.cleanup``).
+after any abnormal end of the cell (``engine.cleanup``).
 
 Options (``[options.mp]``): ``max_parallel`` (default: all jobs of the cell) and ``mps``:
 
@@ -35,8 +35,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.runner import cleanup
-from engine.executors.mp import mps
+from engine import cleanup
+from engine.executors.mp import mps, mps_checks
 from engine.errors import FugueError
 from engine.executors.base import CellContext, Executor
 from engine.executors.mp.worker import worker_main
@@ -114,21 +114,22 @@ class MPExecutor(Executor):
         # NVML by the device's UUID when the runner resolved one (cuda:0 here is not NVML
         # index 0 on a multi-GPU host); the index only for a hand-made spec.
         index = ctx.gpu_uuid or index
-        compute = mps.compute_mode(index)
+        compute = mps_checks.compute_mode(index)
         group["gpu_compute_mode"] = compute
-        foreign = mps.foreign_daemons()
+        foreign = mps_checks.foreign_daemons()
         group["mps_present"] = bool(foreign)
         if foreign:
             self.info["foreign_mps"] = foreign
         if compute == "PROHIBITED" or mode == "off":
-            mps.check_compute_mode(compute, index, mps_running=False)
+            mps_checks.check_compute_mode(compute, index, mps_running=False)
             self.info["mps_reason"] = "mps = off"
             return
-        if mode == "on" and not mps.gpu_visible(index):
+        if mode == "on" and not mps_checks.gpu_visible(index):
             raise FugueError(f"[options.mp] mps = \"on\": NVML sees no GPU {index} to share")
-        control = mps.find_control()
+        control = mps_checks.find_control()
         if control is None:
-            reason = f"{mps.CONTROL} not found on PATH or in {', '.join(mps.FALLBACK_DIRS)}"
+            reason = (f"{mps_checks.CONTROL} not found on PATH or in "
+                      f"{', '.join(mps_checks.FALLBACK_DIRS)}")
             self._no_mps(mode, compute, index, reason)
             return
         try:
@@ -136,7 +137,7 @@ class MPExecutor(Executor):
         except mps.MPSError as exc:
             self._no_mps(mode, compute, index, str(exc))
             return
-        pct = mps.thread_percentage(self.parallel)
+        pct = mps_checks.thread_percentage(self.parallel)
         self.client_env = self.daemon.client_env(pct)
         group.update(mps_used=True, mps_thread_pct=pct, mps_present=True)
         self.info.update(mps_pipe_dir=str(self.daemon.pipe_dir),
@@ -148,7 +149,7 @@ class MPExecutor(Executor):
         if mode == "on":
             raise FugueError(f"[options.mp] mps = \"on\" but MPS cannot run: {reason}")
         try:
-            mps.check_compute_mode(compute, index, mps_running=False)
+            mps_checks.check_compute_mode(compute, index, mps_running=False)
         except FugueError as exc:  # say why our daemon is not there
             raise FugueError(f"{exc}; MPS: {reason}") from None
         self.info["mps_reason"] = reason

@@ -1,4 +1,5 @@
-"""A private CUDA MPS control daemon for the ``mp`` executor, and the checks before it.
+"""A private CUDA MPS control daemon for the ``mp`` executor: its start, identity and stop
+(the checks before it, which only read the machine, are in ``engine.executors.mp.mps_checks``).
 
 CUDA MPS (Multi-Process Service) lets the CUDA contexts of several processes share one
 GPU's streaming multiprocessors at the same time instead of time-slicing. Its control
@@ -10,12 +11,13 @@ environment names that directory becomes a client of the daemon's server. So:
   bytes) — never the default, which would capture every other CUDA process on the machine —
   and only the cell's worker processes get its environment (:meth:`MPSDaemon.client_env`);
 - the daemon double-forks out of the cell's session, so the caller records it with
-  :func:`engine.runner.cleanup.record` (handler :func:`quit_recorded_daemon`), and the runner quits
+  :func:`engine.cleanup.record` (handler :func:`quit_recorded_daemon`), and the runner quits
   it after any end of the cell;
-- a daemon that is not ours (:func:`foreign_daemons`) is reported, never reused or stopped;
-- the GPU's compute mode is read first (:func:`compute_mode`, :func:`check_compute_mode`):
-  PROHIBITED allows no context at all, EXCLUSIVE_PROCESS allows one process, which with MPS
-  is the MPS server.
+- a daemon that is not ours (``mps_checks.foreign_daemons``) is reported, never reused or
+  stopped; only processes identified as ours (pid, start time, pipe directory) are signalled;
+- the GPU's compute mode is read first (``mps_checks.compute_mode``,
+  ``mps_checks.check_compute_mode``): PROHIBITED allows no context at all,
+  EXCLUSIVE_PROCESS allows one process, which with MPS is the MPS server.
 
 Sources: NVIDIA, "Multi-Process Service" (the MPS user guide: pipe/log directories,
 ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, the ``quit`` and ``get_server_list`` commands,
@@ -28,7 +30,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -39,12 +40,9 @@ from typing import Any
 import psutil
 
 from engine.errors import FugueError
+from engine.executors.mp.mps_checks import (DEFAULT_PIPE_DIR, is_control_daemon, is_mps_process,
+                                            pipe_dir_of)
 
-#: The control binary, looked up on PATH, then in :data:`FALLBACK_DIRS`.
-CONTROL = "nvidia-cuda-mps-control"
-FALLBACK_DIRS = ("/usr/sbin",)
-#: The pipe directory every CUDA process uses when ``CUDA_MPS_PIPE_DIRECTORY`` is unset.
-DEFAULT_PIPE_DIR = "/tmp/nvidia-mps"
 #: ``sun_path`` holds 108 bytes including the terminating NUL.
 SOCKET_PATH_LIMIT = 107
 #: The longest socket name the daemon and its server create in the pipe directory
@@ -56,172 +54,11 @@ START_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_S = 10.0
 #: Seconds between SIGTERM and SIGKILL for a daemon that ignored ``quit``.
 TERM_GRACE_S = 5.0
-#: NVML compute mode values (``NVML_COMPUTEMODE_*``) by name.
-COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 PID_FILE = "nvidia-cuda-mps-control.pid"
 
 
 class MPSError(FugueError):
     """The MPS daemon could not be started, queried or stopped (one-line message)."""
-
-
-def find_control(path: str | None = None) -> str | None:
-    """Absolute path of ``nvidia-cuda-mps-control``: on ``PATH`` (or ``path``), else in
-    ``/usr/sbin`` (where driver packages install it, often outside a user's PATH); None
-    when neither has it."""
-    found = shutil.which(CONTROL, path=path)
-    if found:
-        return os.path.abspath(found)  # not resolved: the binary's own name must stay
-    for folder in FALLBACK_DIRS:
-        candidate = Path(folder) / CONTROL
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
-
-
-def _nvml(nvml: Any = None) -> Any:
-    if nvml is not None:
-        return nvml
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    return pynvml
-
-
-def gpu_visible(index: int | str = 0, nvml: Any = None) -> bool:
-    """True when NVML (``nvml``: the ``pynvml`` module, injectable for tests) sees GPU
-    ``index`` (an NVML index, or the device's UUID — what a cell knows its device by: inside
-    a cell ``cuda:0`` is not NVML index 0); False without nvidia-ml-py, a driver, or that
-    GPU."""
-    lib = _nvml(nvml)
-    if lib is None:
-        return False
-    try:
-        lib.nvmlInit()
-    except lib.NVMLError:
-        return False
-    try:
-        if isinstance(index, str):  # a GPU-/MIG- UUID: the device under test by identity
-            lib.nvmlDeviceGetHandleByUUID(index)
-            return True
-        return index < lib.nvmlDeviceGetCount()
-    except lib.NVMLError:
-        return False
-    finally:
-        with contextlib.suppress(lib.NVMLError):
-            lib.nvmlShutdown()
-
-
-def compute_mode(index: int | str = 0, nvml: Any = None) -> str | None:
-    """The NVML compute mode of GPU ``index`` (an NVML index or a UUID) (DEFAULT, EXCLUSIVE_THREAD, PROHIBITED,
-    EXCLUSIVE_PROCESS), or None when it cannot be read (no nvidia-ml-py, no driver, no such
-    GPU, or ``NVMLError_NotSupported``). ``nvml``: the ``pynvml`` module (injectable)."""
-    lib = _nvml(nvml)
-    if lib is None:
-        return None
-    try:
-        lib.nvmlInit()
-    except lib.NVMLError:
-        return None
-    try:
-        handle = (lib.nvmlDeviceGetHandleByUUID(index) if isinstance(index, str)
-                  else lib.nvmlDeviceGetHandleByIndex(index))
-        return COMPUTE_MODES.get(lib.nvmlDeviceGetComputeMode(handle))
-    except lib.NVMLError:
-        return None
-    finally:
-        with contextlib.suppress(lib.NVMLError):
-            lib.nvmlShutdown()
-
-
-def check_compute_mode(mode: str | None, index: int | str, mps_running: bool) -> None:
-    """Refuse what the compute mode makes impossible for several worker processes.
-
-    Raises:
-        FugueError: ``PROHIBITED`` (no process may create a CUDA context), or
-            ``EXCLUSIVE_PROCESS`` without a working MPS daemon of ours (only one process may
-            hold a context; with MPS that one process is the MPS server).
-    """
-    where = f"GPU {index} is in compute mode {mode}"
-    if mode == "PROHIBITED":
-        raise FugueError(f"{where}: no process may create a CUDA context, so the mp executor "
-                         "cannot run (an administrator can change it: nvidia-smi -c DEFAULT)")
-    if mode == "EXCLUSIVE_PROCESS" and not mps_running:
-        raise FugueError(f"{where} and no MPS daemon of ours is running: only one process "
-                         "may use the GPU, so concurrent workers are refused (install "
-                         "nvidia-cuda-mps-control and use [options.mp] mps = \"auto\", or "
-                         "nvidia-smi -c DEFAULT)")
-
-
-def thread_percentage(clients: int) -> int:
-    """``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` for each of ``clients`` concurrent clients:
-    floor(100 / clients) %, at least 1 (the GPU's SMs split evenly)."""
-    return max(1, 100 // max(1, clients))
-
-
-# --------------------------------------------------------------------------- processes
-
-def _is_control_daemon(proc: psutil.Process) -> bool:
-    """A running ``nvidia-cuda-mps-control -d`` (or ``-f``), whatever runs the binary (an
-    interpreter for a script): the binary's name among the first two words of its command."""
-    try:
-        cmd = proc.cmdline()
-    except psutil.Error:
-        return False
-    words = [os.path.basename(w) for w in cmd[:2]]
-    return CONTROL in words and any(a in ("-d", "-f") for a in cmd[1:])
-
-
-def _is_mps_process(proc: psutil.Process) -> bool:
-    try:
-        cmd = proc.cmdline()
-    except psutil.Error:
-        return False
-    return any(os.path.basename(w).startswith("nvidia-cuda-mps-") for w in cmd[:2])
-
-
-def _pipe_dir_of(proc: psutil.Process) -> str | None:
-    """The pipe directory a daemon serves (its environment), None when unreadable (another
-    user's process)."""
-    try:
-        return proc.environ().get("CUDA_MPS_PIPE_DIRECTORY", DEFAULT_PIPE_DIR)
-    except psutil.Error:
-        return None
-
-
-def _socket_answers(path: Path) -> bool:
-    """True when a Unix socket at ``path`` accepts a connection (a live daemon, not a stale
-    file left by one that died)."""
-    if not path.exists():
-        return False
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        try:
-            sock.connect(str(path))
-            return True
-        except OSError:
-            return False
-
-
-def foreign_daemons(exclude_pids: tuple[int, ...] = ()) -> list[dict[str, Any]]:
-    """MPS control daemons on this machine that are not ours (``exclude_pids``).
-
-    Returns one dict per daemon: ``pid``, ``user``, ``pipe_dir`` (None when its environment
-    is unreadable). A live control socket in the default ``/tmp/nvidia-mps`` whose process
-    cannot be seen (another user, ``hidepid``) is reported with ``pid`` None. Read-only: the
-    caller reports these and never reuses or stops them.
-    """
-    found: list[dict[str, Any]] = []
-    for proc in psutil.process_iter(["pid", "username"]):
-        if proc.pid in exclude_pids or proc.pid == os.getpid() or not _is_control_daemon(proc):
-            continue
-        found.append({"pid": proc.pid, "user": proc.info.get("username"),
-                      "pipe_dir": _pipe_dir_of(proc)})
-    if (not any(d["pipe_dir"] == DEFAULT_PIPE_DIR for d in found)
-            and _socket_answers(Path(DEFAULT_PIPE_DIR) / "control")):
-        found.append({"pid": None, "user": None, "pipe_dir": DEFAULT_PIPE_DIR})
-    return found
 
 
 def _private_root() -> Path:
@@ -351,8 +188,8 @@ class MPSDaemon:
         with contextlib.suppress(OSError, ValueError):
             pid = int((self.pipe_dir / PID_FILE).read_text().split()[0])
         if pid is None:
-            pid = next((p.pid for p in psutil.process_iter() if _is_control_daemon(p)
-                        and _pipe_dir_of(p) == str(self.pipe_dir)), None)
+            pid = next((p.pid for p in psutil.process_iter() if is_control_daemon(p)
+                        and pipe_dir_of(p) == str(self.pipe_dir)), None)
         if pid is not None:
             with contextlib.suppress(psutil.Error):
                 self.create_time = psutil.Process(pid).create_time()
@@ -401,7 +238,7 @@ def _ours(pid: int | None, create_time: float | None, pipe_dir: str) -> psutil.P
             return None
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
-        env_dir = _pipe_dir_of(proc)
+        env_dir = pipe_dir_of(proc)
         if env_dir is not None and env_dir != pipe_dir:
             return None
         return proc
@@ -413,7 +250,7 @@ def _our_mps_processes(pipe_dir: str) -> list[psutil.Process]:
     """MPS control/server processes whose environment names our private pipe directory."""
     out = []
     for proc in psutil.process_iter():
-        if _is_mps_process(proc) and _pipe_dir_of(proc) == pipe_dir:
+        if is_mps_process(proc) and pipe_dir_of(proc) == pipe_dir:
             out.append(proc)
     return out
 
@@ -438,7 +275,7 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
 
 
 def quit_recorded_daemon(info: dict[str, Any], grace: float = TERM_GRACE_S) -> str:
-    """Cleanup handler (``engine.runner.cleanup``): stop the daemon a record describes.
+    """Cleanup handler (``engine.cleanup``): stop the daemon a record describes.
 
     ``info``: ``control``, ``pipe_dir``, ``root``, ``pid``, ``create_time`` (from
     :meth:`MPSDaemon.record_info`). Sends ``quit`` through our pipe directory, waits up to

@@ -41,7 +41,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     """
     t0 = time.perf_counter()
     os.environ.update(env)
-    from engine.runner.cellproc import die_with_parent
+    from engine.processes import die_with_parent
 
     die_with_parent(parent_pid)()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -52,7 +52,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
         from engine.train.data import to_device
         from engine.parts.datasets import load_dataset
         from engine.plugins import load_plugins
-        from engine.measure.provenance import apply_backend_flags
+        from engine.train.backend import apply_backend_flags
         from engine.train.loop import TrainSettings, train_job
         from engine.define.workloads import JobSpec
 

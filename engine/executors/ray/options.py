@@ -55,3 +55,14 @@ def validate_options(options: dict[str, Any]) -> str | None:
     """
     address = options.get("address")
     return check_address(address) if address else None
+
+
+def campaign_check(options: dict[str, Any]) -> tuple[str, str] | None:
+    """:attr:`ExecutorSpec.options_check` of ray: ``("address", reason)`` when an address is
+    set and no cluster answers there, else None.
+
+    Raises:
+        FugueError: a malformed address.
+    """
+    reason = validate_options(options)
+    return ("address", reason) if reason else None

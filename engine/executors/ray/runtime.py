@@ -14,7 +14,7 @@ Why the pieces exist:
   temporary folder on their command line, every process inherits ``FUGUE_RAY_TAG`` from the
   cell, and workers are the raylet's children. :func:`find_ours` matches on those, never on
   a process name, so another user's Ray (or another cell's) is left alone.
-- The cell records a cleanup entry (``engine.runner.cleanup``) before it starts Ray, so the runner
+- The cell records a cleanup entry (``engine.cleanup``) before it starts Ray, so the runner
   stops what survived a watchdog kill or a SIGKILL of the cell.
 """
 
@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import tempfile
 import time
 from collections.abc import Iterable
@@ -39,7 +38,7 @@ from engine.executors.ray.options import (CONNECT_TIMEOUT_S, check_address,  # n
 
 #: Environment variable that marks every process of a runtime we start (value: the tag).
 TAG_ENV = "FUGUE_RAY_TAG"
-#: Cleanup record name in the attempt folder (``engine.runner.cleanup``).
+#: Cleanup record name in the attempt folder (``engine.cleanup``).
 CLEANUP_NAME = "ray"
 CLEANUP_HANDLER = "engine.executors.ray.runtime:cleanup_handler"
 #: Linked (while running) and then copied (after the end) into the attempt folder.
@@ -141,7 +140,7 @@ def start_runtime(*, attempt_dir: str | Path, num_cpus: float | None = None,
         if temp_dir is not None:
             kill_ours(str(temp_dir), tag)
             remove_temp_dir(temp_dir)
-            from engine.runner import cleanup
+            from engine import cleanup
             cleanup.release(attempt_dir, CLEANUP_NAME)
         raise
 
@@ -152,7 +151,7 @@ def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_vi
     if cuda_visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible
     if temp_dir is not None:
-        from engine.runner import cleanup
+        from engine import cleanup
         cleanup.record(attempt_dir, CLEANUP_NAME, CLEANUP_HANDLER, temp_dir=str(temp_dir),
                        tag=tag, driver_pid=os.getpid(), attempt_folder=str(attempt_dir))
     saved = {k: os.environ.get(k) for k in env}
@@ -348,7 +347,7 @@ def remove_temp_dir(temp_dir: str | Path) -> None:
 
 
 def cleanup_handler(info: dict[str, Any]) -> str:
-    """``engine.runner.cleanup`` handler, run by the runner after the cell ended: stop every
+    """``engine.cleanup`` handler, run by the runner after the cell ended: stop every
     process of the runtime the record names (by its temporary folder and tag), keep its
     logs in the attempt folder and delete the temporary folder. Returns one line."""
     temp_dir, tag = info.get("temp_dir"), info.get("tag")
@@ -374,6 +373,6 @@ def shutdown(runtime: Runtime | None, attempt_dir: str | Path) -> list[int]:
     leftover = kill_ours(runtime.temp_dir, runtime.tag)
     keep_logs(runtime.temp_dir, attempt_dir)
     remove_temp_dir(runtime.temp_dir)
-    from engine.runner import cleanup
+    from engine import cleanup
     cleanup.release(attempt_dir, CLEANUP_NAME)
     return leftover

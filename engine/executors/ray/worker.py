@@ -33,7 +33,7 @@ def prepare(threads: int) -> dict[str, Any]:
     plugins. Returns ``{"pid", "threads"}``."""
     if not _PREPARED:
         from engine.plugins import load_plugins
-        from engine.measure.provenance import apply_backend_flags
+        from engine.train.backend import apply_backend_flags
 
         torch.set_num_threads(threads)
         apply_backend_flags()

@@ -9,9 +9,15 @@ machinery. Imported only inside cell processes (the modules import torch).
 * ``losses``: per-member task losses and scores over stacked outputs;
 * ``verify``: structural fingerprint and a one-step probe of both routes on a copy;
 * ``plan``: buckets (which jobs may stack) and the printed/stored plan;
-* ``loop``: the bucket training loop (vectorised or eager) that reproduces
-  ``engine.train.loop.train_job``'s contract per member, several buckets interleaved per
-  step (``Interleave``), finished members removed, compile probed, CUDA streams;
+* ``routes``: one training step of a bucket's members, vectorised (``VectorRoute``) or
+  eager (``EagerRoute``), each with its compile probe;
+* ``bucket_build``: a bucket's members built (job seed before each build) and its route
+  decided (structure, verification, data order, dropout-mask source);
+* ``bucket``: one bucket's training loop (``BucketRun``), which reproduces
+  ``engine.train.loop.train_job``'s contract per member: epochs, validation, events,
+  finished members removed, compile probed;
+* ``interleave``: the buckets of one chunk stepped together round-robin per step
+  (``Interleave``), in segments between epoch ends, one CUDA stream per bucket;
 * ``features``: the effective features of (requested, device, compile mode, probe result).
 
 Rules and their tests: ``../shared/reference/unified-model-pitfalls.md``.

@@ -7,8 +7,9 @@ bucket the jobs and cut them into chunks of at most ``max_parallel`` jobs
 (``engine.executors.unified.plan``) → per chunk, build every bucket's members (job seed before each
 build), verify (fingerprint + one-step probe), probe compile when asked for, then train the
 chunk's buckets together, interleaved per step round-robin over the buckets with active
-members (``engine.executors.unified.loop.Interleave``) → results in job order. Chunks train one after
-another; each dataset is copied to the device once (``ctx.datasets``).
+members (``engine.executors.unified.interleave.Interleave``) → results in job order.
+Chunks train one after another; each dataset is copied to the device once
+(``ctx.datasets``).
 
 Switches (campaign ``[options.unified_model]``, ``--option unified_model.KEY=VALUE``;
 ``--features``, ``--sweep``, ``--max-parallel`` on ``fugue-tui run``):
@@ -64,7 +65,9 @@ class UnifiedExecutor(Executor):
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         from engine.parts import tasks as task_lib
         from engine.registry import TASKS
-        from engine.executors.unified.loop import RETIRE, BucketRun, Interleave
+        from engine.executors.unified.bucket import BucketRun
+        from engine.executors.unified.bucket_build import RETIRE
+        from engine.executors.unified.interleave import Interleave
         from engine.executors.unified.plan import Plan, chunks, make_buckets
 
         options = dict(ctx.options or {})

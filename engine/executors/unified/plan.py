@@ -9,8 +9,8 @@ learning rate, momentum, dampening, betas, eps, weight decay and epoch budget.
 Buckets keep the order of their first job; jobs keep job order inside a bucket. The jobs,
 in bucket order, are cut into *chunks* of at most ``max_parallel`` jobs (all jobs when
 unset): the chunks train one after another, the buckets of one chunk together, interleaved
-step by step (``engine.executors.unified.loop.Interleave``). A bucket cut by a chunk boundary becomes
-one bucket per chunk. The group records the largest chunk (``max_parallel``).
+step by step (``engine.executors.unified.interleave.Interleave``). A bucket cut by a
+chunk boundary becomes one bucket per chunk. The group records the largest chunk (``max_parallel``).
 
 The plan is printed before training (the cell's log) and stored in the group row's
 ``executor_info``: per bucket its jobs, the route (``vectorised`` or ``eager``), the check

@@ -70,7 +70,7 @@ class Field:
 
 def _fields() -> tuple[Field, ...]:
     from engine.define.campaign import COMPILE_CHOICES, COMPILE_MODES
-    from engine.runner.watchdog import ACTIONS
+    from engine.define.watchdog_settings import ACTIONS
 
     return (
         Field("name", "text", help="run folder <runs_dir>/<name>"),

@@ -1,0 +1,84 @@
+"""A cell's output on a disk that may fill up: its event stream (lifecycle events must land
+or fail the cell, progress may be dropped), its log streams (a line that cannot be written
+is lost, never an exception mid-group) and its one-line messages."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.errors import OutputError
+from engine.events import LIFECYCLE, EventWriter
+
+
+class CellEvents:
+    """The cell's event stream (an :class:`EventWriter`) on a disk that may fill up.
+
+    A write that fails names the events file (``<events.jsonl>: No space left on
+    device``). Lifecycle events and the summary raise :class:`OutputError`; progress,
+    phase and sample events are dropped instead, so a full disk does not fail a job that
+    is still training (its rows decide). The first failure is kept in :attr:`failure`.
+    """
+
+    #: Events whose loss must fail the cell (the runner and front ends depend on them).
+    REQUIRED = LIFECYCLE | {"summary"}
+
+    def __init__(self, path: str | Path, **common: Any):
+        self.path = Path(path)
+        self.failure: OutputError | None = None
+        try:
+            self._writer = EventWriter(path, **common)
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: OSError) -> OutputError:
+        error = OutputError(f"{self.path}: {exc.strerror or exc}")
+        error.__cause__ = exc
+        if self.failure is None:
+            self.failure = error
+        return error
+
+    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        try:
+            return self._writer.emit(type, **fields)
+        except OSError as exc:
+            error = self._error(exc)
+            if type in self.REQUIRED:
+                raise error from exc
+            return {"type": type, **fields}
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except OSError as exc:
+            self._error(exc)
+
+
+class TolerantStream:
+    """A cell's ``sys.stdout``/``sys.stderr``: its log lives in the run folder, on the disk
+    that may fill up; a line that cannot be written is lost, never an exception in the
+    middle of a group (a ``print`` would otherwise fail the cell with no file named)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def say(line: str) -> None:
+    """One line to stderr (the cell's log); a log on a full disk must not raise."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)

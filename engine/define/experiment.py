@@ -1,0 +1,98 @@
+"""What an experiment is: its keys and their types, the per-job hyperparameters, defaults,
+and the :class:`Experiment` the catalogue parses a table into. Torch-free.
+
+Shared by the catalogue (which parses tables), the workload types (which check the keys
+that are their own and expand experiments into jobs) and validation; it imports neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import ConfigError
+
+#: Per-job hyperparameters: what an hpo search space and a multi_model member may set.
+JOB_FIELDS: dict[str, tuple[type, ...]] = {
+    "model": (str,), "dataset": (str,), "task": (str,), "batch_size": (int,),
+    "epochs": (int,), "lr": (float,), "optimizer": (str,), "optimizer_kwargs": (dict,),
+    "amp": (bool,), "model_kwargs": (dict,),
+}
+#: Optimizer keyword arguments that an hpo search space may sweep directly (``momentum = [...]``).
+OPTIMIZER_KWARGS: dict[str, tuple[type, ...]] = {
+    "momentum": (float,), "weight_decay": (float,), "dampening": (float,), "eps": (float,),
+    "betas": (list,), "nesterov": (bool,), "amsgrad": (bool,),
+}
+EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
+    **JOB_FIELDS, "type": (str,), "family": (str,), "k": (int,), "size": (str,),
+    "search_space": (dict,), "members": (list,), "description": (str,),
+    "val_fraction": (float,), "split_seed": (int,),
+}
+#: Other spellings of job fields, suggested for an unknown key (difflib finds none of these).
+ALIASES: dict[str, str] = {
+    "learning_rate": "lr", "learningrate": "lr", "learning-rate": "lr", "batch": "batch_size",
+    "batchsize": "batch_size", "bs": "batch_size", "epoch": "epochs", "num_epochs": "epochs",
+    "n_epochs": "epochs", "optim": "optimizer", "folds": "k", "n_jobs": "k",
+}
+DEFAULTS: dict[str, Any] = {
+    "task": None, "optimizer": "adamw", "optimizer_kwargs": {}, "amp": False,
+    "model_kwargs": {}, "family": "", "size": "", "description": "",
+    "val_fraction": 0.2, "split_seed": 0,
+}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One catalogue entry.
+
+    ``k`` is the number of jobs: members of an ensemble, folds of a cv, points of an hpo
+    grid (derived) or entries of a multi_model (derived). ``search_space`` keeps the order
+    written in the file: hpo points are the Cartesian product in that key order.
+    ``split_seed`` draws validation holdouts and cv folds, independent of job seeds.
+    """
+
+    id: str
+    type: str
+    k: int
+    model: str | None = None
+    dataset: str | None = None
+    task: str | None = None
+    batch_size: int | None = None
+    epochs: int | None = None
+    lr: float | None = None
+    optimizer: str = "adamw"
+    optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    amp: bool = False
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    search_space: dict[str, list[Any]] = field(default_factory=dict)
+    members: tuple[dict[str, Any], ...] = ()
+    family: str = ""
+    size: str = ""
+    description: str = ""
+    val_fraction: float = 0.2
+    split_seed: int = 0
+    source: str = ""
+
+    def models(self) -> list[str]:
+        return [m["model"] for m in self.members] if self.members else [str(self.model)]
+
+    def datasets(self) -> list[str]:
+        return [m["dataset"] for m in self.members] if self.members else [str(self.dataset)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved definition (JSON-able), as written into cell specs and hashed into keys."""
+        out = {k: v for k, v in self.__dict__.items() if k != "source"}
+        out["members"] = [dict(m) for m in self.members]
+        return out
+
+
+def check_counts(values: dict[str, Any], where: str) -> None:
+    """``batch_size`` and ``epochs`` (top level, a member or a search-space point) are >= 1,
+    and ``lr`` is positive."""
+    for key in ("batch_size", "epochs"):
+        value = values.get(key)
+        if value is not None and value < 1:
+            raise ConfigError(f"{where}: key '{key}' must be >= 1, got {value}")
+    lr = values.get("lr")
+    if lr is not None and not lr > 0:
+        raise ConfigError(f"{where}: key 'lr' must be > 0, got {lr}")

@@ -1,0 +1,268 @@
+"""One bucket's training: ``engine.train.loop.train_job``'s contract, per member, for K
+members trained at once (``docs/measurement.md``, "unified_model"). :class:`BucketRun`
+(its members and route built by :class:`~engine.executors.unified.bucket_build.BucketBuild`)
+is stepped by :class:`~engine.executors.unified.interleave.Interleave` in pieces: ``start``,
+then per segment ``remaining`` / ``prepare`` / ``step`` x L / ``finish``.
+
+Per member, exactly as a solo run: the short tail batch is dropped; hpo jobs validate after
+every epoch, others after the last; ``final_train_loss`` is the mean of the last epoch's
+batch losses and ``final_train_acc`` the score over the last epoch's training batches; a
+non-finite epoch loss fails the member (``FloatingPointError``) and the others go on.
+Events: ``job_started``, ``job_progress`` (at most every ``PROGRESS_INTERVAL_S`` and at
+every epoch end, with seq's fields) and ``job_done``.
+
+Finished members (``retire``): ``"mask"`` keeps them in their stack, frozen exactly
+(``Stack.forward(active=...)`` and ``StackedOptimizer.step(active)``) but still computed;
+``"remove"`` (default) re-stacks the survivors (``Stack.subset`` / ``StackedOptimizer
+.subset``, exact copies) so retired members stop costing compute. Without compile the
+survivors are re-stacked as soon as a member retires; under compile only when they fall to
+half the stack or fewer (sizes K, K/2, K/4, ...: each new size recompiles).
+
+Compile (``compile_mode`` not ``off``): the bucket's step callable is wrapped with
+``torch.compile`` (:func:`compile_callable`) and probed by its route on the bucket's first
+batch (see ``routes``). The probe's time is the bucket's compile warm-up
+(``compile_warmup_s``, outside the training clock). A probe that raises or disagrees leaves
+the bucket eager, with the reason.
+
+Times, per member (seconds, ``time.perf_counter``, after a device sync on CUDA):
+``train_time_s`` = sum over its epochs of the chunk's training-step wall time while that
+epoch ran (every active member is charged the full interleaved step: they train
+simultaneously); ``val_time_s`` = its own validations; ``total_time_s`` = from the start of
+its model build to the end of its last validation (so it includes building, verifying and
+compile warm-up of its bucket).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from engine.parts import tasks as task_lib
+from engine.train.data import EpochOrder
+from engine.executors.unified.bucket_build import BucketBuild
+from engine.executors.unified.interleave import Clock, Interleave
+from engine.executors.unified.routes import Member, VectorRoute, sync
+from engine.train.loop import PROGRESS_INTERVAL_S, JobResult, evaluate
+
+
+def compile_callable(fn: Callable, mode: str, backend: str = "inductor") -> Callable:
+    """``torch.compile(fn)`` in ``mode`` ("default" → torch's default) with ``backend``
+    (inductor takes the mode; another backend, e.g. ``eager`` for debugging, ignores it)."""
+    if backend and backend != "inductor":
+        return torch.compile(fn, backend=backend)
+    return torch.compile(fn, mode=None if mode == "default" else mode)
+
+
+class BucketRun(BucketBuild):
+    """Train the jobs of one bucket (``plan``) on ``data``: :meth:`build` builds the
+    members and decides the route (updating ``plan``), then an :class:`Interleave` steps
+    it (alone through :meth:`run`, or with the other buckets of its chunk). Arguments: see
+    :class:`~engine.executors.unified.bucket_build.BucketBuild`."""
+
+    def run(self) -> list[JobResult]:
+        """Build and train this bucket alone."""
+        self.build()
+        Interleave([self], self.device).run()
+        return self.results
+
+    # -- the loop, in pieces (driven by Interleave) --------------------------------------
+    def start(self, clock: Clock) -> None:
+        self.clock = clock
+        k_all = len(self.members)
+        self.active_mask = [m.active for m in self.members]
+        self.route.set_active(self.active_mask)
+        self.loss_sums = torch.zeros(k_all, device=self.device)
+        self.shared_order = (EpochOrder(self.members[0].job, self.members[0].split.train_idx)
+                             if self.shared else None)
+        self._shared_state: dict[str, Any] = {"epoch": -1, "batches": None}
+        self._last_report = time.perf_counter()
+        for m in self.members:
+            if m.active:
+                self._start_epoch(m)
+
+    def _start_epoch(self, m: Member) -> None:
+        if self.shared_order is not None:
+            if self._shared_state["epoch"] < m.epoch:
+                self._shared_state["epoch"] = m.epoch
+                self._shared_state["batches"] = self.shared_order.batches(self.device)
+            m.batches = self._shared_state["batches"]
+        else:
+            m.batches = m.order.batches(self.device)
+        m.step = 0
+        m.clock0 = self.clock.s
+        self.loss_sums[m.index] = 0
+        if m.epoch == m.job.epochs - 1:
+            self.route.reset_scores(m.index)
+
+    def remaining(self) -> int:
+        """Steps until the next epoch end of any active member."""
+        return min(m.order.n_batches - m.step for m in self.members if m.active)
+
+    def prepare(self, length: int) -> None:
+        """The batch indices of the next ``length`` steps (one tensor, made on the current
+        stream)."""
+        live = [m for m in self.members if m.active]
+        self._live = live
+        if self.shared:
+            self._seg = live[0].batches[live[0].step:live[0].step + length]      # (L, B)
+        else:
+            filler = live[0].batches[live[0].step:live[0].step + length]
+            rows = [self.members[k] for k in self.route.slots]
+            self._seg = torch.stack([m.batches[m.step:m.step + length] if m.active else filler
+                                     for m in rows], dim=1)                       # (L, S, B)
+        self._scoring = any(m.epoch == m.job.epochs - 1 for m in live)
+
+    def step(self, i: int) -> None:
+        """Global step ``i`` of the prepared segment: one step of every active member."""
+        idx = self._seg[i]
+        xb, yb = self.data.pool_x[idx], self.data.pool_y[idx]
+        if self.shared:
+            yb = yb.expand(len(self.route.slots), *yb.shape)
+        losses = self.route.step(xb, yb, self.active_mask, self.shared, self._scoring)
+        self.loss_sums += losses
+        now = time.perf_counter()
+        if now - self._last_report >= PROGRESS_INTERVAL_S:
+            self._last_report = now
+            values = losses.tolist()
+            for m in self._live:
+                done = m.result.samples + (m.step + i + 1) * m.order.batch_size
+                self.emit("job_progress", job_id=m.job.job_id, epoch=m.epoch + 1,
+                          epochs=m.job.epochs, step=m.step + i + 1,
+                          steps=m.order.n_batches, samples=done, loss=values[m.index],
+                          elapsed=now - m.result.start)
+
+    def finish(self, length: int) -> None:
+        """After a segment: advance the members, end their epochs, retire the finished
+        ones and (``retire = "remove"``) re-stack the survivors."""
+        for m in self._live:
+            m.step += length
+        for m in self._live:
+            if m.step == m.order.n_batches:
+                self._end_epoch(m)
+        self._maybe_restack()
+
+    def _maybe_restack(self) -> None:
+        route = self.route
+        if self.retire != "remove" or not isinstance(route, VectorRoute):
+            return
+        keep = [k for k in route.slots if self.members[k].active]
+        if not keep or len(keep) == len(route.slots):
+            return
+        if self.compile_mode != "off" and len(keep) > len(route.slots) // 2:
+            return  # under compile: only at halving sizes (each new size recompiles)
+        if self.stream is not None:  # what the old stack allocated on its stream
+            main = torch.cuda.current_stream(self.device)
+            for t in [*route.stack.params.values(), *route.stack.buffers.values(),
+                      *(v for st in route.optimizer.state.values() for v in st.values())]:
+                t.record_stream(main)
+        route.restack(keep)
+        self.stack = route.stack
+        route.set_active(self.active_mask)
+        self.restacks.append(len(keep))
+        if self.compile_mode != "off":
+            self._needs_probe = True  # a new member count: compile and probe again
+
+    def _end_epoch(self, m: Member) -> None:
+        r = m.result
+        job = m.job
+        order = m.order
+        train_s = self.clock.s - m.clock0
+        r.train_time_s = (r.train_time_s or 0.0) + train_s
+        r.samples += order.n_batches * order.batch_size
+        self.samples += order.n_batches * order.batch_size
+        r.samples_dropped += order.dropped_per_epoch
+        r.epochs_run = m.epoch + 1
+        epoch_loss = float(self.loss_sums[m.index]) / order.n_batches
+        last_epoch = m.epoch == job.epochs - 1
+        if not math.isfinite(epoch_loss):
+            self._retire(m)
+            self._fail(r, f"FloatingPointError: training loss is {epoch_loss} at epoch "
+                          f"{m.epoch + 1}")
+            return
+        record: dict[str, Any] = {"epoch": m.epoch + 1, "train_loss": epoch_loss,
+                                  "train_s": train_s}
+        if last_epoch:
+            r.final_train_loss = epoch_loss
+            r.final_train_acc = task_lib.finalise(self.task, self.route.scores_of(m.index))
+            record["train_acc"] = r.final_train_acc
+        if job.validate_every_epoch or last_epoch:
+            self.route.sync_member(m.index)
+            t_val = time.perf_counter()
+            val_loss, val_acc = evaluate(m.model, m.val_x, m.val_y, m.split.val_idx,
+                                         self.task, m.amp)
+            r.val_time_s = (r.val_time_s or 0.0) + time.perf_counter() - t_val
+            record.update(val_loss=val_loss, val_acc=val_acc)
+            r.final_val_loss, r.final_val_acc = val_loss, val_acc
+        r.history.append(record)
+        now = time.perf_counter()
+        self.emit("job_progress", job_id=job.job_id, epoch=m.epoch + 1, epochs=job.epochs,
+                  step=order.n_batches, steps=order.n_batches, samples=r.samples,
+                  loss=epoch_loss, val_loss=record.get("val_loss"),
+                  val_acc=record.get("val_acc"), elapsed=now - r.start, epoch_end=True,
+                  train_sps=r.samples / r.train_time_s if r.train_time_s else None)
+        if last_epoch:
+            self._retire(m)
+            sync(self.device)
+            r.end = time.perf_counter()
+            r.total_time_s = r.end - r.start
+            if self.device.type == "cuda":  # the stacked process's peak so far (shared)
+                r.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
+                r.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(self.device) / 2**20
+            self.emit("job_done", job_id=job.job_id, status=r.status, error=r.error,
+                      total_time_s=r.total_time_s, samples=r.samples,
+                      final_val_acc=r.final_val_acc)
+        else:
+            m.epoch += 1
+            self._start_epoch(m)
+
+    def _retire(self, m: Member) -> None:
+        """Freeze member ``m``: from the next step on its parameters, optimizer state and
+        buffers no longer change (and with ``retire = "remove"`` it leaves the stack at
+        the end of the segment)."""
+        m.active = False
+        self.active_mask[m.index] = False
+        self.route.set_active(self.active_mask)
+
+    # -- compile -------------------------------------------------------------------------
+    def compile_probe(self) -> None:
+        """Compile this bucket's step callable and probe it on the next batch (see the
+        module docstring); records the mode or the fallback reason and the warm-up."""
+        self._needs_probe = False
+        mode = self.settings.compile_mode
+        if mode == "off" or self.route is None or not self.active:
+            return
+        if self.compile_mode == "off" and self.compile_reason:
+            return  # an earlier probe failed: this bucket stays eager
+        sync(self.device)
+        t0 = time.perf_counter()
+        self.prepare(1)
+        idx = self._seg[0]
+        xb, yb = self.data.pool_x[idx], self.data.pool_y[idx]
+        if self.shared:
+            yb = yb.expand(len(self.route.slots), *yb.shape)
+        backend = self.compile_backend
+
+        def compiler(fn):
+            return compile_callable(fn, mode, backend)
+
+        why = self.route.compile_probe(compiler, xb, yb, self.shared)
+        sync(self.device)
+        warmup = time.perf_counter() - t0
+        self.compile_warmup_s += warmup
+        if why is None:
+            self.compile_mode = mode
+        else:
+            self.route.uncompile()
+            self.compile_mode = "off"
+            self.compile_reason = (f"compile probe ({mode}) failed, trained eagerly: {why}")
+        for m in self.members:
+            r = m.result
+            if m.active:
+                r.compile_warmup_s = (r.compile_warmup_s or 0.0) + warmup
+            r.compile_mode = self.compile_mode
+            r.compile_reason = self.compile_reason
+

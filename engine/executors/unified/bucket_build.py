@@ -1,0 +1,263 @@
+"""One bucket's set-up: its members built and its route decided (``docs/measurement.md``,
+"unified_model"). :class:`BucketBuild` is the first half of
+:class:`~engine.executors.unified.bucket.BucketRun` (which adds the training loop); it holds
+the bucket's state and :meth:`BucketBuild.build` fills it.
+
+Per member, exactly as a solo run: the global RNG is seeded with the job seed just before
+its model is built (so initial weights equal seq's) and its dropout generator continues
+from there; its batch order is its own ``EpochOrder`` (job seed) over its own split; the
+torch optimizer is built for both routes, so a bad hyperparameter fails that job only, as
+under seq. A member whose build raises fails; the others go on.
+
+The decision (``plan.route``/``check``/``reason``): vectorised only with two or more
+members, no AMP, no unsupported layer, identical structure (``fingerprint_mismatch``) and,
+unless ``verify = false``, a one-step probe of both routes on copies that agrees; otherwise
+eager, with the reason. Then the data order (``shared`` only when the members' training
+sets are identical) and where the dropout masks come from are recorded in the plan.
+
+Kept apart from the loop: everything here runs once per bucket, before the training clock
+starts, and is what the printed/stored plan reports.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from engine.parts import tasks as task_lib
+from engine.train.data import DeviceData, EpochOrder, split_for
+from engine.parts.models import build_model
+from engine.parts.optimizers import build_optimizer
+from engine.executors.unified.interleave import Clock
+from engine.executors.unified.losses import loss_function
+from engine.executors.unified.optim import build_stacked
+from engine.executors.unified.plan import BucketPlan
+from engine.executors.unified.routes import EagerRoute, Member, VectorRoute, sync
+from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
+from engine.executors.unified.verify import fingerprint_mismatch, probe
+from engine.train.loop import JobResult, TrainSettings
+from engine.define.workloads import JobSpec
+
+Emit = Callable[..., Any]
+RETIRE = ("remove", "mask")
+
+
+class BucketBuild:
+    """The state of one bucket (``plan``) on ``data`` and :meth:`build`, which builds the
+    members and decides the route (updating ``plan``); :class:`~engine.executors.unified.
+    bucket.BucketRun` adds the training loop, which an ``Interleave`` steps (alone through
+    ``BucketRun.run``, or with the other buckets of its chunk).
+
+    Args:
+        fused: ``fl`` feature (one loss call over the stack instead of one per member).
+        verify: run the fingerprint and the one-step probe before vectorising.
+        data_order: ``per_member`` (each job's own order, seq's) or ``shared`` (member 0's
+            order for all: one gather per step; only when the members' training sets are
+            identical, else per_member with a note).
+        retire: ``remove`` (re-stack the survivors) or ``mask`` (keep finished members
+            frozen in the stack).
+    """
+
+    def __init__(self, plan: BucketPlan, data: DeviceData, settings: TrainSettings,
+                 emit: Emit, *, fused: bool = False, verify: bool = True,
+                 data_order: str = "per_member", exact_kernels: bool = False,
+                 announce: Callable[[BucketPlan], Any] | None = None,
+                 retire: str = "remove", compile_backend: str = "inductor"):
+        if retire not in RETIRE:
+            raise ValueError(f"retire must be one of {RETIRE}, got {retire!r}")
+        self.plan = plan
+        self.announce = announce
+        self.data = data
+        self.settings = settings
+        self.device = settings.device
+        self.emit = emit
+        self.fused = fused
+        self.verify = verify
+        self.data_order = data_order
+        self.exact_kernels = exact_kernels
+        self.retire = retire
+        self.compile_backend = compile_backend
+        self.clock = Clock()
+        #: training-step wall time of the chunk while this bucket had active members
+        self.train_clock_s = 0.0
+        self.samples = 0
+        self.stack: Stack | None = None
+        self.route: Any = None
+        self.members: list[Member] = []
+        self.results: list[JobResult] = []
+        self.task: Any = None
+        self.shared = False
+        self.stream: Any = None
+        #: compile: "off", the mode that runs, or None while not probed yet
+        self.compile_mode = "off"
+        self.compile_reason = ""
+        self.compile_warmup_s = 0.0
+        self.restacks: list[int] = []  # stack sizes after each re-stack
+        self._needs_probe = False
+        self._last_report = 0.0
+
+    @property
+    def active(self) -> bool:
+        return any(m.active for m in self.members)
+
+    # -- members -----------------------------------------------------------------------
+    def _build(self, job: JobSpec, index: int, result: JobResult) -> Member:
+        device = self.device
+        data = self.data
+        sync(device)
+        result.worker_pid = os.getpid()
+        result.start = time.perf_counter()
+        torch.manual_seed(job.seed)  # initial weights and dropout: the job seed, as in seq
+        model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
+                            where=job.job_id).to(device)
+        generator = member_generator(device)
+        result.param_count = sum(p.numel() for p in model.parameters())
+        amp = bool(job.amp and self.settings.amp_allowed)
+        result.amp_applied = amp
+        split = split_for(job.split, len(data.pool_y),
+                          None if data.test_y is None else len(data.test_y))
+        result.val_source = split.val_source
+        val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
+                        else (data.pool_x, data.pool_y))
+        order = EpochOrder(job, split.train_idx)
+        # The torch optimizer is built for both routes: it validates the hyperparameters
+        # exactly as seq does (a bad value fails this job only) and trains the eager route.
+        optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr,
+                                    job.optimizer_kwargs, where=job.job_id)
+        return Member(index, job, result, model, generator, split, order, val_x, val_y, amp,
+                       optimizer=optimizer,
+                       scaler=torch.amp.GradScaler("cuda") if amp else None)
+
+    def _fail(self, result: JobResult, error: str) -> None:
+        result.status = "failed"
+        result.error = error.splitlines()[0][:500]
+        result.end = time.perf_counter()
+        if result.start is not None:
+            result.total_time_s = result.end - result.start
+        self.emit("job_done", job_id=result.job.job_id, status=result.status,
+                  error=result.error, total_time_s=result.total_time_s,
+                  samples=result.samples, final_val_acc=result.final_val_acc)
+
+    def fail_all(self, exc: BaseException) -> None:
+        """The bucket itself broke: its unfinished members fail."""
+        for m in self.members:
+            if m.active:
+                m.active = False
+                self._fail(m.result, f"{type(exc).__name__}: {exc}")
+
+    # -- the decision --------------------------------------------------------------------
+    def _decide(self, task) -> None:
+        """Vectorise or not; fills plan.route/check/reason. Called with built members."""
+        plan = self.plan
+        members = self.members
+        if plan.route != "vectorised":
+            return
+        if len(members) < 2:
+            plan.route, plan.check, plan.reason = "eager", "single", "one member left to train"
+            return
+        if any(m.amp for m in members):
+            plan.route, plan.check = "eager", "refused"
+            plan.reason = "AMP (autocast + GradScaler) is not vectorised yet"
+            return
+        reason = unsupported_reason(members[0].model)
+        if reason is not None:
+            plan.route, plan.check, plan.reason = "eager", "refused", reason
+            return
+        t0 = time.perf_counter()
+        mismatch = fingerprint_mismatch([m.model for m in members])
+        if mismatch is not None:
+            plan.route, plan.check, plan.reason = "eager", "disagreed", f"structure: {mismatch}"
+            plan.verify_s = time.perf_counter() - t0
+            return
+        if not self.verify:
+            plan.check, plan.reason = "unchecked", "verify = false"
+            return
+        bs = plan.jobs[0].batch_size
+        idx = torch.stack([m.split.train_idx[:bs] for m in members]).to(self.device)
+        verdict = probe([m.model for m in members], [m.generator for m in members],
+                        self.data.pool_x[idx], self.data.pool_y[idx], task=task,
+                        optimizer=members[0].job.optimizer,
+                        lrs=[m.job.lr for m in members],
+                        optimizer_kwargs=[dict(m.job.optimizer_kwargs) for m in members],
+                        stacked_loss=loss_function(task, self.fused),
+                        sample_shape=tuple(self.data.in_shape),
+                        exact_kernels=self.exact_kernels)
+        plan.verify_s = time.perf_counter() - t0
+        if verdict.ok:
+            plan.check, plan.reason = "verified", ""
+        else:
+            plan.route, plan.check, plan.reason = "eager", verdict.verdict, verdict.detail
+
+    def _data_order(self) -> bool:
+        """True for a shared order (decided once per bucket, recorded in the plan)."""
+        if self.data_order != "shared" or len(self.members) < 2:
+            self.plan.data_order = "per_member"
+            return False
+        ref = self.members[0].split.train_idx
+        if all(torch.equal(m.split.train_idx, ref) for m in self.members[1:]):
+            self.plan.data_order = "shared"
+            return True
+        self.plan.data_order = "per_member"
+        self.plan.reason = (self.plan.reason + "; " if self.plan.reason else "") + \
+            "shared data order needs identical training sets (folds differ)"
+        return False
+
+    def _mask_source(self) -> str:
+        if not any(type(s) is nn.Dropout for s in self.members[0].model.modules()):
+            return ""
+        if self.plan.route == "eager":
+            return "global generator swapped per member (seq's masks)"
+        if self.device.type == "cpu":
+            return "per-member generators (seq's masks)"
+        return f"per-member generators (not seq's masks on {self.device.type})"
+
+    # -- build ---------------------------------------------------------------------------
+    def build(self) -> list[JobResult]:
+        """Build every member (a failing build fails that job, as under seq), decide the
+        route and create it. Returns the results in the bucket's job order."""
+        for job in self.plan.jobs:
+            self.emit("job_started", job_id=job.job_id)
+            result = JobResult(job)
+            self.results.append(result)
+            try:
+                self.members.append(self._build(job, len(self.members), result))
+            except Exception as exc:  # the job fails, as it would under seq
+                traceback.print_exc()
+                self._fail(result, f"{type(exc).__name__}: {exc}")
+        if not self.members:
+            return self.results
+        self.task = task_lib.resolve_task(self.members[0].job.task or self.data.task,
+                                          self.members[0].job.dataset)
+        try:
+            self._decide(self.task)
+            self.shared = self._data_order()
+            self.plan.dropout_masks = self._mask_source()
+            if self.announce is not None:  # the decision, before this bucket trains
+                self.announce(self.plan)
+            if self.plan.route == "vectorised":
+                self.stack = Stack([m.model for m in self.members],
+                                   [m.generator for m in self.members],
+                                   tuple(self.data.in_shape), self.plan.jobs[0].batch_size,
+                                   exact_kernels=self.exact_kernels)
+                optimizer = build_stacked(
+                    self.members[0].job.optimizer, self.stack.params,
+                    [m.job.lr for m in self.members],
+                    [dict(m.job.optimizer_kwargs) for m in self.members])
+                for m in self.members:  # the stack trains; the solo optimizers are unused
+                    m.optimizer = None
+                self.route = VectorRoute(self.stack, optimizer,
+                                          loss_function(self.task, self.fused), self.task,
+                                          len(self.members))
+            else:
+                self.route = EagerRoute(self.members, self.task, self.device)
+            self._needs_probe = self.settings.compile_mode != "off"
+        except Exception as exc:  # the bucket itself broke: its unfinished members fail
+            traceback.print_exc()
+            self.fail_all(exc)
+        return self.results

@@ -1,0 +1,340 @@
+"""The two routes by which one bucket's members take a training step, and the member record
+they share (``docs/measurement.md``, "unified_model").
+
+Both routes have one interface (``step``, ``set_active``, ``reset_scores``, ``scores_of``,
+``sync_member``, ``compile_probe``, ``uncompile``), so :class:`~engine.executors.unified.
+bucket.BucketRun` drives either without knowing which it has:
+
+* vectorised (:class:`VectorRoute`): one ``Stack`` + ``StackedOptimizer``; one template call
+  per step; finished members are frozen exactly (``Stack.forward(active=...)`` and
+  ``StackedOptimizer.step(active)``) or, on :meth:`VectorRoute.restack`, dropped from a
+  new stack of the survivors (``Stack.subset`` / ``StackedOptimizer.subset``, exact copies);
+* eager (:class:`EagerRoute`): each member's own module and torch optimizer, stepped in
+  member order (one step of every active member per global step); the global RNG is
+  swapped to the member's state around its step, so dropout masks equal seq's.
+
+Compile probe (per route): the route's step callable (the stack's vectorised call, or each
+member's module on the eager route) is wrapped with the given compiler, its forward and
+backward run once on one batch and its outputs are compared with the eager forward on the
+same batch (``PROBE_RTOL``/``PROBE_ATOL``); buffers, dropout generators and the global RNG
+are restored afterwards, so training starts from the same state. The bucket decides what
+to do with the answer (``BucketRun.compile_probe``).
+
+Kept apart from the bucket loop because this is the part that must equal seq's arithmetic
+step for step; the loop around it only schedules and books.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from engine.parts import tasks as task_lib
+from engine.train.data import EpochOrder, JobSplit
+from engine.executors.unified.losses import member_sums, stacked_score_sums, upcast_half
+from engine.executors.unified.optim import StackedOptimizer
+from engine.executors.unified.stack import Stack
+from engine.train.loop import JobResult
+from engine.define.workloads import JobSpec
+
+#: Compile probe tolerance (compiled vs eager forward on the first batch): fusion reorders
+#: floating-point accumulation, so equality is up to rounding.
+PROBE_RTOL, PROBE_ATOL = 1e-4, 1e-5
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+
+def _autocast(device: torch.device, amp: bool):
+    if amp and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def _rng_state(device: torch.device) -> tuple[Any, Any]:
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(device: torch.device, state: tuple[Any, Any]) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def _differs(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    a, b = a.detach(), b.detach()
+    if a.shape != b.shape:
+        return f"output shape {tuple(a.shape)} vs eager {tuple(b.shape)}"
+    a, b = a.double(), b.double()
+    if torch.allclose(a, b, rtol=PROBE_RTOL, atol=PROBE_ATOL, equal_nan=True):
+        return None
+    return f"outputs differ from eager (max |Δ| {float((a - b).abs().max()):.3g})"
+
+
+@dataclass
+class Member:
+    index: int
+    job: JobSpec
+    result: JobResult
+    model: nn.Module
+    generator: torch.Generator
+    split: JobSplit
+    order: EpochOrder
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    amp: bool
+    optimizer: Any = None
+    scaler: Any = None
+    epoch: int = 0
+    step: int = 0
+    batches: torch.Tensor | None = None
+    active: bool = True
+    clock0: float = 0.0
+    scores: dict[str, torch.Tensor] = field(default_factory=dict)
+    forward: Any = None  # the compiled module (eager route under compile), else None
+
+
+class VectorRoute:
+    """One stacked step for every member of the stack: forward, per-member losses, backward
+    of their (masked) sum, stacked optimizer step.
+
+    ``slots``: the bucket member index of each stack position (all members until some are
+    removed by :meth:`restack`). ``step`` returns the losses of all ``k_all`` bucket
+    members (zeros for removed ones)."""
+
+    name = "vectorised"
+
+    def __init__(self, stack: Stack, optimizer: StackedOptimizer, loss_fn, task, k_all: int):
+        self.stack = stack
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.task = task
+        self.k_all = k_all
+        self.slots = list(range(stack.k))
+        self._slot_index: torch.Tensor | None = None
+        self.scores: dict[str, torch.Tensor] | None = None
+        self._mask: torch.Tensor | None = None
+        self._live: list[bool] | None = None
+
+    def set_active(self, active: list[bool]) -> None:
+        live = [active[s] for s in self.slots]
+        self._live = None if all(live) else live
+        self._mask = None if all(live) else torch.tensor(live, dtype=torch.bool,
+                                                         device=self.stack.device)
+
+    def step(self, xb, yb, active: list[bool], shared: bool, scoring: bool) -> torch.Tensor:
+        out = self.stack(xb, shared_input=shared, active=self._live)
+        losses = self.loss_fn(out, yb)
+        total = (losses.sum() if self._mask is None
+                 else torch.where(self._mask, losses, torch.zeros_like(losses)).sum())
+        self.optimizer.zero_grad()
+        total.backward()
+        self.stack.settle()
+        self.optimizer.step(self._live)
+        if scoring:
+            with torch.no_grad():
+                sums = stacked_score_sums(self.task, out, yb)
+            self.scores = sums if self.scores is None else {
+                key: self.scores[key] + value for key, value in sums.items()}
+        losses = losses.detach()
+        if self._slot_index is None:
+            return losses
+        full = losses.new_zeros(self.k_all)
+        full[self._slot_index] = losses
+        return full
+
+    def reset_scores(self, k: int) -> None:
+        if self.scores is not None and k in self.slots:
+            for value in self.scores.values():
+                value[self.slots.index(k)] = 0
+
+    def scores_of(self, k: int) -> dict[str, torch.Tensor] | None:
+        return None if self.scores is None else member_sums(self.scores, self.slots.index(k))
+
+    def sync_member(self, k: int) -> None:
+        self.stack.write_back(self.slots.index(k))
+
+    def restack(self, keep: list[int]) -> None:
+        """Keep only bucket members ``keep`` (a subset of ``slots``, in slot order): a new
+        stack and optimizer of the survivors, exact copies of their current state."""
+        positions = [self.slots.index(k) for k in keep]
+        stack = self.stack.subset(positions)
+        self.optimizer = self.optimizer.subset(positions, stack.params)
+        if self.scores is not None:
+            idx = torch.tensor(positions, dtype=torch.long, device=self.stack.device)
+            self.scores = {key: value.index_select(0, idx) for key, value in self.scores.items()}
+        self.stack = stack
+        self.slots = list(keep)
+        self._slot_index = torch.tensor(self.slots, dtype=torch.long, device=stack.device)
+
+    # -- compile -------------------------------------------------------------------------
+    def compile_probe(self, compiler, xb, yb, shared: bool) -> str | None:
+        """Compile the stack's vectorised call and probe it on one batch; restores every
+        buffer, dropout generator and the global RNG. Returns None (compiled) or why not."""
+        stack = self.stack
+        gens = [g.get_state() for g in stack.generators] if stack.generators else None
+        buffers = {n: b.clone() for n, b in stack.buffers.items()}
+        rng = _rng_state(stack.device)
+        calls = stack.forward_calls
+
+        def restore() -> None:
+            with torch.no_grad():
+                for n, b in stack.buffers.items():
+                    b.copy_(buffers[n])
+            if gens is not None:
+                for g, st in zip(stack.generators, gens):
+                    g.set_state(st)
+            _set_rng_state(stack.device, rng)
+
+        try:
+            with torch.no_grad():
+                ref = stack(xb, shared_input=shared)
+            restore()
+            stack.set_compiler(compiler)
+            out = stack(xb, shared_input=shared)
+            params = [p for p in stack.params.values() if p.requires_grad]
+            torch.autograd.grad(self.loss_fn(out, yb).sum(), params, allow_unused=True)
+            return _differs(out, ref)
+        except Exception as exc:  # noqa: BLE001 - any failure is a fallback, with its reason
+            return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        finally:
+            restore()
+            stack.forward_calls = calls
+
+    def uncompile(self) -> None:
+        self.stack.set_compiler(None)
+
+
+class EagerRoute:
+    """Each active member steps on its own module and torch optimizer, in member order."""
+
+    name = "eager"
+
+    def __init__(self, members: list[Member], task, device: torch.device):
+        self.members = members
+        self.task = task
+        self.criterion = task_lib.loss_fn(task).criterion
+        self.device = device
+        self.slots = [m.index for m in members]
+
+    def set_active(self, active: list[bool]) -> None:
+        pass
+
+    def _swap_in(self, m: Member) -> Any:
+        if self.device.type == "cpu":
+            saved = torch.get_rng_state()
+            torch.set_rng_state(m.generator.get_state())
+        else:
+            saved = torch.cuda.get_rng_state(self.device)
+            torch.cuda.set_rng_state(m.generator.get_state(), self.device)
+        return saved
+
+    def _swap_out(self, m: Member, saved: Any) -> None:
+        if self.device.type == "cpu":
+            m.generator.set_state(torch.get_rng_state())
+            torch.set_rng_state(saved)
+        else:
+            m.generator.set_state(torch.cuda.get_rng_state(self.device))
+            torch.cuda.set_rng_state(saved, self.device)
+
+    def step(self, xb, yb, active: list[bool], shared: bool, scoring: bool) -> torch.Tensor:
+        losses: torch.Tensor | None = None
+        for m in self.members:
+            k = m.index
+            if not active[k]:
+                continue
+            x_k = xb if shared else xb[k]
+            y_k = yb[k]
+            saved = self._swap_in(m)
+            try:
+                with _autocast(self.device, m.amp):
+                    forward = m.forward or m.model
+                    out, target = task_lib.prepare(self.task, forward(x_k), y_k)
+                    loss = self.criterion(upcast_half(out), target)
+                m.optimizer.zero_grad(set_to_none=True)
+                if m.scaler is not None:
+                    m.scaler.scale(loss).backward()
+                    m.scaler.step(m.optimizer)
+                    m.scaler.update()
+                else:
+                    loss.backward()
+                    m.optimizer.step()
+            finally:
+                self._swap_out(m, saved)
+            value = loss.detach()
+            if losses is None:
+                losses = torch.zeros(len(self.members), dtype=value.dtype, device=value.device)
+            losses[k] = value
+            if scoring and m.epoch == m.job.epochs - 1:
+                with torch.no_grad():
+                    for key, value in task_lib.score_sums(self.task, out, target).items():
+                        m.scores[key] = m.scores[key] + value if key in m.scores else value
+        if losses is None:
+            losses = torch.zeros(len(self.members), device=self.device)
+        return losses
+
+    def reset_scores(self, k: int) -> None:
+        self.members[k].scores = {}
+
+    def scores_of(self, k: int) -> dict[str, torch.Tensor] | None:
+        return self.members[k].scores
+
+    def sync_member(self, k: int) -> None:
+        pass
+
+    def compile_probe(self, compiler, xb, yb, shared: bool) -> str | None:
+        """Compile every member's module and probe each on its first batch (buffers, its
+        generator and the global RNG restored). None (compiled) or why not."""
+        for m in self.members:
+            x_k = xb if shared else xb[m.index]
+            buffers = {n: b.clone() for n, b in m.model.named_buffers()}
+            rng = _rng_state(self.device)
+            gen = m.generator.get_state()
+
+            def restore() -> None:
+                with torch.no_grad():
+                    for n, b in m.model.named_buffers():
+                        b.copy_(buffers[n])
+                m.generator.set_state(gen)
+                _set_rng_state(self.device, rng)
+
+            try:
+                saved = self._swap_in(m)
+                try:
+                    with torch.no_grad(), _autocast(self.device, m.amp):
+                        ref = m.model(x_k)
+                finally:
+                    self._swap_out(m, saved)
+                restore()
+                m.forward = compiler(m.model)
+                saved = self._swap_in(m)
+                try:
+                    with _autocast(self.device, m.amp):
+                        out = m.forward(x_k)
+                        o, t = task_lib.prepare(self.task, out, yb[m.index])
+                        loss = self.criterion(upcast_half(o), t)
+                    torch.autograd.grad(loss, [p for p in m.model.parameters()
+                                               if p.requires_grad], allow_unused=True)
+                finally:
+                    self._swap_out(m, saved)
+                why = _differs(out, ref)
+            except Exception as exc:  # noqa: BLE001
+                why = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            finally:
+                restore()
+            if why is not None:
+                self.uncompile()
+                return f"{m.job.job_id}: {why}"
+        return None
+
+    def uncompile(self) -> None:
+        for m in self.members:
+            m.forward = None

@@ -1,0 +1,248 @@
+"""One attempt of one cell, from its spec on disk to its verdict. Torch-free.
+
+The runner (:mod:`engine.runner.supervisor`) decides *which* attempt runs; an
+:class:`Attempt` runs it: writes ``spec.json`` and the pre-allocated reason file, starts
+``python -m engine.cell`` in a session of its own with a fresh scratch folder, forwards the
+cell's events, lets the watchdog and the control channel stop it, then cleans up what the
+cell left (its session, cleanup records, the scratch folder) and says what happened:
+ok, failed (with the cell's own one line where it left one) or killed (with why).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.cell.protocol import EXIT_OUTPUT, REASON_BYTES, read_reason
+from engine.cleanup import run_recorded
+from engine.errors import OutputError
+from engine.events import EventTail
+from engine.registry import EXECUTORS
+from engine.runner.cellproc import cell_env, dump_stacks, forget, start_cell, stop_session
+from engine.runner.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from engine.define.matrix import CellSpec
+    from engine.runner.supervisor import Runner
+
+#: Seconds between two looks at a running cell (events, commands, watchdog).
+POLL_S = 0.1
+#: Cell event types that count as progress for the watchdog (never monitor samples).
+PROGRESS_EVENTS = frozenset({"started", "phase", "job_started", "job_progress", "job_done",
+                             "summary", "done", "failed"})
+#: Below this many free bytes the runs folder's disk counts as full (a cell that could not
+#: write its output and could not say why is then reported as a full disk).
+LOW_SPACE_BYTES = 1 << 20
+
+#: What ended the campaign, for the killed cell's reason (set by the runner's signal handler).
+INTERRUPTED_BY = ["Ctrl-C"]
+
+
+class Aborted(Exception):
+    """The control channel asked to abort the campaign."""
+
+
+class Attempt:
+    """Attempt ``number`` of ``cell`` under ``runner`` (see the module docstring)."""
+
+    def __init__(self, runner: Runner, cell: CellSpec, number: int):
+        self.runner, self.cell, self.number = runner, cell, number
+        self.spec: dict[str, Any] = runner.cell_spec(cell, number)
+        self.dir = Path(self.spec["events"]).parent
+        self.log_path = self.dir / "cell.log"
+        #: The cell's ``failed`` event (its one-line error), once it sent one.
+        self.failure: dict[str, Any] = {}
+
+    def run(self) -> tuple[str, str, Path, str]:
+        """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |
+        "stop"). Raises :class:`Aborted` on an abort command, ``KeyboardInterrupt`` after
+        stopping and recording the cell, :class:`OutputError` when output cannot be written."""
+        runner, cell, attempt = self.runner, self.cell, self.number
+        spec, attempt_dir, log_path = self.spec, self.dir, self.log_path
+        spec_path = attempt_dir / "spec.json"
+        with _writing(spec_path):
+            attempt_dir.mkdir(parents=True)
+            spec_path.write_text(json.dumps(spec, indent=1))
+        with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
+            Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
+        with _writing(Path(tempfile.gettempdir())):
+            scratch = Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+        tail = EventTail(spec["events"])
+        device_env = ({"CUDA_VISIBLE_DEVICES": runner.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+                      if runner.gpu else {})
+        try:
+            with _writing(log_path):
+                proc = start_cell(spec_path, log_path,
+                                  cell_env(scratch, runner.campaign.threads, device_env))
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        # Device utilisation comes from the cell's own monitor samples (never a second
+        # NVML sampler on the device).
+        settings = runner.campaign.watchdog
+        idle = EXECUTORS.get(cell.executor).idle_cpu_fraction
+        if idle:  # the executor's runtime keeps this much CPU busy even when jobs hang
+            settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
+        watchdog = Watchdog(settings, proc.pid, proc.pid)
+        written, hung, after, verdict = False, False, "", None
+        try:
+            runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
+                       attempt=attempt, events=spec["events"], log_path=str(log_path),
+                       pid=proc.pid)
+            while proc.poll() is None:
+                written |= self.forward(tail, watchdog)
+                command = runner._handle_commands(running=cell)
+                if command:
+                    verdict = self.stop(proc, command[1], dump=False)
+                    after = command[0]
+                    break
+                if watchdog.due():
+                    check = watchdog.check()
+                    if check.state == "ok" and hung:
+                        hung = False
+                        runner._emit("resumed", cell=cell.key, attempt=attempt)
+                    elif check.state == "suspect" and check.strikes == runner.campaign.watchdog.suspect_after:
+                        runner._emit("suspect", cell=cell.key, attempt=attempt, seen=check.describe())
+                    elif check.state == "hung" and not hung:
+                        hung = True
+                        runner._emit("hung", cell=cell.key, attempt=attempt, seen=check.describe(),
+                                   action=runner.campaign.watchdog.action)
+                        if runner.campaign.watchdog.action == "kill":
+                            verdict = self.stop(proc, f"hung: {check.describe()}",
+                                                 dump=True)
+                            break
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            self.stop(proc, f"interrupted ({INTERRUPTED_BY[0]})", dump=False)
+            self.forward(tail, None)
+            self.cleanup()
+            forget(attempt_dir)
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        except BaseException:  # the runner cannot go on (its own write failed): no cell stays
+            with contextlib.suppress(Exception):
+                stop_session(proc.pid, proc)
+            with contextlib.suppress(Exception):
+                self.cleanup()
+            with contextlib.suppress(OSError):
+                forget(attempt_dir)
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        written |= self.forward(tail, None)
+        leftovers = []
+        if verdict is None:  # the leader exited by itself: nothing of its session may stay
+            try:
+                leftovers = stop_session(proc.pid, None, grace=1.0)
+            except RuntimeError as exc:
+                leftovers = [str(exc)]
+        self.cleanup()
+        forget(attempt_dir)
+        shutil.rmtree(scratch, ignore_errors=True)
+        said_there = read_reason(spec["reason_file"])
+        if not said_there:  # kept only when the cell left its reason there
+            with contextlib.suppress(OSError):
+                Path(spec["reason_file"]).unlink(missing_ok=True)
+        if after == "abort":
+            raise Aborted()
+        if verdict is not None:  # "" (watchdog kill: retries apply), "stop" or "retry"
+            return "killed", verdict, log_path, after
+        code = proc.returncode
+        said = self.failure.get("error") or ""
+        if code == 0:
+            status, error = "ok", ""
+        elif code == EXIT_OUTPUT:  # the cell's own one line (it names the file) comes first
+            status = "failed"
+            error = (said or said_there or last_line(log_path)
+                     or _unwritable(runner.runs_dir, code, log_path))
+            if not written and not runner._has_row(spec):  # may raise: the runner's own line
+                runner._record(spec, "failed", error)
+        else:
+            status = "failed"
+            error = last_line(log_path) or said or f"cell exited with status {code}"
+            if code < 0:
+                error = f"cell killed by signal {-code}: {error}"
+            if not written and not runner._has_row(spec):
+                runner._record(spec, "failed", error)
+        if leftovers:
+            runner._emit("leftovers_killed", cell=cell.key, attempt=attempt, pids=leftovers)
+        runner._emit("done" if status == "ok" else "failed", cell=cell.key, attempt=attempt,
+                   exit_code=code, error=error)
+        if code == EXIT_OUTPUT:  # every later cell would fail the same way
+            raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; the "
+                              f"campaign stopped: make room, then run it again with --resume)")
+        return status, error, log_path, ""
+
+    def cleanup(self) -> None:
+        """Stop what the cell started outside its session (``engine.cleanup``)."""
+        messages = run_recorded(self.dir)
+        if messages:
+            self.runner._emit("cleanup", cell=self.cell.key, attempt=self.number, messages=messages)
+
+    def stop(self, proc, reason: str, dump: bool) -> str:
+        """Stop a running attempt's whole session and record it as killed."""
+        if dump:
+            dump_stacks(proc.pid)
+        try:
+            forced = stop_session(proc.pid, proc)
+            if forced:
+                reason += f" (SIGKILL needed for pids {forced})"
+        except RuntimeError as exc:
+            reason += f"; {exc}"
+        self.runner._record(self.spec, "killed", reason)
+        self.runner._emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
+                          exit_code=proc.returncode)
+        return reason
+
+    def forward(self, tail: EventTail, watchdog: Watchdog | None) -> bool:
+        """Pass new cell events on; True if the cell says it wrote its group row. The cell's
+        ``failed`` event (its one-line error) is kept in :attr:`failure`."""
+        written = False
+        for event in tail.read():
+            written |= bool(event.get("group_written"))
+            if event.get("type") == "failed":
+                self.failure = event
+            if watchdog is not None and event.get("type") in PROGRESS_EVENTS:
+                watchdog.progress()
+            elif watchdog is not None and event.get("type") == "sample":
+                watchdog.sample(event)
+            self.runner.on_event(event)
+        return written
+
+
+@contextlib.contextmanager
+def _writing(path: Path):
+    """An ``OSError`` inside becomes an :class:`OutputError` naming the file (the error's
+    own file name, else ``path``) and the reason: one line, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"{exc.filename or path}: {exc.strerror or exc}") from exc
+
+
+def _unwritable(runs_dir: Path, code: int, log_path: Path) -> str:
+    """Why a cell that exited with :data:`EXIT_OUTPUT` failed, when neither its event nor
+    its log could say: a full disk under the runs folder if there is next to no room."""
+    try:
+        free = shutil.disk_usage(runs_dir).free
+    except OSError:
+        free = None
+    if free is not None and free < LOW_SPACE_BYTES:
+        return (f"{runs_dir}: {os.strerror(errno.ENOSPC)} ({free} bytes free; the cell could "
+                f"not write its output, exit status {code})")
+    return f"cell exited with status {code}: it could not write its output (see {log_path})"
+
+
+def last_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,90 @@
+"""``python -m engine.runner CAMPAIGN.toml [--resume] [--since TS] ...``: the runner
+process's command line, its signals (SIGINT, SIGTERM and SIGHUP end the campaign as Ctrl-C
+does) and its exit status (the campaign's, :attr:`CampaignOutcome.exit_code`; 2 bad input;
+130 interrupted). Torch-free."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+from typing import Any
+
+from engine.cell.protocol import output_failure
+from engine.define.campaign import load_campaign
+from engine.define.watchdog_settings import ACTIONS
+from engine.errors import FugueError, OutputError
+from engine.plugins import load_plugins
+from engine.results.values import check_timestamp
+from engine.runner.attempt import INTERRUPTED_BY
+from engine.runner.supervisor import Runner
+
+
+def _timestamp(text: str) -> str:
+    try:
+        return check_timestamp(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine.runner",
+                                     description="Run a campaign (the process front ends start).")
+    parser.add_argument("campaign", help="campaign TOML file")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip cells whose key already has an ok row")
+    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
+                        help="with --resume: only ok rows at or after this timestamp count")
+    for name in ("runs-dir", "device", "experiments-file"):
+        parser.add_argument(f"--{name}")
+    for name in ("passes", "seed", "retries"):
+        parser.add_argument(f"--{name}", type=int)
+    parser.add_argument("--watchdog-action", choices=ACTIONS,
+                        help="override [watchdog] action: kill, or flag (the dashboard's default: "
+                             "mark the cell hung and wait for a command)")
+    return parser
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    return {"runs_dir": args.runs_dir, "passes": args.passes, "seed": args.seed,
+            "device": args.device, "experiments_file": args.experiments_file,
+            "retries": args.retries}
+
+
+def _interrupt(signum, frame):
+    """First SIGINT/SIGTERM/SIGHUP: stop the campaign (as KeyboardInterrupt). Later ones are
+    ignored, so a second Ctrl-C (or a front end forwarding the first) cannot break the
+    clean-up that records the cell and stops its session."""
+    INTERRUPTED_BY[0] = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    # SIGTERM and SIGHUP (a closed ssh session) end the campaign exactly like Ctrl-C:
+    # stop the cell, record it, exit 130.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    try:
+        load_plugins()  # this process's entry: built-ins and plugins, before any name is looked up
+        campaign = load_campaign(args.campaign, overrides_from(args))
+        if args.watchdog_action:  # one key of a table: replaced after the file is validated
+            campaign = dataclasses.replace(campaign, watchdog=dataclasses.replace(
+                campaign.watchdog, action=args.watchdog_action))
+        outcome = Runner(campaign, resume=args.resume, since=args.since).run()
+    except FugueError as exc:
+        print(f"fugue-tui: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:
+        reason = output_failure(exc)  # a full disk that no narrower handler named
+        if reason is None:
+            raise
+        print(f"fugue-tui: error: {reason}", file=sys.stderr)
+        return OutputError.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return outcome.exit_code
+

@@ -1,0 +1,50 @@
+"""The import contracts in ``pyproject.toml`` (import-linter): the runner side never imports
+torch, the engine never imports the UI, no import cycle between sibling packages or modules.
+
+The contracts are checked on the tree as it is, and each is shown to break on a copy of the
+tree with one offending module added (a contract that cannot fail protects nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root)}  # the copy's packages, not the installed ones
+    return subprocess.run([str(LINT), "--no-cache", "--config", str(root / "pyproject.toml")],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_tree_keeps_every_contract():
+    out = _lint(ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "Contracts: 3 kept, 0 broken." in out.stdout
+
+
+@pytest.mark.parametrize("module, source, broken", [
+    ("engine/define/zz_offender.py", "import torch\n", "the runner side never imports torch"),
+    ("engine/results/zz_offender.py", "import rich\n", "the engine never imports the UI"),
+    # control already imports observe: observe importing the runner closes a circle
+    ("engine/observe/zz_offender.py", "import engine.runner.supervisor\n",
+     "no import cycles between sibling packages or modules"),
+])
+def test_each_contract_breaks_on_an_offending_module(tmp_path, module, source, broken):
+    for part in ("engine", "fugue_tui"):
+        shutil.copytree(ROOT / part, tmp_path / part,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / module).write_text(source)
+    out = _lint(tmp_path)
+    assert out.returncode != 0
+    assert f"{broken} BROKEN" in out.stdout
+    assert "Contracts: 2 kept, 1 broken." in out.stdout
