@@ -18,7 +18,7 @@ RUNNER_SIDE = ["engine.runner", "engine.define.campaign", "engine.define.matrix"
                "engine.results.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands.validate",
                "fugue_tui.commands.prefetch", "fugue_tui.commands.run", "fugue_tui.commands.run_flags", "engine.define.adhoc",
-               "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor", "engine.cell.monitor",
+               "fugue_tui.live", "fugue_tui.progress_math", "fugue_tui.figures", "engine.measure.monitor", "engine.cell.monitor",
                "engine.runner.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps", "engine.executors.ray.runtime"]
 
 

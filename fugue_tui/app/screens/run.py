@@ -52,7 +52,8 @@ from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import LogPane, LogTail
-from fugue_tui.live import DASH, LiveView, fmt_duration
+from fugue_tui.live import LiveView
+from fugue_tui.progress_math import DASH, fmt_duration
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
