@@ -90,6 +90,9 @@ class PlanScreen(Screen):
         self.source_doc: dict[str, Any] | None = None
         self.initial_campaign = campaign
         self.revision = 0
+        #: Why the last campaign file could not be loaded: shown until the next edit or load
+        #: (a preview already under way when the load failed must not overwrite it).
+        self.load_error: str | None = None
         self.result: Preview | None = None
         self.result_revision = -1
         self.catalogue_file: str | None = None
@@ -205,6 +208,7 @@ class PlanScreen(Screen):
     # -- preview --------------------------------------------------------------------------
     def schedule_preview(self) -> None:
         """Recompute the preview after :data:`PREVIEW_DEBOUNCE_S` of quiet."""
+        self.load_error = None
         self.revision += 1
         if self._debounce is not None:
             self._debounce.stop()
@@ -239,6 +243,9 @@ class PlanScreen(Screen):
 
     def _show_summary(self) -> None:
         summary = self.query_one("#preview-summary", Static)
+        if self.load_error:
+            summary.update(Text(f"not loaded: {self.load_error}", style="bold red"))
+            return
         if self.form_errors:
             summary.update(Text(next(iter(self.form_errors.values())), style="bold red"))
             return
@@ -297,8 +304,8 @@ class PlanScreen(Screen):
         if message.doc is None:
             self.notify(message.error, title="cannot load the campaign", severity="error",
                         timeout=15, markup=False)
-            self.query_one("#preview-summary", Static).update(
-                Text(f"not loaded: {message.error}", style="bold red"))
+            self.load_error = message.error
+            self._show_summary()
             return
         self.doc = message.doc
         self.source_path, self.source_doc = Path(message.path), copy.deepcopy(message.doc)
