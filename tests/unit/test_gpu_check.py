@@ -232,3 +232,11 @@ print(json.dumps({"bad": bad, "ray_only": ray_only, "absent": absent, "n": len(n
     assert doc["absent"] == ["textual", "ray", "plotext", "tomli_w", "pytest", "matplotlib"]
     assert doc["bad"] == {}, doc["bad"]
     assert doc["n"] > 30
+
+
+def test_readme_lists_every_part_with_its_budget():
+    text = (ROOT / "README.md").read_text()
+    for p in PARTS.values():
+        row = f"| `{p.name}` | {p.budget_s} s | {'yes' if p.default else 'named'} |"
+        assert row in text, f"README's GPU section: {row}"
+    assert "Ray on a GPU stays unverified" in text
