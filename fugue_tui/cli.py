@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     prefetch.add_argument("--data-dir", metavar="DIR",
                           help="download here instead of FUGUE_DATA_DIR")
     _experiments_file(prefetch, "experiments_file_sub")
-    from fugue_tui.commands import add_run_arguments, executors_epilog
+    from fugue_tui.commands.run_flags import add_run_arguments, executors_epilog
 
     run = sub.add_parser(
         "run", help="run experiments × executors now (a campaign built from the flags)",
@@ -214,16 +214,16 @@ def main(argv: list[str] | None = None) -> int:
 
             return print_catalogue(args.experiments_file_list or args.experiments_file)
         if args.command == "validate":
-            from fugue_tui.commands import validate
+            from fugue_tui.commands.validate import validate
 
             return validate(args.selector, args.experiments_file_sub or args.experiments_file)
         if args.command == "prefetch":
-            from fugue_tui.commands import prefetch
+            from fugue_tui.commands.prefetch import prefetch
 
             return prefetch(args.selector, args.data_dir,
                             args.experiments_file_sub or args.experiments_file)
         if args.command == "run":
-            from fugue_tui.commands import run
+            from fugue_tui.commands.run import run
 
             return run(args)
         if args.command == "report":

@@ -11,7 +11,8 @@ it. The view shows:
 - the current cell: label, attempt, elapsed time and state (running, suspect, hung, with
   what the watchdog saw), the warnings of its summary event (host busy);
 - one bar per job of the current cell: completed fraction of epochs × steps, loss, val acc
-  when known, samples/s, elapsed and ETA from the job's own rate (:func:`eta_seconds`);
+  when known, samples/s, elapsed and ETA from the job's own rate
+  (:func:`fugue_tui.progress_math.eta_seconds`);
 - the last few lifecycle lines (killed, retried, skipped, suspect, hung, failed, control).
 
 Rendering is single-threaded (no Rich refresh thread): the follow loop calls
@@ -23,7 +24,6 @@ and an injected ``clock``: a view replayed from files shows the same numbers.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -38,9 +38,8 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.observe.state import CampaignState, CellState
+from fugue_tui.progress_math import DASH, eta_seconds, fmt_duration, fmt_number, fraction_done
 
-#: Shown for a value that is not known (yet).
-DASH = "–"
 #: Minimum seconds between two redraws (at most 4 per second).
 REFRESH_S = 0.25
 #: Lifecycle lines kept under the view.
@@ -58,55 +57,6 @@ _PHASES = {"data_load": "setting up", "setup": "setting up", "group_start": "tra
 STATE_STYLE = {"running": "green", "suspect": "bold yellow", "hung": "bold red",
                "done": "green", "failed": "red", "killed": "red", "skipped": "yellow",
                "queued": "dim"}
-
-
-# -- pure arithmetic ----------------------------------------------------------------------
-
-def fraction_done(epoch: int | None, epochs: int | None, step: int | None,
-                  steps: int | None) -> float | None:
-    """Completed fraction of a job's ``epochs × steps`` training steps, from its last
-    progress report (``epoch`` is the current 1-based epoch, ``step`` the steps done in
-    it). None when the job has not said how long it is."""
-    if not epochs or not steps or epoch is None or epoch < 1:
-        return None
-    done = (epoch - 1) * steps + min(max(step or 0, 0), steps)
-    return min(1.0, max(0.0, done / (epochs * steps)))
-
-
-def eta_seconds(fraction: float | None, elapsed: float | None, observed_at: float | None,
-                now: float) -> float | None:
-    """Seconds left for a job, from its own rate.
-
-    The job had done ``fraction`` of its steps after ``elapsed`` seconds of its own time,
-    as reported at wall-clock ``observed_at``; at constant rate it needs
-    ``elapsed × (1 − fraction) / fraction`` more from then, less the time since
-    (``now − observed_at``), never below 0. Finished (``fraction`` ≥ 1): 0. Unknown rate
-    (nothing done yet, no elapsed time, no fraction): None.
-    """
-    if fraction is not None and fraction >= 1.0:
-        return 0.0
-    if fraction is None or elapsed is None or fraction <= 0 or elapsed <= 0:
-        return None
-    remaining = elapsed * (1.0 - fraction) / fraction
-    if observed_at is not None:
-        remaining -= max(0.0, now - observed_at)
-    return max(0.0, remaining)
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """``m:ss`` (``h:mm:ss`` from an hour); :data:`DASH` when unknown."""
-    if seconds is None or not math.isfinite(seconds):
-        return DASH
-    total = int(max(0.0, seconds) + 0.5)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def _num(value: float | None, fmt: str) -> str:
-    if value is None or not math.isfinite(value):
-        return DASH
-    return format(value, fmt)
 
 
 # -- the view -----------------------------------------------------------------------------
@@ -336,8 +286,8 @@ class LiveView:
         if job.status == "failed":
             pct = Text("failed", style="red")
         return {"job": Text(f"  {job_id}"), "epoch": Text(epochs), "step": Text(steps),
-                "progress": bar, "%": pct, "loss": Text(_num(job.loss, ".4f")),
-                "val acc": Text(_num(job.val_acc, ".3f")), "samples/s": Text(_num(sps, ",.0f")),
+                "progress": bar, "%": pct, "loss": Text(fmt_number(job.loss, ".4f")),
+                "val acc": Text(fmt_number(job.val_acc, ".3f")), "samples/s": Text(fmt_number(sps, ",.0f")),
                 "elapsed": Text(fmt_duration(elapsed)), "ETA": Text(fmt_duration(eta))}
 
 

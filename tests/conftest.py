@@ -1,7 +1,11 @@
-"""Shared test set-up: GPU-marked tests skip without a CUDA device (checked through NVML so
-that collecting tests never creates a CUDA context)."""
+"""Shared test set-up: GPU tests (every test under tests/gpu/, and any marked ``gpu``) skip
+without a CUDA device (checked through NVML so that collecting tests never creates a CUDA
+context). The files under tests/gpu/ import no pytest (bench/gpu_check.py runs them on a GPU
+machine that may have none), so they get the ``gpu`` mark here, from their folder."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -12,8 +16,13 @@ from engine.plugins import load_builtins
 # does (the registries import nothing by themselves).
 load_builtins()
 
+GPU_TESTS = Path(__file__).resolve().parent / "gpu"
+
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if GPU_TESTS in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.gpu)
     if nvml_devices():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible through NVML)")

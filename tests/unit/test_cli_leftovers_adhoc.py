@@ -12,7 +12,7 @@ import pytest
 
 import fugue_tui.batch
 from fugue_tui.cli import build_parser
-from fugue_tui.commands import run
+from fugue_tui.commands.run import run
 
 
 @pytest.fixture

@@ -20,12 +20,14 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "engine.plugins", "engine.define.availability", "engine.runner.cellproc", "engine.runner.watchdog",
                "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",
                "engine.results.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
-               "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands", "engine.define.adhoc",
-               "fugue_tui.live", "fugue_tui.figures", "engine.measure.monitor", "engine.cell.monitor",
+               "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands.validate",
+               "fugue_tui.commands.prefetch", "fugue_tui.commands.run", "fugue_tui.commands.run_flags",
+               "engine.define.adhoc", "fugue_tui.live", "fugue_tui.progress_math", "fugue_tui.figures",
+               "engine.measure.monitor", "engine.cell.monitor",
                "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
-               "engine.measure.samples",
-               "engine.cleanup", "engine.measure.spans", "engine.define.axes", "engine.executors.mp.mps",
-               "engine.executors.mp.mps_checks", "engine.executors.ray.runtime"]
+               "engine.measure.samples", "engine.cleanup", "engine.measure.spans",
+               "engine.define.axes", "engine.executors.mp.mps", "engine.executors.mp.mps_checks",
+               "engine.executors.ray.runtime"]
 
 
 def test_runner_side_modules_do_not_import_torch():

@@ -1,14 +1,13 @@
 """Heterogeneous cells under ``unified_model``: several buckets interleaved per step,
 max_parallel chunks, the compile probe (fallback recorded, state restored, warm-up apart),
-the baseline switch, and CUDA streams per bucket (GPU only).
+and the baseline switch. (CUDA streams per bucket need a GPU:
+tests/gpu/test_gpu_stacked_streams.py.)
 
 Each case compares with ``seq`` on the same jobs (float64, same helpers as
 test_unified_parity.py): interleaving, chunking and probing must not change what any
 member computes."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 
@@ -212,30 +211,3 @@ def test_ablation_rungs_record_the_documented_function(captured):
         assert len({have for _, have in rows}) == 3
     finally:
         monkeypatch.undo()
-
-
-@pytest.mark.gpu
-def test_cuda_streams_per_bucket_equal_one_stream():
-    """On CUDA each bucket steps on its own stream (s:1): same results as s:0 within
-    float32 rounding, streams recorded as effective."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    torch.set_default_dtype(torch.float32)
-    device = torch.device("cuda")
-    data = _data()
-    data = dataclasses.replace(data, pool_x=data.pool_x.float().to(device),
-                               pool_y=data.pool_y.to(device))
-    jobs = _multi_model()
-    out = {}
-    for feats in ("vf:1,s:1,fl:0", "vf:1,s:0,fl:0"):
-        executor = UnifiedExecutor()
-        ctx = _ctx(data, [], features=feats)
-        ctx.settings = TrainSettings(device)
-        out[feats] = (executor.run(jobs, ctx), ctx, executor)
-    with_s, ctx_s, ex_s = out["vf:1,s:1,fl:0"]
-    without, _, _ = out["vf:1,s:0,fl:0"]
-    assert ctx_s.group["features"] == "vf:1,s:1,fl:0" and ctx_s.group["features_reason"] is None
-    assert ex_s.interleaves[0].streams and all(r.stream is not None for r in ex_s.runs)
-    for a, b in zip(with_s, without):
-        assert a.status == b.status == "ok"
-        assert abs(a.final_train_loss - b.final_train_loss) <= 1e-5 * abs(b.final_train_loss)

@@ -1,7 +1,8 @@
 """The plan screen: pick experiments and executors, set the campaign, preview its cells,
 save or load it as a campaign TOML file, and launch it.
 
-The plan is a campaign document (:mod:`fugue_tui.app.plan_model`); every edit re-runs the
+The plan is a campaign document (:mod:`fugue_tui.app.plan_model`), edited in the settings
+form (:class:`fugue_tui.app.widgets.campaign_form.CampaignForm`); every edit re-runs the
 runner's dry run in a thread worker (debounced, stale results dropped by revision), so the
 preview shows exactly the cells, keys and skips the runner would.
 
@@ -19,17 +20,16 @@ preview shows exactly the cells, keys and skips the runner would.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Checkbox, DataTable, Input, Label, Select, Static
+from textual.widgets import DataTable, Static
 
 from engine.errors import FugueError
 from fugue_tui.app.actions import PLAN, bindings
@@ -37,79 +37,19 @@ from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, Previe
 from fugue_tui.app.plan_model import (
     Preview,
     default_doc,
-    format_option,
     load_plan,
-    parse_option,
     parse_plan,
     preview,
     save_plan,
 )
 from fugue_tui.app.screens.modals import PathScreen
+from fugue_tui.app.widgets.campaign_form import CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
 from fugue_tui.app.widgets.cell_table import split_label
 from fugue_tui.app.widgets.footer import KeyFooter
 
 #: Seconds of quiet after an edit before the preview is recomputed.
 PREVIEW_DEBOUNCE_S = 0.25
-
-
-@dataclass(frozen=True)
-class Field:
-    """One campaign setting in the form: ``path`` in the document (``watchdog.action``),
-    kind ``text`` | ``int`` | ``float`` | ``select``, and the choices of a select."""
-
-    path: str
-    kind: str
-    choices: tuple[str, ...] = ()
-    help: str = ""
-
-    @property
-    def id(self) -> str:
-        return "f-" + self.path.replace(".", "-").replace("_", "-")
-
-
-def _fields() -> tuple[Field, ...]:
-    from engine.define.campaign import COMPILE_CHOICES, COMPILE_MODES
-    from engine.define.watchdog_settings import ACTIONS
-
-    return (
-        Field("name", "text", help="run folder <runs_dir>/<name>"),
-        Field("passes", "int", help="repeats of the whole matrix"),
-        Field("seed", "int", help="job i gets seed + i"),
-        Field("retries", "int", help="automatic retries of a failed or hung cell"),
-        Field("max_parallel", "int", help="most jobs at once, for executors that run jobs "
-                                          "concurrently (sets [options.<executor>] max_parallel)"),
-        Field("threads", "int", help="torch threads per cell; 0 = all cores"),
-        Field("device", "select", ("auto", "cpu", "cuda")),
-        Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both"),
-        Field("compile_mode", "select", COMPILE_MODES),
-        Field("runs_dir", "text", help="relative to the working directory"),
-        Field("experiments_file", "text", help="a user catalogue merged over the built-in one"),
-        Field("watchdog.action", "select", ACTIONS,
-              help="flag: mark a hung cell and wait for you; kill: kill and retry it"),
-        Field("watchdog.interval_s", "float", help="seconds between checks"),
-        Field("watchdog.suspect_after", "int", help="quiet checks before 'suspect'"),
-        Field("watchdog.hung_after", "int", help="quiet checks before 'hung'"),
-    )
-
-
-def _get(doc: dict[str, Any], path: str) -> Any:
-    value: Any = doc
-    for part in path.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
-
-
-def _set(doc: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for part in parents:
-        doc = doc.setdefault(part, {})
-    if value is None:
-        doc.pop(last, None)
-    else:
-        doc[last] = value
 
 
 def experiment_infos(experiments_file: str | None) -> list[ExperimentInfo]:
@@ -145,70 +85,42 @@ class PlanScreen(Screen):
 
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
-        self.doc: dict[str, Any] = default_doc(runs_dir)
-        self.fields = _fields()
+        self.form = CampaignForm(default_doc(runs_dir), id="settings")
         self.source_path: Path | None = None
         self.source_doc: dict[str, Any] | None = None
         self.initial_campaign = campaign
         self.revision = 0
+        #: Why the last campaign file could not be loaded: shown until the next edit or load
+        #: (a preview already under way when the load failed must not overwrite it).
+        self.load_error: str | None = None
         self.result: Preview | None = None
         self.result_revision = -1
-        self.form_errors: dict[str, str] = {}
         self.catalogue_file: str | None = None
         self._debounce: Timer | None = None
         self.launching = False
 
+    @property
+    def doc(self) -> dict[str, Any]:
+        """The plan: the campaign document the form edits."""
+        return self.form.doc
+
+    @doc.setter
+    def doc(self, doc: dict[str, Any]) -> None:
+        self.form.doc = doc
+
+    @property
+    def form_errors(self) -> dict[str, str]:
+        """One error per setting that does not parse (and the experiments file's)."""
+        return self.form.errors
+
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        from engine.define.campaign import PLANNED_EXECUTORS
-        from engine.plugins import load_builtins
-        from engine.registry import EXECUTORS
-
-        load_builtins()
         yield Static(Text("fugue-tui · plan a campaign", style="bold"), id="title")
         with Horizontal(id="plan-top"):
             with Vertical(id="catalogue-pane"):
                 yield CatalogueTree(id="catalogue")
                 yield Static("", id="exp-details")
-            with VerticalScroll(id="settings"):
-                yield Label("executors", classes="heading")
-                for name in EXECUTORS.names():
-                    spec = EXECUTORS.get(name)
-                    yield Checkbox(f"{name}: {spec.label}", name in self.doc["executors"],
-                                   id=f"exec-{name}", tooltip=spec.description, compact=True)
-                    if spec.description:
-                        yield Static(spec.description, classes="help")
-                    choices = getattr(spec, "choices", {}) or {}
-                    for option, types in spec.options.items():
-                        hint = spec.option_help.get(option, "")
-                        if option in choices:
-                            hint = f"{'|'.join(choices[option])}  {hint}"
-                        with Horizontal(classes="row"):
-                            yield Label(f"  {option}", classes="label")
-                            yield Input(placeholder=hint, id=f"opt-{name}-{option}",
-                                        tooltip=hint, compact=True)
-                for name in PLANNED_EXECUTORS:
-                    if name not in EXECUTORS:
-                        yield Static(f"{name}: not built yet in this version",
-                                     classes="help disabled")
-                yield Label("campaign", classes="heading")
-                for spec in self.fields:
-                    with Horizontal(classes="row"):
-                        yield Label(spec.path, classes="label")
-                        value = _get(self.doc, spec.path)
-                        if spec.kind == "select":
-                            yield Select([(c, c) for c in spec.choices], id=spec.id,
-                                         value=value if value in spec.choices else Select.NULL,
-                                         allow_blank=spec.path != "watchdog.action",
-                                         tooltip=spec.help or None, compact=True)
-                        else:
-                            yield Input("" if value is None else str(value), id=spec.id,
-                                        placeholder=spec.help,
-                                        type={"int": "integer", "float": "number"}.get(
-                                            spec.kind, "text"), tooltip=spec.help or None,
-                                        compact=True)
-                yield Checkbox("resume: preview and run only cells without an ok row",
-                               False, id="resume", compact=True)
+            yield self.form
         with Vertical(id="preview-pane"):
             yield Static("", id="preview-summary")
             yield DataTable(id="preview", cursor_type="row", zebra_stripes=True)
@@ -284,118 +196,19 @@ class PlanScreen(Screen):
         self.query_one(CatalogueTree).set_selected(set())
 
     # -- form -----------------------------------------------------------------------------
-    def _field(self, widget_id: str | None) -> Field | None:
-        return next((f for f in self.fields if f.id == widget_id), None)
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        widget_id = event.input.id or ""
-        if widget_id.startswith("opt-"):
-            self._option_changed(widget_id, event.value)
-        elif (spec := self._field(widget_id)) is not None:
-            self._setting_changed(spec, event.value)
-        else:
-            return
+    # -- form -----------------------------------------------------------------------------
+    def on_campaign_form_changed(self) -> None:
         self.schedule_preview()
 
-    def _setting_changed(self, spec: Field, text: str) -> None:
-        self.form_errors.pop(spec.path, None)
-        text = text.strip()
-        if spec.path == "max_parallel":
-            self._max_parallel(text)
-            return
-        if not text:
-            _set(self.doc, spec.path, None)
-            return
-        try:
-            value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
-        except ValueError:
-            self.form_errors[spec.path] = f"{spec.path}: not a number: {text!r}"
-            return
-        _set(self.doc, spec.path, value)
-        if spec.path == "experiments_file" and value != self.catalogue_file:
-            self._load_catalogue(value)
-
-    def _max_parallel(self, text: str) -> None:
-        """The campaign-wide max_parallel: written into every selected executor that
-        declares the option (it is an executor option in the campaign file)."""
-        from engine.registry import EXECUTORS
-
-        try:
-            value = int(text) if text else None
-        except ValueError:
-            self.form_errors["max_parallel"] = f"max_parallel: not an integer: {text!r}"
-            return
-        for name in EXECUTORS.names():
-            if "max_parallel" in EXECUTORS.get(name).options:
-                _set(self.doc, f"options.{name}.max_parallel", value)
-                box = self.query(f"#opt-{name}-max_parallel")
-                if box:
-                    with self.prevent(Input.Changed):
-                        box.first(Input).value = text
-
-    def _option_changed(self, widget_id: str, text: str) -> None:
-        from engine.registry import EXECUTORS
-
-        _, executor, option = widget_id.split("-", 2)
-        spec = EXECUTORS.get(executor)
-        key = f"options.{executor}.{option}"
-        self.form_errors.pop(key, None)
-        try:
-            value = parse_option(text, spec.options[option],
-                                 axis=option in (getattr(spec, "axes", ()) or ()))
-        except ValueError as exc:
-            self.form_errors[key] = f"{key}: {exc}"
-            return
-        _set(self.doc, key, value)
-        if not self.doc.get("options", {}).get(executor):
-            self.doc.get("options", {}).pop(executor, None)
-
-    def on_select_changed(self, event: Select.Changed) -> None:
-        spec = self._field(event.select.id)
-        if spec is None:
-            return
-        _set(self.doc, spec.path, None if event.value is Select.NULL else str(event.value))
-        self.schedule_preview()
-
-    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
-        widget_id = event.checkbox.id or ""
-        if widget_id.startswith("exec-"):
-            from engine.registry import EXECUTORS
-
-            chosen = {n for n in EXECUTORS.names()
-                      if self.query_one(f"#exec-{n}", Checkbox).value}
-            self.doc["executors"] = [n for n in EXECUTORS.names() if n in chosen]
-        self.schedule_preview()
-
-    def _fill_form(self) -> None:
-        """Show ``self.doc`` in the form (without triggering change handlers)."""
-        from engine.registry import EXECUTORS
-
-        with self.prevent(Input.Changed, Select.Changed, Checkbox.Changed):
-            for spec in self.fields:
-                value = _get(self.doc, spec.path)
-                if spec.path == "max_parallel":
-                    values = {v.get("max_parallel") for v in (self.doc.get("options") or {}).values()
-                              if isinstance(v, dict) and "max_parallel" in v}
-                    value = values.pop() if len(values) == 1 else None
-                if spec.kind == "select":
-                    widget = self.query_one(f"#{spec.id}", Select)
-                    widget.value = value if value in spec.choices else (
-                        Select.NULL if spec.path != "watchdog.action" else "flag")
-                else:
-                    self.query_one(f"#{spec.id}", Input).value = "" if value is None else str(value)
-            executors = self.doc.get("executors") or ["seq"]
-            executors = [executors] if isinstance(executors, str) else executors
-            for name in EXECUTORS.names():
-                self.query_one(f"#exec-{name}", Checkbox).value = name in executors
-                for option in EXECUTORS.get(name).options:
-                    value = (self.doc.get("options") or {}).get(name, {}).get(option)
-                    self.query_one(f"#opt-{name}-{option}", Input).value = format_option(value)
-        self.form_errors.clear()
+    def on_campaign_form_experiments_file_changed(
+            self, message: CampaignForm.ExperimentsFileChanged) -> None:
+        if message.path != self.catalogue_file:
+            self._load_catalogue(message.path)
 
     # -- preview --------------------------------------------------------------------------
     def schedule_preview(self) -> None:
         """Recompute the preview after :data:`PREVIEW_DEBOUNCE_S` of quiet."""
+        self.load_error = None
         self.revision += 1
         if self._debounce is not None:
             self._debounce.stop()
@@ -406,7 +219,7 @@ class PlanScreen(Screen):
             self.result = None
             self._show_summary()
             return
-        resume = self.query_one("#resume", Checkbox).value
+        resume = self.form.resume
         self._preview(copy.deepcopy(self.doc), self.revision, resume)
 
     @work(thread=True, exclusive=True, group="preview")
@@ -430,6 +243,9 @@ class PlanScreen(Screen):
 
     def _show_summary(self) -> None:
         summary = self.query_one("#preview-summary", Static)
+        if self.load_error:
+            summary.update(Text(f"not loaded: {self.load_error}", style="bold red"))
+            return
         if self.form_errors:
             summary.update(Text(next(iter(self.form_errors.values())), style="bold red"))
             return
@@ -488,12 +304,12 @@ class PlanScreen(Screen):
         if message.doc is None:
             self.notify(message.error, title="cannot load the campaign", severity="error",
                         timeout=15, markup=False)
-            self.query_one("#preview-summary", Static).update(
-                Text(f"not loaded: {message.error}", style="bold red"))
+            self.load_error = message.error
+            self._show_summary()
             return
         self.doc = message.doc
         self.source_path, self.source_doc = Path(message.path), copy.deepcopy(message.doc)
-        self._fill_form()
+        self.form.fill()
         tree = self.query_one(CatalogueTree)
         if self.doc.get("experiments_file") != self.catalogue_file:
             self._load_catalogue(self.doc.get("experiments_file"))
@@ -520,7 +336,7 @@ class PlanScreen(Screen):
             self.notify("nothing to run: every cell would be skipped", severity="warning", markup=False)
             return
         self.launching = True
-        resume = self.query_one("#resume", Checkbox).value
+        resume = self.form.resume
         self._launch(copy.deepcopy(self.doc), resume)
 
     def _debounce_pending(self) -> bool:

@@ -1,14 +1,15 @@
 """The run screen: a campaign as it runs (or as it ran), from its event files.
 
-A thread worker follows ``runner.jsonl`` and every cell's ``events.jsonl``
-(:class:`engine.observe.follow.CampaignFollower`), tails the selected cell's log and, when no cell
-runs, samples the host; it reaches the screen only through :class:`Followed` messages. The
-screen applies events to the shared model (:class:`fugue_tui.live.LiveView` over
-:class:`engine.observe.state.CampaignState`) and redraws at most :data:`REFRESH_S` apart: the cell
-table updates only changed cells, the job pane and charts redraw only when what they show
-changed, and nothing is redrawn while another screen (help, Results) covers it. The cursor
-follows the running cell until the user moves it (``f`` follows again). Commands go to the
-runner through its control channel (:mod:`engine.runner.control`).
+A thread worker (:mod:`fugue_tui.app.follow`) follows ``runner.jsonl`` and every cell's
+``events.jsonl`` (:class:`engine.observe.follow.CampaignFollower`), tails the selected
+cell's log and, when no cell runs, samples the host; it reaches the screen only through
+:class:`Followed` messages. The screen applies events to the shared model
+(:class:`fugue_tui.live.LiveView` over :class:`engine.observe.state.CampaignState`) and
+redraws at most :data:`REFRESH_S` apart: the cell table updates only changed cells, the job
+pane and charts redraw only when what they show changed, and nothing is redrawn while
+another screen (help, Results) covers it. The cursor follows the running cell until the user
+moves it (``f`` follows again). Commands go to the runner through its control channel
+(:mod:`engine.runner.control`).
 
 | key | binding id | action |
 |---|---|---|
@@ -42,8 +43,10 @@ from textual.worker import get_current_worker
 
 from engine.observe.state import CellState
 from fugue_tui.app.actions import REPLAY, RUN, bindings
+from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
 from fugue_tui.app.process import RunnerHandle
+from fugue_tui.app.run_text import campaign_header, confirm_question, note_lifecycle
 from fugue_tui.app.screens.modals import ConfirmScreen
 from fugue_tui.app.series import HOST_PANELS, SampleStore, Series
 from fugue_tui.app.widgets.cell_table import ACTIVE, CellTable
@@ -51,26 +54,13 @@ from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
-from fugue_tui.app.widgets.log_pane import LogPane, LogTail
-from fugue_tui.live import DASH, LiveView, fmt_duration
+from fugue_tui.app.widgets.log_pane import LogPane
+from fugue_tui.live import LiveView
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
-#: Seconds between two reads of the event files by the follow worker.
-POLL_S = 0.25
-#: Seconds between host samples while no cell runs.
-HOST_POLL_S = 1.0
-ENDED = frozenset({"done", "failed", "killed", "skipped"})
 #: Actions whose availability depends on the selected cell and the runner.
 _CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan")
-
-_CONFIRM = {
-    "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",
-    "skip": "Kill '{label}' (attempt {attempt}) and skip it? The queue goes on.",
-    "skip-queued": "Skip the queued cell '{label}'? It will not run in this campaign.",
-    "kill": "Kill '{label}' (attempt {attempt})? It is recorded as killed and not retried.",
-}
-
 
 class RunScreen(Screen):
     """One campaign's run folder, followed live; see the module docstring."""
@@ -131,43 +121,12 @@ class RunScreen(Screen):
     # -- the follow worker (no widget access) ---------------------------------------------
     @work(thread=True, exclusive=True, group="follow")
     def _follow(self) -> None:
-        from engine.observe.follow import CampaignFollower
-        from fugue_tui.app.series import HostPoller
-
-        worker = get_current_worker()
-        follower = CampaignFollower(self.run_dir, self.event_offset)
-        log = LogTail()
-        poller: HostPoller | None = None
-        last_alive: bool | None = None
-        next_host = 0.0
-        while not worker.is_cancelled:
-            events = follower.poll()
-            target = self.log_target
-            lines, reset = log.read(target)
-            alive = self.handle.alive() if self.handle is not None else False
-            host = None
-            if self.idle_poll and time.monotonic() >= next_host:
-                poller = poller or HostPoller()
-                host = poller.sample()
-                next_host = time.monotonic() + HOST_POLL_S
-            if events or lines or reset or alive != last_alive or host:
-                self.post_message(Followed(events, lines, reset, target, alive, host))
-                last_alive = alive
-            time.sleep(POLL_S)
+        follow_run(self, get_current_worker())
 
     @work(thread=True, exclusive=True, group="follow")
     def _replay(self) -> None:
         """Post the replay's due events as :class:`Followed` messages (as live)."""
-        worker = get_current_worker()
-        replay = self.replay
-        log = LogTail()
-        while not worker.is_cancelled:
-            events = replay.due()
-            target = self.log_target
-            lines, reset = log.read(target)
-            if events or lines or reset:
-                self.post_message(Followed(events, lines, reset, target, False))
-            time.sleep(POLL_S)
+        replay_run(self, get_current_worker())
 
     def on_followed(self, message: Followed) -> None:
         for event in message.events:
@@ -205,20 +164,7 @@ class RunScreen(Screen):
 
     def _note(self, event: dict[str, Any]) -> None:
         """Lifecycle lines the batch view leaves out (it shows them elsewhere)."""
-        kind, ts = event.get("type"), event.get("ts")
-        if "campaign" not in event:
-            return
-        if kind == "campaign_started":
-            self.view.total = int(event.get("cells") or 0)
-            self.view._note(ts, f"campaign started: {event.get('cells')} cells")  # noqa: SLF001
-        elif kind in ("cell_started", "done"):
-            cell = self.view.state.cells.get(event.get("cell"))
-            label = cell.label if cell else str(event.get("cell", ""))[:8]
-            what = (f"started (attempt {event.get('attempt')})" if kind == "cell_started"
-                    else "done")
-            self.view._note(ts, f"{label}: {what}")  # noqa: SLF001
-        elif kind == "campaign_done":
-            self.view._note(ts, f"campaign finished, exit code {event.get('exit_code')}")  # noqa: SLF001
+        note_lifecycle(self.view, event)
 
     # -- rendering ------------------------------------------------------------------------
     def selected_cell(self) -> CellState | None:
@@ -313,39 +259,9 @@ class RunScreen(Screen):
 
     def header_text(self, now: float) -> Text:
         """The campaign line: name, device, elapsed, counts, runner and outcome."""
-        view, state = self.view, self.view.state
-        head = Text("campaign ", style="bold")
-        head.append(state.campaign or self.run_dir.name, style="bold")
-        if state.device:
-            head.append(f" · {state.device}")
-        end = view.ended_ts if view.ended_ts is not None else now
-        head.append(f" · {fmt_duration(end - view.started_ts) if view.started_ts else DASH}")
-        counts = state.counts()
-        done = sum(counts.get(s, 0) for s in ENDED)
-        head.append(f" · cells {done}/{view.total or len(state.cells)}: ")
-        head.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
-        if self.replay is not None and state.state not in ("done", "interrupted", "aborted"):
-            pass  # the replay line below says where it is
-        elif self.runner_alive:
-            how = "attached to" if self.attached else "started"
-            pid = self.handle.pid if self.handle else "?"
-            head.append(f" · runner pid {pid} ({how})", style="dim")
-            if self.stopping:
-                head.append(" · stopping…", style="bold yellow")
-        elif state.state in ("done", "interrupted", "aborted"):
-            outcome = "ok" if state.exit_code == 0 else f"exit code {state.exit_code}"
-            head.append(f" · finished ({state.state}, {outcome})",
-                        style="bold green" if state.exit_code == 0 else "bold yellow")
-        else:
-            code = self.handle.exit_code() if self.handle is not None else None
-            why = self.handle.output_tail(2) if self.handle is not None else ""
-            head.append(" · runner not running" + (f" (exit code {code})" if code is not None
-                                                    else ""), style="bold red")
-            if why:
-                head.append(f"\n{why}", style="red")
-        if self.replay is not None:
-            head.append(f"\n{self.replay.status()}", style="bold magenta")
-        return head
+        return campaign_header(self.view, self.run_dir, now, replay=self.replay,
+                               runner_alive=self.runner_alive, attached=self.attached,
+                               handle=self.handle, stopping=self.stopping)
 
     def _show_header(self, now: float) -> None:
         text = self.header_text(now)
@@ -406,11 +322,7 @@ class RunScreen(Screen):
         cell = self.selected_cell()
         if cell is None or not self.check_action(f"{command}_cell", ()):
             return
-        template = "skip-queued" if command == "skip" and cell.state == "queued" else command
-        if command == "retry" and cell.state not in ACTIVE:
-            question = f"Run '{cell.label}' again now (it ended {cell.state})?"
-        else:
-            question = _CONFIRM[template].format(label=cell.label, attempt=cell.attempt)
+        question = confirm_question(command, cell)
         key = cell.key
 
         def answer(yes: bool | None) -> None:

@@ -29,7 +29,8 @@ from textual.widgets import DataTable
 
 from engine.observe.state import CampaignState, CellState
 from fugue_tui.app.actions import Action, bindings
-from fugue_tui.live import DASH, STATE_STYLE, fmt_duration
+from fugue_tui.live import STATE_STYLE
+from fugue_tui.progress_math import DASH, fmt_duration
 
 COLUMNS = ("#", "experiment", "executor", "configuration", "state", "attempt", "elapsed",
            "T_group", "note")

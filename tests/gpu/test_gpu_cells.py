@@ -1,26 +1,32 @@
-"""On a real GPU only (skipped without one; run by bench/gpu_check.sh): NVML through the
-monitor, and a real cuda cell filling the GPU columns."""
+"""On a real GPU only (bench/gpu_check.py's part test_gpu_cells): NVML through the monitor,
+and a real cuda cell filling the GPU columns. pytest-free (see tests/gpu/__init__.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import unittest
 from pathlib import Path
 
-import pytest
-
 from engine.results.read import read_rows
-
-pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_real_nvml_device_under_test():
-    from engine.measure.nvml import open_gpu, resolve_gpu
+def _device_under_test() -> dict:
+    from engine.measure.nvml import resolve_gpu
 
     found = resolve_gpu("cuda", os.environ)
+    if not found:
+        raise unittest.SkipTest("needs a CUDA GPU (none visible through NVML)")
+    return found
+
+
+def test_real_nvml_device_under_test():
+    from engine.measure.nvml import open_gpu
+
+    found = _device_under_test()
     gpu = open_gpu(found["uuid"])
     assert "memory" in gpu.supported  # every NVIDIA GPU and MIG slice reports memory
     assert gpu.facts["gpu_name"] and gpu.facts["gpu_uuid"] == found["uuid"]
@@ -29,6 +35,7 @@ def test_real_nvml_device_under_test():
 
 
 def test_cuda_cell_fills_gpu_columns(tmp_path):
+    _device_under_test()
     (tmp_path / "exps.toml").write_text(
         '[experiments.G_tiny]\ntype = "ensemble"\nmodel = "simplecnn"\ndataset = "digits"\n'
         'k = 2\nbatch_size = 64\nepochs = 3\nlr = 0.05\noptimizer = "sgd"\n')

@@ -1,0 +1,59 @@
+"""The run screen's thread workers (no widget access): following a run folder live, and
+replaying a recorded one. Each polls every :data:`POLL_S` until its worker is cancelled and
+reaches the screen only through :class:`~fugue_tui.app.messages.Followed` messages; what it
+reads of the screen (the log to tail, whether to sample the host, the runner's handle) are
+plain attributes the UI thread sets."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fugue_tui.app.messages import Followed
+from fugue_tui.app.widgets.log_pane import LogTail
+
+#: Seconds between two reads of the event files by the follow worker.
+POLL_S = 0.25
+#: Seconds between host samples while no cell runs.
+HOST_POLL_S = 1.0
+
+
+def follow_run(screen: Any, worker: Any) -> None:
+    """Follow ``screen.run_dir`` from ``screen.event_offset``: the campaign's events, the
+    tail of ``screen.log_target``, the runner's liveness and, while ``screen.idle_poll``,
+    host samples."""
+    from engine.observe.follow import CampaignFollower
+    from fugue_tui.app.series import HostPoller
+
+    follower = CampaignFollower(screen.run_dir, screen.event_offset)
+    log = LogTail()
+    poller: HostPoller | None = None
+    last_alive: bool | None = None
+    next_host = 0.0
+    while not worker.is_cancelled:
+        events = follower.poll()
+        target = screen.log_target
+        lines, reset = log.read(target)
+        alive = screen.handle.alive() if screen.handle is not None else False
+        host = None
+        if screen.idle_poll and time.monotonic() >= next_host:
+            poller = poller or HostPoller()
+            host = poller.sample()
+            next_host = time.monotonic() + HOST_POLL_S
+        if events or lines or reset or alive != last_alive or host:
+            screen.post_message(Followed(events, lines, reset, target, alive, host))
+            last_alive = alive
+        time.sleep(POLL_S)
+
+
+def replay_run(screen: Any, worker: Any) -> None:
+    """Post ``screen.replay``'s due events as :class:`Followed` messages (as live)."""
+    replay = screen.replay
+    log = LogTail()
+    while not worker.is_cancelled:
+        events = replay.due()
+        target = screen.log_target
+        lines, reset = log.read(target)
+        if events or lines or reset:
+            screen.post_message(Followed(events, lines, reset, target, False))
+        time.sleep(POLL_S)

@@ -1,0 +1,92 @@
+"""What the run screen writes, as functions of the shared model (:class:`fugue_tui.live.LiveView`
+over :class:`engine.observe.state.CampaignState`) and of the runner: the campaign header
+line, the lifecycle lines the batch view leaves out, and the questions asked before a cell
+command is sent. No widgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from engine.observe.state import CellState
+from fugue_tui.live import ACTIVE, LiveView
+from fugue_tui.progress_math import DASH, fmt_duration
+
+ENDED = frozenset({"done", "failed", "killed", "skipped"})
+
+_CONFIRM = {
+    "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",
+    "skip": "Kill '{label}' (attempt {attempt}) and skip it? The queue goes on.",
+    "skip-queued": "Skip the queued cell '{label}'? It will not run in this campaign.",
+    "kill": "Kill '{label}' (attempt {attempt})? It is recorded as killed and not retried.",
+}
+
+
+def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
+                    runner_alive: bool | None, attached: bool, handle: Any,
+                    stopping: bool) -> Text:
+    """The campaign line: name, device, elapsed, counts, runner and outcome."""
+    state = view.state
+    head = Text("campaign ", style="bold")
+    head.append(state.campaign or run_dir.name, style="bold")
+    if state.device:
+        head.append(f" · {state.device}")
+    end = view.ended_ts if view.ended_ts is not None else now
+    head.append(f" · {fmt_duration(end - view.started_ts) if view.started_ts else DASH}")
+    counts = state.counts()
+    done = sum(counts.get(s, 0) for s in ENDED)
+    head.append(f" · cells {done}/{view.total or len(state.cells)}: ")
+    head.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
+    if replay is not None and state.state not in ("done", "interrupted", "aborted"):
+        pass  # the replay line below says where it is
+    elif runner_alive:
+        how = "attached to" if attached else "started"
+        pid = handle.pid if handle else "?"
+        head.append(f" · runner pid {pid} ({how})", style="dim")
+        if stopping:
+            head.append(" · stopping…", style="bold yellow")
+    elif state.state in ("done", "interrupted", "aborted"):
+        outcome = "ok" if state.exit_code == 0 else f"exit code {state.exit_code}"
+        head.append(f" · finished ({state.state}, {outcome})",
+                    style="bold green" if state.exit_code == 0 else "bold yellow")
+    else:
+        code = handle.exit_code() if handle is not None else None
+        why = handle.output_tail(2) if handle is not None else ""
+        head.append(" · runner not running" + (f" (exit code {code})" if code is not None
+                                                else ""), style="bold red")
+        if why:
+            head.append(f"\n{why}", style="red")
+    if replay is not None:
+        head.append(f"\n{replay.status()}", style="bold magenta")
+    return head
+
+
+def note_lifecycle(view: LiveView, event: dict[str, Any]) -> None:
+    """Add to ``view`` the lifecycle lines the batch view leaves out (it shows them
+    elsewhere)."""
+    kind, ts = event.get("type"), event.get("ts")
+    if "campaign" not in event:
+        return
+    if kind == "campaign_started":
+        view.total = int(event.get("cells") or 0)
+        view._note(ts, f"campaign started: {event.get('cells')} cells")  # noqa: SLF001
+    elif kind in ("cell_started", "done"):
+        cell = view.state.cells.get(event.get("cell"))
+        label = cell.label if cell else str(event.get("cell", ""))[:8]
+        what = (f"started (attempt {event.get('attempt')})" if kind == "cell_started"
+                else "done")
+        view._note(ts, f"{label}: {what}")  # noqa: SLF001
+    elif kind == "campaign_done":
+        view._note(ts, f"campaign finished, exit code {event.get('exit_code')}")  # noqa: SLF001
+
+
+def confirm_question(command: str, cell: CellState) -> str:
+    """The question asked before ``command`` (retry, skip, kill) is sent for ``cell``."""
+    template = "skip-queued" if command == "skip" and cell.state == "queued" else command
+    if command == "retry" and cell.state not in ACTIVE:
+        question = f"Run '{cell.label}' again now (it ended {cell.state})?"
+    else:
+        question = _CONFIRM[template].format(label=cell.label, attempt=cell.attempt)
+    return question

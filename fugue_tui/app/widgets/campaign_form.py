@@ -1,0 +1,259 @@
+"""The campaign settings form of the plan screen: the executors (with their options), the
+campaign's fields (name, passes, seed, retries, max_parallel, threads, device, compile, runs
+folder, experiments file, watchdog) and the resume box.
+
+The form edits a campaign document (:mod:`fugue_tui.app.plan_model`) in place, ``doc``, and
+keeps one error per field that does not parse, ``errors``. After every edit it posts
+:class:`CampaignForm.Changed` (the screen re-previews the plan), and when the experiments file
+is set, :class:`CampaignForm.ExperimentsFileChanged` first (the screen reloads the catalogue).
+:meth:`CampaignForm.fill` shows a document that was loaded, without posting either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Checkbox, Input, Label, Select, Static
+
+from fugue_tui.app.plan_model import format_option, parse_option
+
+
+@dataclass(frozen=True)
+class Field:
+    """One campaign setting in the form: ``path`` in the document (``watchdog.action``),
+    kind ``text`` | ``int`` | ``float`` | ``select``, and the choices of a select."""
+
+    path: str
+    kind: str
+    choices: tuple[str, ...] = ()
+    help: str = ""
+
+    @property
+    def id(self) -> str:
+        return "f-" + self.path.replace(".", "-").replace("_", "-")
+
+
+def _fields() -> tuple[Field, ...]:
+    from engine.define.campaign import COMPILE_CHOICES, COMPILE_MODES
+    from engine.define.watchdog_settings import ACTIONS
+
+    return (
+        Field("name", "text", help="run folder <runs_dir>/<name>"),
+        Field("passes", "int", help="repeats of the whole matrix"),
+        Field("seed", "int", help="job i gets seed + i"),
+        Field("retries", "int", help="automatic retries of a failed or hung cell"),
+        Field("max_parallel", "int", help="most jobs at once, for executors that run jobs "
+                                          "concurrently (sets [options.<executor>] max_parallel)"),
+        Field("threads", "int", help="torch threads per cell; 0 = all cores"),
+        Field("device", "select", ("auto", "cpu", "cuda")),
+        Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both"),
+        Field("compile_mode", "select", COMPILE_MODES),
+        Field("runs_dir", "text", help="relative to the working directory"),
+        Field("experiments_file", "text", help="a user catalogue merged over the built-in one"),
+        Field("watchdog.action", "select", ACTIONS,
+              help="flag: mark a hung cell and wait for you; kill: kill and retry it"),
+        Field("watchdog.interval_s", "float", help="seconds between checks"),
+        Field("watchdog.suspect_after", "int", help="quiet checks before 'suspect'"),
+        Field("watchdog.hung_after", "int", help="quiet checks before 'hung'"),
+    )
+
+
+def _get(doc: dict[str, Any], path: str) -> Any:
+    value: Any = doc
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        doc = doc.setdefault(part, {})
+    if value is None:
+        doc.pop(last, None)
+    else:
+        doc[last] = value
+
+
+
+class CampaignForm(VerticalScroll):
+    """The campaign settings form (see the module docstring)."""
+
+    class Changed(Message):
+        """A setting, executor or option was edited (``doc`` or ``errors`` changed)."""
+
+    class ExperimentsFileChanged(Message):
+        """The experiments file was set to ``path`` (the catalogue to show may change)."""
+
+        def __init__(self, path: str) -> None:
+            super().__init__()
+            self.path = path
+
+    def __init__(self, doc: dict[str, Any], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.doc = doc
+        self.fields = _fields()
+        self.errors: dict[str, str] = {}
+
+    @property
+    def resume(self) -> bool:
+        """Whether only cells without an ok row are to be previewed and run."""
+        return self.query_one("#resume", Checkbox).value
+
+    def compose(self) -> ComposeResult:
+        from engine.define.campaign import PLANNED_EXECUTORS
+        from engine.registry import EXECUTORS
+
+        yield Label("executors", classes="heading")
+        for name in EXECUTORS.names():
+            spec = EXECUTORS.get(name)
+            yield Checkbox(f"{name}: {spec.label}", name in self.doc["executors"],
+                           id=f"exec-{name}", tooltip=spec.description, compact=True)
+            if spec.description:
+                yield Static(spec.description, classes="help")
+            choices = getattr(spec, "choices", {}) or {}
+            for option, types in spec.options.items():
+                hint = spec.option_help.get(option, "")
+                if option in choices:
+                    hint = f"{'|'.join(choices[option])}  {hint}"
+                with Horizontal(classes="row"):
+                    yield Label(f"  {option}", classes="label")
+                    yield Input(placeholder=hint, id=f"opt-{name}-{option}",
+                                tooltip=hint, compact=True)
+        for name in PLANNED_EXECUTORS:
+            if name not in EXECUTORS:
+                yield Static(f"{name}: not built yet in this version",
+                             classes="help disabled")
+        yield Label("campaign", classes="heading")
+        for spec in self.fields:
+            with Horizontal(classes="row"):
+                yield Label(spec.path, classes="label")
+                value = _get(self.doc, spec.path)
+                if spec.kind == "select":
+                    yield Select([(c, c) for c in spec.choices], id=spec.id,
+                                 value=value if value in spec.choices else Select.NULL,
+                                 allow_blank=spec.path != "watchdog.action",
+                                 tooltip=spec.help or None, compact=True)
+                else:
+                    yield Input("" if value is None else str(value), id=spec.id,
+                                placeholder=spec.help,
+                                type={"int": "integer", "float": "number"}.get(
+                                    spec.kind, "text"), tooltip=spec.help or None,
+                                compact=True)
+        yield Checkbox("resume: preview and run only cells without an ok row",
+                       False, id="resume", compact=True)
+
+    def _field(self, widget_id: str | None) -> Field | None:
+        return next((f for f in self.fields if f.id == widget_id), None)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        widget_id = event.input.id or ""
+        if widget_id.startswith("opt-"):
+            self._option_changed(widget_id, event.value)
+        elif (spec := self._field(widget_id)) is not None:
+            self._setting_changed(spec, event.value)
+        else:
+            return
+        self.post_message(self.Changed())
+
+    def _setting_changed(self, spec: Field, text: str) -> None:
+        self.errors.pop(spec.path, None)
+        text = text.strip()
+        if spec.path == "max_parallel":
+            self._max_parallel(text)
+            return
+        if not text:
+            _set(self.doc, spec.path, None)
+            return
+        try:
+            value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
+        except ValueError:
+            self.errors[spec.path] = f"{spec.path}: not a number: {text!r}"
+            return
+        _set(self.doc, spec.path, value)
+        if spec.path == "experiments_file":
+            self.post_message(self.ExperimentsFileChanged(value))
+
+    def _max_parallel(self, text: str) -> None:
+        """The campaign-wide max_parallel: written into every selected executor that
+        declares the option (it is an executor option in the campaign file)."""
+        from engine.registry import EXECUTORS
+
+        try:
+            value = int(text) if text else None
+        except ValueError:
+            self.errors["max_parallel"] = f"max_parallel: not an integer: {text!r}"
+            return
+        for name in EXECUTORS.names():
+            if "max_parallel" in EXECUTORS.get(name).options:
+                _set(self.doc, f"options.{name}.max_parallel", value)
+                box = self.query(f"#opt-{name}-max_parallel")
+                if box:
+                    with self.prevent(Input.Changed):
+                        box.first(Input).value = text
+
+    def _option_changed(self, widget_id: str, text: str) -> None:
+        from engine.registry import EXECUTORS
+
+        _, executor, option = widget_id.split("-", 2)
+        spec = EXECUTORS.get(executor)
+        key = f"options.{executor}.{option}"
+        self.errors.pop(key, None)
+        try:
+            value = parse_option(text, spec.options[option],
+                                 axis=option in (getattr(spec, "axes", ()) or ()))
+        except ValueError as exc:
+            self.errors[key] = f"{key}: {exc}"
+            return
+        _set(self.doc, key, value)
+        if not self.doc.get("options", {}).get(executor):
+            self.doc.get("options", {}).pop(executor, None)
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        spec = self._field(event.select.id)
+        if spec is None:
+            return
+        _set(self.doc, spec.path, None if event.value is Select.NULL else str(event.value))
+        self.post_message(self.Changed())
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        widget_id = event.checkbox.id or ""
+        if widget_id.startswith("exec-"):
+            from engine.registry import EXECUTORS
+
+            chosen = {n for n in EXECUTORS.names()
+                      if self.query_one(f"#exec-{n}", Checkbox).value}
+            self.doc["executors"] = [n for n in EXECUTORS.names() if n in chosen]
+        self.post_message(self.Changed())
+
+    def fill(self) -> None:
+        """Show ``self.doc`` in the form (without triggering change handlers)."""
+        from engine.registry import EXECUTORS
+
+        with self.prevent(Input.Changed, Select.Changed, Checkbox.Changed):
+            for spec in self.fields:
+                value = _get(self.doc, spec.path)
+                if spec.path == "max_parallel":
+                    values = {v.get("max_parallel") for v in (self.doc.get("options") or {}).values()
+                              if isinstance(v, dict) and "max_parallel" in v}
+                    value = values.pop() if len(values) == 1 else None
+                if spec.kind == "select":
+                    widget = self.query_one(f"#{spec.id}", Select)
+                    widget.value = value if value in spec.choices else (
+                        Select.NULL if spec.path != "watchdog.action" else "flag")
+                else:
+                    self.query_one(f"#{spec.id}", Input).value = "" if value is None else str(value)
+            executors = self.doc.get("executors") or ["seq"]
+            executors = [executors] if isinstance(executors, str) else executors
+            for name in EXECUTORS.names():
+                self.query_one(f"#exec-{name}", Checkbox).value = name in executors
+                for option in EXECUTORS.get(name).options:
+                    value = (self.doc.get("options") or {}).get(name, {}).get(option)
+                    self.query_one(f"#opt-{name}-{option}", Input).value = format_option(value)
+        self.errors.clear()

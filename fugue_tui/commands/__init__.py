@@ -1,0 +1,26 @@
+"""The sub-commands ``fugue-tui validate``, ``fugue-tui prefetch`` and ``fugue-tui run``, one
+module per command (:mod:`fugue_tui.cli` parses the command line and calls them).
+
+* :mod:`.validate`: ``validate [SELECTOR]``, every catalogue experiment (or the selected ones)
+  and whether it can run on this machine, with a one-line reason when not; then what is
+  registered (models, datasets, tasks, optimizers, executors, workload types, plugins). Exit 0
+  for the listing; with a selector, 1 when a selected experiment cannot run here.
+* :mod:`.prefetch`: ``prefetch [SELECTOR] [--data-dir DIR]``, download the datasets of the
+  selected experiments (default all) into the data root, each into a temporary folder inside
+  it that is renamed into place only once complete. Exit 2 when a dataset could not be
+  fetched. The downloaders themselves are in :mod:`.downloads`.
+* :mod:`.run`: ``run``, the harness's non-interactive form. It builds a campaign in memory
+  (and, for an experiment described on the command line, an experiments file merged over the
+  catalogue: ``engine.define.adhoc``), validates both exactly as a campaign file is validated,
+  writes them to ``<runs_dir>/.adhoc/run-<selection>-<digest>.toml`` (named after their
+  content: :func:`.run_campaign.campaign_name`) and runs them through
+  :func:`fugue_tui.batch.run_batch`, the code behind ``--batch``. Every usage error is one
+  line, exit 2, with nothing written. Its flags and ``--help`` epilog are in
+  :mod:`.run_flags`; naming, writing and checking the generated files in
+  :mod:`.run_campaign`.
+* :mod:`.common`: the helpers they share.
+
+Torch-free at import (prefetch imports torchvision / scikit-learn inside the downloaders).
+Nothing is re-exported here: import each command from its module
+(``from fugue_tui.commands.run import run``).
+"""

@@ -1,0 +1,122 @@
+"""``fugue-tui run``'s flags and its ``--help`` epilog (the registered executors with their
+options, and the workload types)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from engine.errors import FugueError
+from fugue_tui.commands.common import type_names
+
+#: Flags that set an option of some executors only: the flag, the option key it sets on
+#: them, and the executors it applies to.
+PLANNED_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("--scheduler", "scheduler", ("ray",)),
+    ("--sweep", "sweep", ("unified_model",)),
+    ("--max-parallel", "max_parallel", ("mp", "ray", "unified_model")),
+    ("--features", "features", ("unified_model",)),
+)
+#: Flags that describe an ad-hoc experiment (they need --model and --dataset).
+ADHOC_FLAGS = ("type", "k", "task", "epochs", "batch_size", "lr", "optimizer", "search_space",
+               "name")
+
+
+def executors_epilog() -> str:
+    """``fugue-tui run --help``'s epilog: each registered executor with its description and
+    options (with their types and help), and the registered workload types."""
+    from engine.define.campaign import PLANNED_EXECUTORS
+    from engine.plugins import load_plugins
+    from engine.registry import EXECUTORS
+    from engine.define.workloads import WORKLOADS
+
+    lines = []
+    try:
+        load_plugins()  # the built-ins are registered first, whatever a plugin does
+    except FugueError as exc:
+        lines.append(f"(plugins not loaded: {exc})")
+    lines.append("executors (--exec; options: --option EXEC.KEY=VALUE, or [options.EXEC] in a "
+                 "campaign file):")
+    for name in EXECUTORS.names():
+        spec = EXECUTORS.get(name)
+        lines.append(f"  {name}  {spec.label}: {spec.description}".rstrip(": "))
+        if not spec.options:
+            lines.append("      (no options)")
+        for key, types in spec.options.items():
+            help_text = spec.option_help.get(key, "")
+            lines.append(f"      {key} ({type_names(types)}){': ' + help_text if help_text else ''}")
+    missing = [n for n in PLANNED_EXECUTORS if n not in EXECUTORS]
+    if missing:
+        flags = "; ".join(f"{flag}: {', '.join(targets)}" for flag, _, targets in PLANNED_FLAGS)
+        lines.append(f"  not built yet: {', '.join(missing)} ({flags})")
+    lines.append(f"workload types (--type): {', '.join(WORKLOADS.names())}")
+    return "\n".join(lines)
+
+
+def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], Any]) -> None:
+    """The ``run`` sub-command's flags (dests prefixed ``run_`` where the top-level parser
+    has a flag of the same name, so the two never overwrite each other)."""
+    from engine.registry import EXECUTORS
+
+    sel = run.add_argument_group("what to run (the product is the run matrix)")
+    sel.add_argument("--exp", dest="run_exp", nargs="+", action="extend", metavar="SELECTOR",
+                     help="catalogue experiments: E01, 1, E08:E10, E08:, :E05, 1,4,5 or all "
+                          "(several allowed)")
+    sel.add_argument("--exec", dest="run_exec", nargs="+", action="extend", metavar="EXECUTOR",
+                     help="executors (several allowed; default seq): see below")
+    sel.add_argument("--compile", dest="run_compile", nargs="?", const="on",
+                     choices=("off", "on", "both"),
+                     help="torch.compile: off (default), on (the flag alone), or both")
+    sel.add_argument("--compile-mode", dest="run_compile_mode", metavar="MODE",
+                     help="torch.compile mode (default, reduce-overhead, max-autotune, "
+                          "max-autotune-no-cudagraphs)")
+    sel.add_argument("--passes", dest="run_passes", metavar="N", type=at_least(1),
+                     help="repeats of the whole matrix (default 1)")
+    sel.add_argument("--option", dest="run_option", action="append", default=[],
+                     metavar="EXEC.KEY=VALUE", help="an executor option (see below)")
+    for flag, key, targets in PLANNED_FLAGS:
+        kind = {"max_parallel": at_least(1)}.get(key, str)
+        sel.add_argument(flag, dest=f"run_{key}", nargs="+" if key == "scheduler" else None,
+                         choices={"scheduler": ("fifo", "asha", "median", "hyperband"),
+                                  "sweep": ("none", "ablation")}.get(key),
+                         type=kind, metavar=key.upper(),
+                         help=f"for {' and '.join(targets)} only" + (
+                             "" if all(t in EXECUTORS for t in targets) else " (not built yet)"))
+    how = run.add_argument_group("how and where")
+    how.add_argument("--seed", dest="run_seed", metavar="N", type=int, help="job i gets seed + i (default 42)")
+    how.add_argument("--retries", dest="run_retries", metavar="N", type=at_least(0),
+                     help="retries of a failed or hung cell (default 0)")
+    how.add_argument("--resume", dest="run_resume", action="store_true",
+                     help="skip cells whose key already has an ok row")
+    how.add_argument("--since", dest="run_since", metavar="YYYYmmdd_HHMMSS",
+                     help="with --resume: only ok rows at or after this time count")
+    how.add_argument("--runs-dir", dest="run_runs_dir", metavar="DIR",
+                     help="results folder (default runs)")
+    how.add_argument("--device", dest="run_device", metavar="DEVICE", help="auto (default), cpu, cuda, cuda:N")
+    how.add_argument("--threads", dest="run_threads", metavar="N", type=at_least(0),
+                     help="torch threads per cell process (default 0 = all cores)")
+    how.add_argument("--dry-run", dest="run_dry_run", action="store_true",
+                     help="print the cells and their keys, run nothing, write nothing")
+    how.add_argument("--experiments-file", dest="run_experiments_file", metavar="FILE",
+                     help="a user experiments file merged over the catalogue")
+    adhoc = run.add_argument_group(
+        "an ad-hoc experiment (not in the catalogue; its rows carry exp_id adhoc or --name)")
+    adhoc.add_argument("--model", dest="run_model", metavar="MODEL", nargs="+", action="extend", default=[],
+                       help="model (several for --type multi_model, paired with --dataset)")
+    adhoc.add_argument("--dataset", dest="run_dataset", metavar="DATASET", nargs="+", action="extend", default=[],
+                       help="dataset (several for --type multi_model)")
+    adhoc.add_argument("--type", dest="run_type", metavar="TYPE",
+                       help="ensemble (default), cv, hpo (default with --search-space), "
+                            "multi_model (default with several models/datasets), or a "
+                            "plugin's type")
+    adhoc.add_argument("--k", dest="run_k", metavar="K", type=int, help="jobs of an ensemble, folds of a cv "
+                                                           "(default 5)")
+    adhoc.add_argument("--task", dest="run_task", metavar="TASK", help="task (default: the dataset's)")
+    adhoc.add_argument("--epochs", dest="run_epochs", metavar="N", type=int, help="default 10")
+    adhoc.add_argument("--batch-size", dest="run_batch_size", metavar="N", type=int, help="default 64")
+    adhoc.add_argument("--lr", dest="run_lr", metavar="LR", type=float, help="default 0.001")
+    adhoc.add_argument("--optimizer", dest="run_optimizer", metavar="NAME", help="default adamw")
+    adhoc.add_argument("--search-space", dest="run_search_space", nargs="+", action="extend",
+                       metavar="KEY=V1,V2", help="hpo grid, e.g. lr=0.1,0.01 batch_size=64,128")
+    adhoc.add_argument("--name", dest="run_name", metavar="ID", help="the experiment id (default adhoc)")

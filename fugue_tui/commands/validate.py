@@ -1,0 +1,91 @@
+"""``fugue-tui validate [SELECTOR]``: every catalogue experiment (or the selected ones) and
+whether it can run on this machine, with a one-line reason when not; then what is registered
+(models, datasets, tasks, optimizers, executors, workload types, plugins). Exit 0 for the
+listing; with a selector, 1 when a selected experiment cannot run here."""
+
+from __future__ import annotations
+
+import sys
+
+from engine.errors import FugueError
+from fugue_tui.commands.common import (has_module, load_catalogue_and_plugins, requires_hint,
+                                       selected)
+from fugue_tui.commands.downloads import FETCHERS
+
+
+def validate(selector: list[str] | None = None, experiments_file: str | None = None,
+             out=None) -> int:
+    """Print what can run here and why not; see the module docstring for the exit status.
+
+    Raises:
+        ConfigError: a malformed experiments file, a plugin that cannot be imported, an
+            unknown experiment in ``selector``.
+    """
+    from engine import registry
+    from engine.define.availability import experiment_availability
+    from engine.parts.dataset_files import data_root, root_note
+    from engine.plugins import load_plugins
+    from engine.define.validate import check_experiment
+    from engine.define.workloads import WORKLOADS, expand
+
+    out = out or sys.stdout
+    catalogue = load_catalogue_and_plugins(experiments_file)
+    ids = selected(catalogue, selector, "validate")
+    width = max((len(i) for i in ids), default=2)
+    print(f"experiments (data root {data_root()}, {root_note(None)}):", file=out)
+    unavailable = []
+    for exp_id in ids:
+        exp = catalogue.get(exp_id)
+        try:
+            check_experiment(exp, 42, f"experiment {exp_id}")
+            ok, reason = experiment_availability(exp)
+        except FugueError as exc:
+            ok, reason = False, f"invalid: {exc}"
+        if ok:
+            print(f"  {exp_id:<{width}}  ok", file=out)
+            continue
+        unavailable.append(exp_id)
+        try:
+            fetchable = any(ds in FETCHERS and ds in registry.DATASETS
+                            and registry.DATASETS.get(ds).available(None) == (False, reason)
+                            for ds in {job.dataset for job in expand(exp)})
+        except Exception:  # an invalid experiment or a plugin's check: the reason says enough
+            fetchable = False
+        if fetchable:
+            reason += f" (or: fugue-tui prefetch {exp_id})"
+        print(f"  {exp_id:<{width}}  no: {reason}", file=out)
+    print(file=out)
+    models = []
+    for name in registry.MODELS.names():
+        needs = registry.MODELS.get(name).requires
+        if needs and not has_module(needs):
+            models.append(f"{name} (needs {needs}: {requires_hint(needs)})")
+        else:
+            models.append(name)
+    print(f"models: {', '.join(models)}", file=out)
+    datasets = []
+    for name in registry.DATASETS.names():
+        try:
+            ok, _ = registry.DATASETS.get(name).available(None)
+        except Exception:  # a plugin's check must not break the listing
+            ok = False
+        datasets.append(name if ok else f"{name} (missing)")
+    print(f"datasets: {', '.join(datasets)}", file=out)
+    print(f"tasks: {', '.join(registry.TASKS.names())}", file=out)
+    print(f"optimizers: {', '.join(registry.OPTIMIZERS.names())}", file=out)
+    print(f"executors: {', '.join(_executor_summary(n) for n in registry.EXECUTORS.names())}",
+          file=out)
+    print(f"workload types: {', '.join(WORKLOADS.names())}", file=out)
+    plugins = load_plugins()
+    print(f"plugins: {', '.join(plugins) if plugins else 'none (FUGUE_PLUGINS unset)'}", file=out)
+    print(file=out)
+    print(f"{len(ids) - len(unavailable)} of {len(ids)} experiments can run here", file=out)
+    return 1 if selector and unavailable else 0
+
+
+def _executor_summary(name: str) -> str:
+    from engine.registry import EXECUTORS
+
+    spec = EXECUTORS.get(name)
+    opts = f" [options: {', '.join(spec.options)}]" if spec.options else ""
+    return f"{name}{opts}"
