@@ -165,7 +165,7 @@ def _env() -> dict[str, str]:
 def run_campaign(tmp: Path, name: str, experiment: str, dashboard: bool,
                  probes: int = 0) -> dict:
     """One campaign of one cell; returns T_group, the dashboard's CPU share and latencies."""
-    from engine.results.store import read_rows
+    from engine.results.read import read_rows
 
     env = _env()
     run_dir = tmp / "runs" / name

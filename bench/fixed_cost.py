@@ -70,7 +70,7 @@ def run_cell(spec: dict, tmp: Path, attempt: int) -> dict[str, float]:
     """One real cell; its wall time split into :data:`COMPONENTS` (seconds)."""
     from engine.runner.cellproc import cell_env
     from engine.events import read_events
-    from engine.results.store import read_rows
+    from engine.results.read import read_rows
 
     folder = tmp / f"{spec['cell']['executor']}-{attempt}"
     folder.mkdir()

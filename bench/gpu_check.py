@@ -106,25 +106,25 @@ RUNNER_MODULE = "engine.runner"
 
 
 def _resolve_gpu() -> dict[str, Any] | None:
-    from engine.measure.monitor import resolve_gpu
+    from engine.measure.nvml import resolve_gpu
 
     return resolve_gpu("cuda", os.environ)
 
 
 def _open_gpu(uuid: str):
-    from engine.measure.monitor import open_gpu
+    from engine.measure.nvml import open_gpu
 
     return open_gpu(uuid)
 
 
 def _energy_over(samples: list[dict[str, Any]], t0: float, t1: float):
-    from engine.measure.monitor import energy_over
+    from engine.measure.energy import energy_over
 
     return energy_over(samples, t0, t1)
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
-    from engine.results.store import read_rows
+    from engine.results.read import read_rows
 
     return read_rows(path)
 

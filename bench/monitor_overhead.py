@@ -70,7 +70,7 @@ def base_spec(tmp: Path, epochs: int | None) -> dict:
 def run_cell(spec: dict, tmp: Path, attempt: int, interval: float | None) -> dict[str, str]:
     """One real cell process; returns its group row."""
     from engine.processes import engine_env
-    from engine.results.store import read_rows
+    from engine.results.read import read_rows
 
     folder = tmp / f"attempt-{attempt}"
     folder.mkdir()

@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.measure.provenance import dist_version, host_facts
-from engine.results.store import append_rows, read_rows, timestamp_now
+from engine.results.read import read_rows
+from engine.results.store import append_rows
+from engine.results.values import timestamp_now
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"

@@ -5,7 +5,7 @@
 100 000 group rows), then times, in ONE process, what ``fugue-tui report`` does with a
 runs folder, step by step:
 
-* ``load``: :func:`engine.results.analysis.load_runs` (Arrow CSV parse + numeric conversion and
+* ``load``: :func:`engine.results.load.load_runs` (Arrow CSV parse + numeric conversion and
   normalisation);
 * ``aggregate``: :func:`engine.results.analysis.speedups` with its defaults (the groupby, the
   baseline choice, the ratios and the 2000-replicate bootstrap intervals);
@@ -67,7 +67,7 @@ _STRATEGIES = ([("seq", "", "", 1.0), ("mp", "", "", 0.8)]
 
 def synthetic_groups(n_rows: int = 100_000, seed: int = 0) -> pd.DataFrame:
     """About ``n_rows`` group rows in our CSV columns, as strings (what a CSV read gives)."""
-    from engine.results.store import GROUP_COLUMNS
+    from engine.results.columns import GROUP_COLUMNS
 
     machines, campaigns, experiments, compile_modes = 2, 10, 17, ("off", "default")
     cells = machines * campaigns * experiments * len(compile_modes) * len(_STRATEGIES)
@@ -127,7 +127,7 @@ def _figures(sizes: list[int]):
     from bench.results import Figure
 
     steps = {n: Figure(f"report_path:{n}", "s",
-                       note=f"{n}-row file: load = engine.results.analysis.load_runs; aggregate = "
+                       note=f"{n}-row file: load = engine.results.load.load_runs; aggregate = "
                             "engine.results.analysis.speedups (defaults: n_boot=2000); chart = "
                             "fugue_tui.charts.speedup_chart (120 columns, no colour)")
              for n in sizes}
@@ -149,7 +149,8 @@ def _figures(sizes: list[int]):
 
 def _report_path(folder: Path) -> dict[str, float]:
     """Seconds of each step of what ``fugue-tui report`` does with ``folder``."""
-    from engine.results.analysis import load_runs, speedups
+    from engine.results.analysis import speedups
+    from engine.results.load import load_runs
     from fugue_tui.charts import speedup_chart
 
     times = {}
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(set(args.sizes))
 
     from bench import results as bench_results
-    from engine.results.analysis import load_runs
+    from engine.results.load import load_runs
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         folders = {}

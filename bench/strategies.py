@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import results as bench_results
     from engine.processes import engine_env
     from engine.registry import EXECUTORS
-    from engine.results.store import read_rows
+    from engine.results.read import read_rows
 
     executors = args.executors or [e for e in ("seq", "mp", "ray", "unified_model")
                                    if e in EXECUTORS]

@@ -31,7 +31,8 @@ from rich.text import Text
 from engine.define.campaign import load_campaign
 from engine.processes import die_with_parent, engine_env
 from engine.observe.follow import CampaignFollower
-from engine.results.store import preflight, read_rows
+from engine.results.preflight import preflight
+from engine.results.read import read_rows
 from engine.runner.supervisor import Runner
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.

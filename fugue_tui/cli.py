@@ -156,7 +156,7 @@ def _experiments_file(parser: argparse.ArgumentParser, dest: str) -> None:
 
 
 def _timestamp(text: str) -> str:
-    from engine.results.store import check_timestamp
+    from engine.results.values import check_timestamp
 
     try:
         return check_timestamp(text)

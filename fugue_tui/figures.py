@@ -158,7 +158,7 @@ class Results:
 
 
 def build(runs, by_campaign: bool = False, n_boot: int = 2000) -> Results:
-    """The table and the figures of ``runs`` (:class:`engine.results.analysis.Runs`)."""
+    """The table and the figures of ``runs`` (:class:`engine.results.load.Runs`)."""
     from engine.results.analysis import MIN_BOOT_N, cell_columns, speedups
 
     keys = cell_columns(by_campaign)

@@ -171,8 +171,8 @@ def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None
     """The rows under ``runs_dir`` (a folder or results files), only campaign
     ``campaign_id``'s when given (an unknown id raises a one-line
     :class:`~engine.errors.FugueError`; no ``master_groups.csv``:
-    :class:`engine.results.analysis.NoResultsError`)."""
-    from engine.results.analysis import load_runs
+    :class:`engine.results.load.NoResultsError`)."""
+    from engine.results.load import load_runs
 
     runs = load_runs(runs_dir)
     if campaign_id is not None:
@@ -219,7 +219,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
 
     ``campaign_id``: only that campaign's rows (an unknown id raises a one-line
     :class:`~engine.errors.FugueError`). ``width``: the chart's width (default: the
-    console's). Raises :class:`engine.results.analysis.NoResultsError` without
+    console's). Raises :class:`engine.results.load.NoResultsError` without
     ``master_groups.csv``.
     """
     from engine.results.analysis import cell_status, speedups

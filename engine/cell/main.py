@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError, OutputError
-from engine.results.store import new_group_id
+from engine.results.values import new_group_id
 from engine.results.rows import failed_group_row, group_static
 
 from engine.cell.output import CellEvents, say
@@ -97,7 +97,8 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
                     **flags: Any) -> None:
     """Best effort on a disk that may be full: the failed group row (all or nothing), then
     the event saying whether it was written. Never raises."""
-    from engine.results.store import GROUP_COLUMNS, append_rows
+    from engine.results.columns import GROUP_COLUMNS
+    from engine.results.store import append_rows
 
     try:
         append_rows(Path(spec["runs_dir"]) / "master_groups.csv",
@@ -246,7 +247,7 @@ def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
 
 def _nvml_facts(uuid: str) -> dict[str, Any]:
     """Device provenance without the monitor (monitor = false): NVML once, by UUID."""
-    from engine.measure.monitor import open_gpu
+    from engine.measure.nvml import open_gpu
 
     try:
         return {k: v for k, v in open_gpu(uuid).facts.items() if v is not None}

@@ -21,7 +21,10 @@ from typing import Any
 
 from engine.processes import die_with_parent, engine_env
 from engine.cell.protocol import safe_name
-from engine.measure.monitor import DEFAULT_INTERVAL_S, read_samples, rapl_files, summarise, write_slice
+from engine.measure.energy import summarise
+from engine.measure.host import rapl_files
+from engine.measure.monitor import DEFAULT_INTERVAL_S
+from engine.measure.samples import read_samples, write_slice
 
 #: Seconds the cell waits for the sidecar's first sample (interpreter start, psutil and
 #: NVML initialisation; NVML init can take seconds on a busy driver).

@@ -108,7 +108,7 @@ def resolve_device(requested: str) -> str:
 def machine_identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """The part of a cell key that says *where*: resuming on another host, GPU or torch
     build reruns the cell instead of mixing numbers from two machines. ``gpu`` is the
-    device under test as ``engine.measure.monitor.resolve_gpu`` found it."""
+    device under test as ``engine.measure.nvml.resolve_gpu`` found it."""
     gpu = gpu or {}
     return {"host": socket.gethostname(), "device": device, "gpu_uuid": gpu.get("uuid", ""),
             "gpu_name": gpu.get("name") or "", "torch": dist_version("torch")}

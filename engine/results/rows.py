@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.measure.provenance import backend_flags, host_facts
-from engine.results.store import new_group_id, timestamp_now
+from engine.results.values import new_group_id, timestamp_now
 
 
 def group_static(spec: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from engine.define.campaign import load_campaign
 from engine.define.watchdog_settings import ACTIONS
 from engine.errors import FugueError, OutputError
 from engine.plugins import load_plugins
-from engine.results.store import check_timestamp
+from engine.results.values import check_timestamp
 from engine.runner.attempt import INTERRUPTED_BY
 from engine.runner.supervisor import Runner
 

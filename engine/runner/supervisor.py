@@ -54,9 +54,12 @@ from engine.events import EventWriter
 from engine.define.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
-from engine.results.store import (GROUP_COLUMNS, GROUPS_FILE, append_rows, preflight, read_rows)
+from engine.results.columns import GROUPS_FILE, GROUP_COLUMNS
+from engine.results.preflight import preflight
+from engine.results.read import read_rows
+from engine.results.store import append_rows
 from engine.results.rows import failed_group_row
-from engine.measure.monitor import resolve_gpu
+from engine.measure.nvml import resolve_gpu
 from engine.runner.attempt import Aborted, Attempt
 
 EventFn = Callable[[dict[str, Any]], None]

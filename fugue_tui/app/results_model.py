@@ -138,9 +138,9 @@ def parse_filter(text: str) -> Filter:
 
 
 def apply_filter(runs, flt: Filter):
-    """``runs`` (:class:`engine.results.analysis.Runs`) with only the group rows (and their jobs)
+    """``runs`` (:class:`engine.results.load.Runs`) with only the group rows (and their jobs)
     that match ``flt``."""
-    from engine.results.analysis import Runs
+    from engine.results.load import Runs
 
     if not flt.terms:
         return runs
@@ -193,7 +193,7 @@ def files_signature(paths) -> tuple:
 def result_files(source: str | Path) -> list[Path]:
     """The group and job files a runs folder (or file) names, whether or not they exist
     yet (a campaign that has not finished a cell has none)."""
-    from engine.results.store import GROUPS_FILE, INDIVIDUAL_FILE
+    from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
 
     path = Path(source)
     if path.is_file():

@@ -46,7 +46,7 @@ def prefetch(selector: list[str] | None = None, data_dir: str | None = None,
         ConfigError: unknown experiment, malformed experiments file, unusable data dir.
     """
     from engine import registry
-    from engine.parts.datasets import data_root
+    from engine.parts.dataset_files import data_root
     from engine.define.workloads import expand
 
     out = out or sys.stdout

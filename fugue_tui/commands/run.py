@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from engine.define.adhoc import DEFAULT_NAME
     from engine.plugins import load_plugins
-    from engine.results.store import preflight
+    from engine.results.preflight import preflight
     from fugue_tui.batch import run_batch
 
     def pick(own: str, top: str | None = None):

@@ -23,7 +23,7 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     """
     from engine import registry
     from engine.define.availability import experiment_availability
-    from engine.parts.datasets import _root_note, data_root
+    from engine.parts.dataset_files import data_root, root_note
     from engine.plugins import load_plugins
     from engine.define.validate import check_experiment
     from engine.define.workloads import WORKLOADS, expand
@@ -32,7 +32,7 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     catalogue = load_catalogue_and_plugins(experiments_file)
     ids = selected(catalogue, selector, "validate")
     width = max((len(i) for i in ids), default=2)
-    print(f"experiments (data root {data_root()}, {_root_note(None)}):", file=out)
+    print(f"experiments (data root {data_root()}, {root_note(None)}):", file=out)
     unavailable = []
     for exp_id in ids:
         exp = catalogue.get(exp_id)

@@ -90,7 +90,7 @@ _DATA_DIR: list[Path] = []
 @pytest.fixture(scope="session", autouse=True)
 def data_dir(tmp_path_factory) -> Path:
     """One data folder for the session's campaigns: no dataset that needs a download is
-    there, and the copies of scikit-learn's bundled arrays (``engine.parts.datasets``, under
+    there, and the copies of scikit-learn's bundled arrays (``engine.parts.dataset_files``, under
     ``.cache``) are written once, so only the first cell to load a dataset imports
     scikit-learn (about 2 s a process here)."""
     _DATA_DIR[:] = [tmp_path_factory.mktemp("no-data")]

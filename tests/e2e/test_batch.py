@@ -8,7 +8,8 @@ import re
 import pytest
 
 from engine.events import read_events
-from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
+from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.read import read_rows
 
 pytestmark = pytest.mark.slow
 

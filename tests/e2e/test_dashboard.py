@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.events import read_events
-from engine.results.store import read_rows
+from engine.results.read import read_rows
 from engine.observe.state import rebuild
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.process import find_runner

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.results.store import read_rows
+from engine.results.read import read_rows
 
 pytestmark = pytest.mark.slow
 

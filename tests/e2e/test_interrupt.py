@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from engine.events import read_events
-from engine.results.store import read_rows
+from engine.results.read import read_rows
 from tests.e2e.conftest import EXPERIMENTS, _env, campaign_text, start, write_campaign
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from engine.events import read_events
-from engine.measure.monitor import read_samples
+from engine.measure.samples import read_samples
 from engine.registry import EXECUTORS
-from engine.results.store import read_rows
+from engine.results.read import read_rows
 from tests.e2e.conftest import (FAMILY_EXECUTORS, FAMILY_MONITOR_S, _env, campaign_text,
                                one_job, write_campaign)
 

@@ -21,7 +21,8 @@ import pytest
 
 from engine.events import read_events
 from engine.executors.ray.runtime import TAG_ENV
-from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, read_rows
+from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.read import read_rows
 from tests.e2e.conftest import (FAMILY_K, X_BLOCK, _env, campaign_text, start,
                                write_campaign)
 

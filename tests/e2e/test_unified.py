@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from engine.results.store import read_rows
+from engine.results.read import read_rows
 from tests.e2e.conftest import run_batch
 
 pytestmark = pytest.mark.slow

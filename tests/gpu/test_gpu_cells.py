@@ -9,13 +9,13 @@ import sys
 import unittest
 from pathlib import Path
 
-from engine.results.store import read_rows
+from engine.results.read import read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _device_under_test() -> dict:
-    from engine.measure.monitor import resolve_gpu
+    from engine.measure.nvml import resolve_gpu
 
     found = resolve_gpu("cuda", os.environ)
     if not found:
@@ -24,7 +24,7 @@ def _device_under_test() -> dict:
 
 
 def test_real_nvml_device_under_test():
-    from engine.measure.monitor import open_gpu
+    from engine.measure.nvml import open_gpu
 
     found = _device_under_test()
     gpu = open_gpu(found["uuid"])

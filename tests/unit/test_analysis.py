@@ -1,6 +1,6 @@
-"""engine.results.analysis: loading (ours and the harness's files), ratio-of-means speedups per
-machine and stack, baseline choice, bootstrap intervals, parity. No timing here: the
-100 000-row timing is bench part ``results_scale`` (bench/README.md)."""
+"""engine.results.load and engine.results.analysis: loading (ours and the harness's files),
+ratio-of-means speedups per machine and stack, baseline choice, bootstrap intervals, parity. No
+timing here: the 100 000-row timing is bench part ``results_scale`` (bench/README.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.results.analysis import (NO_CI, NoResultsError, Runs, cell_status, load_runs,
-                             runs_from_frames, speedups)
-from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS, append_rows
+from engine.results.analysis import NO_CI, cell_status, speedups
+from engine.results.load import NoResultsError, Runs, load_runs, runs_from_frames
+from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.store import append_rows
 
 HARNESS = Path("/work/shared/fixtures/fugue-harness-cpu")
 if not HARNESS.is_dir():  # the repository's shared/ checkout, wherever it is mounted
@@ -371,18 +372,18 @@ def test_a_killed_row_without_stack_columns_joins_its_machine(tmp_path):
 def _both_parsers(path: Path, monkeypatch) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The groups as load_runs gives them through Arrow, and with Arrow refused (pandas'
     parser, pd.to_numeric): the product must not depend on which parser read the file."""
-    import engine.results.analysis as analysis
+    import engine.results.load as loading
 
     fast = load_runs(path).groups
     with monkeypatch.context() as m:
-        m.setattr(analysis, "_read_csv_arrow", lambda data: None)
-        m.setattr(analysis, "_arrow_float", lambda column: None)
+        m.setattr(loading, "_read_csv_arrow", lambda data: None)
+        m.setattr(loading, "_arrow_float", lambda column: None)
         slow = load_runs(path).groups
     return fast, slow
 
 
 def test_arrow_and_pandas_parsers_give_the_same_frame(tmp_path, monkeypatch):
-    import engine.results.analysis as analysis
+    import engine.results.load as loading
 
     rows = [group(executor="seq", t=2.0, features="vf:1,s:0,fl:1", energy=12.5,
                   energy_method="nvml_energy_counter", error="line one\nline two, with comma"),
@@ -390,8 +391,8 @@ def test_arrow_and_pandas_parsers_give_the_same_frame(tmp_path, monkeypatch):
             group(executor="ray", t=None, status="failed", error='said "no"')]
     write(tmp_path, rows)
     calls = []
-    real = analysis._read_csv_arrow
-    monkeypatch.setattr(analysis, "_read_csv_arrow", lambda data: calls.append(1) or real(data))
+    real = loading._read_csv_arrow
+    monkeypatch.setattr(loading, "_read_csv_arrow", lambda data: calls.append(1) or real(data))
     fast, slow = _both_parsers(tmp_path, monkeypatch)
     assert calls, "the Arrow reader was not used on a complete file"
     pd.testing.assert_frame_equal(fast, slow, check_dtype=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from engine.results.analysis import load_runs, runs_from_frames
+from engine.results.load import load_runs, runs_from_frames
 from fugue_tui.app.replay import Replay
 from fugue_tui.app.results_model import (
     DASH, apply_filter, cell_text, parse_filter, provenance, sort_value, table_rows,

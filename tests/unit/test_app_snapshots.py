@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from engine.results.analysis import load_runs
+from engine.results.load import load_runs
 from engine.events import read_events
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.screens.plan import PlanScreen

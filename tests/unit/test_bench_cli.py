@@ -38,7 +38,7 @@ def test_a_part_receives_its_own_arguments():
 
 
 def _rows(results_dir: Path, part: str) -> list[dict]:
-    from engine.results.store import read_rows
+    from engine.results.read import read_rows
 
     return read_rows(results_dir / f"{part}.csv")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import results as br
-from engine.results.store import read_rows
+from engine.results.read import read_rows
 
 PROV = {"timestamp": "20250101_120000", "host": "testhost", "cpu_model": "Test CPU",
         "cpu_cores": 2, "python_version": "3.11.0", "torch_version": "2.0.0",

@@ -25,7 +25,8 @@ import engine.runner.supervisor as runner_mod
 from engine.define.campaign import load_campaign
 from engine.errors import OutputError
 from engine.events import EventWriter, read_events
-from engine.results.store import GROUPS_FILE, INDIVIDUAL_FILE, read_rows
+from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
+from engine.results.read import read_rows
 from engine.runner.supervisor import Runner
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.parts import datasets
+from engine.parts import dataset_files, datasets
 from engine.errors import ConfigError
 from engine.registry import DATASETS
 
@@ -58,9 +58,9 @@ def test_diabetes_target_is_standardised_and_says_so():
 
 def test_data_root_follows_env(monkeypatch, tmp_path):
     monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path))
-    assert datasets.data_root() == tmp_path
+    assert dataset_files.data_root() == tmp_path
     monkeypatch.delenv("FUGUE_DATA_DIR")
-    assert datasets.data_root().parts[-3:] == (".cache", "fugue-tui", "data")
+    assert dataset_files.data_root().parts[-3:] == (".cache", "fugue-tui", "data")
 
 
 @pytest.mark.parametrize("name, folder", [("cifar10", "cifar-10-batches-py"),
@@ -121,12 +121,12 @@ def test_cached_arrays_equal_scikit_learns_and_the_second_load_skips_it(monkeypa
                                                                         name):
     monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("FUGUE_NO_DATASET_CACHE", raising=False)
-    fresh = datasets._sklearn_fetch(name)
-    first = datasets.sklearn_arrays(name)            # fetches and writes the cache
-    assert len(list(datasets.dataset_cache_dir().glob(f"{name}-scikit-learn-*.npz"))) == 1
+    fresh = dataset_files._sklearn_fetch(name)
+    first = dataset_files.sklearn_arrays(name)            # fetches and writes the cache
+    assert len(list(dataset_files.dataset_cache_dir().glob(f"{name}-scikit-learn-*.npz"))) == 1
     calls = []
-    monkeypatch.setattr(datasets, "_sklearn_fetch", lambda n: calls.append(n))
-    second = datasets.sklearn_arrays(name)           # must not touch scikit-learn
+    monkeypatch.setattr(dataset_files, "_sklearn_fetch", lambda n: calls.append(n))
+    second = dataset_files.sklearn_arrays(name)           # must not touch scikit-learn
     assert calls == []
     for a, b, c in zip(fresh, first, second):
         assert a.dtype == c.dtype and a.shape == c.shape
@@ -137,17 +137,17 @@ def test_cached_arrays_equal_scikit_learns_and_the_second_load_skips_it(monkeypa
 def test_a_corrupt_or_tampered_cache_is_refetched(monkeypatch, tmp_path):
     monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("FUGUE_NO_DATASET_CACHE", raising=False)
-    data, target = datasets.sklearn_arrays("wine")
-    (path,) = datasets.dataset_cache_dir().glob("wine-*.npz")
+    data, target = dataset_files.sklearn_arrays("wine")
+    (path,) = dataset_files.dataset_cache_dir().glob("wine-*.npz")
     path.write_bytes(path.read_bytes()[:100])        # torn
-    again, _ = datasets.sklearn_arrays("wine")
+    again, _ = dataset_files.sklearn_arrays("wine")
     np.testing.assert_array_equal(again, data)
     bad = data.copy()
     bad[0, 0] += 1.0                                  # same shape, other values, old digest
     with np.load(path) as z:
         digest = z["sha256"]
     np.savez(path, data=bad, target=target, sha256=digest)
-    again, _ = datasets.sklearn_arrays("wine")
+    again, _ = dataset_files.sklearn_arrays("wine")
     np.testing.assert_array_equal(again, data)
     with np.load(path) as z:                          # and the file was rewritten
         np.testing.assert_array_equal(z["data"], data)
@@ -157,9 +157,9 @@ def test_unwritable_root_still_loads_and_opt_out_bypasses(monkeypatch, tmp_path)
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("FUGUE_DATA_DIR", str(blocker))  # .cache cannot be created below a file
-    data, _ = datasets.sklearn_arrays("wine")
+    data, _ = dataset_files.sklearn_arrays("wine")
     assert data.shape == (178, 13)
     monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path / "root"))
     monkeypatch.setenv("FUGUE_NO_DATASET_CACHE", "1")
-    datasets.sklearn_arrays("wine")
+    dataset_files.sklearn_arrays("wine")
     assert not (tmp_path / "root").exists()

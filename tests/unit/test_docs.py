@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.define.catalogue import load_catalogue
-from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -177,7 +177,7 @@ def test_csv_headers_are_pinned():
     """The two results files' headers, byte for byte (``tests/fixtures/golden_headers.csv``:
     groups then individual). A new column is appended at the end of its file's order: the
     pinned header must stay a prefix of the current one."""
-    from engine.results.store import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+    from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
 
     groups, individual = (REPO / "tests" / "fixtures" / "golden_headers.csv").read_text().splitlines()
     for pinned, now in ((groups.split(","), GROUP_COLUMNS), (individual.split(","), INDIVIDUAL_COLUMNS)):

@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.processes",
                "engine.executors.ray.options", "engine.define.experiment", "engine.define.workloads",
                "engine.define.watchdog_settings", "engine.registry", "engine.workloads", "engine.define.campaign", "engine.define.matrix", "engine.results.store",
+               "engine.results.columns", "engine.results.values", "engine.results.read",
+               "engine.results.paths", "engine.results.preflight", "engine.results.load",
                "engine.define.catalogue", "engine.events", "engine.measure.provenance", "engine.results.rows",
                "engine.plugins", "engine.define.availability", "engine.runner.cellproc", "engine.runner.watchdog",
                "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",
@@ -21,7 +23,9 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands.validate",
                "fugue_tui.commands.prefetch", "fugue_tui.commands.run", "fugue_tui.commands.run_flags",
                "engine.define.adhoc", "fugue_tui.live", "fugue_tui.progress_math", "fugue_tui.figures",
-               "engine.measure.monitor", "engine.cell.monitor", "engine.cleanup", "engine.measure.spans",
+               "engine.measure.monitor", "engine.cell.monitor",
+               "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
+               "engine.measure.samples", "engine.cleanup", "engine.measure.spans",
                "engine.define.axes", "engine.executors.mp.mps", "engine.executors.mp.mps_checks",
                "engine.executors.ray.runtime"]
 

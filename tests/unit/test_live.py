@@ -13,7 +13,8 @@ from rich.console import Console
 
 from engine.events import EventWriter
 from engine.observe.follow import CampaignFollower
-from engine.results.store import GROUP_COLUMNS, append_rows
+from engine.results.columns import GROUP_COLUMNS
+from engine.results.store import append_rows
 from fugue_tui.batch import PlainProgress, make_progress, plain_requested, print_summary
 from fugue_tui.live import LiveProgress, LiveView
 from fugue_tui.progress_math import DASH, eta_seconds, fmt_duration, fraction_done

@@ -14,9 +14,11 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from engine.measure.monitor import (GpuDevice, ProcessTree, energy_over, integrate, open_gpu,
-                            read_samples, resolve_gpu, summarise)
-from engine.results.store import format_value
+from engine.measure.energy import energy_over, integrate, summarise
+from engine.measure.host import ProcessTree
+from engine.measure.nvml import GpuDevice, open_gpu, resolve_gpu
+from engine.measure.samples import read_samples
+from engine.results.values import format_value
 from engine.runner.watchdog import Watchdog, WatchdogSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine.results.store import GROUP_COLUMNS, append_rows
+from engine.results.columns import GROUP_COLUMNS
+from engine.results.store import append_rows
 from fugue_tui.report import print_report
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,5 +1,6 @@
-"""engine.results.store: schema, value formatting, locked atomic appends, header upgrade, repair,
-and output-path failures — with real files and real processes."""
+"""engine.results (columns, values, store, read, paths, preflight): schema, value formatting,
+locked atomic appends, header upgrade, repair, and output-path failures — with real files and
+real processes."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 
 from engine.results import store as results
 from engine.errors import OutputError
-from engine.results.store import (
+from engine.results.columns import (
     COLUMN_DOCS,
     EXTRA_GROUP_COLUMNS,
     EXTRA_INDIVIDUAL_COLUMNS,
@@ -28,13 +29,11 @@ from engine.results.store import (
     HARNESS_GROUP_COLUMNS,
     HARNESS_INDIVIDUAL_COLUMNS,
     INDIVIDUAL_COLUMNS,
-    append_rows,
-    format_value,
-    new_group_id,
-    preflight,
-    read_rows,
-    timestamp_now,
 )
+from engine.results.preflight import preflight
+from engine.results.read import read_rows
+from engine.results.store import append_rows
+from engine.results.values import format_value, new_group_id, timestamp_now
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = Path("/work/shared/fixtures/fugue-harness-cpu")
@@ -121,7 +120,8 @@ def test_group_id_and_timestamp():
 
 
 def test_results_module_imports_no_torch_or_pandas():
-    code = ("import sys, engine.results.store; "
+    code = ("import sys, engine.results.store, engine.results.read, engine.results.columns, "
+            "engine.results.values, engine.results.paths, engine.results.preflight; "
             "bad = [m for m in ('torch', 'pandas') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

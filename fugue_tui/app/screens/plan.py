@@ -346,7 +346,7 @@ class PlanScreen(Screen):
     @work(thread=True, exclusive=True, group="launch")
     def _launch(self, doc: dict[str, Any], resume: bool) -> None:
         from engine.observe.follow import last_session_offset
-        from engine.results.store import preflight
+        from engine.results.preflight import preflight
         from fugue_tui.app.process import find_runner, runner_argv, start_runner
 
         run_dir = ""

@@ -4,7 +4,7 @@ filtered rows as terminal charts (speedup over seq, wall-clock, throughput, ener
 model, peak memory, accuracy parity, the ablation ladder), redrawn when rows land.
 
 A thread worker watches the results files (size and mtime, every :data:`POLL_S`) and,
-when they changed or the filter did, loads them (:func:`engine.results.analysis.load_runs`) and
+when they changed or the filter did, loads them (:func:`engine.results.load.load_runs`) and
 builds the figures (:func:`fugue_tui.figures.build`, the analysis ``fugue-tui report``
 uses); only a :class:`ResultsLoaded` message reaches the widgets. Charts are drawn on the
 UI thread (plotext is not thread-safe) and only when the figures or the pane width changed.
@@ -110,7 +110,7 @@ class ResultsScreen(Screen):
     # -- the loading worker (no widget access) --------------------------------------------
     @work(thread=True, exclusive=True, group="results")
     def _watch(self) -> None:
-        from engine.results.analysis import load_runs
+        from engine.results.load import load_runs
         from engine.errors import FugueError
         from fugue_tui.figures import build
 

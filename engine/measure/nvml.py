@@ -1,0 +1,191 @@
+"""The device under test through NVML (``pynvml`` from nvidia-ml-py): resolving the
+campaign's device to one GPU or MIG slice by UUID, probing each metric once, reading the
+supported ones, and the device's facts for provenance. Torch-free; ``pynvml`` is imported
+only when a device is opened (tests pass a fake module as ``nvml``, or shadow ``pynvml`` on
+``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+#: NVML metric → (sample field, reader). Readers take the pynvml module and a handle.
+GPU_METRICS: dict[str, tuple[str, Callable[[Any, Any], float]]] = {
+    "utilization": ("gpu_util_pct", lambda n, h: float(n.nvmlDeviceGetUtilizationRates(h).gpu)),
+    "memory": ("mem_used_mib", lambda n, h: n.nvmlDeviceGetMemoryInfo(h).used / 2**20),
+    "power": ("power_w", lambda n, h: n.nvmlDeviceGetPowerUsage(h) / 1000.0),
+    "energy": ("energy_mj", lambda n, h: float(n.nvmlDeviceGetTotalEnergyConsumption(h))),
+    "sm_clock": ("sm_clock_mhz",
+                 lambda n, h: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
+    "temperature": ("temp_c",
+                    lambda n, h: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
+}
+
+_COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
+
+
+def nvml_reason(exc: BaseException) -> str:
+    """NVML's name for an error: ``NVMLError_NotSupported`` → ``NotSupported``."""
+    name = type(exc).__name__
+    return name.split("_", 1)[1] if name.startswith("NVMLError_") else f"{name}: {exc}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# --------------------------------------------------------------------------- the device
+
+@dataclass
+class GpuDevice:
+    """An NVML device opened by UUID, with the metrics it supports (probed once).
+
+    ``missing`` maps metric → NVML's reason for every metric this device cannot report;
+    ``facts`` holds provenance (name, uuid, driver, compute mode, total memory, power limit),
+    each ``None`` when NVML cannot say.
+    """
+
+    nvml: Any
+    handle: Any
+    uuid: str
+    supported: list[str] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def read(self) -> tuple[dict[str, float | None], list[str]]:
+        """One reading of every supported metric; returns values and per-metric errors.
+        An error blanks that metric's value in this reading only."""
+        values: dict[str, float | None] = {}
+        errors = []
+        for metric in self.supported:
+            field_name, reader = GPU_METRICS[metric]
+            try:
+                values[field_name] = reader(self.nvml, self.handle)
+            except Exception as exc:  # NVMLError_* or a driver hiccup: keep sampling
+                values[field_name] = None
+                errors.append(f"{metric}: {nvml_reason(exc)}")
+        return values, errors
+
+
+def open_gpu(uuid: str, nvml: Any = None) -> GpuDevice:
+    """Initialise NVML and open the device ``uuid`` (``GPU-…`` or ``MIG-…``); probe each
+    metric once.
+
+    Raises:
+        RuntimeError: NVML cannot be initialised or has no device with that UUID (the
+            message says which).
+    """
+    if nvml is None:
+        import pynvml as nvml
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:
+        raise RuntimeError(f"NVML unavailable: {nvml_reason(exc)}") from None
+    try:
+        handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+    except Exception as exc:
+        raise RuntimeError(f"NVML has no device {uuid}: {nvml_reason(exc)}") from None
+    device = GpuDevice(nvml, handle, uuid)
+    for metric, (_, reader) in GPU_METRICS.items():
+        try:
+            reader(nvml, handle)
+            device.supported.append(metric)
+        except Exception as exc:
+            device.missing[metric] = nvml_reason(exc)
+    device.facts = _device_facts(nvml, handle, uuid)
+    return device
+
+
+def _device_facts(nvml: Any, handle: Any, uuid: str) -> dict[str, Any]:
+    def ask(fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception:
+            return None
+
+    limit = ask(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+    total = ask(lambda: nvml.nvmlDeviceGetMemoryInfo(handle).total)
+    mode = ask(lambda: nvml.nvmlDeviceGetComputeMode(handle))
+    driver = ask(nvml.nvmlSystemGetDriverVersion)
+    name = ask(lambda: nvml.nvmlDeviceGetName(handle))
+    return {"gpu_uuid": uuid, "gpu_name": _text(name) if name is not None else None,
+            "nv_driver_version": _text(driver) if driver is not None else None,
+            "gpu_compute_mode": _COMPUTE_MODES.get(mode) if mode is not None else None,
+            "gpu_vram_total_mb": round(total / 2**20) if total is not None else None,
+            "gpu_power_limit_w": limit / 1000.0 if limit is not None else None}
+
+
+def resolve_gpu(device: str, environ: Mapping[str, str], nvml: Any = None) -> dict[str, Any] | None:
+    """The NVML identity of the device under test, or ``None`` for ``cpu``.
+
+    ``cuda:N`` means the N-th device CUDA shows this process: the N-th entry of
+    ``CUDA_VISIBLE_DEVICES`` when set (an index — an NVML index when CUDA enumerates in
+    PCI bus order — or a ``GPU-``/``MIG-`` UUID or UUID prefix), otherwise NVML index N.
+    An NVML index is not a CUDA index: CUDA's default order is fastest-first, so the runner
+    gives every cell ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES=<uuid>``.
+
+    Returns ``{"uuid", "name", "nvml_index", "how"}`` or ``None`` when NVML is unavailable
+    (the cell then reports the missing GPU itself).
+
+    Raises:
+        ValueError: ``cuda:N`` beyond the devices ``CUDA_VISIBLE_DEVICES`` lists, or an entry
+            that matches no NVML device.
+    """
+    if not device.startswith("cuda"):
+        return None
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        gpus = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append({"nvml_index": i, "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+                         "name": _text(nvml.nvmlDeviceGetName(handle))})
+        visible = environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is None:
+            if index >= len(gpus):
+                raise ValueError(f"device {device}: NVML sees {len(gpus)} GPU(s)")
+            return {**gpus[index], "how": f"NVML index {index}"}
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+        if index >= len(entries):
+            raise ValueError(f"device {device}: CUDA_VISIBLE_DEVICES={visible!r} lists "
+                             f"{len(entries)} device(s)")
+        entry = entries[index]
+        if entry.isdigit():
+            n = int(entry)
+            if n >= len(gpus):
+                raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r}: NVML sees "
+                                 f"{len(gpus)} GPU(s)")
+            order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+            how = f"CUDA_VISIBLE_DEVICES entry {entry} as NVML index"
+            if order != "PCI_BUS_ID":
+                how += " (CUDA_DEVICE_ORDER is not PCI_BUS_ID: order assumed)"
+            return {**gpus[n], "how": how}
+        if entry.startswith("MIG-"):
+            return {"nvml_index": None, "uuid": entry, "name": None,
+                    "how": "CUDA_VISIBLE_DEVICES MIG UUID"}
+        matches = [g for g in gpus if g["uuid"].startswith(entry)]
+        if len(matches) != 1:
+            raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches "
+                             f"{len(matches)} NVML device(s)")
+        return {**matches[0], "how": "CUDA_VISIBLE_DEVICES UUID"}
+    except ValueError:
+        raise
+    except Exception:
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass

@@ -1,0 +1,57 @@
+"""Monitor samples files (``<runs>/samples/<group_id>.csv``): their columns, how a value
+is written, reading one back, and writing a job's slice of a group's samples. Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+#: Columns of a samples file, in order. ``t`` is ``time.monotonic`` seconds; ``time`` Unix
+#: seconds; an empty cell means the value was not available in that sample.
+SAMPLE_FIELDS: tuple[str, ...] = (
+    "t", "time", "gpu_util_pct", "mem_used_mib", "power_w", "energy_mj", "sm_clock_mhz",
+    "temp_c", "cpu_pct", "rss_mib", "host_mem_available_mib", "cpu_energy_uj",
+    "monitor_cpu_s",
+)
+
+
+def format_sample_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return str(value)
+
+
+def read_samples(path: str | Path) -> list[dict[str, float | None]]:
+    """A samples file as dicts of floats (``None`` for empty cells). A torn last line (a
+    sidecar killed mid-write) is dropped."""
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            try:
+                out.append({k: (float(v) if v not in ("", None) else None)
+                            for k, v in row.items() if k is not None})
+            except ValueError:
+                continue
+    return [r for r in out if r.get("t") is not None]
+
+
+def write_slice(samples: list[dict[str, Any]], t0: float, t1: float, path: Path) -> Path:
+    """The samples of ``[t0, t1]`` plus one on each side (for interpolation) as a CSV."""
+    before = [s for s in samples if s["t"] < t0][-1:]
+    after = [s for s in samples if s["t"] > t1][:1]
+    rows = before + [s for s in samples if t0 <= s["t"] <= t1] + after
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(SAMPLE_FIELDS)
+        for s in rows:
+            writer.writerow([format_sample_value(s.get(k)) for k in SAMPLE_FIELDS])
+    os.replace(tmp, path)
+    return path

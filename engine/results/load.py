@@ -1,0 +1,358 @@
+"""Loading the results files for analysis: both CSVs read through Arrow (pandas' parser as
+a fallback) into normalised frames (:class:`Runs`). Speedups and the other statistics over
+them: :mod:`engine.results.analysis`.
+
+It imports pandas and numpy (the runner never imports it) but no UI library and no torch.
+
+Loading (:func:`load_runs`)
+    ``master_groups.csv`` (and ``master_individual.csv`` when present) are read with pandas'
+    CSV parser (Arrow's, pandas' as a fallback) as strings (empty cells kept as ``""``;
+    ``features`` contains commas, so only a real CSV parser reads it), then numeric columns
+    are converted explicitly (Arrow's cast, ``pd.to_numeric(errors="coerce")`` for a column
+    with any cell that is not a plain number): an empty or unreadable cell becomes NaN,
+    never 0. Files written by the fugue harness itself lack our columns and are read too:
+
+    - no ``status`` column (or an empty status on a row without ``cell_key``, i.e. a
+      harness row inside one of our upgraded files): the row counts as ``ok``. The harness
+      recorded no outcome; its rows are what it considered done;
+    - no ``campaign_id`` / ``campaign_hash`` / ``host``: empty; the machine is then
+      identified by ``cpu_model`` and ``cpu_cores`` (see *Provenance* below);
+    - no ``compile_mode``: ``"off"`` when ``compile`` is False, else ``"on"`` (the harness's
+      own word; it does not record which mode ran);
+    - ``energy_group = 0`` (and ``energy_j = 0``) on a row with no ``energy_method`` and no
+      ``gpu_name`` is NaN, not zero joules: the harness writes 0 on its seq rows when it had
+      no NVML to read, while its other executors leave the cell empty
+      (shared/fixtures/fugue-harness-cpu/README.md: "``seq`` rows carry ``energy_group = 0``
+      on a machine without NVML (an artefact of the harness — it means 'not measured', not
+      zero joules)"). Our own rows never need this: they write an empty cell and
+      ``energy_method = none``.
+
+Only rows with ``status == "ok"`` enter any statistic.
+
+Provenance
+    A speedup divides two measurements, which only means something when both come from the
+    same machine and software stack. The provenance key is ``machine`` (the ``host``
+    column; for harness rows, which have none, ``"<cpu_model> (<cpu_cores> cores)"``),
+    ``gpu_name``, ``torch_version``, ``cuda_version`` and, with ``by_campaign=True``,
+    ``campaign_hash``. Speedups are computed only between rows sharing the whole key.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from engine.errors import FugueError
+from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
+from engine.results.read import read_rows
+
+GROUP_NUMERIC: tuple[str, ...] = (
+    "K", "max_parallel", "num_workers", "T_group", "total_samples", "throughput_group",
+    "energy_group", "gpu_util_mean", "gpu_util_max", "vram_peak_mb", "gpu_vram_total_mb",
+    "cpu_cores", "pass", "attempt", "setup_s", "data_load_s", "train_throughput_sps",
+    "threads", "param_count", "seed", "passes",
+)
+JOB_NUMERIC: tuple[str, ...] = (
+    "num_workers", "total_time_s", "total_samples", "throughput_sps", "gpu_util_mean",
+    "gpu_util_max", "vram_peak_mb", "energy_j", "epochs_run", "final_train_loss",
+    "final_train_acc", "final_val_loss", "final_val_acc", "seed", "batch_size", "epochs", "lr",
+    "pass", "attempt", "train_time_s", "train_throughput_sps", "val_time_s", "threads",
+    "param_count", "samples_dropped",
+)
+#: String columns every loaded frame has (``""`` when the file lacks them).
+GROUP_TEXT: tuple[str, ...] = (
+    "group_id", "exp_id", "executor", "compile", "mode", "size", "scheduler", "features",
+    "timestamp", "gpu_name", "torch_version", "cuda_version", "cpu_model", "campaign_id",
+    "cell_key", "status", "error", "compile_mode", "energy_method", "host", "campaign_hash",
+    "rung", "config_key", "workload_key",
+)
+JOB_TEXT: tuple[str, ...] = (
+    "group_id", "job_id", "exp_id", "executor", "compile", "gpu_name", "campaign_id",
+    "cell_key", "status", "error", "energy_method",
+)
+
+
+class NoResultsError(FugueError):
+    """A runs folder or file that holds no ``master_groups.csv`` (exit 2, one line)."""
+
+
+@dataclass
+class Runs:
+    """The rows of one or more results folders, normalised (see the module doc).
+
+    ``groups``: one row per group with the file's columns (strings), numeric columns as
+    float (NaN = not measured), plus ``machine`` (provenance), ``compiled`` (bool), a
+    normalised ``compile_mode`` and ``status``, ``row`` (position in load order) and
+    ``source`` (the file). ``jobs``: the same for job rows (empty frame when no
+    ``master_individual.csv`` was found).
+    """
+
+    groups: pd.DataFrame
+    jobs: pd.DataFrame
+    sources: list[Path] = field(default_factory=list)
+
+    @property
+    def ok_groups(self) -> pd.DataFrame:
+        return self.groups[self.groups["status"] == "ok"]
+
+    def campaign_ids(self) -> list[str]:
+        """Campaign ids in order of first appearance (empty ids left out)."""
+        ids = self.groups["campaign_id"]
+        return [c for c in dict.fromkeys(ids.tolist()) if c]
+
+    def select(self, campaign_id: str | None = None) -> Runs:
+        """Only the rows of campaign ``campaign_id`` (``None``: all rows)."""
+        if campaign_id is None:
+            return self
+        groups = self.groups[self.groups["campaign_id"] == campaign_id]
+        jobs = self.jobs[self.jobs["group_id"].isin(set(groups["group_id"]))] \
+            if len(self.jobs) else self.jobs
+        return Runs(groups, jobs, list(self.sources))
+
+
+# --------------------------------------------------------------------------- loading
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A results CSV as a frame of strings (``""`` for empty cells).
+
+    Complete files go through Arrow's multithreaded CSV reader (every column typed as a
+    string, so nothing is guessed: ``features`` holds commas, ids look like numbers); it
+    reads 100 000 rows in a fraction of the time pandas' C parser needs (bench part
+    ``results_scale``). Anything Arrow refuses (invalid UTF-8, a duplicated header, a row
+    longer than the header) and files whose last line is torn take the slower paths below,
+    which read the same values.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise NoResultsError(f"results file '{path}' does not exist") from None
+    except OSError as e:
+        raise NoResultsError(f"results file '{path}': {e.strerror or e}") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if not data or data.isspace():
+        return pd.DataFrame()
+    complete = data.endswith((b"\n", b"\r")) and data.count(b'"') % 2 == 0
+    if complete:
+        frame = _read_csv_arrow(data)
+        if frame is not None:
+            return frame
+        text = data.decode("utf-8", errors="replace")
+        try:
+            return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
+                               na_filter=False).fillna("")
+        except pd.errors.ParserError:
+            pass  # e.g. a row longer than the header: the csv module copes
+    # A torn last line (a write in progress), or a malformed row: engine.results.read.read_rows
+    # drops the torn tail exactly as the rest of fugue-tui does.
+    rows = read_rows(path)
+    if not rows:
+        text = data.decode("utf-8", errors="replace")
+        header = next(csv.reader(io.StringIO(text, newline="")), [])
+        return pd.DataFrame(columns=header, dtype=str)
+    frame = pd.DataFrame([{k: v for k, v in r.items() if k is not None} for r in rows], dtype=str)
+    return frame.fillna("")
+
+
+def _read_csv_arrow(data: bytes) -> pd.DataFrame | None:
+    """``data`` parsed by ``pyarrow.csv`` with every column a string; None when Arrow is
+    not installed or refuses the file (the caller then uses pandas' parser)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pcsv
+    except ImportError:  # pragma: no cover - pyarrow is a declared dependency
+        return None
+    first = data.split(b"\n", 1)[0].decode("utf-8", errors="replace").rstrip("\r")
+    header = next(csv.reader([first]), [])
+    if not header or len(set(header)) != len(header):
+        return None  # duplicated names: pandas' parser mangles them the way we always did
+    convert = pcsv.ConvertOptions(column_types={name: pa.string() for name in header},
+                                  strings_can_be_null=False, quoted_strings_can_be_null=False)
+    # Quoted values may hold newlines (an error message), which Arrow's parallel block
+    # reader cannot split around; allowing them costs ~25 % on 100 000 rows. So read fast
+    # first and keep the result only when every newline ended a record (one row per line
+    # after the header, no error): a quoted newline makes the counts differ or the column
+    # counts mismatch, and the file is read again the careful way.
+    lines = data.count(b"\n") - 1
+    table = None
+    for careful in (False, True):
+        try:
+            table = pcsv.read_csv(pa.py_buffer(data), convert_options=convert,
+                                  parse_options=pcsv.ParseOptions(newlines_in_values=careful))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = None
+            continue
+        if careful or table.num_rows == lines:
+            break
+    if table is None or table.column_names != header:
+        return None
+    return table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow", na_value=np.nan)}.get
+                           if pd.__version__ >= "3" else None)
+
+
+def _resolve(source) -> tuple[list[Path], list[Path]]:
+    """Group files and job files named by ``source`` (a folder, a file, or several)."""
+    if isinstance(source, (str, os.PathLike)):
+        items: list = [source]
+    else:
+        items = list(source)
+    groups: list[Path] = []
+    jobs: list[Path] = []
+    for item in items:
+        path = Path(item).expanduser()
+        if path.is_dir():
+            if not (path / GROUPS_FILE).is_file():
+                raise NoResultsError(f"runs folder '{path}' has no {GROUPS_FILE}")
+            groups.append(path / GROUPS_FILE)
+            if (path / INDIVIDUAL_FILE).is_file():
+                jobs.append(path / INDIVIDUAL_FILE)
+        elif path.is_file():
+            (jobs if "individual" in path.name else groups).append(path)
+        elif not path.exists():
+            raise NoResultsError(f"runs folder '{path}' does not exist")
+        else:
+            raise NoResultsError(f"'{path}' is neither a runs folder nor a results file")
+    if not groups:
+        raise NoResultsError(f"no {GROUPS_FILE} among {', '.join(map(str, items)) or 'nothing'}")
+    return groups, jobs
+
+
+#: Columns without which a group file cannot be analysed (the harness's files have them).
+REQUIRED_GROUP_COLUMNS = ("exp_id", "executor", "T_group")
+
+
+
+def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+              ) -> Runs:
+    """Read a runs folder (``master_groups.csv`` and, if present, ``master_individual.csv``),
+    a results file, or several of either, into a normalised :class:`Runs`.
+
+    Raises :class:`NoResultsError` (a :class:`~engine.errors.FugueError`: one line, exit 2)
+    when a folder has no ``master_groups.csv`` or a path does not exist.
+    """
+    group_files, job_files = _resolve(runs_dir_or_files)
+    groups = [_read_csv(p).assign(source=str(p)) for p in group_files]
+    for path, frame in zip(group_files, groups):
+        missing = [c for c in REQUIRED_GROUP_COLUMNS if c not in frame.columns]
+        if missing:  # someone else's CSV under our name: refuse it rather than show blanks
+            raise NoResultsError(f"{path}: not a results file of fugue or fugue-tui "
+                                 f"(missing columns: {', '.join(missing)})")
+    jobs = [_read_csv(p).assign(source=str(p)) for p in job_files]
+    return runs_from_frames(pd.concat(groups, ignore_index=True) if groups else None,
+                            pd.concat(jobs, ignore_index=True) if jobs else None,
+                            sources=group_files + job_files)
+
+
+def _text(frame: pd.DataFrame, column: str) -> pd.Series:
+    if column in frame.columns:
+        return frame[column].fillna("").astype(str)
+    return pd.Series("", index=frame.index, dtype=str)
+
+
+def _numeric(frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    for column in columns:
+        values = _arrow_float(frame[column]) if column in frame.columns else None
+        if values is None:
+            values = np.full(len(frame), np.nan)
+            if column in frame.columns:
+                text = frame[column].fillna("").astype(str)
+                filled = (text != "").to_numpy(bool)
+                if filled.any():  # empty cells stay NaN; unreadable ones become NaN, never 0
+                    values[filled] = pd.to_numeric(text[filled], errors="coerce").to_numpy(float)
+        frame[column] = values
+
+
+def _arrow_float(column: pd.Series) -> np.ndarray | None:
+    """A column of number strings as float64, ``""`` as NaN, parsed by Arrow (an order of
+    magnitude faster than ``pd.to_numeric`` on 100 000 rows); None when a cell is not a
+    plain number (then :func:`pd.to_numeric` decides, cell by cell, with NaN for the
+    unreadable ones)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # pragma: no cover - pyarrow is a declared dependency
+        return None
+    if column.dtype.kind == "f":
+        return column.to_numpy(float)
+    try:
+        text = pa.array(column, type=pa.string(), from_pandas=True)
+        text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+        return pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+
+
+def _status(frame: pd.DataFrame, had_status: bool) -> pd.Series:
+    if not had_status:
+        return pd.Series("ok", index=frame.index, dtype=object)
+    status = frame["status"]
+    harness_row = (status == "") & (frame["cell_key"] == "")
+    return status.where(~harness_row, "ok")
+
+
+def _fill_stack_of_unfinished(g: pd.DataFrame) -> None:
+    """Rows the runner wrote for a cell that never reported (killed, crashed, skipped) have
+    no torch/CUDA/GPU columns: they ran on the stack of the same machine's other rows of that
+    campaign, so take it from there rather than show them as a machine of their own."""
+    if not len(g) or "campaign_id" not in g.columns:
+        return
+    missing = (g["status"] != "ok") & (g["torch_version"] == "")
+    if not missing.any():
+        return
+    known = g[g["torch_version"] != ""]
+    if not len(known):
+        return
+    stack = known.groupby(["machine", "campaign_id"], sort=False)[
+        ["gpu_name", "torch_version", "cuda_version"]].first()
+    keys = list(zip(g.loc[missing, "machine"], g.loc[missing, "campaign_id"]))
+    for column in ("gpu_name", "torch_version", "cuda_version"):
+        lookup = stack[column].to_dict()
+        g.loc[missing, column] = [lookup.get(k, v) for k, v in zip(keys, g.loc[missing, column])]
+
+
+def _unmeasured_zero(frame: pd.DataFrame, column: str) -> None:
+    """The harness's ``0`` energy on a row with no energy method and no GPU: NaN."""
+    quirk = (frame[column] == 0) & (frame["energy_method"] == "") & (frame["gpu_name"] == "")
+    frame.loc[quirk, column] = np.nan
+
+
+def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = None,
+                     sources: Sequence[Path] = ()) -> Runs:
+    """Normalise frames of strings (as read from the CSV files) into :class:`Runs`."""
+    g = pd.DataFrame() if groups is None else groups.copy()
+    had_status = "status" in g.columns
+    for column in GROUP_TEXT:
+        g[column] = _text(g, column)
+    g["status"] = _status(g, had_status)
+    compiled = g["compile"].str.lower() == "true"
+    g["compile_mode"] = g["compile_mode"].where(g["compile_mode"] != "",
+                                                np.where(compiled, "on", "off"))
+    g["compiled"] = g["compile_mode"] != "off"
+    cores = _text(g, "cpu_cores")
+    fallback = g["cpu_model"] + " (" + cores + " cores)"
+    fallback = fallback.where((g["cpu_model"] != "") | (cores != ""), "unknown machine")
+    g["machine"] = g["host"].where(g["host"] != "", fallback)
+    _numeric(g, GROUP_NUMERIC)
+    _unmeasured_zero(g, "energy_group")
+    g["row"] = np.arange(len(g))
+    if "source" not in g.columns:
+        g["source"] = ""
+    g = g.reset_index(drop=True)
+    _fill_stack_of_unfinished(g)
+
+    j = pd.DataFrame() if jobs is None else jobs.copy()
+    had_status = "status" in j.columns
+    for column in JOB_TEXT:
+        j[column] = _text(j, column)
+    j["status"] = _status(j, had_status)
+    _numeric(j, JOB_NUMERIC)
+    _unmeasured_zero(j, "energy_j")
+    j = j.reset_index(drop=True)
+    return Runs(g, j, [Path(s) for s in sources])
