@@ -1,4 +1,6 @@
-"""The live terminal view of ``fugue-tui --batch`` (stdout a terminal, ``FUGUE_PLAIN`` unset).
+"""The live view of a campaign: the terminal view of ``fugue-tui --batch`` (stdout a
+terminal, ``FUGUE_PLAIN`` unset), whose :class:`LiveView` and styles the dashboard's run
+screen and panes reuse.
 
 One event stream, two renderers: :class:`LiveProgress` takes the same events as
 :class:`fugue_tui.batch.PlainProgress` (from :class:`engine.observe.follow.CampaignFollower`) and

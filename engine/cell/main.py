@@ -41,8 +41,8 @@ from engine.results.values import new_group_id
 from engine.results.rows import failed_group_row, group_static
 
 from engine.cell.output import CellEvents, say
-from engine.cell.protocol import (EXIT_OUTPUT, OUTPUT_ERRNOS, REASON_BYTES, SPEC_SCHEMA,  # noqa: F401
-                                  output_failure, read_reason, safe_name, write_reason)
+from engine.cell.protocol import (EXIT_OUTPUT, SPEC_SCHEMA, output_failure, safe_name,
+                                  write_reason)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,7 +169,7 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
 
     monitor = None
     if spec.get("monitor", True):
-        from engine.cell.monitor import CellMonitor
+        from engine.cell.sidecar import CellMonitor
         from engine.measure.monitor import DEFAULT_INTERVAL_S
 
         # Started before setup: its start-up is outside every timed phase, and its first
@@ -257,7 +257,7 @@ def _nvml_facts(uuid: str) -> dict[str, Any]:
 
 
 def _mps_present() -> bool | None:
-    from engine.cell.monitor import mps_daemon_present
+    from engine.cell.sidecar import mps_daemon_present
 
     return mps_daemon_present()
 

@@ -1,6 +1,7 @@
 """Build CSV rows for a cell: the static part (known before any training, torch-free, so
-the runner can record a cell that died without writing its own row) and the measured part
-(filled inside the cell). A value not measured stays ``None`` → an empty cell."""
+the runner can record a cell that died without writing its own row). The measured part is
+filled inside the cell (``engine.cell.main``: the executor's results, its ``ctx.group``
+facts, the monitor's columns). A value not measured stays ``None`` → an empty cell."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands.validate",
                "fugue_tui.commands.prefetch", "fugue_tui.commands.run", "fugue_tui.commands.run_flags",
                "engine.define.adhoc", "fugue_tui.live", "fugue_tui.progress_math", "fugue_tui.figures",
-               "engine.measure.monitor", "engine.cell.monitor",
+               "engine.measure.monitor", "engine.cell.sidecar",
                "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
                "engine.measure.samples", "engine.cleanup", "engine.measure.spans",
                "engine.define.axes", "engine.executors.mp.mps", "engine.executors.mp.mps_checks",
