@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import json
 import os
 import signal
 import sys
@@ -41,7 +40,7 @@ from engine.results.values import new_group_id
 from engine.results.rows import failed_group_row, group_static
 
 from engine.cell.output import CellEvents, say
-from engine.cell.protocol import (EXIT_OUTPUT, SPEC_SCHEMA, output_failure, safe_name,
+from engine.cell.protocol import (EXIT_OUTPUT, CellRunSpec, output_failure, safe_name,
                                   write_reason)
 
 
@@ -53,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
         return 2
-    spec = json.loads(Path(argv[0]).read_text())
-    if spec.get("schema") != SPEC_SCHEMA:
-        print(f"{argv[0]}: cell spec schema {spec.get('schema')!r}, expected {SPEC_SCHEMA}",
-              file=sys.stderr)
+    try:  # the runner's spec, validated (engine.cell.protocol.CellRunSpec); used as its dict
+        spec = CellRunSpec.read(argv[0]).to_dict()
+    except FugueError as exc:
+        print(str(exc), file=sys.stderr)
         return 2
     # Known from the start: the monitor's samples file is named after the group.
     spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])

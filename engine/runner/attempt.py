@@ -55,9 +55,11 @@ class Attempt:
 
     def __init__(self, runner: Runner, cell: CellSpec, number: int):
         self.runner, self.cell, self.number = runner, cell, number
-        self.spec: dict[str, Any] = runner.cell_spec(cell, number)
-        self.dir = Path(self.spec["events"]).parent
-        self.log_path = self.dir / "cell.log"
+        self.folder = runner.folder.attempt(cell.slug, cell.key, number)
+        #: The spec as its JSON document (what the cell reads; what failed rows are built from).
+        self.spec: dict[str, Any] = runner.cell_spec(cell, number).to_dict()
+        self.dir = self.folder.path
+        self.log_path = self.folder.log
         #: The cell's ``failed`` event (its one-line error), once it sent one.
         self.failure: dict[str, Any] = {}
 
@@ -67,7 +69,7 @@ class Attempt:
         stopping and recording the cell, :class:`OutputError` when output cannot be written."""
         runner, cell, attempt = self.runner, self.cell, self.number
         spec, attempt_dir, log_path = self.spec, self.dir, self.log_path
-        spec_path = attempt_dir / "spec.json"
+        spec_path = self.folder.spec
         with _writing(spec_path):
             attempt_dir.mkdir(parents=True)
             spec_path.write_text(json.dumps(spec, indent=1))

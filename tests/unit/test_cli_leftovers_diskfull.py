@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import engine.cell.main as cell_mod
-from engine.cell.protocol import REASON_BYTES, read_reason
+from engine.cell.protocol import REASON_BYTES, SPEC_SCHEMA, read_reason
 from engine.cell.output import TolerantStream
 import engine.results.store as results
 import engine.runner.attempt as attempt_mod
@@ -50,7 +50,7 @@ def _spec(tmp_path: Path) -> Path:
     runs = tmp_path / "runs"
     attempt = runs / "c" / "cells" / "001-D_ens-seq-p1-aaaa" / "attempt-1"
     attempt.mkdir(parents=True)
-    spec = {"schema": cell_mod.SPEC_SCHEMA, "campaign_id": "c", "campaign_hash": "h",
+    spec = {"schema": SPEC_SCHEMA, "campaign_id": "c", "campaign_hash": "h",
             "runs_dir": str(runs), "events": str(attempt / "events.jsonl"), "attempt": 1,
             "seed": 42, "passes": 1, "device": "cpu", "threads": 1,
             "cell": {"index": 1, "key": "aaaa", "exp_id": "D_ens", "executor": "seq",
