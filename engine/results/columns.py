@@ -290,11 +290,14 @@ _OURS: tuple[Column, ...] = (
            "where validation data came from: test (dataset's test split), holdout or fold"),
     Column("stop_reason", I, TEXT,
            "why a trial stopped before its epoch budget (scheduler decision); else empty"),
-    Column("worker_pid", I, TEXT, "process id of the process that trained the job"),
+    Column("worker_pid", I, TEXT,  # an identifier: never averaged, so not a number
+           "process id of the process that trained the job"),
     Column("torch_peak_allocated_mb", I),
     Column("torch_peak_reserved_mb", I),
     Column("compile_warmup_s", I),
     Column("samples_file", I),
+    # New columns go here, at the end, in either file (then python -m
+    # engine.results.columns_doc): never before, never renamed, never removed.
 )
 
 
