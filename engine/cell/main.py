@@ -37,7 +37,7 @@ from typing import Any
 
 from engine.errors import FugueError, OutputError
 from engine.results.values import new_group_id
-from engine.results.rows import failed_group_row, group_static
+from engine.results.rows import JobRow, failed_group_row, group_static
 
 from engine.cell.output import CellEvents, say
 from engine.cell.protocol import (EXIT_OUTPUT, CellRunSpec, output_failure, safe_name,
@@ -96,12 +96,12 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
                     **flags: Any) -> None:
     """Best effort on a disk that may be full: the failed group row (all or nothing), then
     the event saying whether it was written. Never raises."""
-    from engine.results.columns import GROUP_COLUMNS
+    from engine.results.columns import GROUPS_FILE, header
     from engine.results.store import append_rows
 
     try:
-        append_rows(Path(spec["runs_dir"]) / "master_groups.csv",
-                    [failed_group_row(spec, status, error)], GROUP_COLUMNS)
+        append_rows(Path(spec["runs_dir"]) / GROUPS_FILE,
+                    [failed_group_row(spec, status, error)], header(GROUPS_FILE))
         written = True
     except FugueError as exc:
         if str(exc) != error:
@@ -346,7 +346,7 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
     rows = []
     for r in results:
         job = r.job
-        rows.append({
+        rows.append(JobRow({
             "group_id": group["group_id"], "job_id": job.job_id, "exp_id": job.exp_id,
             "dataset": job.dataset, "model": job.model, "executor": cell["executor"],
             "compile": r.compile_mode != "off", "num_workers": 0,
@@ -372,7 +372,7 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
             "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None,
-        })
+        }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
                                                  spec_exec.concurrent))

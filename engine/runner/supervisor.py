@@ -55,7 +55,7 @@ from engine.events import EventWriter
 from engine.define.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
-from engine.results.columns import GROUPS_FILE, GROUP_COLUMNS
+from engine.results.columns import GROUPS_FILE, header
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
 from engine.results.store import append_rows
@@ -316,8 +316,8 @@ class Runner:
                        retry=used + 1, retries=self.campaign.retries)
 
     def _record(self, spec: dict[str, Any], status: str, error: str) -> None:
-        append_rows(self.runs_dir / "master_groups.csv", [failed_group_row(spec, status, error)],
-                    GROUP_COLUMNS)
+        append_rows(self.runs_dir / GROUPS_FILE, [failed_group_row(spec, status, error)],
+                    header(GROUPS_FILE))
 
     def _has_row(self, spec: dict[str, Any]) -> bool:
         """Whether the attempt already has its group row (a cell that wrote its rows but
