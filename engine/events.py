@@ -276,10 +276,6 @@ EVENTS = EventTable([
        doc="one monitor sample (GPU fields null without a GPU)"),
 ])
 
-#: Kept for imports of the old name: :attr:`EventTable.lifecycle` as the table stands.
-LIFECYCLE = EVENTS.lifecycle
-
-
 def is_runner_event(event: Mapping[str, Any]) -> bool:
     """Whether ``event`` comes from the runner (``runner.jsonl``) rather than a cell or its
     monitor: the runner's events name the campaign."""
