@@ -195,6 +195,10 @@ class EventTable:
             "(`runner.jsonl`), a cell's and its monitor's also `cell` and `attempt` (the "
             "attempt's `events.jsonl`).", "",
             "Roles: " + "; ".join(f"**{name}**: {doc}" for name, doc in ROLES.items()) + ".",
+            "",
+            "A cell that ended well is `done` in the events and in the campaign state "
+            "(`engine.observe.state`), `ok` in its CSV rows (`status`) and in the front "
+            "ends' counts; a job's `status` in `job_done` is the rows' word (ok, failed).",
             ""]
         for source in SOURCES:
             lines += [f"## {source.capitalize()} events", "",
