@@ -7,8 +7,8 @@ the sets the rest of the code branches on are derived from that table: lifecycle
 counts as progress, the runner events that end an attempt, and the cell states those
 events lead to (active, ended, finished). ``docs/events.md`` is generated from it
 (:meth:`EventTable.markdown`). The builders (:func:`job_started`, :func:`job_progress`,
-:func:`job_done`) return an event as keyword arguments for any ``emit(type, **fields)``:
-``ctx.emit(**job_done(result))``. Progress events are flushed to the OS (readers see them
+:func:`job_done`) return an :class:`Event`, sent through any ``emit(type, **fields)``:
+``job_done(result).send(ctx.emit)``. Progress events are flushed to the OS (readers see them
 within one write) without paying a disk sync on the training path. Readers tolerate a torn
 last line. Torch-free.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -307,29 +307,42 @@ class _JobResult(Protocol):
     final_val_acc: float | None
 
 
-def build(type: str, source: str, /, **fields: Any) -> dict[str, Any]:
-    """An event of a declared type as ``emit`` keyword arguments (``type`` included).
-    Raises ValueError for an undeclared type or field (a typo fails where it is made)."""
+@dataclass(frozen=True)
+class Event:
+    """A built event: its type and its fields, in the order they are written."""
+
+    type: str
+    fields: dict[str, Any]
+
+    def send(self, emit: Callable[..., Any]) -> Any:
+        """Write it through ``emit(type, **fields)`` (a cell's ``ctx.emit``, an
+        :class:`EventWriter`'s ``emit``); returns what ``emit`` returns."""
+        return emit(self.type, **self.fields)
+
+
+def build(type: str, source: str, /, **fields: Any) -> Event:
+    """An event of a declared type. Raises ValueError for an undeclared type or field (a
+    typo fails where it is made)."""
     declared = EVENTS.get(type, source)
     if declared is None:
         raise ValueError(f"unknown {source} event type {type!r}")
     unknown = [name for name in fields if name not in declared.declared or name in ENVELOPE]
     if unknown:
         raise ValueError(f"{source} event {type!r}: undeclared fields {unknown}")
-    return {"type": type, **fields}
+    return Event(type, fields)
 
 
-def job_started(job_id: str, **extra: Any) -> dict[str, Any]:
+def job_started(job_id: str, **extra: Any) -> Event:
     """A job starts (``extra``: ``pid`` of an mp worker, ``worker_pid`` of a ray one)."""
     return build("job_started", CELL, job_id=job_id, **extra)
 
 
-def job_progress(**fields: Any) -> dict[str, Any]:
+def job_progress(**fields: Any) -> Event:
     """A job's progress report, as the training loops pass it to their ``progress``."""
     return build("job_progress", CELL, **fields)
 
 
-def job_done(result: _JobResult, **extra: Any) -> dict[str, Any]:
+def job_done(result: _JobResult, **extra: Any) -> Event:
     """A job ended: its status, error, time, samples and final validation accuracy, from its
     result (``extra``: ``pid``, ``early_stopped``, ``stop_reason``)."""
     return build("job_done", CELL, job_id=result.job.job_id, status=result.status,

@@ -14,9 +14,9 @@ class SeqExecutor(Executor):
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         results = []
         for job in jobs:
-            ctx.emit(**job_started(job.job_id))
+            job_started(job.job_id).send(ctx.emit)
             result = train_job(job, ctx.datasets(job.dataset), ctx.settings,
-                               progress=lambda **fields: ctx.emit(**job_progress(**fields)))
-            ctx.emit(**job_done(result))
+                               progress=lambda **fields: job_progress(**fields).send(ctx.emit))
+            job_done(result).send(ctx.emit)
             results.append(result)
         return results

@@ -57,9 +57,13 @@ def test_docs_are_generated_from_the_table():
 def test_job_done_builder_keeps_the_wire_keys_in_order():
     result = SimpleNamespace(job=SimpleNamespace(job_id="j0"), status="ok", error="",
                              total_time_s=1.5, samples=96, final_val_acc=0.9)
-    assert list(events.job_done(result, pid=7).items()) == [
-        ("type", "job_done"), ("job_id", "j0"), ("status", "ok"), ("error", ""),
-        ("total_time_s", 1.5), ("samples", 96), ("final_val_acc", 0.9), ("pid", 7)]
+    event = events.job_done(result, pid=7)
+    assert event.type == "job_done" and list(event.fields.items()) == [
+        ("job_id", "j0"), ("status", "ok"), ("error", ""), ("total_time_s", 1.5),
+        ("samples", 96), ("final_val_acc", 0.9), ("pid", 7)]
+    sent = []
+    event.send(lambda type_, **fields: sent.append((type_, fields)))  # any emit(type, **f)
+    assert sent == [("job_done", event.fields)]
     with pytest.raises(ValueError, match="undeclared fields \\['pdi'\\]"):
         events.job_done(result, pdi=7)
     with pytest.raises(ValueError, match="unknown cell event type"):
@@ -72,7 +76,7 @@ def test_builders_write_the_same_line_as_a_plain_emit(tmp_path):
     fields = dict(job_id="j0", epoch=1, epochs=2, step=3, steps=3, samples=96, loss=0.5,
                   elapsed=1.0)
     one = plain.emit("job_progress", **fields)
-    two = built.emit(**events.job_progress(**fields))
+    two = events.job_progress(**fields).send(built.emit)
     assert list(one) == list(two) and {**one, "ts": 0} == {**two, "ts": 0}
 
 
@@ -116,7 +120,7 @@ def test_a_new_event_type_is_picked_up_everywhere(dummy_types, tmp_path, monkeyp
     assert EVENTS.validate(good) == []
     assert EVENTS.validate({**good, "path": None, "pth": 1}) == [
         "cell event 'checkpoint': undeclared field 'pth'"]
-    assert build("checkpoint", CELL, job_id="j0", path="/ckpt")["type"] == "checkpoint"
+    assert build("checkpoint", CELL, job_id="j0", path="/ckpt").type == "checkpoint"
     with pytest.raises(ValueError):
         build("checkpoint", CELL, job_id="j0", size=1)
     # the docs

@@ -173,9 +173,9 @@ class RayExecutor(Executor):
                 return
             for kind, job_id, payload in self.queue.get_nowait_batch(n):
                 if kind == "started":
-                    ctx.emit(**job_started(job_id, worker_pid=payload))
+                    job_started(job_id, worker_pid=payload).send(ctx.emit)
                 elif kind == "progress":
-                    ctx.emit(**job_progress(**payload))
+                    job_progress(**payload).send(ctx.emit)
                 elif kind == "epoch":
                     self.latest[job_id] = payload
                 elif kind == "done":
@@ -185,8 +185,8 @@ class RayExecutor(Executor):
         if result.job.job_id in self.done_emitted:
             return
         self.done_emitted.add(result.job.job_id)
-        ctx.emit(**job_done(result, early_stopped=result.early_stopped,
-                            stop_reason=result.stop_reason or None))
+        job_done(result, early_stopped=result.early_stopped,
+                 stop_reason=result.stop_reason or None).send(ctx.emit)
 
     # -- the group window -------------------------------------------------------------
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:

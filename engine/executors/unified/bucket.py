@@ -131,10 +131,10 @@ class BucketRun(BucketBuild):
             values = losses.tolist()
             for m in self._live:
                 done = m.result.samples + (m.step + i + 1) * m.order.batch_size
-                self.emit(**job_progress(job_id=m.job.job_id, epoch=m.epoch + 1,
-                                         epochs=m.job.epochs, step=m.step + i + 1,
-                                         steps=m.order.n_batches, samples=done,
-                                         loss=values[m.index], elapsed=now - m.result.start))
+                job_progress(job_id=m.job.job_id, epoch=m.epoch + 1, epochs=m.job.epochs,
+                             step=m.step + i + 1, steps=m.order.n_batches, samples=done,
+                             loss=values[m.index],
+                             elapsed=now - m.result.start).send(self.emit)
 
     def finish(self, length: int) -> None:
         """After a segment: advance the members, end their epochs, retire the finished
@@ -200,12 +200,12 @@ class BucketRun(BucketBuild):
             r.final_val_loss, r.final_val_acc = val_loss, val_acc
         r.history.append(record)
         now = time.perf_counter()
-        self.emit(**job_progress(
+        job_progress(
             job_id=job.job_id, epoch=m.epoch + 1, epochs=job.epochs, step=order.n_batches,
             steps=order.n_batches, samples=r.samples, loss=epoch_loss,
             val_loss=record.get("val_loss"), val_acc=record.get("val_acc"),
             elapsed=now - r.start, epoch_end=True,
-            train_sps=r.samples / r.train_time_s if r.train_time_s else None))
+            train_sps=r.samples / r.train_time_s if r.train_time_s else None).send(self.emit)
         if last_epoch:
             self._retire(m)
             sync(self.device)
@@ -214,7 +214,7 @@ class BucketRun(BucketBuild):
             if self.device.type == "cuda":  # the stacked process's peak so far (shared)
                 r.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
                 r.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(self.device) / 2**20
-            self.emit(**job_done(r))
+            job_done(r).send(self.emit)
         else:
             m.epoch += 1
             self._start_epoch(m)

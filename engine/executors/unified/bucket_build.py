@@ -141,7 +141,7 @@ class BucketBuild:
         result.end = time.perf_counter()
         if result.start is not None:
             result.total_time_s = result.end - result.start
-        self.emit(**job_done(result))
+        job_done(result).send(self.emit)
 
     def fail_all(self, exc: BaseException) -> None:
         """The bucket itself broke: its unfinished members fail."""
@@ -221,7 +221,7 @@ class BucketBuild:
         """Build every member (a failing build fails that job, as under seq), decide the
         route and create it. Returns the results in the bucket's job order."""
         for job in self.plan.jobs:
-            self.emit(**job_started(job.job_id))
+            job_started(job.job_id).send(self.emit)
             result = JobResult(job)
             self.results.append(result)
             try:
