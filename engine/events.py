@@ -280,6 +280,7 @@ EVENTS = EventTable([
        doc="one monitor sample (GPU fields null without a GPU)"),
 ])
 
+
 def is_runner_event(event: Mapping[str, Any]) -> bool:
     """Whether ``event`` comes from the runner (``runner.jsonl``) rather than a cell or its
     monitor: the runner's events name the campaign."""
