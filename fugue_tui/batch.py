@@ -29,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.define.campaign import load_campaign
+from engine.events import is_runner_event
 from engine.processes import die_with_parent, engine_env
 from engine.observe.follow import CampaignFollower
 from engine.results.preflight import preflight
@@ -65,7 +66,7 @@ class PlainProgress:
 
     def line(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
-        runner = "campaign" in event
+        runner = is_runner_event(event)
         if kind == "campaign_started":
             resume = ", resuming" if event.get("resume") else ""
             return (f"campaign {event['campaign']}: {event['cells']} cells, device "

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from engine.cell.protocol import EXIT_OUTPUT, REASON_BYTES, read_reason
 from engine.cleanup import run_recorded
 from engine.errors import OutputError
-from engine.events import EventTail
+from engine.events import EVENTS, EventTail
 from engine.registry import EXECUTORS
 from engine.runner.cellproc import cell_env, dump_stacks, forget, start_cell, stop_session
 from engine.runner.watchdog import Watchdog
@@ -35,9 +35,6 @@ if TYPE_CHECKING:
 
 #: Seconds between two looks at a running cell (events, commands, watchdog).
 POLL_S = 0.1
-#: Cell event types that count as progress for the watchdog (never monitor samples).
-PROGRESS_EVENTS = frozenset({"started", "phase", "job_started", "job_progress", "job_done",
-                             "summary", "done", "failed"})
 #: Below this many free bytes the runs folder's disk counts as full (a cell that could not
 #: write its output and could not say why is then reported as a full disk).
 LOW_SPACE_BYTES = 1 << 20
@@ -211,7 +208,7 @@ class Attempt:
             written |= bool(event.get("group_written"))
             if event.get("type") == "failed":
                 self.failure = event
-            if watchdog is not None and event.get("type") in PROGRESS_EVENTS:
+            if watchdog is not None and event.get("type") in EVENTS.progress:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
                 watchdog.sample(event)

@@ -19,6 +19,8 @@ from typing import Any
 
 import psutil
 
+from engine.events import is_runner_event
+
 #: Points kept per series (at one sample a second: ten minutes).
 MAX_POINTS = 600
 
@@ -73,7 +75,7 @@ class SampleStore:
 
     def add(self, event: dict[str, Any]) -> bool:
         """Take a cell's ``sample`` event; False for anything else."""
-        if event.get("type") != "sample" or "campaign" in event or event.get("cell") is None:
+        if event.get("type") != "sample" or is_runner_event(event) or event.get("cell") is None:
             return False
         key = (str(event["cell"]), int(event.get("attempt") or 0))
         self.series.setdefault(key, Series()).add(event, self.FIELDS)

@@ -28,6 +28,7 @@ import ray
 
 from engine.executors.ray import runtime as raytools
 from engine.errors import FugueError
+from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
 from engine.executors.ray.worker import JobActor, from_snapshot
 from engine.measure.spans import union_seconds
@@ -172,9 +173,9 @@ class RayExecutor(Executor):
                 return
             for kind, job_id, payload in self.queue.get_nowait_batch(n):
                 if kind == "started":
-                    ctx.emit("job_started", job_id=job_id, worker_pid=payload)
+                    job_started(job_id, worker_pid=payload).send(ctx.emit)
                 elif kind == "progress":
-                    ctx.emit("job_progress", **payload)
+                    job_progress(**payload).send(ctx.emit)
                 elif kind == "epoch":
                     self.latest[job_id] = payload
                 elif kind == "done":
@@ -184,10 +185,8 @@ class RayExecutor(Executor):
         if result.job.job_id in self.done_emitted:
             return
         self.done_emitted.add(result.job.job_id)
-        ctx.emit("job_done", job_id=result.job.job_id, status=result.status,
-                 error=result.error, total_time_s=result.total_time_s, samples=result.samples,
-                 final_val_acc=result.final_val_acc, early_stopped=result.early_stopped,
-                 stop_reason=result.stop_reason or None)
+        job_done(result, early_stopped=result.early_stopped,
+                 stop_reason=result.stop_reason or None).send(ctx.emit)
 
     # -- the group window -------------------------------------------------------------
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:

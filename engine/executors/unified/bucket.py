@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from engine.events import job_done, job_progress
 from engine.parts import tasks as task_lib
 from engine.train.data import EpochOrder
 from engine.executors.unified.bucket_build import BucketBuild
@@ -130,10 +131,10 @@ class BucketRun(BucketBuild):
             values = losses.tolist()
             for m in self._live:
                 done = m.result.samples + (m.step + i + 1) * m.order.batch_size
-                self.emit("job_progress", job_id=m.job.job_id, epoch=m.epoch + 1,
-                          epochs=m.job.epochs, step=m.step + i + 1,
-                          steps=m.order.n_batches, samples=done, loss=values[m.index],
-                          elapsed=now - m.result.start)
+                job_progress(job_id=m.job.job_id, epoch=m.epoch + 1, epochs=m.job.epochs,
+                             step=m.step + i + 1, steps=m.order.n_batches, samples=done,
+                             loss=values[m.index],
+                             elapsed=now - m.result.start).send(self.emit)
 
     def finish(self, length: int) -> None:
         """After a segment: advance the members, end their epochs, retire the finished
@@ -199,11 +200,12 @@ class BucketRun(BucketBuild):
             r.final_val_loss, r.final_val_acc = val_loss, val_acc
         r.history.append(record)
         now = time.perf_counter()
-        self.emit("job_progress", job_id=job.job_id, epoch=m.epoch + 1, epochs=job.epochs,
-                  step=order.n_batches, steps=order.n_batches, samples=r.samples,
-                  loss=epoch_loss, val_loss=record.get("val_loss"),
-                  val_acc=record.get("val_acc"), elapsed=now - r.start, epoch_end=True,
-                  train_sps=r.samples / r.train_time_s if r.train_time_s else None)
+        job_progress(
+            job_id=job.job_id, epoch=m.epoch + 1, epochs=job.epochs, step=order.n_batches,
+            steps=order.n_batches, samples=r.samples, loss=epoch_loss,
+            val_loss=record.get("val_loss"), val_acc=record.get("val_acc"),
+            elapsed=now - r.start, epoch_end=True,
+            train_sps=r.samples / r.train_time_s if r.train_time_s else None).send(self.emit)
         if last_epoch:
             self._retire(m)
             sync(self.device)
@@ -212,9 +214,7 @@ class BucketRun(BucketBuild):
             if self.device.type == "cuda":  # the stacked process's peak so far (shared)
                 r.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
                 r.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(self.device) / 2**20
-            self.emit("job_done", job_id=job.job_id, status=r.status, error=r.error,
-                      total_time_s=r.total_time_s, samples=r.samples,
-                      final_val_acc=r.final_val_acc)
+            job_done(r).send(self.emit)
         else:
             m.epoch += 1
             self._start_epoch(m)

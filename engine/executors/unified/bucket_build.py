@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.events import job_done, job_started
 from engine.parts import tasks as task_lib
 from engine.train.data import DeviceData, EpochOrder, split_for
 from engine.parts.models import build_model
@@ -140,9 +141,7 @@ class BucketBuild:
         result.end = time.perf_counter()
         if result.start is not None:
             result.total_time_s = result.end - result.start
-        self.emit("job_done", job_id=result.job.job_id, status=result.status,
-                  error=result.error, total_time_s=result.total_time_s,
-                  samples=result.samples, final_val_acc=result.final_val_acc)
+        job_done(result).send(self.emit)
 
     def fail_all(self, exc: BaseException) -> None:
         """The bucket itself broke: its unfinished members fail."""
@@ -222,7 +221,7 @@ class BucketBuild:
         """Build every member (a failing build fails that job, as under seq), decide the
         route and create it. Returns the results in the bucket's job order."""
         for job in self.plan.jobs:
-            self.emit("job_started", job_id=job.job_id)
+            job_started(job.job_id).send(self.emit)
             result = JobResult(job)
             self.results.append(result)
             try:

@@ -42,8 +42,6 @@ _NAV = (
 )
 #: Seconds between two updates of a running cell's elapsed time in the table.
 CLOCK_STEP_S = 10.0
-#: Cell states in which the cell's clock runs.
-ACTIVE = frozenset({"running", "suspect", "hung"})
 
 
 def split_label(label: str) -> tuple[str, str, str, str]:
@@ -80,8 +78,7 @@ def cell_row(cell: CellState, now: float) -> tuple[Any, ...]:
     elif pass_no:
         config = f"pass {pass_no}"
     if cell.started_ts is not None and cell.state not in ("queued", "skipped"):
-        end = cell.ended_ts if cell.ended_ts is not None else (now if cell.state in ACTIVE
-                                                               else None)
+        end = cell.ended_ts if cell.ended_ts is not None else (now if cell.active else None)
         elapsed = fmt_duration(end - cell.started_ts) if end is not None else DASH
     else:
         elapsed = DASH
