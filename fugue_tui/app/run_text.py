@@ -12,7 +12,7 @@ from rich.text import Text
 
 from engine.observe.state import CellState
 from fugue_tui.live import ACTIVE, LiveView
-from fugue_tui.progress_math import DASH, fmt_duration
+from fugue_tui.format import PENDING, fmt_duration
 
 ENDED = frozenset({"done", "failed", "killed", "skipped"})
 
@@ -34,7 +34,7 @@ def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
     if state.device:
         head.append(f" · {state.device}")
     end = view.ended_ts if view.ended_ts is not None else now
-    head.append(f" · {fmt_duration(end - view.started_ts) if view.started_ts else DASH}")
+    head.append(f" · {fmt_duration(end - view.started_ts) if view.started_ts else PENDING}")
     counts = state.counts()
     done = sum(counts.get(s, 0) for s in ENDED)
     head.append(f" · cells {done}/{view.total or len(state.cells)}: ")

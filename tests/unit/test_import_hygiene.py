@@ -22,7 +22,7 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "engine.results.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
                "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands.validate",
                "fugue_tui.commands.prefetch", "fugue_tui.commands.run", "fugue_tui.commands.run_flags",
-               "engine.define.adhoc", "fugue_tui.live", "fugue_tui.progress_math", "fugue_tui.figures",
+               "engine.define.adhoc", "fugue_tui.live", "fugue_tui.progress_math", "fugue_tui.format", "fugue_tui.figures",
                "engine.measure.monitor", "engine.cell.monitor",
                "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
                "engine.measure.samples", "engine.cleanup", "engine.measure.spans",

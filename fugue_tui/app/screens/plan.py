@@ -47,6 +47,7 @@ from fugue_tui.app.widgets.campaign_form import CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
 from fugue_tui.app.widgets.cell_table import split_label
 from fugue_tui.app.widgets.footer import KeyFooter
+from fugue_tui.format import PENDING
 
 #: Seconds of quiet after an edit before the preview is recomputed.
 PREVIEW_DEBOUNCE_S = 0.25
@@ -236,7 +237,7 @@ class PlanScreen(Screen):
             cell = planned.cell
             _, _, config, _ = split_label(cell.label)
             would = Text(f"skip: {planned.skip}", style="yellow") if planned.skip else Text("run")
-            table.add_row(str(cell.index), cell.exp_id, cell.executor, config or "–",
+            table.add_row(str(cell.index), cell.exp_id, cell.executor, config or PENDING,
                           str(cell.pass_index), str(len(cell.jobs)), cell.key, would,
                           key=cell.key)
         self._show_summary()
