@@ -38,10 +38,10 @@ from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
 from engine.executors.unified.optim import build_stacked
 from engine.executors.unified.plan import BucketPlan
-from engine.executors.unified.routes import EagerRoute, Member, VectorRoute, sync
+from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
 from engine.executors.unified.verify import fingerprint_mismatch, probe
-from engine.train.loop import JobResult, TrainSettings
+from engine.train.loop import JobResult, TrainSettings, sync
 from engine.define.workloads import JobSpec
 
 Emit = Callable[..., Any]
