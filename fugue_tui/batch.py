@@ -33,6 +33,7 @@ from engine.processes import die_with_parent, engine_env
 from engine.observe.follow import CampaignFollower
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
+from engine.runner.cli import runner_argv
 from engine.runner.supervisor import Runner
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
@@ -272,14 +273,7 @@ def _size(path: Path) -> int:
 
 def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
                   since: str | None) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "engine.runner", path]
-    for key, value in overrides.items():
-        if value is not None:
-            argv += [f"--{key.replace('_', '-')}", str(value)]
-    if resume:
-        argv.append("--resume")
-    if since:
-        argv += ["--since", since]
+    argv = runner_argv(path, resume=resume, since=since, overrides=overrides)
     env = engine_env()
     # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
     # Its stderr comes through a pipe (:func:`_relay`).

@@ -348,7 +348,8 @@ class PlanScreen(Screen):
     def _launch(self, doc: dict[str, Any], resume: bool) -> None:
         from engine.observe.follow import last_session_offset
         from engine.results.preflight import preflight
-        from fugue_tui.app.process import find_runner, runner_argv, start_runner
+        from engine.runner.cli import runner_argv
+        from fugue_tui.app.process import find_runner, start_runner
 
         run_dir = ""
         try:
