@@ -36,7 +36,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from engine.errors import FugueError, OutputError
+from engine.errors import FugueError, OutputError, failure_line
 from engine.results.values import new_group_id
 from engine.results.rows import failed_group_row, group_static
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         # internal error: keep the traceback in the log
         with contextlib.suppress(OSError, ValueError):
             traceback.print_exc()
-        _record_failure(spec, events, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        _record_failure(spec, events, "failed", failure_line(exc, None))
         return 3
     finally:
         events.close()

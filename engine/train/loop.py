@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.train.data import DeviceData, EpochOrder, split_for
 from engine.parts.models import build_model
@@ -202,7 +203,7 @@ def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
     except Exception as exc:  # the job failed; the group goes on and records it
         traceback.print_exc()
         result.status = "failed"
-        result.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        result.error = failure_line(exc)
         result.end = time.perf_counter()
         if result.start is not None:
             result.total_time_s = result.end - result.start

@@ -25,7 +25,3 @@ def requires_hint(module: str) -> str:
             else f"pip install {module}")
 
 
-def has_module(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 
 from engine.errors import FugueError
-from fugue_tui.commands.common import (has_module, load_catalogue_and_plugins, requires_hint,
-                                       selected)
+from engine.parts.dataset_files import has_module
+from fugue_tui.commands.common import load_catalogue_and_plugins, requires_hint, selected
 from fugue_tui.commands.downloads import FETCHERS
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.train.data import EpochOrder, JobSplit
 from engine.executors.unified.losses import member_sums, stacked_score_sums, upcast_half
@@ -191,7 +192,7 @@ class VectorRoute:
             torch.autograd.grad(self.loss_fn(out, yb).sum(), params, allow_unused=True)
             return _differs(out, ref)
         except Exception as exc:  # noqa: BLE001 - any failure is a fallback, with its reason
-            return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            return failure_line(exc, 300)
         finally:
             restore()
             stack.forward_calls = calls
@@ -314,7 +315,7 @@ class EagerRoute:
                     self._swap_out(m, saved)
                 why = _differs(out, ref)
             except Exception as exc:  # noqa: BLE001
-                why = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                why = failure_line(exc, 300)
             finally:
                 restore()
             if why is not None:
