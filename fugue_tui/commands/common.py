@@ -1,5 +1,5 @@
-"""Helpers the sub-commands share: loading the catalogue (plugins first), the selection, and
-how a missing optional module is named and installed."""
+"""Helpers the sub-commands (and ``list``, the plan screen) share: loading the catalogue
+(plugins first), the selection, the names of types."""
 
 from __future__ import annotations
 
@@ -18,10 +18,5 @@ def selected(catalogue, selector: list[str] | None, where: str) -> list[str]:
 
 def type_names(types: tuple[type, ...]) -> str:
     return " or ".join(t.__name__ for t in types)
-
-
-def requires_hint(module: str) -> str:
-    return ("pip install 'fugue-tui[vision]'" if module == "torchvision"
-            else f"pip install {module}")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.parts.dataset_files import has_module
-from fugue_tui.commands.common import requires_hint
+from engine.define.availability import requires_hint
 
 #: Seconds without a byte before a download is given up (urllib has no timeout by default).
 SOCKET_TIMEOUT_S = 60.0

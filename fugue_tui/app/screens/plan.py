@@ -59,15 +59,12 @@ def experiment_infos(experiments_file: str | None) -> list[ExperimentInfo]:
     Raises:
         ConfigError: the experiments file is malformed (names the file and key).
     """
-    from engine.define.availability import experiment_availability
-    from engine.define.catalogue import load_catalogue
-    from engine.plugins import load_plugins
+    from engine.define.availability import catalogue_availability
+    from fugue_tui.commands.common import load_catalogue_and_plugins
 
-    load_plugins()
-    catalogue = load_catalogue(experiments_file or None)
+    catalogue = load_catalogue_and_plugins(experiments_file or None)
     out = []
-    for exp in catalogue.experiments.values():
-        ok, reason = experiment_availability(exp)
+    for exp, ok, reason in catalogue_availability(catalogue):
         models = ",".join(dict.fromkeys(exp.models()))
         datasets = ",".join(dict.fromkeys(exp.datasets()))
         what = f"{models}/{datasets}"
