@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.measure.samples import LATEST_SAMPLE_FIELDS
 from engine.observe.follow import CampaignFollower, last_session_offset
 
 
@@ -31,10 +32,8 @@ class JobState:
     train_sps: float | None = None
 
 
-#: Fields of a monitor ``sample`` event kept as the cell's latest sample (GPU fields are
-#: None without a GPU; ``cpu_pct`` is % of one core for the cell's process tree).
-SAMPLE_FIELDS = ("t", "gpu_util_pct", "mem_used_mib", "power_w", "energy_mj", "sm_clock_mhz",
-                 "temp_c", "cpu_pct", "rss_mib", "host_mem_available_mib")
+#: Fields of a monitor ``sample`` event kept as the cell's latest sample.
+SAMPLE_FIELDS = LATEST_SAMPLE_FIELDS
 #: Cell states after which an attempt is over.
 ENDED = frozenset({"done", "failed", "killed"})
 
