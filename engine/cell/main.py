@@ -97,11 +97,11 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
                     **flags: Any) -> None:
     """Best effort on a disk that may be full: the failed group row (all or nothing), then
     the event saying whether it was written. Never raises."""
-    from engine.results.columns import GROUP_COLUMNS
+    from engine.results.columns import GROUP_COLUMNS, GROUPS_FILE
     from engine.results.store import append_rows
 
     try:
-        append_rows(Path(spec["runs_dir"]) / "master_groups.csv",
+        append_rows(Path(spec["runs_dir"]) / GROUPS_FILE,
                     [failed_group_row(spec, status, error)], GROUP_COLUMNS)
         written = True
     except FugueError as exc:

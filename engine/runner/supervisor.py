@@ -151,7 +151,7 @@ class Runner:
 
     def ok_keys(self) -> set[str]:
         """Cell keys with an ``ok`` group row (newer than ``since`` when given)."""
-        rows = read_rows(self.runs_dir / "master_groups.csv")
+        rows = read_rows(self.runs_dir / GROUPS_FILE)
         return {r.get("cell_key", "") for r in rows if r.get("status") == "ok"
                 and (not self.since or r.get("timestamp", "") >= self.since)}
 
@@ -319,7 +319,7 @@ class Runner:
                        retry=used + 1, retries=self.campaign.retries)
 
     def _record(self, spec: dict[str, Any], status: str, error: str) -> None:
-        append_rows(self.runs_dir / "master_groups.csv", [failed_group_row(spec, status, error)],
+        append_rows(self.runs_dir / GROUPS_FILE, [failed_group_row(spec, status, error)],
                     GROUP_COLUMNS)
 
     def _has_row(self, spec: dict[str, Any]) -> bool:
