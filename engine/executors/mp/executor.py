@@ -230,7 +230,7 @@ class MPExecutor(Executor):
         sender.close()  # only the worker writes: its exit then reads as EOF here
         worker = _Worker(index, job, process, receiver, started, pid=process.pid)
         self.workers[index] = worker
-        ctx.emit("job_started", job_id=job.job_id, pid=process.pid)
+        ctx.emit("job_started", job_id=job.job_id, worker_pid=process.pid)
 
     def _drain(self, worker: _Worker, ctx: CellContext) -> None:
         """Read every message the worker has sent so far."""
