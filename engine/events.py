@@ -79,18 +79,3 @@ class EventTail:
 def read_events(path: str | Path) -> list[dict[str, Any]]:
     """All whole events of a file (a torn last line is ignored)."""
     return list(EventTail(path).read())
-
-
-class RateLimiter:
-    """True at most once per ``interval`` seconds (the first call is always True)."""
-
-    def __init__(self, interval: float):
-        self.interval = interval
-        self._last = float("-inf")
-
-    def ready(self, now: float | None = None) -> bool:
-        now = time.perf_counter() if now is None else now
-        if now - self._last >= self.interval:
-            self._last = now
-            return True
-        return False
