@@ -10,7 +10,7 @@
 * multi_model: one job ``{exp}_m{i}_{model}`` per member, each with its own hyperparameters.
 
 Job i's seed is ``seed + i`` under every executor, whatever order it runs jobs in (fugue
-compatibility, ``../shared/reference/fugue-compat.md``). Torch-free.
+compatibility, ``docs/fugue-compat.md``). Torch-free.
 
 Workload types live in a registry, declared with a decorator under the value an
 experiment's ``type`` carries; the four above register themselves exactly as a plugin does::

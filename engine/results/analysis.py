@@ -14,7 +14,7 @@ Provenance
     ``campaign_hash``. Speedups are computed only between rows sharing the whole key.
 
 Speedup (:func:`speedups`)
-    fugue-compat.md, "Speedup": *speedup(strategy, experiment) = mean over passes of seq
+    docs/fugue-compat.md, "Speedup": *speedup(strategy, experiment) = mean over passes of seq
     ``T_group`` ÷ mean over passes of the strategy's ``T_group`` (a ratio of means, not a
     mean of ratios) ... seq's own speedup is 1. For compiled cells the compiled seq baseline
     is used when one exists.* A cell is (provenance key, ``exp_id``, ``executor``,
@@ -227,7 +227,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     ``scheduler`` × ``features``) of the ok rows, with its speedup over seq.
 
     ``speedup`` = mean seq ``T_group`` ÷ mean strategy ``T_group`` over passes — a ratio of
-    means (fugue-compat.md, "Speedup"), never a mean of per-pass ratios; seq's own is 1.
+    means (docs/fugue-compat.md, "Speedup"), never a mean of per-pass ratios; seq's own is 1.
     Baseline choice and labels, and the percentile bootstrap interval (Efron & Tibshirani
     1993; ``n_boot`` replicates from ``seed``, only with >= :data:`MIN_BOOT_N` rows on both
     sides, else ``ci = "n/a"``): see the module doc. ``n_boot=0`` skips the bootstrap.

@@ -1,6 +1,6 @@
 """The effective features of the unified model, exhaustively: every requested signature ×
 device × compile mode × compile probe result against the rule written out independently
-here (docs/measurement.md, "unified_model"; fugue-compat.md, ablation ladder)."""
+here (docs/measurement.md, "unified_model"; docs/fugue-compat.md, ablation ladder)."""
 
 from __future__ import annotations
 

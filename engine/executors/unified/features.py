@@ -5,7 +5,7 @@ One function, :func:`effective_features`, decides the effective configuration fr
 place this is decided: the executor records its result in the group's ``features`` /
 ``features_reason`` columns, the tests check every row against it.
 
-Flags (``vf:{0|1},s:{0|1},fl:{0|1}``, fugue-compat.md):
+Flags (``vf:{0|1},s:{0|1},fl:{0|1}``, docs/fugue-compat.md):
 
 * ``vf`` vectorised forward: never changed here (per-bucket routes, e.g. a single-member
   bucket or an AMP bucket that trains eagerly, are in the plan, not in this column);
