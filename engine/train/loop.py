@@ -30,7 +30,7 @@ import torch
 
 from engine.errors import failure_line
 from engine.parts import tasks as task_lib
-from engine.train.data import DeviceData, EpochOrder, split_for
+from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
 from engine.define.workloads import JobSpec
@@ -135,6 +135,36 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torc
     return float(loss_sum) / len(idx), task_lib.finalise(task, sums)
 
 
+def start_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
+              result: JobResult) -> tuple[torch.nn.Module, bool]:
+    """A job's start, the same under every executor: the device synced, the job's process
+    and start time recorded (``total_time_s`` counts from here), the global RNG seeded with
+    the job seed (model init and dropout masks), its model built on the device. Returns the
+    model and whether AMP applies (the job asks for it and the cell allows it)."""
+    sync(settings.device)
+    result.worker_pid = os.getpid()
+    result.start = time.perf_counter()
+    torch.manual_seed(job.seed)
+    model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
+                        where=job.job_id).to(settings.device)
+    result.param_count = sum(p.numel() for p in model.parameters())
+    amp = bool(job.amp and settings.amp_allowed)
+    result.amp_applied = amp
+    return model, amp
+
+
+def job_split(job: JobSpec, data: DeviceData, result: JobResult
+              ) -> tuple[JobSplit, torch.Tensor, torch.Tensor, EpochOrder]:
+    """A job's split of the data: the split, its validation inputs and targets (the test
+    set or the pool; ``result.val_source`` says which) and its batch order."""
+    split = split_for(job.split, len(data.pool_y),
+                      None if data.test_y is None else len(data.test_y))
+    result.val_source = split.val_source
+    val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
+                    else (data.pool_x, data.pool_y))
+    return split, val_x, val_y, EpochOrder(job, split.train_idx)
+
+
 def count_epoch(result: JobResult, order: EpochOrder, epoch: int, train_s: float,
                 loss_sum: Any) -> float:
     """An epoch's accounting, the same for the training loop and the stacked model: its
@@ -215,19 +245,11 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
            on_epoch_end: Callable[[JobResult], None] | None = None) -> None:
     device = settings.device
     task = job.task or data.task
-    sync(device)
-    result.worker_pid = os.getpid()
     if device.type == "cuda":  # per-job peaks: jobs in one process run one after another here
         torch.cuda.reset_peak_memory_stats(device)
-    result.start = time.perf_counter()
-    torch.manual_seed(job.seed)  # model init and dropout masks: the job seed, under every executor
-    model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
-                        where=job.job_id).to(device)
-    result.param_count = sum(p.numel() for p in model.parameters())
+    model, amp = start_job(job, data, settings, result)
     optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr, job.optimizer_kwargs,
                                 where=job.job_id)
-    amp = bool(job.amp and settings.amp_allowed)
-    result.amp_applied = amp
     scaler = torch.amp.GradScaler("cuda") if amp else None
     # Resolved once: the step below calls the raw criterion on already-shaped tensors, so
     # the loop pays no registry lookup and no second shaping per step (bench/RESULTS.md).
@@ -240,12 +262,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
                                 else settings.compile_mode)
         result.compile_mode = settings.compile_mode
 
-    split = split_for(job.split, len(data.pool_y),
-                      None if data.test_y is None else len(data.test_y))
-    result.val_source = split.val_source
-    val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
-                    else (data.pool_x, data.pool_y))
-    order = EpochOrder(job, split.train_idx)
+    split, val_x, val_y, order = job_split(job, data, result)
     limiter_interval = PROGRESS_INTERVAL_S
     last_report = time.perf_counter()
     x_all, y_all = data.pool_x, data.pool_y
