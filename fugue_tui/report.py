@@ -46,10 +46,12 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
         speedup = "n/a (no seq)"
     ci = fmt_text(row.get("ci"))
     bad = row.get("not_ok")
-    variant = " ".join(v for v in (fmt_text(row.get("scheduler")), fmt_text(row.get("features"))) if v)
+    variant = " ".join(v for v in (fmt_text(row.get("scheduler")),
+                                   fmt_text(row.get("features"))) if v)
     seq_acc = MISSING
     if fmt_number(row.get("seq_acc_mean"), ".3f") != MISSING:
-        seq_acc = (f"{fmt_number(row.get('seq_acc_mean'), '.3f')} [{fmt_number(row.get('seq_acc_min'), '.3f')}"
+        seq_acc = (f"{fmt_number(row.get('seq_acc_mean'), '.3f')} "
+                   f"[{fmt_number(row.get('seq_acc_min'), '.3f')}"
                    f", {fmt_number(row.get('seq_acc_max'), '.3f')}]")
     return {
         "experiment": str(row["exp_id"]), "executor": str(row["executor"]),
