@@ -72,6 +72,7 @@ def run_cell(spec: CellRunSpec, tmp: Path, attempt: int) -> dict[str, float]:
     """One real cell; its wall time split into :data:`COMPONENTS` (seconds)."""
     from engine.runner.cellproc import cell_env
     from engine.events import read_events
+    from engine.results.columns import GROUPS_FILE
     from engine.results.read import read_rows
 
     folder = tmp / f"{spec.cell['executor']}-{attempt}"
@@ -90,7 +91,7 @@ def run_cell(spec: CellRunSpec, tmp: Path, attempt: int) -> dict[str, float]:
     phase = {e["phase"]: e for e in events if e["type"] == "phase"}
     started = next(e["ts"] for e in events if e["type"] == "started")
     done = next(e["ts"] for e in events if e["type"] == "done")
-    row = [r for r in read_rows(Path(spec.runs_dir) / "master_groups.csv")
+    row = [r for r in read_rows(Path(spec.runs_dir) / GROUPS_FILE)
            if r["cell_key"] == spec.cell["key"] and r["attempt"] == str(attempt)][-1]
     t_group = float(row["T_group"])
     setup = float(row["setup_s"])

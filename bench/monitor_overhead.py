@@ -73,6 +73,7 @@ def run_cell(spec: CellRunSpec, tmp: Path, attempt: int,
              interval: float | None) -> dict[str, str]:
     """One real cell process; returns its group row."""
     from engine.processes import engine_env
+    from engine.results.columns import GROUPS_FILE
     from engine.results.read import read_rows
 
     folder = tmp / f"attempt-{attempt}"
@@ -85,7 +86,7 @@ def run_cell(spec: CellRunSpec, tmp: Path, attempt: int,
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"cell failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    rows = [r for r in read_rows(Path(spec.runs_dir) / "master_groups.csv")
+    rows = [r for r in read_rows(Path(spec.runs_dir) / GROUPS_FILE)
             if r["attempt"] == str(attempt)]
     return rows[-1]
 

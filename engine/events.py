@@ -257,7 +257,7 @@ EVENTS = EventTable([
        doc="the executor's runtime (ray)"),
     _t("warning", CELL, "message", doc="a warning the executor raised (ray tune)"),
     _t("job_started", CELL, "job_id", "pid worker_pid", "progress",
-       doc="a job starts (pid: mp's worker; worker_pid: ray's)"),
+       doc="a job starts (worker_pid: the process training it, under mp and ray; pid in recordings of older mp cells)"),
     _t("job_progress", CELL, "job_id epoch epochs step steps samples loss elapsed",
        "val_loss val_acc epoch_end train_sps", "progress",
        doc="rate-limited at the source; epoch_end with the epoch's validation"),
@@ -334,7 +334,7 @@ def build(type: str, source: str, /, **fields: Any) -> Event:
 
 
 def job_started(job_id: str, **extra: Any) -> Event:
-    """A job starts (``extra``: ``pid`` of an mp worker, ``worker_pid`` of a ray one)."""
+    """A job starts (``extra``: ``worker_pid`` of the mp or ray worker that trains it)."""
     return build("job_started", CELL, job_id=job_id, **extra)
 
 

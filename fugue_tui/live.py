@@ -39,7 +39,8 @@ from rich.text import Text
 
 from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
-from fugue_tui.progress_math import DASH, eta_seconds, fmt_duration, fmt_number, fraction_done
+from fugue_tui.format import PENDING as DASH, fmt_duration, fmt_number, fmt_rate
+from fugue_tui.progress_math import eta_seconds, fraction_done
 
 #: Minimum seconds between two redraws (at most 4 per second).
 REFRESH_S = 0.25
@@ -261,8 +262,9 @@ class LiveView:
         if job.status == "failed":
             pct = Text("failed", style="red")
         return {"job": Text(f"  {job_id}"), "epoch": Text(epochs), "step": Text(steps),
-                "progress": bar, "%": pct, "loss": Text(fmt_number(job.loss, ".4f")),
-                "val acc": Text(fmt_number(job.val_acc, ".3f")), "samples/s": Text(fmt_number(sps, ",.0f")),
+                "progress": bar, "%": pct, "loss": Text(fmt_number(job.loss, ".4f", DASH)),
+                "val acc": Text(fmt_number(job.val_acc, ".3f", DASH)),
+                "samples/s": Text(fmt_rate(sps, DASH)),
                 "elapsed": Text(fmt_duration(elapsed)), "ETA": Text(fmt_duration(eta))}
 
 

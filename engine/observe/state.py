@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.events import EVENTS, RUNNER, is_runner_event
+from engine.measure.samples import LATEST_SAMPLE_FIELDS
 from engine.observe.follow import CampaignFollower, last_session_offset
 
 
@@ -49,8 +50,7 @@ class JobState:
 
 #: Fields of a monitor ``sample`` event kept as the cell's latest sample (GPU fields are
 #: None without a GPU; ``cpu_pct`` is % of one core for the cell's process tree).
-SAMPLE_FIELDS = ("t", "gpu_util_pct", "mem_used_mib", "power_w", "energy_mj", "sm_clock_mhz",
-                 "temp_c", "cpu_pct", "rss_mib", "host_mem_available_mib")
+SAMPLE_FIELDS = LATEST_SAMPLE_FIELDS
 #: What a cell is doing (:attr:`CellState.stage`) after its ``phase`` events; other phases
 #: (imports, teardown) leave it as it was.
 PHASE_STAGES = {"data_load": "setup", "setup": "setup", "group_start": "training"}

@@ -23,7 +23,7 @@ Loading (:func:`load_runs`)
     - ``energy_group = 0`` (and ``energy_j = 0``) on a row with no ``energy_method`` and no
       ``gpu_name`` is NaN, not zero joules: the harness writes 0 on its seq rows when it had
       no NVML to read, while its other executors leave the cell empty
-      (shared/fixtures/fugue-harness-cpu/README.md: "``seq`` rows carry ``energy_group = 0``
+      (tests/fixtures/fugue-harness-cpu/README.md: "``seq`` rows carry ``energy_group = 0``
       on a machine without NVML (an artefact of the harness — it means 'not measured', not
       zero joules)"). Our own rows never need this: they write an empty cell and
       ``energy_method = none``.

@@ -153,7 +153,7 @@ class Runner:
 
     def ok_keys(self) -> set[str]:
         """Cell keys with an ``ok`` group row (newer than ``since`` when given)."""
-        rows = read_rows(self.runs_dir / "master_groups.csv")
+        rows = read_rows(self.runs_dir / GROUPS_FILE)
         return {r.get("cell_key", "") for r in rows if r.get("status") == "ok"
                 and (not self.since or r.get("timestamp", "") >= self.since)}
 

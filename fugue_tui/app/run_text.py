@@ -12,8 +12,8 @@ from rich.text import Text
 
 from engine.events import is_runner_event
 from engine.observe.state import CellState
+from fugue_tui.format import PENDING, fmt_duration
 from fugue_tui.live import LiveView
-from fugue_tui.progress_math import DASH, fmt_duration
 
 _CONFIRM = {
     "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",
@@ -33,7 +33,7 @@ def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
     if state.device:
         head.append(f" · {state.device}")
     end = state.ended_ts if state.ended_ts is not None else now
-    head.append(f" · {fmt_duration(end - state.started_ts) if state.started_ts else DASH}")
+    head.append(f" · {fmt_duration(end - state.started_ts) if state.started_ts else PENDING}")
     counts = state.counts()
     done = sum(1 for cell in state.cells.values() if cell.finished)
     head.append(f" · cells {done}/{view.total or len(state.cells)}: ")

@@ -1,8 +1,9 @@
 """Monitor samples as time series for the run screen's device charts. Textual-free.
 
-A cell's monitor writes ``sample`` events (fields in :data:`engine.observe.state.SAMPLE_FIELDS`:
-``t`` monotonic seconds, GPU utilisation %, VRAM MiB, power W ... — None without a GPU —
-and ``cpu_pct``, % of one core, and ``rss_mib`` of the cell's process tree). The store keeps
+A cell's monitor writes ``sample`` events (fields:
+:data:`engine.measure.samples.SAMPLE_EVENT_FIELDS`: ``t`` monotonic seconds, GPU utilisation
+%, VRAM MiB, power W ... — None without a GPU — and ``cpu_pct``, % of one core, and
+``rss_mib`` of the cell's process tree). The store keeps
 the last :data:`MAX_POINTS` of each cell attempt. :func:`panels` picks what to draw: the GPU
 panels when the samples carry GPU values, else the process tree's CPU and RSS, labelled as
 such. :class:`HostPoller` samples the host with psutil (never NVML) for the "idle polling"

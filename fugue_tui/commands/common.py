@@ -1,5 +1,5 @@
-"""Helpers the sub-commands share: loading the catalogue (plugins first), the selection, and
-how a missing optional module is named and installed."""
+"""Helpers the sub-commands (and ``list``, the plan screen) share: loading the catalogue
+(plugins first), the selection, the names of types."""
 
 from __future__ import annotations
 
@@ -20,12 +20,3 @@ def type_names(types: tuple[type, ...]) -> str:
     return " or ".join(t.__name__ for t in types)
 
 
-def requires_hint(module: str) -> str:
-    return ("pip install 'fugue-tui[vision]'" if module == "torchvision"
-            else f"pip install {module}")
-
-
-def has_module(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None

@@ -231,7 +231,7 @@ class MPExecutor(Executor):
         sender.close()  # only the worker writes: its exit then reads as EOF here
         worker = _Worker(index, job, process, receiver, started, pid=process.pid)
         self.workers[index] = worker
-        job_started(job.job_id, pid=process.pid).send(ctx.emit)
+        job_started(job.job_id, worker_pid=process.pid).send(ctx.emit)
 
     def _drain(self, worker: _Worker, ctx: CellContext) -> None:
         """Read every message the worker has sent so far."""

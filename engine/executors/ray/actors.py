@@ -27,7 +27,7 @@ from typing import Any
 import ray
 
 from engine.executors.ray import runtime as raytools
-from engine.errors import FugueError
+from engine.errors import FugueError, first_line
 from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
 from engine.executors.ray.worker import JobActor, from_snapshot
@@ -228,7 +228,7 @@ class RayExecutor(Executor):
                     # The actor's process died (a crash no Python handler saw): the job
                     # failed, a fresh actor takes the slot and the rest go on.
                     results[i] = JobResult(jobs[i], status="failed",
-                                           error=f"ray actor died: {_one_line(exc)}")
+                                           error=f"ray actor died: {first_line(exc)}")
                     ray.kill(actor, no_restart=True)
                     self.actors.remove(actor)
                     fresh = self._new_actor(datasets, ctx)
@@ -290,11 +290,6 @@ class RayExecutor(Executor):
             # Ray's driver prints worker deaths to the log as they happen; once it is shut
             # down, the log's last line (what the runner reports) is ours again.
             print(self.failure_line, file=sys.stderr, flush=True)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def _alive(pids: list[int], wait_s: float = 10.0) -> list[int]:

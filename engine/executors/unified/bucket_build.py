@@ -32,17 +32,17 @@ from torch import nn
 
 from engine.events import job_done, job_started
 from engine.parts import tasks as task_lib
-from engine.train.data import DeviceData, EpochOrder, split_for
+from engine.train.data import DeviceData
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
 from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
 from engine.executors.unified.optim import build_stacked
 from engine.executors.unified.plan import BucketPlan
-from engine.executors.unified.routes import EagerRoute, Member, VectorRoute, sync
+from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
 from engine.executors.unified.verify import fingerprint_mismatch, probe
-from engine.train.loop import JobResult, TrainSettings
+from engine.train.loop import JobResult, TrainSettings, job_split, sync
 from engine.define.workloads import JobSpec
 
 Emit = Callable[..., Any]
@@ -115,18 +115,15 @@ class BucketBuild:
         result.worker_pid = os.getpid()
         result.start = time.perf_counter()
         torch.manual_seed(job.seed)  # initial weights and dropout: the job seed, as in seq
+        # Built here, not through loop.start_job: the parity tests watch where each
+        # executor builds its models.
         model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
                             where=job.job_id).to(device)
         generator = member_generator(device)
         result.param_count = sum(p.numel() for p in model.parameters())
         amp = bool(job.amp and self.settings.amp_allowed)
         result.amp_applied = amp
-        split = split_for(job.split, len(data.pool_y),
-                          None if data.test_y is None else len(data.test_y))
-        result.val_source = split.val_source
-        val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
-                        else (data.pool_x, data.pool_y))
-        order = EpochOrder(job, split.train_idx)
+        split, val_x, val_y, order = job_split(job, data, result)
         # The torch optimizer is built for both routes: it validates the hyperparameters
         # exactly as seq does (a bad value fails this job only) and trains the eager route.
         optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr,
