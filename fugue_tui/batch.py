@@ -237,7 +237,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     if dry:
         return dry_run(runner, console, path, shown)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
-    follower = CampaignFollower(runner.run_dir, _size(runner.run_dir / "runner.jsonl"))
+    follower = CampaignFollower(runner.run_dir, _size(runner.folder.runner_log))
     proc = _start_runner(path, overrides, resume, since)
     relay = _relay(proc.stderr)
     progress = make_progress(len(runner.cells), console)

@@ -132,7 +132,7 @@ class Attempt:
                       if runner.gpu else {})
         try:
             with _writing(self.log_path):
-                return start_cell(self.dir / "spec.json", self.log_path,
+                return start_cell(self.folder.spec, self.log_path,
                                   cell_env(scratch, runner.campaign.threads, device_env))
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)

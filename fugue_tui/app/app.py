@@ -18,6 +18,7 @@ from rich.markup import escape
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from engine.runfolder import RunFolder
 from engine.errors import ConfigError
 from fugue_tui.app.actions import APP, bindings, load_keymap
 from fugue_tui.app.process import RunnerHandle, find_runner
@@ -84,7 +85,7 @@ class FugueApp(App):
         from engine.observe.follow import last_session_offset
 
         run_dir = Path(run_dir)
-        if not (run_dir / "runner.jsonl").is_file():
+        if not RunFolder(run_dir).runner_log.is_file():
             self.notify(f"{run_dir}: not a campaign run folder (no runner.jsonl)",
                         severity="error", timeout=10, markup=False)
             return None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from engine.runfolder import RunFolder
 from engine.processes import engine_env
 
 #: Seconds to wait for the runner to stop its cell after SIGINT before SIGKILL.
@@ -128,7 +129,7 @@ def find_runner(run_dir: str | Path) -> RunnerHandle | None:
     """The live runner of a run folder (from ``runner.pid`` on this host), or None."""
     run_dir = Path(run_dir)
     try:
-        info = json.loads((run_dir / "runner.pid").read_text())
+        info = json.loads(RunFolder(run_dir).runner_pid.read_text())
         pid = int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.runfolder import RunFolder
 from engine.errors import FugueError
 
 #: Replay speeds offered by faster/slower (campaign seconds per wall second).
@@ -37,7 +38,7 @@ def load_events(path: str | Path) -> tuple[list[dict[str, Any]], Path | None]:
 
     path = Path(path)
     if path.is_dir():
-        if not (path / "runner.jsonl").is_file():
+        if not RunFolder(path).runner_log.is_file():
             raise FugueError(f"{path}: not a campaign run folder (no runner.jsonl)")
         events = CampaignFollower(path, last_session_offset(path)).poll()
         run_dir: Path | None = path

@@ -31,6 +31,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
+from engine.runfolder import RunFolder
 from engine.errors import FugueError
 from fugue_tui.app.actions import PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, PreviewReady
@@ -363,7 +364,7 @@ class PlanScreen(Screen):
             else:  # the plan as edited, kept beside the runs like `fugue-tui run` does
                 path = save_plan(doc, Path(campaign.runs_dir) / ".dashboard" /
                                  f"{campaign.name}.toml")
-            runner_log = Path(run_dir) / "runner.jsonl"
+            runner_log = RunFolder(Path(run_dir)).runner_log
             offset = runner_log.stat().st_size if runner_log.exists() else 0
             argv = runner_argv(path, resume=resume,
                                watchdog_action=(doc.get("watchdog") or {}).get("action"))
