@@ -164,8 +164,8 @@ class UnifiedOptions:
         minimum=1, help="jobs trained at once (a chunk; its buckets interleave step by "
                         "step); more jobs run in chunks one after another (default: all)")
     sweep: str = option("none", choices=("none", "ablation"), axis=True,
-                        help="ablation: the six rungs of the ablation ladder, one cell each (none: one "
-                             "cell per compile mode)")
+                        help="ablation: the six rungs of the ablation ladder, one cell each "
+                             "(none: one cell per compile mode)")
     features: str = option(
         DEFAULT_FEATURES, check=parse_features,
         help="extensions vf (vectorised forward), s (one CUDA stream per bucket), fl (fused "
