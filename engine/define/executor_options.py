@@ -70,6 +70,13 @@ class OptionField:
         return " or ".join(t.__name__ for t in self.types)
 
     @property
+    def default_text(self) -> str:
+        """The default as a campaign file writes it (``true``, ``fifo``); "" for None."""
+        if self.default is None:
+            return ""
+        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
+
+    @property
     def constraint(self) -> str:
         """Choices, bound and default in a few words (``auto|on|off; default auto``)."""
         parts = []
@@ -78,8 +85,7 @@ class OptionField:
         if self.minimum is not None:
             parts.append(f">= {self.minimum:g}")
         if self.default is not None:
-            shown = str(self.default).lower() if isinstance(self.default, bool) else self.default
-            parts.append(f"default {shown}")
+            parts.append(f"default {self.default_text}")
         return "; ".join(parts)
 
 
@@ -179,11 +185,10 @@ def markdown_table(executors: list[tuple[str, dict[str, OptionField]]]) -> str:
             "|---|---|---|---|---|---|---|---|"]
     for name, fields in executors:
         for f in fields.values():
-            default = "" if f.default is None else (
-                str(f.default).lower() if isinstance(f.default, bool) else str(f.default))
             cells = [f"`{name}`", f"`{f.name}`", f.type_text,
-                     ", ".join(f"`{c}`" for c in f.choices), "" if f.minimum is None else
-                     f"{f.minimum:g}", f"`{default}`" if default else "",
+                     ", ".join(f"`{c}`" for c in f.choices),
+                     "" if f.minimum is None else f"{f.minimum:g}",
+                     f"`{f.default_text}`" if f.default_text else "",
                      "yes" if f.axis else "", f.help.replace("|", "\\|")]
             rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
