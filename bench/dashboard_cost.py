@@ -165,6 +165,7 @@ def _env() -> dict[str, str]:
 def run_campaign(tmp: Path, name: str, experiment: str, dashboard: bool,
                  probes: int = 0) -> dict:
     """One campaign of one cell; returns T_group, the dashboard's CPU share and latencies."""
+    from engine.results.columns import GROUPS_FILE
     from engine.results.read import read_rows
 
     env = _env()
@@ -214,7 +215,7 @@ def run_campaign(tmp: Path, name: str, experiment: str, dashboard: bool,
     if runner.returncode != 0:
         raise RuntimeError(f"runner failed ({runner.returncode}): "
                            f"{runner.stderr.read().decode(errors='replace')[-2000:]}")
-    rows = [r for r in read_rows(tmp / "runs" / "master_groups.csv")
+    rows = [r for r in read_rows(tmp / "runs" / GROUPS_FILE)
             if r["campaign_id"] == name and r["status"] == "ok"]
     if not rows:
         raise RuntimeError(f"campaign {name}: no ok group row")

@@ -26,13 +26,15 @@ executors' order rotating.
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from engine.cell.protocol import CellRunSpec
 
 PART = "fixed_cost"
 TARGETS = {"seq": "<=3", "unified_model": "<=3", "ray": "<=10", "mp": ""}
@@ -51,7 +53,7 @@ COMPONENTS = ("startup", "imports", "data_load", "monitor_start", "setup", "T_gr
               "teardown", "rows_and_exit")
 
 
-def specs(tmp: Path, executors: list[str]) -> dict[str, dict]:
+def specs(tmp: Path, executors: list[str]) -> dict[str, CellRunSpec]:
     from engine.define.campaign import parse_campaign
     from engine.runner.supervisor import Runner
 
@@ -66,30 +68,31 @@ def specs(tmp: Path, executors: list[str]) -> dict[str, dict]:
     return {c.executor: runner.cell_spec(c, 1) for c in runner.cells}
 
 
-def run_cell(spec: dict, tmp: Path, attempt: int) -> dict[str, float]:
+def run_cell(spec: CellRunSpec, tmp: Path, attempt: int) -> dict[str, float]:
     """One real cell; its wall time split into :data:`COMPONENTS` (seconds)."""
     from engine.runner.cellproc import cell_env
     from engine.events import read_events
+    from engine.results.columns import GROUPS_FILE
     from engine.results.read import read_rows
 
-    folder = tmp / f"{spec['cell']['executor']}-{attempt}"
+    folder = tmp / f"{spec.cell['executor']}-{attempt}"
     folder.mkdir()
-    spec = {**spec, "attempt": attempt, "events": str(folder / "events.jsonl")}
-    (folder / "spec.json").write_text(json.dumps(spec))
+    spec = dataclasses.replace(spec, attempt=attempt, events=str(folder / "events.jsonl"))
+    spec.write(folder / "spec.json")
     env = cell_env(folder, 1)
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-m", "engine.cell", str(folder / "spec.json")],
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     t_exit = time.time()
     if proc.returncode != 0:
-        raise RuntimeError(f"{spec['cell']['executor']} cell failed ({proc.returncode}): "
+        raise RuntimeError(f"{spec.cell['executor']} cell failed ({proc.returncode}): "
                            f"{proc.stderr[-2000:]}")
     events = list(read_events(folder / "events.jsonl"))
     phase = {e["phase"]: e for e in events if e["type"] == "phase"}
     started = next(e["ts"] for e in events if e["type"] == "started")
     done = next(e["ts"] for e in events if e["type"] == "done")
-    row = [r for r in read_rows(Path(spec["runs_dir"]) / "master_groups.csv")
-           if r["cell_key"] == spec["cell"]["key"] and r["attempt"] == str(attempt)][-1]
+    row = [r for r in read_rows(Path(spec.runs_dir) / GROUPS_FILE)
+           if r["cell_key"] == spec.cell["key"] and r["attempt"] == str(attempt)][-1]
     t_group = float(row["T_group"])
     setup = float(row["setup_s"])
     # Between the data load's end and setup's start: the monitor sidecar's start-up.

@@ -25,12 +25,14 @@ fresh process (interpreter, imports, dataset load), exactly as in a campaign.
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from engine.cell.protocol import CellRunSpec
 
 PART = "monitor_overhead"
 VARIANTS = {"off": None, "0.5s": 0.5, "0.05s": 0.05}
@@ -50,7 +52,7 @@ def _figures():
     )
 
 
-def base_spec(tmp: Path, epochs: int | None) -> dict:
+def base_spec(tmp: Path, epochs: int | None) -> CellRunSpec:
     """The cell spec a runner would write for D_ens × seq on this machine."""
     from engine.define.campaign import parse_campaign
     from engine.runner.supervisor import Runner
@@ -67,22 +69,24 @@ def base_spec(tmp: Path, epochs: int | None) -> dict:
     return runner.cell_spec(runner.cells[0], 1)
 
 
-def run_cell(spec: dict, tmp: Path, attempt: int, interval: float | None) -> dict[str, str]:
+def run_cell(spec: CellRunSpec, tmp: Path, attempt: int,
+             interval: float | None) -> dict[str, str]:
     """One real cell process; returns its group row."""
     from engine.processes import engine_env
+    from engine.results.columns import GROUPS_FILE
     from engine.results.read import read_rows
 
     folder = tmp / f"attempt-{attempt}"
     folder.mkdir()
-    spec = {**spec, "attempt": attempt, "events": str(folder / "events.jsonl"),
-            "monitor": interval is not None, "monitor_interval_s": interval or 0.5}
-    (folder / "spec.json").write_text(json.dumps(spec))
+    spec = dataclasses.replace(spec, attempt=attempt, events=str(folder / "events.jsonl"),
+                               monitor=interval is not None, monitor_interval_s=interval or 0.5)
+    spec.write(folder / "spec.json")
     env = {**engine_env(), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "engine.cell", str(folder / "spec.json")],
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"cell failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    rows = [r for r in read_rows(Path(spec["runs_dir"]) / "master_groups.csv")
+    rows = [r for r in read_rows(Path(spec.runs_dir) / GROUPS_FILE)
             if r["attempt"] == str(attempt)]
     return rows[-1]
 

@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(set(args.sizes))
 
     from bench import results as bench_results
+    from engine.results.columns import GROUPS_FILE
     from engine.results.load import load_runs
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             folders[n] = Path(tmp) / str(n)
             folders[n].mkdir()
-            synthetic_groups(n).to_csv(folders[n] / "master_groups.csv", index=False)
+            synthetic_groups(n).to_csv(folders[n] / GROUPS_FILE, index=False)
         command = (f"python -m bench.{PART} --sizes {' '.join(map(str, sizes))} "
                    f"--reps {args.reps}")
         print(f"synthetic files of {', '.join(map(str, sizes))} group rows; "

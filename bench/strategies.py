@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import results as bench_results
     from engine.processes import engine_env
     from engine.registry import EXECUTORS
+    from engine.results.columns import GROUPS_FILE
     from engine.results.read import read_rows
 
     executors = args.executors or [e for e in ("seq", "mp", "ray", "unified_model")
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             if proc.returncode not in (0, 1):
                 print(f"campaign {name} ended with status {proc.returncode}", file=sys.stderr)
                 return proc.returncode
-        rows = [r for r in read_rows(tmp / "runs" / "master_groups.csv") if r["status"] == "ok"]
+        rows = [r for r in read_rows(tmp / "runs" / GROUPS_FILE) if r["status"] == "ok"]
         if args.keep:
             shutil.copytree(tmp / "runs", args.keep, dirs_exist_ok=True)
     finally:

@@ -2,9 +2,10 @@
 
 Never imports Textual, Rich or plotext, and keeps torch out of module level in every module
 the runner and the dashboard use (``import torch`` loads ``torch.cuda``; a process that
-touched CUDA must not fork cells). Modules that need torch import it inside functions, or
-are only imported from inside a cell process (``engine.cell.main``, ``engine.train.loop``,
-``engine.executors.*``, ``engine.parts.models``, ``engine.parts.datasets``).
+touched CUDA must not fork cells). Modules that need torch import it inside functions (the
+parts' builders and loaders in ``engine.parts``), or are only imported inside a cell or a
+worker process (``engine.cell.main``, ``engine.train``, the executors' implementations
+under ``engine.executors``). The rules are import contracts: ``pyproject.toml``.
 """
 
 __version__ = "0.1.0"

@@ -33,3 +33,23 @@ def nearest(name: str, choices: Iterable[str]) -> str:
 def known(choices: Iterable[str]) -> str:
     """Format the valid names for an error message: ``"known: a, b, c"``."""
     return "known: " + ", ".join(sorted(choices))
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s whole message on one line (runs of white space, newlines included, as one
+    space; its type's name when it has none), cut to ``limit`` characters with ``...``."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first non-empty line of ``exc``'s message (its type's name when it has none), at
+    most ``limit`` characters: for messages whose first line says it all (Ray's)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:limit]
+
+
+def failure_line(exc: BaseException, limit: int | None = 500) -> str:
+    """``Type: message`` up to its first line break, at most ``limit`` characters (None: no
+    limit): how a failed job, cell or probe is recorded in rows, events and verdicts."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:limit]

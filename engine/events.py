@@ -1,12 +1,16 @@
-"""Structured events: one versioned JSON object per line, appended to a cell's
-``events.jsonl`` in its run folder.
+"""Structured events: one versioned JSON object per line, appended to the runner's
+``runner.jsonl`` and to each cell attempt's ``events.jsonl`` in the campaign's run folder.
 
-Types: lifecycle (``queued``, ``started``, ``done``, ``failed``, ``killed``, ``skipped``,
-``retried``, ``suspect``, ``hung``), ``job_progress`` (rate-limited at the source),
-``job_done``, ``phase`` (data load, setup, group window) and ``summary``. Lifecycle events
-are fsync'ed at once; the rest are flushed to the OS (readers see them within one write)
-without paying a disk sync on the training path. Readers tolerate a torn last line.
-Torch-free.
+Every event type is declared once, in :data:`EVENTS` (its source, its fields, its roles);
+the sets the rest of the code branches on are derived from that table: lifecycle events
+(fsync'ed at once, and a cell fails when it cannot write one), the cell events the watchdog
+counts as progress, the runner events that end an attempt, and the cell states those
+events lead to (active, ended, finished). ``docs/events.md`` is generated from it
+(:meth:`EventTable.markdown`). The builders (:func:`job_started`, :func:`job_progress`,
+:func:`job_done`) return an :class:`Event`, sent through any ``emit(type, **fields)``:
+``job_done(result).send(ctx.emit)``. Progress events are flushed to the OS (readers see them
+within one write) without paying a disk sync on the training path. Readers tolerate a torn
+last line. Torch-free.
 """
 
 from __future__ import annotations
@@ -14,13 +18,337 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 SCHEMA_VERSION = 1
-LIFECYCLE = frozenset({"queued", "started", "done", "failed", "killed", "skipped",
-                       "retried", "suspect", "hung"})
+
+#: Where an event comes from, and the fields every event of that source carries (besides
+#: the envelope ``v``, ``ts``, ``type``). The runner's events name the campaign; a cell's
+#: and its monitor's name the cell and the attempt.
+RUNNER, CELL, MONITOR = "runner", "cell", "monitor"
+SOURCES = (RUNNER, CELL, MONITOR)
+ENVELOPE = ("v", "ts", "type")
+COMMON = {RUNNER: ("campaign",), CELL: ("cell", "attempt"), MONITOR: ("cell", "attempt")}
+
+#: Roles an event type may have (see :class:`EventType`).
+ROLES = {
+    "lifecycle": "fsync'ed at once; a cell that cannot write it fails",
+    "required": "a cell that cannot write it fails (not fsync'ed)",
+    "progress": "a cell event the watchdog counts as progress",
+    "active": "a runner event after which the cell is running",
+    "end": "a runner event that ends the cell's attempt",
+    "final": "a runner event after which the cell has finished (unless retried)",
+}
+
+
+@dataclass(frozen=True)
+class EventType:
+    """One event type of one source.
+
+    ``fields``: written in every event of the type; ``optional``: written when they apply.
+    ``roles``: among :data:`ROLES`. ``cell_state``: for runner events about a cell, the
+    cell's state after the event (``engine.observe.state``).
+    """
+
+    type: str
+    source: str
+    fields: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    roles: frozenset[str] = frozenset()
+    cell_state: str | None = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"event {self.type!r}: unknown source {self.source!r}")
+        unknown = set(self.roles) - set(ROLES)
+        if unknown:
+            raise ValueError(f"event {self.type!r}: unknown roles {sorted(unknown)}")
+
+    @property
+    def declared(self) -> frozenset[str]:
+        """Every field an event of this type may carry."""
+        return frozenset(ENVELOPE + COMMON[self.source] + self.fields + self.optional)
+
+
+def _t(type: str, source: str, fields: str = "", optional: str = "", roles: str = "",
+       state: str | None = None, doc: str = "") -> EventType:
+    return EventType(type, source, tuple(fields.split()), tuple(optional.split()),
+                     frozenset(roles.split()), state, doc)
+
+
+class EventTable:
+    """The event types, keyed by ``(source, type)``, and the sets derived from them
+    (recomputed when a type is added or removed)."""
+
+    def __init__(self, types: Iterable[EventType]):
+        self._types: dict[tuple[str, str], EventType] = {}
+        self._derived: dict[str, frozenset[str]] = {}
+        for event_type in types:
+            self.add(event_type)
+
+    # -- the table ------------------------------------------------------------------------
+    def add(self, event_type: EventType) -> None:
+        key = (event_type.source, event_type.type)
+        if key in self._types:
+            raise ValueError(f"event {event_type.type!r} of the {event_type.source} "
+                             "is declared twice")
+        self._types[key] = event_type
+        self._derived.clear()
+
+    def remove(self, source: str, type: str) -> EventType:
+        self._derived.clear()
+        return self._types.pop((source, type))
+
+    def get(self, type: str | None, source: str) -> EventType | None:
+        return self._types.get((source, type or ""))
+
+    def __iter__(self) -> Iterator[EventType]:
+        return iter(self._types.values())
+
+    def of(self, source: str) -> list[EventType]:
+        return [t for t in self if t.source == source]
+
+    def _set(self, name: str, compute) -> frozenset[str]:
+        value = self._derived.get(name)
+        if value is None:
+            value = self._derived[name] = frozenset(compute())
+        return value
+
+    def _with(self, role: str, source: str | None = None) -> Iterator[EventType]:
+        return (t for t in self if role in t.roles and source in (None, t.source))
+
+    # -- derived sets ---------------------------------------------------------------------
+    @property
+    def lifecycle(self) -> frozenset[str]:
+        """Types written with an fsync (of any source; a cell fails when one is lost)."""
+        return self._set("lifecycle", lambda: (t.type for t in self._with("lifecycle")))
+
+    @property
+    def required(self) -> frozenset[str]:
+        """Cell types whose loss must fail the cell: lifecycle events and the summary."""
+        return self._set("required", lambda: (
+            t.type for t in self if t.roles & {"lifecycle", "required"}))
+
+    @property
+    def progress(self) -> frozenset[str]:
+        """Cell types the watchdog counts as progress (never monitor samples)."""
+        return self._set("progress", lambda: (t.type for t in self._with("progress", CELL)))
+
+    @property
+    def end(self) -> frozenset[str]:
+        """Runner types that end a cell's attempt."""
+        return self._set("end", lambda: (t.type for t in self._with("end", RUNNER)))
+
+    @property
+    def cell_states(self) -> frozenset[str]:
+        """Every state a cell can be in."""
+        return self._set("cell_states", lambda: (
+            t.cell_state for t in self.of(RUNNER) if t.cell_state))
+
+    @property
+    def active(self) -> frozenset[str]:
+        """Cell states of a cell running now (running, suspect, hung)."""
+        return self._set("active", lambda: (t.cell_state for t in self._with("active", RUNNER)
+                                            if t.cell_state))
+
+    @property
+    def ended(self) -> frozenset[str]:
+        """Cell states after which an attempt is over (done, failed, killed)."""
+        return self._set("ended", lambda: (t.cell_state for t in self._with("end", RUNNER)
+                                           if t.cell_state))
+
+    @property
+    def finished(self) -> frozenset[str]:
+        """Cell states of a cell that has finished for now: its attempt ended, or it was
+        skipped (counted as done by the front ends' headers)."""
+        return self._set("finished", lambda: (
+            t.cell_state for t in self._with("final", RUNNER) if t.cell_state))
+
+    # -- checks and docs ------------------------------------------------------------------
+    def validate(self, event: Mapping[str, Any]) -> list[str]:
+        """What is wrong with ``event`` by the table (empty when nothing): an unknown type
+        for its source, a missing field, a field the type does not declare."""
+        source = source_of(event)
+        kind = event.get("type")
+        declared = self.get(kind, source)
+        if declared is None:
+            return [f"unknown {source} event type {kind!r}"]
+        problems = [f"{source} event {kind!r}: missing field {name!r}"
+                    for name in ENVELOPE + COMMON[source] + declared.fields if name not in event]
+        problems += [f"{source} event {kind!r}: undeclared field {name!r}"
+                     for name in event if name not in declared.declared]
+        return problems
+
+    def markdown(self) -> str:
+        """The table as the Markdown of ``docs/events.md``."""
+        lines = [
+            "# Events", "",
+            "<!-- Generated from engine/events.py (EVENTS): edit the table there, then run",
+            "     python -m engine.events > docs/events.md -->", "",
+            "One JSON object per line. Every event carries "
+            + ", ".join(f"`{f}`" for f in ENVELOPE)
+            + f" (schema version {SCHEMA_VERSION}); the runner's also `campaign` "
+            "(`runner.jsonl`), a cell's and its monitor's also `cell` and `attempt` (the "
+            "attempt's `events.jsonl`).", "",
+            "Roles: " + "; ".join(f"**{name}**: {doc}" for name, doc in ROLES.items()) + ".",
+            "",
+            "A cell that ended well is `done` in the events and in the campaign state "
+            "(`engine.observe.state`), `ok` in its CSV rows (`status`) and in the front "
+            "ends' counts; a job's `status` in `job_done` is the rows' word (ok, failed).",
+            ""]
+        for source in SOURCES:
+            lines += [f"## {source.capitalize()} events", "",
+                      "| type | fields | optional | roles | cell state | what |",
+                      "|---|---|---|---|---|---|"]
+            for t in self.of(source):
+                lines.append("| " + " | ".join([
+                    f"`{t.type}`", ", ".join(t.fields), ", ".join(t.optional),
+                    ", ".join(sorted(t.roles)), t.cell_state or "", t.doc]) + " |")
+            lines.append("")
+        return "\n".join(lines)
+
+
+#: Every event type, by source. Adding an event type is adding a line here.
+EVENTS = EventTable([
+    # -- the runner (runner.jsonl) --------------------------------------------------------
+    _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume",
+       doc="a runner session starts"),
+    _t("queued", RUNNER, "cell index label", "manual_retry", "lifecycle", "queued",
+       doc="a cell waits for its turn (again, after a manual retry)"),
+    _t("skipped", RUNNER, "cell index label reason", "", "lifecycle final", "skipped",
+       doc="a cell will not run (already ok, cannot run here, skipped by control)"),
+    _t("cell_started", RUNNER, "cell index label attempt events log_path pid", "",
+       "active", "running", doc="an attempt's process started"),
+    _t("suspect", RUNNER, "cell attempt seen", "", "lifecycle active", "suspect",
+       doc="no progress for suspect_after checks"),
+    _t("hung", RUNNER, "cell attempt seen action", "", "lifecycle active", "hung",
+       doc="no progress for hung_after checks"),
+    _t("resumed", RUNNER, "cell attempt", "", "active", "running",
+       doc="a hung cell progresses again"),
+    _t("leftovers_killed", RUNNER, "cell attempt pids",
+       doc="processes an attempt left outside its session were killed"),
+    _t("done", RUNNER, "cell attempt exit_code error", "", "lifecycle end final", "done",
+       doc="an attempt ended ok"),
+    _t("failed", RUNNER, "cell attempt exit_code error", "", "lifecycle end final", "failed",
+       doc="an attempt failed"),
+    _t("killed", RUNNER, "cell attempt reason", "exit_code predecessor",
+       "lifecycle end final", "killed",
+       doc="an attempt was stopped (control, watchdog, Ctrl-C, or an earlier runner's)"),
+    _t("retried", RUNNER, "cell attempt manual", "retry retries", "lifecycle", "queued",
+       doc="a failed, hung or killed cell runs again"),
+    _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor",
+       doc="what a cell recorded for cleanup was stopped"),
+    _t("control", RUNNER, "cmd applied", "cell reason",
+       doc="a control command was applied or ignored"),
+    _t("campaign_interrupted", RUNNER, doc="Ctrl-C or SIGTERM stopped the campaign"),
+    _t("campaign_aborted", RUNNER, doc="a control command aborted the campaign"),
+    _t("campaign_done", RUNNER, "ok exit_code failed", "error",
+       doc="the runner session ends (with the campaign's exit code)"),
+    # -- a cell (events.jsonl) ------------------------------------------------------------
+    _t("started", CELL, "pid exp_id executor jobs", "", "lifecycle progress",
+       doc="the cell process is up; its job ids"),
+    _t("phase", CELL, "phase", "seconds", "progress",
+       doc="imports, data_load, setup, group_start, teardown"),
+    _t("executor", CELL, "name", "temp_dir tag address",
+       doc="the executor's runtime (ray)"),
+    _t("warning", CELL, "message", doc="a warning the executor raised (ray tune)"),
+    _t("job_started", CELL, "job_id", "pid worker_pid", "progress",
+       doc="a job starts (worker_pid: the process training it, under mp and ray; pid in recordings of older mp cells)"),
+    _t("job_progress", CELL, "job_id epoch epochs step steps samples loss elapsed",
+       "val_loss val_acc epoch_end train_sps", "progress",
+       doc="rate-limited at the source; epoch_end with the epoch's validation"),
+    _t("job_done", CELL, "job_id status error total_time_s samples final_val_acc",
+       "pid early_stopped stop_reason", "progress",
+       doc="a job ended (status ok or failed)"),
+    _t("summary", CELL, "group_id status error T_group total_samples throughput_group "
+       "setup_s data_load_s warnings jobs", "", "progress required",
+       doc="the group's rows are written"),
+    _t("done", CELL, "error group_written", "output_error", "lifecycle progress",
+       doc="the cell ends ok"),
+    _t("failed", CELL, "error group_written", "output_error", "lifecycle progress",
+       doc="the cell ends failed (with whether its failed row was written)"),
+    _t("killed", CELL, "reason", "", "lifecycle",
+       doc="written by the next runner for an attempt an earlier runner left"),
+    # -- a cell's monitor (events.jsonl) --------------------------------------------------
+    _t("sample", MONITOR, "t",
+       "time gpu_util_pct mem_used_mib power_w energy_mj sm_clock_mhz temp_c cpu_pct "
+       "rss_mib host_mem_available_mib",
+       doc="one monitor sample (GPU fields null without a GPU)"),
+])
+
+
+def is_runner_event(event: Mapping[str, Any]) -> bool:
+    """Whether ``event`` comes from the runner (``runner.jsonl``) rather than a cell or its
+    monitor: the runner's events name the campaign."""
+    return COMMON[RUNNER][0] in event
+
+
+def source_of(event: Mapping[str, Any]) -> str:
+    """The source of ``event``: runner, monitor (the types only a monitor writes) or cell."""
+    if is_runner_event(event):
+        return RUNNER
+    kind = event.get("type")
+    if EVENTS.get(kind, MONITOR) is not None and EVENTS.get(kind, CELL) is None:
+        return MONITOR
+    return CELL
+
+
+# -- builders --------------------------------------------------------------------------
+
+class _JobResult(Protocol):
+    job: Any
+    status: str
+    error: str
+    total_time_s: float | None
+    samples: int
+    final_val_acc: float | None
+
+
+@dataclass(frozen=True)
+class Event:
+    """A built event: its type and its fields, in the order they are written."""
+
+    type: str
+    fields: dict[str, Any]
+
+    def send(self, emit: Callable[..., Any]) -> Any:
+        """Write it through ``emit(type, **fields)`` (a cell's ``ctx.emit``, an
+        :class:`EventWriter`'s ``emit``); returns what ``emit`` returns."""
+        return emit(self.type, **self.fields)
+
+
+def build(type: str, source: str, /, **fields: Any) -> Event:
+    """An event of a declared type. Raises ValueError for an undeclared type or field (a
+    typo fails where it is made)."""
+    declared = EVENTS.get(type, source)
+    if declared is None:
+        raise ValueError(f"unknown {source} event type {type!r}")
+    unknown = [name for name in fields if name not in declared.declared or name in ENVELOPE]
+    if unknown:
+        raise ValueError(f"{source} event {type!r}: undeclared fields {unknown}")
+    return Event(type, fields)
+
+
+def job_started(job_id: str, **extra: Any) -> Event:
+    """A job starts (``extra``: ``worker_pid`` of the mp or ray worker that trains it)."""
+    return build("job_started", CELL, job_id=job_id, **extra)
+
+
+def job_progress(**fields: Any) -> Event:
+    """A job's progress report, as the training loops pass it to their ``progress``."""
+    return build("job_progress", CELL, **fields)
+
+
+def job_done(result: _JobResult, **extra: Any) -> Event:
+    """A job ended: its status, error, time, samples and final validation accuracy, from its
+    result (``extra``: ``pid``, ``early_stopped``, ``stop_reason``)."""
+    return build("job_done", CELL, job_id=result.job.job_id, status=result.status,
+                 error=result.error, total_time_s=result.total_time_s,
+                 samples=result.samples, final_val_acc=result.final_val_acc, **extra)
 
 
 class EventWriter:
@@ -36,7 +364,7 @@ class EventWriter:
         event = {"v": SCHEMA_VERSION, "ts": time.time(), "type": type, **self.common, **fields}
         self._file.write(json.dumps(event, separators=(",", ":"), default=str) + "\n")
         self._file.flush()
-        if type in LIFECYCLE:
+        if type in EVENTS.lifecycle:
             os.fsync(self._file.fileno())
         return event
 
@@ -81,16 +409,5 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
     return list(EventTail(path).read())
 
 
-class RateLimiter:
-    """True at most once per ``interval`` seconds (the first call is always True)."""
-
-    def __init__(self, interval: float):
-        self.interval = interval
-        self._last = float("-inf")
-
-    def ready(self, now: float | None = None) -> bool:
-        now = time.perf_counter() if now is None else now
-        if now - self._last >= self.interval:
-            self._last = now
-            return True
-        return False
+if __name__ == "__main__":  # python -m engine.events > docs/events.md
+    print(EVENTS.markdown())

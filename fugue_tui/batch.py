@@ -29,10 +29,13 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.define.campaign import load_campaign
+from engine.events import is_runner_event
 from engine.processes import die_with_parent, engine_env
 from engine.observe.follow import CampaignFollower
+from engine.results.columns import GROUPS_FILE
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
+from engine.runner.cli import runner_argv
 from engine.runner.supervisor import Runner
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
@@ -65,7 +68,7 @@ class PlainProgress:
 
     def line(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
-        runner = "campaign" in event
+        runner = is_runner_event(event)
         if kind == "campaign_started":
             resume = ", resuming" if event.get("resume") else ""
             return (f"campaign {event['campaign']}: {event['cells']} cells, device "
@@ -250,7 +253,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     code = proc.returncode
     if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
         return 2
-    print_summary(console, runner.runs_dir / "master_groups.csv", runner.campaign_id)
+    print_summary(console, runner.runs_dir / GROUPS_FILE, runner.campaign_id)
     _print_problems(runner)
     if code == 130:
         print("interrupted: the running cell was stopped and recorded as killed", file=sys.stderr)
@@ -272,14 +275,7 @@ def _size(path: Path) -> int:
 
 def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
                   since: str | None) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "engine.runner", path]
-    for key, value in overrides.items():
-        if value is not None:
-            argv += [f"--{key.replace('_', '-')}", str(value)]
-    if resume:
-        argv.append("--resume")
-    if since:
-        argv += ["--since", since]
+    argv = runner_argv(path, resume=resume, since=since, overrides=overrides)
     env = engine_env()
     # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
     # Its stderr comes through a pipe (:func:`_relay`).
@@ -332,12 +328,12 @@ def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress) -> Non
 
 
 def _print_problems(runner: Runner) -> None:
-    rows = [r for r in read_rows(runner.runs_dir / "master_groups.csv")
+    rows = [r for r in read_rows(runner.runs_dir / GROUPS_FILE)
             if r.get("campaign_id") == runner.campaign_id and r.get("status") != "ok"]
     latest: dict[str, dict[str, str]] = {}
     for row in rows:
         latest[row["cell_key"]] = row
-    ok = {r["cell_key"] for r in read_rows(runner.runs_dir / "master_groups.csv")
+    ok = {r["cell_key"] for r in read_rows(runner.runs_dir / GROUPS_FILE)
           if r.get("status") == "ok"}
     for row in latest.values():
         if row["cell_key"] in ok:

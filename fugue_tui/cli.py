@@ -29,6 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure what you gain by training many neural networks at once on one "
                     "GPU: seq, mp (CUDA MPS), ray and a stacked unified model, same data, "
                     "seeds and software stack.")
+    _add_top_level(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_dashboard(sub)
+    _add_control(sub)
+    _add_catalogue_commands(sub)
+    _add_run(sub)
+    _add_report(sub)
+    _add_bench(sub)
+    return parser
+
+
+def _add_top_level(parser: argparse.ArgumentParser) -> None:
+    """``--version``, ``--batch`` and the overrides it takes."""
     parser.add_argument("--version", action="version", version=f"fugue-tui {__version__}")
     parser.add_argument("--batch", metavar="CAMPAIGN", help="run a campaign TOML headless")
     parser.add_argument("--dry-run", action="store_true",
@@ -44,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --batch: skip cells whose key already has an ok row")
     parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
                         help="with --resume: only ok rows at or after this time count")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+
+def _add_dashboard(sub) -> None:
     dashboard = sub.add_parser(
         "dashboard", help="the dashboard (the default): plan, launch and watch a campaign",
         description="Plan a campaign (catalogue, executors, settings, live preview of the "
@@ -64,10 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
                                 "file) in the run screen, as it happened")
     dashboard.add_argument("--speed", type=float, default=1.0, metavar="X",
                            help="with --replay: campaign seconds per second (default 1)")
+
+
+def _add_control(sub) -> None:
     control = sub.add_parser("control", help="send a command to the runner of a campaign")
     control.add_argument("run_dir", help="the campaign's run folder (runs/<name>)")
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
     control.add_argument("cell", nargs="?", help="cell key, key prefix or index")
+
+
+def _add_catalogue_commands(sub) -> None:
+    """``list``, ``validate`` and ``prefetch``: the catalogue and this machine."""
     lister = sub.add_parser("list", help="list the experiment catalogue and what can run here")
     _experiments_file(lister, "experiments_file_list")
     validate = sub.add_parser(
@@ -91,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     prefetch.add_argument("--data-dir", metavar="DIR",
                           help="download here instead of FUGUE_DATA_DIR")
     _experiments_file(prefetch, "experiments_file_sub")
+
+
+def _add_run(sub) -> None:
     from fugue_tui.commands.run_flags import add_run_arguments, executors_epilog
 
     run = sub.add_parser(
@@ -109,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "  fugue-tui run --type multi_model --model mlp mlp_bn --dataset wine digits",
         epilog=executors_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(run, _at_least)
+
+
+def _add_report(sub) -> None:
     report = sub.add_parser(
         "report", help="tables and chart of a runs folder: T_group, throughput, energy, "
                        "speedup over seq with its 95%% interval, accuracy parity")
@@ -124,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--format", metavar="LIST", default="png,svg,tex",
                         help="what --export writes: comma-separated png, svg, tex "
                              "(default: all three)")
+
+
+def _add_bench(sub) -> None:
     bench = sub.add_parser(
         "bench", help="run a part of the benchmark suite (from a source checkout)",
         description="Run parts of the benchmark suite (bench/README.md). Each part appends "
@@ -134,7 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the part's own options (see fugue-tui bench PART --help)")
     bench.add_argument("--check", action="store_true",
                        help="verify that bench/RESULTS.md matches the committed CSV files")
-    return parser
 
 
 def _at_least(low: int):
@@ -296,13 +326,10 @@ def _bench(args: argparse.Namespace) -> int:
         width = max(map(len, PARTS))
         print("benchmark parts (fugue-tui bench PART [--help]):")
         for name, what in PARTS.items():
-            present = (root / "bench" / f"{name}.py").is_file()
-            print(f"  {name:<{width}}  {what}" + ("" if present else "  (not built yet)"))
+            print(f"  {name:<{width}}  {what}")
         return 0
     if args.part not in PARTS:
         raise ConfigError(f"unknown benchmark part {args.part!r}{nearest(args.part, PARTS)}; "
                           f"{known(PARTS)}")
-    if not (root / "bench" / f"{args.part}.py").is_file():
-        raise ConfigError(f"benchmark part {args.part!r} is not built yet")
     return subprocess.call([sys.executable, "-m", f"bench.{args.part}", *args.part_args],
                            cwd=root)

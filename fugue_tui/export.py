@@ -14,11 +14,12 @@ written as an empty chart; :func:`skipped_figures` says which and why.
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from fugue_tui.format import fmt_number
 
 FORMATS = ("png", "svg", "tex")
 
@@ -85,11 +86,8 @@ def tex_escape(text: str) -> str:
 
 
 def _num(value: Any, fmt: str) -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "--"
-    return format(number, fmt) if math.isfinite(number) else "--"
+    """A LaTeX cell: ``--`` (LaTeX's dash) for a value not measured."""
+    return fmt_number(value, fmt, missing="--")
 
 
 def latex_table(results, caption: str = "Speedup over seq per experiment and executor.",

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fugue_tui.format import finite, fmt_number
+
 #: The figures, in the order they are shown and exported.
 FIGURE_KEYS = ("speedup", "wall_clock", "throughput", "energy", "memory", "parity", "ladder")
 
@@ -59,18 +61,6 @@ class Figure:
     @property
     def drawn(self) -> list[Bar]:
         return [b for b in self.bars if b.value is not None]
-
-
-def _value(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _fmt(value: float | None, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
 
 
 def cell_label(row: dict[str, Any], machines: int = 1) -> str:
@@ -173,37 +163,37 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000) -> Results:
     labelled = [(cell_label(r, machines), r) for r in rows]
 
     def bars(column: str, fmt: str, rows_=labelled) -> list[Bar]:
-        return [Bar(label, _value(r.get(column)), text=_fmt(_value(r.get(column)), fmt))
+        return [Bar(label, finite(r.get(column)), text=fmt_number(finite(r.get(column)), fmt))
                 for label, r in rows_]
 
     speed = []
     for label, r in labelled:
         if r["executor"] == "seq":
             continue
-        value, low, high = (_value(r.get(c)) for c in ("speedup", "ci_low", "ci_high"))
-        text = _fmt(value, ".3f") + (f" [{low:.3f}, {high:.3f}]" if low is not None
+        value, low, high = (finite(r.get(c)) for c in ("speedup", "ci_low", "ci_high"))
+        text = fmt_number(value, ".3f") + (f" [{low:.3f}, {high:.3f}]" if low is not None
                                      and high is not None else "")
         speed.append(Bar(label, value, low, high, text))
     memory = []
     for label, r in labelled:
-        vram, rss = _value(r.get("vram_peak_mb_max")), _value(r.get("rss_peak_mb_max"))
+        vram, rss = finite(r.get("vram_peak_mb_max")), finite(r.get("rss_peak_mb_max"))
         value = vram if vram is not None else rss
         what = "VRAM" if vram is not None else ("RSS" if rss is not None else "")
-        memory.append(Bar(label, value, text=f"{_fmt(value, ',.0f')} MiB {what}".strip()))
+        memory.append(Bar(label, value, text=f"{fmt_number(value, ',.0f')} MiB {what}".strip()))
     parity = []
     for label, r in labelled:
-        acc = _value(r.get("acc_mean"))
-        low, high = _value(r.get("seq_acc_min")), _value(r.get("seq_acc_max"))
+        acc = finite(r.get("acc_mean"))
+        low, high = finite(r.get("seq_acc_min")), finite(r.get("seq_acc_max"))
         flag = {"within seq spread": "within", "outside seq spread": "OUTSIDE"}.get(
             str(r.get("parity")), "")
-        parity.append(Bar(label, acc, low, high, f"{_fmt(acc, '.3f')} {flag}".strip()))
+        parity.append(Bar(label, acc, low, high, f"{fmt_number(acc, '.3f')} {flag}".strip()))
     lad = []
     lmachines = len(set(ladder["machine"])) if len(ladder) else 0
     for r in ladder.to_dict("records"):
-        value, low, high = (_value(r.get(c)) for c in ("relative", "low", "high"))
+        value, low, high = (finite(r.get(c)) for c in ("relative", "low", "high"))
         head = f"{r['machine']}: " if lmachines > 1 else ""
         lad.append(Bar(f"{head}{r['exp_id']} rung {r['rung']}", value, low, high,
-                       _fmt(value, ".3f") + (f" [{low:.3f}, {high:.3f}]"
+                       fmt_number(value, ".3f") + (f" [{low:.3f}, {high:.3f}]"
                                              if low is not None and high is not None else "")))
     ratio = (f"ratio of means over passes; 95% bootstrap interval only with >= {MIN_BOOT_N} "
              "passes on both sides; never across machines")

@@ -6,17 +6,15 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from engine.define.availability import experiment_availability
-from engine.define.catalogue import load_catalogue
-from engine.plugins import load_plugins
+from engine.define.availability import catalogue_availability
+from fugue_tui.commands.common import load_catalogue_and_plugins
 
 
 def print_catalogue(user_file: str | None = None, console: Console | None = None) -> int:
     """Print the catalogue table; reasons for unavailable experiments follow as numbered
     notes (one per distinct reason) so the table stays readable in 80 columns."""
-    load_plugins()
     console = console or Console()
-    catalogue = load_catalogue(user_file)
+    catalogue = load_catalogue_and_plugins(user_file)
     table = Table(title="fugue-tui experiments", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False, show_edge=False, collapse_padding=True,
                   padding=(0, 1))
@@ -28,8 +26,7 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
         table.add_column(column, no_wrap=not wide, overflow="fold", min_width=16 if wide else None,
                          ratio=1 if wide else None)
     notes: dict[str, list[str]] = {}
-    for exp in catalogue.experiments.values():
-        ok, reason = experiment_availability(exp)
+    for exp, ok, reason in catalogue_availability(catalogue):
         if not ok:
             notes.setdefault(reason, []).append(exp.id)
         pairs = " + ".join(f"{m}/{d}" for m, d in zip(exp.models(), exp.datasets()))

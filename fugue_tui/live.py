@@ -1,11 +1,12 @@
-"""The live terminal view of ``fugue-tui --batch`` (stdout a terminal, ``FUGUE_PLAIN`` unset).
+"""The live view of a campaign: the terminal view of ``fugue-tui --batch`` (stdout a
+terminal, ``FUGUE_PLAIN`` unset), whose :class:`LiveView` and styles the dashboard's run
+screen and panes reuse.
 
 One event stream, two renderers: :class:`LiveProgress` takes the same events as
 :class:`fugue_tui.batch.PlainProgress` (from :class:`engine.observe.follow.CampaignFollower`) and
-applies them to an :class:`engine.observe.state.CampaignState`, the model every front end shares;
-what the state does not keep (the jobs a cell announced, the time of each job's last
-report, the summary's warnings, the recent lifecycle lines) :class:`LiveView` keeps beside
-it. The view shows:
+applies them to an :class:`engine.observe.state.CampaignState`, the one reducer every front
+end shares; :class:`LiveView` renders from it and keeps only its display log (the recent
+lifecycle lines, as text). The view shows:
 
 - the campaign: cells done/total and the counts by outcome (ok, failed, killed, skipped);
 - the current cell: label, attempt, elapsed time and state (running, suspect, hung, with
@@ -27,7 +28,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -37,8 +37,10 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
-from fugue_tui.progress_math import DASH, eta_seconds, fmt_duration, fmt_number, fraction_done
+from fugue_tui.format import PENDING as DASH, fmt_duration, fmt_number, fmt_rate
+from fugue_tui.progress_math import eta_seconds, fraction_done
 
 #: Minimum seconds between two redraws (at most 4 per second).
 REFRESH_S = 0.25
@@ -49,10 +51,9 @@ MAX_JOBS = 12
 #: Width of a job's bar, in characters.
 BAR_WIDTH = 20
 
-#: Cell states that mean "this cell is the one running now".
-ACTIVE = frozenset({"running", "suspect", "hung"})
-#: What a cell is doing, after its ``phase`` events.
-_PHASES = {"data_load": "setting up", "setup": "setting up", "group_start": "training"}
+#: What a cell is doing (its state's ``stage``), in words.
+STAGE_WORDS = {"starting": "starting", "setup": "setting up", "training": "training",
+               "finishing": "finishing"}
 #: How a cell's state is styled (colours vanish under NO_COLOR; the words stay).
 STATE_STYLE = {"running": "green", "suspect": "bold yellow", "hung": "bold red",
                "done": "green", "failed": "red", "killed": "red", "skipped": "yellow",
@@ -61,15 +62,9 @@ STATE_STYLE = {"running": "green", "suspect": "bold yellow", "hung": "bold red",
 
 # -- the view -----------------------------------------------------------------------------
 
-@dataclass
-class _Seen:
-    """A job's last report: its own elapsed time then, and when (wall clock)."""
-    elapsed: float | None
-    ts: float | None
-
-
 class LiveView:
-    """The state behind the live display, and its rendering (:meth:`render`).
+    """The live display of a :class:`CampaignState` (:meth:`render`), with its log of recent
+    lifecycle lines (:attr:`recent`, text only: the state is the one reducer).
 
     ``total``: the campaign's cell count (known before the runner starts). ``clock``: wall
     clock seconds, as in the events' ``ts`` (injected by tests).
@@ -81,85 +76,59 @@ class LiveView:
         self.clock = clock
         self.max_jobs = max_jobs
         self.state = CampaignState()
-        self.started_ts: float | None = None
-        self.ended_ts: float | None = None
-        self.current: str | None = None                  # key of the last started cell
-        self.planned: dict[str, list[str]] = {}          # cell key -> its job ids
-        self.seen: dict[tuple[str, str], _Seen] = {}     # (cell, job) -> last report
-        self.warnings: dict[str, list[str]] = {}         # cell key -> summary warnings
-        self.phase: dict[str, str] = {}                  # cell key -> what it is doing
         self.recent: deque[str] = deque(maxlen=recent)
 
     # -- events ---------------------------------------------------------------------------
     def apply(self, event: dict[str, Any]) -> None:
+        """Apply ``event`` to the state, then log it if it is a lifecycle line."""
         self.state.apply(event)
         kind = event.get("type")
         key = event.get("cell")
         ts = event.get("ts")
-        if kind == "campaign_started":
-            self.started_ts, self.ended_ts = ts, None
-        elif kind == "campaign_done":
-            self.ended_ts = ts
-        elif kind in ("campaign_interrupted", "campaign_aborted"):
-            self._note(ts, f"campaign {kind.split('_')[1]}")
+        if kind in ("campaign_interrupted", "campaign_aborted"):
+            self.note(ts, f"campaign {kind.split('_')[1]}")
         cell = self.state.cells.get(key) if key is not None else None
-        if kind == "control" and "campaign" in event:  # abort names no cell; a bad ref no key
+        if kind == "control" and is_runner_event(event):  # abort names no cell; a bad ref no key
             how = "applied" if event.get("applied") else f"ignored ({event.get('reason')})"
             what = cell.label if cell is not None else (key or "")
-            self._note(ts, " ".join(p for p in ("control", event.get("cmd"), what, how) if p))
+            self.note(ts, " ".join(p for p in ("control", event.get("cmd"), what, how) if p))
             return
         if cell is None:
             if kind == "killed" and event.get("predecessor"):  # before the cells are listed
-                self._note(ts, f"cell {str(key)[:8]} (earlier runner): killed, "
-                               f"{event.get('reason', '')}")
+                self.note(ts, f"cell {str(key)[:8]} (earlier runner): killed, "
+                              f"{event.get('reason', '')}")
             return
-        if "campaign" in event:
-            self._runner_event(cell, kind, event)
+        if is_runner_event(event):
+            self._runner_note(cell, kind, event)
         elif event.get("attempt") == cell.attempt:  # a stale attempt's lines are ignored
-            self._cell_event(cell, kind, event)
+            self._cell_note(cell, kind, event)
 
-    def _runner_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
+    def _runner_note(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
         ts = event.get("ts")
-        if kind == "cell_started":
-            self.current = cell.key
-            self.planned.pop(cell.key, None)
-            self.warnings.pop(cell.key, None)
-            self.phase[cell.key] = "starting"
-            self.seen.clear()  # the runner runs one cell at a time
-        elif kind == "skipped":
-            self._note(ts, f"{cell.label}: skipped, {event.get('reason', '')}")
+        if kind == "skipped":
+            self.note(ts, f"{cell.label}: skipped, {event.get('reason', '')}")
         elif kind in ("suspect", "hung"):
-            self._note(ts, f"{cell.label}: {kind}, {event.get('seen', '')}")
+            self.note(ts, f"{cell.label}: {kind}, {event.get('seen', '')}")
         elif kind == "resumed":
-            self._note(ts, f"{cell.label}: progressing again")
+            self.note(ts, f"{cell.label}: progressing again")
         elif kind == "retried":
             how = ("manual retry" if event.get("manual")
                    else f"retry {event.get('retry')}/{event.get('retries')}")
-            self._note(ts, f"{cell.label}: {how}, attempt {event.get('attempt')} next")
+            self.note(ts, f"{cell.label}: {how}, attempt {event.get('attempt')} next")
         elif kind == "killed":
-            self._note(ts, f"{cell.label}: killed, {event.get('reason', '')}")
+            self.note(ts, f"{cell.label}: killed, {event.get('reason', '')}")
         elif kind == "failed":
-            self._note(ts, f"{cell.label}: failed, {event.get('error', '')}")
+            self.note(ts, f"{cell.label}: failed, {event.get('error', '')}")
         elif kind == "leftovers_killed":
-            self._note(ts, f"{cell.label}: leftover processes killed {event.get('pids')}")
+            self.note(ts, f"{cell.label}: leftover processes killed {event.get('pids')}")
 
-    def _cell_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
-        if kind == "started":
-            self.planned[cell.key] = [str(j) for j in event.get("jobs") or []]
-            self.phase[cell.key] = "starting"  # imports and data loading
-        elif kind == "phase":
-            self.phase[cell.key] = _PHASES.get(event.get("phase"), self.phase.get(cell.key, ""))
-        elif kind in ("job_started", "job_progress"):
-            job_id = event["job_id"]
-            self.seen[(cell.key, job_id)] = _Seen(event.get("elapsed", 0.0), event.get("ts"))
-        elif kind == "summary":
-            self.phase[cell.key] = "finishing"
-            warnings = [str(w) for w in event.get("warnings") or []]
-            self.warnings[cell.key] = warnings
-            for warning in warnings:
-                self._note(event.get("ts"), f"{cell.label}: warning: {warning}")
+    def _cell_note(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
+        if kind == "summary":
+            for warning in cell.warnings:
+                self.note(event.get("ts"), f"{cell.label}: warning: {warning}")
 
-    def _note(self, ts: float | None, line: str) -> None:
+    def note(self, ts: float | None, line: str) -> None:
+        """Add ``line`` to the recent lines, stamped with ``ts`` (local time)."""
         stamp = time.strftime("%H:%M:%S", time.localtime(ts)) if ts is not None else "--:--:--"
         self.recent.append(f"{stamp} {line}")
 
@@ -172,11 +141,12 @@ class LiveView:
     def render(self) -> RenderableType:
         now = self.clock()
         parts: list[RenderableType] = [self._header(now)]
-        cell = self.state.cells.get(self.current) if self.current else None
-        if cell is not None and cell.state in ACTIVE:
-            parts.append(self._cell_line(cell, now))
-            parts.append(self._jobs(cell, now))
-            for warning in self.warnings.get(cell.key, []):
+        current = self.state.current
+        cell = self.state.cells.get(current) if current else None
+        if cell is not None and cell.active:
+            parts.append(self.cell_line(cell, now))
+            parts.append(self.job_rows(cell, now))
+            for warning in cell.warnings:
                 parts.append(Text(f"  warning: {warning}", style="yellow"))
         elif cell is not None:
             line = Text(f"last cell [{cell.index}/{self.total}] {cell.label}: ")
@@ -197,8 +167,9 @@ class LiveView:
         head.append(self.state.campaign or "?", style="bold")
         if self.state.device:
             head.append(f" · {self.state.device}")
-        end = self.ended_ts if self.ended_ts is not None else now
-        elapsed = end - self.started_ts if self.started_ts is not None else None
+        started, ended = self.state.started_ts, self.state.ended_ts
+        end = ended if ended is not None else now
+        elapsed = end - started if started is not None else None
         head.append(f" · {fmt_duration(elapsed)}")
         if self.state.state not in ("running", "starting"):
             head.append(f" · {self.state.state}", style="bold")
@@ -216,23 +187,26 @@ class LiveView:
                      cells)
         return Group(head, grid)
 
-    def _cell_line(self, cell: CellState, now: float) -> Text:
+    def cell_line(self, cell: CellState, now: float) -> Text:
+        """The cell's line: index, label, attempt, elapsed, state, stage, watchdog."""
         elapsed = now - cell.started_ts if cell.started_ts is not None else None
         line = Text(f"[{cell.index}/{self.total}] ", style="bold")
         line.append(cell.label, style="bold")
         line.append(f" · attempt {cell.attempt} · {fmt_duration(elapsed)} · ")
         line.append(cell.state, style=STATE_STYLE.get(cell.state, ""))
-        if cell.state == "running" and self.phase.get(cell.key):
-            line.append(f" · {self.phase[cell.key]}")
+        stage = STAGE_WORDS.get(cell.stage, cell.stage)
+        if cell.state == "running" and stage:
+            line.append(f" · {stage}")
         if cell.watchdog and cell.state in ("suspect", "hung"):
             line.append(f" ({cell.watchdog})")
         return line
 
-    def _jobs(self, cell: CellState, now: float) -> RenderableType:
-        order = list(dict.fromkeys(self.planned.get(cell.key, []) + list(cell.jobs)))
+    def job_rows(self, cell: CellState, now: float) -> Group:
+        """One row per job of ``cell`` (a :class:`JobTable` first), at most ``max_jobs``."""
+        order = list(dict.fromkeys(cell.planned_jobs + list(cell.jobs)))
         shown = order if len(order) <= self.max_jobs else self._pick(cell, order)
         rows: list[RenderableType] = [
-            _JobTable([self._job_cells(cell, job_id, now) for job_id in shown])]
+            JobTable([self._job_cells(cell, job_id, now) for job_id in shown])]
         if len(shown) < len(order):
             finished = sum(1 for j in order if j not in shown and j in cell.jobs
                            and cell.jobs[j].status != "running")
@@ -255,22 +229,24 @@ class LiveView:
     def _job_cells(self, cell: CellState, job_id: str, now: float) -> dict[str, RenderableType]:
         job = cell.jobs.get(job_id)
         if job is None:
-            row = {name: Text(DASH) for name in _JobTable.COLUMNS}
+            row = {name: Text(DASH) for name in JobTable.COLUMNS}
             row.update(job=Text(f"  {job_id}", style="dim"), progress=Text(""),
                        **{"%": Text("waiting", style="dim")})
             return row
-        seen = self.seen.get((cell.key, job_id))
+        # The job's latest report is extrapolated while its cell is the runner's latest.
+        reported = job.reported_ts is not None and cell.key == self.state.current
+        last_elapsed = job.reported_elapsed if reported else job.elapsed
+        last_ts = job.reported_ts if reported else None
         running = job.status == "running"
         fraction = 1.0 if job.status == "ok" else fraction_done(job.epoch, job.epochs, job.step,
                                                                 job.steps)
-        elapsed = seen.elapsed if seen is not None else job.elapsed
-        if running and seen is not None and seen.ts is not None and cell.state in ACTIVE:
-            elapsed = (elapsed or 0.0) + max(0.0, now - seen.ts)
+        elapsed = last_elapsed
+        if running and last_ts is not None and cell.active:
+            elapsed = (elapsed or 0.0) + max(0.0, now - last_ts)
         if job.status == "failed" or (running and cell.state == "hung"):
             eta = None  # no rate to extrapolate from
         elif running:
-            eta = eta_seconds(fraction, seen.elapsed if seen else job.elapsed,
-                              seen.ts if seen else None, now)
+            eta = eta_seconds(fraction, last_elapsed, last_ts, now)
         else:
             eta = 0.0
         sps = job.train_sps
@@ -286,12 +262,13 @@ class LiveView:
         if job.status == "failed":
             pct = Text("failed", style="red")
         return {"job": Text(f"  {job_id}"), "epoch": Text(epochs), "step": Text(steps),
-                "progress": bar, "%": pct, "loss": Text(fmt_number(job.loss, ".4f")),
-                "val acc": Text(fmt_number(job.val_acc, ".3f")), "samples/s": Text(fmt_number(sps, ",.0f")),
+                "progress": bar, "%": pct, "loss": Text(fmt_number(job.loss, ".4f", DASH)),
+                "val acc": Text(fmt_number(job.val_acc, ".3f", DASH)),
+                "samples/s": Text(fmt_rate(sps, DASH)),
                 "elapsed": Text(fmt_duration(elapsed)), "ETA": Text(fmt_duration(eta))}
 
 
-class _JobTable:
+class JobTable:
     """The job rows as a table that fits the console: on a narrow one the least needed
     columns go first (step, samples/s, elapsed, val acc), then the job id is shortened."""
 

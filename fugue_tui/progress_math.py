@@ -1,13 +1,8 @@
 """The pure arithmetic of the progress views (``--batch``'s live view, the dashboard's run
-screen and replay): the completed fraction of a job, its ETA from its own rate, and how
-durations and numbers are shown. No Rich, no Textual, no state."""
+screen and replay): the completed fraction of a job and its ETA from its own rate. How
+durations and numbers are shown: :mod:`fugue_tui.format`. No Rich, no Textual, no state."""
 
 from __future__ import annotations
-
-import math
-
-#: Shown for a value that is not known (yet).
-DASH = "–"
 
 
 def fraction_done(epoch: int | None, epochs: int | None, step: int | None,
@@ -40,19 +35,3 @@ def eta_seconds(fraction: float | None, elapsed: float | None, observed_at: floa
         remaining -= max(0.0, now - observed_at)
     return max(0.0, remaining)
 
-
-def fmt_duration(seconds: float | None) -> str:
-    """``m:ss`` (``h:mm:ss`` from an hour); :data:`DASH` when unknown."""
-    if seconds is None or not math.isfinite(seconds):
-        return DASH
-    total = int(max(0.0, seconds) + 0.5)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def fmt_number(value: float | None, fmt: str) -> str:
-    """``value`` in ``fmt``; :data:`DASH` when unknown."""
-    if value is None or not math.isfinite(value):
-        return DASH
-    return format(value, fmt)

@@ -20,27 +20,10 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.errors import FugueError, known, nearest
-
-#: Shown for a value that was not measured or does not apply.
-DASH = "—"
+from fugue_tui.format import MISSING, fmt_number, fmt_text
 
 #: The parity flags as shown (the note under the tables explains them).
 _PARITY_SHORT = {"within seq spread": "within", "outside seq spread": "OUTSIDE", "n/a": "n/a"}
-
-
-def _str(value: Any) -> str:
-    """A text cell: ``""`` for a missing value (None, NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value)
-
-
-def _num(value: Any, fmt: str) -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return DASH
-    return format(number, fmt) if math.isfinite(number) else DASH
 
 
 def _provenance_title(row: dict[str, Any], by_campaign: bool) -> str:
@@ -58,29 +41,31 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
     """Every column's text for one cell row."""
     n = row.get("n_strategy")
     n = 0 if n is None or (isinstance(n, float) and math.isnan(n)) else int(n)
-    speedup = _num(row.get("speedup"), ".3f")
-    if speedup == DASH and n:
+    speedup = fmt_number(row.get("speedup"), ".3f")
+    if speedup == MISSING and n:
         speedup = "n/a (no seq)"
-    ci = _str(row.get("ci"))
+    ci = fmt_text(row.get("ci"))
     bad = row.get("not_ok")
-    variant = " ".join(v for v in (_str(row.get("scheduler")), _str(row.get("features"))) if v)
-    seq_acc = DASH
-    if _num(row.get("seq_acc_mean"), ".3f") != DASH:
-        seq_acc = (f"{_num(row.get('seq_acc_mean'), '.3f')} [{_num(row.get('seq_acc_min'), '.3f')}"
-                   f", {_num(row.get('seq_acc_max'), '.3f')}]")
+    variant = " ".join(v for v in (fmt_text(row.get("scheduler")),
+                                   fmt_text(row.get("features"))) if v)
+    seq_acc = MISSING
+    if fmt_number(row.get("seq_acc_mean"), ".3f") != MISSING:
+        seq_acc = (f"{fmt_number(row.get('seq_acc_mean'), '.3f')} "
+                   f"[{fmt_number(row.get('seq_acc_min'), '.3f')}"
+                   f", {fmt_number(row.get('seq_acc_max'), '.3f')}]")
     return {
         "experiment": str(row["exp_id"]), "executor": str(row["executor"]),
-        "compile": str(row["compile_mode"]), "ok": str(n), "variant": variant or DASH,
-        "T_group s": _num(row.get("T_group_mean"), ".2f"),
-        "T_group sd": _num(row.get("T_group_std"), ".2f"),
-        "samples/s": _num(row.get("throughput_group_mean"), ",.0f"),
-        "train samples/s": _num(row.get("train_throughput_mean"), ",.0f"),
-        "J/model": _num(row.get("energy_per_model_j"), ",.1f"),
-        "VRAM MiB": _num(row.get("vram_peak_mb_max"), ",.0f"),
-        "speedup": speedup, "95% CI": ci if ci and n else DASH,
-        "baseline": _str(row.get("baseline")) or DASH,
-        "val acc": _num(row.get("acc_mean"), ".3f"), "seq acc [min, max]": seq_acc,
-        "parity": _PARITY_SHORT.get(str(row.get("parity")), DASH) if n else DASH,
+        "compile": str(row["compile_mode"]), "ok": str(n), "variant": variant or MISSING,
+        "T_group s": fmt_number(row.get("T_group_mean"), ".2f"),
+        "T_group sd": fmt_number(row.get("T_group_std"), ".2f"),
+        "samples/s": fmt_number(row.get("throughput_group_mean"), ",.0f"),
+        "train samples/s": fmt_number(row.get("train_throughput_mean"), ",.0f"),
+        "J/model": fmt_number(row.get("energy_per_model_j"), ",.1f"),
+        "VRAM MiB": fmt_number(row.get("vram_peak_mb_max"), ",.0f"),
+        "speedup": speedup, "95% CI": ci if ci and n else MISSING,
+        "baseline": fmt_text(row.get("baseline")) or MISSING,
+        "val acc": fmt_number(row.get("acc_mean"), ".3f"), "seq acc [min, max]": seq_acc,
+        "parity": _PARITY_SHORT.get(str(row.get("parity")), MISSING) if n else MISSING,
         "not ok": str(int(bad)) if bad is not None and bad == bad else "0",
     }
 
@@ -130,7 +115,7 @@ def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
     rows = [(row, _cell_values(row)) for row in frame.to_dict("records")]
     always = {"T_group s", "speedup", "95% CI", "baseline"}
     empty = {name for name in _COLUMNS
-             if name not in always and all(v[name] in (DASH, "n/a") for _, v in rows)}
+             if name not in always and all(v[name] in (MISSING, "n/a") for _, v in rows)}
     if all(v["not ok"] == "0" for _, v in rows):
         empty.add("not ok")
     shown = [c for c in _COLUMNS if c not in empty]

@@ -27,22 +27,23 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import json
+import importlib
 import os
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import FugueError, OutputError
+from engine.errors import FugueError, OutputError, failure_line
 from engine.results.values import new_group_id
-from engine.results.rows import failed_group_row, group_static
+from engine.results.rows import JobRow, failed_group_row, group_static
 
 from engine.cell.output import CellEvents, say
-from engine.cell.protocol import (EXIT_OUTPUT, OUTPUT_ERRNOS, REASON_BYTES, SPEC_SCHEMA,  # noqa: F401
-                                  output_failure, read_reason, safe_name, write_reason)
+from engine.cell.protocol import (EXIT_OUTPUT, CellRunSpec, output_failure, safe_name,
+                                  write_reason)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,10 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
         return 2
-    spec = json.loads(Path(argv[0]).read_text())
-    if spec.get("schema") != SPEC_SCHEMA:
-        print(f"{argv[0]}: cell spec schema {spec.get('schema')!r}, expected {SPEC_SCHEMA}",
-              file=sys.stderr)
+    try:  # the runner's spec, validated (engine.cell.protocol.CellRunSpec); used as its dict
+        spec = CellRunSpec.read(argv[0]).to_dict()
+    except FugueError as exc:
+        print(str(exc), file=sys.stderr)
         return 2
     # Known from the start: the monitor's samples file is named after the group.
     spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         # internal error: keep the traceback in the log
         with contextlib.suppress(OSError, ValueError):
             traceback.print_exc()
-        _record_failure(spec, events, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        _record_failure(spec, events, "failed", failure_line(exc, None))
         return 3
     finally:
         events.close()
@@ -97,12 +98,12 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
                     **flags: Any) -> None:
     """Best effort on a disk that may be full: the failed group row (all or nothing), then
     the event saying whether it was written. Never raises."""
-    from engine.results.columns import GROUP_COLUMNS
+    from engine.results.columns import GROUPS_FILE, header
     from engine.results.store import append_rows
 
     try:
-        append_rows(Path(spec["runs_dir"]) / "master_groups.csv",
-                    [failed_group_row(spec, status, error)], GROUP_COLUMNS)
+        append_rows(Path(spec["runs_dir"]) / GROUPS_FILE,
+                    [failed_group_row(spec, status, error)], header(GROUPS_FILE))
         written = True
     except FugueError as exc:
         if str(exc) != error:
@@ -115,22 +116,22 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
         events.emit(status, error=error, group_written=written, **flags)
 
 
-def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
-    """Run the cell's group and write its rows; return the group status (ok | failed)."""
-    threads = int(spec.get("threads") or 0) or (os.cpu_count() or 1)
-    spec = {**spec, "threads": threads}
+#: The engine modules a cell uses, imported inside the ``imports`` phase.
+_CELL_MODULES = ("engine.parts.datasets", "engine.train.data", "engine.executors.base",
+                 "engine.registry", "engine.train.loop", "engine.define.workloads")
+
+
+def _import_torch(threads: int, events: CellEvents) -> list[str]:
+    """Torch, the engine and the plugins, imported and set up: part of a cell's fixed cost
+    (bench fixed_cost), reported as the ``imports`` phase. Returns the plugins loaded."""
     t_imports = time.perf_counter()
     import torch  # after the runner set the TorchInductor cache and thread variables
 
-    from engine.parts import datasets as dataset_lib
-    from engine.train.data import to_device
-    from engine.executors.base import CellContext
     from engine.plugins import load_plugins
-    from engine.train.backend import apply_backend_flags, torch_facts
-    from engine.registry import EXECUTORS
-    from engine.train.loop import TrainSettings
-    from engine.define.workloads import JobSpec
+    from engine.train.backend import apply_backend_flags
 
+    for name in _CELL_MODULES:
+        importlib.import_module(name)
     torch.set_num_threads(threads)
     apply_backend_flags()
     # torch.optim imports torch._dynamo on first use (~2 s): part of this process's imports,
@@ -138,8 +139,85 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     # first (docs/measurement.md).
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     plugins = load_plugins()
-    # Torch, the engine and plugins: part of a cell's fixed cost (bench fixed_cost).
     events.emit("phase", phase="imports", seconds=time.perf_counter() - t_imports)
+    return plugins
+
+
+def _load_data(jobs: list, device: Any, in_workers: bool, events: CellEvents
+               ) -> tuple[Callable[[str], Any], float | None]:
+    """The group's datasets loaded on the host (the ``data_load`` phase; nothing when the
+    workers load their own) and a function that moves one to the device on first use,
+    inside the group window. Returns it and the load's seconds (None when nothing loaded)."""
+    from engine.parts import datasets as dataset_lib
+    from engine.train.data import to_device
+
+    t0 = time.perf_counter()
+    host_data = {} if in_workers else {
+        name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
+    data_load_s = None if in_workers else time.perf_counter() - t0
+    events.emit("phase", phase="data_load", seconds=data_load_s or 0.0)
+    device_data: dict[str, Any] = {}
+
+    def datasets(name: str):
+        if name not in device_data:  # first use, inside the group window
+            device_data[name] = to_device(host_data[name], device)
+        return device_data[name]
+
+    return datasets, data_load_s
+
+
+def _start_monitor(spec: dict[str, Any]):
+    """The cell's monitor sidecar, started (None when the spec turns it off). Started before
+    setup: its start-up is outside every timed phase, and its first sample precedes the
+    window (energy interpolates the window's ends)."""
+    if not spec.get("monitor", True):
+        return None
+    from engine.cell.sidecar import CellMonitor
+    from engine.measure.monitor import DEFAULT_INTERVAL_S
+
+    monitor = CellMonitor(spec["runs_dir"], spec["group_id"], spec["events"],
+                          spec["cell"]["key"], spec["attempt"], spec.get("gpu_uuid"),
+                          spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
+    if not monitor.start():
+        print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
+    return monitor
+
+
+def _group_facts(spec: dict[str, Any], device: Any, in_workers: bool, host: dict[str, Any],
+                 monitor, group: dict[str, Any], window: tuple[float, float]
+                 ) -> dict[str, Any]:
+    """The group row's facts measured around the group: torch's and the host's, the
+    monitor's provenance and window columns (or NVML's device facts without a monitor),
+    MPS presence and the peak RSS."""
+    import torch
+
+    from engine.train.backend import torch_facts
+
+    # torch's view of the device would initialise CUDA in a parent that must not hold a
+    # context; NVML (the monitor) names the device then.
+    facts = {**torch_facts(torch.device("cpu") if in_workers else device), **host}
+    if monitor is None and spec.get("gpu_uuid"):
+        facts.update(_nvml_facts(spec["gpu_uuid"]))
+    if monitor is not None:
+        facts.update(monitor.provenance())
+        facts.update(monitor.group_columns(*window))
+    facts["mps_present"] = group.get("mps_present", _mps_present())
+    facts["rss_peak_mb"] = _max([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
+    return facts
+
+
+def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
+    """Run the cell's group and write its rows; return the group status (ok | failed)."""
+    threads = int(spec.get("threads") or 0) or (os.cpu_count() or 1)
+    spec = {**spec, "threads": threads}
+    plugins = _import_torch(threads, events)
+    import torch
+
+    from engine.executors.base import CellContext
+    from engine.registry import EXECUTORS
+    from engine.train.loop import TrainSettings
+    from engine.define.workloads import JobSpec
+
     cell = spec["cell"]
     device = torch.device(spec["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -154,31 +232,8 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     # parent loads nothing and never creates a CUDA context (docs/measurement.md).
     in_workers = spec_exec.trains_in_workers
     sync_device = device.type == "cuda" and not in_workers
-
-    t0 = time.perf_counter()
-    host_data = {} if in_workers else {
-        name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
-    data_load_s = None if in_workers else time.perf_counter() - t0
-    events.emit("phase", phase="data_load", seconds=data_load_s or 0.0)
-    device_data: dict[str, Any] = {}
-
-    def datasets(name: str):
-        if name not in device_data:  # first use, inside the group window
-            device_data[name] = to_device(host_data[name], device)
-        return device_data[name]
-
-    monitor = None
-    if spec.get("monitor", True):
-        from engine.cell.monitor import CellMonitor
-        from engine.measure.monitor import DEFAULT_INTERVAL_S
-
-        # Started before setup: its start-up is outside every timed phase, and its first
-        # sample precedes the window (energy interpolates the window's ends).
-        monitor = CellMonitor(spec["runs_dir"], spec["group_id"], spec["events"], cell["key"],
-                              spec["attempt"], spec.get("gpu_uuid"),
-                              spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
-        if not monitor.start():
-            print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
+    datasets, data_load_s = _load_data(jobs, device, in_workers, events)
+    monitor = _start_monitor(spec)
     executor = spec_exec.load()()
     ctx = CellContext(settings=settings, datasets=datasets,
                       emit=lambda type, **f: events.emit(type, **f), threads=threads,
@@ -215,16 +270,7 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     finally:
         if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
             monitor.stop()
-    # torch's view of the device would initialise CUDA in a parent that must not hold a
-    # context; NVML (the monitor) names the device then.
-    facts = {**torch_facts(torch.device("cpu") if in_workers else device), **host}
-    if monitor is None and spec.get("gpu_uuid"):
-        facts.update(_nvml_facts(spec["gpu_uuid"]))
-    if monitor is not None:
-        facts.update(monitor.provenance())
-        facts.update(monitor.group_columns(g0, g1))
-    facts["mps_present"] = ctx.group.get("mps_present", _mps_present())
-    facts["rss_peak_mb"] = _max([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
+    facts = _group_facts(spec, device, in_workers, host, monitor, ctx.group, (g0, g1))
     return _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                        ctx.group, monitor)
 
@@ -257,7 +303,7 @@ def _nvml_facts(uuid: str) -> dict[str, Any]:
 
 
 def _mps_present() -> bool | None:
-    from engine.cell.monitor import mps_daemon_present
+    from engine.cell.sidecar import mps_daemon_present
 
     return mps_daemon_present()
 
@@ -347,7 +393,7 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
     rows = []
     for r in results:
         job = r.job
-        rows.append({
+        rows.append(JobRow({
             "group_id": group["group_id"], "job_id": job.job_id, "exp_id": job.exp_id,
             "dataset": job.dataset, "model": job.model, "executor": cell["executor"],
             "compile": r.compile_mode != "off", "num_workers": 0,
@@ -373,7 +419,7 @@ def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, set
             "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None,
-        })
+        }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
                                                  spec_exec.concurrent))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import OutputError
-from engine.events import LIFECYCLE, EventWriter
+from engine.events import EVENTS, EventWriter
 
 
 class CellEvents:
@@ -21,9 +21,6 @@ class CellEvents:
     phase and sample events are dropped instead, so a full disk does not fail a job that
     is still training (its rows decide). The first failure is kept in :attr:`failure`.
     """
-
-    #: Events whose loss must fail the cell (the runner and front ends depend on them).
-    REQUIRED = LIFECYCLE | {"summary"}
 
     def __init__(self, path: str | Path, **common: Any):
         self.path = Path(path)
@@ -45,7 +42,7 @@ class CellEvents:
             return self._writer.emit(type, **fields)
         except OSError as exc:
             error = self._error(exc)
-            if type in self.REQUIRED:
+            if type in EVENTS.required:  # the runner and front ends depend on them
                 raise error from exc
             return {"type": type, **fields}
 

@@ -8,12 +8,15 @@ The runner (``engine.runner``) imports this module, never the cell's entry modul
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import OutputError
+from engine.errors import ConfigError, OutputError
 
 SPEC_SCHEMA = 1
 #: Exit status of a cell that could not write its output (rows, events): the runner
@@ -74,3 +77,96 @@ def safe_name(name: str) -> str:
     """``name`` as one file-name component: characters other than letters, digits and
     ``._-`` become ``_`` (a job id in a samples path)."""
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def _optional() -> Any:
+    """An optional key: None by default, and left out of the document while None."""
+    return dataclasses.field(default=None, metadata={"optional": True})
+
+
+@dataclass(frozen=True)
+class CellRunSpec:
+    """What one attempt of one cell is started with: ``python -m engine.cell SPEC.json`` reads
+    it (schema :data:`SPEC_SCHEMA`). Built by the runner
+    (:meth:`engine.runner.supervisor.Runner.cell_spec`), or by a tool that runs one cell by
+    hand (bench) from that with :func:`dataclasses.replace`.
+
+    Paths are absolute strings (the cell may run in another working folder). ``device`` is
+    what the cell uses (``cuda:0`` when the runner pinned the device under test with
+    ``CUDA_VISIBLE_DEVICES``), ``device_requested`` what the campaign asked; ``threads`` is
+    already resolved (>= 1); ``cell`` is the :class:`engine.define.matrix.CellSpec` as a dict.
+    ``job_env`` (extra environment for worker processes) and ``group_id`` (a fixed group id)
+    are for tools; the runner leaves them unset, and then they are not written. Keys older
+    runners did not write are optional, with the defaults the cell has always applied.
+    """
+
+    campaign_id: str
+    campaign_hash: str
+    runs_dir: str
+    events: str
+    attempt: int
+    # Keys that specs of older runners may lack: the cell has always read them with a
+    # default, and so must a runner reading a predecessor's spec (written when not None).
+    reason_file: str | None = _optional()
+    seed: int = 42
+    passes: int = 1
+    device: str = "cpu"
+    device_requested: str | None = _optional()
+    gpu_uuid: str | None = None
+    monitor: bool = True
+    monitor_interval_s: float | None = _optional()
+    threads: int | None = _optional()
+    cell: dict[str, Any] = dataclasses.field(default_factory=dict)
+    schema: int = SPEC_SCHEMA
+    job_env: dict[str, str] | None = _optional()
+    group_id: str | None = _optional()
+
+    @property
+    def attempt_dir(self) -> Path:
+        return Path(self.events).parent
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document, keys in the order schema 1 has always had them."""
+        doc: dict[str, Any] = {"schema": self.schema}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "schema" and not (f.metadata.get("optional") and value is None):
+                doc[f.name] = value
+        return doc
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], where: str = "cell spec") -> CellRunSpec:
+        """Validate a spec document.
+
+        Raises:
+            ConfigError: another schema, a missing or an unknown key (one line naming it).
+        """
+        if not isinstance(doc, dict) or doc.get("schema") != SPEC_SCHEMA:
+            got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+            raise ConfigError(f"{where}: cell spec schema {got!r}, expected {SPEC_SCHEMA}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(doc) - names)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} in the cell spec")
+        required = ("campaign_id", "campaign_hash", "runs_dir", "events", "attempt", "seed",
+                    "passes", "device", "cell")
+        missing = [n for n in required if n not in doc]
+        if missing:
+            raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r} in the cell spec")
+        return cls(**doc)
+
+    @classmethod
+    def read(cls, path: str | Path) -> CellRunSpec:
+        """Read and validate ``spec.json``.
+
+        Raises:
+            ConfigError: unreadable, not JSON, or not a schema-1 spec (one line).
+        """
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: cannot read the cell spec: {exc}") from None
+        return cls.from_dict(doc, str(path))

@@ -13,14 +13,22 @@ import importlib.util
 from pathlib import Path
 
 from engine import registry
-from engine.define.catalogue import Experiment
+from engine.define.catalogue import Catalogue, Experiment
+from engine.define.validate import check_experiment
 from engine.define.workloads import expand
+from engine.errors import FugueError
 
 _PLUGIN_HINT = "a plugin must provide it: FUGUE_PLUGINS"
 
 
 def _unregistered(kind: str, name: str) -> str:
     return f"{kind} '{name}' is not registered ({_PLUGIN_HINT})"
+
+
+def requires_hint(module: str) -> str:
+    """How to install a part's optional module: ``pip install ...``."""
+    return ("pip install 'fugue-tui[vision]'" if module == "torchvision"
+            else f"pip install {module}")
 
 
 def experiment_availability(exp: Experiment, data_root: str | Path | None = None
@@ -45,9 +53,7 @@ def experiment_availability(exp: Experiment, data_root: str | Path | None = None
             return False, _unregistered("model", job.model)
         requires = registry.MODELS.get(job.model).requires
         if requires and importlib.util.find_spec(requires) is None:
-            hint = ("pip install 'fugue-tui[vision]'" if requires == "torchvision"
-                    else f"pip install {requires}")
-            return False, f"model '{job.model}' needs {requires}: {hint}"
+            return False, f"model '{job.model}' needs {requires}: {requires_hint(requires)}"
         if job.dataset not in registry.DATASETS:
             return False, _unregistered("dataset", job.dataset)
         dataset = registry.DATASETS.get(job.dataset)
@@ -66,3 +72,25 @@ def experiment_availability(exp: Experiment, data_root: str | Path | None = None
         if not ok:
             return False, reason or f"dataset '{job.dataset}' is not available"
     return True, ""
+
+
+def catalogue_availability(catalogue: Catalogue, ids: list[str] | None = None,
+                           check: bool = False) -> list[tuple[Experiment, bool, str]]:
+    """Every experiment of ``catalogue`` (or those of ``ids``, in that order) with
+    :func:`experiment_availability`'s answer: what ``fugue-tui list``, ``fugue-tui validate``
+    and the plan screen show. ``check``: first check each experiment as a campaign would
+    (:func:`~engine.define.validate.check_experiment`); an invalid one, or one whose
+    availability raises :class:`~engine.errors.FugueError`, is ``(False, "invalid: ...")``."""
+    out = []
+    for exp in (catalogue.get(i) for i in ids) if ids is not None else \
+            catalogue.experiments.values():
+        if not check:
+            out.append((exp, *experiment_availability(exp)))
+            continue
+        try:
+            check_experiment(exp, 42, f"experiment {exp.id}")
+            ok, reason = experiment_availability(exp)
+        except FugueError as exc:
+            ok, reason = False, f"invalid: {exc}"
+        out.append((exp, ok, reason))
+    return out

@@ -13,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.define import tomlfile
-# The experiment schema is re-exported: `catalogue.Experiment` is where readers look for it.
+# Experiment is re-exported: `catalogue.Experiment` is where readers look for it.
 from engine.define.experiment import (  # noqa: F401
     ALIASES,
     DEFAULTS,
     EXPERIMENT_KEYS,
-    JOB_FIELDS,
-    OPTIMIZER_KWARGS,
     Experiment,
     check_counts,
 )

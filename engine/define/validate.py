@@ -5,7 +5,7 @@ runs, not a failed cell later."""
 from __future__ import annotations
 
 from engine.define import tomlfile
-from engine.define.catalogue import OPTIMIZER_KWARGS, Experiment
+from engine.define.experiment import OPTIMIZER_KWARGS, Experiment
 from engine.errors import ConfigError
 from engine.parts.models import check_kwargs as check_model_kwargs
 from engine.parts.optimizers import check_optimizer

@@ -10,7 +10,7 @@
 * multi_model: one job ``{exp}_m{i}_{model}`` per member, each with its own hyperparameters.
 
 Job i's seed is ``seed + i`` under every executor, whatever order it runs jobs in (fugue
-compatibility, ``../shared/reference/fugue-compat.md``). Torch-free.
+compatibility, ``docs/fugue-compat.md``). Torch-free.
 
 Workload types live in a registry, declared with a decorator under the value an
 experiment's ``type`` carries; the four above register themselves exactly as a plugin does::
@@ -238,9 +238,6 @@ def base_fields(exp: Experiment) -> dict[str, Any]:
     return {key: getattr(exp, key) for key in JOB_FIELDS}
 
 
-_base = base_fields
-
-
 def expand(exp: Experiment, seed: int = 42) -> list[JobSpec]:
     """Expand ``exp`` into its jobs through the workload registry (see the module docstring
     for ids, seeds and splits).
@@ -324,9 +321,6 @@ def make_job(exp: Experiment, job_id: str, i: int, seed: int, fields: dict[str, 
         optimizer_kwargs=dict(fields.get("optimizer_kwargs") or {}), amp=bool(fields.get("amp")),
         model_kwargs=dict(fields.get("model_kwargs") or {}), split=split,
         validate_every_epoch=every_epoch)
-
-
-_job = make_job
 
 
 def train_size(split: SplitSpec, n_pool: int, n_test: int | None) -> int:

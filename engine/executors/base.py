@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.train.loop import JobResult, TrainSettings
 from engine.define.workloads import JobSpec
+from engine.results.rows import GroupRow
 
 
 @dataclass
@@ -48,8 +49,15 @@ class CellContext:
     #: device, and NVML must be asked by UUID, never by index.
     gpu_uuid: str | None = None
     #: Group-row columns the executor decided or measured (scheduler, max_parallel,
-    #: executor_info, ...); they override the cell's generic values.
-    group: dict[str, Any] = field(default_factory=dict)
+    #: executor_info, ...); they override the cell's generic values. A dict that checks each
+    #: name as it is set (``ctx.group["max_paralel"] = 2`` fails at that line, naming
+    #: ``max_parallel``): the columns are :mod:`engine.results.columns`. A plain dict given
+    #: here is wrapped (and checked).
+    group: GroupRow = field(default_factory=GroupRow)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.group, GroupRow):
+            self.group = GroupRow(self.group)
 
 
 class Executor(ABC):

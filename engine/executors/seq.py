@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
 from engine.train.loop import JobResult, train_job
 from engine.define.workloads import JobSpec
@@ -13,11 +14,9 @@ class SeqExecutor(Executor):
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         results = []
         for job in jobs:
-            ctx.emit("job_started", job_id=job.job_id)
+            job_started(job.job_id).send(ctx.emit)
             result = train_job(job, ctx.datasets(job.dataset), ctx.settings,
-                               progress=lambda **fields: ctx.emit("job_progress", **fields))
-            ctx.emit("job_done", job_id=job.job_id, status=result.status, error=result.error,
-                     total_time_s=result.total_time_s, samples=result.samples,
-                     final_val_acc=result.final_val_acc)
+                               progress=lambda **fields: job_progress(**fields).send(ctx.emit))
+            job_done(result).send(ctx.emit)
             results.append(result)
         return results

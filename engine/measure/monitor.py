@@ -53,7 +53,7 @@ from typing import Any
 
 from engine.measure.host import ProcessTree, rapl_files, rapl_missing_reason
 from engine.measure.nvml import GpuDevice, open_gpu
-from engine.measure.samples import SAMPLE_FIELDS, format_sample_value
+from engine.measure.samples import FILE_ONLY_FIELDS, SAMPLE_FIELDS, format_sample_value
 
 #: Seconds between samples: sub-second, so a window of a few seconds still has several
 #: samples, at a sidecar cost well under 1 % of one core (bench part 4 measures it).
@@ -134,7 +134,7 @@ def run_sidecar(args: argparse.Namespace) -> int:
             n += 1
             events.emit("sample", **{k: (round(v, 3) if isinstance(v, float) else v)
                                      for k, v in row.items()
-                                     if k not in ("cpu_energy_uj", "monitor_cpu_s")})
+                                     if k not in FILE_ONLY_FIELDS})
 
         take()
         _write_json(meta_path, meta)  # "ready": the first sample exists

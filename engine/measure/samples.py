@@ -17,6 +17,15 @@ SAMPLE_FIELDS: tuple[str, ...] = (
     "temp_c", "cpu_pct", "rss_mib", "host_mem_available_mib", "cpu_energy_uj",
     "monitor_cpu_s",
 )
+#: Columns only the file has (a cumulative counter, the sampler's own CPU time): the
+#: monitor's ``sample`` events leave them out.
+FILE_ONLY_FIELDS = ("cpu_energy_uj", "monitor_cpu_s")
+#: Fields of a monitor ``sample`` event (GPU fields None without a GPU; ``cpu_pct`` is % of
+#: one core for the cell's process tree).
+SAMPLE_EVENT_FIELDS = tuple(f for f in SAMPLE_FIELDS if f not in FILE_ONLY_FIELDS)
+#: What the progress views keep of a ``sample`` event as a cell's latest sample: all but
+#: the wall-clock ``time``.
+LATEST_SAMPLE_FIELDS = tuple(f for f in SAMPLE_EVENT_FIELDS if f != "time")
 
 
 def format_sample_value(value: Any) -> str:

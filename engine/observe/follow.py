@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.events import EventTail
+from engine.runfolder import RunFolder
 
 END_EVENTS = frozenset({"done", "failed", "killed"})
 
@@ -28,7 +29,7 @@ class CampaignFollower:
 
     def __init__(self, run_dir: str | Path, offset: int = 0):
         self.run_dir = Path(run_dir)
-        self.runner = EventTail(self.run_dir / "runner.jsonl", offset)
+        self.runner = EventTail(RunFolder(self.run_dir).runner_log, offset)
         self.cells: dict[tuple[str, int], EventTail] = {}
 
     def poll(self) -> list[dict[str, Any]]:
@@ -51,7 +52,7 @@ class CampaignFollower:
 
 def last_session_offset(run_dir: str | Path) -> int:
     """Byte offset of the last ``campaign_started`` line of ``runner.jsonl`` (0 if none)."""
-    path = Path(run_dir) / "runner.jsonl"
+    path = RunFolder(Path(run_dir)).runner_log
     try:
         data = path.read_bytes()
     except FileNotFoundError:

@@ -1,9 +1,19 @@
 """Campaign state rebuilt from events (``engine.observe.follow``): what every front end shows.
 Torch-free and UI-free; pure bookkeeping, so live views, restarts and replays agree.
 
-Cell states: queued, running, suspect, hung, done, failed, killed, skipped. A cell that runs
-again (a retry) keeps its earlier attempts in ``history`` with how each ended, so a front end
-can still show the killed attempt under the new one.
+This is the one reducer of the event stream: the batch live view
+(``fugue_tui.live``) and the dashboard render from a :class:`CampaignState` and keep no
+bookkeeping of their own. The event types, and the sets branched on here, come from the
+table in ``engine.events`` (:data:`engine.events.EVENTS`).
+
+Cell states: queued, running, suspect, hung, done, failed, killed, skipped (each the
+``cell_state`` of the runner event that leads to it). A cell that runs again (a retry) keeps
+its earlier attempts in ``history`` with how each ended, so a front end can still show the
+killed attempt under the new one.
+
+Names: a cell that ended well is in state ``done`` here (after the runner's ``done``
+event); its CSV rows say ``status = ok``, and the front ends show it as "ok". A job's
+``status`` is the rows' word (running, ok, failed).
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.events import EVENTS, RUNNER, is_runner_event
+from engine.measure.samples import LATEST_SAMPLE_FIELDS
 from engine.observe.follow import CampaignFollower, last_session_offset
 
 
@@ -29,14 +41,19 @@ class JobState:
     val_acc: float | None = None
     elapsed: float | None = None
     train_sps: float | None = None
+    #: The job's own elapsed seconds in its latest ``job_started`` (0) or ``job_progress``
+    #: report, and that report's wall-clock ``ts`` (None before the first): the live views
+    #: extrapolate the elapsed time and ETA from them.
+    reported_elapsed: float | None = None
+    reported_ts: float | None = None
 
 
 #: Fields of a monitor ``sample`` event kept as the cell's latest sample (GPU fields are
 #: None without a GPU; ``cpu_pct`` is % of one core for the cell's process tree).
-SAMPLE_FIELDS = ("t", "gpu_util_pct", "mem_used_mib", "power_w", "energy_mj", "sm_clock_mhz",
-                 "temp_c", "cpu_pct", "rss_mib", "host_mem_available_mib")
-#: Cell states after which an attempt is over.
-ENDED = frozenset({"done", "failed", "killed"})
+SAMPLE_FIELDS = LATEST_SAMPLE_FIELDS
+#: What a cell is doing (:attr:`CellState.stage`) after its ``phase`` events; other phases
+#: (imports, teardown) leave it as it was.
+PHASE_STAGES = {"data_load": "setup", "setup": "setup", "group_start": "training"}
 
 
 @dataclass
@@ -70,6 +87,10 @@ class CellState:
     planned_jobs: list[str] = field(default_factory=list)
     #: The last ``phase`` the cell reported (data_load, setup, group_start).
     phase: str = ""
+    #: What the current attempt is doing: starting (process up, imports), setup (data
+    #: loading, building), training (the group window), finishing (summary written);
+    #: "" before its first attempt.
+    stage: str = ""
     #: Warnings of the cell's ``summary`` event (e.g. a busy host).
     warnings: list[str] = field(default_factory=list)
     #: The latest monitor ``sample`` of the current attempt (:data:`SAMPLE_FIELDS`).
@@ -77,9 +98,25 @@ class CellState:
     #: Earlier attempts, oldest first.
     history: list[AttemptRecord] = field(default_factory=list)
 
+    # The cell-state sets are the event table's (EVENTS.active, .ended, .finished).
+    @property
+    def active(self) -> bool:
+        """Running now: running, suspect or hung."""
+        return self.state in EVENTS.active
+
+    @property
+    def ended(self) -> bool:
+        """Its attempt is over: done, failed or killed."""
+        return self.state in EVENTS.ended
+
+    @property
+    def finished(self) -> bool:
+        """Counted as finished by the front ends: its attempt ended, or it was skipped."""
+        return self.state in EVENTS.finished
+
     def archive(self) -> None:
         """Move the current attempt, if it ended, into ``history`` (once)."""
-        if self.attempt and self.state in ENDED and not any(
+        if self.attempt and self.ended and not any(
                 h.attempt == self.attempt for h in self.history):
             self.history.append(AttemptRecord(self.attempt, self.state, self.error,
                                               self.started_ts, self.ended_ts, self.T_group))
@@ -94,20 +131,27 @@ class CampaignState:
     exit_code: int | None = None
     #: The pid of the runner of the latest session (from ``campaign_started``).
     runner_pid: int | None = None
+    #: When the latest runner session started and ended (events' wall-clock ``ts``).
+    started_ts: float | None = None
+    ended_ts: float | None = None
+    #: The key of the cell the runner started last (it runs one at a time).
+    current: str | None = None
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        from_runner = "campaign" in event
+        from_runner = is_runner_event(event)
         key = event.get("cell")
         if kind == "campaign_started":
             self.campaign, self.state, self.device = event["campaign"], "running", event["device"]
             self.runner_pid = event.get("runner_pid")
+            self.started_ts, self.ended_ts = event.get("ts"), None
             return
         if kind in ("campaign_interrupted", "campaign_aborted"):
             self.state = kind.split("_")[1]
             return
         if kind == "campaign_done":
             self.exit_code = event.get("exit_code")
+            self.ended_ts = event.get("ts")
             if self.state == "running":
                 self.state = "done"
             return
@@ -124,27 +168,32 @@ class CampaignState:
             self._cell_event(cell, kind, event)
 
     def _runner_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
+        declared = EVENTS.get(kind, RUNNER)
+        after = declared.cell_state if declared is not None else None
         if kind == "queued":
             cell.archive()  # a manual retry of a cell that had ended
-            cell.state, cell.error, cell.watchdog = "queued", "", ""
+            cell.error, cell.watchdog = "", ""
         elif kind == "skipped":
-            cell.state, cell.error = "skipped", event.get("reason", "")
+            cell.error = event.get("reason", "")
         elif kind == "cell_started":
-            cell.state, cell.attempt, cell.pid = "running", event["attempt"], event.get("pid")
+            cell.attempt, cell.pid = event["attempt"], event.get("pid")
             cell.started_ts, cell.ended_ts, cell.T_group = event["ts"], None, None
             cell.error, cell.watchdog, cell.jobs = "", "", {}
             cell.planned_jobs, cell.phase, cell.warnings, cell.sample = [], "", [], None
+            cell.stage = "starting"
             cell.log_path = event.get("log_path", "")
+            self.current = cell.key
         elif kind in ("suspect", "hung"):
-            cell.state, cell.watchdog = kind, event.get("seen", "")
+            cell.watchdog = event.get("seen", "")
         elif kind == "resumed":
-            cell.state, cell.watchdog = "running", ""
+            cell.watchdog = ""
         elif kind == "retried":
             cell.archive()
-            cell.state = "queued"
-        elif kind in ("done", "failed", "killed"):
-            cell.state, cell.ended_ts = kind, event["ts"]
+        elif kind in EVENTS.end:
+            cell.ended_ts = event["ts"]
             cell.error = event.get("error") or event.get("reason") or ""
+        if after is not None:
+            cell.state = after
 
     def _cell_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
         if event.get("attempt") != cell.attempt:
@@ -153,14 +202,18 @@ class CampaignState:
             cell.sample = {name: event.get(name) for name in SAMPLE_FIELDS}
         elif kind == "started":
             cell.planned_jobs = [str(j) for j in event.get("jobs") or []]
+            cell.stage = "starting"  # imports and data loading
         elif kind == "phase":
             cell.phase = str(event.get("phase") or "")
+            cell.stage = PHASE_STAGES.get(cell.phase, cell.stage)
         elif kind == "job_started":
-            cell.jobs[event["job_id"]] = JobState(event["job_id"])
+            job = cell.jobs[event["job_id"]] = JobState(event["job_id"])
+            job.reported_elapsed, job.reported_ts = event.get("elapsed", 0.0), event.get("ts")
         elif kind == "job_progress":
             job = cell.jobs.setdefault(event["job_id"], JobState(event["job_id"]))
             for name in ("epoch", "epochs", "step", "steps", "samples", "loss", "elapsed"):
                 setattr(job, name, event.get(name, getattr(job, name)))
+            job.reported_elapsed, job.reported_ts = event.get("elapsed", 0.0), event.get("ts")
             if event.get("epoch_end"):
                 job.train_sps = event.get("train_sps")
                 if event.get("val_acc") is not None:
@@ -171,6 +224,7 @@ class CampaignState:
         elif kind == "summary":
             cell.T_group = event.get("T_group")
             cell.warnings = [str(w) for w in event.get("warnings") or []]
+            cell.stage = "finishing"
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

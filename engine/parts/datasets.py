@@ -259,16 +259,6 @@ for _spec in (
 del _spec
 
 
-def dataset_available(name: str, root: str | Path | None = None, where: str = ""
-                      ) -> tuple[bool, str]:
-    """``(True, "")`` or ``(False, reason)`` for dataset ``name``, from files only.
-
-    Raises:
-        ConfigError: unknown dataset (nearest valid name).
-    """
-    return DATASETS.get(name, where).available(root)
-
-
 def load_dataset(name: str, root: str | Path | None = None, where: str = "") -> DatasetBundle:
     """Load dataset ``name`` into CPU tensors (``root`` defaults to ``data_root()``).
 

@@ -2,7 +2,7 @@
 
 Every builder is ``build(in_shape, n_outputs, **model_kwargs) -> torch.nn.Module`` with
 ``in_shape`` one sample's shape without the batch dimension and ``n_outputs`` the number
-of classes (or regression targets). The networks live in ``engine.train.nets``, which imports
+of classes (or regression targets). The networks live in ``engine.parts.nets``, which imports
 torch and is only imported from inside the builders.
 
 =====================  =============================================  =================
@@ -37,7 +37,7 @@ _VISION_HINT = "pip install 'fugue-tui[vision]'"
 
 @register_model("mlp", description="MLP: flatten → 2 x (Linear, ReLU) → Linear; hidden=128")
 def build_mlp(in_shape: tuple[int, ...], n_outputs: int, *, hidden: int = 128) -> Any:
-    from engine.train import nets as _nets
+    from engine.parts import nets as _nets
 
     return _nets.mlp(in_shape, n_outputs, hidden=hidden)
 
@@ -46,7 +46,7 @@ def build_mlp(in_shape: tuple[int, ...], n_outputs: int, *, hidden: int = 128) -
                                       "dropout=0.2")
 def build_mlp_bn(in_shape: tuple[int, ...], n_outputs: int, *, hidden: int = 128,
                  dropout: float = 0.2) -> Any:
-    from engine.train import nets as _nets
+    from engine.parts import nets as _nets
 
     return _nets.mlp_bn(in_shape, n_outputs, hidden=hidden, dropout=dropout)
 
@@ -54,7 +54,7 @@ def build_mlp_bn(in_shape: tuple[int, ...], n_outputs: int, *, hidden: int = 128
 @register_model("simplecnn", description="2 conv3x3 + max-pool + adaptive 4x4 + 2 linear "
                                          "(the harness's E14 CNN)")
 def build_simplecnn(in_shape: tuple[int, ...], n_outputs: int) -> Any:
-    from engine.train import nets as _nets
+    from engine.parts import nets as _nets
 
     return _nets.simplecnn(in_shape, n_outputs)
 
@@ -62,14 +62,14 @@ def build_simplecnn(in_shape: tuple[int, ...], n_outputs: int) -> Any:
 @register_model("lenet", description="LeNet-5 (ReLU, max-pool), adaptive 5x5 before the "
                                      "classifier")
 def build_lenet(in_shape: tuple[int, ...], n_outputs: int) -> Any:
-    from engine.train import nets as _nets
+    from engine.parts import nets as _nets
 
     return _nets.lenet(in_shape, n_outputs)
 
 
 def _torchvision_builder(name: str) -> None:
     def build(in_shape: tuple[int, ...], n_outputs: int, **kwargs: Any) -> Any:
-        from engine.train import nets as _nets
+        from engine.parts import nets as _nets
 
         return _nets.torchvision_classifier(name, in_shape, n_outputs, **kwargs)
 

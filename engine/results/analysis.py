@@ -14,7 +14,7 @@ Provenance
     ``campaign_hash``. Speedups are computed only between rows sharing the whole key.
 
 Speedup (:func:`speedups`)
-    fugue-compat.md, "Speedup": *speedup(strategy, experiment) = mean over passes of seq
+    docs/fugue-compat.md, "Speedup": *speedup(strategy, experiment) = mean over passes of seq
     ``T_group`` ÷ mean over passes of the strategy's ``T_group`` (a ratio of means, not a
     mean of ratios) ... seq's own speedup is 1. For compiled cells the compiled seq baseline
     is used when one exists.* A cell is (provenance key, ``exp_id``, ``executor``,
@@ -233,7 +233,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     ``scheduler`` × ``features``) of the ok rows, with its speedup over seq.
 
     ``speedup`` = mean seq ``T_group`` ÷ mean strategy ``T_group`` over passes — a ratio of
-    means (fugue-compat.md, "Speedup"), never a mean of per-pass ratios; seq's own is 1.
+    means (docs/fugue-compat.md, "Speedup"), never a mean of per-pass ratios; seq's own is 1.
     Baseline choice and labels, and the percentile bootstrap interval (Efron & Tibshirani
     1993; ``n_boot`` replicates from ``seed``, only with >= :data:`MIN_BOOT_N` rows on both
     sides, else ``ci = "n/a"``): see the module doc. ``n_boot=0`` skips the bootstrap.
@@ -260,8 +260,25 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
         return pd.DataFrame(columns=keys + list(SPEEDUP_COLUMNS))
     ok = ok.assign(cell=_codes(ok, keys),
                    energy_per_model=ok["energy_group"] / ok["K"].where(ok["K"] > 0))
+    cells = _cell_stats(ok, keys)
+    # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
+    # experiment definition, jobs, seed and threads; empty in harness rows) × compile mode.
+    base_keys = prov + ["exp_id", "workload_key", "compile_mode"]
+    seq_rows = ok[ok["executor"] == BASELINE_EXECUTOR]
+    seq_rows = seq_rows.assign(base=_codes(seq_rows, base_keys))
+    cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys)
+    _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
+    _accuracy(cells, ok, seq_rows, runs.jobs)
+    # Order: provenance key, experiment (each by first appearance), seq first, then cells.
+    first = cells.groupby(prov, sort=False)["first_row"].transform("min")
+    exp_first = cells.groupby(prov + ["exp_id"], sort=False)["first_row"].transform("min")
+    cells = cells.assign(_p=first, _e=exp_first, _s=(~is_seq).astype(int)) \
+        .sort_values(["_p", "_e", "_s", "first_row"], kind="stable")
+    return cells[keys + list(SPEEDUP_COLUMNS)].reset_index(drop=True)
 
-    # Per cell: the vectorised aggregates.
+
+def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per cell (``ok["cell"]``): its key columns and the vectorised aggregates."""
     grouped = ok.groupby("cell", sort=False)
     cells = grouped[keys + ["mode", "workload_key"]].first()
     stats = grouped.agg(
@@ -270,19 +287,18 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
         train_throughput_mean=("train_throughput_sps", "mean"),
         energy_per_model_j=("energy_per_model", "mean"), energy_n=("energy_per_model", "count"),
         vram_peak_mb_max=("vram_peak_mb", "max"), first_row=("row", "min"))
-    cells = cells.join(stats)
+    return cells.join(stats)
 
-    # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
-    # experiment definition, jobs, seed and threads; empty in harness rows) × compile mode.
-    base_keys = prov + ["exp_id", "workload_key", "compile_mode"]
-    seq_rows = ok[ok["executor"] == BASELINE_EXECUTOR]
-    seq_rows = seq_rows.assign(base=_codes(seq_rows, base_keys))
+
+def _against_baselines(cells: pd.DataFrame, seq_rows: pd.DataFrame, prov: list[str],
+                       base_keys: list[str]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Each cell's seq baseline (``base``, ``n_seq``, ``baseline``: the compiled baseline
+    where it exists, else the uncompiled one) and its ``speedup`` (seq's own: 1). Returns
+    the cells (index reset) and which are seq and which have a baseline."""
     seq_grouped = seq_rows.groupby("base", sort=False)
     bases = seq_grouped[base_keys].first().join(
         seq_grouped.agg(n_seq=("T_group", "size"), seq_T=("T_group", "mean")))
     bases = bases.reset_index()
-
-    # Compiled baseline where it exists, else the uncompiled one.
     cells = cells.reset_index()
     same = cells[base_keys].merge(bases, on=base_keys, how="left")
     uncompiled = cells[prov + ["exp_id", "workload_key"]].merge(
@@ -302,8 +318,13 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     speedup = np.where(is_seq, 1.0, speedup)
     cells["speedup"] = np.where(np.isfinite(speedup), speedup, np.nan)
     cells["n_seq"] = np.nan_to_num(cells["n_seq"].to_numpy(float)).astype(int)  # a count: 0
+    return cells, is_seq, has_base
 
-    # Bootstrap intervals where both sides have enough rows.
+
+def _intervals(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
+               is_seq: np.ndarray, has_base: np.ndarray, n_boot: int, seed: int) -> None:
+    """Fill ``ci_low``, ``ci_high`` and ``ci`` of ``cells`` (in place): bootstrap intervals
+    where both sides have enough rows."""
     cells["ci_low"] = np.nan
     cells["ci_high"] = np.nan
     boot = (~is_seq) & has_base & (cells["n_strategy"].to_numpy() >= MIN_BOOT_N) \
@@ -318,15 +339,6 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
         cells.loc[boot, "ci_high"] = high
     cells["ci"] = [_ci_label(lo, hi) for lo, hi in
                    zip(cells["ci_low"].to_numpy(), cells["ci_high"].to_numpy())]
-
-    _accuracy(cells, ok, seq_rows, runs.jobs)
-
-    # Order: provenance key, experiment (each by first appearance), seq first, then cells.
-    first = cells.groupby(prov, sort=False)["first_row"].transform("min")
-    exp_first = cells.groupby(prov + ["exp_id"], sort=False)["first_row"].transform("min")
-    cells = cells.assign(_p=first, _e=exp_first, _s=(~is_seq).astype(int)) \
-        .sort_values(["_p", "_e", "_s", "first_row"], kind="stable")
-    return cells[keys + list(SPEEDUP_COLUMNS)].reset_index(drop=True)
 
 
 def _accuracy(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,

@@ -1,166 +1,383 @@
-"""The results files' names and columns, and one line of documentation per column of ours.
+"""The results files and the column registry: every column of both files declared once.
 
-Two files per runs folder, both compatible with the fugue harness (fugue-compat.md, "CSV
-outputs"): ``master_groups.csv`` (one row per group, i.e. per cell) and
-``master_individual.csv`` (one row per job). Our columns come after the harness's, whose
-names and meanings never change (both headers are pinned by tests/unit/test_golden_keys.py).
+Two files per runs folder, both compatible with the fugue harness (docs/results.md):
+``master_groups.csv`` (one row per group, i.e. per cell attempt) and
+``master_individual.csv`` (one row per job). :data:`COLUMNS` declares each column of each
+file once, as a :class:`Column` (name, file, kind, one line of documentation), in an
+append-only order that starts with the harness's columns, whose names, order and meanings
+never change. Everything else is derived from it: the two headers (:func:`header`,
+:data:`GROUP_COLUMNS`, :data:`INDIVIDUAL_COLUMNS`; pinned byte for byte by
+tests/unit/test_golden_keys.py), the columns tables of docs/results.md
+(:mod:`engine.results.columns_doc`; a test checks they are current), the analysis's
+numeric/text typing (:func:`numeric_columns`, :func:`text_columns`) and the checks of row
+keys (:func:`check_names`; :class:`engine.results.rows.GroupRow`, which an executor fills as
+``ctx.group``, fails where an unknown name is set, naming the nearest column).
 
-Torch-free; imports nothing.
+**Adding a column** is one change: a :class:`Column` at the end of :data:`_OURS` (then
+``python -m engine.results.columns_doc`` rewrites docs/results.md's tables). Never reorder,
+rename or remove one: files on disk are upgraded by name, and the headers are pinned.
+:data:`GROUP_COLUMNS` and :data:`INDIVIDUAL_COLUMNS` are the headers at import; the code
+that writes or reads the files asks :func:`header` when it does.
+
+Torch-free; imports only :mod:`engine.errors`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from engine.errors import nearest
 
 GROUPS_FILE = "master_groups.csv"
 INDIVIDUAL_FILE = "master_individual.csv"
 RESULT_FILES = (GROUPS_FILE, INDIVIDUAL_FILE)
 
-#: ``master_individual.csv`` as the harness writes it, in order.
-HARNESS_INDIVIDUAL_COLUMNS: tuple[str, ...] = (
-    "group_id", "job_id", "exp_id", "dataset", "model", "executor", "compile", "num_workers",
-    "total_time_s", "total_samples", "throughput_sps", "gpu_util_mean", "gpu_util_max",
-    "vram_peak_mb", "energy_j", "early_stopped", "epochs_run", "gpu_name", "final_train_loss",
-    "final_train_acc", "final_val_loss", "final_val_acc", "seed", "batch_size", "epochs", "lr",
-    "amp",
+#: Kinds of value. ``number``: an int or a float (the analysis reads it as a float, an empty
+#: cell as NaN); ``text``; ``bool``: ``True``/``False``; ``json``: compact JSON. Every kind
+#: but ``number`` stays text in the analysis.
+NUMBER, TEXT, BOOL, JSON = "number", "text", "bool", "json"
+KINDS = (NUMBER, TEXT, BOOL, JSON)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of one results file. A name in both files is declared once per file; its
+    second declaration leaves ``kind`` and ``doc`` out: they are the first one's (a name
+    means the same in both files)."""
+
+    name: str
+    file: str
+    kind: str | None = None
+    doc: str | None = None
+
+
+G, I = GROUPS_FILE, INDIVIDUAL_FILE  # noqa: E741 - the declarations below read better
+
+_HARNESS: tuple[Column, ...] = (
+    # master_groups.csv as the harness writes it, in order
+    Column("group_id", G, TEXT,
+           "`<executor>_<8 hex>`, new for every attempt; joins job rows to their group"),
+    Column("exp_id", G, TEXT, "experiment id (E01–E17, D_*, or a user's)"),
+    Column("executor", G, TEXT, "executor slug (seq, mp, ray, unified_model)"),
+    Column("compile", G, BOOL,
+           "True when torch.compile actually ran (`compile_mode` says which mode)"),
+    Column("mode", G, TEXT, "workload type: ensemble, cv, hpo, multi_model"),
+    Column("size", G, TEXT, "the experiment's size label (small, medium, large, mixed)"),
+    Column("K", G, NUMBER, "number of jobs in the group"),
+    Column("max_parallel", G, NUMBER, "most jobs that ran at the same time (seq: 1)"),
+    Column("num_workers", G, NUMBER,
+           "DataLoader workers: always 0 (in-memory data path, docs/measurement.md)"),
+    Column("scheduler", G, TEXT,
+           "Ray Tune trial scheduler that ran (ray hpo cells); empty otherwise"),
+    Column("features", G, TEXT,
+           "unified_model extensions that actually ran, `vf:{0|1},s:{0|1},fl:{0|1}` (quoted: it "
+           "contains commas)"),
+    Column("T_group", G, NUMBER, "group makespan, s (docs/measurement.md, Times)"),
+    Column("total_samples", G, NUMBER, "samples actually trained (full batches only), count"),
+    Column("throughput_group", G, NUMBER, "total_samples ÷ T_group, samples/s"),
+    Column("energy_group", G, NUMBER,
+           "GPU energy over the group window, J; empty when not measured (see energy_method)"),
+    Column("gpu_util_mean", G, NUMBER,
+           "mean NVML utilisation (time a kernel was running), %; empty when not measured"),
+    Column("gpu_util_max", G, NUMBER, "max NVML utilisation, %; empty when not measured"),
+    Column("vram_peak_mb", G, NUMBER, "peak device memory used, MiB; empty when not measured"),
+    Column("timestamp", G, TEXT, "end of the group, local time `YYYYmmdd_HHMMSS`"),
+    Column("gpu_name", G, TEXT, "GPU name; empty on CPU"),
+    Column("torch_version", G, TEXT, "torch version of the cell process"),
+    Column("cuda_version", G, TEXT, "CUDA runtime torch was built with"),
+    Column("nv_driver_version", G, TEXT, "NVIDIA driver version"),
+    Column("gpu_compute_mode", G, TEXT,
+           "NVML compute mode (DEFAULT, EXCLUSIVE_PROCESS, PROHIBITED)"),
+    Column("gpu_vram_total_mb", G, NUMBER, "total device memory, MiB"),
+    Column("cpu_model", G, TEXT, "CPU model name"),
+    Column("cpu_cores", G, NUMBER, "logical CPU count"),
+    # master_individual.csv as the harness writes it, in order
+    Column("group_id", I),
+    Column("job_id", I, TEXT,
+           "job id: `{exp}_ens_s{i}`, `{exp}_fold{i}`, `{exp}_t{i}`, `{exp}_m{i}_{model}`"),
+    Column("exp_id", I),
+    Column("dataset", I, TEXT, "dataset name"),
+    Column("model", I, TEXT, "model name"),
+    Column("executor", I),
+    Column("compile", I),
+    Column("num_workers", I),
+    Column("total_time_s", I, NUMBER,
+           "job wall time from model build to the end of its last validation, s"),
+    Column("total_samples", I),
+    Column("throughput_sps", I, NUMBER, "total_samples ÷ total_time_s, samples/s"),
+    Column("gpu_util_mean", I),
+    Column("gpu_util_max", I),
+    Column("vram_peak_mb", I),
+    Column("energy_j", I, NUMBER,
+           "the job's GPU energy, J; empty when jobs share the device at once or energy was not "
+           "measured"),
+    Column("early_stopped", I, BOOL, "True when a scheduler stopped the trial early"),
+    Column("epochs_run", I, NUMBER, "epochs actually trained"),
+    Column("gpu_name", I),
+    Column("final_train_loss", I, NUMBER, "mean training loss over the last epoch"),
+    Column("final_train_acc", I, NUMBER,
+           "accuracy (R² for regression) over the last epoch's training batches"),
+    Column("final_val_loss", I, NUMBER, "validation loss after the last epoch"),
+    Column("final_val_acc", I, NUMBER,
+           "validation accuracy (R² for regression) after the last epoch"),
+    Column("seed", I, NUMBER, "the job's seed (seed + i); in group rows the campaign seed"),
+    Column("batch_size", I, NUMBER, "batch size"),
+    Column("epochs", I, NUMBER, "epochs asked for"),
+    Column("lr", I, NUMBER, "learning rate"),
+    Column("amp", I, BOOL, "True when mixed precision actually ran"),
 )
 
-#: ``master_groups.csv`` as the harness writes it, in order.
-HARNESS_GROUP_COLUMNS: tuple[str, ...] = (
-    "group_id", "exp_id", "executor", "compile", "mode", "size", "K", "max_parallel",
-    "num_workers", "scheduler", "features", "T_group", "total_samples", "throughput_group",
-    "energy_group", "gpu_util_mean", "gpu_util_max", "vram_peak_mb", "timestamp", "gpu_name",
-    "torch_version", "cuda_version", "nv_driver_version", "gpu_compute_mode",
-    "gpu_vram_total_mb", "cpu_model", "cpu_cores",
+_OURS: tuple[Column, ...] = (
+    # ours in master_groups.csv
+    Column("campaign_id", G, TEXT,
+           "identifier of the campaign run (one campaign TOML run) that wrote the row"),
+    Column("cell_key", G, TEXT,
+           "hash of the cell's resolved configuration (one matrix point); resume matches on it"),
+    Column("pass", G, NUMBER,
+           "number of the pass (repeat of the whole matrix) the row belongs to"),
+    Column("attempt", G, NUMBER,
+           "attempt number of the cell within its pass (a retry increments it)"),
+    Column("status", G, TEXT,
+           "outcome: ok, failed, killed, or skipped (cannot run on this machine); only ok rows "
+           "count as done on resume or in analysis"),
+    Column("error", G, TEXT,
+           "error message (last traceback line or watchdog reason) of a failed cell or job; "
+           "empty when ok"),
+    Column("setup_s", G, NUMBER,
+           "seconds of executor setup outside the measured group window (MPS daemon, ray.init, "
+           "actor start; see docs/measurement.md), s"),
+    Column("data_load_s", G, NUMBER,
+           "seconds to load the cell's datasets into host memory, once per cell process, before "
+           "the group window, s"),
+    Column("train_throughput_sps", G, NUMBER,
+           "samples trained ÷ time in training steps only (no validation, no setup), samples/s"),
+    Column("threads", G, NUMBER,
+           "torch intra-op CPU threads per training process (torch.get_num_threads())"),
+    Column("compile_mode", G, TEXT,
+           "torch.compile mode that actually ran: off, or the mode (default, reduce-overhead, "
+           "...)"),
+    Column("compile_requested", G, TEXT,
+           "compile setting the campaign asked for (off or a mode); may differ from compile_mode"),
+    Column("amp", G),
+    Column("amp_requested", G, BOOL,
+           "True when the experiment or campaign asked for automatic mixed precision"),
+    Column("features_requested", G, TEXT,
+           "unified_model flags asked for, vf:{0|1},s:{0|1},fl:{0|1}; the harness's features "
+           "column holds what ran"),
+    Column("features_reason", G, TEXT,
+           "why the effective features differ from features_requested (e.g. streams off under "
+           "CUDA graphs); empty if they match"),
+    Column("scheduler_requested", G, TEXT,
+           "Ray trial scheduler asked for (fifo, asha, median, hyperband); the harness's "
+           "scheduler column holds the one used"),
+    Column("energy_method", G, TEXT,
+           "how the energy column was obtained: NVML total-energy counter, integrated power "
+           "samples, or none when energy was not measured (the energy cell is then empty)"),
+    Column("host", G, TEXT, "host name of the machine that ran the cell"),
+    Column("python_version", G, TEXT, "Python version of the cell process (x.y.z)"),
+    Column("fugue_tui_version", G, TEXT, "fugue-tui package version that wrote the row"),
+    Column("fugue_tui_commit", G, TEXT,
+           "git commit of the fugue-tui source tree; empty when not run from a git checkout"),
+    Column("campaign_hash", G, TEXT, "sha256 of the campaign file's bytes, first 16 hex digits"),
+    Column("param_count", G, NUMBER,
+           "parameters of the job's model (job rows) or of all the group's models, count"),
+    Column("precision", G, TEXT,
+           "numeric precision training ran in: fp32, or amp-fp16 (autocast + GradScaler)"),
+    Column("backend_flags", G, JSON,
+           "torch backend settings that affect speed (cudnn benchmark, TF32, matmul precision), "
+           "compact JSON"),
+    Column("device", G, TEXT, "device under test (e.g. cuda:0, cpu)"),
+    Column("seed", G),
+    Column("passes", G, NUMBER, "number of passes the campaign asked for"),
+    Column("plugins", G, TEXT,
+           "plugin modules loaded in the cell (FUGUE_PLUGINS and entry points), comma-separated"),
+    Column("host_load_start", G, NUMBER,
+           "1-minute load average of the host when the group window opened (os.getloadavg); "
+           "other work on the host makes timings incomparable"),
+    Column("host_load_end", G, NUMBER,
+           "1-minute load average of the host when the group window closed"),
+    Column("cell_cpu_s", G, NUMBER,
+           "CPU seconds (user + system) the cell process used during the group window; compare "
+           "with T_group × threads to see whether it got the cores it asked for"),
+    Column("rung", G, TEXT,
+           "unified_model ablation rung (A, B, C, C+FL, D, D+FL; fugue-compat.md); empty "
+           "otherwise"),
+    Column("gpu_uuid", G, TEXT,
+           "NVML UUID of the device under test (GPU-… or MIG-…); empty without a GPU"),
+    Column("gpu_power_limit_w", G, NUMBER, "enforced power limit of the device (NVML), W"),
+    Column("gpu_power_mean_w", G, NUMBER,
+           "mean sampled board power over the group window (NVML), W"),
+    Column("gpu_sm_clock_mean_mhz", G, NUMBER,
+           "mean sampled SM clock over the group window (NVML), MHz"),
+    Column("gpu_temp_max_c", G, NUMBER,
+           "highest sampled GPU temperature over the group window (NVML), °C"),
+    Column("gpu_metrics_missing", G, TEXT,
+           "GPU metrics the device could not report, with NVML's reason (e.g. utilization: "
+           "NotSupported); their columns stay empty"),
+    Column("mps_present", G, BOOL,
+           "True when an MPS control daemon was running for this device's clients during the "
+           "cell (ours or another's)"),
+    Column("mps_used", G, BOOL,
+           "True when the cell's worker processes ran as clients of our MPS daemon (mp)"),
+    Column("mps_thread_pct", G, NUMBER,
+           "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE given to each MPS client, floor(100 / concurrent "
+           "clients), %"),
+    Column("monitor_interval_s", G, NUMBER, "the monitor's sampling interval, s"),
+    Column("monitor_samples", G, NUMBER,
+           "number of monitor samples inside the group window, count"),
+    Column("monitor_cpu_share", G, NUMBER,
+           "CPU time the monitor's sampling loop used inside the group window (its cumulative "
+           "CPU, sampled and interpolated at the window's ends) ÷ T_group: its observer cost, "
+           "fraction of one core"),
+    Column("cpu_util_mean", G, NUMBER,
+           "mean CPU use of the cell's whole process tree over the group window, % of one core "
+           "(200 = two cores busy)"),
+    Column("cpu_util_max", G, NUMBER,
+           "highest sampled CPU use of the cell's process tree, % of one core"),
+    Column("rss_peak_mb", G, NUMBER,
+           "peak resident memory of the cell's process tree (sum over its processes, highest "
+           "sample, or the cell's own peak if higher), MiB"),
+    Column("host_mem_available_min_mb", G, NUMBER,
+           "lowest host memory available during the group window, MiB"),
+    Column("cpu_energy_j", G, NUMBER,
+           "CPU package energy over the group window (RAPL), J; empty where the host has no "
+           "energy interface"),
+    Column("cpu_energy_method", G, TEXT,
+           "how cpu_energy_j was obtained (rapl), or none when not measured"),
+    Column("torch_peak_allocated_mb", G, NUMBER,
+           "torch.cuda.max_memory_allocated in the training process(es) (job: that job; group: "
+           "highest over jobs or the stacked process), MiB; empty on CPU"),
+    Column("torch_peak_reserved_mb", G, NUMBER,
+           "torch.cuda.max_memory_reserved, as torch_peak_allocated_mb, MiB"),
+    Column("compile_warmup_s", G, NUMBER,
+           "time of the first compiled step(s), reported apart from training (inside T_group), s"),
+    Column("samples_file", G, TEXT,
+           "monitor samples of the group (or the job's slice), relative to the runs folder"),
+    Column("executor_info", G, JSON,
+           "what the executor decided or observed, compact JSON (e.g. worker pids, Ray "
+           "resources, the unified model's plan)"),
+    Column("config_key", G, TEXT,
+           "hash of the cell's configuration without the pass (experiment, jobs, executor and "
+           "options, compile, scheduler, rung, features, seed, threads): the analysis pools rows"
+           " across passes and campaigns only within one"),
+    Column("workload_key", G, TEXT,
+           "hash of what all executors of the experiment share (experiment definition, jobs, "
+           "seed, threads): a strategy's seq baseline must have the same one"),
+    # ours in master_individual.csv
+    Column("campaign_id", I),
+    Column("cell_key", I),
+    Column("pass", I),
+    Column("attempt", I),
+    Column("status", I),
+    Column("error", I),
+    Column("train_time_s", I, NUMBER, "sum of the job's epoch training-step phases, s"),
+    Column("train_throughput_sps", I),
+    Column("val_time_s", I, NUMBER, "sum of the job's validation passes, s"),
+    Column("threads", I),
+    Column("compile_mode", I),
+    Column("amp_requested", I),
+    Column("param_count", I),
+    Column("precision", I),
+    Column("energy_method", I),
+    Column("gpu_metrics_method", I, TEXT,
+           "how the job's GPU utilisation and VRAM columns were read (e.g. NVML for the device "
+           "under test); empty when not measured"),
+    Column("host", I),
+    Column("samples_dropped", I, NUMBER,
+           "tail samples skipped over all epochs (only full batches train), count"),
+    Column("split", I, TEXT,
+           "where validation data came from: test (dataset's test split), holdout or fold"),
+    Column("stop_reason", I, TEXT,
+           "why a trial stopped before its epoch budget (scheduler decision); else empty"),
+    Column("worker_pid", I, TEXT,  # an identifier: never averaged, so not a number
+           "process id of the process that trained the job"),
+    Column("torch_peak_allocated_mb", I),
+    Column("torch_peak_reserved_mb", I),
+    Column("compile_warmup_s", I),
+    Column("samples_file", I),
+    # New columns go here, at the end, in either file (then python -m
+    # engine.results.columns_doc): never before, never renamed, never removed.
 )
 
-#: Our group columns, after the harness's.
-EXTRA_GROUP_COLUMNS: tuple[str, ...] = (
-    "campaign_id", "cell_key", "pass", "attempt", "status", "error", "setup_s", "data_load_s",
-    "train_throughput_sps", "threads", "compile_mode", "compile_requested", "amp",
-    "amp_requested", "features_requested", "features_reason", "scheduler_requested",
-    "energy_method", "host", "python_version", "fugue_tui_version", "fugue_tui_commit",
-    "campaign_hash", "param_count", "precision", "backend_flags", "device", "seed", "passes",
-    "plugins", "host_load_start", "host_load_end", "cell_cpu_s", "rung", "gpu_uuid",
-    "gpu_power_limit_w", "gpu_power_mean_w", "gpu_sm_clock_mean_mhz", "gpu_temp_max_c",
-    "gpu_metrics_missing", "mps_present", "mps_used", "mps_thread_pct", "monitor_interval_s",
-    "monitor_samples", "monitor_cpu_share", "cpu_util_mean", "cpu_util_max", "rss_peak_mb",
-    "host_mem_available_min_mb", "cpu_energy_j", "cpu_energy_method",
-    "torch_peak_allocated_mb", "torch_peak_reserved_mb", "compile_warmup_s", "samples_file",
-    "executor_info", "config_key", "workload_key",
-)
 
-#: Our job columns, after the harness's.
-EXTRA_INDIVIDUAL_COLUMNS: tuple[str, ...] = (
-    "campaign_id", "cell_key", "pass", "attempt", "status", "error", "train_time_s",
-    "train_throughput_sps", "val_time_s", "threads", "compile_mode", "amp_requested",
-    "param_count", "precision", "energy_method", "gpu_metrics_method", "host",
-    "samples_dropped", "split", "stop_reason", "worker_pid", "torch_peak_allocated_mb",
-    "torch_peak_reserved_mb", "compile_warmup_s", "samples_file",
-)
+def _resolved(columns: Iterable[Column]) -> tuple[Column, ...]:
+    """``columns`` with inherited kinds and docs filled in, checked: a known file and kind,
+    each name once per file, one kind and one doc per name, every doc one line."""
+    first: dict[str, Column] = {}
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for col in columns:
+        if col.file not in RESULT_FILES:
+            raise ValueError(f"column '{col.name}': unknown file '{col.file}'")
+        if (col.file, col.name) in seen:
+            raise ValueError(f"column '{col.name}' declared twice in {col.file}")
+        seen.add((col.file, col.name))
+        earlier = first.get(col.name)
+        if earlier is not None:
+            if col.kind not in (None, earlier.kind) or col.doc not in (None, earlier.doc):
+                raise ValueError(f"column '{col.name}': declared again with another kind or "
+                                 "doc (a name means the same in both files)")
+            col = replace(col, kind=earlier.kind, doc=earlier.doc)
+        if col.kind not in KINDS:
+            raise ValueError(f"column '{col.name}': kind {col.kind!r}, expected one of {KINDS}")
+        if not col.doc or "\n" in col.doc:
+            raise ValueError(f"column '{col.name}': its doc must be one line")
+        first.setdefault(col.name, col)
+        out.append(col)
+    return tuple(out)
 
-GROUP_COLUMNS: tuple[str, ...] = HARNESS_GROUP_COLUMNS + EXTRA_GROUP_COLUMNS
-INDIVIDUAL_COLUMNS: tuple[str, ...] = HARNESS_INDIVIDUAL_COLUMNS + EXTRA_INDIVIDUAL_COLUMNS
 
+#: The registry, append-only: the harness's columns, then ours.
+COLUMNS: tuple[Column, ...] = _resolved(_HARNESS + _OURS)
+del G, I
+
+
+def header(file: str) -> tuple[str, ...]:
+    """``file``'s columns in order: its CSV header (from the registry as it is now)."""
+    return tuple(c.name for c in COLUMNS if c.file == file)
+
+
+def numeric_columns(file: str) -> tuple[str, ...]:
+    """``file``'s columns the analysis reads as numbers (kind ``number``)."""
+    return tuple(c.name for c in COLUMNS if c.file == file and c.kind == NUMBER)
+
+
+def text_columns(file: str) -> tuple[str, ...]:
+    """``file``'s columns the analysis keeps as text (every other kind)."""
+    return tuple(c.name for c in COLUMNS if c.file == file and c.kind != NUMBER)
+
+
+GROUP_COLUMNS: tuple[str, ...] = header(GROUPS_FILE)
+INDIVIDUAL_COLUMNS: tuple[str, ...] = header(INDIVIDUAL_FILE)
+_N_HARNESS = len(_HARNESS)
+HARNESS_GROUP_COLUMNS: tuple[str, ...] = tuple(
+    c.name for c in COLUMNS[:_N_HARNESS] if c.file == GROUPS_FILE)
+HARNESS_INDIVIDUAL_COLUMNS: tuple[str, ...] = tuple(
+    c.name for c in COLUMNS[:_N_HARNESS] if c.file == INDIVIDUAL_FILE)
+#: Our columns, after the harness's.
+EXTRA_GROUP_COLUMNS: tuple[str, ...] = GROUP_COLUMNS[len(HARNESS_GROUP_COLUMNS):]
+EXTRA_INDIVIDUAL_COLUMNS: tuple[str, ...] = INDIVIDUAL_COLUMNS[len(HARNESS_INDIVIDUAL_COLUMNS):]
 #: One line per column of ours (both files): meaning and unit. An empty cell means "not
 #: measured" or "does not apply", never zero.
-COLUMN_DOCS: dict[str, str] = {
-    "campaign_id": "identifier of the campaign run (one campaign TOML run) that wrote the row",
-    "cell_key": ("hash of the cell's resolved configuration (one matrix point); resume matches on"
-                 " it"),
-    "pass": "number of the pass (repeat of the whole matrix) the row belongs to",
-    "attempt": "attempt number of the cell within its pass (a retry increments it)",
-    "status": ("outcome: ok, failed, killed, or skipped (cannot run on this machine); only ok "
-               "rows count as done on resume or in analysis"),
-    "error": ("error message (last traceback line or watchdog reason) of a failed cell or job; "
-              "empty when ok"),
-    "setup_s": ("seconds of executor setup outside the measured group window (MPS daemon, "
-                "ray.init, actor start; see docs/measurement.md), s"),
-    "data_load_s": ("seconds to load the cell's datasets into host memory, once per cell "
-                    "process, before the group window, s"),
-    "train_throughput_sps": ("samples trained ÷ time in training steps only (no validation, no "
-                             "setup), samples/s"),
-    "train_time_s": "sum of the job's epoch training-step phases, s",
-    "val_time_s": "sum of the job's validation passes, s",
-    "threads": "torch intra-op CPU threads per training process (torch.get_num_threads())",
-    "compile_mode": ("torch.compile mode that actually ran: off, or the mode (default, "
-                     "reduce-overhead, ...)"),
-    "compile_requested": ("compile setting the campaign asked for (off or a mode); may differ "
-                          "from compile_mode"),
-    "amp": "True when automatic mixed precision actually ran (CUDA autocast fp16 + GradScaler)",
-    "amp_requested": "True when the experiment or campaign asked for automatic mixed precision",
-    "features_requested": ("unified_model flags asked for, vf:{0|1},s:{0|1},fl:{0|1}; the "
-                           "harness's features column holds what ran"),
-    "features_reason": ("why the effective features differ from features_requested (e.g. streams "
-                        "off under CUDA graphs); empty if they match"),
-    "scheduler_requested": ("Ray trial scheduler asked for (fifo, asha, median, hyperband); the "
-                            "harness's scheduler column holds the one used"),
-    "energy_method": ("how the energy column was obtained: NVML total-energy counter, integrated "
-                      "power samples, or none when energy was not measured (the energy cell is "
-                      "then empty)"),
-    "gpu_metrics_method": ("how the job's GPU utilisation and VRAM columns were read (e.g. NVML "
-                           "for the device under test); empty when not measured"),
-    "host": "host name of the machine that ran the cell",
-    "python_version": "Python version of the cell process (x.y.z)",
-    "fugue_tui_version": "fugue-tui package version that wrote the row",
-    "fugue_tui_commit": ("git commit of the fugue-tui source tree; empty when not run from a git "
-                         "checkout"),
-    "campaign_hash": "sha256 of the campaign file's bytes, first 16 hex digits",
-    "param_count": "parameters of the job's model (job rows) or of all the group's models, count",
-    "precision": "numeric precision training ran in: fp32, or amp-fp16 (autocast + GradScaler)",
-    "backend_flags": ("torch backend settings that affect speed (cudnn benchmark, TF32, matmul "
-                      "precision), compact JSON"),
-    "device": "device under test (e.g. cuda:0, cpu)",
-    "seed": "base seed of the group; job seeds derive from it",
-    "passes": "number of passes the campaign asked for",
-    "samples_dropped": "tail samples skipped over all epochs (only full batches train), count",
-    "plugins": "plugin modules loaded in the cell (FUGUE_PLUGINS and entry points), comma-separated",
-    "host_load_start": ("1-minute load average of the host when the group window opened "
-                        "(os.getloadavg); other work on the host makes timings incomparable"),
-    "host_load_end": "1-minute load average of the host when the group window closed",
-    "cell_cpu_s": ("CPU seconds (user + system) the cell process used during the group window; "
-                   "compare with T_group × threads to see whether it got the cores it asked for"),
-    "split": "where validation data came from: test (dataset's test split), holdout or fold",
-    "rung": "unified_model ablation rung (A, B, C, C+FL, D, D+FL; fugue-compat.md); empty otherwise",
-    "gpu_uuid": "NVML UUID of the device under test (GPU-… or MIG-…); empty without a GPU",
-    "gpu_power_limit_w": "enforced power limit of the device (NVML), W",
-    "gpu_power_mean_w": "mean sampled board power over the group window (NVML), W",
-    "gpu_sm_clock_mean_mhz": "mean sampled SM clock over the group window (NVML), MHz",
-    "gpu_temp_max_c": "highest sampled GPU temperature over the group window (NVML), °C",
-    "gpu_metrics_missing": ("GPU metrics the device could not report, with NVML's reason "
-                            "(e.g. utilization: NotSupported); their columns stay empty"),
-    "mps_present": ("True when an MPS control daemon was running for this device's clients "
-                    "during the cell (ours or another's)"),
-    "mps_used": "True when the cell's worker processes ran as clients of our MPS daemon (mp)",
-    "mps_thread_pct": ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE given to each MPS client, "
-                       "floor(100 / concurrent clients), %"),
-    "monitor_interval_s": "the monitor's sampling interval, s",
-    "monitor_samples": "number of monitor samples inside the group window, count",
-    "monitor_cpu_share": ("CPU time the monitor's sampling loop used inside the group window "
-                          "(its cumulative CPU, sampled and interpolated at the window's ends) "
-                          "÷ T_group: its observer cost, fraction of one core"),
-    "cpu_util_mean": ("mean CPU use of the cell's whole process tree over the group window, "
-                      "% of one core (200 = two cores busy)"),
-    "cpu_util_max": "highest sampled CPU use of the cell's process tree, % of one core",
-    "rss_peak_mb": ("peak resident memory of the cell's process tree (sum over its processes, "
-                    "highest sample, or the cell's own peak if higher), MiB"),
-    "host_mem_available_min_mb": "lowest host memory available during the group window, MiB",
-    "cpu_energy_j": ("CPU package energy over the group window (RAPL), J; empty where the host "
-                     "has no energy interface"),
-    "cpu_energy_method": "how cpu_energy_j was obtained (rapl), or none when not measured",
-    "torch_peak_allocated_mb": ("torch.cuda.max_memory_allocated in the training process(es) "
-                                "(job: that job; group: highest over jobs or the stacked "
-                                "process), MiB; empty on CPU"),
-    "torch_peak_reserved_mb": "torch.cuda.max_memory_reserved, as torch_peak_allocated_mb, MiB",
-    "compile_warmup_s": ("time of the first compiled step(s), reported apart from training "
-                         "(inside T_group), s"),
-    "samples_file": "monitor samples of the group (or the job's slice), relative to the runs folder",
-    "executor_info": ("what the executor decided or observed, compact JSON (e.g. worker pids, "
-                      "Ray resources, the unified model's plan)"),
-    "config_key": ("hash of the cell's configuration without the pass (experiment, jobs, "
-                   "executor and options, compile, scheduler, rung, features, seed, threads): "
-                   "the analysis pools rows across passes and campaigns only within one"),
-    "workload_key": ("hash of what all executors of the experiment share (experiment "
-                     "definition, jobs, seed, threads): a strategy's seq baseline must have the "
-                     "same one"),
-    "stop_reason": "why a trial stopped before its epoch budget (scheduler decision); else empty",
-    "worker_pid": "process id of the process that trained the job",
-}
+COLUMN_DOCS: dict[str, str] = {c.name: c.doc for c in COLUMNS[_N_HARNESS:]}
+
+
+# --------------------------------------------------------------------------- checking
+
+class UnknownColumnError(KeyError):
+    """A row key that is no column of its file (a programming error: one line)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def check_names(file: str, names: Iterable[str]) -> None:
+    """Raise :class:`UnknownColumnError` at the first of ``names`` that is no column of
+    ``file``, naming the nearest one."""
+    known = header(file)
+    valid = set(known)
+    for name in names:
+        if name not in valid:
+            hint = nearest(str(name), known) or " (the columns: docs/results.md)"
+            raise UnknownColumnError(f"unknown {file} column '{name}'{hint}")

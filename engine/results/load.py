@@ -7,10 +7,11 @@ It imports pandas and numpy (the runner never imports it) but no UI library and 
 Loading (:func:`load_runs`)
     ``master_groups.csv`` (and ``master_individual.csv`` when present) are read with pandas'
     CSV parser (Arrow's, pandas' as a fallback) as strings (empty cells kept as ``""``;
-    ``features`` contains commas, so only a real CSV parser reads it), then numeric columns
-    are converted explicitly (Arrow's cast, ``pd.to_numeric(errors="coerce")`` for a column
-    with any cell that is not a plain number): an empty or unreadable cell becomes NaN,
-    never 0. Files written by the fugue harness itself lack our columns and are read too:
+    ``features`` contains commas, so only a real CSV parser reads it), then the columns the
+    registry declares numbers (:func:`engine.results.columns.numeric_columns`) are converted
+    explicitly (Arrow's cast, ``pd.to_numeric(errors="coerce")`` for a column with any cell
+    that is not a plain number): an empty or unreadable cell becomes NaN, never 0. Files
+    written by the fugue harness itself lack our columns and are read too:
 
     - no ``status`` column (or an empty status on a row without ``cell_key``, i.e. a
       harness row inside one of our upgraded files): the row counts as ``ok``. The harness
@@ -22,7 +23,7 @@ Loading (:func:`load_runs`)
     - ``energy_group = 0`` (and ``energy_j = 0``) on a row with no ``energy_method`` and no
       ``gpu_name`` is NaN, not zero joules: the harness writes 0 on its seq rows when it had
       no NVML to read, while its other executors leave the cell empty
-      (shared/fixtures/fugue-harness-cpu/README.md: "``seq`` rows carry ``energy_group = 0``
+      (tests/fixtures/fugue-harness-cpu/README.md: "``seq`` rows carry ``energy_group = 0``
       on a machine without NVML (an artefact of the harness — it means 'not measured', not
       zero joules)"). Our own rows never need this: they write an empty cell and
       ``energy_method = none``.
@@ -50,34 +51,8 @@ import numpy as np
 import pandas as pd
 
 from engine.errors import FugueError
-from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
+from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, numeric_columns, text_columns
 from engine.results.read import read_rows
-
-GROUP_NUMERIC: tuple[str, ...] = (
-    "K", "max_parallel", "num_workers", "T_group", "total_samples", "throughput_group",
-    "energy_group", "gpu_util_mean", "gpu_util_max", "vram_peak_mb", "gpu_vram_total_mb",
-    "cpu_cores", "pass", "attempt", "setup_s", "data_load_s", "train_throughput_sps",
-    "threads", "param_count", "seed", "passes",
-)
-JOB_NUMERIC: tuple[str, ...] = (
-    "num_workers", "total_time_s", "total_samples", "throughput_sps", "gpu_util_mean",
-    "gpu_util_max", "vram_peak_mb", "energy_j", "epochs_run", "final_train_loss",
-    "final_train_acc", "final_val_loss", "final_val_acc", "seed", "batch_size", "epochs", "lr",
-    "pass", "attempt", "train_time_s", "train_throughput_sps", "val_time_s", "threads",
-    "param_count", "samples_dropped",
-)
-#: String columns every loaded frame has (``""`` when the file lacks them).
-GROUP_TEXT: tuple[str, ...] = (
-    "group_id", "exp_id", "executor", "compile", "mode", "size", "scheduler", "features",
-    "timestamp", "gpu_name", "torch_version", "cuda_version", "cpu_model", "campaign_id",
-    "cell_key", "status", "error", "compile_mode", "energy_method", "host", "campaign_hash",
-    "rung", "config_key", "workload_key",
-)
-JOB_TEXT: tuple[str, ...] = (
-    "group_id", "job_id", "exp_id", "executor", "compile", "gpu_name", "campaign_id",
-    "cell_key", "status", "error", "energy_method",
-)
-
 
 class NoResultsError(FugueError):
     """A runs folder or file that holds no ``master_groups.csv`` (exit 2, one line)."""
@@ -87,10 +62,11 @@ class NoResultsError(FugueError):
 class Runs:
     """The rows of one or more results folders, normalised (see the module doc).
 
-    ``groups``: one row per group with the file's columns (strings), numeric columns as
-    float (NaN = not measured), plus ``machine`` (provenance), ``compiled`` (bool), a
-    normalised ``compile_mode`` and ``status``, ``row`` (position in load order) and
-    ``source`` (the file). ``jobs``: the same for job rows (empty frame when no
+    ``groups``: one row per group with the file's columns (strings; every text column of
+    the registry, ``""`` where the file lacks it), numeric columns as float (NaN = not
+    measured), plus ``machine`` (provenance), ``compiled`` (bool), a normalised
+    ``compile_mode`` and ``status``, ``row`` (position in load order) and ``source`` (the
+    file). ``jobs``: the same for job rows (empty frame when no
     ``master_individual.csv`` was found).
     """
 
@@ -328,7 +304,7 @@ def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = No
     """Normalise frames of strings (as read from the CSV files) into :class:`Runs`."""
     g = pd.DataFrame() if groups is None else groups.copy()
     had_status = "status" in g.columns
-    for column in GROUP_TEXT:
+    for column in text_columns(GROUPS_FILE):
         g[column] = _text(g, column)
     g["status"] = _status(g, had_status)
     compiled = g["compile"].str.lower() == "true"
@@ -339,7 +315,7 @@ def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = No
     fallback = g["cpu_model"] + " (" + cores + " cores)"
     fallback = fallback.where((g["cpu_model"] != "") | (cores != ""), "unknown machine")
     g["machine"] = g["host"].where(g["host"] != "", fallback)
-    _numeric(g, GROUP_NUMERIC)
+    _numeric(g, numeric_columns(GROUPS_FILE))
     _unmeasured_zero(g, "energy_group")
     g["row"] = np.arange(len(g))
     if "source" not in g.columns:
@@ -349,10 +325,10 @@ def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = No
 
     j = pd.DataFrame() if jobs is None else jobs.copy()
     had_status = "status" in j.columns
-    for column in JOB_TEXT:
+    for column in text_columns(INDIVIDUAL_FILE):
         j[column] = _text(j, column)
     j["status"] = _status(j, had_status)
-    _numeric(j, JOB_NUMERIC)
+    _numeric(j, numeric_columns(INDIVIDUAL_FILE))
     _unmeasured_zero(j, "energy_j")
     j = j.reset_index(drop=True)
     return Runs(g, j, [Path(s) for s in sources])

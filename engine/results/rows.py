@@ -1,21 +1,73 @@
 """Build CSV rows for a cell: the static part (known before any training, torch-free, so
-the runner can record a cell that died without writing its own row) and the measured part
-(filled inside the cell). A value not measured stays ``None`` → an empty cell."""
+the runner can record a cell that died without writing its own row). The measured part is
+filled inside the cell (``engine.cell.main``: the executor's results, its ``ctx.group``
+facts, the monitor's columns). A value not measured stays ``None`` → an empty cell.
+
+Rows are :class:`GroupRow` / :class:`JobRow`: dicts that check every key against the column
+registry (:mod:`engine.results.columns`) as it is set, so a misspelt column fails where it
+is written (an executor's ``ctx.group["max_paralel"] = 2`` fails at that line, naming
+``max_parallel``), not when the rows are appended after the whole group trained."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from engine.measure.provenance import backend_flags, host_facts
+from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names
 from engine.results.values import new_group_id, timestamp_now
 
 
-def group_static(spec: dict[str, Any]) -> dict[str, Any]:
+class CheckedRow(dict):
+    """A row (or part of one) of :attr:`file`: a dict whose keys are checked against the
+    registry as they are set (``row[name] = v``, ``update``, ``setdefault``, ``|=``), so a
+    misspelt column fails at once, where it is written, not when the row is appended."""
+
+    file = GROUPS_FILE
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.update(*args, **kwargs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        check_names(self.file, (name,))
+        super().__setitem__(name, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        items = dict(*args, **kwargs)
+        check_names(self.file, items)
+        super().update(items)
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def __ior__(self, other: Any) -> CheckedRow:  # type: ignore[override]
+        self.update(other)
+        return self
+
+    def copy(self) -> CheckedRow:
+        return type(self)(self)
+
+
+class GroupRow(CheckedRow):
+    """Columns of a ``master_groups.csv`` row (``CellContext.group``, the cell's group row)."""
+
+    file = GROUPS_FILE
+
+
+class JobRow(CheckedRow):
+    """Columns of a ``master_individual.csv`` row."""
+
+    file = INDIVIDUAL_FILE
+
+
+def group_static(spec: dict[str, Any]) -> GroupRow:
     """Group-row columns known from the cell spec alone (see ``engine.cell.main`` for the spec)."""
     cell = spec["cell"]
     exp = cell["experiment"]
     facts = host_facts()
-    return {
+    return GroupRow({
         "group_id": spec.get("group_id") or new_group_id(cell["executor"]),
         "exp_id": cell["exp_id"], "executor": cell["executor"],
         "compile": cell["compile_mode"] != "off", "mode": exp["type"], "size": exp["size"] or None,
@@ -34,11 +86,11 @@ def group_static(spec: dict[str, Any]) -> dict[str, Any]:
         "fugue_tui_commit": facts["fugue_tui_commit"], "campaign_hash": spec["campaign_hash"],
         "device": spec.get("device_requested") or spec["device"], "seed": spec["seed"], "passes": spec["passes"],
         "backend_flags": backend_flags(), "threads": spec.get("threads"),
-    }
+    })
 
 
 def failed_group_row(spec: dict[str, Any], status: str, error: str,
-                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                     extra: dict[str, Any] | None = None) -> GroupRow:
     """A group row for a cell that ended without writing its own (crash, kill, bad input)."""
     row = group_static(spec)
     row.update(status=status, error=error[:500], **(extra or {}))

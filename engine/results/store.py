@@ -36,7 +36,7 @@ from typing import Any
 import filelock
 
 from engine.errors import OutputError
-from engine.results.columns import GROUP_COLUMNS, GROUPS_FILE, INDIVIDUAL_COLUMNS, INDIVIDUAL_FILE
+from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, header
 from engine.results.paths import check_target, file_kind, fsync_dir, make_dirs
 from engine.results.read import parse_records, raise_field_limit
 from engine.results.values import format_value
@@ -151,8 +151,8 @@ def append_rows(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]],
                 columns: Sequence[str], *, lock_timeout: float = LOCK_TIMEOUT_S) -> None:
     """Append ``rows`` to the CSV at ``path`` atomically, under ``<path>.lock``.
 
-    ``columns`` is the schema the rows follow (:data:`GROUP_COLUMNS` or
-    :data:`INDIVIDUAL_COLUMNS`); a row key outside it raises ``ValueError``, a missing key
+    ``columns`` is the schema the rows follow (the file's
+    :func:`~engine.results.columns.header`); a row key outside it raises ``ValueError``, a missing key
     is an empty cell. Rows are written in the file's column order. See the module doc for
     creation, header upgrade (with a ``.bak-`` copy) and repair. Raises
     :class:`OutputError` when the file cannot be written; the file is then as it was.
@@ -323,7 +323,8 @@ def append_group(runs_dir: str | os.PathLike[str], group: Mapping[str, Any],
     jobs_shown, group_shown = os.fspath(runs / INDIVIDUAL_FILE), os.fspath(runs / GROUPS_FILE)
     jobs_real, group_real = check_target(jobs_shown), check_target(group_shown)
     make_dirs(runs, os.path.abspath(runs_dir))
-    cols_jobs, cols_group = _check_columns(INDIVIDUAL_COLUMNS), _check_columns(GROUP_COLUMNS)
+    cols_jobs = _check_columns(header(INDIVIDUAL_FILE))
+    cols_group = _check_columns(header(GROUPS_FILE))
     for row, cols in [(r, cols_jobs) for r in jobs] + [(group, cols_group)]:
         unknown = [k for k in row if k not in set(cols)]
         if unknown:

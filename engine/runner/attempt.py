@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from engine.cell.protocol import EXIT_OUTPUT, REASON_BYTES, read_reason
 from engine.cleanup import run_recorded
 from engine.errors import OutputError
-from engine.events import EventTail
+from engine.events import EVENTS, EventTail
 from engine.registry import EXECUTORS
 from engine.runner.cellproc import cell_env, dump_stacks, forget, start_cell, stop_session
 from engine.runner.watchdog import Watchdog
@@ -35,9 +35,6 @@ if TYPE_CHECKING:
 
 #: Seconds between two looks at a running cell (events, commands, watchdog).
 POLL_S = 0.1
-#: Cell event types that count as progress for the watchdog (never monitor samples).
-PROGRESS_EVENTS = frozenset({"started", "phase", "job_started", "job_progress", "job_done",
-                             "summary", "done", "failed"})
 #: Below this many free bytes the runs folder's disk counts as full (a cell that could not
 #: write its output and could not say why is then reported as a full disk).
 LOW_SPACE_BYTES = 1 << 20
@@ -55,9 +52,11 @@ class Attempt:
 
     def __init__(self, runner: Runner, cell: CellSpec, number: int):
         self.runner, self.cell, self.number = runner, cell, number
-        self.spec: dict[str, Any] = runner.cell_spec(cell, number)
-        self.dir = Path(self.spec["events"]).parent
-        self.log_path = self.dir / "cell.log"
+        self.folder = runner.folder.attempt(cell.slug, cell.key, number)
+        #: The spec as its JSON document (what the cell reads; what failed rows are built from).
+        self.spec: dict[str, Any] = runner.cell_spec(cell, number).to_dict()
+        self.dir = self.folder.path
+        self.log_path = self.folder.log
         #: The cell's ``failed`` event (its one-line error), once it sent one.
         self.failure: dict[str, Any] = {}
 
@@ -67,59 +66,15 @@ class Attempt:
         stopping and recording the cell, :class:`OutputError` when output cannot be written."""
         runner, cell, attempt = self.runner, self.cell, self.number
         spec, attempt_dir, log_path = self.spec, self.dir, self.log_path
-        spec_path = attempt_dir / "spec.json"
-        with _writing(spec_path):
-            attempt_dir.mkdir(parents=True)
-            spec_path.write_text(json.dumps(spec, indent=1))
-        with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
-            Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
-        with _writing(Path(tempfile.gettempdir())):
-            scratch = Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+        scratch = self._prepare()
         tail = EventTail(spec["events"])
-        device_env = ({"CUDA_VISIBLE_DEVICES": runner.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-                      if runner.gpu else {})
-        try:
-            with _writing(log_path):
-                proc = start_cell(spec_path, log_path,
-                                  cell_env(scratch, runner.campaign.threads, device_env))
-        except BaseException:
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        # Device utilisation comes from the cell's own monitor samples (never a second
-        # NVML sampler on the device).
-        settings = runner.campaign.watchdog
-        idle = EXECUTORS.get(cell.executor).idle_cpu_fraction
-        if idle:  # the executor's runtime keeps this much CPU busy even when jobs hang
-            settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
-        watchdog = Watchdog(settings, proc.pid, proc.pid)
-        written, hung, after, verdict = False, False, "", None
+        proc = self._start(scratch)
+        watchdog = self._watchdog(proc)
         try:
             runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
                        attempt=attempt, events=spec["events"], log_path=str(log_path),
                        pid=proc.pid)
-            while proc.poll() is None:
-                written |= self.forward(tail, watchdog)
-                command = runner._handle_commands(running=cell)
-                if command:
-                    verdict = self.stop(proc, command[1], dump=False)
-                    after = command[0]
-                    break
-                if watchdog.due():
-                    check = watchdog.check()
-                    if check.state == "ok" and hung:
-                        hung = False
-                        runner._emit("resumed", cell=cell.key, attempt=attempt)
-                    elif check.state == "suspect" and check.strikes == runner.campaign.watchdog.suspect_after:
-                        runner._emit("suspect", cell=cell.key, attempt=attempt, seen=check.describe())
-                    elif check.state == "hung" and not hung:
-                        hung = True
-                        runner._emit("hung", cell=cell.key, attempt=attempt, seen=check.describe(),
-                                   action=runner.campaign.watchdog.action)
-                        if runner.campaign.watchdog.action == "kill":
-                            verdict = self.stop(proc, f"hung: {check.describe()}",
-                                                 dump=True)
-                            break
-                time.sleep(POLL_S)
+            written, verdict, after = self._supervise(proc, tail, watchdog)
         except KeyboardInterrupt:
             self.stop(proc, f"interrupted ({INTERRUPTED_BY[0]})", dump=False)
             self.forward(tail, None)
@@ -154,7 +109,84 @@ class Attempt:
             raise Aborted()
         if verdict is not None:  # "" (watchdog kill: retries apply), "stop" or "retry"
             return "killed", verdict, log_path, after
-        code = proc.returncode
+        return self._exited(proc.returncode, written, said_there, leftovers)
+
+    def _prepare(self) -> Path:
+        """The attempt's folder with its spec, the reason file's reserved blocks, and a
+        scratch folder for the cell (returned)."""
+        spec = self.spec
+        spec_path = self.folder.spec
+        with _writing(spec_path):
+            self.dir.mkdir(parents=True)
+            spec_path.write_text(json.dumps(spec, indent=1))
+        with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
+            Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
+        with _writing(Path(tempfile.gettempdir())):
+            return Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+
+    def _start(self, scratch: Path):
+        """The cell process, started on the campaign's device (its scratch folder removed
+        when it cannot start)."""
+        runner = self.runner
+        device_env = ({"CUDA_VISIBLE_DEVICES": runner.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+                      if runner.gpu else {})
+        try:
+            with _writing(self.log_path):
+                return start_cell(self.dir / "spec.json", self.log_path,
+                                  cell_env(scratch, runner.campaign.threads, device_env))
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+
+    def _watchdog(self, proc) -> Watchdog:
+        """The cell's watchdog: the campaign's settings, with the CPU its executor's runtime
+        keeps busy when jobs hang added. Device utilisation comes from the cell's own
+        monitor samples (never a second NVML sampler on the device)."""
+        settings = self.runner.campaign.watchdog
+        idle = EXECUTORS.get(self.cell.executor).idle_cpu_fraction
+        if idle:
+            settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
+        return Watchdog(settings, proc.pid, proc.pid)
+
+    def _supervise(self, proc, tail: EventTail, watchdog: Watchdog
+                   ) -> tuple[bool, str | None, str]:
+        """Forward the cell's events, obey control commands and apply the watchdog until the
+        cell exits or is stopped. Returns (its group row was written, the stop's verdict or
+        None when it exited by itself, what next after a command)."""
+        runner, cell, attempt = self.runner, self.cell, self.number
+        written, hung, after, verdict = False, False, "", None
+        while proc.poll() is None:
+            written |= self.forward(tail, watchdog)
+            command = runner._handle_commands(running=cell)
+            if command:
+                verdict = self.stop(proc, command[1], dump=False)
+                after = command[0]
+                break
+            if watchdog.due():
+                check = watchdog.check()
+                if check.state == "ok" and hung:
+                    hung = False
+                    runner._emit("resumed", cell=cell.key, attempt=attempt)
+                elif check.state == "suspect" and check.strikes == runner.campaign.watchdog.suspect_after:
+                    runner._emit("suspect", cell=cell.key, attempt=attempt, seen=check.describe())
+                elif check.state == "hung" and not hung:
+                    hung = True
+                    runner._emit("hung", cell=cell.key, attempt=attempt, seen=check.describe(),
+                               action=runner.campaign.watchdog.action)
+                    if runner.campaign.watchdog.action == "kill":
+                        verdict = self.stop(proc, f"hung: {check.describe()}",
+                                             dump=True)
+                        break
+            time.sleep(POLL_S)
+        return written, verdict, after
+
+    def _exited(self, code: int, written: bool, said_there: str, leftovers: list
+                ) -> tuple[str, str, Path, str]:
+        """The outcome of a cell that exited by itself with ``code``: its status and error
+        (the cell's own line first), the failed row recorded when the cell wrote none, the
+        runner's events; a cell that could not write its output stops the campaign."""
+        runner, cell, attempt, spec, log_path = (self.runner, self.cell, self.number,
+                                                  self.spec, self.log_path)
         said = self.failure.get("error") or ""
         if code == 0:
             status, error = "ok", ""
@@ -209,7 +241,7 @@ class Attempt:
             written |= bool(event.get("group_written"))
             if event.get("type") == "failed":
                 self.failure = event
-            if watchdog is not None and event.get("type") in PROGRESS_EVENTS:
+            if watchdog is not None and event.get("type") in EVENTS.progress:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
                 watchdog.sample(event)

@@ -22,7 +22,8 @@ from typing import Any
 
 import psutil
 
-from engine.processes import die_with_parent, engine_env  # noqa: F401  (re-exported)
+from engine.processes import die_with_parent, engine_env
+from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.watchdog import session_processes
 
 #: Seconds between SIGTERM and SIGKILL when a cell's session is stopped.
@@ -54,12 +55,12 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subproce
     record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
               "host": socket.gethostname(), "started": time.time(),
               "create_time": _create_time(proc.pid)}
-    (spec_path.parent / "cell.pid").write_text(json.dumps(record))
+    AttemptFolder(spec_path.parent).pid.write_text(json.dumps(record))
     return proc
 
 
 def forget(attempt_dir: Path) -> None:
-    (attempt_dir / "cell.pid").unlink(missing_ok=True)
+    AttemptFolder(attempt_dir).pid.unlink(missing_ok=True)
 
 
 def _create_time(pid: int) -> float | None:
@@ -136,7 +137,7 @@ def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:
     kill whatever of their sessions is still alive, and return their records (with
     ``attempt_dir`` and ``killed`` pids) so the caller can record them."""
     found = []
-    for record_path in sorted(run_dir.glob("cells/*/attempt-*/cell.pid")):
+    for record_path in [a.pid for a in RunFolder(run_dir).all_attempts() if a.pid.exists()]:
         try:
             record = json.loads(record_path.read_text())
         except (OSError, json.JSONDecodeError):

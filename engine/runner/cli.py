@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.cell.protocol import output_failure
@@ -44,6 +45,25 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="override [watchdog] action: kill, or flag (the dashboard's default: "
                              "mark the cell hung and wait for a command)")
     return parser
+
+
+def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str | None = None,
+                watchdog_action: str | None = None,
+                overrides: dict[str, Any] | None = None) -> list[str]:
+    """The command line that starts this runner (what :func:`build_arg_parser` reads) for
+    a campaign file and its overrides (:func:`overrides_from`'s keys; None values left out):
+    the one way the front ends (``--batch``, the dashboard) start it."""
+    argv = [sys.executable, "-m", "engine.runner", str(campaign_path)]
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+    if resume:
+        argv.append("--resume")
+    if since:
+        argv += ["--since", since]
+    if watchdog_action:
+        argv += ["--watchdog-action", watchdog_action]
+    return argv
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.errors import ConfigError, OutputError
 from engine.events import EventTail
+from engine.runfolder import RunFolder
 from engine.observe.follow import last_session_offset
 
 COMMANDS = ("kill", "retry", "skip", "abort")
@@ -44,11 +45,11 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
         raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
     if command != "abort" and not cell:
         raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
-    if not (run_dir / "runner.jsonl").exists():
+    if not RunFolder(run_dir).runner_log.exists():
         raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
     if cell:
         check_cell(run_dir, command, str(cell))
-    inbox = run_dir / "control"
+    inbox = RunFolder(run_dir).control
     body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
     name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
     tmp = inbox / f".{name}.tmp"
@@ -72,7 +73,7 @@ def campaign_cells(run_dir: str | Path) -> tuple[int, dict[int, str]] | None:
     """``(number of cells, {index: cell key})`` of the campaign's last runner session, from
     its ``runner.jsonl`` (the runner announces every cell as queued or skipped when it
     starts); None before any runner started."""
-    path = Path(run_dir) / "runner.jsonl"
+    path = RunFolder(Path(run_dir)).runner_log
     events = list(EventTail(path, last_session_offset(run_dir)).read())
     started = next((e for e in events if e.get("type") == "campaign_started"), None)
     if started is None or not isinstance(started.get("cells"), int):
@@ -113,7 +114,7 @@ class Inbox:
     """The runner's side: commands in arrival order, each consumed once."""
 
     def __init__(self, run_dir: Path, since: float):
-        self.dir = run_dir / "control"
+        self.dir = RunFolder(run_dir).control
         self.dir.mkdir(parents=True, exist_ok=True)
         self.since = since
 

@@ -45,7 +45,8 @@ from filelock import FileLock, Timeout
 
 from engine.define.availability import experiment_availability
 from engine.define.campaign import Campaign
-from engine.cell.protocol import (SPEC_SCHEMA)
+from engine.runfolder import AttemptFolder, RunFolder
+from engine.cell.protocol import (CellRunSpec)
 from engine.cleanup import run_recorded
 from engine.runner.cellproc import reap_leftovers
 from engine.runner.control import Inbox
@@ -54,7 +55,7 @@ from engine.events import EventWriter
 from engine.define.matrix import CellSpec, build_cells
 from engine.plugins import load_plugins
 from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
-from engine.results.columns import GROUPS_FILE, GROUP_COLUMNS
+from engine.results.columns import GROUPS_FILE, header
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
 from engine.results.store import append_rows
@@ -132,7 +133,8 @@ class Runner:
         self.cells = build_cells(campaign, self.machine)
         self.runs_dir = Path(campaign.runs_dir)
         self.campaign_id = campaign.name
-        self.run_dir = self.runs_dir / self.campaign_id
+        self.folder = RunFolder.of(self.runs_dir, self.campaign_id)
+        self.run_dir = self.folder.path
         self._log: EventWriter | None = None
 
     # -- planning -------------------------------------------------------------------------
@@ -151,7 +153,7 @@ class Runner:
 
     def ok_keys(self) -> set[str]:
         """Cell keys with an ``ok`` group row (newer than ``since`` when given)."""
-        rows = read_rows(self.runs_dir / "master_groups.csv")
+        rows = read_rows(self.runs_dir / GROUPS_FILE)
         return {r.get("cell_key", "") for r in rows if r.get("status") == "ok"
                 and (not self.since or r.get("timestamp", "") >= self.since)}
 
@@ -173,7 +175,7 @@ class Runner:
         """
         preflight(self.runs_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(self.run_dir / "runner.lock")
+        lock = FileLock(self.folder.lock)
         try:
             lock.acquire(timeout=0)
         except Timeout:
@@ -182,7 +184,7 @@ class Runner:
         try:
             return self._run_locked()
         finally:
-            (self.run_dir / "runner.pid").unlink(missing_ok=True)
+            self.folder.runner_pid.unlink(missing_ok=True)
             lock.release()
 
     def _run_locked(self) -> CampaignOutcome:
@@ -204,7 +206,8 @@ class Runner:
                 self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
                            reason=planned.skip)
             elif planned.skip:
-                self._record(self.cell_spec(cell, self._next_attempt(cell)), "skipped", planned.skip)
+                self._record(self.cell_spec(cell, self._next_attempt(cell)).to_dict(), "skipped",
+                             planned.skip)
                 self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
                            reason=planned.skip)
                 outcome.outcomes.append(CellOutcome(cell, "skipped", 0, planned.skip))
@@ -251,18 +254,18 @@ class Runner:
     def _write_run_files(self, started: float) -> None:
         """runner.pid, the campaign as given and as resolved, the runner's event log; each
         file whole or absent (temporary file, then ``os.replace``)."""
-        _write_whole(self.run_dir / "runner.pid", json.dumps(
+        _write_whole(self.folder.runner_pid, json.dumps(
             {"pid": os.getpid(), "host": os.uname().nodename, "started": started,
              "argv": sys.argv}))
         if self.campaign.source is not None:
-            _write_whole(self.run_dir / "campaign.toml", self.campaign.source.read_text())
+            _write_whole(self.folder.campaign_file, self.campaign.source.read_text())
         # What actually runs, after command-line overrides and with the experiments resolved.
         _write_whole(self.run_dir / "campaign.resolved.json", json.dumps({
             "campaign": self.campaign.resolved(), "device": self.device,
             "machine": self.machine, "resume": self.resume, "since": self.since,
             "experiments": {e: self.campaign.catalogue.get(e).to_dict()
                             for e in self.campaign.experiments}}, indent=1, default=str))
-        self._log = EventWriter(self.run_dir / "runner.jsonl", campaign=self.campaign_id)
+        self._log = EventWriter(self.folder.runner_log, campaign=self.campaign_id)
 
     def _emit(self, type: str, **fields: Any) -> dict[str, Any]:
         """Append a runner event. Raises :class:`OutputError` naming ``runner.jsonl`` when
@@ -275,31 +278,25 @@ class Runner:
         self.on_event(event)
         return event
 
-    def _cell_dir(self, cell: CellSpec) -> Path:
-        return self.run_dir / "cells" / f"{cell.slug}-{cell.key[:8]}"
 
     def _next_attempt(self, cell: CellSpec) -> int:
-        existing = [int(p.name.split("-")[1]) for p in self._cell_dir(cell).glob("attempt-*")]
+        existing = [a.number for a in self.folder.attempts(cell.slug, cell.key)]
         return max(existing, default=0) + 1
 
-    def cell_spec(self, cell: CellSpec, attempt: int) -> dict[str, Any]:
-        """The spec (schema :data:`~engine.cell.protocol.SPEC_SCHEMA`) that attempt
-        ``attempt`` of ``cell`` is started with: what ``python -m engine.cell`` reads. Public
-        for tools that run one cell by hand (``bench``)."""
-        attempt_dir = self._cell_dir(cell) / f"attempt-{attempt}"
-        return {
-            "schema": SPEC_SCHEMA, "campaign_id": self.campaign_id,
-            "campaign_hash": self.campaign.file_hash, "runs_dir": str(self.runs_dir.resolve()),
-            "events": str(attempt_dir / "events.jsonl"), "attempt": attempt,
-            "reason_file": str(attempt_dir / "cell.reason"),
-            "seed": self.campaign.seed, "passes": self.campaign.passes,
+    def cell_spec(self, cell: CellSpec, attempt: int) -> CellRunSpec:
+        """The spec that attempt ``attempt`` of ``cell`` is started with: what ``python -m
+        engine.cell`` reads. Public for tools that run one cell by hand (``bench``)."""
+        folder = self.folder.attempt(cell.slug, cell.key, attempt)
+        return CellRunSpec(
+            campaign_id=self.campaign_id, campaign_hash=self.campaign.file_hash,
+            runs_dir=str(self.runs_dir.resolve()), events=str(folder.events), attempt=attempt,
+            reason_file=str(folder.reason), seed=self.campaign.seed,
+            passes=self.campaign.passes,
             # Inside the cell the device under test is the only visible one: cuda:0.
-            "device": "cuda:0" if self.gpu else self.device, "device_requested": self.device,
-            "gpu_uuid": self.gpu["uuid"] if self.gpu else None,
-            "monitor": self.campaign.monitor,
-            "monitor_interval_s": self.campaign.monitor_interval_s,
-            "threads": self.campaign.threads or os.cpu_count() or 1, "cell": asdict(cell),
-        }
+            device="cuda:0" if self.gpu else self.device, device_requested=self.device,
+            gpu_uuid=self.gpu["uuid"] if self.gpu else None, monitor=self.campaign.monitor,
+            monitor_interval_s=self.campaign.monitor_interval_s,
+            threads=self.campaign.threads or os.cpu_count() or 1, cell=asdict(cell))
 
     def _run_cell(self, cell: CellSpec) -> CellOutcome:
         """Attempts of one cell until it is ok, out of retries, killed or skipped."""
@@ -319,8 +316,8 @@ class Runner:
                        retry=used + 1, retries=self.campaign.retries)
 
     def _record(self, spec: dict[str, Any], status: str, error: str) -> None:
-        append_rows(self.runs_dir / "master_groups.csv", [failed_group_row(spec, status, error)],
-                    GROUP_COLUMNS)
+        append_rows(self.runs_dir / GROUPS_FILE, [failed_group_row(spec, status, error)],
+                    header(GROUPS_FILE))
 
     def _has_row(self, spec: dict[str, Any]) -> bool:
         """Whether the attempt already has its group row (a cell that wrote its rows but
@@ -359,7 +356,7 @@ class Runner:
             elif name == "skip" and cell in self.queue:
                 self.queue.remove(cell)
                 reason = "skipped by control command"
-                self._record(self.cell_spec(cell, self._next_attempt(cell)), "skipped", reason)
+                self._record(self.cell_spec(cell, self._next_attempt(cell)).to_dict(), "skipped", reason)
                 self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
                            reason=reason)
                 self.outcomes[cell.key] = CellOutcome(cell, "skipped", 0, reason)
@@ -380,8 +377,8 @@ class Runner:
         for record in reap_leftovers(self.run_dir):
             attempt_dir = record["attempt_dir"]
             try:
-                spec = json.loads((attempt_dir / "spec.json").read_text())
-            except (OSError, json.JSONDecodeError):
+                spec = CellRunSpec.read(AttemptFolder(attempt_dir).spec).to_dict()
+            except ConfigError:  # unreadable or not a spec: nothing to record for it
                 continue
             reason = (f"runner pid {record['runner_pid']} ended while this attempt ran; "
                       f"cleaned up by the next runner")
@@ -393,8 +390,8 @@ class Runner:
             self._emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
                        reason=reason, predecessor=True)
         # After their cells are dead: what those cells started outside their sessions.
-        for attempt_dir in sorted({p.parent.parent for p in
-                                   self.run_dir.glob("cells/*/attempt-*/cleanup/*.json")}):
+        for attempt_dir in [a.path for a in self.folder.all_attempts()
+                            if any((a.path / "cleanup").glob("*.json"))]:
             messages = run_recorded(attempt_dir)
             if messages:
                 self._emit("cleanup", attempt_dir=str(attempt_dir), messages=messages,
@@ -413,8 +410,8 @@ def _write_whole(path: Path, text: str) -> None:
 
 def _holder(run_dir: Path) -> str:
     try:
-        info = json.loads((run_dir / "runner.pid").read_text())
+        info = json.loads(RunFolder(run_dir).runner_pid.read_text())
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"]))
-        return f"runner pid {info['pid']} on {info['host']} since {since} ({run_dir / 'runner.pid'})"
+        return f"runner pid {info['pid']} on {info['host']} since {since} ({RunFolder(run_dir).runner_pid})"
     except (OSError, ValueError, KeyError):
-        return f"lock held on {run_dir / 'runner.lock'}"
+        return f"lock held on {RunFolder(run_dir).lock}"

@@ -17,8 +17,10 @@ reporting is therefore never declared hung (it may be computing a long epoch); a
 stopped by a signal (state T, e.g. after reading the terminal) uses no CPU and is reported
 as stopped.
 
-``cpu_fraction`` defaults to 0.05 of a core: above the cost of an idle Python process with a
-sampler thread (< 1 % of a core at the default monitor interval), well below any training.
+``cpu_fraction`` defaults to 0.05 of a core: above the cost of an idle Python process and of the cell's
+monitor sidecar (a process of the cell's session: < 1 % of a core at the default interval),
+well below any training. Which events count as progress, and the executor's own idle share
+(``idle_cpu_fraction``), are applied by :mod:`engine.runner.attempt`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from engine.define.watchdog_settings import ACTIONS, WatchdogSettings  # noqa: F401
+from engine.define.watchdog_settings import WatchdogSettings
 
 def session_processes(leader_pid: int, session_id: int) -> list[psutil.Process]:
     """The leader, its descendants, and every process still in its session (a grandchild

@@ -68,7 +68,7 @@ def split_for(split: SplitSpec, n_pool: int, n_test: int | None) -> JobSplit:
     A ``"test"`` split on a dataset without a test split falls back to ``"holdout"``.
     Holdout: the first ``round(n_pool * val_fraction)`` entries of a permutation drawn from
     ``split_seed`` validate, the rest train. Folds: contiguous blocks of such a permutation,
-    the first ``n_pool mod folds`` folds one sample larger (fugue-compat.md).
+    the first ``n_pool mod folds`` folds one sample larger (docs/fugue-compat.md).
     """
     if split.kind == "test" and n_test:
         return JobSplit(torch.arange(n_pool), torch.arange(n_test), "test")

@@ -28,8 +28,9 @@ from typing import Any
 
 import torch
 
+from engine.errors import failure_line
 from engine.parts import tasks as task_lib
-from engine.train.data import DeviceData, EpochOrder, split_for
+from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
 from engine.define.workloads import JobSpec
@@ -97,9 +98,18 @@ class JobResult:
 ProgressFn = Callable[..., None]
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA; nothing on the CPU): every clock of the
+    contract is read after it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def autocast(device: torch.device, amp: bool):
+    """float16 autocast on CUDA when the job's ``amp`` applies; a no-op context otherwise."""
+    if amp and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()
 
 
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor,
@@ -114,7 +124,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torc
     loss_sum = torch.zeros((), device=x.device)
     sums: dict[str, torch.Tensor] = {}
     idx = idx.to(x.device)
-    with torch.no_grad(), _autocast(x.device, amp):
+    with torch.no_grad(), autocast(x.device, amp):
         for start in range(0, len(idx), EVAL_BATCH):
             batch = idx[start:start + EVAL_BATCH]
             out, target = task_lib.prepare(task, model(x[batch]), y[batch])
@@ -125,10 +135,83 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torc
     return float(loss_sum) / len(idx), task_lib.finalise(task, sums)
 
 
-def _autocast(device: torch.device, amp: bool):
-    if amp and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
-    return contextlib.nullcontext()
+def start_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
+              result: JobResult) -> tuple[torch.nn.Module, bool]:
+    """A job's start, the same under every executor: the device synced, the job's process
+    and start time recorded (``total_time_s`` counts from here), the global RNG seeded with
+    the job seed (model init and dropout masks), its model built on the device. Returns the
+    model and whether AMP applies (the job asks for it and the cell allows it)."""
+    sync(settings.device)
+    result.worker_pid = os.getpid()
+    result.start = time.perf_counter()
+    torch.manual_seed(job.seed)
+    model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
+                        where=job.job_id).to(settings.device)
+    result.param_count = sum(p.numel() for p in model.parameters())
+    amp = bool(job.amp and settings.amp_allowed)
+    result.amp_applied = amp
+    return model, amp
+
+
+def job_split(job: JobSpec, data: DeviceData, result: JobResult
+              ) -> tuple[JobSplit, torch.Tensor, torch.Tensor, EpochOrder]:
+    """A job's split of the data: the split, its validation inputs and targets (the test
+    set or the pool; ``result.val_source`` says which) and its batch order."""
+    split = split_for(job.split, len(data.pool_y),
+                      None if data.test_y is None else len(data.test_y))
+    result.val_source = split.val_source
+    val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
+                    else (data.pool_x, data.pool_y))
+    return split, val_x, val_y, EpochOrder(job, split.train_idx)
+
+
+def count_epoch(result: JobResult, order: EpochOrder, epoch: int, train_s: float,
+                loss_sum: Any) -> float:
+    """An epoch's accounting, the same for the training loop and the stacked model: its
+    training time, samples and dropped samples added to ``result``; returns its mean training
+    loss (``loss_sum`` over its batches). Raises ``FloatingPointError`` (the job fails) when
+    that loss is not finite."""
+    result.train_time_s = (result.train_time_s or 0.0) + train_s
+    result.samples += order.n_batches * order.batch_size
+    result.samples_dropped += order.dropped_per_epoch
+    result.epochs_run = epoch + 1
+    epoch_loss = float(loss_sum) / order.n_batches
+    if not math.isfinite(epoch_loss):
+        raise FloatingPointError(f"training loss is {epoch_loss} at epoch {epoch + 1}")
+    return epoch_loss
+
+
+def record_epoch(result: JobResult, job: JobSpec, epoch: int, train_s: float,
+                 epoch_loss: float, train_score: Callable[[], float | None],
+                 validate: Callable[[], tuple[float, float]]) -> dict[str, Any]:
+    """An epoch's record in ``result.history``, the same for the training loop and the
+    stacked model: after the last epoch the final training loss and ``train_score()``; after
+    a validated epoch (every epoch for hpo jobs, else the last) ``validate()``'s loss and
+    accuracy, its time added to ``val_time_s``. Returns the record."""
+    last_epoch = epoch == job.epochs - 1
+    record: dict[str, Any] = {"epoch": epoch + 1, "train_loss": epoch_loss, "train_s": train_s}
+    if last_epoch:
+        result.final_train_loss = epoch_loss
+        result.final_train_acc = train_score()
+        record["train_acc"] = result.final_train_acc
+    if job.validate_every_epoch or last_epoch:
+        t_val = time.perf_counter()
+        val_loss, val_acc = validate()
+        result.val_time_s = (result.val_time_s or 0.0) + time.perf_counter() - t_val
+        record.update(val_loss=val_loss, val_acc=val_acc)
+        result.final_val_loss, result.final_val_acc = val_loss, val_acc
+    result.history.append(record)
+    return record
+
+
+def epoch_progress(result: JobResult, job: JobSpec, order: EpochOrder, record: dict[str, Any],
+                   now: float) -> dict[str, Any]:
+    """The fields of an epoch's ``job_progress`` event (``epoch_end=True``)."""
+    return dict(job_id=job.job_id, epoch=record["epoch"], epochs=job.epochs,
+                step=order.n_batches, steps=order.n_batches, samples=result.samples,
+                loss=record["train_loss"], val_loss=record.get("val_loss"),
+                val_acc=record.get("val_acc"), elapsed=now - result.start, epoch_end=True,
+                train_sps=result.samples / result.train_time_s if result.train_time_s else None)
 
 
 def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
@@ -150,7 +233,7 @@ def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
     except Exception as exc:  # the job failed; the group goes on and records it
         traceback.print_exc()
         result.status = "failed"
-        result.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        result.error = failure_line(exc)
         result.end = time.perf_counter()
         if result.start is not None:
             result.total_time_s = result.end - result.start
@@ -162,19 +245,11 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
            on_epoch_end: Callable[[JobResult], None] | None = None) -> None:
     device = settings.device
     task = job.task or data.task
-    _sync(device)
-    result.worker_pid = os.getpid()
     if device.type == "cuda":  # per-job peaks: jobs in one process run one after another here
         torch.cuda.reset_peak_memory_stats(device)
-    result.start = time.perf_counter()
-    torch.manual_seed(job.seed)  # model init and dropout masks: the job seed, under every executor
-    model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
-                        where=job.job_id).to(device)
-    result.param_count = sum(p.numel() for p in model.parameters())
+    model, amp = start_job(job, data, settings, result)
     optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr, job.optimizer_kwargs,
                                 where=job.job_id)
-    amp = bool(job.amp and settings.amp_allowed)
-    result.amp_applied = amp
     scaler = torch.amp.GradScaler("cuda") if amp else None
     # Resolved once: the step below calls the raw criterion on already-shaped tensors, so
     # the loop pays no registry lookup and no second shaping per step (bench/RESULTS.md).
@@ -187,12 +262,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
                                 else settings.compile_mode)
         result.compile_mode = settings.compile_mode
 
-    split = split_for(job.split, len(data.pool_y),
-                      None if data.test_y is None else len(data.test_y))
-    result.val_source = split.val_source
-    val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
-                    else (data.pool_x, data.pool_y))
-    order = EpochOrder(job, split.train_idx)
+    split, val_x, val_y, order = job_split(job, data, result)
     limiter_interval = PROGRESS_INTERVAL_S
     last_report = time.perf_counter()
     x_all, y_all = data.pool_x, data.pool_y
@@ -203,12 +273,12 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
         batches = order.batches(device)
         loss_sum = torch.zeros((), device=device)
         score: dict[str, torch.Tensor] = {}
-        _sync(device)
+        sync(device)
         t_epoch = time.perf_counter()
         for step in range(order.n_batches):
             idx = batches[step]
             xb, yb = x_all[idx], y_all[idx]
-            with _autocast(device, amp):
+            with autocast(device, amp):
                 out, target = task_lib.prepare(task, forward(xb), yb)
                 loss = criterion(out.float() if out.dtype in (torch.float16, torch.bfloat16) else out, target)
             optimizer.zero_grad(set_to_none=True)
@@ -232,38 +302,19 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
                 progress(job_id=job.job_id, epoch=epoch + 1, epochs=job.epochs, step=step + 1,
                          steps=order.n_batches, samples=done, loss=float(detached),
                          elapsed=now - result.start)
-        _sync(device)
+        sync(device)
         train_s = time.perf_counter() - t_epoch
-        result.train_time_s = (result.train_time_s or 0.0) + train_s
-        result.samples += order.n_batches * order.batch_size
-        result.samples_dropped += order.dropped_per_epoch
-        result.epochs_run = epoch + 1
-        epoch_loss = float(loss_sum) / order.n_batches
-        if not math.isfinite(epoch_loss):
-            raise FloatingPointError(f"training loss is {epoch_loss} at epoch {epoch + 1}")
-        record: dict[str, Any] = {"epoch": epoch + 1, "train_loss": epoch_loss,
-                                  "train_s": train_s}
-        if last_epoch:
-            result.final_train_loss = epoch_loss
-            result.final_train_acc = task_lib.finalise(task, score)
-            record["train_acc"] = result.final_train_acc
-        if job.validate_every_epoch or last_epoch:
-            t_val = time.perf_counter()
-            val_loss, val_acc = evaluate(model, val_x, val_y, split.val_idx, task, amp)
-            result.val_time_s = (result.val_time_s or 0.0) + time.perf_counter() - t_val
-            record.update(val_loss=val_loss, val_acc=val_acc)
-            result.final_val_loss, result.final_val_acc = val_loss, val_acc
-        result.history.append(record)
+        epoch_loss = count_epoch(result, order, epoch, train_s, loss_sum)
+        record = record_epoch(
+            result, job, epoch, train_s, epoch_loss,
+            train_score=lambda: task_lib.finalise(task, score),
+            validate=lambda: evaluate(model, val_x, val_y, split.val_idx, task, amp))
         now = time.perf_counter()
         last_report = now
-        progress(job_id=job.job_id, epoch=epoch + 1, epochs=job.epochs, step=order.n_batches,
-                 steps=order.n_batches, samples=result.samples, loss=epoch_loss,
-                 val_loss=record.get("val_loss"), val_acc=record.get("val_acc"),
-                 elapsed=now - result.start, epoch_end=True,
-                 train_sps=result.samples / result.train_time_s)
+        progress(**epoch_progress(result, job, order, record, now))
         if on_epoch_end is not None:
             on_epoch_end(result)
-    _sync(device)
+    sync(device)
     result.end = time.perf_counter()
     result.total_time_s = result.end - result.start
     if device.type == "cuda":

@@ -14,11 +14,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -107,23 +105,6 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str | None = None,
-                watchdog_action: str | None = None,
-                overrides: dict[str, Any] | None = None) -> list[str]:
-    """The runner's command line for a campaign file and its overrides."""
-    argv = [sys.executable, "-m", "engine.runner", str(campaign_path)]
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            argv += [f"--{key.replace('_', '-')}", str(value)]
-    if resume:
-        argv.append("--resume")
-    if since:
-        argv += ["--since", since]
-    if watchdog_action:
-        argv += ["--watchdog-action", watchdog_action]
-    return argv
 
 
 def start_runner(run_dir: str | Path, argv: list[str], cwd: str | Path | None = None

@@ -156,7 +156,7 @@ class Replay:
 
     def status(self) -> str:
         """``replay · 12/340 events · 0:31 of 1:05 · 10× · paused``."""
-        from fugue_tui.progress_math import fmt_duration
+        from fugue_tui.format import fmt_duration
 
         with self._lock:
             state = "finished" if self.pos >= len(self.events) else (

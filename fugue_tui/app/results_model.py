@@ -10,13 +10,14 @@ without a GPU. Example: ``exec:unified host:epyc D_ens``.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from fugue_tui.format import MISSING, finite, fmt_number, fmt_rate, fmt_text
 
 #: (column key, header, source column) of the group table, in order.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -38,8 +39,6 @@ FILTER_FIELDS = {"experiment": "exp_id", "exp": "exp_id", "executor": "executor"
                  "exec": "executor", "scheduler": "scheduler", "features": "features",
                  "gpu": "gpu_name", "host": "machine", "campaign": "campaign_id",
                  "status": "status"}
-#: Shown for a value not measured (never 0).
-DASH = "—"
 
 #: The selected row's provenance, in order: (label, column).
 PROVENANCE: tuple[tuple[str, str], ...] = (
@@ -55,30 +54,22 @@ PROVENANCE: tuple[tuple[str, str], ...] = (
 )
 
 
-def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value)
-
-
 def cell_text(key: str, value: Any) -> str:
-    """A table cell: numbers formatted, missing shown as :data:`DASH`, never 0."""
+    """A table cell: numbers formatted, missing shown as :data:`~fugue_tui.format.MISSING`,
+    never 0."""
     if key in NUMERIC:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            return DASH
-        if not math.isfinite(number):
-            return DASH
+        number = finite(value)
+        if number is None:
+            return MISSING
         if key == "pass":
             return str(int(number))
-        return f"{number:.3f}" if key == "T_group" else f"{number:,.0f}"
-    text = _text(value)
+        return fmt_number(number, ".3f") if key == "T_group" else fmt_rate(number)
+    text = fmt_text(value)
     if key == "gpu":
         return text or "no GPU"
     if key == "compile":
         return text or "off"
-    return text or DASH
+    return text or MISSING
 
 
 def row_key(row: dict[str, Any]) -> str:
@@ -155,7 +146,7 @@ def provenance(row: dict[str, Any]) -> list[tuple[str, str]]:
     """The selected row's provenance: (label, value) for every recorded field."""
     out = []
     for label, column in PROVENANCE:
-        text = _text(row.get(column))
+        text = fmt_text(row.get(column))
         if column in ("pass", "attempt", "cpu_cores", "threads", "seed") and text:
             try:
                 text = str(int(float(text)))
@@ -168,7 +159,7 @@ def provenance(row: dict[str, Any]) -> list[tuple[str, str]]:
 
 def sort_value(key: str, text: str) -> tuple[int, Any]:
     """Sort key of a displayed cell: numbers numerically, missing values last."""
-    if text == DASH:
+    if text == MISSING:
         return (1, 0)
     if key in NUMERIC:
         try:

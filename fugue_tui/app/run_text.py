@@ -10,11 +10,10 @@ from typing import Any
 
 from rich.text import Text
 
+from engine.events import is_runner_event
 from engine.observe.state import CellState
-from fugue_tui.live import ACTIVE, LiveView
-from fugue_tui.progress_math import DASH, fmt_duration
-
-ENDED = frozenset({"done", "failed", "killed", "skipped"})
+from fugue_tui.format import PENDING, fmt_duration
+from fugue_tui.live import LiveView
 
 _CONFIRM = {
     "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",
@@ -33,10 +32,10 @@ def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
     head.append(state.campaign or run_dir.name, style="bold")
     if state.device:
         head.append(f" · {state.device}")
-    end = view.ended_ts if view.ended_ts is not None else now
-    head.append(f" · {fmt_duration(end - view.started_ts) if view.started_ts else DASH}")
+    end = state.ended_ts if state.ended_ts is not None else now
+    head.append(f" · {fmt_duration(end - state.started_ts) if state.started_ts else PENDING}")
     counts = state.counts()
-    done = sum(counts.get(s, 0) for s in ENDED)
+    done = sum(1 for cell in state.cells.values() if cell.finished)
     head.append(f" · cells {done}/{view.total or len(state.cells)}: ")
     head.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
     if replay is not None and state.state not in ("done", "interrupted", "aborted"):
@@ -67,25 +66,25 @@ def note_lifecycle(view: LiveView, event: dict[str, Any]) -> None:
     """Add to ``view`` the lifecycle lines the batch view leaves out (it shows them
     elsewhere)."""
     kind, ts = event.get("type"), event.get("ts")
-    if "campaign" not in event:
+    if not is_runner_event(event):
         return
     if kind == "campaign_started":
         view.total = int(event.get("cells") or 0)
-        view._note(ts, f"campaign started: {event.get('cells')} cells")  # noqa: SLF001
+        view.note(ts, f"campaign started: {event.get('cells')} cells")
     elif kind in ("cell_started", "done"):
         cell = view.state.cells.get(event.get("cell"))
         label = cell.label if cell else str(event.get("cell", ""))[:8]
         what = (f"started (attempt {event.get('attempt')})" if kind == "cell_started"
                 else "done")
-        view._note(ts, f"{label}: {what}")  # noqa: SLF001
+        view.note(ts, f"{label}: {what}")
     elif kind == "campaign_done":
-        view._note(ts, f"campaign finished, exit code {event.get('exit_code')}")  # noqa: SLF001
+        view.note(ts, f"campaign finished, exit code {event.get('exit_code')}")
 
 
 def confirm_question(command: str, cell: CellState) -> str:
     """The question asked before ``command`` (retry, skip, kill) is sent for ``cell``."""
     template = "skip-queued" if command == "skip" and cell.state == "queued" else command
-    if command == "retry" and cell.state not in ACTIVE:
+    if command == "retry" and not cell.active:
         question = f"Run '{cell.label}' again now (it ended {cell.state})?"
     else:
         question = _CONFIRM[template].format(label=cell.label, attempt=cell.attempt)

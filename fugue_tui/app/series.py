@@ -1,8 +1,9 @@
 """Monitor samples as time series for the run screen's device charts. Textual-free.
 
-A cell's monitor writes ``sample`` events (fields in :data:`engine.observe.state.SAMPLE_FIELDS`:
-``t`` monotonic seconds, GPU utilisation %, VRAM MiB, power W ... — None without a GPU —
-and ``cpu_pct``, % of one core, and ``rss_mib`` of the cell's process tree). The store keeps
+A cell's monitor writes ``sample`` events (fields:
+:data:`engine.measure.samples.SAMPLE_EVENT_FIELDS`: ``t`` monotonic seconds, GPU utilisation
+%, VRAM MiB, power W ... — None without a GPU — and ``cpu_pct``, % of one core, and
+``rss_mib`` of the cell's process tree). The store keeps
 the last :data:`MAX_POINTS` of each cell attempt. :func:`panels` picks what to draw: the GPU
 panels when the samples carry GPU values, else the process tree's CPU and RSS, labelled as
 such. :class:`HostPoller` samples the host with psutil (never NVML) for the "idle polling"
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
+
+from engine.events import is_runner_event
 
 #: Points kept per series (at one sample a second: ten minutes).
 MAX_POINTS = 600
@@ -73,7 +76,7 @@ class SampleStore:
 
     def add(self, event: dict[str, Any]) -> bool:
         """Take a cell's ``sample`` event; False for anything else."""
-        if event.get("type") != "sample" or "campaign" in event or event.get("cell") is None:
+        if event.get("type") != "sample" or is_runner_event(event) or event.get("cell") is None:
             return False
         key = (str(event["cell"]), int(event.get("attempt") or 0))
         self.series.setdefault(key, Series()).add(event, self.FIELDS)

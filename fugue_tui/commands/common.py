@@ -1,5 +1,5 @@
-"""Helpers the sub-commands share: loading the catalogue (plugins first), the selection, and
-how a missing optional module is named and installed."""
+"""Helpers the sub-commands (and ``list``, the plan screen) share: loading the catalogue
+(plugins first), the selection, the names of types."""
 
 from __future__ import annotations
 
@@ -16,12 +16,3 @@ def selected(catalogue, selector: list[str] | None, where: str) -> list[str]:
     return catalogue.select(selector, where=where) if selector else catalogue.ids()
 
 
-def requires_hint(module: str) -> str:
-    return ("pip install 'fugue-tui[vision]'" if module == "torchvision"
-            else f"pip install {module}")
-
-
-def has_module(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fugue_tui.commands.common import has_module, requires_hint
+from engine.parts.dataset_files import has_module
+from engine.define.availability import requires_hint
 
 #: Seconds without a byte before a download is given up (urllib has no timeout by default).
 SOCKET_TIMEOUT_S = 60.0
@@ -87,11 +88,6 @@ def is_network(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 

@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, one_line
 from fugue_tui.commands.common import load_catalogue_and_plugins, selected
-from fugue_tui.commands.downloads import FETCHERS, Unfetchable, is_network, one_line, quiet
+from fugue_tui.commands.downloads import FETCHERS, Unfetchable, is_network, quiet
 
 #: Datasets that scikit-learn ships: nothing to download.
 BUNDLED = ("digits", "wine", "breast_cancer", "diabetes")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from engine.errors import FugueError
-from fugue_tui.commands.common import (has_module, load_catalogue_and_plugins, requires_hint,
-                                       selected)
+from engine.parts.dataset_files import has_module
+from engine.define.availability import requires_hint
+from fugue_tui.commands.common import load_catalogue_and_plugins, selected
 from fugue_tui.commands.downloads import FETCHERS
 
 
@@ -22,10 +22,9 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
             unknown experiment in ``selector``.
     """
     from engine import registry
-    from engine.define.availability import experiment_availability
+    from engine.define.availability import catalogue_availability
     from engine.parts.dataset_files import data_root, root_note
     from engine.plugins import load_plugins
-    from engine.define.validate import check_experiment
     from engine.define.workloads import WORKLOADS, expand
 
     out = out or sys.stdout
@@ -34,13 +33,8 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     width = max((len(i) for i in ids), default=2)
     print(f"experiments (data root {data_root()}, {root_note(None)}):", file=out)
     unavailable = []
-    for exp_id in ids:
-        exp = catalogue.get(exp_id)
-        try:
-            check_experiment(exp, 42, f"experiment {exp_id}")
-            ok, reason = experiment_availability(exp)
-        except FugueError as exc:
-            ok, reason = False, f"invalid: {exc}"
+    for exp, ok, reason in catalogue_availability(catalogue, ids, check=True):
+        exp_id = exp.id
         if ok:
             print(f"  {exp_id:<{width}}  ok", file=out)
             continue

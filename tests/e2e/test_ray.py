@@ -204,7 +204,7 @@ from pathlib import Path
 import ray
 from engine.executors.ray import runtime as raytools
 from engine.errors import FugueError
-from engine.executors import ray_actors
+from engine.executors.ray import actors as ray_actors
 
 attempt = Path(sys.argv[1])
 runtime = raytools.start_runtime(attempt_dir=attempt, num_cpus=1, num_gpus=0)

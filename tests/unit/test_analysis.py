@@ -17,9 +17,7 @@ from engine.results.load import NoResultsError, Runs, load_runs, runs_from_frame
 from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
 from engine.results.store import append_rows
 
-HARNESS = Path("/work/shared/fixtures/fugue-harness-cpu")
-if not HARNESS.is_dir():  # the repository's shared/ checkout, wherever it is mounted
-    HARNESS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "fugue-harness-cpu"
+HARNESS = Path(__file__).resolve().parents[1] / "fixtures" / "fugue-harness-cpu"
 
 _counter = iter(range(10**9))
 

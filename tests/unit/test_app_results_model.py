@@ -10,9 +10,10 @@ import pytest
 from engine.results.load import load_runs, runs_from_frames
 from fugue_tui.app.replay import Replay
 from fugue_tui.app.results_model import (
-    DASH, apply_filter, cell_text, parse_filter, provenance, sort_value, table_rows,
+    apply_filter, cell_text, parse_filter, provenance, sort_value, table_rows,
 )
 from fugue_tui.figures import build, ladder_table
+from fugue_tui.format import MISSING as DASH
 from tests.snapshots.helpers import FIXTURES
 
 HARNESS = FIXTURES / "harness"

@@ -1,5 +1,5 @@
 """The experiment catalogue: E01–E17 as the fugue harness defined them
-(``../shared/reference/fugue-compat.md``), the offline D_* family, the selection syntax,
+(``docs/fugue-compat.md``), the offline D_* family, the selection syntax,
 and merging a user's experiments file over the built-in one."""
 
 from __future__ import annotations

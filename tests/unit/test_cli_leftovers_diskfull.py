@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import engine.cell.main as cell_mod
+from engine.cell.protocol import REASON_BYTES, SPEC_SCHEMA, read_reason
 from engine.cell.output import TolerantStream
 import engine.results.store as results
 import engine.runner.attempt as attempt_mod
@@ -49,7 +50,7 @@ def _spec(tmp_path: Path) -> Path:
     runs = tmp_path / "runs"
     attempt = runs / "c" / "cells" / "001-D_ens-seq-p1-aaaa" / "attempt-1"
     attempt.mkdir(parents=True)
-    spec = {"schema": cell_mod.SPEC_SCHEMA, "campaign_id": "c", "campaign_hash": "h",
+    spec = {"schema": SPEC_SCHEMA, "campaign_id": "c", "campaign_hash": "h",
             "runs_dir": str(runs), "events": str(attempt / "events.jsonl"), "attempt": 1,
             "seed": 42, "passes": 1, "device": "cpu", "threads": 1,
             "cell": {"index": 1, "key": "aaaa", "exp_id": "D_ens", "executor": "seq",
@@ -147,7 +148,7 @@ runs_dir = "{runs}"
 
 FAKE_CELL = """
 import json, sys
-from engine.cell.main import write_reason
+from engine.cell.protocol import write_reason
 from engine.events import EventWriter
 spec = json.load(open(sys.argv[1]))
 if sys.argv[3] == "event":
@@ -207,8 +208,8 @@ def test_a_cell_that_could_only_leave_its_reason_file_is_still_named(tmp_path, f
     with pytest.raises(OutputError, match="^" + line.replace(".", r"\.")):
         Runner(load_campaign(_campaign(tmp_path))).run()
     (reason,) = (tmp_path / "runs" / "c" / "cells").glob("*/attempt-1/cell.reason")
-    assert reason.stat().st_size == cell_mod.REASON_BYTES  # overwritten in place
-    assert cell_mod.read_reason(reason) == line
+    assert reason.stat().st_size == REASON_BYTES  # overwritten in place
+    assert read_reason(reason) == line
 
 
 def test_the_cell_log_on_a_full_disk_never_raises():

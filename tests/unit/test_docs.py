@@ -6,6 +6,7 @@ from pathlib import Path
 
 from engine.define.catalogue import load_catalogue
 from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.columns_doc import DOCS_FILE, main as columns_doc, with_doc_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,6 +15,17 @@ def test_every_column_is_documented():
     text = (ROOT / "docs" / "results.md").read_text()
     missing = [c for c in dict.fromkeys(GROUP_COLUMNS + INDIVIDUAL_COLUMNS) if f"| `{c}` |" not in text]
     assert missing == []
+
+
+def test_the_columns_tables_are_generated_from_the_registry():
+    """docs/results.md's tables are exactly what ``python -m engine.results.columns_doc``
+    writes from engine/results/columns.py (run it after adding a column)."""
+    text = (ROOT / "docs" / "results.md").read_text()
+    assert DOCS_FILE == ROOT / "docs" / "results.md"
+    assert with_doc_tables(text) == text
+    assert columns_doc(["--check"]) == 0
+    stale = with_doc_tables(text).replace("| `T_group` | group makespan", "| `T_group` | ...")
+    assert with_doc_tables(stale) == text  # the generated part is rewritten whole
 
 
 def test_readme_starts_with_the_two_commands():

@@ -17,7 +17,9 @@ from engine.results.columns import GROUP_COLUMNS
 from engine.results.store import append_rows
 from fugue_tui.batch import PlainProgress, make_progress, plain_requested, print_summary
 from fugue_tui.live import LiveProgress, LiveView
-from fugue_tui.progress_math import DASH, eta_seconds, fmt_duration, fraction_done
+from fugue_tui.format import PENDING as DASH
+from fugue_tui.format import fmt_duration
+from fugue_tui.progress_math import eta_seconds, fraction_done
 
 LABELS = {"c1": "D_ens seq pass 1", "c2": "D_cv seq pass 1", "c3": "D_hpo seq pass 1",
           "c4": "E01 seq pass 1"}

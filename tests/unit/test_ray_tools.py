@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine.executors.ray import options as ray_options
 from engine.executors.ray import runtime as raytools
 from engine.errors import FugueError
 
@@ -214,17 +215,17 @@ def test_scheduler_choice_and_pruning_warnings():
 
 
 def test_validate_options_for_campaign_validation():
-    assert raytools.validate_options({}) is None
-    assert raytools.validate_options({"scheduler": "asha"}) is None
+    assert ray_options.validate_options({}) is None
+    assert ray_options.validate_options({"scheduler": "asha"}) is None
     with socket_closed_port() as port:
-        reason = raytools.validate_options({"address": f"127.0.0.1:{port}"})
+        reason = ray_options.validate_options({"address": f"127.0.0.1:{port}"})
     assert reason.startswith(f"options.ray.address '127.0.0.1:{port}': no Ray cluster reachable")
     import socket
 
     with socket.socket() as server:  # something listening: reachable
         server.bind(("127.0.0.1", 0))
         server.listen()
-        assert raytools.validate_options({"address": "127.0.0.1:%d" % server.getsockname()[1]}) \
+        assert ray_options.validate_options({"address": "127.0.0.1:%d" % server.getsockname()[1]}) \
             is None
 
 

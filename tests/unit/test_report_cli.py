@@ -17,9 +17,7 @@ from engine.results.store import append_rows
 from fugue_tui.report import print_report
 
 REPO = Path(__file__).resolve().parents[2]
-HARNESS = Path("/work/shared/fixtures/fugue-harness-cpu")
-if not HARNESS.is_dir():
-    HARNESS = REPO / "shared" / "fixtures" / "fugue-harness-cpu"
+HARNESS = REPO / "tests" / "fixtures" / "fugue-harness-cpu"
 
 
 def report(*args: str, columns: int | None = None) -> subprocess.CompletedProcess:

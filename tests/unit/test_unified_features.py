@@ -1,6 +1,6 @@
 """The effective features of the unified model, exhaustively: every requested signature ×
 device × compile mode × compile probe result against the rule written out independently
-here (docs/measurement.md, "unified_model"; fugue-compat.md, ablation ladder)."""
+here (docs/measurement.md, "unified_model"; docs/fugue-compat.md, ablation ladder)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from engine.define.axes import ABLATION_LADDER
 from engine.executors.unified.features import (BASELINE_FEATURES, CUDA_GRAPH_MODES, DEFAULT_FEATURES,
-                                     effective_features, features_string, parse_features)
+                                     effective_features, features_string, requested_features)
 
 SIGNATURES = [f"vf:{vf},s:{s},fl:{fl}" for vf, s, fl in itertools.product((0, 1), repeat=3)]
 DEVICES = ("cpu", "cuda", "mps")
@@ -28,7 +28,7 @@ def expected(vf: int, s: int, fl: int, device: str, mode: str, ok: bool | None):
 
 @pytest.mark.parametrize("requested", SIGNATURES)
 def test_every_combination_follows_the_rule(requested):
-    want = parse_features(requested)
+    want = requested_features(requested)
     for device, mode, ok in itertools.product(DEVICES, MODES, PROBES):
         if mode == "off" and ok is not None:
             continue  # no probe without compile
@@ -58,13 +58,14 @@ def test_reasons_name_the_cause():
 
 
 def test_parse_defaults_and_errors():
-    assert parse_features(None) == parse_features(DEFAULT_FEATURES) == {"vf": 1, "s": 1, "fl": 0}
-    assert parse_features("fl:1") == {"vf": 1, "s": 1, "fl": 1}
-    assert features_string(parse_features(BASELINE_FEATURES)) == "vf:0,s:0,fl:0"
+    assert requested_features(None) == requested_features(DEFAULT_FEATURES) == \
+        {"vf": 1, "s": 1, "fl": 0}
+    assert requested_features("fl:1") == {"vf": 1, "s": 1, "fl": 1}
+    assert features_string(requested_features(BASELINE_FEATURES)) == "vf:0,s:0,fl:0"
     with pytest.raises(ValueError, match="'x:1'"):
-        parse_features("x:1")
+        requested_features("x:1")
     with pytest.raises(ValueError):
-        parse_features("vf:2")
+        requested_features("vf:2")
 
 
 def test_ladder_on_cpu_and_on_cuda():

@@ -40,6 +40,7 @@ from engine.executors.mp import mps, mps_checks
 from engine.errors import FugueError
 from engine.define.executor_options import from_table
 from engine.executors import MPOptions
+from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
 from engine.executors.mp.worker import worker_main
 from engine.measure.spans import union_seconds
@@ -232,7 +233,7 @@ class MPExecutor(Executor):
         sender.close()  # only the worker writes: its exit then reads as EOF here
         worker = _Worker(index, job, process, receiver, started, pid=process.pid)
         self.workers[index] = worker
-        ctx.emit("job_started", job_id=job.job_id, pid=process.pid)
+        job_started(job.job_id, worker_pid=process.pid).send(ctx.emit)
 
     def _drain(self, worker: _Worker, ctx: CellContext) -> None:
         """Read every message the worker has sent so far."""
@@ -240,7 +241,7 @@ class MPExecutor(Executor):
             while not worker.eof and worker.conn.poll():
                 kind, payload = worker.conn.recv()
                 if kind == "progress":
-                    ctx.emit("job_progress", **payload)
+                    job_progress(**payload).send(ctx.emit)
                 elif kind == "ready":
                     worker.setup_s = payload["setup_s"]
                 elif kind == "result":
@@ -266,9 +267,7 @@ class MPExecutor(Executor):
             result.worker_pid = worker.pid
         worker.info = {"pid": worker.pid, "exit": code, "setup_s": worker.setup_s,
                        "wall_s": time.perf_counter() - worker.started}
-        ctx.emit("job_done", job_id=worker.job.job_id, status=result.status, error=result.error,
-                 total_time_s=result.total_time_s, samples=result.samples,
-                 final_val_acc=result.final_val_acc, pid=worker.pid)
+        job_done(result, pid=worker.pid).send(ctx.emit)
         return result
 
     def _stop_workers(self, grace: float = TERM_GRACE_S) -> None:

@@ -41,6 +41,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     """
     t0 = time.perf_counter()
     os.environ.update(env)
+    from engine.errors import failure_line
     from engine.processes import die_with_parent
 
     die_with_parent(parent_pid)()
@@ -69,7 +70,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
         load_plugins()
         data = to_device(load_dataset(job.dataset, where=job.job_id), train_settings.device)
     except Exception as exc:  # noqa: BLE001 - reported to the cell as the job's failure
-        conn.send(("error", f"{type(exc).__name__}: {exc}".splitlines()[0][:500]))
+        conn.send(("error", failure_line(exc)))
         conn.close()
         sys.exit(1)
     conn.send(("ready", {"pid": os.getpid(), "setup_s": time.perf_counter() - t0}))

@@ -27,7 +27,8 @@ from typing import Any
 import ray
 
 from engine.executors.ray import runtime as raytools
-from engine.errors import FugueError
+from engine.errors import FugueError, first_line
+from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
 from engine.executors.ray.worker import JobActor, from_snapshot
 from engine.measure.spans import union_seconds
@@ -172,9 +173,9 @@ class RayExecutor(Executor):
                 return
             for kind, job_id, payload in self.queue.get_nowait_batch(n):
                 if kind == "started":
-                    ctx.emit("job_started", job_id=job_id, worker_pid=payload)
+                    job_started(job_id, worker_pid=payload).send(ctx.emit)
                 elif kind == "progress":
-                    ctx.emit("job_progress", **payload)
+                    job_progress(**payload).send(ctx.emit)
                 elif kind == "epoch":
                     self.latest[job_id] = payload
                 elif kind == "done":
@@ -184,10 +185,8 @@ class RayExecutor(Executor):
         if result.job.job_id in self.done_emitted:
             return
         self.done_emitted.add(result.job.job_id)
-        ctx.emit("job_done", job_id=result.job.job_id, status=result.status,
-                 error=result.error, total_time_s=result.total_time_s, samples=result.samples,
-                 final_val_acc=result.final_val_acc, early_stopped=result.early_stopped,
-                 stop_reason=result.stop_reason or None)
+        job_done(result, early_stopped=result.early_stopped,
+                 stop_reason=result.stop_reason or None).send(ctx.emit)
 
     # -- the group window -------------------------------------------------------------
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
@@ -229,7 +228,7 @@ class RayExecutor(Executor):
                     # The actor's process died (a crash no Python handler saw): the job
                     # failed, a fresh actor takes the slot and the rest go on.
                     results[i] = JobResult(jobs[i], status="failed",
-                                           error=f"ray actor died: {_one_line(exc)}")
+                                           error=f"ray actor died: {first_line(exc)}")
                     ray.kill(actor, no_restart=True)
                     self.actors.remove(actor)
                     fresh = self._new_actor(datasets, ctx)
@@ -291,11 +290,6 @@ class RayExecutor(Executor):
             # Ray's driver prints worker deaths to the log as they happen; once it is shut
             # down, the log's last line (what the runner reports) is ours again.
             print(self.failure_line, file=sys.stderr, flush=True)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def _alive(pids: list[int], wait_s: float = 10.0) -> list[int]:

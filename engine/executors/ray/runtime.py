@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
-from engine.executors.ray.options import (CONNECT_TIMEOUT_S, check_address,  # noqa: F401
-                                          parse_address, validate_options)
+from engine.executors.ray.options import check_address
 
 #: Environment variable that marks every process of a runtime we start (value: the tag).
 TAG_ENV = "FUGUE_RAY_TAG"

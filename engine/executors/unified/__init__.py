@@ -20,5 +20,5 @@ machinery. Imported only inside cell processes (the modules import torch).
   (``Interleave``), in segments between epoch ends, one CUDA stream per bucket;
 * ``features``: the effective features of (requested, device, compile mode, probe result).
 
-Rules and their tests: ``../shared/reference/unified-model-pitfalls.md``.
+Rules and their tests: ``docs/unified-model-pitfalls.md``.
 """

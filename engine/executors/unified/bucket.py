@@ -34,19 +34,21 @@ compile warm-up of its bucket).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from engine.events import job_done, job_progress
 from engine.parts import tasks as task_lib
 from engine.train.data import EpochOrder
 from engine.executors.unified.bucket_build import BucketBuild
 from engine.executors.unified.interleave import Clock, Interleave
-from engine.executors.unified.routes import Member, VectorRoute, sync
-from engine.train.loop import PROGRESS_INTERVAL_S, JobResult, evaluate
+from engine.executors.unified.routes import Member, VectorRoute
+from engine.train.loop import (
+    PROGRESS_INTERVAL_S, JobResult, count_epoch, epoch_progress, evaluate, record_epoch, sync,
+)
 
 
 def compile_callable(fn: Callable, mode: str, backend: str = "inductor") -> Callable:
@@ -130,10 +132,10 @@ class BucketRun(BucketBuild):
             values = losses.tolist()
             for m in self._live:
                 done = m.result.samples + (m.step + i + 1) * m.order.batch_size
-                self.emit("job_progress", job_id=m.job.job_id, epoch=m.epoch + 1,
-                          epochs=m.job.epochs, step=m.step + i + 1,
-                          steps=m.order.n_batches, samples=done, loss=values[m.index],
-                          elapsed=now - m.result.start)
+                job_progress(job_id=m.job.job_id, epoch=m.epoch + 1, epochs=m.job.epochs,
+                             step=m.step + i + 1, steps=m.order.n_batches, samples=done,
+                             loss=values[m.index],
+                             elapsed=now - m.result.start).send(self.emit)
 
     def finish(self, length: int) -> None:
         """After a segment: advance the members, end their epochs, retire the finished
@@ -171,39 +173,22 @@ class BucketRun(BucketBuild):
         job = m.job
         order = m.order
         train_s = self.clock.s - m.clock0
-        r.train_time_s = (r.train_time_s or 0.0) + train_s
-        r.samples += order.n_batches * order.batch_size
         self.samples += order.n_batches * order.batch_size
-        r.samples_dropped += order.dropped_per_epoch
-        r.epochs_run = m.epoch + 1
-        epoch_loss = float(self.loss_sums[m.index]) / order.n_batches
         last_epoch = m.epoch == job.epochs - 1
-        if not math.isfinite(epoch_loss):
+        try:
+            epoch_loss = count_epoch(r, order, m.epoch, train_s, self.loss_sums[m.index])
+        except FloatingPointError as exc:
             self._retire(m)
-            self._fail(r, f"FloatingPointError: training loss is {epoch_loss} at epoch "
-                          f"{m.epoch + 1}")
+            self._fail(r, f"{type(exc).__name__}: {exc}")
             return
-        record: dict[str, Any] = {"epoch": m.epoch + 1, "train_loss": epoch_loss,
-                                  "train_s": train_s}
-        if last_epoch:
-            r.final_train_loss = epoch_loss
-            r.final_train_acc = task_lib.finalise(self.task, self.route.scores_of(m.index))
-            record["train_acc"] = r.final_train_acc
         if job.validate_every_epoch or last_epoch:
-            self.route.sync_member(m.index)
-            t_val = time.perf_counter()
-            val_loss, val_acc = evaluate(m.model, m.val_x, m.val_y, m.split.val_idx,
-                                         self.task, m.amp)
-            r.val_time_s = (r.val_time_s or 0.0) + time.perf_counter() - t_val
-            record.update(val_loss=val_loss, val_acc=val_acc)
-            r.final_val_loss, r.final_val_acc = val_loss, val_acc
-        r.history.append(record)
-        now = time.perf_counter()
-        self.emit("job_progress", job_id=job.job_id, epoch=m.epoch + 1, epochs=job.epochs,
-                  step=order.n_batches, steps=order.n_batches, samples=r.samples,
-                  loss=epoch_loss, val_loss=record.get("val_loss"),
-                  val_acc=record.get("val_acc"), elapsed=now - r.start, epoch_end=True,
-                  train_sps=r.samples / r.train_time_s if r.train_time_s else None)
+            self.route.sync_member(m.index)  # the member's module gets the stack's weights
+        record = record_epoch(
+            r, job, m.epoch, train_s, epoch_loss,
+            train_score=lambda: task_lib.finalise(self.task, self.route.scores_of(m.index)),
+            validate=lambda: evaluate(m.model, m.val_x, m.val_y, m.split.val_idx, self.task,
+                                      m.amp))
+        job_progress(**epoch_progress(r, job, order, record, time.perf_counter())).send(self.emit)
         if last_epoch:
             self._retire(m)
             sync(self.device)
@@ -212,9 +197,7 @@ class BucketRun(BucketBuild):
             if self.device.type == "cuda":  # the stacked process's peak so far (shared)
                 r.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
                 r.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(self.device) / 2**20
-            self.emit("job_done", job_id=job.job_id, status=r.status, error=r.error,
-                      total_time_s=r.total_time_s, samples=r.samples,
-                      final_val_acc=r.final_val_acc)
+            job_done(r).send(self.emit)
         else:
             m.epoch += 1
             self._start_epoch(m)

@@ -30,18 +30,19 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.events import job_done, job_started
 from engine.parts import tasks as task_lib
-from engine.train.data import DeviceData, EpochOrder, split_for
+from engine.train.data import DeviceData
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
 from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
 from engine.executors.unified.optim import build_stacked
 from engine.executors.unified.plan import BucketPlan
-from engine.executors.unified.routes import EagerRoute, Member, VectorRoute, sync
+from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
 from engine.executors.unified.verify import fingerprint_mismatch, probe
-from engine.train.loop import JobResult, TrainSettings
+from engine.train.loop import JobResult, TrainSettings, job_split, sync
 from engine.define.workloads import JobSpec
 
 Emit = Callable[..., Any]
@@ -114,18 +115,15 @@ class BucketBuild:
         result.worker_pid = os.getpid()
         result.start = time.perf_counter()
         torch.manual_seed(job.seed)  # initial weights and dropout: the job seed, as in seq
+        # Built here, not through loop.start_job: the parity tests watch where each
+        # executor builds its models.
         model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
                             where=job.job_id).to(device)
         generator = member_generator(device)
         result.param_count = sum(p.numel() for p in model.parameters())
         amp = bool(job.amp and self.settings.amp_allowed)
         result.amp_applied = amp
-        split = split_for(job.split, len(data.pool_y),
-                          None if data.test_y is None else len(data.test_y))
-        result.val_source = split.val_source
-        val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
-                        else (data.pool_x, data.pool_y))
-        order = EpochOrder(job, split.train_idx)
+        split, val_x, val_y, order = job_split(job, data, result)
         # The torch optimizer is built for both routes: it validates the hyperparameters
         # exactly as seq does (a bad value fails this job only) and trains the eager route.
         optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr,
@@ -140,9 +138,7 @@ class BucketBuild:
         result.end = time.perf_counter()
         if result.start is not None:
             result.total_time_s = result.end - result.start
-        self.emit("job_done", job_id=result.job.job_id, status=result.status,
-                  error=result.error, total_time_s=result.total_time_s,
-                  samples=result.samples, final_val_acc=result.final_val_acc)
+        job_done(result).send(self.emit)
 
     def fail_all(self, exc: BaseException) -> None:
         """The bucket itself broke: its unfinished members fail."""
@@ -222,7 +218,7 @@ class BucketBuild:
         """Build every member (a failing build fails that job, as under seq), decide the
         route and create it. Returns the results in the bucket's job order."""
         for job in self.plan.jobs:
-            self.emit("job_started", job_id=job.job_id)
+            job_started(job.job_id).send(self.emit)
             result = JobResult(job)
             self.results.append(result)
             try:

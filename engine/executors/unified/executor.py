@@ -42,7 +42,7 @@ from engine.executors import UnifiedOptions
 from engine.executors.base import CellContext, Executor
 from engine.registry import OPTIMIZERS
 from engine.executors.unified.features import (BASELINE_FEATURES, DEFAULT_FEATURES, FLAGS,
-                                     effective_features, features_string, parse_features)
+                                     effective_features, features_string, requested_features)
 from engine.train.loop import JobResult
 from engine.define.workloads import JobSpec
 
@@ -52,7 +52,7 @@ __all__ = ["UnifiedExecutor", "DEFAULT_FEATURES", "effective_features", "feature
 def _requested(ctx: CellContext, options: UnifiedOptions) -> dict[str, int]:
     text = getattr(ctx, "features", None) or options.features or DEFAULT_FEATURES
     try:
-        return parse_features(text)
+        return requested_features(text)
     except ValueError as exc:
         raise ConfigError(f"unified_model features: {exc}") from None
 
@@ -79,7 +79,7 @@ class UnifiedExecutor(Executor):
         baseline = bool(options.baseline)
         notes = []
         if baseline:
-            want = parse_features(BASELINE_FEATURES)
+            want = requested_features(BASELINE_FEATURES)
             if compile_mode != "off":
                 notes.append(f"baseline = true: compile {compile_mode} not applied")
             compile_mode = "off"

@@ -5,7 +5,7 @@ One function, :func:`effective_features`, decides the effective configuration fr
 place this is decided: the executor records its result in the group's ``features`` /
 ``features_reason`` columns, the tests check every row against it.
 
-Flags (``vf:{0|1},s:{0|1},fl:{0|1}``, fugue-compat.md):
+Flags (``vf:{0|1},s:{0|1},fl:{0|1}``, docs/fugue-compat.md):
 
 * ``vf`` vectorised forward: never changed here (per-bucket routes, e.g. a single-member
   bucket or an AMP bucket that trains eagerly, are in the plan, not in this column);
@@ -32,17 +32,17 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 FLAGS = ("vf", "s", "fl")
 
 
-def parse_features(text: str | None) -> dict[str, int]:
-    """``"vf:1,fl:1"`` → ``{"vf": 1, "s": 1, "fl": 1}`` (missing flags take
-    :data:`DEFAULT_FEATURES`' values).
+def requested_features(text: str | None) -> dict[str, int]:
+    """Every flag a features string asks for: ``"vf:1,fl:1"`` → ``{"vf": 1, "s": 1,
+    "fl": 1}`` (missing flags take :data:`DEFAULT_FEATURES`' values; the syntax is
+    :func:`engine.define.axes.parse_features`', which returns only the flags written).
 
     Raises:
         ValueError: a malformed string, naming the bad part.
     """
-    from engine.define.axes import parse_features as parse
+    from engine.define.axes import parse_features
 
-    defaults = parse(DEFAULT_FEATURES)
-    return {**defaults, **parse(text or "")}
+    return {**parse_features(DEFAULT_FEATURES), **parse_features(text or "")}
 
 
 def features_string(features: dict[str, int]) -> str:
@@ -65,8 +65,8 @@ def effective_features(requested: str | dict[str, int] | None, device_type: str,
     Raises:
         ValueError: a malformed features string.
     """
-    want = parse_features(requested) if not isinstance(requested, dict) else \
-        {**parse_features(None), **requested}
+    want = requested_features(requested) if not isinstance(requested, dict) else \
+        {**requested_features(None), **requested}
     have = dict(want)
     reasons: list[str] = []
     if want["s"]:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from engine.executors.unified.routes import sync
+from engine.train.loop import sync
 
 if TYPE_CHECKING:
     from engine.executors.unified.bucket import BucketRun

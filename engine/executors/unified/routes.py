@@ -26,36 +26,24 @@ step for step; the loop around it only schedules and books.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.train.data import EpochOrder, JobSplit
 from engine.executors.unified.losses import member_sums, stacked_score_sums, upcast_half
 from engine.executors.unified.optim import StackedOptimizer
 from engine.executors.unified.stack import Stack
-from engine.train.loop import JobResult
+from engine.train.loop import JobResult, autocast
 from engine.define.workloads import JobSpec
 
 #: Compile probe tolerance (compiled vs eager forward on the first batch): fusion reorders
 #: floating-point accumulation, so equality is up to rounding.
 PROBE_RTOL, PROBE_ATOL = 1e-4, 1e-5
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-
-def _autocast(device: torch.device, amp: bool):
-    if amp and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
-    return contextlib.nullcontext()
 
 
 def _rng_state(device: torch.device) -> tuple[Any, Any]:
@@ -204,7 +192,7 @@ class VectorRoute:
             torch.autograd.grad(self.loss_fn(out, yb).sum(), params, allow_unused=True)
             return _differs(out, ref)
         except Exception as exc:  # noqa: BLE001 - any failure is a fallback, with its reason
-            return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            return failure_line(exc, 300)
         finally:
             restore()
             stack.forward_calls = calls
@@ -255,7 +243,7 @@ class EagerRoute:
             y_k = yb[k]
             saved = self._swap_in(m)
             try:
-                with _autocast(self.device, m.amp):
+                with autocast(self.device, m.amp):
                     forward = m.forward or m.model
                     out, target = task_lib.prepare(self.task, forward(x_k), y_k)
                     loss = self.criterion(upcast_half(out), target)
@@ -309,7 +297,7 @@ class EagerRoute:
             try:
                 saved = self._swap_in(m)
                 try:
-                    with torch.no_grad(), _autocast(self.device, m.amp):
+                    with torch.no_grad(), autocast(self.device, m.amp):
                         ref = m.model(x_k)
                 finally:
                     self._swap_out(m, saved)
@@ -317,7 +305,7 @@ class EagerRoute:
                 m.forward = compiler(m.model)
                 saved = self._swap_in(m)
                 try:
-                    with _autocast(self.device, m.amp):
+                    with autocast(self.device, m.amp):
                         out = m.forward(x_k)
                         o, t = task_lib.prepare(self.task, out, yb[m.index])
                         loss = self.criterion(upcast_half(o), t)
@@ -327,7 +315,7 @@ class EagerRoute:
                     self._swap_out(m, saved)
                 why = _differs(out, ref)
             except Exception as exc:  # noqa: BLE001
-                why = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                why = failure_line(exc, 300)
             finally:
                 restore()
             if why is not None:

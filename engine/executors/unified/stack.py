@@ -5,7 +5,7 @@ leading dimension K (``torch.func.stack_module_state``) and calls one template m
 through ``torch.func.functional_call`` under ``torch.vmap(..., randomness="different")``:
 one Python call of the template per step, whatever K is.
 
-Exactness rules (``unified-model-pitfalls.md``):
+Exactness rules (``docs/unified-model-pitfalls.md``):
 
 * BatchNorm running statistics and ``num_batches_tracked`` are stacked buffers passed with
   ``in_dims=0``, so the in-place updates of ``F.batch_norm`` land in member k's slice

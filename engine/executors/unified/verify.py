@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 
 #: nn.Module's own bookkeeping attributes: not part of a module's configuration.
@@ -266,4 +267,4 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
         return Verdict("verified", f"one step on {len(members)} float64 copies: outputs, "
                                    "gradients, parameters and buffers agree")
     except Exception as exc:  # any failure of the vectorised route is a verdict, not a crash
-        return Verdict("raised", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+        return Verdict("raised", failure_line(exc, 300))

@@ -47,6 +47,7 @@ from fugue_tui.app.widgets.campaign_form import CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
 from fugue_tui.app.widgets.cell_table import split_label
 from fugue_tui.app.widgets.footer import KeyFooter
+from fugue_tui.format import PENDING
 
 #: Seconds of quiet after an edit before the preview is recomputed.
 PREVIEW_DEBOUNCE_S = 0.25
@@ -58,15 +59,12 @@ def experiment_infos(experiments_file: str | None) -> list[ExperimentInfo]:
     Raises:
         ConfigError: the experiments file is malformed (names the file and key).
     """
-    from engine.define.availability import experiment_availability
-    from engine.define.catalogue import load_catalogue
-    from engine.plugins import load_plugins
+    from engine.define.availability import catalogue_availability
+    from fugue_tui.commands.common import load_catalogue_and_plugins
 
-    load_plugins()
-    catalogue = load_catalogue(experiments_file or None)
+    catalogue = load_catalogue_and_plugins(experiments_file or None)
     out = []
-    for exp in catalogue.experiments.values():
-        ok, reason = experiment_availability(exp)
+    for exp, ok, reason in catalogue_availability(catalogue):
         models = ",".join(dict.fromkeys(exp.models()))
         datasets = ",".join(dict.fromkeys(exp.datasets()))
         what = f"{models}/{datasets}"
@@ -236,7 +234,7 @@ class PlanScreen(Screen):
             cell = planned.cell
             _, _, config, _ = split_label(cell.label)
             would = Text(f"skip: {planned.skip}", style="yellow") if planned.skip else Text("run")
-            table.add_row(str(cell.index), cell.exp_id, cell.executor, config or "–",
+            table.add_row(str(cell.index), cell.exp_id, cell.executor, config or PENDING,
                           str(cell.pass_index), str(len(cell.jobs)), cell.key, would,
                           key=cell.key)
         self._show_summary()
@@ -347,7 +345,8 @@ class PlanScreen(Screen):
     def _launch(self, doc: dict[str, Any], resume: bool) -> None:
         from engine.observe.follow import last_session_offset
         from engine.results.preflight import preflight
-        from fugue_tui.app.process import find_runner, runner_argv, start_runner
+        from engine.runner.cli import runner_argv
+        from fugue_tui.app.process import find_runner, start_runner
 
         run_dir = ""
         try:

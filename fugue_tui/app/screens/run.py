@@ -49,7 +49,7 @@ from fugue_tui.app.process import RunnerHandle
 from fugue_tui.app.run_text import campaign_header, confirm_question, note_lifecycle
 from fugue_tui.app.screens.modals import ConfirmScreen
 from fugue_tui.app.series import HOST_PANELS, SampleStore, Series
-from fugue_tui.app.widgets.cell_table import ACTIVE, CellTable
+from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
@@ -173,7 +173,7 @@ class RunScreen(Screen):
 
     def running_cell(self) -> CellState | None:
         for cell in self.view.state.cells.values():
-            if cell.state in ACTIVE:
+            if cell.active:
                 return cell
         return None
 
@@ -299,10 +299,10 @@ class RunScreen(Screen):
             if not self.runner_alive or cell is None or self.stopping:
                 return False
             if action == "kill_cell":
-                return cell.state in ACTIVE
+                return cell.active
             if action == "skip_cell":
-                return cell.state in ACTIVE or cell.state == "queued"
-            return cell.state in ACTIVE or cell.state in ("failed", "killed")
+                return cell.active or cell.state == "queued"
+            return cell.active or cell.state in ("failed", "killed")
         if action == "back_to_plan":
             return not self.runner_alive
         if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
@@ -388,7 +388,7 @@ class RunScreen(Screen):
 
     # -- stop -----------------------------------------------------------------------------
     def active_pids(self) -> set[int]:
-        return {c.pid for c in self.view.state.cells.values() if c.state in ACTIVE and c.pid}
+        return {c.pid for c in self.view.state.cells.values() if c.active and c.pid}
 
     @work(thread=True, exclusive=True, group="stop")
     def stop_runner(self, then: Callable[[list[int]], None]) -> None:

@@ -30,7 +30,7 @@ from textual.widgets import DataTable
 from engine.observe.state import CampaignState, CellState
 from fugue_tui.app.actions import Action, bindings
 from fugue_tui.live import STATE_STYLE
-from fugue_tui.progress_math import DASH, fmt_duration
+from fugue_tui.format import PENDING, fmt_duration, fmt_seconds
 
 COLUMNS = ("#", "experiment", "executor", "configuration", "state", "attempt", "elapsed",
            "T_group", "note")
@@ -42,8 +42,6 @@ _NAV = (
 )
 #: Seconds between two updates of a running cell's elapsed time in the table.
 CLOCK_STEP_S = 10.0
-#: Cell states in which the cell's clock runs.
-ACTIVE = frozenset({"running", "suspect", "hung"})
 
 
 def split_label(label: str) -> tuple[str, str, str, str]:
@@ -60,13 +58,6 @@ def split_label(label: str) -> tuple[str, str, str, str]:
     return exp, executor, " ".join(tokens[2:]), pass_no
 
 
-def fmt_seconds(value: float | None) -> str:
-    """``12.34 s``; :data:`DASH` when unknown."""
-    if value is None or not math.isfinite(value):
-        return DASH
-    return f"{value:.2f} s"
-
-
 def _short(text: str, width: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -80,15 +71,14 @@ def cell_row(cell: CellState, now: float) -> tuple[Any, ...]:
     elif pass_no:
         config = f"pass {pass_no}"
     if cell.started_ts is not None and cell.state not in ("queued", "skipped"):
-        end = cell.ended_ts if cell.ended_ts is not None else (now if cell.state in ACTIVE
-                                                               else None)
-        elapsed = fmt_duration(end - cell.started_ts) if end is not None else DASH
+        end = cell.ended_ts if cell.ended_ts is not None else (now if cell.active else None)
+        elapsed = fmt_duration(end - cell.started_ts) if end is not None else PENDING
     else:
-        elapsed = DASH
+        elapsed = PENDING
     note = cell.watchdog if cell.state in ("suspect", "hung") else cell.error
-    return (str(cell.index), exp, executor, config or DASH,
+    return (str(cell.index), exp, executor, config or PENDING,
             Text(cell.state, style=STATE_STYLE.get(cell.state, "")),
-            str(cell.attempt) if cell.attempt else DASH, elapsed, fmt_seconds(cell.T_group),
+            str(cell.attempt) if cell.attempt else PENDING, elapsed, fmt_seconds(cell.T_group),
             _short(note or ""))
 
 
@@ -97,7 +87,7 @@ def history_rows(cell: CellState) -> dict[str, tuple[Any, ...]]:
     rows = {}
     for h in cell.history:
         elapsed = (fmt_duration(h.ended_ts - h.started_ts)
-                   if h.started_ts is not None and h.ended_ts is not None else DASH)
+                   if h.started_ts is not None and h.ended_ts is not None else PENDING)
         rows[f"{cell.key}#{h.attempt}"] = (
             f"{cell.index}·{h.attempt}", "", "", "↳ earlier attempt",
             Text(h.state, style=STATE_STYLE.get(h.state, "")), str(h.attempt), elapsed,

@@ -31,7 +31,7 @@ def job_signature(view: LiveView, cell: CellState | None, now: float) -> Any:
         return None
     jobs = tuple((j.job_id, j.status, j.epoch, j.step, j.loss, j.val_acc, j.train_sps)
                  for j in cell.jobs.values())
-    active = cell.state in ("running", "suspect", "hung")
+    active = cell.active
     return (cell.key, cell.state, cell.attempt, cell.phase, cell.watchdog, jobs,
             tuple(cell.planned_jobs), int(now) if active else None)
 
@@ -114,9 +114,9 @@ class JobProgress(Static):
         if cell is None:
             self._put(Text("no cell selected", style="dim"))
             return True
-        parts: list[Any] = [view._cell_line(cell, now)]  # noqa: SLF001 (shared renderer)
+        parts: list[Any] = [view.cell_line(cell, now)]  # the live view's renderers
         if cell.planned_jobs or cell.jobs:
-            parts.append(self._fitted(view._jobs(cell, now), cell.key))  # noqa: SLF001
+            parts.append(self._fitted(view.job_rows(cell, now), cell.key))
         elif cell.state == "queued":
             parts.append(Text("  queued: jobs appear when the cell starts", style="dim"))
         elif cell.error:

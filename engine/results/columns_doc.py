@@ -1,0 +1,63 @@
+"""The columns tables of docs/results.md, generated from the column registry
+(:mod:`engine.results.columns`): ``python -m engine.results.columns_doc`` rewrites them,
+``--check`` exits 1 when the committed file differs (tests/unit/test_docs.py checks the same).
+
+Only the part between :data:`DOC_BEGIN` and :data:`DOC_END` is generated; the prose above it
+is written by hand. Torch-free.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from engine.results import columns
+
+DOCS_FILE = Path(__file__).resolve().parents[2] / "docs" / "results.md"
+DOC_BEGIN = ("<!-- The tables below are generated from engine/results/columns.py by "
+             "`python -m engine.results.columns_doc`: edit the registry there, not here. -->")
+DOC_END = "<!-- end of the generated tables -->"
+
+
+def doc_tables() -> str:
+    """The columns tables: a section per file, a row per column, in the file's order."""
+    lines: list[str] = []
+    for file in columns.RESULT_FILES:
+        lines += [f"## {file}", "", "| column | meaning |", "|---|---|"]
+        lines += [f"| `{c.name}` | {c.doc} |" for c in columns.COLUMNS if c.file == file]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def with_doc_tables(text: str) -> str:
+    """``text`` (docs/results.md) with its generated part replaced by :func:`doc_tables`.
+
+    Raises:
+        ValueError: the markers are missing.
+    """
+    head, begin, rest = text.partition(DOC_BEGIN)
+    _, end, tail = rest.partition(DOC_END)
+    if not begin or not end:
+        raise ValueError(f"{DOCS_FILE}: the markers of the generated tables are missing")
+    return f"{head}{DOC_BEGIN}\n\n{doc_tables()}\n{DOC_END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in ([], ["--check"]):
+        print("usage: python -m engine.results.columns_doc [--check]", file=sys.stderr)
+        return 2
+    text = DOCS_FILE.read_text(encoding="utf-8")
+    new = with_doc_tables(text)
+    if new == text:
+        return 0
+    if argv:
+        print(f"{DOCS_FILE}: the columns tables are not the registry's; run "
+              "python -m engine.results.columns_doc", file=sys.stderr)
+        return 1
+    DOCS_FILE.write_text(new, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
