@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Ray Tune trial schedulers (``[options.ray] scheduler``).
-SCHEDULERS = ("fifo", "asha", "median", "hyperband")
-#: ``[options.unified_model] sweep``: none (one cell per compile mode) or the six rungs.
-SWEEPS = ("none", "ablation")
+#: Features asked for when a campaign names none (fugue's defaults: vectorised forward and
+#: streams on, fused loss off; compile is the campaign's own axis). The default of
+#: ``[options.unified_model] features``; the matrix hashes it into unified cells' keys.
+DEFAULT_FEATURES = "vf:1,s:1,fl:0"
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,10 @@
     cpu_fraction = 0.05                 # below this share of one core the tree counts as idle
     action = "kill"                     # kill (then retry) | flag (wait for a command)
     experiments_file = "my.toml"        # optional user catalogue, merged over the built-in one
-    [options.seq]                       # per-executor options (declared by the executor)
-    [options.ray]
-    scheduler = ["fifo", "asha"]        # hpo experiments: one cell per scheduler
-    [options.unified_model]
-    sweep = "ablation"                  # the six rungs of the ablation ladder
-    max_parallel = 8                    # mp, ray, unified_model: most jobs at once
+    [options.ray]                       # per-executor options: each executor declares
+    scheduler = ["fifo", "asha"]        # its own (engine/executors/__init__.py; the table
+    [options.unified_model]             # of them all: docs/executors.md)
+    max_parallel = 8
 
 Torch-free.
 """
@@ -43,6 +41,7 @@ from typing import Any
 
 from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
+from engine.define.executor_options import check_table
 from engine.errors import ConfigError, known, nearest
 from engine.registry import EXECUTORS
 from engine.define.validate import check_experiment
@@ -190,8 +189,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                               f"{nearest(executor, EXECUTORS.names())}; {known(EXECUTORS.names())}")
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: options.{executor} must be a table")
-        tomlfile.check_keys(table, EXECUTORS.get(executor).options, f"{where}: options.{executor}")
-        _check_option_values(EXECUTORS.get(executor), table, f"{where}: options.{executor}")
+        check_table(EXECUTORS.get(executor).option_fields, table, f"{where}: options.{executor}")
     for executor in dict.fromkeys(executors):
         # An executor's own campaign-time check (ray: is the cluster address reachable),
         # named by its declaration so that definitions never import an executor's code.
@@ -216,31 +214,6 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
         options=options, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings)
-
-
-def _check_option_values(spec: Any, table: dict[str, Any], where: str) -> None:
-    """Values of executor options: declared choices, minimums, parsable features."""
-    from engine.define.axes import parse_features
-
-    for key, value in table.items():
-        values = value if isinstance(value, list) else [value]
-        if isinstance(value, list) and key not in spec.axes:
-            raise ConfigError(f"{where}: key '{key}' takes one value, got a list")
-        if isinstance(value, list) and not value:
-            raise ConfigError(f"{where}: key '{key}' is an empty list")
-        for v in values:
-            allowed = spec.choices.get(key)
-            if allowed is not None and v not in allowed:
-                raise ConfigError(f"{where}: key '{key}' must be one of {', '.join(allowed)}, "
-                                  f"got {v!r}{nearest(str(v), allowed)}")
-            low = spec.minimum.get(key)
-            if low is not None and not (isinstance(v, (int, float)) and v >= low):
-                raise ConfigError(f"{where}: key '{key}' must be a number >= {low:g}, got {v!r}")
-        if key == "features":
-            try:
-                parse_features(value)
-            except ValueError as exc:
-                raise ConfigError(f"{where}: key 'features': {exc}") from None
 
 
 def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],

@@ -114,19 +114,23 @@ def _variants(campaign: Campaign, exp_type: str, executor: str,
     ``features`` (None values are left out, so cell keys of executors without axes do not
     change when axes are added).
     """
-    from engine.define.axes import ABLATION_LADDER
+    from engine.define.axes import ABLATION_LADDER, DEFAULT_FEATURES
     from engine.registry import EXECUTORS
 
     spec = EXECUTORS.get(executor)
-    if "sweep" in spec.axes and options.get("sweep") == "ablation":
+    axes = spec.option_axes
+    if "sweep" in axes and options.get("sweep") == "ablation":
         return [{"compile_mode": campaign.compile_mode if r.compile else "off", "rung": r.name,
                  "features": r.features} for r in ABLATION_LADDER]
     points: list[dict[str, Any]] = [{"compile_mode": m} for m in campaign.compile_modes()]
-    if "sweep" in spec.axes:
-        features = options.get("features") or "vf:1,s:1,fl:0"
+    if "sweep" in axes:
+        features = options.get("features") or DEFAULT_FEATURES
         points = [{**p, "features": features} for p in points]
-    if "scheduler" in spec.axes and exp_type == "hpo":
-        chosen = options.get("scheduler") or ["fifo"]
+    if "scheduler" in axes and exp_type == "hpo":
+        # The declared default (ray: fifo); an executor whose options are dicts (a plugin)
+        # declares none and gets fifo, as before typed options.
+        declared = spec.option_fields.get("scheduler")
+        chosen = options.get("scheduler") or (declared and declared.default) or ["fifo"]
         chosen = chosen if isinstance(chosen, list) else [chosen]
         points = [{**p, "scheduler": name} for p in points for name in dict.fromkeys(chosen)]
     return points

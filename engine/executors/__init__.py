@@ -1,5 +1,9 @@
 """Executor registry: each concurrency strategy is declared once, by slug, with the flags
-that the runner, the CSV and the figures ask about (instead of ``if executor == "ray"``).
+that the runner, the CSV and the figures ask about (instead of ``if executor == "ray"``),
+and its options as one dataclass (``MPOptions``, ``RayOptions``, ``UnifiedOptions``): each
+field's default, type, choices, bound and help (``engine.define.executor_options.option``)
+are what campaign validation, ``fugue-tui run --help``, the dashboard's option fields and
+``docs/executors.md`` show. Adding an option is adding a field here.
 
 Torch-free: the implementation class is named by ``target`` (``module:Class``) and imported
 only inside the cell process.
@@ -7,9 +11,13 @@ only inside the cell process.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
+from typing import Any
 
+from engine.define.axes import DEFAULT_FEATURES, parse_features
+from engine.define.executor_options import OptionField, fields_from_dicts, fields_of, option
 from engine.registry import EXECUTORS
 
 
@@ -17,29 +25,37 @@ from engine.registry import EXECUTORS
 class ExecutorSpec:
     """An executor's declaration.
 
-    ``baseline``: the denominator of speedups (seq). ``supports_scheduler``: the matrix
-    expands campaign schedulers for it (ray). ``concurrent``: jobs share the device at the
-    same time, so per-job GPU energy/utilisation/VRAM cannot be separated (those job cells
-    stay empty). ``options``: campaign keys under ``[options.<slug>]`` with their types
-    (``fugue-tui run --option <slug>.<key>=<value>``); ``option_help``: one line per option,
-    shown by ``fugue-tui run --help``.
+    ``concurrent``: jobs share the device at the same time, so per-job GPU
+    energy/utilisation/VRAM cannot be separated (those job cells stay empty). ``options``:
+    the campaign keys under ``[options.<slug>]`` (``fugue-tui run --option
+    <slug>.<key>=<value>``), as a dataclass of :func:`~engine.define.executor_options.option`
+    fields, or, as plugins declared them before, a dict of key → types with ``option_help``,
+    ``choices``, ``minimum`` and ``axes`` beside it. Every reader goes through
+    :attr:`option_fields`.
+
+    Deprecated and ignored (still accepted, so that older plugins load): ``color`` (the
+    charts colour executors by their order), ``baseline`` (speedups are over ``seq``, the
+    measurement contract's denominator: ``engine.results.analysis.BASELINE_EXECUTOR``),
+    ``supports_scheduler`` (the matrix expands the options declared as axes).
     """
 
     name: str
     label: str
-    color: str
-    target: str
+    color: str = ""
+    target: str = ""
     baseline: bool = False
     supports_scheduler: bool = False
     concurrent: bool = False
-    options: dict[str, tuple[type, ...]] = field(default_factory=dict)
+    options: Any = field(default_factory=dict)
     description: str = ""
+    #: Dict-declared options only (plugins): one line per option, shown by ``run --help``.
     option_help: dict[str, str] = field(default_factory=dict)
-    #: Allowed values of string options (a list value must hold only these).
+    #: Dict-declared options only: allowed values of string options.
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: Smallest allowed value of numeric options.
+    #: Dict-declared options only: smallest allowed value of numeric options.
     minimum: dict[str, float] = field(default_factory=dict)
-    #: Options that expand into matrix axes (``engine.define.axes``): ``scheduler``, ``sweep``.
+    #: Dict-declared options only: options that expand into matrix axes
+    #: (``engine.define.axes``): ``scheduler``, ``sweep``.
     axes: tuple[str, ...] = ()
     #: Jobs train in worker processes that load their own data (mp, ray): the cell then
     #: neither loads datasets nor touches the device (no CUDA context in the parent, which
@@ -52,6 +68,24 @@ class ExecutorSpec:
     #: ``module:function`` of a campaign-time check of this executor's options table beyond
     #: types and bounds (torch-free, cheap): ``check(options) -> None | (key, reason)``.
     options_check: str | None = None
+    #: Every option, read from ``options`` (see the class docstring), in declaration order.
+    option_fields: dict[str, OptionField] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.target:
+            raise TypeError(f"ExecutorSpec {self.name!r}: target ('module:Class') is required")
+        if isinstance(self.options, type) and dataclasses.is_dataclass(self.options):
+            found = fields_of(self.options)
+        else:
+            found = fields_from_dicts(self.options, self.option_help, self.choices,
+                                      self.minimum, self.axes)
+        object.__setattr__(self, "option_fields", found)
+
+    @property
+    def option_axes(self) -> tuple[str, ...]:
+        """Options that expand into matrix axes (``scheduler``, ``sweep``)."""
+        return tuple(dict.fromkeys([*self.axes, *(n for n, f in self.option_fields.items()
+                                                  if f.axis)]))
 
     def load(self):
         module, _, cls = self.target.partition(":")
@@ -75,72 +109,92 @@ def register_executor(spec: ExecutorSpec) -> ExecutorSpec:
 
 
 register_executor(ExecutorSpec(
-    name="seq", label="Sequential", color="#4C72B0", target="engine.executors.seq:SeqExecutor",
-    baseline=True,
+    name="seq", label="Sequential", target="engine.executors.seq:SeqExecutor",
     description="one job after another in the cell's process: the denominator of speedups"))
 
 _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
 
+
+@dataclass(frozen=True)
+class MPOptions:
+    """``[options.mp]``."""
+
+    max_parallel: int | None = option(minimum=1, help=_PARALLEL_HELP)
+    mps: str = option("auto", choices=("auto", "on", "off"), help=(
+        "auto: a private CUDA MPS daemon on a CUDA device when nvidia-cuda-mps-control is "
+        "found, else plain processes; on: MPS required (refuse when it cannot run); off: "
+        "plain concurrent processes"))
+
+
 register_executor(ExecutorSpec(
-    name="mp", label="Multiprocess (MPS)", color="#DD8452", target="engine.executors.mp.executor:MPExecutor",
-    concurrent=True, trains_in_workers=True,
-    options={"max_parallel": (int,), "mps": (str,)},
-    option_help={"max_parallel": _PARALLEL_HELP,
-                 "mps": "auto (a private CUDA MPS daemon on a CUDA device when "
-                        "nvidia-cuda-mps-control is found, else plain processes), on (MPS "
-                        "required: refuse when it cannot run) or off (plain concurrent "
-                        "processes)"},
-    choices={"mps": ("auto", "on", "off")}, minimum={"max_parallel": 1},
+    name="mp", label="Multiprocess (MPS)", target="engine.executors.mp.executor:MPExecutor",
+    concurrent=True, trains_in_workers=True, options=MPOptions,
     description="one fresh process per job sharing the GPU through a private CUDA MPS daemon"))
 
-register_executor(ExecutorSpec(
-    name="ray", label="Ray", color="#55A868", target="engine.executors.ray.actors:RayExecutor",
-    concurrent=True, supports_scheduler=True, trains_in_workers=True, idle_cpu_fraction=0.10,
-    options={"max_parallel": (int,), "scheduler": (str, list), "address": (str,),
-             "grace_period": (int,), "reduction_factor": (int,)},
-    option_help={"max_parallel": "actors (or concurrent Tune trials); default: all jobs",
-                 "scheduler": "Ray Tune trial scheduler for hpo experiments: fifo, asha, "
-                              "median or hyperband (asynchronous) on the per-epoch "
-                              "val_loss (a list expands into one cell each)",
-                 "address": "an existing Ray cluster (default: a private local runtime)",
-                 "grace_period": "epochs before a trial may be stopped (default 1)",
-                 "reduction_factor": "asha/hyperband reduction factor (default 2)"},
-    choices={"scheduler": ("fifo", "asha", "median", "hyperband")},
-    minimum={"max_parallel": 1, "grace_period": 1, "reduction_factor": 2},
-    axes=("scheduler",), options_check="engine.executors.ray.options:campaign_check",
-    description="Ray actors (ensemble, cv, multi_model) or Ray Tune trials (hpo)"))
+
+@dataclass(frozen=True)
+class RayOptions:
+    """``[options.ray]``."""
+
+    max_parallel: int | None = option(
+        minimum=1, help="actors (or concurrent Tune trials); default: all jobs")
+    scheduler: str | list[str] = option(
+        "fifo", choices=("fifo", "asha", "median", "hyperband"), axis=True,
+        help="Ray Tune trial scheduler for hpo experiments (asha and hyperband asynchronous) "
+             "on the per-epoch val_loss; a list expands into one cell each")
+    address: str | None = option(
+        help="an existing Ray cluster, host:port or ray://host:port (default: a private "
+             "local runtime)")
+    grace_period: int = option(1, minimum=1, help="epochs before a trial may be stopped")
+    reduction_factor: int = option(2, minimum=2, help="asha/hyperband reduction factor")
+
 
 register_executor(ExecutorSpec(
-    name="unified_model", label="Unified model", color="#C44E52",
+    name="ray", label="Ray", target="engine.executors.ray.actors:RayExecutor",
+    concurrent=True, trains_in_workers=True, idle_cpu_fraction=0.10, options=RayOptions,
+    options_check="engine.executors.ray.options:campaign_check",
+    description="Ray actors (ensemble, cv, multi_model) or Ray Tune trials (hpo)"))
+
+
+@dataclass(frozen=True)
+class UnifiedOptions:
+    """``[options.unified_model]``."""
+
+    max_parallel: int | None = option(
+        minimum=1, help="jobs trained at once (a chunk; its buckets interleave step by "
+                        "step); more jobs run in chunks one after another (default: all)")
+    sweep: str = option("none", choices=("none", "ablation"), axis=True,
+                        help="ablation: the six rungs of the ablation ladder, one cell each "
+                             "(none: one cell per compile mode)")
+    features: str = option(
+        DEFAULT_FEATURES, check=parse_features,
+        help="extensions vf (vectorised forward), s (one CUDA stream per bucket), fl (fused "
+             "loss), e.g. 'vf:1,s:0,fl:0'; compile is the campaign's compile setting, probed "
+             "per bucket; what ran is recorded in features/features_reason/compile_mode")
+    verify: bool = option(True, help="check each bucket's vectorised step against eager "
+                                     "before training")
+    data_order: str = option(
+        "per_member", choices=("per_member", "shared"),
+        help="per_member: each job's own seeded batch order, as seq; shared: one order per "
+             "bucket when the members' training sets are identical")
+    kernels: str = option(
+        "batched", choices=("batched", "exact"),
+        help="batched: vmap's batching rules; exact: BatchNorm and convolutions run per "
+             "member with their native kernels (bit-identical to seq, slower)")
+    baseline: bool = option(False, help="true: every extension and compile off (the paper's "
+                                        "model, rung A)")
+    retire: str = option(
+        "remove", choices=("remove", "mask"),
+        help="remove: finished members leave their stack and the survivors are re-stacked; "
+             "mask: kept in the stack, frozen")
+    compile_backend: str = option(
+        "inductor", help="torch.compile backend for the probed buckets (e.g. eager or "
+                         "aot_eager for debugging)")
+
+
+register_executor(ExecutorSpec(
+    name="unified_model", label="Unified model",
     target="engine.executors.unified.executor:UnifiedExecutor", concurrent=True,
-    options={"max_parallel": (int,), "sweep": (str,), "features": (str,), "verify": (bool,),
-             "data_order": (str,), "kernels": (str,), "baseline": (bool,), "retire": (str,),
-             "compile_backend": (str,)},
-    option_help={"max_parallel": "jobs trained at once (a chunk; its buckets interleave step "
-                                 "by step); more jobs run in chunks one after another "
-                                 "(default: all)",
-                 "sweep": "none, or ablation: the six rungs of the ablation ladder",
-                 "features": "extensions vf (vectorised forward), s (one CUDA stream per "
-                             "bucket), fl (fused loss), e.g. 'vf:1,s:1,fl:0' (default); "
-                             "compile is the campaign's compile setting, probed per bucket; "
-                             "what ran is recorded in features/features_reason/compile_mode",
-                 "baseline": "true: every extension and compile off (the paper's model, "
-                             "rung A; default false)",
-                 "retire": "remove (finished members leave their stack, the survivors are "
-                           "re-stacked; default) or mask (kept in the stack, frozen)",
-                 "compile_backend": "torch.compile backend for the probed buckets: inductor "
-                                    "(default) or e.g. eager/aot_eager (debugging)",
-                 "verify": "check each bucket's vectorised step against eager before "
-                           "training (default true)",
-                 "data_order": "per_member (each job's own seeded batch order, as seq; "
-                               "default) or shared (one order per bucket when the members' "
-                               "training sets are identical)",
-                 "kernels": "batched (vmap's batching rules; default) or exact (BatchNorm "
-                            "and convolutions run per member with their native kernels: "
-                            "bit-identical to seq, slower)"},
-    choices={"sweep": ("none", "ablation"), "data_order": ("per_member", "shared"),
-             "kernels": ("batched", "exact"), "retire": ("remove", "mask")},
-    minimum={"max_parallel": 1},
-    axes=("sweep",),
+    options=UnifiedOptions,
     description="all jobs in one process, identical models stacked into one vectorised "
                 "module (torch.func vmap)"))

@@ -53,6 +53,12 @@ import pandas as pd
 
 from engine.results.load import Runs
 
+#: The executor every speedup is over. Fixed on purpose, not read from the executor
+#: registry (``ExecutorSpec.baseline`` is deprecated and ignored): the speedup's
+#: denominator is part of the measurement contract (fugue-compat.md, "Speedup"), a report
+#: reads results files without the plugins that wrote them, and a second baseline would
+#: make speedups from different installs incomparable.
+BASELINE_EXECUTOR = "seq"
 #: Fewest rows on each side (strategy and seq) for a bootstrap interval.
 MIN_BOOT_N = 5
 #: Percentiles of the bootstrap replicates bounding the interval (95 %).
@@ -258,7 +264,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
     # experiment definition, jobs, seed and threads; empty in harness rows) × compile mode.
     base_keys = prov + ["exp_id", "workload_key", "compile_mode"]
-    seq_rows = ok[ok["executor"] == "seq"]
+    seq_rows = ok[ok["executor"] == BASELINE_EXECUTOR]
     seq_rows = seq_rows.assign(base=_codes(seq_rows, base_keys))
     cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys)
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
@@ -304,11 +310,11 @@ def _against_baselines(cells: pd.DataFrame, seq_rows: pd.DataFrame, prov: list[s
     seq_T = np.where(use_same, same["seq_T"], uncompiled["seq_T"])
     has_base = ~np.isnan(cells["base"].to_numpy(float))
     cells["baseline"] = np.where(
-        use_same, "seq compile=" + cells["compile_mode"].astype(str),
-        np.where(has_base, "seq", ""))
+        use_same, f"{BASELINE_EXECUTOR} compile=" + cells["compile_mode"].astype(str),
+        np.where(has_base, BASELINE_EXECUTOR, ""))
     with np.errstate(divide="ignore", invalid="ignore"):
         speedup = seq_T / cells["T_group_mean"].to_numpy(float)
-    is_seq = (cells["executor"] == "seq").to_numpy()
+    is_seq = (cells["executor"] == BASELINE_EXECUTOR).to_numpy()
     speedup = np.where(is_seq, 1.0, speedup)
     cells["speedup"] = np.where(np.isfinite(speedup), speedup, np.nan)
     cells["n_seq"] = np.nan_to_num(cells["n_seq"].to_numpy(float)).astype(int)  # a count: 0

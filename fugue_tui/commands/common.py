@@ -16,7 +16,3 @@ def selected(catalogue, selector: list[str] | None, where: str) -> list[str]:
     return catalogue.select(selector, where=where) if selector else catalogue.ids()
 
 
-def type_names(types: tuple[type, ...]) -> str:
-    return " or ".join(t.__name__ for t in types)
-
-

@@ -115,9 +115,9 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
         values = value if isinstance(value, list) else [value]
         for target in used:
             spec = EXECUTORS.get(target)
-            if key not in spec.options:
+            if key not in spec.option_fields:
                 raise ConfigError(f"{flag}: executor '{target}' declares no option '{key}'")
-            if len(values) > 1 and key not in spec.axes:
+            if len(values) > 1 and key not in spec.option_axes:
                 raise ConfigError(f"{flag}: one value per run (got {' '.join(map(str, values))})")
             options.setdefault(target, {})[key] = values if len(values) > 1 else values[0]
     return options

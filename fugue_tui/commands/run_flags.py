@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import FugueError
-from fugue_tui.commands.common import type_names
 
 #: Flags that set an option of some executors only: the flag, the option key it sets on
 #: them, and the executors it applies to.
@@ -27,6 +26,7 @@ def executors_epilog() -> str:
     """``fugue-tui run --help``'s epilog: each registered executor with its description and
     options (with their types and help), and the registered workload types."""
     from engine.define.campaign import PLANNED_EXECUTORS
+    from engine.define.executor_options import help_lines
     from engine.plugins import load_plugins
     from engine.registry import EXECUTORS
     from engine.define.workloads import WORKLOADS
@@ -41,11 +41,7 @@ def executors_epilog() -> str:
     for name in EXECUTORS.names():
         spec = EXECUTORS.get(name)
         lines.append(f"  {name}  {spec.label}: {spec.description}".rstrip(": "))
-        if not spec.options:
-            lines.append("      (no options)")
-        for key, types in spec.options.items():
-            help_text = spec.option_help.get(key, "")
-            lines.append(f"      {key} ({type_names(types)}){': ' + help_text if help_text else ''}")
+        lines.extend(help_lines(spec.option_fields))
     missing = [n for n in PLANNED_EXECUTORS if n not in EXECUTORS]
     if missing:
         flags = "; ".join(f"{flag}: {', '.join(targets)}" for flag, _, targets in PLANNED_FLAGS)
@@ -76,11 +72,18 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     sel.add_argument("--option", dest="run_option", action="append", default=[],
                      metavar="EXEC.KEY=VALUE", help="an executor option (see below)")
     for flag, key, targets in PLANNED_FLAGS:
-        kind = {"max_parallel": at_least(1)}.get(key, str)
-        sel.add_argument(flag, dest=f"run_{key}", nargs="+" if key == "scheduler" else None,
-                         choices={"scheduler": ("fifo", "asha", "median", "hyperband"),
-                                  "sweep": ("none", "ablation")}.get(key),
-                         type=kind, metavar=key.upper(),
+        # The flag takes the option's declaration (choices, bound, axis) from the first of
+        # its executors that is registered.
+        declared = next((EXECUTORS.get(t).option_fields[key] for t in targets
+                         if t in EXECUTORS and key in EXECUTORS.get(t).option_fields), None)
+        choices = (declared.choices or None) if declared else None
+        kind: Any = str
+        if declared and int in declared.types:
+            kind = at_least(int(declared.minimum)) if declared.minimum is not None else int
+        sel.add_argument(flag, dest=f"run_{key}",
+                         nargs="+" if declared and declared.axis and list in declared.types
+                         else None,
+                         choices=choices, type=kind, metavar=key.upper(),
                          help=f"for {' and '.join(targets)} only" + (
                              "" if all(t in EXECUTORS for t in targets) else " (not built yet)"))
     how = run.add_argument_group("how and where")

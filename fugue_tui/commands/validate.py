@@ -81,5 +81,5 @@ def _executor_summary(name: str) -> str:
     from engine.registry import EXECUTORS
 
     spec = EXECUTORS.get(name)
-    opts = f" [options: {', '.join(spec.options)}]" if spec.options else ""
+    opts = f" [options: {', '.join(spec.option_fields)}]" if spec.option_fields else ""
     return f"{name}{opts}"

@@ -28,7 +28,8 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
                "engine.measure.samples", "engine.cleanup", "engine.measure.spans",
                "engine.define.axes", "engine.executors.mp.mps", "engine.executors.mp.mps_checks",
-               "engine.executors.ray.runtime"]
+               "engine.executors.ray.runtime", "engine.define.executor_options",
+               "engine.executors.docs"]
 
 
 def test_runner_side_modules_do_not_import_torch():

@@ -38,6 +38,8 @@ from typing import Any
 from engine import cleanup
 from engine.executors.mp import mps, mps_checks
 from engine.errors import FugueError
+from engine.define.executor_options import from_table
+from engine.executors import MPOptions
 from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
 from engine.executors.mp.worker import worker_main
@@ -101,7 +103,7 @@ class MPExecutor(Executor):
         """
         requested = ctx.max_parallel or ctx.options.get("max_parallel")
         self.parallel = max(1, min(int(requested or len(jobs)), len(jobs)))
-        mode = str(ctx.options.get("mps", "auto"))
+        mode = str(from_table(MPOptions, ctx.options).mps)
         device = ctx.settings.device
         index = device.index or 0
         on_gpu = device.type == "cuda"

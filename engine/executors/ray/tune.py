@@ -34,6 +34,8 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 
+from engine.define.executor_options import from_table
+from engine.executors import RayOptions
 from engine.executors.base import CellContext
 from engine.executors.ray.worker import from_snapshot, trial
 from engine.train.loop import JobResult, TrainSettings
@@ -143,9 +145,10 @@ def run_tune(jobs: list[JobSpec], ctx: CellContext, *, queue, drain, concurrent:
     ``drain()`` empties the queue into ``latest`` (epoch snapshots) and ``finals`` (done
     snapshots) and emits the events; ``info`` receives the scheduler facts and warnings.
     """
-    name = ctx.scheduler or "fifo"
-    grace = int(ctx.options.get("grace_period", 1))
-    factor = int(ctx.options.get("reduction_factor", 2))
+    options = from_table(RayOptions, ctx.options)  # the declared defaults where unset
+    name = ctx.scheduler or RayOptions.scheduler
+    grace = int(options.grace_period)
+    factor = int(options.reduction_factor)
     max_t = max(j.epochs for j in jobs)
     scheduler, facts = make_scheduler(name, max_t, grace, factor)
     info["scheduler"] = facts

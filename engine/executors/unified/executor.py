@@ -37,6 +37,8 @@ import dataclasses
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.define.executor_options import from_table
+from engine.executors import UnifiedOptions
 from engine.executors.base import CellContext, Executor
 from engine.registry import OPTIMIZERS
 from engine.executors.unified.features import (BASELINE_FEATURES, DEFAULT_FEATURES, FLAGS,
@@ -47,8 +49,8 @@ from engine.define.workloads import JobSpec
 __all__ = ["UnifiedExecutor", "DEFAULT_FEATURES", "effective_features", "features_string"]
 
 
-def _requested(ctx: CellContext, options: dict[str, Any]) -> dict[str, int]:
-    text = getattr(ctx, "features", None) or options.get("features") or DEFAULT_FEATURES
+def _requested(ctx: CellContext, options: UnifiedOptions) -> dict[str, int]:
+    text = getattr(ctx, "features", None) or options.features or DEFAULT_FEATURES
     try:
         return requested_features(text)
     except ValueError as exc:
@@ -70,10 +72,11 @@ class UnifiedExecutor(Executor):
         from engine.executors.unified.interleave import Interleave
         from engine.executors.unified.plan import Plan, chunks, make_buckets
 
-        options = dict(ctx.options or {})
+        # The declared defaults (engine.executors.UnifiedOptions) for what the table leaves out.
+        options = from_table(UnifiedOptions, ctx.options)
         want = _requested(ctx, options)
         compile_mode = ctx.settings.compile_mode
-        baseline = bool(options.get("baseline", False))
+        baseline = bool(options.baseline)
         notes = []
         if baseline:
             want = requested_features(BASELINE_FEATURES)
@@ -82,15 +85,15 @@ class UnifiedExecutor(Executor):
             compile_mode = "off"
         settings = dataclasses.replace(ctx.settings, compile_mode=compile_mode)
         device_type = settings.device.type
-        max_parallel = getattr(ctx, "max_parallel", None) or options.get("max_parallel")
-        verify = bool(options.get("verify", True))
-        data_order = options.get("data_order") or "per_member"
-        kernels = options.get("kernels") or "batched"
-        retire = options.get("retire") or "remove"
+        max_parallel = getattr(ctx, "max_parallel", None) or options.max_parallel
+        verify = bool(options.verify)
+        data_order = options.data_order or UnifiedOptions.data_order
+        kernels = options.kernels or UnifiedOptions.kernels
+        retire = options.retire or UnifiedOptions.retire
         if retire not in RETIRE:
             raise ConfigError(f"unified_model retire: expected one of {', '.join(RETIRE)}, "
                               f"got {retire!r}")
-        backend = options.get("compile_backend") or "inductor"
+        backend = options.compile_backend or UnifiedOptions.compile_backend
         # Known before any training: everything but the compile probe's result.
         features, reason = effective_features(want, device_type, compile_mode, None)
 

@@ -23,9 +23,8 @@ Torch-free.
 
 from __future__ import annotations
 
-#: Features asked for when a campaign names none (fugue's defaults: streams on, fused loss
-#: off; compile is the campaign's own axis).
-DEFAULT_FEATURES = "vf:1,s:1,fl:0"
+from engine.define.axes import DEFAULT_FEATURES  # declared there (the option's default)
+
 #: The baseline switch (rung A): every extension off.
 BASELINE_FEATURES = "vf:0,s:0,fl:0"
 #: torch.compile modes that capture CUDA graphs (mode "max-autotune-no-cudagraphs" does not).

@@ -62,6 +62,17 @@ def _fields() -> tuple[Field, ...]:
     )
 
 
+def option_inputs(executor: str) -> list[tuple[str, str, str]]:
+    """The option fields the form shows under a registered executor, generated from its
+    declared options: ``(option, widget id, hint)`` in declaration order, the hint being
+    the option's choices, bound and default, then its help."""
+    from engine.define.executor_options import hint
+    from engine.registry import EXECUTORS
+
+    return [(option, f"opt-{executor}-{option}", hint(declared))
+            for option, declared in EXECUTORS.get(executor).option_fields.items()]
+
+
 def _get(doc: dict[str, Any], path: str) -> Any:
     value: Any = doc
     for part in path.split("."):
@@ -117,15 +128,10 @@ class CampaignForm(VerticalScroll):
                            id=f"exec-{name}", tooltip=spec.description, compact=True)
             if spec.description:
                 yield Static(spec.description, classes="help")
-            choices = getattr(spec, "choices", {}) or {}
-            for option, types in spec.options.items():
-                hint = spec.option_help.get(option, "")
-                if option in choices:
-                    hint = f"{'|'.join(choices[option])}  {hint}"
+            for option, widget_id, hint in option_inputs(name):
                 with Horizontal(classes="row"):
                     yield Label(f"  {option}", classes="label")
-                    yield Input(placeholder=hint, id=f"opt-{name}-{option}",
-                                tooltip=hint, compact=True)
+                    yield Input(placeholder=hint, id=widget_id, tooltip=hint, compact=True)
         for name in PLANNED_EXECUTORS:
             if name not in EXECUTORS:
                 yield Static(f"{name}: not built yet in this version",
@@ -191,7 +197,7 @@ class CampaignForm(VerticalScroll):
             self.errors["max_parallel"] = f"max_parallel: not an integer: {text!r}"
             return
         for name in EXECUTORS.names():
-            if "max_parallel" in EXECUTORS.get(name).options:
+            if "max_parallel" in EXECUTORS.get(name).option_fields:
                 _set(self.doc, f"options.{name}.max_parallel", value)
                 box = self.query(f"#opt-{name}-max_parallel")
                 if box:
@@ -206,8 +212,8 @@ class CampaignForm(VerticalScroll):
         key = f"options.{executor}.{option}"
         self.errors.pop(key, None)
         try:
-            value = parse_option(text, spec.options[option],
-                                 axis=option in (getattr(spec, "axes", ()) or ()))
+            declared = spec.option_fields[option]
+            value = parse_option(text, declared.types, axis=declared.axis)
         except ValueError as exc:
             self.errors[key] = f"{key}: {exc}"
             return
@@ -253,7 +259,7 @@ class CampaignForm(VerticalScroll):
             executors = [executors] if isinstance(executors, str) else executors
             for name in EXECUTORS.names():
                 self.query_one(f"#exec-{name}", Checkbox).value = name in executors
-                for option in EXECUTORS.get(name).options:
+                for option in EXECUTORS.get(name).option_fields:
                     value = (self.doc.get("options") or {}).get(name, {}).get(option)
                     self.query_one(f"#opt-{name}-{option}", Input).value = format_option(value)
         self.errors.clear()

@@ -1,0 +1,194 @@
+"""Executor options, declared once: each executor's ``[options.<executor>]`` table is a
+dataclass whose fields carry their default, type, choices, lower bound and help
+(:func:`option`). Campaign validation (:func:`check_table`), ``fugue-tui run --help``
+(:func:`help_lines`), the dashboard's option fields and the options table of
+``docs/executors.md`` (:func:`markdown_table`) are all generated from those fields, so
+adding an option is one field in ``engine/executors/__init__.py``.
+
+A plugin may still declare its options as dicts (``ExecutorSpec(options={"workers":
+(int,)}, option_help={...}, choices={...}, minimum={...}, axes=(...))``):
+:func:`fields_from_dicts` reads them into the same :class:`OptionField` records.
+
+Cell keys hash the user's literal options table, never these defaults
+(``docs/measurement.md``, "Cell keys"): a default declared here never enters a key.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.define import tomlfile
+from engine.errors import ConfigError, nearest
+
+_META = "fugue_option"
+
+
+def option(default: Any = None, *, help: str = "", choices: tuple[str, ...] = (),
+           minimum: float | None = None, axis: bool = False,
+           check: Callable[[Any], Any] | None = None) -> Any:
+    """A field of an executor's options dataclass.
+
+    Args:
+        default: the value the executor uses when the table leaves the option out (None:
+            the executor decides, e.g. ``max_parallel`` = all jobs; say so in ``help``).
+        help: one line for ``run --help``, the dashboard and the docs (choices, bound and
+            default are added there from the other arguments: do not repeat them).
+        choices: allowed values of a string option (a list value must hold only these).
+        minimum: smallest allowed value of a numeric option.
+        axis: the option expands into a matrix axis (``engine.define.axes``): a list value
+            runs one cell per element.
+        check: a further torch-free check of the value; raises ``ValueError`` with a reason.
+    """
+    meta = {"help": help, "choices": tuple(choices), "minimum": minimum, "axis": axis,
+            "check": check}
+    return field(default=default, metadata={_META: meta})
+
+
+@dataclass(frozen=True)
+class OptionField:
+    """One executor option as every consumer sees it (typed or dict-declared)."""
+
+    name: str
+    types: tuple[type, ...]
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    axis: bool = False
+    check: Callable[[Any], Any] | None = None
+
+    @property
+    def type_text(self) -> str:
+        """``int``, ``str or list``: the types as ``run --help`` names them."""
+        return " or ".join(t.__name__ for t in self.types)
+
+    @property
+    def default_text(self) -> str:
+        """The default as a campaign file writes it (``true``, ``fifo``); "" for None."""
+        if self.default is None:
+            return ""
+        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
+
+    @property
+    def constraint(self) -> str:
+        """Choices, bound and default in a few words (``auto|on|off; default auto``)."""
+        parts = []
+        if self.choices:
+            parts.append("|".join(self.choices))
+        if self.minimum is not None:
+            parts.append(f">= {self.minimum:g}")
+        if self.default is not None:
+            parts.append(f"default {self.default_text}")
+        return "; ".join(parts)
+
+
+def _types(hint: Any) -> tuple[type, ...]:
+    """``int | None`` → ``(int,)``; ``str | list[str]`` → ``(str, list)``."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    out = []
+    for arg in typing.get_args(hint) if union else (hint,):
+        if arg is type(None):
+            continue
+        out.append(typing.get_origin(arg) or arg)
+    return tuple(out)
+
+
+def fields_of(options: type) -> dict[str, OptionField]:
+    """The options of a dataclass declared with :func:`option`, in declaration order."""
+    hints = typing.get_type_hints(options)
+    out = {}
+    for f in dataclasses.fields(options):
+        meta = dict(f.metadata.get(_META) or {})
+        default = None if f.default is dataclasses.MISSING else f.default
+        out[f.name] = OptionField(name=f.name, types=_types(hints[f.name]), default=default,
+                                  help=meta.get("help", ""),
+                                  choices=meta.get("choices", ()),
+                                  minimum=meta.get("minimum"), axis=meta.get("axis", False),
+                                  check=meta.get("check"))
+    return out
+
+
+def fields_from_dicts(options: dict[str, tuple[type, ...]], option_help: dict[str, str],
+                      choices: dict[str, tuple[str, ...]], minimum: dict[str, float],
+                      axes: tuple[str, ...]) -> dict[str, OptionField]:
+    """The options of a plugin that declares them as dicts (the API before typed options)."""
+    return {name: OptionField(name=name, types=tuple(kinds), help=option_help.get(name, ""),
+                              choices=tuple(choices.get(name, ())),
+                              minimum=minimum.get(name), axis=name in axes)
+            for name, kinds in options.items()}
+
+
+def from_table(options: type, table: dict[str, Any] | None) -> Any:
+    """An instance of the options dataclass for a (validated) table: the declared defaults
+    for what it leaves out. Keys the dataclass does not declare are ignored."""
+    names = {f.name for f in dataclasses.fields(options)}
+    return options(**{k: v for k, v in (table or {}).items() if k in names})
+
+
+def check_table(fields: dict[str, OptionField], table: dict[str, Any], where: str) -> None:
+    """Validate an ``[options.<executor>]`` table: known keys and their types, then one
+    value unless the option is an axis, the choices, the lower bound and the option's own
+    check.
+
+    Raises:
+        ConfigError: one line, ``"<where>: key '<key>' ..."``.
+    """
+    tomlfile.check_keys(table, {name: f.types for name, f in fields.items()}, where)
+    for key, value in table.items():
+        spec = fields[key]
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and not spec.axis:
+            raise ConfigError(f"{where}: key '{key}' takes one value, got a list")
+        if isinstance(value, list) and not value:
+            raise ConfigError(f"{where}: key '{key}' is an empty list")
+        for v in values:
+            if spec.choices and v not in spec.choices:
+                raise ConfigError(f"{where}: key '{key}' must be one of "
+                                  f"{', '.join(spec.choices)}, got {v!r}"
+                                  f"{nearest(str(v), spec.choices)}")
+            low = spec.minimum
+            if low is not None and not (isinstance(v, (int, float)) and v >= low):
+                raise ConfigError(f"{where}: key '{key}' must be a number >= {low:g}, got {v!r}")
+        if spec.check is not None:
+            try:
+                spec.check(value)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: key '{key}': {exc}") from None
+
+
+def help_lines(fields: dict[str, OptionField], indent: str = "      ") -> list[str]:
+    """``run --help``'s lines for one executor: ``key (types[; constraint]): help``."""
+    if not fields:
+        return [f"{indent}(no options)"]
+    out = []
+    for f in fields.values():
+        kind = f.type_text + (f"; {f.constraint}" if f.constraint else "")
+        out.append(f"{indent}{f.name} ({kind}){': ' + f.help if f.help else ''}")
+    return out
+
+
+def hint(f: OptionField) -> str:
+    """The dashboard's placeholder of an option field: its constraint, then its help."""
+    return "  ".join(p for p in (f.constraint, f.help) if p)
+
+
+def markdown_table(executors: list[tuple[str, dict[str, OptionField]]]) -> str:
+    """The options table of ``docs/executors.md``: one row per executor option."""
+    rows = ["| executor | option | type | choices | minimum | default | axis | meaning |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, fields in executors:
+        for f in fields.values():
+            cells = [f"`{name}`", f"`{f.name}`", f.type_text,
+                     ", ".join(f"`{c}`" for c in f.choices),
+                     "" if f.minimum is None else f"{f.minimum:g}",
+                     f"`{f.default_text}`" if f.default_text else "",
+                     "yes" if f.axis else "", f.help.replace("|", "\\|")]
+            rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
