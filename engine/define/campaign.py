@@ -48,9 +48,6 @@ from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
 
 COMPILE_CHOICES = ("off", "on", "both")
-#: The strategies of the design (named so that a build lacking one says "not built yet"
-#: rather than "unknown").
-PLANNED_EXECUTORS = ("mp", "ray", "unified_model")
 #: Passes repeat the whole matrix; more than this is a typo, not a measurement plan.
 MAX_PASSES = 1000
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -153,9 +150,6 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         raise ConfigError(f"{where}: key 'executors' must name at least one executor; "
                           f"{known(EXECUTORS.names())}")
     for name in executors:
-        if name in PLANNED_EXECUTORS and name not in EXECUTORS:
-            raise ConfigError(f"{where}: executor '{name}' is not built yet in this version; "
-                              f"{known(EXECUTORS.names())}")
         if not isinstance(name, str) or name not in EXECUTORS:
             raise ConfigError(f"{where}: unknown executor {name!r}"
                               f"{nearest(str(name), EXECUTORS.names())}; {known(EXECUTORS.names())}")

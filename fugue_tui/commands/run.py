@@ -92,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
 def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dict[str, dict]:
     """Executor flags (``--scheduler``, ``--sweep``, ``--max-parallel``) as options of the
     run's executors that declare them. A flag that no executor of the run uses is ignored
-    with a warning (the run is not duplicated); one whose executors are not built in this
-    version is an error."""
+    with a warning (the run is not duplicated)."""
     from engine.registry import EXECUTORS
 
     options: dict[str, dict[str, Any]] = {}
@@ -102,12 +101,7 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
         if value is None:
             continue
         names = " and ".join(f"'{t}'" for t in targets)
-        built = [t for t in targets if t in EXECUTORS]
-        if not built:
-            plural = "executors" if len(targets) > 1 else "executor"
-            verb = "are" if len(targets) > 1 else "is"
-            raise ConfigError(f"{flag} applies to {plural} {names}, which {verb} not built yet")
-        used = [t for t in built if t in executors]
+        used = [t for t in targets if t in EXECUTORS and t in executors]
         if not used:
             print(f"fugue-tui: warning: {flag} applies to {names}, which this run does not use "
                   f"(--exec {' '.join(executors)}): ignored", file=sys.stderr)

@@ -25,7 +25,6 @@ ADHOC_FLAGS = ("type", "k", "task", "epochs", "batch_size", "lr", "optimizer", "
 def executors_epilog() -> str:
     """``fugue-tui run --help``'s epilog: each registered executor with its description and
     options (with their types and help), and the registered workload types."""
-    from engine.define.campaign import PLANNED_EXECUTORS
     from engine.define.executor_options import help_lines
     from engine.plugins import load_plugins
     from engine.registry import EXECUTORS
@@ -42,10 +41,6 @@ def executors_epilog() -> str:
         spec = EXECUTORS.get(name)
         lines.append(f"  {name}  {spec.label}: {spec.description}".rstrip(": "))
         lines.extend(help_lines(spec.option_fields))
-    missing = [n for n in PLANNED_EXECUTORS if n not in EXECUTORS]
-    if missing:
-        flags = "; ".join(f"{flag}: {', '.join(targets)}" for flag, _, targets in PLANNED_FLAGS)
-        lines.append(f"  not built yet: {', '.join(missing)} ({flags})")
     lines.append(f"workload types (--type): {', '.join(WORKLOADS.names())}")
     return "\n".join(lines)
 

@@ -118,7 +118,6 @@ class CampaignForm(VerticalScroll):
         return self.query_one("#resume", Checkbox).value
 
     def compose(self) -> ComposeResult:
-        from engine.define.campaign import PLANNED_EXECUTORS
         from engine.registry import EXECUTORS
 
         yield Label("executors", classes="heading")
@@ -132,10 +131,6 @@ class CampaignForm(VerticalScroll):
                 with Horizontal(classes="row"):
                     yield Label(f"  {option}", classes="label")
                     yield Input(placeholder=hint, id=widget_id, tooltip=hint, compact=True)
-        for name in PLANNED_EXECUTORS:
-            if name not in EXECUTORS:
-                yield Static(f"{name}: not built yet in this version",
-                             classes="help disabled")
         yield Label("campaign", classes="heading")
         for spec in self.fields:
             with Horizontal(classes="row"):
