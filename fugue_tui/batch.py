@@ -30,8 +30,8 @@ from rich.text import Text
 
 from engine.define.campaign import load_campaign
 from engine.events import is_runner_event
-from engine.processes import die_with_parent, engine_env
 from engine.observe.follow import CampaignFollower
+from engine.processes import die_with_parent, engine_env
 from engine.results.columns import GROUPS_FILE
 from engine.results.preflight import preflight
 from engine.results.read import read_rows

@@ -100,8 +100,8 @@ def ladder_table(runs, by_campaign: bool = False, n_boot: int = 2000, seed: int 
     with a ``rung``), ``n``, ``throughput_mean`` and ``relative`` = its mean ÷ rung A's
     mean (a ratio of means; NaN without rung A), with a percentile-bootstrap interval
     (``low``/``high``) only when both sides have >= MIN_BOOT_N rows."""
-    from engine.results.analysis import CI_PERCENTILES, MIN_BOOT_N, provenance_columns
     from engine.define.axes import ABLATION_LADDER
+    from engine.results.analysis import CI_PERCENTILES, MIN_BOOT_N, provenance_columns
 
     prov = provenance_columns(by_campaign)
     columns = prov + ["exp_id", "rung", "n", "throughput_mean", "relative", "low", "high"]

@@ -37,13 +37,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import FugueError, OutputError, failure_line
-from engine.results.values import new_group_id
-from engine.results.rows import JobRow, failed_group_row, group_static
-
 from engine.cell.output import CellEvents, say
-from engine.cell.protocol import (EXIT_OUTPUT, CellRunSpec, output_failure, safe_name,
-                                  write_reason)
+from engine.cell.protocol import (
+    EXIT_OUTPUT,
+    CellRunSpec,
+    output_failure,
+    safe_name,
+    write_reason,
+)
+from engine.errors import FugueError, OutputError, failure_line
+from engine.results.rows import JobRow, failed_group_row, group_static
+from engine.results.values import new_group_id
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,10 +217,10 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     plugins = _import_torch(threads, events)
     import torch
 
+    from engine.define.workloads import JobSpec
     from engine.executors.base import CellContext
     from engine.registry import EXECUTORS
     from engine.train.loop import TrainSettings
-    from engine.define.workloads import JobSpec
 
     cell = spec["cell"]
     device = torch.device(spec["device"])

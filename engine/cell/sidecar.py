@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.processes import die_with_parent, engine_env
 from engine.cell.protocol import safe_name
 from engine.measure.energy import summarise
 from engine.measure.host import rapl_files
 from engine.measure.monitor import DEFAULT_INTERVAL_S
 from engine.measure.samples import read_samples, write_slice
+from engine.processes import die_with_parent, engine_env
 
 #: Seconds the cell waits for the sidecar's first sample (interpreter start, psutil and
 #: NVML initialisation; NVML init can take seconds on a busy driver).

@@ -42,10 +42,10 @@ from typing import Any
 from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.executor_options import check_table
-from engine.errors import ConfigError, known, nearest
-from engine.registry import EXECUTORS
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
+from engine.errors import ConfigError, known, nearest
+from engine.registry import EXECUTORS
 
 COMPILE_CHOICES = ("off", "on", "both")
 #: Passes repeat the whole matrix; more than this is a typo, not a measurement plan.

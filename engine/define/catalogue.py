@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.define import tomlfile
+
 # Experiment is re-exported: `catalogue.Experiment` is where readers look for it.
 from engine.define.experiment import (  # noqa: F401
     ALIASES,
@@ -23,6 +24,7 @@ from engine.define.experiment import (  # noqa: F401
 )
 from engine.define.workloads import WORKLOADS
 from engine.errors import ConfigError, known, nearest
+
 
 def _catalogue_path() -> Path:
     """The built-in catalogue: inside the installed package, else at the repository root."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from engine.define import tomlfile
 from engine.define.experiment import OPTIMIZER_KWARGS, Experiment
+from engine.define.workloads import expand, train_size
 from engine.errors import ConfigError
 from engine.parts.models import check_kwargs as check_model_kwargs
 from engine.parts.optimizers import check_optimizer
 from engine.registry import DATASETS, MODELS
-from engine.define.workloads import expand, train_size
 
 #: Job seeds are ``seed + i`` and must fit torch's 64-bit generator seed.
 MAX_SEED = 2**63 - 1

@@ -38,7 +38,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.define import tomlfile
-from engine.define.experiment import ALIASES, JOB_FIELDS, OPTIMIZER_KWARGS, Experiment, check_counts
+from engine.define.experiment import (
+    ALIASES,
+    JOB_FIELDS,
+    OPTIMIZER_KWARGS,
+    Experiment,
+    check_counts,
+)
 from engine.errors import ConfigError, known
 from engine.registry import Registry
 

@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.define.axes import DEFAULT_FEATURES, parse_features
-from engine.define.executor_options import OptionField, fields_from_dicts, fields_of, option
+from engine.define.executor_options import (
+    OptionField,
+    fields_from_dicts,
+    fields_of,
+    option,
+)
 from engine.registry import EXECUTORS
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.train.loop import JobResult, TrainSettings
 from engine.define.workloads import JobSpec
 from engine.results.rows import GroupRow
+from engine.train.loop import JobResult, TrainSettings
 
 
 @dataclass

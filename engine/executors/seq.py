@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from engine.define.workloads import JobSpec
 from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
 from engine.train.loop import JobResult, train_job
-from engine.define.workloads import JobSpec
 
 
 class SeqExecutor(Executor):

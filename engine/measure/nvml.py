@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 #: NVML metric → (sample field, reader). Readers take the pynvml module and a handle.
 GPU_METRICS: dict[str, tuple[str, Callable[[Any, Any], float]]] = {
     "utilization": ("gpu_util_pct", lambda n, h: float(n.nvmlDeviceGetUtilizationRates(h).gpu)),

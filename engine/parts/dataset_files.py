@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 _CIFAR10_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4",
                   "data_batch_5", "test_batch", "batches.meta")
 _CIFAR100_FILES = ("train", "test", "meta")

@@ -40,10 +40,19 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.parts.dataset_files import (CAL_HOUSING_FILE, always_available, cal_housing_available,
-                                        cal_housing_home, cifar10_available, cifar100_available,
-                                        data_root, mnist_available, root_dir, sklearn_arrays,
-                                        sklearn_available)
+from engine.parts.dataset_files import (
+    CAL_HOUSING_FILE,
+    always_available,
+    cal_housing_available,
+    cal_housing_home,
+    cifar10_available,
+    cifar100_available,
+    data_root,
+    mnist_available,
+    root_dir,
+    sklearn_arrays,
+    sklearn_available,
+)
 from engine.registry import DATASETS, DatasetSpec, register_dataset
 
 # data_root (imported above) stays part of this module's API: engine.datasets and plugins use it.

@@ -51,8 +51,14 @@ import numpy as np
 import pandas as pd
 
 from engine.errors import FugueError
-from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, numeric_columns, text_columns
+from engine.results.columns import (
+    GROUPS_FILE,
+    INDIVIDUAL_FILE,
+    numeric_columns,
+    text_columns,
+)
 from engine.results.read import read_rows
+
 
 class NoResultsError(FugueError):
     """A runs folder or file that holds no ``master_groups.csv`` (exit 2, one line)."""

@@ -26,7 +26,13 @@ from engine.cleanup import run_recorded
 from engine.errors import OutputError
 from engine.events import EVENTS, EventTail
 from engine.registry import EXECUTORS
-from engine.runner.cellproc import cell_env, dump_stacks, forget, start_cell, stop_session
+from engine.runner.cellproc import (
+    cell_env,
+    dump_stacks,
+    forget,
+    start_cell,
+    stop_session,
+)
 from engine.runner.watchdog import Watchdog
 
 if TYPE_CHECKING:

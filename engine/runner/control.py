@@ -24,8 +24,8 @@ from typing import Any
 
 from engine.errors import ConfigError, OutputError
 from engine.events import EventTail
-from engine.runfolder import RunFolder
 from engine.observe.follow import last_session_offset
+from engine.runfolder import RunFolder
 
 COMMANDS = ("kill", "retry", "skip", "abort")
 

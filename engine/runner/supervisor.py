@@ -43,25 +43,25 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from engine.cell.protocol import CellRunSpec
+from engine.cleanup import run_recorded
 from engine.define.availability import experiment_availability
 from engine.define.campaign import Campaign
-from engine.runfolder import AttemptFolder, RunFolder
-from engine.cell.protocol import (CellRunSpec)
-from engine.cleanup import run_recorded
-from engine.runner.cellproc import reap_leftovers
-from engine.runner.control import Inbox
+from engine.define.matrix import CellSpec, build_cells
 from engine.errors import ConfigError, FugueError, OutputError
 from engine.events import EventWriter
-from engine.define.matrix import CellSpec, build_cells
-from engine.plugins import load_plugins
+from engine.measure.nvml import resolve_gpu
 from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
+from engine.plugins import load_plugins
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
-from engine.results.store import append_rows
 from engine.results.rows import failed_group_row
-from engine.measure.nvml import resolve_gpu
+from engine.results.store import append_rows
+from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.attempt import Aborted, Attempt
+from engine.runner.cellproc import reap_leftovers
+from engine.runner.control import Inbox
 
 EventFn = Callable[[dict[str, Any]], None]
 

@@ -34,6 +34,7 @@ import psutil
 
 from engine.define.watchdog_settings import WatchdogSettings
 
+
 def session_processes(leader_pid: int, session_id: int) -> list[psutil.Process]:
     """The leader, its descendants, and every process still in its session (a grandchild
     re-parented to init stays in the session)."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.errors import ConfigError
 from engine.define.workloads import JobSpec, SplitSpec
+from engine.errors import ConfigError
 
 
 @dataclass

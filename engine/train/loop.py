@@ -28,12 +28,12 @@ from typing import Any
 
 import torch
 
+from engine.define.workloads import JobSpec
 from engine.errors import failure_line
 from engine.parts import tasks as task_lib
-from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
-from engine.define.workloads import JobSpec
+from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
 
 #: How often (seconds) a job reports training progress, besides every epoch end.
 PROGRESS_INTERVAL_S = 0.25

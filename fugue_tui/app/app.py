@@ -18,8 +18,8 @@ from rich.markup import escape
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from engine.runfolder import RunFolder
 from engine.errors import ConfigError
+from engine.runfolder import RunFolder
 from fugue_tui.app.actions import APP, bindings, load_keymap
 from fugue_tui.app.process import RunnerHandle, find_runner
 from fugue_tui.app.screens.modals import HelpScreen, QuitScreen

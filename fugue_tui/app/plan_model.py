@@ -22,9 +22,9 @@ from typing import Any
 import tomli_w
 
 from engine.define import tomlfile
-from engine.plugins import load_plugins
 from engine.define.campaign import Campaign, parse_campaign
 from engine.errors import FugueError, OutputError
+from engine.plugins import load_plugins
 
 #: Where validation errors of an unsaved plan say they come from.
 PLAN_WHERE = "dashboard plan"

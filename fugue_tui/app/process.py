@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psutil
 
-from engine.runfolder import RunFolder
 from engine.processes import engine_env
+from engine.runfolder import RunFolder
 
 #: Seconds to wait for the runner to stop its cell after SIGINT before SIGKILL.
 STOP_TIMEOUT_S = 60.0

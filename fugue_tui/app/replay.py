@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.runfolder import RunFolder
 from engine.errors import FugueError
+from engine.runfolder import RunFolder
 
 #: Replay speeds offered by faster/slower (campaign seconds per wall second).
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0)

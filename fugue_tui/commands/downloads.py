@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.parts.dataset_files import has_module
 from engine.define.availability import requires_hint
+from engine.parts.dataset_files import has_module
 
 #: Seconds without a byte before a download is given up (urllib has no timeout by default).
 SOCKET_TIMEOUT_S = 60.0

@@ -46,8 +46,8 @@ def prefetch(selector: list[str] | None = None, data_dir: str | None = None,
         ConfigError: unknown experiment, malformed experiments file, unusable data dir.
     """
     from engine import registry
-    from engine.parts.dataset_files import data_root
     from engine.define.workloads import expand
+    from engine.parts.dataset_files import data_root
 
     out = out or sys.stdout
     catalogue = load_catalogue_and_plugins(experiments_file)

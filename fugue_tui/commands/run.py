@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
-from fugue_tui.commands.run_campaign import (campaign_name, check_campaign, rewrite_errors,
-                                             write_campaign)
+from fugue_tui.commands.run_campaign import (
+    campaign_name,
+    check_campaign,
+    rewrite_errors,
+    write_campaign,
+)
 from fugue_tui.commands.run_flags import ADHOC_FLAGS, PLANNED_FLAGS
 
 
@@ -129,7 +133,12 @@ def _add_option(options: dict[str, dict[str, Any]], item: str) -> None:
 
 def _adhoc_document(args: argparse.Namespace, exp_name: str,
                     experiments_file: str | None) -> dict[str, Any]:
-    from engine.define.adhoc import adhoc_table, check_name, experiments_document, parse_search_space
+    from engine.define.adhoc import (
+        adhoc_table,
+        check_name,
+        experiments_document,
+        parse_search_space,
+    )
     from engine.define.catalogue import load_catalogue
     from engine.registry import DATASETS, MODELS, OPTIMIZERS, TASKS
 

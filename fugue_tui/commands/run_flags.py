@@ -26,9 +26,9 @@ def executors_epilog() -> str:
     """``fugue-tui run --help``'s epilog: each registered executor with its description and
     options (with their types and help), and the registered workload types."""
     from engine.define.executor_options import help_lines
+    from engine.define.workloads import WORKLOADS
     from engine.plugins import load_plugins
     from engine.registry import EXECUTORS
-    from engine.define.workloads import WORKLOADS
 
     lines = []
     try:

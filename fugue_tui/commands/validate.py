@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from engine.parts.dataset_files import has_module
 from engine.define.availability import requires_hint
+from engine.parts.dataset_files import has_module
 from fugue_tui.commands.common import load_catalogue_and_plugins, selected
 from fugue_tui.commands.downloads import FETCHERS
 
@@ -23,9 +23,9 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     """
     from engine import registry
     from engine.define.availability import catalogue_availability
+    from engine.define.workloads import WORKLOADS, expand
     from engine.parts.dataset_files import data_root, root_note
     from engine.plugins import load_plugins
-    from engine.define.workloads import WORKLOADS, expand
 
     out = out or sys.stdout
     catalogue = load_catalogue_and_plugins(experiments_file)

@@ -36,16 +36,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import cleanup
-from engine.executors.mp import mps, mps_checks
-from engine.errors import FugueError
 from engine.define.executor_options import from_table
-from engine.executors import MPOptions
+from engine.define.workloads import JobSpec
+from engine.errors import FugueError
 from engine.events import job_done, job_progress, job_started
+from engine.executors import MPOptions
 from engine.executors.base import CellContext, Executor
+from engine.executors.mp import mps, mps_checks
 from engine.executors.mp.worker import worker_main
 from engine.measure.spans import union_seconds
 from engine.train.loop import JobResult
-from engine.define.workloads import JobSpec
 
 #: Seconds between SIGTERM and SIGKILL when a worker must be stopped.
 TERM_GRACE_S = 5.0

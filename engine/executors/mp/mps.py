@@ -40,8 +40,12 @@ from typing import Any
 import psutil
 
 from engine.errors import FugueError
-from engine.executors.mp.mps_checks import (DEFAULT_PIPE_DIR, is_control_daemon, is_mps_process,
-                                            pipe_dir_of)
+from engine.executors.mp.mps_checks import (
+    DEFAULT_PIPE_DIR,
+    is_control_daemon,
+    is_mps_process,
+    pipe_dir_of,
+)
 
 #: ``sun_path`` holds 108 bytes including the terminating NUL.
 SOCKET_PATH_LIMIT = 107

@@ -50,12 +50,12 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     try:
         import torch
 
-        from engine.train.data import to_device
+        from engine.define.workloads import JobSpec
         from engine.parts.datasets import load_dataset
         from engine.plugins import load_plugins
         from engine.train.backend import apply_backend_flags
+        from engine.train.data import to_device
         from engine.train.loop import TrainSettings, train_job
-        from engine.define.workloads import JobSpec
 
         job = JobSpec.from_dict(job_dict)
         train_settings = TrainSettings(device=torch.device(settings["device"]),

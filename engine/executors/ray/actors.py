@@ -26,14 +26,14 @@ from typing import Any
 
 import ray
 
-from engine.executors.ray import runtime as raytools
+from engine.define.workloads import JobSpec
 from engine.errors import FugueError, first_line
 from engine.events import job_done, job_progress, job_started
 from engine.executors.base import CellContext, Executor
+from engine.executors.ray import runtime as raytools
 from engine.executors.ray.worker import JobActor, from_snapshot
 from engine.measure.spans import union_seconds
 from engine.train.loop import JobResult
-from engine.define.workloads import JobSpec
 
 #: Seconds the pool actors get to start (process, torch import, plugins, host datasets)
 #: before the cell gives up with a message: a request Ray accepted but cannot place, or a

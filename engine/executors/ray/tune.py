@@ -35,11 +35,11 @@ from ray.tune.schedulers import (
 )
 
 from engine.define.executor_options import from_table
+from engine.define.workloads import JobSpec
 from engine.executors import RayOptions
 from engine.executors.base import CellContext
 from engine.executors.ray.worker import from_snapshot, trial
 from engine.train.loop import JobResult, TrainSettings
-from engine.define.workloads import JobSpec
 
 #: Larger than any epoch count: MedianStoppingRule never pauses a trial for lack of samples.
 _NEVER = 10**9

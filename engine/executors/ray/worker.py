@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from engine.define.workloads import JobSpec
 from engine.measure.spans import TrainSpans
 from engine.train.loop import JobResult, TrainSettings
-from engine.define.workloads import JobSpec
 
 _HOST: dict[str, Any] = {}    # dataset name -> DatasetBundle (host tensors), per process
 _DEVICE: dict[str, Any] = {}  # dataset name -> DeviceData, per process

@@ -41,13 +41,19 @@ from typing import Any
 import torch
 
 from engine.events import job_done, job_progress
-from engine.parts import tasks as task_lib
-from engine.train.data import EpochOrder
 from engine.executors.unified.bucket_build import BucketBuild
 from engine.executors.unified.interleave import Clock, Interleave
 from engine.executors.unified.routes import Member, VectorRoute
+from engine.parts import tasks as task_lib
+from engine.train.data import EpochOrder
 from engine.train.loop import (
-    PROGRESS_INTERVAL_S, JobResult, count_epoch, epoch_progress, evaluate, record_epoch, sync,
+    PROGRESS_INTERVAL_S,
+    JobResult,
+    count_epoch,
+    epoch_progress,
+    evaluate,
+    record_epoch,
+    sync,
 )
 
 

@@ -30,11 +30,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.define.workloads import JobSpec
 from engine.events import job_done, job_started
-from engine.parts import tasks as task_lib
-from engine.train.data import DeviceData
-from engine.parts.models import build_model
-from engine.parts.optimizers import build_optimizer
 from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
 from engine.executors.unified.optim import build_stacked
@@ -42,8 +39,11 @@ from engine.executors.unified.plan import BucketPlan
 from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
 from engine.executors.unified.verify import fingerprint_mismatch, probe
+from engine.parts import tasks as task_lib
+from engine.parts.models import build_model
+from engine.parts.optimizers import build_optimizer
+from engine.train.data import DeviceData
 from engine.train.loop import JobResult, TrainSettings, job_split, sync
-from engine.define.workloads import JobSpec
 
 Emit = Callable[..., Any]
 RETIRE = ("remove", "mask")

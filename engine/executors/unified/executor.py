@@ -36,15 +36,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from engine.errors import ConfigError
 from engine.define.executor_options import from_table
+from engine.define.workloads import JobSpec
+from engine.errors import ConfigError
 from engine.executors import UnifiedOptions
 from engine.executors.base import CellContext, Executor
+from engine.executors.unified.features import (
+    BASELINE_FEATURES,
+    DEFAULT_FEATURES,
+    FLAGS,
+    effective_features,
+    features_string,
+    requested_features,
+)
 from engine.registry import OPTIMIZERS
-from engine.executors.unified.features import (BASELINE_FEATURES, DEFAULT_FEATURES, FLAGS,
-                                     effective_features, features_string, requested_features)
 from engine.train.loop import JobResult
-from engine.define.workloads import JobSpec
 
 __all__ = ["UnifiedExecutor", "DEFAULT_FEATURES", "effective_features", "features_string"]
 
@@ -65,12 +71,12 @@ class UnifiedExecutor(Executor):
     trace: list | None = None
 
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
-        from engine.parts import tasks as task_lib
-        from engine.registry import TASKS
         from engine.executors.unified.bucket import BucketRun
         from engine.executors.unified.bucket_build import RETIRE
         from engine.executors.unified.interleave import Interleave
         from engine.executors.unified.plan import Plan, chunks, make_buckets
+        from engine.parts import tasks as task_lib
+        from engine.registry import TASKS
 
         # The declared defaults (engine.executors.UnifiedOptions) for what the table leaves out.
         options = from_table(UnifiedOptions, ctx.options)

@@ -32,14 +32,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.define.workloads import JobSpec
 from engine.errors import failure_line
-from engine.parts import tasks as task_lib
-from engine.train.data import EpochOrder, JobSplit
 from engine.executors.unified.losses import member_sums, stacked_score_sums, upcast_half
 from engine.executors.unified.optim import StackedOptimizer
 from engine.executors.unified.stack import Stack
+from engine.parts import tasks as task_lib
+from engine.train.data import EpochOrder, JobSplit
 from engine.train.loop import JobResult, autocast
-from engine.define.workloads import JobSpec
 
 #: Compile probe tolerance (compiled vs eager forward on the first batch): fusion reorders
 #: floating-point accumulation, so equality is up to rounding.

@@ -193,10 +193,10 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
     The default tolerances allow for rounding differences between vmap's batched kernels
     and the solo ones.
     """
-    from engine.parts.optimizers import build_optimizer
     from engine.executors.unified.losses import upcast_half
     from engine.executors.unified.optim import build_stacked
     from engine.executors.unified.stack import Stack
+    from engine.parts.optimizers import build_optimizer
 
     try:
         dtype = torch.float64

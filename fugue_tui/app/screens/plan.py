@@ -31,8 +31,8 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
-from engine.runfolder import RunFolder
 from engine.errors import FugueError
+from engine.runfolder import RunFolder
 from fugue_tui.app.actions import PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, PreviewReady
 from fugue_tui.app.plan_model import (

@@ -41,8 +41,16 @@ from textual.worker import get_current_worker
 from fugue_tui.app.actions import RESULTS, bindings
 from fugue_tui.app.messages import Notice
 from fugue_tui.app.results_model import (
-    COLUMNS, Filter, apply_filter, files_signature, parse_filter, provenance, result_files,
-    row_key, sort_value, table_rows,
+    COLUMNS,
+    Filter,
+    apply_filter,
+    files_signature,
+    parse_filter,
+    provenance,
+    result_files,
+    row_key,
+    sort_value,
+    table_rows,
 )
 from fugue_tui.app.screens.modals import PathScreen
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -110,8 +118,8 @@ class ResultsScreen(Screen):
     # -- the loading worker (no widget access) --------------------------------------------
     @work(thread=True, exclusive=True, group="results")
     def _watch(self) -> None:
-        from engine.results.load import load_runs
         from engine.errors import FugueError
+        from engine.results.load import load_runs
         from fugue_tui.figures import build
 
         worker = get_current_worker()

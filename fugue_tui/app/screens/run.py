@@ -332,8 +332,8 @@ class RunScreen(Screen):
 
     @work(thread=True, group="control")
     def _send(self, command: str, cell_key: str) -> None:
-        from engine.runner.control import send
         from engine.errors import FugueError
+        from engine.runner.control import send
 
         try:
             send(self.run_dir, command, cell_key)

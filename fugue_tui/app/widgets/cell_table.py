@@ -29,8 +29,8 @@ from textual.widgets import DataTable
 
 from engine.observe.state import CampaignState, CellState
 from fugue_tui.app.actions import Action, bindings
-from fugue_tui.live import STATE_STYLE
 from fugue_tui.format import PENDING, fmt_duration, fmt_seconds
+from fugue_tui.live import STATE_STYLE
 
 COLUMNS = ("#", "experiment", "executor", "configuration", "state", "attempt", "elapsed",
            "T_group", "note")

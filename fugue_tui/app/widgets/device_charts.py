@@ -17,7 +17,6 @@ from textual.widgets import Static
 from fugue_tui.app.series import Series, panels
 from fugue_tui.charts import metric_panels
 
-
 #: Seconds between two redraws for new samples of the same series.
 MIN_REDRAW_S = 2.0
 

@@ -20,7 +20,6 @@ from textual.widgets import Static
 from engine.observe.state import CellState
 from fugue_tui.live import LiveView
 
-
 #: Seconds between two redraws for new progress of the same cell attempt.
 MIN_REDRAW_S = 1.0
 
