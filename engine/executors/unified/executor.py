@@ -73,10 +73,8 @@ class UnifiedExecutor(Executor):
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         from engine.executors.unified.bucket import BucketRun
         from engine.executors.unified.bucket_build import RETIRE
-        from engine.executors.unified.interleave import Interleave
         from engine.executors.unified.plan import Plan, chunks, make_buckets
         from engine.parts import tasks as task_lib
-        from engine.registry import TASKS
 
         # The declared defaults (engine.executors.UnifiedOptions) for what the table leaves out.
         options = from_table(UnifiedOptions, ctx.options)
@@ -110,20 +108,7 @@ class UnifiedExecutor(Executor):
             for b in buckets:
                 if b.route == "vectorised":
                     b.route, b.check, b.reason = "eager", "off", "vf:0 (vectorised forward off)"
-        # Refuse, by name and before any training, what the vectorised route cannot train.
-        for b in buckets:
-            if b.route != "vectorised":
-                continue
-            job = b.jobs[0]
-            task = TASKS.get(tasks[job.job_id])
-            if not task.stacked_target:
-                raise ConfigError(f"unified_model: task '{task.name}' (job {job.job_id}) has "
-                                  "no stacked form; run it with another executor or vf:0")
-            opt = OPTIMIZERS.get(job.optimizer, job.job_id)
-            if not opt.stacked_target:
-                raise ConfigError(f"unified_model: optimizer '{opt.name}' (job {job.job_id}) "
-                                  "has no stacked form; run it with another executor or vf:0")
-
+        _refuse_unstackable(buckets, tasks)
         plan = Plan(buckets, features_string(features))
         plan.notes.extend(notes)
         if reason:
@@ -150,22 +135,16 @@ class UnifiedExecutor(Executor):
             chunk_features.append(effective_features(want, device_type, compile_mode, ok))
             return bool(chunk_features[-1][0]["s"])
 
+        def bucket_run(bucket) -> BucketRun:
+            return BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), settings, ctx.emit,
+                             fused=bool(features["fl"]), verify=verify, data_order=data_order,
+                             exact_kernels=kernels == "exact",
+                             announce=lambda b: print("  decided: " + b.line(), flush=True),
+                             retire=retire, compile_backend=backend)
+
         for part in chunks(buckets):
-            runs = []
-            for bucket in part:
-                run = BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), settings,
-                                ctx.emit, fused=bool(features["fl"]), verify=verify,
-                                data_order=data_order, exact_kernels=kernels == "exact",
-                                announce=lambda b: print("  decided: " + b.line(), flush=True),
-                                retire=retire, compile_backend=backend)
-                for result in run.build():
-                    results[result.job.job_id] = result
-                runs.append(run)
-            interleave = Interleave(runs, settings.device, streams=decide_streams,
-                                    trace=self.trace)
-            interleave.run()
-            self.runs.extend(runs)
-            self.interleaves.append(interleave)
+            interleave, runs = self._train_chunk(part, bucket_run, settings, decide_streams,
+                                                 results)
             train_clock += interleave.train_clock_s
             samples += sum(r.samples for r in runs)
             largest = max(largest, sum(len(b.jobs) for b in part))
@@ -183,17 +162,67 @@ class UnifiedExecutor(Executor):
             reasons = list(dict.fromkeys(cf[1] for cf in chunk_features if cf[1]))
             reason = "; ".join(reasons) or None
         plan.features = features_string(features)
-        compiled = [r.compile_mode for r in self.runs if r.compile_mode != "off"]
         group: dict[str, Any] | None = getattr(ctx, "group", None)
         if group is not None:
-            group.update(features=features_string(features), features_reason=reason,
-                         max_parallel=largest,
-                         compile_mode=compiled[0] if compiled else "off",
-                         compile=bool(compiled),
-                         compile_warmup_s=warmup if compile_mode != "off" else None,
-                         train_throughput_sps=samples / train_clock if train_clock > 0
-                         and all(r.status == "ok" for r in results.values()) else None,
-                         executor_info=plan.info())
+            group.update(self._group_facts(plan, features, reason, largest, compile_mode,
+                                           warmup, samples, train_clock, results))
         self.plan = plan
         self.train_clock_s = train_clock
         return [results[job.job_id] for job in jobs]
+
+    def _train_chunk(self, part, bucket_run, settings, decide_streams,
+                     results: dict[str, JobResult]):
+        """Build the chunk's buckets (their results land in ``results``) and train them
+        interleaved step by step; returns the :class:`Interleave` that ran them and the
+        chunk's bucket runs (all of them: the interleave keeps only those that trained)."""
+        from engine.executors.unified.interleave import Interleave
+
+        runs = []
+        for bucket in part:
+            run = bucket_run(bucket)
+            for result in run.build():
+                results[result.job.job_id] = result
+            runs.append(run)
+        interleave = Interleave(runs, settings.device, streams=decide_streams, trace=self.trace)
+        interleave.run()
+        self.runs.extend(runs)
+        self.interleaves.append(interleave)
+        return interleave, runs
+
+    def _group_facts(self, plan, features: dict[str, int], reason: str | None, largest: int,
+                     compile_mode: str, warmup: float, samples: int, train_clock: float,
+                     results: dict[str, JobResult]) -> dict[str, Any]:
+        """The group columns this executor decides: the effective features and why, the
+        largest chunk trained at once, what was compiled (and its warm-up, outside the
+        training clock), the stacked training throughput (only when every job ended ok)."""
+        compiled = [r.compile_mode for r in self.runs if r.compile_mode != "off"]
+        return dict(features=features_string(features), features_reason=reason,
+                    max_parallel=largest, compile_mode=compiled[0] if compiled else "off",
+                    compile=bool(compiled),
+                    compile_warmup_s=warmup if compile_mode != "off" else None,
+                    train_throughput_sps=samples / train_clock if train_clock > 0
+                    and all(r.status == "ok" for r in results.values()) else None,
+                    executor_info=plan.info())
+
+
+def _refuse_unstackable(buckets, tasks: dict[str, str]) -> None:
+    """Refuse, by name and before any training, what the vectorised route cannot train: a
+    task or an optimizer without a stacked form.
+
+    Raises:
+        ConfigError: naming the task or optimizer and the job.
+    """
+    from engine.registry import TASKS
+
+    for b in buckets:
+        if b.route != "vectorised":
+            continue
+        job = b.jobs[0]
+        task = TASKS.get(tasks[job.job_id])
+        if not task.stacked_target:
+            raise ConfigError(f"unified_model: task '{task.name}' (job {job.job_id}) has "
+                              "no stacked form; run it with another executor or vf:0")
+        opt = OPTIMIZERS.get(job.optimizer, job.job_id)
+        if not opt.stacked_target:
+            raise ConfigError(f"unified_model: optimizer '{opt.name}' (job {job.job_id}) "
+                              "has no stacked form; run it with another executor or vf:0")
