@@ -42,11 +42,11 @@ from engine.cell.protocol import (
     EXIT_OUTPUT,
     CellRunSpec,
     output_failure,
-    safe_name,
     write_reason,
 )
+from engine.cell.rows import max_present, write_rows
 from engine.errors import FugueError, OutputError, failure_line
-from engine.results.rows import JobRow, failed_group_row, group_static
+from engine.results.rows import failed_group_row
 from engine.results.values import new_group_id
 
 
@@ -206,7 +206,7 @@ def _group_facts(spec: dict[str, Any], device: Any, in_workers: bool, host: dict
         facts.update(monitor.provenance())
         facts.update(monitor.group_columns(*window))
     facts["mps_present"] = group.get("mps_present", _mps_present())
-    facts["rss_peak_mb"] = _max([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
+    facts["rss_peak_mb"] = max_present([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
     return facts
 
 
@@ -275,24 +275,8 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
         if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
             monitor.stop()
     facts = _group_facts(spec, device, in_workers, host, monitor, ctx.group, (g0, g1))
-    return _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
+    return write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                        ctx.group, monitor)
-
-
-def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
-                         shared: bool) -> dict[str, Any]:
-    """The job's monitor columns; its samples slice (a file of its own) that cannot be
-    written (a full disk) leaves them empty with a warning naming the file, and the rows
-    still go on (they decide whether the cell's output was written)."""
-    try:
-        return monitor.job_columns(job_id, t0, t1, shared=shared)
-    except OSError as exc:
-
-        path = Path(spec["runs_dir"]) / "samples" / spec["group_id"] / f"{safe_name(job_id)}.csv"
-        with contextlib.suppress(OSError):
-            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-        say(f"warning: {path}: {exc.strerror or exc}; the job's monitor columns stay empty")
-        return {"energy_method": "none"}
 
 
 def _nvml_facts(uuid: str) -> dict[str, Any]:
@@ -322,133 +306,7 @@ def _own_peak_rss_mb() -> float | None:
         return None
 
 
-def _max(values) -> float | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
-
-
-def _sum(values) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None
-
-
 def _cpu_seconds() -> float:
     """User + system CPU seconds of this process and its waited-for children."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
-
-
-def load_warnings(t_group: float, cpu_s: float | None, threads: int,
-                  loads: tuple[float | None, float | None]) -> list[str]:
-    """Say when the host was not the quiet machine the numbers assume.
-
-    The cell's CPU share (``cpu_s / t_group``) is compared with the cores it could use
-    (``min(threads, cores)``): getting less than half of them means something else held the
-    CPU. The 1-minute load average (lagging, so only a hint) is compared with the cores.
-    """
-    cores = os.cpu_count() or 1
-    out = []
-    usable = min(threads, cores)
-    if cpu_s is not None and t_group > 1.0 and cpu_s / t_group < 0.5 * usable:
-        out.append(f"the cell used {cpu_s / t_group:.2f} of the {usable} cores it could use: "
-                   "other processes competed for the CPU, timings are not comparable")
-    peak = max((x for x in loads if x is not None), default=None)
-    if peak is not None and peak > cores + 0.5:
-        out.append(f"host load average {peak:.1f} on {cores} cores: the machine was busy")
-    return out
-
-
-def _write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
-                executor_group: dict[str, Any], monitor=None) -> str:
-    from engine.registry import EXECUTORS
-    from engine.results.store import append_group
-
-    cell = spec["cell"]
-    group = group_static(spec)
-    failed = [r for r in results if r.status != "ok"]
-    status = "failed" if failed else "ok"
-    error = (f"{len(failed)}/{len(results)} jobs failed; first: {failed[0].job.job_id}: "
-             f"{failed[0].error}") if failed else ""
-    total_samples = sum(r.samples for r in results)
-    amp_applied = any(r.amp_applied for r in results)
-    precision = "amp-fp16" if amp_applied else "fp32"
-    compiled = [r.compile_mode for r in results if r.compile_mode != "off"]
-    spec_exec = EXECUTORS.get(cell["executor"])
-    train_wall = (sum(r.train_time_s or 0.0 for r in results)
-                  if not spec_exec.concurrent else None)
-    group.update(facts)
-    measured = status == "ok"  # a failed group's throughput is not a measurement of anything
-    group.update(
-        status=status, error=error or None, T_group=t_group, total_samples=total_samples,
-        throughput_group=total_samples / t_group if t_group > 0 and measured else None,
-        setup_s=setup_s, data_load_s=data_load_s,
-        train_throughput_sps=(total_samples / train_wall) if train_wall and measured else None,
-        max_parallel=1 if not spec_exec.concurrent else None,
-        compile=bool(compiled), compile_mode=compiled[0] if compiled else "off",
-        amp=amp_applied, precision=precision, threads=spec["threads"],
-        param_count=sum(r.param_count or 0 for r in results) or None,
-        energy_method=facts.get("energy_method") or "none",
-        torch_peak_allocated_mb=_max(r.torch_peak_allocated_mb for r in results),
-        torch_peak_reserved_mb=_max(r.torch_peak_reserved_mb for r in results),
-        compile_warmup_s=_sum(r.compile_warmup_s for r in results))
-    # What the executor measured or decided (effective scheduler and features, max_parallel,
-    # MPS use, its plan) overrides the generic values above.
-    group.update(executor_group)
-    rows = []
-    for r in results:
-        job = r.job
-        rows.append(JobRow({
-            "group_id": group["group_id"], "job_id": job.job_id, "exp_id": job.exp_id,
-            "dataset": job.dataset, "model": job.model, "executor": cell["executor"],
-            "compile": r.compile_mode != "off", "num_workers": 0,
-            "total_time_s": r.total_time_s,
-            "total_samples": r.samples if r.samples or r.status == "ok" else None,
-            "throughput_sps": r.throughput_sps if r.status == "ok" else None,
-            "early_stopped": r.early_stopped, "stop_reason": r.stop_reason or None,
-            "worker_pid": r.worker_pid, "torch_peak_allocated_mb": r.torch_peak_allocated_mb,
-            "torch_peak_reserved_mb": r.torch_peak_reserved_mb,
-            "compile_warmup_s": r.compile_warmup_s,
-            "epochs_run": r.epochs_run, "gpu_name": facts.get("gpu_name"),
-            "final_train_loss": r.final_train_loss, "final_train_acc": r.final_train_acc,
-            "final_val_loss": r.final_val_loss, "final_val_acc": r.final_val_acc,
-            "seed": job.seed, "batch_size": job.batch_size, "epochs": job.epochs, "lr": job.lr,
-            "amp": r.amp_applied, "campaign_id": spec["campaign_id"], "cell_key": cell["key"],
-            "pass": cell["pass_index"], "attempt": spec["attempt"], "status": r.status,
-            "error": r.error or None, "train_time_s": r.train_time_s,
-            "train_throughput_sps": r.train_throughput_sps if r.status == "ok" else None,
-            "val_time_s": r.val_time_s,
-            "threads": spec["threads"], "compile_mode": r.compile_mode,
-            "amp_requested": job.amp, "param_count": r.param_count,
-            "precision": "amp-fp16" if r.amp_applied else "fp32", "energy_method": "none",
-            "gpu_metrics_method": None,
-            "host": group["host"], "samples_dropped": r.samples_dropped,
-            "split": r.val_source or None,
-        }))
-        if monitor is not None:
-            rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
-                                                 spec_exec.concurrent))
-    # Both files or neither: a job row never stays without its group row.
-    append_group(spec["runs_dir"], group, rows)
-    cpu_s = facts.get("cell_cpu_s")
-    if spec_exec.trains_in_workers:
-        # Workers outside this process's accounting (Ray's are not its children): the
-        # monitor's process-tree CPU says what the cell used, or nothing is claimed.
-        util = facts.get("cpu_util_mean")
-        cpu_s = util / 100.0 * t_group if util is not None else None
-    warnings = load_warnings(t_group, cpu_s, spec["threads"],
-                             (facts.get("host_load_start"), facts.get("host_load_end")))
-    summary = {"group_id": group["group_id"], "status": status, "error": error,
-               "T_group": t_group, "total_samples": total_samples,
-               "throughput_group": group["throughput_group"], "setup_s": setup_s,
-               "data_load_s": data_load_s, "warnings": warnings,
-               "jobs": [{"job_id": r.job.job_id, "status": r.status,
-                         "final_val_acc": r.final_val_acc, "history": r.history,
-                         "early_stopped": r.early_stopped, "stop_reason": r.stop_reason}
-                        for r in results]}
-    # The rows are written: an event lost now (a full disk) is only a warning (main says
-    # so), and the runner finds the rows (it never records a second one for the attempt).
-    with contextlib.suppress(OutputError):
-        events.emit("summary", **summary)
-        events.emit("done" if status == "ok" else "failed", group_written=True, error=error)
-    return status
-
