@@ -1,6 +1,6 @@
 """Build CSV rows for a cell: the static part (known before any training, torch-free, so
 the runner can record a cell that died without writing its own row). The measured part is
-filled inside the cell (``engine.cell.main``: the executor's results, its ``ctx.group``
+filled inside the cell (``engine.cell.rows``: the executor's results, its ``ctx.group``
 facts, the monitor's columns). A value not measured stays ``None`` → an empty cell.
 
 Rows are :class:`GroupRow` / :class:`JobRow`: dicts that check every key against the column
