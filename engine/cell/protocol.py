@@ -144,9 +144,13 @@ class CellRunSpec:
         Raises:
             ConfigError: another schema, a missing or an unknown key (one line naming it).
         """
-        if not isinstance(doc, dict) or doc.get("schema") != SPEC_SCHEMA:
-            got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-            raise ConfigError(f"{where}: cell spec schema {got!r}, expected {SPEC_SCHEMA}")
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{where}: a cell spec is a JSON object, got {type(doc).__name__}")
+        if "schema" not in doc:
+            raise ConfigError(f"{where}: missing key 'schema' in the cell spec (expected "
+                              f"{SPEC_SCHEMA})")
+        if doc["schema"] != SPEC_SCHEMA:
+            raise ConfigError(f"{where}: cell spec schema {doc['schema']!r}, expected {SPEC_SCHEMA}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(doc) - names)
         if unknown:
@@ -154,8 +158,13 @@ class CellRunSpec:
         required = ("campaign_id", "campaign_hash", "runs_dir", "events", "attempt", "seed",
                     "passes", "device", "cell")
         missing = [n for n in required if n not in doc]
-        if missing:
-            raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r} in the cell spec")
+        if missing:  # every one at once: a hand-written spec is fixed in one go
+            listed = ", ".join(repr(n) for n in missing)
+            raise ConfigError(f"{where}: missing key{'s' if len(missing) > 1 else ''} {listed} "
+                              "in the cell spec")
+        if not isinstance(doc["cell"], dict):
+            raise ConfigError(f"{where}: key 'cell' must be an object (the cell's matrix "
+                              f"point), got {type(doc['cell']).__name__}")
         return cls(**doc)
 
     @classmethod

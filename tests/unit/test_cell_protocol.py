@@ -58,6 +58,9 @@ def test_the_runner_builds_a_schema_1_spec_in_the_run_folder(runner, tmp_path):
     ({"surprise": 1}, "unknown key 'surprise'"),
     ({"events": None}, "missing key 'events'"),
     ({"seed": None}, "missing key 'seed'"),
+    ({"seed": None, "device": None}, "missing keys 'seed', 'device'"),
+    ({"schema": None}, "missing key 'schema'"),
+    ({"cell": ["not", "a", "table"]}, "key 'cell' must be an object"),
 ])
 def test_a_bad_spec_is_one_line_naming_the_key(runner, tmp_path, change, message):
     doc = runner.cell_spec(runner.cells[0], 1).to_dict()
