@@ -147,12 +147,14 @@ class Attempt:
     def _watchdog(self, proc) -> Watchdog:
         """The cell's watchdog: the campaign's settings, with the CPU its executor's runtime
         keeps busy when jobs hang added. Device utilisation comes from the cell's own
-        monitor samples (never a second NVML sampler on the device)."""
+        monitor samples (never a second NVML sampler on the device); a cell on a GPU whose
+        samples say nothing about it has an unknown device signal, not an idle one."""
         settings = self.runner.campaign.watchdog
         idle = EXECUTORS.get(self.cell.executor).idle_cpu_fraction
         if idle:
             settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
-        return Watchdog(settings, proc.pid, proc.pid)
+        on_gpu = str(self.spec.get("device_requested") or self.spec["device"]).startswith("cuda")
+        return Watchdog(settings, proc.pid, proc.pid, has_device=on_gpu)
 
     def _supervise(self, proc, tail: EventTail, watchdog: Watchdog
                    ) -> tuple[bool, str | None, str]:

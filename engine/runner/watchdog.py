@@ -8,11 +8,23 @@ runner calls :meth:`Watchdog.check`. A check *strikes* when, since the previous 
 2. the CPU time of the cell's whole process tree (the leader, its descendants, and anything
    left in its session) grew by less than ``cpu_fraction`` of one core
    (``cpu_fraction × interval_s`` CPU-seconds), and
-3. the device under test is idle (NVML utilisation below ``gpu_busy_pct``, as the cell's
-   monitor last sampled it), or there is no GPU or no recent sample.
+3. the device under test shows no work, by the best signal its monitor samples carry:
 
-After ``suspect_after`` consecutive strikes the cell is *suspect*; after ``hung_after`` it is
-*hung*. Any check without a strike resets the count. A cell that keeps a core busy without
+   - *utilisation* (NVML's, as the cell's monitor last sampled it, within two intervals):
+     idle below ``gpu_busy_pct``;
+   - *memory* when the device reports no utilisation (a MIG slice: NVML answers
+     NotSupported for it, while memory info works per instance): idle when the memory used
+     did not move between the previous check and this one (a blocked process holds its
+     memory still; a working one allocates and frees); a working cell whose memory stays
+     flat still keeps a strike from its CPU or its progress events;
+   - *unknown* when a cell on a GPU sends neither (no monitor, no sample yet, a device
+     that reports nothing): the device condition is dropped and the cell is hung only
+     after twice ``hung_after`` strikes, its reason saying "device signal unknown";
+   - a cell without a GPU has no device condition to meet.
+
+After ``suspect_after`` consecutive strikes the cell is *suspect*; after ``hung_after`` (twice
+that while the device signal is unknown) it is *hung*. Any check without a strike resets the
+count. A cell that keeps a core busy without
 reporting is therefore never declared hung (it may be computing a long epoch); a process
 stopped by a signal (state T, e.g. after reading the terminal) uses no CPU and is reported
 as stopped.
@@ -71,9 +83,16 @@ def tree_cpu_seconds(procs: list[psutil.Process]) -> tuple[float, list[str]]:
     return total, stopped
 
 
+#: The device signals a check can rest on (see the module docstring): NVML utilisation,
+#: memory used moving (a device without utilisation), nothing known, no device at all.
+UTILISATION, MEMORY, UNKNOWN, NO_DEVICE = "utilisation", "memory", "unknown", "none"
+
+
 @dataclass
 class Check:
-    """One watchdog verdict: ``state`` ok | suspect | hung, and what was seen."""
+    """One watchdog verdict: ``state`` ok | suspect | hung, and what was seen.
+    ``device_signal`` is one of :data:`UTILISATION`, :data:`MEMORY`, :data:`UNKNOWN`,
+    :data:`NO_DEVICE`; ``device_busy`` what it said (``None`` when unknown)."""
 
     state: str
     strikes: int
@@ -81,13 +100,22 @@ class Check:
     device_util_pct: float | None
     progressed: bool
     notes: list[str] = field(default_factory=list)
+    device_signal: str = UTILISATION
+    device_busy: bool | None = None
 
     def describe(self) -> str:
         parts = [f"{self.strikes} checks without progress"]
         if self.cpu_core_fraction is not None:
             parts.append(f"process tree at {self.cpu_core_fraction:.1%} of a core")
-        parts.append("device idle" if self.device_util_pct is None or self.device_util_pct == 0
-                     else f"device at {self.device_util_pct:.0f} %")
+        if self.device_signal == MEMORY:
+            parts.append("device memory changing" if self.device_busy
+                         else "device memory unchanged (utilisation not reported)")
+        elif self.device_signal == UNKNOWN:
+            parts.append("device signal unknown (neither utilisation nor memory reported: "
+                         "hung after twice hung_after checks)")
+        else:
+            parts.append("device idle" if self.device_util_pct is None or self.device_util_pct == 0
+                         else f"device at {self.device_util_pct:.0f} %")
         return ", ".join(parts + self.notes)
 
 
@@ -95,12 +123,20 @@ class Watchdog:
     """Watches one cell attempt (see the module docstring for the rule)."""
 
     def __init__(self, settings: WatchdogSettings, leader_pid: int, session_id: int,
-                 device_util=None, clock=time.monotonic):
+                 device_util=None, clock=time.monotonic, has_device: bool = False):
+        """``has_device``: the cell runs on a GPU (whose silence is then *unknown*, not
+        idle); ``device_util``: a callable returning the utilisation to use (tests)."""
         self.settings = settings
         self.leader_pid = leader_pid
         self.session_id = session_id
+        self.has_device = has_device
         self.device_util = device_util or self._latest_device_util
         self._device_util: tuple[float, float] | None = None
+        #: The last sampled memory used (MiB) and when; whether it moved, and how many
+        #: samples carried it, since the previous check.
+        self._device_mem: tuple[float, float] | None = None
+        self._mem_moved = False
+        self._mem_samples = 0
         self.clock = clock
         self.strikes = 0
         self._progressed = False
@@ -115,15 +151,41 @@ class Watchdog:
     def sample(self, event: dict[str, Any]) -> None:
         """Call for every monitor ``sample`` event of the cell: its device utilisation is
         the watchdog's device input (the monitor is the device's only sampler)."""
+        now = self.clock()
         util = event.get("gpu_util_pct")
-        self._device_util = (float(util), self.clock()) if util is not None else None
+        self._device_util = (float(util), now) if util is not None else None
+        mem = event.get("mem_used_mib")
+        if mem is None:
+            self._device_mem = None
+            return
+        mem = float(mem)
+        if self._device_mem is not None:
+            self._mem_moved |= mem != self._device_mem[0]
+            self._mem_samples += 1  # a sample that could show a move
+        self._device_mem = (mem, now)
+
+    def _recent(self, at: float) -> bool:
+        return self.clock() - at <= 2 * self.settings.interval_s
 
     def _latest_device_util(self) -> float | None:
         """The last sampled utilisation, if it is recent (two check intervals); else None."""
         if self._device_util is None:
             return None
         util, at = self._device_util
-        return util if self.clock() - at <= 2 * self.settings.interval_s else None
+        return util if self._recent(at) else None
+
+    def _device_activity(self) -> tuple[str, float | None, bool | None]:
+        """(signal, utilisation, busy) for this check; clears the memory record."""
+        moved, samples = self._mem_moved, self._mem_samples
+        self._mem_moved, self._mem_samples = False, 0
+        util = self.device_util()
+        if util is not None:
+            return UTILISATION, util, util >= self.settings.gpu_busy_pct
+        if not self.has_device:
+            return NO_DEVICE, None, False
+        if self._device_mem is not None and self._recent(self._device_mem[1]) and samples:
+            return MEMORY, None, moved
+        return UNKNOWN, None, None
 
     def due(self) -> bool:
         return self.clock() >= self.next_check
@@ -136,14 +198,16 @@ class Watchdog:
         fraction = None if self._last_cpu is None else max(cpu - self._last_cpu, 0.0) / elapsed
         self._last_cpu, self._last_time = cpu, now
         self.next_check = now + self.settings.interval_s
-        util = self.device_util()
+        device_signal, util, busy = self._device_activity()
         progressed, self._progressed = self._progressed, False
         cpu_idle = fraction is not None and fraction < self.settings.cpu_fraction
-        device_idle = util is None or util < self.settings.gpu_busy_pct
-        if not progressed and cpu_idle and device_idle:
+        if not progressed and cpu_idle and not busy:  # unknown (None): condition dropped
             self.strikes += 1
         else:
             self.strikes = 0
-        state = ("hung" if self.strikes >= self.settings.hung_after else
+        # Without a device signal only two conditions are left: ask twice the evidence.
+        hung_after = self.settings.hung_after * (2 if device_signal == UNKNOWN else 1)
+        state = ("hung" if self.strikes >= hung_after else
                  "suspect" if self.strikes >= self.settings.suspect_after else "ok")
-        return Check(state, self.strikes, fraction, util, progressed, notes)
+        return Check(state, self.strikes, fraction, util, progressed, notes, device_signal,
+                     busy)
