@@ -9,8 +9,9 @@ events lead to (active, ended, finished). ``docs/events.md`` is generated from i
 (:meth:`EventTable.markdown`). The builders (:func:`job_started`, :func:`job_progress`,
 :func:`job_done`) return an :class:`Event`, sent through any ``emit(type, **fields)``:
 ``job_done(result).send(ctx.emit)``. Progress events are flushed to the OS (readers see them
-within one write) without paying a disk sync on the training path. Readers tolerate a torn
-last line. Torch-free.
+within one write) without paying a disk sync on the training path. Every reader goes
+through :class:`EventTail`, which tolerates torn lines and a file cut or replaced under it.
+Torch-free.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import time
+import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -376,32 +379,119 @@ class EventWriter:
 
 
 class EventTail:
-    """Follow an events file as it grows, yielding whole lines only (a torn last line waits
-    for its newline)."""
+    """Follow an events file as it grows, yielding each whole event once. The one reader of
+    events files (the runner's watchdog, the front ends' follower, replay, report), tolerant
+    of what can happen to the file underneath:
+
+    - a torn last line waits for its newline;
+    - a line that is not JSON (a write cut short by a full disk or a crash, with the next
+      event appended to its fragment) yields the whole event it ends with, if any — events
+      start with ``{"v":`` (:data:`ENVELOPE` order) — and is skipped otherwise: reading
+      resynchronises at the next newline;
+    - a file cut shorter (``truncate``, a tool rewriting it) while its writers append — they
+      write in append mode, so right after the cut — or replaced by another file is read
+      again from the beginning, and only what is new is yielded: the lines before the first
+      one that differs from what was read (same offsets, same bytes) are skipped. Nothing is
+      yielded twice and nothing written after the cut is lost; a cut is noticed by the
+      file being shorter than what was read, another file, or no newline where the last line
+      read ended (so also when the file has grown past that point again).
+
+    ``offset`` is where to start reading (a line's start); a file cut before it is read from
+    its beginning. Memory: 8 bytes per line read (its length and a hash, to find a cut).
+    """
+
+    #: Where every event's JSON starts (what a torn line is searched for).
+    START = b'{"v":'
 
     def __init__(self, path: str | Path, offset: int = 0):
         self.path = Path(path)
-        self._offset = offset
-        self._partial = b""
+        self._start = self._offset = offset  # always a line's start
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file read
+        self._lengths = array("I")  # of the lines read since _start, in order
+        self._hashes = array("i")
 
     def read(self) -> Iterator[dict[str, Any]]:
         try:
             with open(self.path, "rb") as handle:
-                handle.seek(self._offset)
-                chunk = handle.read()
+                lines = self._new_lines(handle)
         except FileNotFoundError:
             return
-        self._offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
         for line in lines:
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line corrupted by a crash mid-write: skip, never stop reading
+            event = _decode(line)
+            if event is not None:
+                yield event
+
+    def _new_lines(self, handle) -> list[bytes]:
+        """The whole lines after the last one read; moves past them."""
+        stat = os.fstat(handle.fileno())
+        ident = (stat.st_dev, stat.st_ino)
+        if self._file is not None and (ident != self._file or self._cut(handle, stat.st_size)):
+            self._resync(handle, stat.st_size)
+        self._file = ident
+        handle.seek(self._offset)
+        data = handle.read()
+        end = data.rfind(b"\n") + 1  # an unfinished last line is read again next time
+        lines = data[:end].split(b"\n")[:-1]
+        self._offset += end
+        for line in lines:
+            self._remember(line)
+        return lines
+
+    def _cut(self, handle, size: int) -> bool:
+        """Whether the file no longer holds what was read: shorter, or no newline where
+        the last line read ended."""
+        if size < self._offset:
+            return True
+        if self._offset <= self._start:
+            return False
+        handle.seek(self._offset - 1)
+        return handle.read(1) != b"\n"
+
+    def _resync(self, handle, size: int) -> None:
+        """Continue at the first line that differs from what was read (see the class)."""
+        if size < self._start:
+            self._start = 0
+            del self._lengths[:], self._hashes[:]
+        handle.seek(self._start)
+        data = handle.read()
+        pos, same = 0, 0
+        for length, digest in zip(self._lengths, self._hashes, strict=True):
+            line = data[pos:pos + length]
+            if data[pos + length:pos + length + 1] != b"\n" or _hash(line) != digest:
+                break
+            pos += length + 1
+            same += 1
+        del self._lengths[same:], self._hashes[same:]
+        self._offset = self._start + pos
+
+    def _remember(self, line: bytes) -> None:
+        self._lengths.append(len(line))
+        self._hashes.append(_hash(line))
+
+
+def _hash(line: bytes) -> int:
+    return zlib.crc32(line) - 2**31  # fits a signed 32-bit array
+
+
+def _decode(line: bytes) -> dict[str, Any] | None:
+    """The event on ``line``: the line itself, else the whole event it ends with (a torn
+    write's fragment followed by the next event), else None (garbage, skipped)."""
+    if not line.strip():
+        return None
+    try:
+        event = json.loads(line)
+        return event if isinstance(event, dict) else None
+    except ValueError:  # JSON or UTF-8
+        pass
+    at = line.find(EventTail.START, 1)
+    while at != -1:
+        try:
+            event = json.loads(line[at:])
+        except ValueError:
+            at = line.find(EventTail.START, at + 1)
+            continue
+        return event if isinstance(event, dict) else None
+    return None
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
