@@ -8,7 +8,7 @@ The runner owns it (one at a time: ``runner.lock``); front ends and the next run
     control/                    command files (engine.runner.control)
     cells/<NNN-exp-executor-pP>-<key8>/attempt-<a>/
         spec.json, events.jsonl, cell.log, cell.pid (while it runs), cell.reason,
-        cleanup/ (engine.cleanup)
+        cleanup/ (engine.cleanup), stacks/ (stack dumps of a hung cell: engine.stacks)
 
 Names are part of the on-disk contract (old run folders must stay readable): change none.
 """
@@ -29,6 +29,7 @@ EVENTS = "events.jsonl"
 CELL_LOG = "cell.log"
 CELL_PID = "cell.pid"
 REASON = "cell.reason"
+STACKS = "stacks"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class AttemptFolder:
     @property
     def reason(self) -> Path:
         return self.path / REASON
+
+    @property
+    def stacks(self) -> Path:
+        return self.path / STACKS
 
 
 @dataclass(frozen=True)

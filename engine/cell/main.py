@@ -29,7 +29,6 @@ import contextlib
 import faulthandler
 import importlib
 import os
-import signal
 import sys
 import time
 import traceback
@@ -37,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine import stacks
 from engine.cell.output import CellEvents, say
 from engine.cell.protocol import (
     EXIT_OUTPUT,
@@ -52,9 +52,9 @@ from engine.results.values import new_group_id
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    # The runner's watchdog sends SIGUSR1 before killing a hung cell: every thread's stack
-    # goes to stderr, which is the cell's log.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # The runner's watchdog asks for a dump of every thread before killing a hung cell:
+    # into the attempt's stacks/ (engine.stacks), or stderr (the log) outside a runner.
+    faulthandler.register(stacks.DUMP_SIGNAL, file=stacks.stack_file("cell"), all_threads=True)
     if len(argv) != 1:
         print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
         return 2

@@ -92,8 +92,10 @@ class Sampler:
 
 def run_sidecar(args: argparse.Namespace) -> int:
     """The sidecar's loop (see the module docstring). Exit 0 after SIGTERM/SIGINT."""
+    from engine import stacks
     from engine.events import EventWriter
 
+    stacks.install("monitor")  # a hang in NVML shows in the hung cell's dumps
     # Signals are taken synchronously (sigtimedwait), never in the middle of a write, so a
     # samples line is always whole.
     stop_signals = {signal.SIGTERM, signal.SIGINT}

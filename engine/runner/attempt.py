@@ -228,8 +228,8 @@ class Attempt:
 
     def stop(self, proc, reason: str, dump: bool) -> str:
         """Stop a running attempt's whole session and record it as killed."""
-        if dump:
-            dump_stacks(proc.pid)
+        if dump:  # every Python process's stacks, named in the cell's log
+            _append_line(self.log_path, f"fugue-tui runner: {dump_stacks(self.dir, proc.pid)}")
         try:
             forced = stop_session(proc.pid, proc)
             if forced:
@@ -265,6 +265,11 @@ def _writing(path: Path):
         yield
     except OSError as exc:
         raise OutputError(f"{exc.filename or path}: {exc.strerror or exc}") from exc
+
+
+def _append_line(path: Path, line: str) -> None:
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def _unwritable(runs_dir: Path, code: int, log_path: Path) -> str:

@@ -22,8 +22,9 @@ from typing import Any
 
 import psutil
 
+from engine import stacks
 from engine.processes import die_with_parent, engine_env
-from engine.runfolder import AttemptFolder, RunFolder
+from engine.runfolder import STACKS, AttemptFolder, RunFolder
 from engine.runner.watchdog import session_processes
 
 #: Seconds between SIGTERM and SIGKILL when a cell's session is stopped.
@@ -46,7 +47,11 @@ def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -
 
 def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
     """Start ``python -m engine.cell SPEC`` in a new session and record its pid and session
-    in ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends)."""
+    in ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends). Its
+    processes register their stack dumps in the attempt's ``stacks/`` (:mod:`engine.stacks`)."""
+    folder = AttemptFolder(spec_path.parent)
+    folder.stacks.mkdir(exist_ok=True)
+    env = {**env, stacks.STACKS_ENV: str(folder.stacks)}
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "engine.cell", str(spec_path)], stdin=subprocess.DEVNULL,
@@ -55,12 +60,16 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subproce
     record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
               "host": socket.gethostname(), "started": time.time(),
               "create_time": _create_time(proc.pid)}
-    AttemptFolder(spec_path.parent).pid.write_text(json.dumps(record))
+    folder.pid.write_text(json.dumps(record))
     return proc
 
 
 def forget(attempt_dir: Path) -> None:
-    AttemptFolder(attempt_dir).pid.unlink(missing_ok=True)
+    """The attempt no longer runs: its pid record goes, and so do the stack files that no
+    dump was written into."""
+    folder = AttemptFolder(attempt_dir)
+    folder.pid.unlink(missing_ok=True)
+    stacks.prune(folder.stacks)
 
 
 def _create_time(pid: int) -> float | None:
@@ -122,14 +131,60 @@ def _signal(proc: psutil.Process, sig: int) -> None:
         pass
 
 
-def dump_stacks(pid: int, wait: float = 1.0) -> None:
-    """Ask a cell for a faulthandler stack dump of all its threads (SIGUSR1, registered by
-    ``engine.cell.main``), written to its log; wait briefly for it to land."""
+def dump_stacks(attempt_dir: Path, session_id: int, wait: float = 1.0) -> str:
+    """Ask every Python process of a cell for a stack dump of all its threads: each one
+    that registered in the attempt's ``stacks/`` (:mod:`engine.stacks`: the cell, its
+    monitor, mp workers, Ray workers) and is still the process that registered (its start
+    time matches: never a reused pid) gets :data:`~engine.stacks.DUMP_SIGNAL` and writes its
+    file; wait up to ``wait`` s for them all. Python processes of the cell's session with
+    no handler are not signalled (the signal would kill them) but named.
+
+    Returns one line for the cell's log (beside which ``stacks/`` is): the files written,
+    the processes that did not answer (stopped, or in uninterruptible sleep) and those
+    without a handler."""
+    folder = AttemptFolder(attempt_dir).stacks
+    asked, registered = [], set()
+    for reg in stacks.registered(folder):
+        registered.add(reg.pid)
+        try:
+            proc = psutil.Process(reg.pid)
+            if reg.started is not None and abs(proc.create_time() - reg.started) > 0.05:
+                continue  # the pid was reused: not ours to signal
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            os.kill(reg.pid, stacks.DUMP_SIGNAL)
+        except (psutil.Error, ProcessLookupError):
+            continue
+        asked.append(reg)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and not all(reg.dumped for reg in asked):
+        time.sleep(0.05)
+    time.sleep(0.05)  # a dump being written when the last file grew
+    written = [f"{STACKS}/{reg.path.name}" for reg in asked if reg.dumped]
+    silent = [f"{reg.role} pid {reg.pid}" for reg in asked if not reg.dumped]
+    unhandled = [f"pid {proc.pid} ({_command(proc)})"
+                 for proc in session_processes(session_id, session_id)
+                 if proc.pid not in registered and _runs_python(proc)]
+    parts = [f"stack dumps (beside this log): {', '.join(written) or 'none'}"]
+    if silent:
+        parts.append(f"no answer from {', '.join(silent)}")
+    if unhandled:
+        parts.append(f"Python processes without a dump handler: {', '.join(unhandled)}")
+    return "; ".join(parts)
+
+
+def _runs_python(proc: psutil.Process) -> bool:
     try:
-        os.kill(pid, signal.SIGUSR1)
-    except ProcessLookupError:
-        return
-    time.sleep(wait)
+        return os.path.basename(proc.exe()).startswith("python")
+    except psutil.Error:
+        return False
+
+
+def _command(proc: psutil.Process) -> str:
+    try:
+        return " ".join(" ".join(proc.cmdline()).split())[:120] or proc.name()
+    except psutil.Error:
+        return "?"
 
 
 def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:

@@ -196,6 +196,11 @@ action = "kill"
     assert cleanup and "Ray process" in " ".join(cleanup[0]["messages"])
     assert _ours_alive([tag], [temp_dir]) == []
     assert not Path(temp_dir).exists()
+    # the actor's own stacks, where the job blocks, beside the cell's (engine.stacks)
+    stacks = next(cell_dir.glob("*/attempt-1/stacks"))
+    actor = [p.read_text() for p in stacks.glob("ray-worker-*.txt")]
+    assert len(actor) == 1 and "in forward" in actor[0] and "in train" in actor[0]
+    assert list(stacks.glob("cell-*.txt"))
 
 
 UNSCHEDULABLE = r"""

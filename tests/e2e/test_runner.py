@@ -60,9 +60,11 @@ def test_hung_cell_is_killed_busy_cell_is_not(tmp_path):
     # the busy cell computed for 6 s without an event, 12 checks: never even suspect twice
     busy_key = groups[1]["cell_key"]
     assert not [e for e in _runner_events(tmp_path) if e["type"] == "hung" and e["cell"] == busy_key]
-    # the stack dump asked for before the kill is in the hung cell's log
-    log = next((tmp_path / "runs" / "rt" / "cells").glob("*X_block*/attempt-1/cell.log"))
-    assert "most recent call first" in log.read_text() and "in forward" in log.read_text()
+    # the stack dump asked for before the kill is in the attempt's stacks/, named in its log
+    attempt = next((tmp_path / "runs" / "rt" / "cells").glob("*X_block*/attempt-1"))
+    dump = next((attempt / "stacks").glob("cell-*.txt")).read_text()
+    assert "most recent call first" in dump and "in forward" in dump
+    assert "stacks/cell-" in (attempt / "cell.log").read_text()
 
 
 def test_grandchild_holding_output_dies_with_the_cell(tmp_path):

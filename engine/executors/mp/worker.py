@@ -41,10 +41,12 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     """
     t0 = time.perf_counter()
     os.environ.update(env)
+    from engine import stacks
     from engine.errors import failure_line
     from engine.processes import die_with_parent
 
     die_with_parent(parent_pid)()
+    stacks.install("mp-worker")  # first: a hang in set-up is dumped too
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the cell decides when its workers stop
     try:

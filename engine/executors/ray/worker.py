@@ -28,13 +28,15 @@ _PREPARED: dict[str, Any] = {}
 
 
 def prepare(threads: int) -> dict[str, Any]:
-    """Set up this worker process once, as the cell sets up itself: torch threads, backend
-    flags, ``torch._dynamo`` pre-imported (``torch.optim`` imports it on first use, ~2 s),
+    """Set up this worker process once, as the cell sets up itself: its stack dump handler
+    (:mod:`engine.stacks`), torch threads, backend flags, ``torch._dynamo`` pre-imported (``torch.optim`` imports it on first use, ~2 s),
     plugins. Returns ``{"pid", "threads"}``."""
     if not _PREPARED:
+        from engine import stacks
         from engine.plugins import load_plugins
         from engine.train.backend import apply_backend_flags
 
+        stacks.install("ray-worker")  # the runner's watchdog can ask this process for stacks
         torch.set_num_threads(threads)
         apply_backend_flags()
         torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
