@@ -257,9 +257,13 @@ def main(argv: list[str] | None = None) -> int:
 
             return run(args)
         if args.command == "report":
+            from engine.define.paths import user_path
             from fugue_tui.report import run_report
 
-            return run_report(args.report_dir or args.runs_dir or "runs",
+            # RUNS_DIR, else --runs-dir, else runs; "" is refused, "~" expanded (one rule)
+            given, what = ((args.report_dir, "argument RUNS_DIR") if args.report_dir is not None
+                           else (args.runs_dir, "argument --runs-dir"))
+            return run_report(user_path(given, what) if given is not None else "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width, export_dir=args.export,
                               formats=args.format)
