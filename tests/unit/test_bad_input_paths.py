@@ -14,8 +14,12 @@ from __future__ import annotations
 import pytest
 
 from tests.unit import test_bad_input_matrix as matrix
-from tests.unit.test_bad_input_matrix import Case, _case_id
+from tests.unit.test_bad_input_matrix import DIR, Case, _case_id
 
+HARNESS = matrix.REPO / "tests" / "fixtures" / "fugue-harness-cpu"
+#: A runs folder with the fugue harness's rows (so that ``report`` has something to export).
+_RUNS = {f"runs/{name}": (HARNESS / name).read_text()
+         for name in ("master_groups.csv", "master_individual.csv")}
 #: One tiny experiment, so that a row that wrongly passes validation trains for a second.
 _TINY = ('[experiments.T]\ntype = "ensemble"\nmodel = "mlp"\ndataset = "wine"\nk = 1\n'
          'batch_size = 8\nepochs = 1\nlr = 0.01\n')
@@ -93,6 +97,18 @@ CASES: list[Case | object] = [
     Case("run-dry-run-runs-dir-is-a-file", {"afile": "a regular file\n"},
          ("run", "--exp", "D_ens", "--runs-dir", "afile", "--dry-run"),
          ("afile", "not a directory")),
+    # ------------------------------------------------------------------ report --export
+    Case("report-export-to-a-regular-file", {**_RUNS, "afile": "keep me\n"},
+         ("report", "runs", "--export", "afile"),
+         ("--export", "'afile'", "not a folder")),
+    Case("report-export-under-a-regular-file", {**_RUNS, "afile": "keep me\n"},
+         ("report", "runs", "--export", "afile/figs"),
+         ("--export", "'afile/figs'", "regular file 'afile'")),
+    Case("report-export-would-overwrite", {**_RUNS, "figs": DIR, "figs/results.tex": "mine\n"},
+         ("report", "runs", "--export", "figs", "--format", "tex"),
+         ("--export 'figs' already holds results.tex", "--overwrite")),
+    Case("report-export-empty", _RUNS, ("report", "runs", "--export", ""),
+         ("--export", "empty")),
 ]
 
 

@@ -16,13 +16,14 @@ import pytest
 
 import fugue_tui.batch
 from engine.define.campaign import load_campaign
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FugueError
 from engine.results.preflight import preflight
 from engine.runfolder import RunFolder
 from engine.runner.supervisor import Runner
 from tests.unit.test_bad_input_matrix import _env
 
 REPO = Path(__file__).resolve().parents[2]
+HARNESS = REPO / "tests" / "fixtures" / "fugue-harness-cpu"
 
 
 @pytest.fixture
@@ -166,3 +167,32 @@ def test_an_empty_name_is_refused_but_a_missing_one_is_the_file_name(tmp_path):
     (tmp_path / "c.toml").write_text('name = ""\nexperiments = "D_ens"\n')
     with pytest.raises(ConfigError, match=r"c\.toml: key 'name' is empty"):
         load_campaign(tmp_path / "c.toml")
+
+
+# --------------------------------------------------------------------------- report --export
+
+def test_export_replaces_an_earlier_export_only_when_asked(tmp_path):
+    from fugue_tui.report import run_report
+
+    out = tmp_path / "figs"
+    assert run_report(HARNESS, width=100, export_dir=out, formats="svg,tex") == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    # an earlier export's figure that this data cannot draw (energy: a CPU run), and a
+    # results.tex that is a link to a file of the user's
+    (out / "energy.svg").write_text("<svg>old</svg>")
+    mine = tmp_path / "mine.tex"
+    mine.write_text("my own table\n")
+    (out / "results.tex").unlink()
+    (out / "results.tex").symlink_to(mine)
+    with pytest.raises(FugueError, match=r"^--export '.*figs' already holds speedup\.svg, "
+                       r"wall_clock\.svg, .* and \d+ more .*--overwrite to replace them$"):
+        run_report(HARNESS, width=100, export_dir=out, formats="svg,tex")
+    assert (out / "energy.svg").read_text() == "<svg>old</svg>"
+
+    assert run_report(HARNESS, width=100, export_dir=out, formats="svg,tex",
+                      overwrite=True) == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first  # stale energy.svg gone
+    assert mine.read_text() == "my own table\n"  # the link was replaced, not written through
+    assert not (out / "results.tex").is_symlink()
+    with pytest.raises(FugueError, match="--overwrite only applies with --export"):
+        run_report(HARNESS, width=100, overwrite=True)
