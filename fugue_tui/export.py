@@ -169,13 +169,15 @@ def skipped_figures(results) -> list[tuple[str, str]]:
     return out
 
 
-def planned_files(results, formats: Iterable[str]) -> list[str]:
-    """Every file name an export of ``results`` in ``formats`` owns: each figure's (drawn
-    or skipped: a skipped figure's file from an earlier export would sit beside the new
-    ones, out of step with them) and ``results.tex``."""
+def planned_files(formats: Iterable[str]) -> list[str]:
+    """Every file name an export in ``formats`` owns: each figure's
+    (:data:`fugue_tui.figures.FIGURE_KEYS`, drawn or skipped: a skipped figure's file from
+    an earlier export would sit beside the new ones, out of step with them) and
+    ``results.tex``. Known before any result is read, so a bad target fails fast."""
+    from fugue_tui.figures import FIGURE_KEYS
+
     formats = list(formats)
-    names = [f"{figure.key}.{fmt}" for figure in results.figures for fmt in ("png", "svg")
-             if fmt in formats]
+    names = [f"{key}.{fmt}" for key in FIGURE_KEYS for fmt in ("png", "svg") if fmt in formats]
     return names + (["results.tex"] if "tex" in formats else [])
 
 

@@ -170,6 +170,28 @@ def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None
     return runs
 
 
+def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
+                 overwrite: bool = False, what: str = "export folder",
+                 ) -> tuple[list[str], Path, list[Path]]:
+    """The formats (a list or ``"png,svg"``), the export folder and the files in it an
+    export would replace, checked writing nothing (:func:`fugue_tui.export.export_folder`).
+
+    Raises:
+        FugueError: an unknown format, or a folder :func:`~fugue_tui.export.export_folder`
+            refuses.
+    """
+    from fugue_tui.export import FORMATS, export_folder, planned_files
+
+    chosen = [f.strip() for f in formats.split(",")] if isinstance(formats, str) \
+        else list(formats)
+    bad = [f for f in chosen if f not in FORMATS]
+    if bad or not chosen:
+        raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
+                         "(comma-separated)")
+    out, present = export_folder(out_dir, planned_files(chosen), overwrite, what)
+    return chosen, out, present
+
+
 def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    by_campaign: bool = False,
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
@@ -180,7 +202,7 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
 
     Nothing is written unless ``out_dir`` is (or can become) a folder that holds none of
-    the files this export owns (:func:`fugue_tui.export.planned_files`); with
+    the files an export owns (:func:`check_export`); with
     ``overwrite`` they are replaced, and a skipped figure's file left by an earlier export
     is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
     The dashboard's Results screen calls this too.
@@ -189,23 +211,11 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
         FugueError: an unknown format, a target that is not a folder, files already there
             (without ``overwrite``), or a write that failed (naming the file).
     """
-    from fugue_tui.export import (
-        FORMATS,
-        export,
-        export_folder,
-        planned_files,
-        skipped_figures,
-    )
+    from fugue_tui.export import export, skipped_figures
     from fugue_tui.figures import build
 
-    chosen = [f.strip() for f in formats.split(",")] if isinstance(formats, str) \
-        else list(formats)
-    bad = [f for f in chosen if f not in FORMATS]
-    if bad or not chosen:
-        raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
-                         "(comma-separated)")
+    chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign)
-    out, present = export_folder(out_dir, planned_files(results, chosen), overwrite, what)
     try:
         for path in present:  # replaced by new files, never written through a link
             path.unlink()
@@ -291,7 +301,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
     console = Console(width=width) if width else Console()
     skipped: list[tuple[str, str]] = []
     if export_dir is not None:
-        # checks the formats and the folder before anything is printed or written
+        # the formats and the folder first, before any result is read, printed or written
+        check_export(export_dir, formats, overwrite, "--export")
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
                        by_campaign, skipped, overwrite=overwrite, what="--export")
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,

@@ -64,8 +64,11 @@ def test_the_campaign_expands_runs_dir_once_and_every_user_gets_that_path(home, 
     assert check_runs_path(campaign.runs_dir) == home / "x"  # the dry run: writes nothing
     assert not (home / "x").exists()
     assert preflight(campaign.runs_dir) == home / "x" and (home / "x").is_dir()
-    # a command-line value takes the same road
+    # a command-line value takes the same road, and so does an experiments file's path
     assert load_campaign("c.toml", {"runs_dir": "~/y"}).runs_dir == home / "y"
+    (home / "mine.toml").write_text('[experiments.D_ens]\nepochs = 1\n')
+    Path("c.toml").write_text('experiments = "D_ens"\nexperiments_file = "~/mine.toml"\n')
+    assert load_campaign("c.toml").catalogue.sources[-1] == home / "mine.toml"
     assert sorted(p.name for p in Path.cwd().iterdir()) == ["c.toml"]  # no literal ./~/x
 
 
