@@ -99,6 +99,10 @@ def test_fugue_tui_run_writes_its_campaign_under_the_expanded_folder(home, monke
     assert campaign_file.parent == home / "x" / ".adhoc"
     assert tomllib.loads(campaign_file.read_text())["runs_dir"] == str(home / "x")
     assert not Path("~").exists()
+    # nothing to expand: the text as typed, so the generated name (a hash of it) is the
+    # one earlier versions gave, and --resume finds the folder
+    run(build_parser().parse_args(["run", "--exp", "D_ens", "--runs-dir", "./r/"]))
+    assert tomllib.loads(started[-1].read_text())["runs_dir"] == "./r/"
 
 
 # --------------------------------------------------------------------------- names
