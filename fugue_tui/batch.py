@@ -33,7 +33,7 @@ from engine.events import is_runner_event
 from engine.observe.follow import CampaignFollower
 from engine.processes import die_with_parent, engine_env
 from engine.results.columns import GROUPS_FILE
-from engine.results.preflight import preflight
+from engine.results.preflight import check_runs_path, preflight
 from engine.results.read import read_rows
 from engine.runner.cli import runner_argv
 from engine.runner.supervisor import Runner
@@ -234,7 +234,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     console = Console()
     for warning in campaign.warnings:
         print(f"fugue-tui: warning: {path}: {warning}", file=sys.stderr)
-    if dry:
+    if dry:  # the real run's checks of the runs folder, writing nothing: exit 2 as it would
+        check_runs_path(runner.runs_dir)
         return dry_run(runner, console, path, shown)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.folder.runner_log))

@@ -149,6 +149,9 @@ def _add_report(sub) -> None:
                         help="layout width in columns (default: the terminal's)")
     report.add_argument("--export", metavar="DIR",
                         help="also write the figures (PNG, SVG) and a LaTeX table there")
+    report.add_argument("--overwrite", action="store_true",
+                        help="with --export: replace the files an earlier export left in DIR "
+                             "(without it, an export that would replace a file is refused)")
     report.add_argument("--format", metavar="LIST", default="png,svg,tex",
                         help="what --export writes: comma-separated png, svg, tex "
                              "(default: all three)")
@@ -257,12 +260,16 @@ def main(argv: list[str] | None = None) -> int:
 
             return run(args)
         if args.command == "report":
+            from engine.define.paths import user_path
             from fugue_tui.report import run_report
 
-            return run_report(args.report_dir or args.runs_dir or "runs",
+            # RUNS_DIR, else --runs-dir, else runs; "" is refused, "~" expanded (one rule)
+            given, what = ((args.report_dir, "argument RUNS_DIR") if args.report_dir is not None
+                           else (args.runs_dir, "argument --runs-dir"))
+            return run_report(user_path(given, what) if given is not None else "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width, export_dir=args.export,
-                              formats=args.format)
+                              formats=args.format, overwrite=args.overwrite)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":

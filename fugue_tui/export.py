@@ -14,6 +14,7 @@ written as an empty chart; :func:`skipped_figures` says which and why.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -166,6 +167,50 @@ def skipped_figures(results) -> list[tuple[str, str]]:
         elif not figure.drawn:
             out.append((figure.key, _ALL_MISSING.get(figure.key, _NOTHING_MEASURED)))
     return out
+
+
+def planned_files(formats: Iterable[str]) -> list[str]:
+    """Every file name an export in ``formats`` owns: each figure's
+    (:data:`fugue_tui.figures.FIGURE_KEYS`, drawn or skipped: a skipped figure's file from
+    an earlier export would sit beside the new ones, out of step with them) and
+    ``results.tex``. Known before any result is read, so a bad target fails fast."""
+    from fugue_tui.figures import FIGURE_KEYS
+
+    formats = list(formats)
+    names = [f"{key}.{fmt}" for key in FIGURE_KEYS for fmt in ("png", "svg") if fmt in formats]
+    return names + (["results.tex"] if "tex" in formats else [])
+
+
+def export_folder(out_dir: str | Path, names: list[str], overwrite: bool = False,
+                  what: str = "export folder") -> tuple[Path, list[Path]]:
+    """Check, writing nothing, that an export may write ``names`` under ``out_dir``: the
+    folder is a folder or can become one, and none of the files is there already unless
+    ``overwrite``. Returns the folder (a leading ``~`` expanded) and the files already
+    there (to be replaced). ``what`` names the value in errors (``--export``).
+
+    Raises:
+        FugueError: empty text, a regular file (or anything but a folder) at the path or
+            on the way to it, or (without ``overwrite``) files an export would replace.
+    """
+    from engine.define.paths import user_path
+    from engine.errors import FugueError
+    from engine.results.paths import blocking_file
+
+    out = user_path(out_dir, what)
+    shown = f"{what} '{out_dir}'"
+    if os.path.lexists(out) and not out.is_dir():
+        raise FugueError(f"{shown} is a regular file, not a folder: give a folder (created "
+                         f"if absent)" if out.is_file() else f"{shown} is not a folder")
+    blocker = blocking_file(out)
+    if blocker is not None:
+        raise FugueError(f"{shown} is under a regular file '{blocker}': give a folder")
+    present = [out / name for name in names if os.path.lexists(out / name)]
+    if present and not overwrite:
+        listed = ", ".join(p.name for p in present[:3])
+        more = f" and {len(present) - 3} more" if len(present) > 3 else ""
+        raise FugueError(f"{shown} already holds {listed}{more} (an earlier export?): give "
+                         f"another folder, or add --overwrite to replace them")
+    return out, present
 
 
 def export(results, out_dir: str | Path, formats: Iterable[str] = FORMATS) -> list[Path]:

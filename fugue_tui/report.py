@@ -170,16 +170,17 @@ def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None
     return runs
 
 
-def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
-                   by_campaign: bool = False,
-                   skipped: list[tuple[str, str]] | None = None) -> list[Path]:
-    """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
-    same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
-    A figure with nothing measured is not written: ``skipped``, when given, receives
-    ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
-    The dashboard's Results screen calls this too."""
-    from fugue_tui.export import FORMATS, export, skipped_figures
-    from fugue_tui.figures import build
+def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
+                 overwrite: bool = False, what: str = "export folder",
+                 ) -> tuple[list[str], Path, list[Path]]:
+    """The formats (a list or ``"png,svg"``), the export folder and the files in it an
+    export would replace, checked writing nothing (:func:`fugue_tui.export.export_folder`).
+
+    Raises:
+        FugueError: an unknown format, or a folder :func:`~fugue_tui.export.export_folder`
+            refuses.
+    """
+    from fugue_tui.export import FORMATS, export_folder, planned_files
 
     chosen = [f.strip() for f in formats.split(",")] if isinstance(formats, str) \
         else list(formats)
@@ -187,12 +188,49 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     if bad or not chosen:
         raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
                          "(comma-separated)")
+    out, present = export_folder(out_dir, planned_files(chosen), overwrite, what)
+    return chosen, out, present
+
+
+def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
+                   by_campaign: bool = False,
+                   skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
+                   what: str = "export folder") -> list[Path]:
+    """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
+    same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
+    A figure with nothing measured is not written: ``skipped``, when given, receives
+    ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
+
+    Nothing is written unless ``out_dir`` is (or can become) a folder that holds none of
+    the files an export owns (:func:`check_export`); with
+    ``overwrite`` they are replaced, and a skipped figure's file left by an earlier export
+    is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
+    The dashboard's Results screen calls this too.
+
+    Raises:
+        FugueError: an unknown format, a target that is not a folder, files already there
+            (without ``overwrite``), or a write that failed (naming the file).
+    """
+    from fugue_tui.export import export, skipped_figures
+    from fugue_tui.figures import build
+
+    chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign)
-    written = export(results, out_dir, chosen)
-    images = [f for f in ("png", "svg") if f in chosen]
+    try:
+        for path in present:  # replaced by new files, never written through a link
+            path.unlink()
+        written = export(results, out, chosen)
+    except OSError as exc:
+        raise FugueError(f"{what} '{out_dir}': cannot write "
+                         f"{exc.filename or out}: {exc.strerror or exc}") from None
+    images = [f for f in chosen if f in ("png", "svg")]
     if skipped is not None and images:
-        skipped.extend((", ".join(f"{key}.{f}" for f in images), why)
-                       for key, why in skipped_figures(results))
+        removed = {p.name for p in present} - {p.name for p in written}
+        for key, why in skipped_figures(results):
+            names = [f"{key}.{f}" for f in images]
+            gone = [n for n in names if n in removed]
+            note = f" (an earlier export's {', '.join(gone)} removed)" if gone else ""
+            skipped.append((", ".join(names), why + note))
     return written
 
 
@@ -250,18 +288,23 @@ def _notes(table) -> list[str]:
 def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                by_campaign: bool = False, width: int | None = None,
                export_dir: str | os.PathLike[str] | None = None,
-               formats: str = "png,svg,tex") -> int:
+               formats: str = "png,svg,tex", overwrite: bool = False) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
-    and the LaTeX table there (:func:`export_results`)."""
+    and the LaTeX table there (:func:`export_results`; files already there are replaced
+    only with ``overwrite``)."""
+    if overwrite and export_dir is None:
+        raise FugueError("--overwrite only applies with --export DIR")
     if width is not None and width < 40:
         raise FugueError(f"--width {width}: at least 40 columns")
     console = Console(width=width) if width else Console()
     skipped: list[tuple[str, str]] = []
     if export_dir is not None:
-        export_results(select_runs(Path(runs_dir), campaign_id), Path(export_dir), formats,
-                       by_campaign, skipped)  # checks the formats before anything is printed
+        # the formats and the folder first, before any result is read, printed or written
+        check_export(export_dir, formats, overwrite, "--export")
+        export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
+                       by_campaign, skipped, overwrite=overwrite, what="--export")
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign)
     if export_dir is not None:

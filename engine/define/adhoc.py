@@ -18,19 +18,18 @@ model or dataset is paired with every entry of the other list.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from engine.define import tomlfile
 from engine.define.catalogue import user_catalogue_path
+from engine.define.paths import NAME_RULE, is_safe_name
 from engine.errors import ConfigError
 
 #: Hyperparameters an ad-hoc experiment gets when the command line gives none (the search
 #: space may still sweep them).
 ADHOC_DEFAULTS: dict[str, Any] = {"k": 5, "batch_size": 64, "epochs": 10, "lr": 0.001}
 DEFAULT_NAME = "adhoc"
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def parse_value(text: str) -> int | float | bool | str:
@@ -135,14 +134,16 @@ def adhoc_table(*, models: list[str], datasets: list[str], type: str | None = No
 
 
 def check_name(name: str, taken: list[str]) -> None:
-    """An ad-hoc id is a file- and CSV-safe name that no catalogue experiment uses.
+    """An ad-hoc id is a safe name (:data:`engine.define.paths.NAME_RULE`, as every
+    experiment id) that no catalogue experiment uses.
 
     Raises:
         ConfigError: bad characters, or an id the catalogue (or the user's file) holds: an
             experiments file with that id would override the catalogue's experiment key by key.
     """
-    if not _NAME.fullmatch(name):
-        raise ConfigError(f"--name may hold letters, digits, '.', '_' and '-' only, got {name!r}")
+    if not is_safe_name(name):  # the rule of every experiment id: it names cell folders
+        raise ConfigError(f"--name must be {NAME_RULE} (it names the cells' folders), "
+                          f"got {name!r}")
     if name in taken:
         raise ConfigError(f"--name '{name}' is a catalogue experiment; pick another name for an "
                           f"ad-hoc one (or run it with --exp {name})")

@@ -2,12 +2,12 @@
 
 ::
 
-    name = "quick"                      # run folder runs/<name>/
+    name = "quick"                      # run folder runs/<name>/ (engine.define.paths)
     experiments = "D_ens,D_cv"          # the harness's selection syntax, or a list
     executors = ["seq"]
     passes = 1                          # repeats of the whole matrix
     seed = 42                           # job i gets seed + i
-    runs_dir = "runs"                   # relative to the working directory
+    runs_dir = "runs"                   # relative to the working directory; ~ expanded
     device = "auto"                     # auto | cpu | cuda | cuda:N
     compile = "off"                     # off | on | both
     compile_mode = "default"            # torch.compile mode when compile is on
@@ -42,6 +42,7 @@ from typing import Any
 from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.executor_options import check_table
+from engine.define.paths import check_campaign_name, user_path
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
 from engine.errors import ConfigError, known, nearest
@@ -128,7 +129,13 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         return f"argument --{key.replace('_', '-')}" if key in given else where
 
     tomlfile.check_keys(doc, _KEYS, where)
+    # Where results go, expanded once, here: the pre-flight check, the dry run, the runner
+    # and the cells all use this path (engine.define.paths).
+    runs_dir = user_path(doc.get("runs_dir", "runs"), at("runs_dir") if "runs_dir" in given
+                         else f"{where}: key 'runs_dir'")
     user_file = doc.get("experiments_file")
+    if user_file:
+        user_file = str(user_path(user_file, at("experiments_file")))
     # The file's value is relative to the campaign file; a command-line value to the
     # working directory (where the shell, and the argument check, resolved it).
     if (user_file and base_dir is not None and "experiments_file" not in given
@@ -196,14 +203,11 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     if not (math.isfinite(interval) and 0.05 <= interval <= 60):
         raise ConfigError(f"{where}: key 'monitor_interval_s' must be between 0.05 and 60 "
                           f"seconds, got {doc.get('monitor_interval_s')!r}")
-    name = doc.get("name") or (source.stem if source else "campaign")
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        raise ConfigError(f"{where}: key 'name' may hold letters, digits, '.', '_' and '-' only, "
-                          f"got {name!r}")
+    name = check_campaign_name(doc.get("name"), where, source.stem if source else None)
     return Campaign(
         name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
         passes=doc.get("passes", 1), seed=doc.get("seed", 42),
-        runs_dir=Path(doc.get("runs_dir", "runs")), device=device, compile=compile_choice,
+        runs_dir=runs_dir, device=device, compile=compile_choice,
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
         options=options, source=source,

@@ -22,6 +22,7 @@ from engine.define.experiment import (  # noqa: F401
     Experiment,
     check_counts,
 )
+from engine.define.paths import check_experiment_id
 from engine.define.workloads import WORKLOADS
 from engine.errors import ConfigError, known, nearest
 
@@ -131,6 +132,7 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
     tomlfile.check_keys(doc, {"experiments": (dict,)}, str(path))
     tables = doc.get("experiments", {})
     for exp_id, table in tables.items():
+        check_experiment_id(exp_id, str(path))  # it names cell folders: one safe component
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: experiments.{exp_id} must be a table")
     return tables

@@ -50,7 +50,7 @@ def check_target(path: str | os.PathLike[str]) -> Path:
     return Path(real)
 
 
-def _blocking_file(path: Path) -> Path | None:
+def blocking_file(path: Path) -> Path | None:
     """The first component of ``path`` (from the root down) that exists and is no directory."""
     for part in [*reversed(path.parents), path]:
         if os.path.lexists(part) and not os.path.isdir(part):
@@ -62,7 +62,7 @@ def make_dirs(directory: Path, shown: str | os.PathLike[str]) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        blocker = _blocking_file(Path(directory))
+        blocker = blocking_file(Path(directory))
         if blocker is None:
             raise OutputError(f"runs path '{shown}' cannot be created "
                               f"(a component is not a directory)") from None

@@ -5,30 +5,28 @@ Torch-free.
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from pathlib import Path
 
 from engine.errors import OutputError
 from engine.results.columns import RESULT_FILES
-from engine.results.paths import check_target, make_dirs
+from engine.results.paths import blocking_file, check_target, make_dirs
 from engine.results.store import write_all
 
 
 def preflight(runs_dir: str | os.PathLike[str]) -> Path:
     """Check that results can be written under ``runs_dir`` before any cell runs.
 
-    Resolves and creates the folder, checks that it is a directory, that each results file
-    is absent or a regular file that opens for appending, and writes, fsyncs and removes a
-    small probe file. Returns the resolved folder. Raises :class:`OutputError` (one line)
+    ``runs_dir`` is used as given: a ``~`` was expanded where the user's text was read
+    (:func:`engine.define.paths.user_path`), once, so that every user of the path agrees.
+    Runs the checks of :func:`check_runs_path` (but trusts a real write over
+    ``os.access``), then creates the folder and writes, fsyncs and removes a small probe
+    file. Returns the resolved folder. Raises :class:`OutputError` (one line)
     on any failure; nothing else is written.
     """
-    try:
-        directory = Path(runs_dir).expanduser().resolve()
-    except (OSError, RuntimeError) as e:
-        raise OutputError(f"runs path '{runs_dir}' cannot be resolved: {e}") from None
-    if os.path.lexists(directory) and not directory.is_dir():
-        raise OutputError(f"runs path '{directory}' is not a directory")
+    directory = _check_path(runs_dir)
     missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
     make_dirs(directory, directory)
     try:
@@ -43,9 +41,36 @@ def preflight(runs_dir: str | os.PathLike[str]) -> Path:
     return directory
 
 
-def _check_writable(directory: Path) -> None:
-    if not directory.is_dir():
+def check_runs_path(runs_dir: str | os.PathLike[str]) -> Path:
+    """The checks of :func:`preflight` that write nothing (a dry run's): the path resolves,
+    is a directory or can become one (no regular file on the way), each results file in it
+    is absent or a regular file that opens for appending, and the folder (or the nearest
+    one that exists) is writable. Returns the resolved folder; raises :class:`OutputError`
+    with the same line the real run would print."""
+    directory = _check_path(runs_dir)
+    existing = next(p for p in (directory, *directory.parents) if os.path.lexists(p))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == directory else "cannot be created"
+        raise OutputError(f"runs path '{directory}' {what}: {os.strerror(errno.EACCES)}")
+    return directory
+
+
+def _check_path(runs_dir: str | os.PathLike[str]) -> Path:
+    try:
+        directory = Path(runs_dir).resolve()
+    except (OSError, RuntimeError) as e:
+        raise OutputError(f"runs path '{runs_dir}' cannot be resolved: {e}") from None
+    if os.path.lexists(directory) and not directory.is_dir():
         raise OutputError(f"runs path '{directory}' is not a directory")
+    blocker = blocking_file(directory)
+    if blocker is not None:
+        raise OutputError(f"runs path '{directory}' is under a regular file '{blocker}'")
+    if directory.is_dir():
+        _check_results_files(directory)
+    return directory
+
+
+def _check_results_files(directory: Path) -> None:
     for name in RESULT_FILES:
         target = check_target(directory / name)
         if target.exists():
@@ -55,6 +80,12 @@ def _check_writable(directory: Path) -> None:
                 raise OutputError(f"results file '{directory / name}' cannot be opened for "
                                   f"appending: {e.strerror or e}") from None
             os.close(fd)
+
+
+def _check_writable(directory: Path) -> None:
+    if not directory.is_dir():
+        raise OutputError(f"runs path '{directory}' is not a directory")
+    _check_results_files(directory)  # again: the folder may have been made just now
     probe = directory / f".fugue-tui-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)

@@ -19,9 +19,11 @@ def campaign_name(selection: list[str], doc: dict[str, Any],
     """The generated campaign's name and document (``doc`` with ``name`` and, for an ad-hoc
     experiment, ``experiments_file``).
 
-    The name is ``run-<selection>-<digest>``: file-safe (``E08:E10`` → ``run-E08-E10-...``),
-    at most 80 chars; ``digest`` is the first 8 hex digits of a hash of everything the
-    generated campaign and experiments file say. The same flags give the same name, so a
+    The name is ``run-<selection>-<digest>``: a safe campaign name
+    (:data:`engine.define.paths.NAME_RULE`; ``E08:E10`` → ``run-E08-E10-...``), at most 73
+    characters (97 with the longest digest); ``digest`` is the first 8 hex digits of a hash
+    of everything the generated campaign and experiments file say. The same flags give the
+    same name, so a
     run continues its folder (``--resume``) as a campaign file does; any other definition
     gets a run folder and generated files of its own, so an earlier run's files, the
     provenance of its rows, are never overwritten (should ``adhoc_dir`` hold other text
@@ -37,7 +39,7 @@ def campaign_name(selection: list[str], doc: dict[str, Any],
     definition = json.dumps({"campaign": doc, "experiments": experiments_doc},
                             sort_keys=True, default=str)
     digest = hashlib.sha256(definition.encode()).hexdigest()
-    for length in (8, 16, 64):
+    for length in (8, 16, 32):  # 32 hex digits (128 bits) keep the name within 128 chars
         name = f"run-{slug}-{digest[:length]}"
         named = {"name": name, **doc}
         if experiments_doc is not None:

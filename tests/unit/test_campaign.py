@@ -97,7 +97,7 @@ def test_experiments_file_is_relative_to_the_campaign(tmp_path):
     ('experiments = "D_ens"\ndevice = "gpu0"\n', r"key 'device' must be auto, cpu, cuda or cuda:N, got 'gpu0'"),
     ('experiments = "D_ens"\ndevice = "cuda:x"\n', r"key 'device'"),
     ('experiments = "D_ens"\nthreads = -1\n', r"key 'threads' must be >= 0"),
-    ('experiments = "D_ens"\nname = "a b"\n', r"key 'name' may hold"),
+    ('experiments = "D_ens"\nname = "a b"\n', r"key 'name' must be 1 to 128 letters, digits"),
     ('experiments = "D_ens"\n[options.nope]\nx = 1\n', r"options.nope: unknown executor"),
     ('experiments = "D_ens"\noptions = { seq = 3 }\n', r"options.seq must be a table"),
     ('experiments = "D_ens"\n[options.seq]\nworkers = 2\n', r"options.seq: unknown key 'workers'"),
