@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -161,3 +163,56 @@ def test_a_samples_file_its_sampler_never_finished_is_named_as_it_is(tmp_path):
     assert row["group_id"] == "seq_0badf00d"
     assert row["samples_file"] == "samples/seq_0badf00d.csv.partial"
     assert row["monitor_interval_s"] == 0.5
+
+
+# --------------------------------------------------------------------------- mp
+
+
+@pytest.mark.slow
+def test_an_mp_job_whose_worker_died_keeps_its_finished_epochs(tmp_path, monkeypatch):
+    """A worker SIGKILLed in its second epoch: the job fails saying so, with the epoch it
+    finished (epochs_run 1, its samples and validation), not as if it never trained."""
+    import torch
+
+    from engine.define.workloads import JobSpec
+    from engine.executors.base import CellContext
+    from engine.executors.mp.executor import MPExecutor
+    from engine.train.loop import TrainSettings
+
+    probe = tmp_path / "probe"
+    monkeypatch.syspath_prepend(str(TESTS / "fixtures" / "plugins"))
+    monkeypatch.setenv("FUGUE_PLUGINS", "fugue_rows_probe")  # spawned workers load it
+    monkeypatch.setenv("FUGUE_PROBE_DIR", str(probe))
+    job = JobSpec(job_id="J0", exp_id="X", index=0, seed=42, model="block_in_epoch_2",
+                  dataset="wine", task=None, batch_size=16, epochs=3, lr=0.01,
+                  optimizer="sgd", validate_every_epoch=True)
+
+    def kill_when_blocked():
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            marks = list(probe.glob("blocked-*")) if probe.exists() else []
+            if marks:
+                os.kill(int(marks[0].name.split("-")[1]), signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_blocked, daemon=True)
+    killer.start()
+    events: list = []
+    ctx = CellContext(settings=TrainSettings(device=torch.device("cpu")), datasets=None,
+                      emit=lambda kind, **f: events.append((kind, f)), threads=1,
+                      options={}, max_parallel=1, attempt_dir=tmp_path / "attempt-1")
+    executor = MPExecutor()
+    executor.setup([job], ctx)
+    try:
+        (result,) = executor.run([job], ctx)
+    finally:
+        executor.teardown(ctx)
+    assert result.status == "failed" and "killed by SIGKILL" in result.error
+    epoch_ends = [f for k, f in events if k == "job_progress" and f.get("epoch_end")]
+    assert [f["epoch"] for f in epoch_ends] == [1]
+    assert result.epochs_run == 1
+    assert result.samples == epoch_ends[0]["samples"] > 0
+    assert result.final_val_acc == epoch_ends[0]["val_acc"] is not None
+    assert [h["epoch"] for h in result.history] == [1]
+    assert result.total_time_s is None  # when it died is not known: empty, never invented
