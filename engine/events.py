@@ -247,6 +247,9 @@ EVENTS = EventTable([
        doc="what a cell recorded for cleanup was stopped"),
     _t("control", RUNNER, "cmd applied", "cell reason",
        doc="a control command was applied or ignored"),
+    _t("warning", RUNNER, "message", "cell attempt",
+       doc="something the user must know that stops nothing: a results file the runner "
+           "appended to was repaired or upgraded (the file, what was done, the backup)"),
     _t("campaign_interrupted", RUNNER, doc="Ctrl-C or SIGTERM stopped the campaign"),
     _t("campaign_aborted", RUNNER, doc="a control command aborted the campaign"),
     _t("campaign_done", RUNNER, "ok exit_code failed", "error",
@@ -258,7 +261,9 @@ EVENTS = EventTable([
        doc="imports, data_load, setup, group_start, teardown"),
     _t("executor", CELL, "name", "temp_dir tag address",
        doc="the executor's runtime (ray)"),
-    _t("warning", CELL, "message", doc="a warning the executor raised (ray tune)"),
+    _t("warning", CELL, "message",
+       doc="a warning the executor raised (ray tune), or a results file the cell appended "
+           "to was repaired or upgraded (the file, what was done, the backup)"),
     _t("job_started", CELL, "job_id", "pid worker_pid", "progress",
        doc="a job starts (worker_pid: the process training it, under mp and ray; pid in recordings of older mp cells)"),
     _t("job_progress", CELL, "job_id epoch epochs step steps samples loss elapsed",

@@ -2,7 +2,8 @@
 
 It validates the campaign, starts the runner process (``python -m engine.runner``), follows
 the campaign's event files (``engine.observe.follow``) and prints one plain line per lifecycle
-event and per job epoch, then the campaign's report (``fugue_tui.report``: T_group,
+event and per job epoch (each warning, the cells' and the runner's, on stderr as it comes:
+an executor's, a results file repaired or upgraded with its backup), then the campaign's report (``fugue_tui.report``: T_group,
 throughput, speedup over seq with its interval, accuracy parity, per experiment and
 executor, over the campaign's ok rows). The dashboard drives the same runner.
 
@@ -37,23 +38,34 @@ from engine.results.preflight import check_runs_path, preflight
 from engine.results.read import read_rows
 from engine.runner.cli import runner_argv
 from engine.runner.supervisor import Runner
+from fugue_tui.live import warning_line
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
 RUNNER_STOP_S = 60.0
 
 
 class PlainProgress:
-    """Event consumer writing short lines (one per lifecycle event and epoch end)."""
+    """Event consumer writing short lines (one per lifecycle event and epoch end) to
+    ``stream``, and each ``warning`` event (a cell's or the runner's) to stderr as it comes
+    (:func:`fugue_tui.live.warning_line`)."""
 
     def __init__(self, total: int, stream=None):
         self.total = total
         self.stream = stream or sys.stdout
+        #: Cell labels by key, from the runner's events (a cell's warning names its cell).
+        self.labels: dict[str, str] = {}
 
     def __call__(self, event: dict[str, Any]) -> None:
         try:
-            line = self.line(event)
+            if is_runner_event(event) and event.get("label") and event.get("cell"):
+                self.labels[event["cell"]] = event["label"]
+            warning = warning_line(event, self.labels.get(event.get("cell") or "", ""))
+            line = self.line(event) if warning is None else None
         except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop a campaign
+            warning = None
             line = f"    (event {event.get('type')!r} not shown: {type(exc).__name__}: {exc})"
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
         if line is not None:
             print(line, file=self.stream, flush=True)
 

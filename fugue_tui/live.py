@@ -10,11 +10,16 @@ lifecycle lines, as text). The view shows:
 
 - the campaign: cells done/total and the counts by outcome (ok, failed, killed, skipped);
 - the current cell: label, attempt, elapsed time and state (running, suspect, hung, with
-  what the watchdog saw), the warnings of its summary event (host busy);
+  what the watchdog saw), its warnings as they came (the executor's ``warning`` events, a
+  results file repaired, the summary's: host busy);
 - one bar per job of the current cell: completed fraction of epochs × steps, loss, val acc
   when known, samples/s, elapsed and ETA from the job's own rate
   (:func:`fugue_tui.progress_math.eta_seconds`);
-- the last few lifecycle lines (killed, retried, skipped, suspect, hung, failed, control).
+- the last few lifecycle lines (killed, retried, skipped, suspect, hung, failed, control,
+  warnings).
+
+Warnings also go to stderr, one line each as they come (:func:`warning_line`): above the
+live view, and kept in the terminal after it.
 
 Rendering is single-threaded (no Rich refresh thread): the follow loop calls
 :meth:`LiveProgress.tick` between polls and the display is redrawn at most every
@@ -25,6 +30,7 @@ and an injected ``clock``: a view replayed from files shows the same numbers.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -89,6 +95,10 @@ class LiveView:
         if kind in ("campaign_interrupted", "campaign_aborted"):
             self.note(ts, f"campaign {kind.split('_')[1]}")
         cell = self.state.cells.get(key) if key is not None else None
+        if kind == "warning" and is_runner_event(event):  # about a cell or none
+            where = f"{cell.label}: " if cell is not None else ""
+            self.note(ts, f"{where}warning: {event.get('message', '')}")
+            return
         if kind == "control" and is_runner_event(event):  # abort names no cell; a bad ref no key
             how = "applied" if event.get("applied") else f"ignored ({event.get('reason')})"
             what = cell.label if cell is not None else (key or "")
@@ -124,8 +134,10 @@ class LiveView:
             self.note(ts, f"{cell.label}: leftover processes killed {event.get('pids')}")
 
     def _cell_note(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
-        if kind == "summary":
-            for warning in cell.warnings:
+        if kind == "warning":
+            self.note(event.get("ts"), f"{cell.label}: warning: {event.get('message', '')}")
+        elif kind == "summary":
+            for warning in event.get("warnings") or []:
                 self.note(event.get("ts"), f"{cell.label}: warning: {warning}")
 
     def note(self, ts: float | None, line: str) -> None:
@@ -309,6 +321,15 @@ def _shown_state(state: str) -> str:
     return "ok" if state == "done" else state
 
 
+def warning_line(event: dict[str, Any], label: str = "") -> str | None:
+    """The stderr line of a ``warning`` event (the cell's or the runner's), or None for any
+    other event: ``fugue-tui: warning: <cell label>: <message>`` (no label: none known)."""
+    if event.get("type") != "warning":
+        return None
+    where = f"{label}: " if label else ""
+    return f"fugue-tui: warning: {where}{event.get('message', '')}"
+
+
 # -- the consumer -------------------------------------------------------------------------
 
 class LiveProgress:
@@ -331,6 +352,10 @@ class LiveProgress:
     def __call__(self, event: dict[str, Any]) -> None:
         try:
             self.view.apply(event)
+            cell = self.view.state.cells.get(event.get("cell") or "")
+            line = warning_line(event, cell.label if cell is not None else "")
+            if line is not None:  # above the view (Rich redirects stderr there), and kept
+                print(line, file=sys.stderr, flush=True)
         except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop a campaign
             self.view.recent.append(f"(event {event.get('type')!r} not shown: "
                                     f"{type(exc).__name__}: {exc})")

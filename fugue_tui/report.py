@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     from engine.results.analysis import cell_status, speedups
 
     runs = select_runs(runs_dir, campaign_id)
+    for note in runs.notes:  # what reading left out (a torn last line): never silent
+        print(f"fugue-tui: warning: {note}", file=sys.stderr)
     if not len(runs.groups):
         console.print(f"no result rows in {runs_dir}")
         return 0

@@ -44,7 +44,7 @@ from engine.cell.protocol import (
     output_failure,
     write_reason,
 )
-from engine.cell.rows import max_present, write_rows
+from engine.cell.rows import max_present, tell_repairs, write_rows
 from engine.errors import FugueError, OutputError, failure_line
 from engine.results.rows import failed_group_row
 from engine.results.values import new_group_id
@@ -105,9 +105,10 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
     from engine.results.columns import GROUPS_FILE, header
     from engine.results.store import append_rows
 
+    repaired: list[str] = []
     try:
-        append_rows(Path(spec["runs_dir"]) / GROUPS_FILE,
-                    [failed_group_row(spec, status, error)], header(GROUPS_FILE))
+        repaired = append_rows(Path(spec["runs_dir"]) / GROUPS_FILE,
+                               [failed_group_row(spec, status, error)], header(GROUPS_FILE))
         written = True
     except FugueError as exc:
         if str(exc) != error:
@@ -116,6 +117,8 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
     except Exception as exc:  # noqa: BLE001 - the reason being recorded matters more
         say(output_failure(exc) or f"failed row not written: {type(exc).__name__}: {exc}")
         written = False
+    with contextlib.suppress(FugueError, OSError):
+        tell_repairs(events, repaired)
     with contextlib.suppress(FugueError, OSError):
         events.emit(status, error=error, group_written=written, **flags)
 

@@ -95,9 +95,12 @@ class CellRunSpec:
     what the cell uses (``cuda:0`` when the runner pinned the device under test with
     ``CUDA_VISIBLE_DEVICES``), ``device_requested`` what the campaign asked; ``threads`` is
     already resolved (>= 1); ``cell`` is the :class:`engine.define.matrix.CellSpec` as a dict.
-    ``job_env`` (extra environment for worker processes) and ``group_id`` (a fixed group id)
-    are for tools; the runner leaves them unset, and then they are not written. Keys older
-    runners did not write are optional, with the defaults the cell has always applied.
+    ``group_id``: the group the attempt runs as; the runner draws one per attempt
+    (:class:`engine.runner.attempt.Attempt`), so the row it writes for a cell that it killed
+    or that died names the cell's samples file; unset (a tool's spec, an older runner's),
+    the cell draws its own. ``job_env`` (extra environment for worker processes) is for
+    tools. Optional keys left unset are not written. Keys older runners did not write are
+    optional, with the defaults the cell has always applied.
     """
 
     campaign_id: str

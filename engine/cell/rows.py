@@ -132,7 +132,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
                                                  spec_exec.concurrent))
     # Both files or neither: a job row never stays without its group row.
-    append_group(spec["runs_dir"], group, rows)
+    repaired = append_group(spec["runs_dir"], group, rows)
     cpu_s = facts.get("cell_cpu_s")
     if spec_exec.trains_in_workers:
         # Workers outside this process's accounting (Ray's are not its children): the
@@ -152,6 +152,16 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
     # The rows are written: an event lost now (a full disk) is only a warning (main says
     # so), and the runner finds the rows (it never records a second one for the attempt).
     with contextlib.suppress(OutputError):
+        tell_repairs(events, repaired)
         events.emit("summary", **summary)
         events.emit("done" if status == "ok" else "failed", group_written=True, error=error)
     return status
+
+
+def tell_repairs(events, lines: list[str]) -> None:
+    """What appending the rows upgraded or repaired (``engine.results.store``: the file,
+    what was done, where the backup is): in the cell's log, and as ``warning`` events,
+    which the front ends show as they come."""
+    for line in lines:
+        say(f"warning: {line}")
+        events.emit("warning", message=line)

@@ -23,7 +23,13 @@ from engine.cell.protocol import safe_name
 from engine.measure.energy import summarise
 from engine.measure.host import rapl_files
 from engine.measure.monitor import DEFAULT_INTERVAL_S
-from engine.measure.samples import read_samples, write_slice
+from engine.measure.samples import (
+    MONITOR_META,
+    group_samples_path,
+    read_samples,
+    samples_on_disk,
+    write_slice,
+)
 from engine.processes import die_with_parent, engine_env
 
 #: Seconds the cell waits for the sidecar's first sample (interpreter start, psutil and
@@ -40,8 +46,8 @@ class CellMonitor:
                  attempt: int, gpu_uuid: str | None, interval_s: float = DEFAULT_INTERVAL_S):
         self.runs_dir = Path(runs_dir)
         self.group_id = group_id
-        self.samples_path = self.runs_dir / "samples" / f"{group_id}.csv"
-        self.meta_path = Path(events).parent / "monitor.json"
+        self.samples_path = group_samples_path(self.runs_dir, group_id)
+        self.meta_path = Path(events).parent / MONITOR_META
         self.events = Path(events)
         self.cell = cell
         self.attempt = attempt
@@ -104,10 +110,7 @@ class CellMonitor:
             self.meta = json.loads(self.meta_path.read_text())
         except (OSError, json.JSONDecodeError):
             pass
-        path = self.samples_path
-        if not path.exists():
-            partial = path.with_name(path.name + ".partial")
-            path = partial if partial.exists() else path
+        path = samples_on_disk(self.runs_dir, self.group_id) or self.samples_path
         try:
             self.samples = read_samples(path)
         except OSError:

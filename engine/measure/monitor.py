@@ -8,7 +8,9 @@ would then stall training. The sidecar samples at a fixed interval (default
 (the clock ``time.perf_counter`` also reads on Linux, so samples and the cell's timings share
 one time axis across processes):
 
-- to ``<runs>/samples/<group_id>.csv`` (``.partial`` until the sidecar stops cleanly), and
+- to ``<runs>/samples/<group_id>.csv`` (``.csv.partial`` until the sidecar stops: after the
+  group, or on the SIGTERM that stops a killed cell's session; a file left ``.partial`` is
+  one whose sidecar was itself killed — :mod:`engine.measure.samples`), and
 - as a ``sample`` event into the cell's ``events.jsonl`` (the dashboard's live charts; the
   watchdog reads device utilisation from these, so no second sampler opens the device).
 
@@ -53,7 +55,12 @@ from typing import Any
 
 from engine.measure.host import ProcessTree, rapl_files, rapl_missing_reason
 from engine.measure.nvml import GpuDevice, open_gpu
-from engine.measure.samples import FILE_ONLY_FIELDS, SAMPLE_FIELDS, format_sample_value
+from engine.measure.samples import (
+    FILE_ONLY_FIELDS,
+    PARTIAL_SUFFIX,
+    SAMPLE_FIELDS,
+    format_sample_value,
+)
 
 #: Seconds between samples: sub-second, so a window of a few seconds still has several
 #: samples, at a sidecar cost well under 1 % of one core (bench part 4 measures it).
@@ -109,7 +116,7 @@ def run_sidecar(args: argparse.Namespace) -> int:
     sampler = Sampler(args.root_pid, gpu)
     final = Path(args.samples)
     final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.with_name(final.name + ".partial")
+    partial = final.with_name(final.name + PARTIAL_SUFFIX)
     events = EventWriter(args.events, cell=args.cell, attempt=args.attempt)
     meta_path = Path(args.meta)
     missing = dict(gpu.missing) if gpu else ({"gpu": gpu_error} if gpu_error else {})

@@ -1,5 +1,13 @@
-"""Monitor samples files (``<runs>/samples/<group_id>.csv``): their columns, how a value
-is written, reading one back, and writing a job's slice of a group's samples. Torch-free.
+"""Monitor samples files (``<runs>/samples/<group_id>.csv``): their names, their columns,
+how a value is written, reading one back, and writing a job's slice of a group's samples.
+Torch-free.
+
+Names, the rule a reader can rely on: the sampler writes ``<group_id>.csv.partial`` and
+renames it to ``<group_id>.csv`` when it stops — after the group window, and also when the
+runner stops a killed cell's session (SIGTERM reaches the sampler too: one last sample, then
+the rename). So ``.csv`` is a file its sampler finished, whatever became of the cell (the
+row's ``status`` says that); ``.csv.partial`` is one whose sampler was itself killed or
+crashed: every line in it is whole, but it ends wherever the sampler stopped.
 """
 
 from __future__ import annotations
@@ -26,6 +34,28 @@ SAMPLE_EVENT_FIELDS = tuple(f for f in SAMPLE_FIELDS if f not in FILE_ONLY_FIELD
 #: What the progress views keep of a ``sample`` event as a cell's latest sample: all but
 #: the wall-clock ``time``.
 LATEST_SAMPLE_FIELDS = tuple(f for f in SAMPLE_EVENT_FIELDS if f != "time")
+
+
+#: Suffix of a samples file its sampler has not finished (see the module docstring).
+PARTIAL_SUFFIX = ".partial"
+#: The monitor's status file in the attempt folder (its pid, interval, device facts, state).
+MONITOR_META = "monitor.json"
+
+
+def group_samples_path(runs_dir: str | Path, group_id: str) -> Path:
+    """Where the group's samples end up: ``<runs_dir>/samples/<group_id>.csv``."""
+    return Path(runs_dir) / "samples" / f"{group_id}.csv"
+
+
+def samples_on_disk(runs_dir: str | Path, group_id: str) -> Path | None:
+    """The group's samples file as it is on disk: the finished ``.csv``, else the
+    ``.csv.partial`` its sampler left, else None (no monitor ran)."""
+    final = group_samples_path(runs_dir, group_id)
+    partial = final.with_name(final.name + PARTIAL_SUFFIX)
+    for path in (final, partial):
+        if path.is_file():
+            return path
+    return None
 
 
 def format_sample_value(value: Any) -> str:

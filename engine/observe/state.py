@@ -91,7 +91,9 @@ class CellState:
     #: loading, building), training (the group window), finishing (summary written);
     #: "" before its first attempt.
     stage: str = ""
-    #: Warnings of the cell's ``summary`` event (e.g. a busy host).
+    #: Warnings of the current attempt, in the order they came: the cell's ``warning``
+    #: events (an executor's, a results file repaired), the runner's about it, and those
+    #: of its ``summary`` (e.g. a busy host); each once.
     warnings: list[str] = field(default_factory=list)
     #: The latest monitor ``sample`` of the current attempt (:data:`SAMPLE_FIELDS`).
     sample: dict[str, Any] | None = None
@@ -136,6 +138,8 @@ class CampaignState:
     ended_ts: float | None = None
     #: The key of the cell the runner started last (it runs one at a time).
     current: str | None = None
+    #: The runner's ``warning`` messages, in order (a results file it repaired or upgraded).
+    warnings: list[str] = field(default_factory=list)
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -155,6 +159,8 @@ class CampaignState:
             if self.state == "running":
                 self.state = "done"
             return
+        if kind == "warning" and from_runner:
+            self.warnings.append(str(event.get("message", "")))
         if key is None:
             return
         cell = self.cells.get(key)
@@ -192,6 +198,8 @@ class CampaignState:
         elif kind in EVENTS.end:
             cell.ended_ts = event["ts"]
             cell.error = event.get("error") or event.get("reason") or ""
+        elif kind == "warning" and event.get("attempt") in (None, cell.attempt):
+            _add_warning(cell, event.get("message"))
         if after is not None:
             cell.state = after
 
@@ -221,9 +229,12 @@ class CampaignState:
         elif kind == "job_done":
             job = cell.jobs.setdefault(event["job_id"], JobState(event["job_id"]))
             job.status = event.get("status", "ok")
+        elif kind == "warning":
+            _add_warning(cell, event.get("message"))
         elif kind == "summary":
             cell.T_group = event.get("T_group")
-            cell.warnings = [str(w) for w in event.get("warnings") or []]
+            for warning in event.get("warnings") or []:
+                _add_warning(cell, warning)
             cell.stage = "finishing"
 
     def counts(self) -> dict[str, int]:
@@ -231,6 +242,13 @@ class CampaignState:
         for cell in self.cells.values():
             out[cell.state] = out.get(cell.state, 0) + 1
         return out
+
+
+def _add_warning(cell: CellState, message: Any) -> None:
+    """Keep ``message`` among the cell's warnings (once: a summary may repeat one)."""
+    text = str(message or "")
+    if text and text not in cell.warnings:
+        cell.warnings.append(text)
 
 
 def rebuild(run_dir: str | Path, all_sessions: bool = False) -> CampaignState:

@@ -253,7 +253,8 @@ _OURS: tuple[Column, ...] = (
     Column("compile_warmup_s", G, NUMBER,
            "time of the first compiled step(s), reported apart from training (inside T_group), s"),
     Column("samples_file", G, TEXT,
-           "monitor samples of the group (or the job's slice), relative to the runs folder"),
+           "monitor samples of the group (or the job's slice), relative to the runs folder; "
+           "a killed cell's too, `.csv.partial` when its sampler never finished the file"),
     Column("executor_info", G, JSON,
            "what the executor decided or observed, compact JSON (e.g. worker pids, Ray "
            "resources, the unified model's plan)"),

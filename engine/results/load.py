@@ -28,7 +28,9 @@ Loading (:func:`load_runs`)
       zero joules)"). Our own rows never need this: they write an empty cell and
       ``energy_method = none``.
 
-Only rows with ``status == "ok"`` enter any statistic.
+Only rows with ``status == "ok"`` enter any statistic. A torn last line (a write in
+progress, or one cut off by a crash) is left out and said in :attr:`Runs.notes`, for the
+front end to show; loading never changes a file.
 
 Provenance
     A speedup divides two measurements, which only means something when both come from the
@@ -57,7 +59,7 @@ from engine.results.columns import (
     numeric_columns,
     text_columns,
 )
-from engine.results.read import read_rows
+from engine.results.read import read_rows_and_tail, torn_note
 
 
 class NoResultsError(FugueError):
@@ -79,6 +81,9 @@ class Runs:
     groups: pd.DataFrame
     jobs: pd.DataFrame
     sources: list[Path] = field(default_factory=list)
+    #: What reading left out, one line each for the user (a file's torn last line:
+    #: :func:`engine.results.read.torn_note`); the files themselves are never changed.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok_groups(self) -> pd.DataFrame:
@@ -96,13 +101,14 @@ class Runs:
         groups = self.groups[self.groups["campaign_id"] == campaign_id]
         jobs = self.jobs[self.jobs["group_id"].isin(set(groups["group_id"]))] \
             if len(self.jobs) else self.jobs
-        return Runs(groups, jobs, list(self.sources))
+        return Runs(groups, jobs, list(self.sources), list(self.notes))
 
 
 # --------------------------------------------------------------------------- loading
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    """A results CSV as a frame of strings (``""`` for empty cells).
+def _read_csv(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
+    """A results CSV as a frame of strings (``""`` for empty cells); a torn last line left
+    out is told in ``notes``.
 
     Complete files go through Arrow's multithreaded CSV reader (every column typed as a
     string, so nothing is guessed: ``features`` holds commas, ids look like numbers); it
@@ -134,7 +140,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
             pass  # e.g. a row longer than the header: the csv module copes
     # A torn last line (a write in progress), or a malformed row: engine.results.read.read_rows
     # drops the torn tail exactly as the rest of fugue-tui does.
-    rows = read_rows(path)
+    rows, torn = read_rows_and_tail(path)
+    if torn and notes is not None:
+        notes.append(torn_note(path))
     if not rows:
         text = data.decode("utf-8", errors="replace")
         header = next(csv.reader(io.StringIO(text, newline="")), [])
@@ -220,16 +228,19 @@ def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.Path
     when a folder has no ``master_groups.csv`` or a path does not exist.
     """
     group_files, job_files = _resolve(runs_dir_or_files)
-    groups = [_read_csv(p).assign(source=str(p)) for p in group_files]
+    notes: list[str] = []
+    groups = [_read_csv(p, notes).assign(source=str(p)) for p in group_files]
     for path, frame in zip(group_files, groups):
         missing = [c for c in REQUIRED_GROUP_COLUMNS if c not in frame.columns]
         if missing:  # someone else's CSV under our name: refuse it rather than show blanks
             raise NoResultsError(f"{path}: not a results file of fugue or fugue-tui "
                                  f"(missing columns: {', '.join(missing)})")
-    jobs = [_read_csv(p).assign(source=str(p)) for p in job_files]
-    return runs_from_frames(pd.concat(groups, ignore_index=True) if groups else None,
+    jobs = [_read_csv(p, notes).assign(source=str(p)) for p in job_files]
+    runs = runs_from_frames(pd.concat(groups, ignore_index=True) if groups else None,
                             pd.concat(jobs, ignore_index=True) if jobs else None,
                             sources=group_files + job_files)
+    runs.notes = notes
+    return runs
 
 
 def _text(frame: pd.DataFrame, column: str) -> pd.Series:

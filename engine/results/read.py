@@ -53,10 +53,16 @@ def read_rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     A torn last line (one without its line break at the end of the file, or with an
     unterminated quoted field) is ignored. Short rows are padded with ``""``.
     """
+    return read_rows_and_tail(path)[0]
+
+
+def read_rows_and_tail(path: str | os.PathLike[str]) -> tuple[list[dict[str, str]], bool]:
+    """:func:`read_rows`, and whether a torn last line was left out (a reader that shows
+    the rows to a user says so: :func:`torn_note`)."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        return []
+        return [], False
     except OSError as e:
         raise OutputError(f"{path}: {e.strerror or e}") from None
     raise_field_limit()
@@ -72,6 +78,15 @@ def read_rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     for row in csv.DictReader(lines(), restval=""):
         completed_by_eof = state["eof"]
         rows.append(row)
-    if rows and (completed_by_eof or not text.endswith(("\n", "\r"))):
+    torn = bool(rows) and (completed_by_eof or not text.endswith(("\n", "\r")))
+    if torn:
         rows.pop()
-    return rows
+    return rows, torn
+
+
+def torn_note(path: str | os.PathLike[str]) -> str:
+    """The line telling a reader that ``path``'s torn last line was left out (reading
+    changes nothing; the next append removes it, keeping a backup: engine.results.store)."""
+    return (f"{path}: its last line is incomplete (a write in progress, or one cut off) and "
+            "was left out; the file is unchanged (the next append removes that line, "
+            "keeping a backup)")

@@ -10,10 +10,14 @@ is written (an executor's ``ctx.group["max_paralel"] = 2`` fails at that line, n
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from engine.measure.provenance import backend_flags, host_facts
-from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names
+from engine.measure.samples import MONITOR_META, samples_on_disk
+from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, header
 from engine.results.values import new_group_id, timestamp_now
 
 
@@ -86,12 +90,44 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         "fugue_tui_commit": facts["fugue_tui_commit"], "campaign_hash": spec["campaign_hash"],
         "device": spec.get("device_requested") or spec["device"], "seed": spec["seed"], "passes": spec["passes"],
         "backend_flags": backend_flags(), "threads": spec.get("threads"),
+        # The device under test as the runner resolved it (NVML's UUID): known before the
+        # cell starts, so even a cell that died first is recorded on its device.
+        "gpu_uuid": spec.get("gpu_uuid"),
     })
 
 
 def failed_group_row(spec: dict[str, Any], status: str, error: str,
                      extra: dict[str, Any] | None = None) -> GroupRow:
-    """A group row for a cell that ended without writing its own (crash, kill, bad input)."""
+    """A group row for a cell that ended without writing its own (crash, kill, bad input):
+    the spec's columns (its ``group_id`` is the one the cell ran as), what the cell's
+    monitor left (:func:`monitor_leftovers`), then ``extra``."""
     row = group_static(spec)
+    row.update(monitor_leftovers(spec))
     row.update(status=status, error=error[:500], **(extra or {}))
     return row
+
+
+def monitor_leftovers(spec: dict[str, Any]) -> dict[str, Any]:
+    """What the monitor of the spec's attempt left on disk, as group columns: the samples
+    file it wrote (``samples_file``, relative to the runs folder, under the name it has:
+    ``.csv.partial`` when its sampler never finished it — :mod:`engine.measure.samples`),
+    its interval and the device facts it read from NVML (``monitor.json`` in the attempt
+    folder). Nothing when no monitor started (or the spec names no group)."""
+    out: dict[str, Any] = {}
+    group_id = spec.get("group_id")
+    if not group_id:
+        return out
+    samples = samples_on_disk(spec["runs_dir"], group_id)
+    if samples is not None:
+        out["samples_file"] = os.path.relpath(samples, spec["runs_dir"])
+    try:
+        meta = json.loads((Path(spec["events"]).parent / MONITOR_META).read_text())
+    except (OSError, ValueError):
+        return out
+    if not isinstance(meta, dict):
+        return out
+    if meta.get("interval_s") is not None:
+        out["monitor_interval_s"] = meta["interval_s"]
+    gpu = meta.get("gpu") or {}
+    out.update({k: v for k, v in gpu.items() if v is not None and k in header(GROUPS_FILE)})
+    return out

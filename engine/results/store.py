@@ -14,6 +14,10 @@ Writing (:func:`append_rows`) happens under an inter-process lock (``<file>.lock
 - a file whose last line is torn (no newline, or an unterminated quoted field) is repaired
   the same way: backed up, then rewritten without the torn tail.
 
+An upgrade or a repair is never silent: :func:`append_rows` and :func:`append_group` return
+one line for each (the file, what was done, where the backup is); the cell and the runner
+send it as a ``warning`` event, which every front end shows.
+
 A value that was not measured is an empty cell, never 0
 (:func:`engine.results.values.format_value`).
 
@@ -148,7 +152,7 @@ def _check_columns(columns: Sequence[str]) -> list[str]:
 
 
 def append_rows(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]],
-                columns: Sequence[str], *, lock_timeout: float = LOCK_TIMEOUT_S) -> None:
+                columns: Sequence[str], *, lock_timeout: float = LOCK_TIMEOUT_S) -> list[str]:
     """Append ``rows`` to the CSV at ``path`` atomically, under ``<path>.lock``.
 
     ``columns`` is the schema the rows follow (the file's
@@ -157,6 +161,10 @@ def append_rows(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]],
     creation, header upgrade (with a ``.bak-`` copy) and repair. Raises
     :class:`OutputError` when the file cannot be written; the file is then as it was.
     No rows: nothing happens.
+
+    Returns what the user must be told: one line per upgrade or repair done (``[]`` for a
+    plain append), e.g. ``runs/master_groups.csv: its incomplete last line (a write cut
+    off) was removed; the file as it was is kept in runs/master_groups.csv.bak-...``.
     """
     cols = _check_columns(columns)
     allowed = set(cols)
@@ -166,26 +174,41 @@ def append_rows(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]],
         if unknown:
             raise ValueError(f"append_rows: row {i} has keys outside columns: {unknown}")
     if not rows:
-        return
+        return []
     shown = os.fspath(path)
     real = check_target(shown)
     make_dirs(real.parent, os.path.dirname(os.path.abspath(shown)))
     lock = _locked(real, shown, lock_timeout)
     try:
-        _append_locked(real, shown, rows, cols)
+        return _append_locked(real, shown, rows, cols)
     finally:
         lock.release()
 
 
+def _told(shown: str, torn: bool, added: list[str], backup: Path) -> str:
+    """The one line saying what an upgrade or a repair did to ``shown`` and where the
+    file as it was is kept (the backup named the way ``shown`` names the file)."""
+    done = []
+    if torn:
+        done.append("its incomplete last line (a write cut off) was removed")
+    if added:
+        some = ", ".join(added[:3]) + (", ..." if len(added) > 3 else "")
+        done.append(f"its header was upgraded with {len(added)} new "
+                    f"column{'s' if len(added) != 1 else ''} ({some})")
+    kept = os.path.join(os.path.dirname(shown), backup.name)
+    return f"{shown}: {' and '.join(done)}; the file as it was is kept in {kept}"
+
+
 def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
-                   cols: list[str]) -> None:
+                   cols: list[str]) -> list[str]:
+    """Append under the lock already held; the lines :func:`append_rows` returns."""
     try:
         fd = os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         data = _encode([cols], "\r\n", "strict") + _encode(
             _row_records(rows, cols), "\r\n", "backslashreplace")
         _write_replace(real, data, shown, None)
-        return
+        return []
     except OSError as e:
         raise OutputError(f"{shown}: {e.strerror or e}") from None
     try:
@@ -209,7 +232,7 @@ def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
         payload = _encode([cols], "\r\n", "strict") + _encode(
             _row_records(rows, cols), "\r\n", "backslashreplace")
         _write_replace(real, payload, shown, mode)
-        return
+        return []
     terminator = _terminator(text)
 
     # Fast path: a complete file (ends with a line break, balanced quotes) only needs its
@@ -229,11 +252,11 @@ def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
     if union == header and not torn:
         _append_bytes(real, shown, _encode(_row_records(rows, header), terminator,
                                            "backslashreplace"))
-        return
+        return []
 
     # Upgrade (new columns) or repair (torn tail): back up, then rewrite whole by name.
     if records is None:
-        records, _ = parse_records(text)
+        records, torn = parse_records(text)
     if len(set(header)) != len(header):
         dup = next(c for c in header if header.count(c) > 1)
         raise OutputError(f"{shown}: column '{dup}' appears twice in the header; "
@@ -248,11 +271,12 @@ def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
                               f"(fix or move the file)")
         values = dict(zip(header, record))
         body.append([values.get(c, "") for c in union])
-    _backup(real, data, shown, mode)
+    backup = _backup(real, data, shown, mode)
     payload = (_encode([union], terminator, "surrogateescape")
                + _encode(body, terminator, "surrogateescape")
                + _encode(_row_records(rows, union), terminator, "backslashreplace"))
     _write_replace(real, payload, shown, mode)
+    return [_told(shown, torn, union[len(header):], backup)]
 
 
 def _append_bytes(real: Path, shown: str, payload: bytes) -> None:
@@ -308,8 +332,9 @@ def _locked(real: Path, shown: str, lock_timeout: float) -> filelock.FileLock:
 
 def append_group(runs_dir: str | os.PathLike[str], group: Mapping[str, Any],
                  jobs: Sequence[Mapping[str, Any]], *,
-                 lock_timeout: float = LOCK_TIMEOUT_S) -> None:
-    """Append a group's job rows and its group row as one unit: both or neither.
+                 lock_timeout: float = LOCK_TIMEOUT_S) -> list[str]:
+    """Append a group's job rows and its group row as one unit: both or neither. Returns
+    the lines saying what was upgraded or repaired in either file (see :func:`append_rows`).
 
     Takes the job file's lock, then the group file's (always in that order, so writers of
     either file cannot deadlock), appends the job rows, then the group row. If the group row
@@ -335,14 +360,16 @@ def append_group(runs_dir: str | os.PathLike[str], group: Mapping[str, Any],
         try:
             before = jobs_real.stat().st_size if jobs_real.exists() else None
             head = _head(jobs_real)
+            told = []
             if jobs:
-                _append_locked(jobs_real, jobs_shown, list(jobs), cols_jobs)
+                told += _append_locked(jobs_real, jobs_shown, list(jobs), cols_jobs)
             try:
-                _append_locked(group_real, group_shown, [group], cols_group)
+                told += _append_locked(group_real, group_shown, [group], cols_group)
             except OutputError as exc:
                 if jobs:
                     _roll_back(jobs_real, jobs_shown, before, head, exc)
                 raise
+            return told
         finally:
             group_lock.release()
     finally:

@@ -26,6 +26,7 @@ from engine.cleanup import run_recorded
 from engine.errors import OutputError
 from engine.events import EVENTS, EventTail
 from engine.registry import EXECUTORS
+from engine.results.values import new_group_id
 from engine.runner.cellproc import (
     cell_env,
     dump_stacks,
@@ -61,6 +62,9 @@ class Attempt:
         self.folder = runner.folder.attempt(cell.slug, cell.key, number)
         #: The spec as its JSON document (what the cell reads; what failed rows are built from).
         self.spec: dict[str, Any] = runner.cell_spec(cell, number).to_dict()
+        # The group id is drawn here, not by the cell: the row the runner writes for a cell
+        # it killed (or that died) then names the same group as the cell's samples file.
+        self.spec["group_id"] = new_group_id(cell.executor)
         self.dir = self.folder.path
         self.log_path = self.folder.log
         #: The cell's ``failed`` event (its one-line error), once it sent one.

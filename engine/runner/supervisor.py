@@ -316,8 +316,16 @@ class Runner:
                        retry=used + 1, retries=self.campaign.retries)
 
     def _record(self, spec: dict[str, Any], status: str, error: str) -> None:
-        append_rows(self.runs_dir / GROUPS_FILE, [failed_group_row(spec, status, error)],
-                    header(GROUPS_FILE))
+        # The device's name as NVML gave it to the runner (the same NVML device the
+        # cell's monitor reads by UUID): the row of a cell that died before its monitor
+        # started still says which GPU it ran on.
+        extra = {"gpu_name": self.gpu["name"]} if self.gpu and self.gpu.get("name") else {}
+        repaired = append_rows(self.runs_dir / GROUPS_FILE,
+                               [failed_group_row(spec, status, error, extra)],
+                               header(GROUPS_FILE))
+        for line in repaired:  # an upgrade or a repair of the file, with its backup: told
+            self._emit("warning", message=line, cell=spec["cell"]["key"],
+                       attempt=spec["attempt"])
 
     def _has_row(self, spec: dict[str, Any]) -> bool:
         """Whether the attempt already has its group row (a cell that wrote its rows but

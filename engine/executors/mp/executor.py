@@ -26,6 +26,7 @@ the daemon's folders, foreign daemons).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -65,6 +66,8 @@ class _Worker:
     pid: int | None = None
     setup_s: float | None = None
     result: JobResult | None = None
+    #: The result as of the job's last finished epoch (the worker's ``epoch`` message).
+    so_far: JobResult | None = None
     spans: list = field(default_factory=list)
     error: str = ""
     eof: bool = False
@@ -79,6 +82,16 @@ def _exit_reason(pid: int | None, code: int | None) -> str:
             name = f"signal {-code}"
         return f"worker process {pid} was killed by {name} before reporting a result"
     return f"worker process {pid} exited with status {code} before reporting a result"
+
+
+def _died(job: JobSpec, so_far: JobResult | None, error: str) -> JobResult:
+    """The failed result of a job whose process ended without its result: what it had
+    finished by its last epoch end (epochs, samples, losses, validation, history), else an
+    empty one. When it died is unknown, so its end and total time stay empty."""
+    if so_far is None:
+        return JobResult(job, status="failed", error=error)
+    return dataclasses.replace(so_far, job=job, status="failed", error=error, end=None,
+                               total_time_s=None)
 
 
 class MPExecutor(Executor):
@@ -244,6 +257,8 @@ class MPExecutor(Executor):
                     job_progress(**payload).send(ctx.emit)
                 elif kind == "ready":
                     worker.setup_s = payload["setup_s"]
+                elif kind == "epoch":
+                    worker.so_far, worker.spans = payload
                 elif kind == "result":
                     worker.result, worker.spans = payload
                 elif kind == "error":
@@ -260,8 +275,8 @@ class MPExecutor(Executor):
         worker.conn.close()
         result = worker.result
         if result is None:
-            result = JobResult(worker.job, status="failed",
-                               error=worker.error or _exit_reason(worker.pid, code))
+            error = worker.error or _exit_reason(worker.pid, code)
+            result = _died(worker.job, worker.so_far, error)
         result.job = worker.job
         if result.worker_pid is None:
             result.worker_pid = worker.pid

@@ -8,9 +8,10 @@ interpreter start, imports, torch set-up, plugins, the dataset load and its devi
 
 Messages on ``conn`` (a one-way ``multiprocessing`` pipe to the cell), each a tuple:
 ``("ready", {"pid", "setup_s"})`` once set up, ``("progress", fields)`` from the training
-loop, then ``("result", (JobResult, spans))`` — ``spans`` the ``(start, end)``
-``perf_counter`` pairs of its epochs' training-step phases — or ``("error", one_line)``
-when set-up failed.
+loop, ``("epoch", (JobResult, spans))`` after each epoch (the result so far: what remains of
+the job if its process dies later), then ``("result", (JobResult, spans))`` — ``spans`` the
+``(start, end)`` ``perf_counter`` pairs of its epochs' training-step phases — or
+``("error", one_line)`` when set-up failed.
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     # definition as ray's: docs/measurement.md).
     from engine.measure.spans import TrainSpans
 
-    spans = TrainSpans()
+    # Each epoch's result goes to the cell as it stands (pickled, so a copy): a worker
+    # killed later still leaves its finished epochs, samples and validation in its row.
+    spans = TrainSpans(lambda so_far, done: conn.send(("epoch", (so_far, list(done)))))
     result = train_job(job, data, train_settings,
                        progress=lambda **fields: conn.send(("progress", fields)),
                        on_epoch_end=spans)

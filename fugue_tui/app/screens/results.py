@@ -1,7 +1,8 @@
 """The Results screen: the group rows of a runs folder (ours or the fugue harness's), a
 filter and a sort over them, the provenance of the selected row, and the figures of the
 filtered rows as terminal charts (speedup over seq, wall-clock, throughput, energy per
-model, peak memory, accuracy parity, the ablation ladder), redrawn when rows land.
+model, peak memory, accuracy parity, the ablation ladder), redrawn when rows land. What the
+load left out (a file's torn last line) is said under the header and notified once.
 
 A thread worker watches the results files (size and mtime, every :data:`POLL_S`) and,
 when they changed or the filter did, loads them (:func:`engine.results.load.load_runs`) and
@@ -92,6 +93,8 @@ class ResultsScreen(Screen):
         self._by_key: dict[str, dict[str, Any]] = {}
         self._charts_key: Any = None
         self._wake = threading.Event()
+        #: The load notes already notified (:attr:`engine.results.load.Runs.notes`).
+        self._told: set[str] = set()
         #: Loads applied and chart redraws (tests read them).
         self.loads = 0
         self.chart_draws = 0
@@ -164,6 +167,11 @@ class ResultsScreen(Screen):
             line.append(f" · filter: {self.filter_text.strip()}")
         if message.filter_error:
             line.append(f"\n{message.filter_error}", style="yellow")
+        for note in self.runs.notes:  # what the load left out (a torn last line)
+            line.append(f"\nwarning: {note}", style="yellow")
+            if note not in self._told:  # said once, not at every reload
+                self._told.add(note)
+                self.notify(note, severity="warning", markup=False)
         header.update(line)
         self._sync_table()
         self._draw_charts()

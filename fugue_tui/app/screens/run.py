@@ -8,8 +8,9 @@ cell's log and, when no cell runs, samples the host; it reaches the screen only 
 redraws at most :data:`REFRESH_S` apart: the cell table updates only changed cells, the job
 pane and charts redraw only when what they show changed, and nothing is redrawn while
 another screen (help, Results) covers it. The cursor follows the running cell until the user
-moves it (``f`` follows again). Commands go to the runner through its control channel
-(:mod:`engine.runner.control`).
+moves it (``f`` follows again). Warnings (a cell's ``warning`` events, the runner's, the
+summary's) show under the selected cell and in the recent lines, and each is notified as it
+comes. Commands go to the runner through its control channel (:mod:`engine.runner.control`).
 
 | key | binding id | action |
 |---|---|---|
@@ -55,7 +56,7 @@ from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import LogPane
-from fugue_tui.live import LiveView
+from fugue_tui.live import LiveView, warning_line
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
@@ -163,8 +164,17 @@ class RunScreen(Screen):
             self._hidden_log[0] = (lines, True, title)
 
     def _note(self, event: dict[str, Any]) -> None:
-        """Lifecycle lines the batch view leaves out (it shows them elsewhere)."""
+        """Lifecycle lines the batch view leaves out (it shows them elsewhere); a warning is
+        also notified as it comes (a repaired results file must not scroll away unseen)."""
         note_lifecycle(self.view, event)
+        line = warning_line(event, self._label(event))
+        if line is not None:
+            self.notify(line.removeprefix("fugue-tui: warning: "), severity="warning",
+                        markup=False)
+
+    def _label(self, event: dict[str, Any]) -> str:
+        cell = self.view.state.cells.get(event.get("cell") or "")
+        return cell.label if cell is not None else ""
 
     # -- rendering ------------------------------------------------------------------------
     def selected_cell(self) -> CellState | None:

@@ -32,7 +32,7 @@ def job_signature(view: LiveView, cell: CellState | None, now: float) -> Any:
                  for j in cell.jobs.values())
     active = cell.active
     return (cell.key, cell.state, cell.attempt, cell.phase, cell.watchdog, jobs,
-            tuple(cell.planned_jobs), int(now) if active else None)
+            tuple(cell.planned_jobs), tuple(cell.warnings), int(now) if active else None)
 
 
 def prerender(console: Console, renderable: RenderableType, width: int) -> Text:
