@@ -6,6 +6,7 @@ the widget only receives lines through messages.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from textual.widgets import Log
@@ -37,8 +38,16 @@ class LogTail:
             self._offset = max(0, size - INITIAL_BYTES)
         if not path:
             return [], reset
+        notes: list[str] = []
         try:
             with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size < self._offset:
+                    # Cut shorter underneath us (a full disk, a tool rewriting it): reading
+                    # on from the old offset would show nothing ever again. Start over at
+                    # its current tail, and say so rather than silently skipping.
+                    notes.append(f"(log cut to {size} bytes; reading from its tail again)")
+                    self._offset, self._partial = max(0, size - INITIAL_BYTES), b""
                 handle.seek(self._offset)
                 chunk = handle.read(1_000_000)
         except OSError:
@@ -47,7 +56,7 @@ class LogTail:
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()
-        return [line.decode("utf-8", "replace").rstrip("\r") for line in lines], reset
+        return notes + [line.decode("utf-8", "replace").rstrip("\r") for line in lines], reset
 
 
 class LogPane(Log):
