@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from engine.errors import FugueError
 from fugue_tui.format import fmt_number
 
 FORMATS = ("png", "svg", "tex")
@@ -181,6 +182,15 @@ def planned_files(formats: Iterable[str]) -> list[str]:
     return names + (["results.tex"] if "tex" in formats else [])
 
 
+class ExportExists(FugueError):
+    """The export folder already holds files an export would write (``present``); the
+    command line says to add ``--overwrite``, the dashboard asks whether to replace them."""
+
+    def __init__(self, message: str, present: list[Path]):
+        super().__init__(message)
+        self.present = present
+
+
 def export_folder(out_dir: str | Path, names: list[str], overwrite: bool = False,
                   what: str = "export folder") -> tuple[Path, list[Path]]:
     """Check, writing nothing, that an export may write ``names`` under ``out_dir``: the
@@ -193,7 +203,6 @@ def export_folder(out_dir: str | Path, names: list[str], overwrite: bool = False
             on the way to it, or (without ``overwrite``) files an export would replace.
     """
     from engine.define.paths import user_path
-    from engine.errors import FugueError
     from engine.results.paths import blocking_file
 
     out = user_path(out_dir, what)
@@ -208,8 +217,8 @@ def export_folder(out_dir: str | Path, names: list[str], overwrite: bool = False
     if present and not overwrite:
         listed = ", ".join(p.name for p in present[:3])
         more = f" and {len(present) - 3} more" if len(present) > 3 else ""
-        raise FugueError(f"{shown} already holds {listed}{more} (an earlier export?): give "
-                         f"another folder, or add --overwrite to replace them")
+        raise ExportExists(f"{shown} already holds {listed}{more} (an earlier export?): "
+                           f"give another folder, or add --overwrite to replace them", present)
     return out, present
 
 

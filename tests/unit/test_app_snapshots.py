@@ -274,6 +274,26 @@ def test_results_export_from_the_dashboard(tmp_path):
             await pilot.press("enter")
             await until(pilot, lambda: (tmp_path / "figs" / "results.tex").is_file(),
                         timeout=60, what="the export")
+            # Again into the same folder: the dashboard asks before replacing (the command
+            # line's "--overwrite" means nothing here), and "no" leaves the files alone.
+            from fugue_tui.app.screens.modals import ConfirmScreen
+
+            tex_file = tmp_path / "figs" / "results.tex"
+            tex_file.write_text("mine")
+            for answer in ("n", "y"):
+                await pilot.press("e")
+                await until(pilot, lambda: isinstance(app.screen, PathScreen))
+                app.screen.query_one(Input).value = str(tmp_path / "figs")
+                await pilot.press("enter")
+                await until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
+                            timeout=60, what="the question")
+                assert "already holds speedup.png" in str(app.screen.question)
+                await pilot.press(answer)
+                if answer == "n":
+                    await pilot.pause()
+                    assert tex_file.read_text() == "mine"
+            await until(pilot, lambda: tex_file.read_text() != "mine", timeout=60,
+                        what="the replacing export")
         names = sorted(p.name for p in (tmp_path / "figs").iterdir())
         assert "speedup.png" in names and "speedup.svg" in names and "parity.svg" in names
         tex = (tmp_path / "figs" / "results.tex").read_text()

@@ -53,7 +53,7 @@ from fugue_tui.app.results_model import (
     sort_value,
     table_rows,
 )
-from fugue_tui.app.screens.modals import PathScreen
+from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
 from fugue_tui.app.widgets.footer import KeyFooter
 
 #: Seconds between two checks of the results files.
@@ -292,16 +292,29 @@ class ResultsScreen(Screen):
             self._export(self.shown, folder)
 
     @work(thread=True, group="export")
-    def _export(self, runs, folder: str) -> None:
+    def _export(self, runs, folder: str, overwrite: bool = False) -> None:
         from engine.errors import FugueError
+        from fugue_tui.export import ExportExists
         from fugue_tui.report import export_results
 
         try:
-            paths = export_results(runs, folder)
+            paths = export_results(runs, folder, overwrite=overwrite)
+        except ExportExists as exc:
+            # The command line's answer is "--overwrite"; here the user is asked instead.
+            self.app.call_from_thread(self._ask_overwrite, runs, folder, exc.present)
+            return
         except (FugueError, OSError, ValueError) as exc:
             self.post_message(Notice(f"export failed: {exc}", "error"))
             return
         self.post_message(Notice(f"exported {len(paths)} files to {folder}"))
+
+    def _ask_overwrite(self, runs, folder: str, present: list[Path]) -> None:
+        listed = ", ".join(p.name for p in present[:3])
+        more = f" and {len(present) - 3} more" if len(present) > 3 else ""
+        self.app.push_screen(
+            ConfirmScreen(f"{folder} already holds {listed}{more} (an earlier export?). "
+                          f"Replace them?", yes="Replace"),
+            lambda yes: self._export(runs, folder, overwrite=True) if yes else None)
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
