@@ -33,6 +33,7 @@ from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
+from engine.train.compile_probe import compile_callable
 from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
 
 #: How often (seconds) a job reports training progress, besides every epoch end.
@@ -48,6 +49,9 @@ class TrainSettings:
     device: torch.device
     compile_mode: str = "off"       # "off" or a torch.compile mode ("default", ...)
     amp_allowed: bool = False       # True only on CUDA: autocast fp16 + GradScaler
+    #: torch.compile backend: "inductor" (what cells run); another registered backend
+    #: ("eager", "aot_eager") compiles in seconds instead of a minute (tests, debugging)
+    compile_backend: str = "inductor"
 
 
 @dataclass
@@ -258,8 +262,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
 
     forward: Callable[[torch.Tensor], torch.Tensor] = model
     if settings.compile_mode != "off":
-        forward = torch.compile(model, mode=None if settings.compile_mode == "default"
-                                else settings.compile_mode)
+        forward = compile_callable(model, settings.compile_mode, settings.compile_backend)
         result.compile_mode = settings.compile_mode
 
     split, val_x, val_y, order = job_split(job, data, result)

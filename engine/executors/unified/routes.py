@@ -38,33 +38,11 @@ from engine.executors.unified.losses import member_sums, stacked_score_sums, upc
 from engine.executors.unified.optim import StackedOptimizer
 from engine.executors.unified.stack import Stack
 from engine.parts import tasks as task_lib
+from engine.train.compile_probe import differs as _differs
+from engine.train.compile_probe import rng_state as _rng_state
+from engine.train.compile_probe import set_rng_state as _set_rng_state
 from engine.train.data import EpochOrder, JobSplit
 from engine.train.loop import JobResult, autocast
-
-#: Compile probe tolerance (compiled vs eager forward on the first batch): fusion reorders
-#: floating-point accumulation, so equality is up to rounding.
-PROBE_RTOL, PROBE_ATOL = 1e-4, 1e-5
-
-
-def _rng_state(device: torch.device) -> tuple[Any, Any]:
-    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng_state(device: torch.device, state: tuple[Any, Any]) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
-
-
-def _differs(a: torch.Tensor, b: torch.Tensor) -> str | None:
-    a, b = a.detach(), b.detach()
-    if a.shape != b.shape:
-        return f"output shape {tuple(a.shape)} vs eager {tuple(b.shape)}"
-    a, b = a.double(), b.double()
-    if torch.allclose(a, b, rtol=PROBE_RTOL, atol=PROBE_ATOL, equal_nan=True):
-        return None
-    return f"outputs differ from eager (max |Δ| {float((a - b).abs().max()):.3g})"
 
 
 @dataclass
