@@ -33,7 +33,7 @@ from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
-from engine.train.compile_probe import compile_callable
+from engine.train.compile_probe import compile_callable, probe_compiled
 from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
 
 #: How often (seconds) a job reports training progress, besides every epoch end.
@@ -218,6 +218,35 @@ def epoch_progress(result: JobResult, job: JobSpec, order: EpochOrder, record: d
                 train_sps=result.samples / result.train_time_s if result.train_time_s else None)
 
 
+def compile_job(model: torch.nn.Module, settings: TrainSettings, result: JobResult,
+                first_batch: Callable[[Callable], tuple[torch.Tensor, torch.Tensor]]
+                ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``model`` under ``torch.compile`` (``settings.compile_mode``/``compile_backend``),
+    compiled by :func:`~engine.train.compile_probe.probe_compiled` on the job's first batch
+    (``first_batch(forward)`` → (output, loss), as the training step computes them).
+
+    Records in ``result``: ``compile_warmup_s`` (the probe's wall time, device synced;
+    inside ``total_time_s``, outside ``train_time_s``), ``compile_mode`` (the mode, or
+    ``off`` when the probe failed) and ``compile_reason`` (why not). Returns the compiled
+    module, or ``model`` itself when the probe failed (the job trains eagerly). The probe
+    leaves parameters, buffers, gradients and the RNG as they were, so the job trains from
+    the state it would have had without compile.
+    """
+    device, mode = settings.device, settings.compile_mode
+    sync(device)
+    t0 = time.perf_counter()
+    compiled = compile_callable(model, mode, settings.compile_backend)
+    why = probe_compiled(model, compiled, device, first_batch)
+    sync(device)
+    result.compile_warmup_s = time.perf_counter() - t0
+    if why is None:
+        result.compile_mode = mode
+        return compiled
+    result.compile_mode = "off"
+    result.compile_reason = f"compile probe ({mode}) failed, trained eagerly: {why}"
+    return model
+
+
 def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
               progress: ProgressFn | None = None,
               on_epoch_end: Callable[[JobResult], None] | None = None) -> JobResult:
@@ -261,10 +290,6 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     criterion = task_lib.loss_fn(task).criterion
 
     forward: Callable[[torch.Tensor], torch.Tensor] = model
-    if settings.compile_mode != "off":
-        forward = compile_callable(model, settings.compile_mode, settings.compile_backend)
-        result.compile_mode = settings.compile_mode
-
     split, val_x, val_y, order = job_split(job, data, result)
     limiter_interval = PROGRESS_INTERVAL_S
     last_report = time.perf_counter()
@@ -274,6 +299,17 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     for epoch in range(job.epochs):
         last_epoch = epoch == job.epochs - 1
         batches = order.batches(device)
+        if epoch == 0 and settings.compile_mode != "off":
+            # Before the epoch's clock starts: compilation is warm-up, not training time.
+            xb0, yb0 = x_all[batches[0]], y_all[batches[0]]
+
+            def first_batch(fwd: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+                with autocast(device, amp):  # as the step below computes it
+                    out, target = task_lib.prepare(task, fwd(xb0), yb0)
+                    half = out.dtype in (torch.float16, torch.bfloat16)
+                    return out, criterion(out.float() if half else out, target)
+
+            forward = compile_job(model, settings, result, first_batch)
         loss_sum = torch.zeros((), device=device)
         score: dict[str, torch.Tensor] = {}
         sync(device)
