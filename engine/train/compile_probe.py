@@ -61,12 +61,18 @@ def same_rng_state(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
     return torch.equal(a[0], b[0]) and (a[1] is None or torch.equal(a[1], b[1]))
 
 
-def differs(a: torch.Tensor, b: torch.Tensor) -> str | None:
+def differs(a: torch.Tensor, b: torch.Tensor, stochastic: bool = False) -> str | None:
     """None when ``a`` (compiled) equals ``b`` (eager) within the probe tolerance, else
-    what differs (shape, or the largest absolute difference)."""
+    what differs (shape, or the largest absolute difference). ``stochastic``: the forward
+    drew random numbers, which compiled code may draw differently, so only the shape is
+    compared (and ``a`` must be finite where all of ``b`` is)."""
     a, b = a.detach(), b.detach()
     if a.shape != b.shape:
         return f"output shape {tuple(a.shape)} vs eager {tuple(b.shape)}"
+    if stochastic:
+        if bool(torch.isfinite(b).all()) and not bool(torch.isfinite(a).all()):
+            return "compiled outputs are not finite where eager's are"
+        return None
     a, b = a.double(), b.double()
     if torch.allclose(a, b, rtol=PROBE_RTOL, atol=PROBE_ATOL, equal_nan=True):
         return None
@@ -105,14 +111,7 @@ def probe_compiled(model: torch.nn.Module, compiled: Callable, device: torch.dev
         out, loss = run(compiled)
         params = [p for p in model.parameters() if p.requires_grad]
         torch.autograd.grad(loss, params, allow_unused=True)
-        if stochastic:
-            # Dropout drew numbers: compiled code may draw others, so values cannot agree.
-            if out.shape != ref.shape:
-                return f"output shape {tuple(out.shape)} vs eager {tuple(ref.shape)}"
-            if bool(torch.isfinite(ref).all()) and not bool(torch.isfinite(out).all()):
-                return "compiled outputs are not finite where eager's are"
-            return None
-        return differs(out, ref)
+        return differs(out, ref, stochastic)
     except Exception as exc:  # noqa: BLE001 - any failure is a fallback, with its reason
         return failure_line(exc, 300)
     finally:

@@ -10,7 +10,10 @@ batches only, and validate on the job's validation split after every epoch for h
 Times (seconds, ``time.perf_counter``; on CUDA the clock is read after a device sync):
 ``total_time_s`` from the start of model build to the end of the last validation;
 ``train_time_s`` the sum of the epochs' training-step phases; ``val_time_s`` the sum of
-validations. ``train_throughput_sps`` = samples trained ÷ ``train_time_s``.
+validations. ``train_throughput_sps`` = samples trained ÷ ``train_time_s``. Under compile
+the model is compiled on a probe of the first batch before the first epoch's clock starts
+(:func:`compile_job`): ``compile_warmup_s``, inside ``total_time_s``, never in
+``train_time_s``.
 
 Only imported inside cell and worker processes (imports torch at module level).
 """
@@ -84,7 +87,7 @@ class JobResult:
     worker_pid: int | None = None   # process that trained the job
     torch_peak_allocated_mb: float | None = None  # torch.cuda.max_memory_allocated, MiB
     torch_peak_reserved_mb: float | None = None   # torch.cuda.max_memory_reserved, MiB
-    compile_warmup_s: float | None = None         # first compiled step(s), s (inside total)
+    compile_warmup_s: float | None = None         # compile probe(s), s (inside total, not train)
 
     @property
     def train_throughput_sps(self) -> float | None:

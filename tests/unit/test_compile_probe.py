@@ -56,9 +56,9 @@ def cold_dynamo():
 
 
 def _job(i: int, model: str = "mlp_bn", **kw) -> JobSpec:
-    base = dict(job_id=f"J{i}", exp_id="X", index=i, seed=42 + i, model=model,
-                dataset="wine", task=None, batch_size=16, epochs=2, lr=0.01,
-                optimizer="sgd", optimizer_kwargs={"momentum": 0.9})
+    base = {"job_id": f"J{i}", "exp_id": "X", "index": i, "seed": 42 + i, "model": model,
+            "dataset": "wine", "task": None, "batch_size": 16, "epochs": 2, "lr": 0.01,
+            "optimizer": "sgd", "optimizer_kwargs": {"momentum": 0.9}}
     base.update(kw)
     return JobSpec(**base)
 
@@ -160,6 +160,31 @@ def test_a_random_forward_is_compiled_although_its_draws_differ(wine, monkeypatc
     assert r.compile_warmup_s is not None
 
 
+def test_unified_eager_member_with_dropout_is_compiled_alike(monkeypatch):
+    """The same rule in unified_model's eager route (one member with live dropout): its
+    probe does not refuse compiled code for drawing other dropout masks either."""
+    import engine.executors.unified.bucket as bucket_mod
+    from engine.executors.unified.executor import UnifiedExecutor
+    from tests.unit.test_unified_parity import _ctx as unified_ctx
+    from tests.unit.test_unified_parity import _data
+    from tests.unit.test_unified_parity import _job as unified_job
+
+    def own_draws(fn):
+        def compiled(*args, **kwargs):
+            torch.rand(7)
+            return fn(*args, **kwargs)
+        return compiled
+
+    monkeypatch.setattr(bucket_mod, "compile_callable", lambda fn, mode, backend: own_draws(fn))
+    data = _data()
+    data.pool_x = data.pool_x.float()
+    ctx = unified_ctx(data, [])
+    ctx.settings = COMPILED
+    [r] = UnifiedExecutor().run([unified_job(0, epochs=1, model_kwargs={"hidden": 16,
+                                                                        "dropout": 0.2})], ctx)
+    assert r.status == "ok" and r.compile_mode == "default", r.compile_reason
+
+
 def test_ray_actor_reports_the_warmup_apart(wine):
     """A Ray pool actor's training (the class Ray runs remotely, here in this process) and
     the snapshot that carries its result to the cell."""
@@ -198,3 +223,31 @@ def test_mp_worker_reports_the_warmup_apart(tmp_path, wine):
     assert executor.info["train_wall_s"] < result.compile_warmup_s
     assert ctx.group["train_throughput_sps"] == pytest.approx(
         result.samples / executor.info["train_wall_s"])
+
+
+def test_the_job_row_says_why_compile_did_not_run(tmp_path, wine, monkeypatch):
+    """The rows the cell writes: the warm-up and, for a job whose probe failed, the reason
+    (before the probe such a job failed; the reason must not vanish into a log)."""
+    import csv
+
+    from engine.cell.rows import write_rows
+
+    monkeypatch.setattr(loop_mod, "compile_callable", lambda fn, mode, backend: _raising(fn))
+    results = [loop_mod.train_job(_job(0), wine, COMPILED)]
+    spec = {"cell": {"experiment": {"type": "ensemble", "size": None}, "exp_id": "X",
+                     "executor": "seq", "compile_mode": "default", "jobs": [{"amp": False}],
+                     "key": "k", "pass_index": 0},
+            "campaign_id": "c", "attempt": 1, "campaign_hash": "h", "device": "cpu",
+            "seed": 42, "passes": 1, "threads": 1, "runs_dir": str(tmp_path)}
+    events = SimpleNamespace(emit=lambda *a, **k: None)
+    write_rows(spec, events, results, 1.0, 0.0, 0.0, {}, COMPILED, {})
+    with open(tmp_path / "master_individual.csv", newline="") as fh:
+        [row] = list(csv.DictReader(fh))
+    assert row["compile_mode"] == "off"
+    assert row["compile_reason"] == results[0].compile_reason
+    assert "RuntimeError: backend exploded" in row["compile_reason"]
+    assert float(row["compile_warmup_s"]) == pytest.approx(results[0].compile_warmup_s)
+    with open(tmp_path / "master_groups.csv", newline="") as fh:
+        [group] = list(csv.DictReader(fh))
+    assert group["compile_requested"] == "default" and group["compile_mode"] == "off"
+    assert float(group["compile_warmup_s"]) == pytest.approx(results[0].compile_warmup_s)

@@ -16,9 +16,11 @@ bucket.BucketRun` drives either without knowing which it has:
 Compile probe (per route): the route's step callable (the stack's vectorised call, or each
 member's module on the eager route) is wrapped with the given compiler, its forward and
 backward run once on one batch and its outputs are compared with the eager forward on the
-same batch (``PROBE_RTOL``/``PROBE_ATOL``); buffers, dropout generators and the global RNG
-are restored afterwards, so training starts from the same state. The bucket decides what
-to do with the answer (``BucketRun.compile_probe``).
+same batch (``engine.train.compile_probe.differs``: by value, or by shape when the eager
+forward drew random numbers, as for the training loop's probe; the stack draws its dropout
+noise outside the compiled call, so its outputs are always compared by value); buffers,
+dropout generators and the global RNG are restored afterwards, so training starts from the
+same state. The bucket decides what to do with the answer (``BucketRun.compile_probe``).
 
 Kept apart from the bucket loop because this is the part that must equal seq's arithmetic
 step for step; the loop around it only schedules and books.
@@ -279,6 +281,9 @@ class EagerRoute:
                         ref = m.model(x_k)
                 finally:
                     self._swap_out(m, saved)
+                # Dropout drew from the member's generator: compiled code may draw other
+                # numbers (TorchInductor does), so its outputs cannot be compared by value.
+                stochastic = not torch.equal(m.generator.get_state(), gen)
                 restore()
                 m.forward = compiler(m.model)
                 saved = self._swap_in(m)
@@ -291,7 +296,7 @@ class EagerRoute:
                                                if p.requires_grad], allow_unused=True)
                 finally:
                     self._swap_out(m, saved)
-                why = _differs(out, ref)
+                why = _differs(out, ref, stochastic)
             except Exception as exc:  # noqa: BLE001
                 why = failure_line(exc, 300)
             finally:
