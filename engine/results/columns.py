@@ -301,6 +301,11 @@ _OURS: tuple[Column, ...] = (
     Column("compile_reason", I, TEXT,
            "why the job trained eagerly although compile was asked for (its compile probe "
            "raised or disagreed with eager); empty when it compiled or compile was off"),
+    Column("power_method", G, TEXT,
+           "NVML power reading behind gpu_power_mean_w and a power_integral energy: instant "
+           "(field NVML_FI_DEV_POWER_INSTANT) or average (nvmlDeviceGetPowerUsage, a 1-s "
+           "average on Ampere and later); empty when the row uses no power reading"),
+    Column("power_method", I),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )
