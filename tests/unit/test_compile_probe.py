@@ -41,7 +41,8 @@ def _slow_eager(gm, example_inputs):
     return gm.forward
 
 
-register_backend(_slow_eager, name="fugue_test_slow_eager")
+if "fugue_test_slow_eager" not in torch._dynamo.list_backends(exclude_tags=()):
+    register_backend(_slow_eager, name="fugue_test_slow_eager")
 COMPILED = TrainSettings(CPU, compile_mode="default", compile_backend="fugue_test_slow_eager")
 
 
