@@ -304,11 +304,11 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
         batches = order.batches(device)
         if epoch == 0 and settings.compile_mode != "off":
             # Before the epoch's clock starts: compilation is warm-up, not training time.
-            xb0, yb0 = x_all[batches[0]], y_all[batches[0]]
-
-            def first_batch(fwd: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+            def first_batch(fwd: Callable, xb: torch.Tensor = x_all[batches[0]],
+                            yb: torch.Tensor = y_all[batches[0]]
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
                 with autocast(device, amp):  # as the step below computes it
-                    out, target = task_lib.prepare(task, fwd(xb0), yb0)
+                    out, target = task_lib.prepare(task, fwd(xb), yb)
                     half = out.dtype in (torch.float16, torch.bfloat16)
                     return out, criterion(out.float() if half else out, target)
 
