@@ -111,7 +111,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "early_stopped": r.early_stopped, "stop_reason": r.stop_reason or None,
             "worker_pid": r.worker_pid, "torch_peak_allocated_mb": r.torch_peak_allocated_mb,
             "torch_peak_reserved_mb": r.torch_peak_reserved_mb,
-            "compile_warmup_s": r.compile_warmup_s,
+            "compile_warmup_s": r.compile_warmup_s, "compile_reason": r.compile_reason or None,
             "epochs_run": r.epochs_run, "gpu_name": facts.get("gpu_name"),
             "final_train_loss": r.final_train_loss, "final_train_acc": r.final_train_acc,
             "final_val_loss": r.final_val_loss, "final_val_acc": r.final_val_acc,

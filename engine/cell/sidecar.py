@@ -141,6 +141,8 @@ class CellMonitor:
         s = summarise(self.samples, t0, t1, rapl_wrap=wrap)
         energy = s.pop("energy")
         cols.update(s, energy_group=energy)
+        used_power = s["gpu_power_mean_w"] is not None or s["energy_method"] == "power_integral"
+        cols["power_method"] = self.meta.get("power_method") if used_power else None
         cols["samples_file"] = os.path.relpath(self.samples_path, self.runs_dir)
         return cols
 
@@ -162,6 +164,8 @@ class CellMonitor:
         cols.update(gpu_util_mean=s["gpu_util_mean"], gpu_util_max=s["gpu_util_max"],
                     vram_peak_mb=s["vram_peak_mb"], energy_j=s["energy"],
                     energy_method=s["energy_method"])
+        if s["energy_method"] == "power_integral":  # the job's only power-derived value
+            cols["power_method"] = self.meta.get("power_method")
         if self.meta.get("gpu"):
             cols["gpu_metrics_method"] = "nvml (job window)"
         return cols

@@ -18,7 +18,9 @@ What it samples:
 
 - the device under test through NVML (``pynvml`` from nvidia-ml-py), opened by UUID:
   utilisation (%, NVML's "percent of time a kernel was running", not SM occupancy), memory
-  used (MiB), power (W), the total-energy counter (mJ), SM clock (MHz), temperature (°C).
+  used (MiB), power (W: the instantaneous reading where the driver offers it, else NVML's
+  power usage, a 1-s average on Ampere and later; ``power_method`` in the meta file and the
+  rows says which), the total-energy counter (mJ), SM clock (MHz), temperature (°C).
   Each metric is probed once when the sidecar starts; an unsupported one (old GPUs, MIG
   slices, virtual GPUs) is recorded as missing with NVML's reason and never read again, and
   an error of one metric during the run blanks that value in that sample only;
@@ -124,6 +126,10 @@ def run_sidecar(args: argparse.Namespace) -> int:
         "pid": os.getpid(), "interval_s": args.interval, "host": socket.gethostname(),
         "gpu": gpu.facts if gpu else None, "gpu_missing": missing,
         "gpu_supported": gpu.supported if gpu else [],
+        # Which power reading power_w holds (instant or the driver's 1-s average) and why
+        # not the instant one: the rows' power_method.
+        "power_method": gpu.power_method if gpu else None,
+        "power_missing": gpu.power_missing if gpu else {},
         "cpu_energy": "rapl" if sampler.rapl else None,
         "cpu_energy_missing": None if sampler.rapl else rapl_missing_reason(),
         "samples_file": str(final), "state": "running",

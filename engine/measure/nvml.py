@@ -26,6 +26,54 @@ GPU_METRICS: dict[str, tuple[str, Callable[[Any, Any], float]]] = {
 _COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 
 
+# --------------------------------------------------------------------------- power
+# ``nvmlDeviceGetPowerUsage`` (GPU_METRICS["power"]) is a one-second average on Ampere and
+# later (NVML's documentation): sampled every 0.5 s it smooths the curve that
+# gpu_power_mean_w and the power-integral energy are made of. Where the driver offers it,
+# the instantaneous reading (field NVML_FI_DEV_POWER_INSTANT through
+# nvmlDeviceGetFieldValues, scope 0: the GPU) is read instead; ``GpuDevice.power_method``
+# records which ("instant", "average"; None without power), and the rows say it.
+
+#: ``nvmlValueType_t`` → the ``c_nvmlValue_t`` member that holds a field's value.
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
+                  6: "usVal"}
+
+
+def _instant_power_w(nvml: Any, handle: Any) -> float:
+    """Instantaneous power (W) from the field values.
+
+    Raises:
+        NVMLError_*: the driver or this pynvml does not offer the field (each entry of
+            ``nvmlDeviceGetFieldValues`` carries its own return code).
+    """
+    field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+    if field_id is None:  # an nvidia-ml-py older than the field
+        raise AttributeError("pynvml has no NVML_FI_DEV_POWER_INSTANT")
+    entry = nvml.nvmlDeviceGetFieldValues(handle, [field_id])[0]
+    if entry.nvmlReturn != nvml.NVML_SUCCESS:
+        raise nvml.NVMLError(entry.nvmlReturn)
+    return float(getattr(entry.value, _VALUE_MEMBERS[entry.valueType])) / 1000.0
+
+
+#: How power can be read, preferred first: method name → reader (W).
+POWER_READERS: dict[str, Callable[[Any, Any], float]] = {
+    "instant": _instant_power_w,
+    "average": GPU_METRICS["power"][1],
+}
+
+
+def _probe_power(nvml: Any, handle: Any) -> tuple[str | None, dict[str, str]]:
+    """The first power reader that works on this device, and why the others did not."""
+    why: dict[str, str] = {}
+    for method, reader in POWER_READERS.items():
+        try:
+            reader(nvml, handle)
+            return method, why
+        except Exception as exc:  # noqa: BLE001 - NVMLError_*, or an older pynvml
+            why[method] = nvml_reason(exc)
+    return None, why
+
+
 def nvml_reason(exc: BaseException) -> str:
     """NVML's name for an error: ``NVMLError_NotSupported`` → ``NotSupported``."""
     name = type(exc).__name__
@@ -53,6 +101,10 @@ class GpuDevice:
     supported: list[str] = field(default_factory=list)
     missing: dict[str, str] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    #: How ``power_w`` is read: "instant", "average" (see POWER_READERS), None without power.
+    power_method: str | None = None
+    #: Why a preferred power reading is not used (e.g. {"instant": "NotSupported"}).
+    power_missing: dict[str, str] = field(default_factory=dict)
 
     def read(self) -> tuple[dict[str, float | None], list[str]]:
         """One reading of every supported metric; returns values and per-metric errors.
@@ -61,6 +113,8 @@ class GpuDevice:
         errors = []
         for metric in self.supported:
             field_name, reader = GPU_METRICS[metric]
+            if metric == "power" and self.power_method is not None:
+                reader = POWER_READERS[self.power_method]
             try:
                 values[field_name] = reader(self.nvml, self.handle)
             except Exception as exc:  # NVMLError_* or a driver hiccup: keep sampling
@@ -89,6 +143,13 @@ def open_gpu(uuid: str, nvml: Any = None) -> GpuDevice:
         raise RuntimeError(f"NVML has no device {uuid}: {nvml_reason(exc)}") from None
     device = GpuDevice(nvml, handle, uuid)
     for metric, (_, reader) in GPU_METRICS.items():
+        if metric == "power":
+            device.power_method, device.power_missing = _probe_power(nvml, handle)
+            if device.power_method is not None:
+                device.supported.append(metric)
+            else:  # the reason of the averaged reading, the one every driver has
+                device.missing[metric] = device.power_missing["average"]
+            continue
         try:
             reader(nvml, handle)
             device.supported.append(metric)

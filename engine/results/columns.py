@@ -251,7 +251,9 @@ _OURS: tuple[Column, ...] = (
     Column("torch_peak_reserved_mb", G, NUMBER,
            "torch.cuda.max_memory_reserved, as torch_peak_allocated_mb, MiB"),
     Column("compile_warmup_s", G, NUMBER,
-           "time of the first compiled step(s), reported apart from training (inside T_group), s"),
+           "wall time of the compile probe(s) on the first batch (the compilation): inside "
+           "total_time_s and T_group, never in train_time_s (group: sum over jobs, or over "
+           "buckets for unified_model), s"),
     Column("samples_file", G, TEXT,
            "monitor samples of the group (or the job's slice), relative to the runs folder; "
            "a killed cell's too, `.csv.partial` when its sampler never finished the file"),
@@ -297,6 +299,14 @@ _OURS: tuple[Column, ...] = (
     Column("torch_peak_reserved_mb", I),
     Column("compile_warmup_s", I),
     Column("samples_file", I),
+    Column("compile_reason", I, TEXT,
+           "why the job trained eagerly although compile was asked for (its compile probe "
+           "raised or disagreed with eager); empty when it compiled or compile was off"),
+    Column("power_method", G, TEXT,
+           "NVML power reading behind gpu_power_mean_w and a power_integral energy: instant "
+           "(field NVML_FI_DEV_POWER_INSTANT) or average (nvmlDeviceGetPowerUsage, a 1-s "
+           "average on Ampere and later); empty when the row uses no power reading"),
+    Column("power_method", I),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -10,7 +10,10 @@ batches only, and validate on the job's validation split after every epoch for h
 Times (seconds, ``time.perf_counter``; on CUDA the clock is read after a device sync):
 ``total_time_s`` from the start of model build to the end of the last validation;
 ``train_time_s`` the sum of the epochs' training-step phases; ``val_time_s`` the sum of
-validations. ``train_throughput_sps`` = samples trained ÷ ``train_time_s``.
+validations. ``train_throughput_sps`` = samples trained ÷ ``train_time_s``. Under compile
+the model is compiled on a probe of the first batch before the first epoch's clock starts
+(:func:`compile_job`): ``compile_warmup_s``, inside ``total_time_s``, never in
+``train_time_s``.
 
 Only imported inside cell and worker processes (imports torch at module level).
 """
@@ -33,6 +36,7 @@ from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
+from engine.train.compile_probe import compile_callable, probe_compiled
 from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
 
 #: How often (seconds) a job reports training progress, besides every epoch end.
@@ -48,6 +52,9 @@ class TrainSettings:
     device: torch.device
     compile_mode: str = "off"       # "off" or a torch.compile mode ("default", ...)
     amp_allowed: bool = False       # True only on CUDA: autocast fp16 + GradScaler
+    #: torch.compile backend: "inductor" (what cells run); another registered backend
+    #: ("eager", "aot_eager") compiles in seconds instead of a minute (tests, debugging)
+    compile_backend: str = "inductor"
 
 
 @dataclass
@@ -80,7 +87,7 @@ class JobResult:
     worker_pid: int | None = None   # process that trained the job
     torch_peak_allocated_mb: float | None = None  # torch.cuda.max_memory_allocated, MiB
     torch_peak_reserved_mb: float | None = None   # torch.cuda.max_memory_reserved, MiB
-    compile_warmup_s: float | None = None         # first compiled step(s), s (inside total)
+    compile_warmup_s: float | None = None         # compile probe(s), s (inside total, not train)
 
     @property
     def train_throughput_sps(self) -> float | None:
@@ -214,6 +221,35 @@ def epoch_progress(result: JobResult, job: JobSpec, order: EpochOrder, record: d
                 train_sps=result.samples / result.train_time_s if result.train_time_s else None)
 
 
+def compile_job(model: torch.nn.Module, settings: TrainSettings, result: JobResult,
+                first_batch: Callable[[Callable], tuple[torch.Tensor, torch.Tensor]]
+                ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``model`` under ``torch.compile`` (``settings.compile_mode``/``compile_backend``),
+    compiled by :func:`~engine.train.compile_probe.probe_compiled` on the job's first batch
+    (``first_batch(forward)`` → (output, loss), as the training step computes them).
+
+    Records in ``result``: ``compile_warmup_s`` (the probe's wall time, device synced;
+    inside ``total_time_s``, outside ``train_time_s``), ``compile_mode`` (the mode, or
+    ``off`` when the probe failed) and ``compile_reason`` (why not). Returns the compiled
+    module, or ``model`` itself when the probe failed (the job trains eagerly). The probe
+    leaves parameters, buffers, gradients and the RNG as they were, so the job trains from
+    the state it would have had without compile.
+    """
+    device, mode = settings.device, settings.compile_mode
+    sync(device)
+    t0 = time.perf_counter()
+    compiled = compile_callable(model, mode, settings.compile_backend)
+    why = probe_compiled(model, compiled, device, first_batch)
+    sync(device)
+    result.compile_warmup_s = time.perf_counter() - t0
+    if why is None:
+        result.compile_mode = mode
+        return compiled
+    result.compile_mode = "off"
+    result.compile_reason = f"compile probe ({mode}) failed, trained eagerly: {why}"
+    return model
+
+
 def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
               progress: ProgressFn | None = None,
               on_epoch_end: Callable[[JobResult], None] | None = None) -> JobResult:
@@ -257,11 +293,6 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     criterion = task_lib.loss_fn(task).criterion
 
     forward: Callable[[torch.Tensor], torch.Tensor] = model
-    if settings.compile_mode != "off":
-        forward = torch.compile(model, mode=None if settings.compile_mode == "default"
-                                else settings.compile_mode)
-        result.compile_mode = settings.compile_mode
-
     split, val_x, val_y, order = job_split(job, data, result)
     limiter_interval = PROGRESS_INTERVAL_S
     last_report = time.perf_counter()
@@ -271,6 +302,17 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     for epoch in range(job.epochs):
         last_epoch = epoch == job.epochs - 1
         batches = order.batches(device)
+        if epoch == 0 and settings.compile_mode != "off":
+            # Before the epoch's clock starts: compilation is warm-up, not training time.
+            def first_batch(fwd: Callable, xb: torch.Tensor = x_all[batches[0]],
+                            yb: torch.Tensor = y_all[batches[0]]
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+                with autocast(device, amp):  # as the step below computes it
+                    out, target = task_lib.prepare(task, fwd(xb), yb)
+                    half = out.dtype in (torch.float16, torch.bfloat16)
+                    return out, criterion(out.float() if half else out, target)
+
+            forward = compile_job(model, settings, result, first_batch)
         loss_sum = torch.zeros((), device=device)
         score: dict[str, torch.Tensor] = {}
         sync(device)

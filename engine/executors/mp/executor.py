@@ -202,7 +202,8 @@ class MPExecutor(Executor):
         results: dict[int, JobResult] = {}
         peak = 0
         settings = {"device": str(ctx.settings.device), "compile_mode": ctx.settings.compile_mode,
-                    "amp_allowed": ctx.settings.amp_allowed}
+                    "amp_allowed": ctx.settings.amp_allowed,
+                    "compile_backend": ctx.settings.compile_backend}
         env = {**ctx.job_env, **self.client_env}
         per_job: dict[str, dict[str, Any]] = {}
         spans: list[tuple[float, float]] = []

@@ -34,7 +34,8 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
                 env: dict[str, str], parent_pid: int) -> None:
     """Train one job (``JobSpec.to_dict()``) in this process.
 
-    ``settings``: ``device`` (a torch device string), ``compile_mode``, ``amp_allowed`` —
+    ``settings``: ``device`` (a torch device string), ``compile_mode``, ``amp_allowed``,
+    ``compile_backend`` —
     plain data, like the job, so that nothing imports torch before ``env`` is set: the MPS
     client variables must be in the environment when the CUDA driver initialises.
     ``threads`` is the torch intra-op thread count; ``parent_pid`` is the cell, whose death
@@ -63,7 +64,9 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
         job = JobSpec.from_dict(job_dict)
         train_settings = TrainSettings(device=torch.device(settings["device"]),
                                        compile_mode=settings["compile_mode"],
-                                       amp_allowed=settings["amp_allowed"])
+                                       amp_allowed=settings["amp_allowed"],
+                                       compile_backend=settings.get("compile_backend",
+                                                                    "inductor"))
         torch.set_num_threads(threads)
         apply_backend_flags()
         # The same warm-up as the cell (engine.cell.main): torch.optim imports torch._dynamo on

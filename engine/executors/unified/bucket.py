@@ -35,7 +35,6 @@ compile warm-up of its bucket).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -45,6 +44,7 @@ from engine.executors.unified.bucket_build import BucketBuild
 from engine.executors.unified.interleave import Clock, Interleave
 from engine.executors.unified.routes import Member, VectorRoute
 from engine.parts import tasks as task_lib
+from engine.train.compile_probe import compile_callable
 from engine.train.data import EpochOrder
 from engine.train.loop import (
     PROGRESS_INTERVAL_S,
@@ -55,14 +55,6 @@ from engine.train.loop import (
     record_epoch,
     sync,
 )
-
-
-def compile_callable(fn: Callable, mode: str, backend: str = "inductor") -> Callable:
-    """``torch.compile(fn)`` in ``mode`` ("default" → torch's default) with ``backend``
-    (inductor takes the mode; another backend, e.g. ``eager`` for debugging, ignores it)."""
-    if backend and backend != "inductor":
-        return torch.compile(fn, backend=backend)
-    return torch.compile(fn, mode=None if mode == "default" else mode)
 
 
 class BucketRun(BucketBuild):

@@ -16,9 +16,11 @@ bucket.BucketRun` drives either without knowing which it has:
 Compile probe (per route): the route's step callable (the stack's vectorised call, or each
 member's module on the eager route) is wrapped with the given compiler, its forward and
 backward run once on one batch and its outputs are compared with the eager forward on the
-same batch (``PROBE_RTOL``/``PROBE_ATOL``); buffers, dropout generators and the global RNG
-are restored afterwards, so training starts from the same state. The bucket decides what
-to do with the answer (``BucketRun.compile_probe``).
+same batch (``engine.train.compile_probe.differs``: by value, or by shape when the eager
+forward drew random numbers, as for the training loop's probe; the stack draws its dropout
+noise outside the compiled call, so its outputs are always compared by value); buffers,
+dropout generators and the global RNG are restored afterwards, so training starts from the
+same state. The bucket decides what to do with the answer (``BucketRun.compile_probe``).
 
 Kept apart from the bucket loop because this is the part that must equal seq's arithmetic
 step for step; the loop around it only schedules and books.
@@ -38,33 +40,11 @@ from engine.executors.unified.losses import member_sums, stacked_score_sums, upc
 from engine.executors.unified.optim import StackedOptimizer
 from engine.executors.unified.stack import Stack
 from engine.parts import tasks as task_lib
+from engine.train.compile_probe import differs as _differs
+from engine.train.compile_probe import rng_state as _rng_state
+from engine.train.compile_probe import set_rng_state as _set_rng_state
 from engine.train.data import EpochOrder, JobSplit
 from engine.train.loop import JobResult, autocast
-
-#: Compile probe tolerance (compiled vs eager forward on the first batch): fusion reorders
-#: floating-point accumulation, so equality is up to rounding.
-PROBE_RTOL, PROBE_ATOL = 1e-4, 1e-5
-
-
-def _rng_state(device: torch.device) -> tuple[Any, Any]:
-    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng_state(device: torch.device, state: tuple[Any, Any]) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
-
-
-def _differs(a: torch.Tensor, b: torch.Tensor) -> str | None:
-    a, b = a.detach(), b.detach()
-    if a.shape != b.shape:
-        return f"output shape {tuple(a.shape)} vs eager {tuple(b.shape)}"
-    a, b = a.double(), b.double()
-    if torch.allclose(a, b, rtol=PROBE_RTOL, atol=PROBE_ATOL, equal_nan=True):
-        return None
-    return f"outputs differ from eager (max |Δ| {float((a - b).abs().max()):.3g})"
 
 
 @dataclass
@@ -301,6 +281,9 @@ class EagerRoute:
                         ref = m.model(x_k)
                 finally:
                     self._swap_out(m, saved)
+                # Dropout drew from the member's generator: compiled code may draw other
+                # numbers (TorchInductor does), so its outputs cannot be compared by value.
+                stochastic = not torch.equal(m.generator.get_state(), gen)
                 restore()
                 m.forward = compiler(m.model)
                 saved = self._swap_in(m)
@@ -313,7 +296,7 @@ class EagerRoute:
                                                if p.requires_grad], allow_unused=True)
                 finally:
                     self._swap_out(m, saved)
-                why = _differs(out, ref)
+                why = _differs(out, ref, stochastic)
             except Exception as exc:  # noqa: BLE001
                 why = failure_line(exc, 300)
             finally:

@@ -8,8 +8,11 @@ with member 0's logic, silently. Two checks, in order:
    (``p``, ``eps``, ``momentum``, flags, callables by qualified name), hook counts,
    parameter and buffer names, shapes, dtypes and ``requires_grad``. Any difference from
    member 0 refuses the stack, naming the submodule and attribute.
-2. :func:`probe`: one training step on **copies** (float64, so rounding cannot hide or fake
-   a difference), through both routes — the stack's vectorised step (``Stack`` forward in
+2. :func:`probe`: first each member's own forward on the **real instance** against a
+   copy's (:func:`own_forward_mismatch`: a member whose behaviour depends on state outside
+   the module, found by its identity, would train with the stack's copy's behaviour and
+   pass every check on copies), then one training step on **copies** (float64, so rounding
+   cannot hide or fake a difference), through both routes — the stack's vectorised step (``Stack`` forward in
    train mode, the bucket's stacked loss, ``backward`` of the summed losses, the stacked
    optimizer) and each member alone (its own module, the task criterion as
    ``engine.train.loop`` calls it, the torch optimizer from the registry). Outputs,
@@ -20,6 +23,12 @@ with member 0's logic, silently. Two checks, in order:
 
 A disagreement or an exception is a verdict (``disagreed`` / ``raised``) with what
 differed; the caller falls back to eager and records it.
+
+What the checks cannot see (docs/unified-model-pitfalls.md, the addendum): behaviour that
+one batch and one step do not exercise (a branch taken at epoch 3, on another batch size,
+in eval mode only); state outside the module that does not change the forward's output on
+this batch; and state outside the module that a forward changes, which the probe changes
+once (it cannot put it back).
 """
 
 from __future__ import annotations
@@ -175,6 +184,81 @@ def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> float 
     return float((a - b).abs().max())
 
 
+#: Tolerance of a member's own forward against its copy's (same dtype, same kernels: equal
+#: on CPU; on CUDA within a non-deterministic kernel's rounding).
+OWN_RTOL, OWN_ATOL = 1e-5, 1e-6
+
+
+def _own_state(module: nn.Module) -> list[tuple[nn.Module, dict[str, Any]]]:
+    """Each submodule's own non-tensor attributes (counters, flags a forward may change)."""
+    return [(sub, {k: v for k, v in vars(sub).items() if k not in _MODULE_INTERNALS})
+            for sub in module.modules()]
+
+
+def _put_back(saved: list[tuple[nn.Module, dict[str, Any]]]) -> None:
+    for sub, attrs in saved:
+        for key in [k for k in vars(sub) if k not in _MODULE_INTERNALS and k not in attrs]:
+            del sub.__dict__[key]
+        sub.__dict__.update(attrs)
+
+
+def _forward_from(module: nn.Module, x: torch.Tensor,
+                  generator: torch.Generator | None) -> torch.Tensor:
+    """``module(x)`` in train mode without autograd, its dropout drawing from a copy of
+    ``generator``'s state (the global RNG forked around it: nothing outside changes)."""
+    device = x.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
+            torch.no_grad():
+        if generator is not None:
+            if device.type == "cuda":
+                torch.cuda.set_rng_state(generator.get_state(), device)
+            else:
+                torch.set_rng_state(generator.get_state())
+        return module(x)
+
+
+def own_forward_mismatch(members: Sequence[nn.Module],
+                         generators: Sequence[torch.Generator] | None,
+                         x: torch.Tensor) -> str | None:
+    """``None`` when every member's forward, run on the **real instance**, equals the same
+    forward of a deep copy of it; else which member differs and by how much.
+
+    The stack trains through a copy of member 0 (its template) and :func:`probe` through
+    copies, so neither sees state that a member keeps outside itself and finds by identity
+    (a dict keyed by ``id(module)``, a weak reference, a registry of instances): a member
+    whose behaviour depends on it would train with the template's behaviour, and the probe
+    would agree. This compares what each member really computes with what a copy computes.
+
+    One forward per member on its batch ``x[k]``, in train mode, under ``no_grad``, the
+    dropout drawn from the member's generator state for both (the global RNG forked). The
+    real instance is left as found: its buffers (running statistics) and its submodules'
+    non-tensor attributes (e.g. a call counter) are put back. State outside the module that
+    its forward changes cannot be put back: the probe changes it once.
+    """
+    for k, member in enumerate(members):
+        gen = generators[k] if generators else None
+        was_training = member.training
+        twin = copy.deepcopy(member)
+        twin.train()
+        buffers = {n: b.clone() for n, b in member.named_buffers()}
+        attrs = _own_state(member)
+        try:
+            member.train()
+            own = _forward_from(member, x[k], gen)
+        finally:
+            with torch.no_grad():
+                for n, b in member.named_buffers():
+                    b.copy_(buffers[n])
+            _put_back(attrs)
+            member.train(was_training)
+        diff = _close(own, _forward_from(twin, x[k], gen), OWN_RTOL, OWN_ATOL)
+        if diff is not None:
+            return (f"member {k}: its own forward differs from a copy's (max |Δ| {diff:.3g}): "
+                    "it depends on state outside the module, which a stack (a copy of member "
+                    "0) cannot carry")
+    return None
+
+
 def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | None,
           x: torch.Tensor, y: torch.Tensor, *, task: Any, optimizer: str,
           lrs: Sequence[float], optimizer_kwargs: Sequence[dict[str, Any]],
@@ -199,6 +283,10 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
     from engine.parts.optimizers import build_optimizer
 
     try:
+        # The members themselves first: everything below runs on copies.
+        outside = own_forward_mismatch(members, generators, x)
+        if outside is not None:
+            return Verdict("disagreed", outside)
         dtype = torch.float64
         device = x.device
         xs = x.to(dtype) if x.is_floating_point() else x
