@@ -215,12 +215,14 @@ class EventTable:
 #: Every event type, by source. Adding an event type is adding a line here.
 EVENTS = EventTable([
     # -- the runner (runner.jsonl) --------------------------------------------------------
-    _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume",
-       doc="a runner session starts"),
+    _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume", "reuse_any",
+       doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows)"),
     _t("queued", RUNNER, "cell index label", "manual_retry", "lifecycle", "queued",
        doc="a cell waits for its turn (again, after a manual retry)"),
-    _t("skipped", RUNNER, "cell index label reason", "", "lifecycle final", "skipped",
-       doc="a cell will not run (already ok, cannot run here, skipped by control)"),
+    _t("skipped", RUNNER, "cell index label reason",
+       "from_campaign from_attempt from_timestamp", "lifecycle final", "skipped",
+       doc="a cell will not run (already ok, cannot run here, skipped by control); an ok "
+           "row's campaign, attempt and timestamp when resume skipped it for one"),
     _t("cell_started", RUNNER, "cell index label attempt events log_path pid", "",
        "active", "running", doc="an attempt's process started"),
     _t("suspect", RUNNER, "cell attempt seen", "", "lifecycle active", "suspect",
