@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     # The runner's watchdog sends SIGUSR1 before killing a hung cell: every thread's stack
     # goes to stderr, which is the cell's log.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # A fatal signal (a segfault in a native library) leaves Python's one-line report and
+    # the stacks in the log too: the runner quotes that line as the cell's reason.
+    with contextlib.suppress(ValueError, OSError):  # a stderr that is not a file (in-process)
+        faulthandler.enable(all_threads=True)
     if len(argv) != 1:
         print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
         return 2

@@ -33,6 +33,7 @@ from engine.runner.cellproc import (
     start_cell,
     stop_session,
 )
+from engine.runner.reasons import exit_reason, last_line
 from engine.runner.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class Attempt:
         self.log_path = self.folder.log
         #: The cell's ``failed`` event (its one-line error), once it sent one.
         self.failure: dict[str, Any] = {}
+        #: The monitor's last ``sample`` event (memory figures for a cell killed from outside).
+        self.last_sample: dict[str, Any] | None = None
 
     def run(self) -> tuple[str, str, Path, str]:
         """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |
@@ -204,9 +207,7 @@ class Attempt:
                 runner._record(spec, "failed", error)
         else:
             status = "failed"
-            error = last_line(log_path) or said or f"cell exited with status {code}"
-            if code < 0:
-                error = f"cell killed by signal {-code}: {error}"
+            error = exit_reason(code, said or said_there, log_path, self.last_sample)
             if not written and not runner._has_row(spec):
                 runner._record(spec, "failed", error)
         if leftovers:
@@ -247,6 +248,8 @@ class Attempt:
             written |= bool(event.get("group_written"))
             if event.get("type") == "failed":
                 self.failure = event
+            elif event.get("type") == "sample":
+                self.last_sample = event
             if watchdog is not None and event.get("type") in EVENTS.progress:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
@@ -276,11 +279,3 @@ def _unwritable(runs_dir: Path, code: int, log_path: Path) -> str:
         return (f"{runs_dir}: {os.strerror(errno.ENOSPC)} ({free} bytes free; the cell could "
                 f"not write its output, exit status {code})")
     return f"cell exited with status {code}: it could not write its output (see {log_path})"
-
-
-def last_line(path: Path) -> str:
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:500] if lines else ""

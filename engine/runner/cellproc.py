@@ -73,8 +73,9 @@ def _create_time(pid: int) -> float | None:
 def stop_session(session_id: int, leader: subprocess.Popen | None = None,
                  grace: float = TERM_GRACE_S) -> list[int]:
     """SIGTERM every process of the session, wait up to ``grace`` s, SIGKILL survivors, and
-    verify that none is left. Returns the pids that had to be SIGKILLed; raises
-    ``RuntimeError`` if anything survives SIGKILL (a process in uninterruptible sleep)."""
+    verify that none is left (a zombie counts as gone: it runs nothing). Returns the pids
+    that had to be SIGKILLed; raises ``RuntimeError`` naming each process still running
+    ``grace`` s after its SIGKILL, with its state (a process in uninterruptible sleep)."""
     procs = session_processes(session_id, session_id)
     for proc in procs:
         _signal(proc, signal.SIGTERM)
@@ -99,13 +100,36 @@ def stop_session(session_id: int, leader: subprocess.Popen | None = None,
             leader.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
-    _, still = psutil.wait_procs(alive, timeout=grace)
-    survivors = [p.pid for p in still] + [p.pid for p in session_processes(session_id, session_id)
-                                          if _alive(p)]
-    if survivors:
-        raise RuntimeError(f"processes {sorted(set(survivors))} of session {session_id} "
-                           "survived SIGKILL")
+    # Until the grace is over: whatever of the session still runs gets SIGKILL too (one
+    # forked while we signalled). A process that exited but is not reaped yet (a zombie of
+    # an init that reaps late, a Ray worker whose raylet died) survived nothing; one still
+    # there after the grace is named with the state it is in (disk sleep: blocked in I/O).
+    deadline = time.monotonic() + grace
+    while True:
+        left = {p.pid: p for p in [*alive, *session_processes(session_id, session_id)]
+                if _alive(p)}
+        if not left or time.monotonic() >= deadline:
+            break
+        for pid, proc in left.items():
+            if pid not in killed:
+                killed.append(pid)
+                _signal(proc, signal.SIGKILL)
+        time.sleep(0.05)
+    if left:
+        raise RuntimeError(f"processes {_describe(left.values())} of session {session_id} "
+                           f"still running {grace:g} s after SIGKILL")
     return killed
+
+
+def _describe(procs) -> str:
+    """``123 (python, disk-sleep), 456 (raylet, running)``: pid, name and state now."""
+    out = []
+    for proc in sorted(procs, key=lambda p: p.pid):
+        try:
+            out.append(f"{proc.pid} ({proc.name()}, {proc.status()})")
+        except psutil.Error:
+            out.append(f"{proc.pid} (gone)")
+    return ", ".join(out)
 
 
 def _alive(proc: psutil.Process) -> bool:
