@@ -15,6 +15,8 @@ last line. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import time
@@ -354,27 +356,64 @@ def job_done(result: _JobResult, **extra: Any) -> Event:
 
 
 class EventWriter:
-    """Append events to ``path``; thread-unsafe by design (one writer per process)."""
+    """Append events to ``path``; thread-unsafe by design (one writer per process).
+
+    Each event is one line written with ``write(2)`` on an ``O_APPEND`` descriptor, no
+    buffer in between: a line lands whole or not at all. A write that fails part-way (a
+    full disk, a file size limit) raises ``OSError`` after cutting its own partial line
+    off again, so the file holds no torn line for the next event to be glued to (several
+    processes append to one events file: the cut is made only while the file still ends
+    with our partial line).
+    """
 
     def __init__(self, path: str | Path, **common: Any):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                       | os.O_CLOEXEC, 0o666)
         self.common = common
 
     def emit(self, type: str, **fields: Any) -> dict[str, Any]:
         event = {"v": SCHEMA_VERSION, "ts": time.time(), "type": type, **self.common, **fields}
-        self._file.write(json.dumps(event, separators=(",", ":"), default=str) + "\n")
-        self._file.flush()
+        self._append((json.dumps(event, separators=(",", ":"), default=str) + "\n").encode())
         if type in EVENTS.lifecycle:
-            os.fsync(self._file.fileno())
+            os.fsync(self._require())
         return event
 
+    def _require(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: event writer is closed")
+        return self._fd
+
+    def _append(self, data: bytes) -> None:
+        fd = self._require()
+        done = 0
+        try:
+            while done < len(data):
+                n = os.write(fd, data[done:])
+                if n == 0:  # no progress and no error: treat as a full disk
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += n
+        except OSError:
+            if done:
+                self._cut(fd, done)
+            raise
+
+    @staticmethod
+    def _cut(fd: int, written: int) -> None:
+        """Remove the ``written`` bytes of a line that could not be completed."""
+        with contextlib.suppress(OSError):
+            end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just after our bytes
+            if os.fstat(fd).st_size == end:     # nobody appended after them
+                os.ftruncate(fd, end - written)
+
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 class EventTail:

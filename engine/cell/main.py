@@ -187,6 +187,7 @@ def _start_monitor(spec: dict[str, Any]):
                           spec["cell"]["key"], spec["attempt"], spec.get("gpu_uuid"),
                           spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
     if not monitor.start():
+        monitor.check_complete()  # it could not write its samples: a full disk fails the cell
         print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
     return monitor
 
@@ -278,6 +279,10 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     finally:
         if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
             monitor.stop()
+    if monitor is not None:
+        # Samples cut by a write that failed (a disk that filled during the cell): no row
+        # may be computed from them; the cell fails naming the file, --resume reruns it.
+        monitor.check_complete()
     facts = _group_facts(spec, device, in_workers, host, monitor, ctx.group, (g0, g1))
     return write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                        ctx.group, monitor)

@@ -32,6 +32,7 @@ from engine.runner.cellproc import (
     forget,
     start_cell,
     stop_session,
+    write_whole,
 )
 from engine.runner.reasons import exit_reason, last_line
 from engine.runner.watchdog import Watchdog
@@ -122,29 +123,36 @@ class Attempt:
 
     def _prepare(self) -> Path:
         """The attempt's folder with its spec, the reason file's reserved blocks, and a
-        scratch folder for the cell (returned)."""
+        scratch folder for the cell (returned). When any of it cannot be written, the
+        attempt's folder is removed again: an attempt that never ran leaves no empty
+        ``spec.json`` for a later runner to stumble on."""
         spec = self.spec
         spec_path = self.folder.spec
-        with _writing(spec_path):
-            self.dir.mkdir(parents=True)
-            spec_path.write_text(json.dumps(spec, indent=1))
-        with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
-            Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
-        with _writing(Path(tempfile.gettempdir())):
-            return Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+        try:
+            with _writing(spec_path):
+                self.dir.mkdir(parents=True)
+                write_whole(spec_path, json.dumps(spec, indent=1))
+            with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
+                Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
+            with _writing(Path(tempfile.gettempdir())):
+                return Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def _start(self, scratch: Path):
-        """The cell process, started on the campaign's device (its scratch folder removed
-        when it cannot start)."""
+        """The cell process, started on the campaign's device (its scratch folder and the
+        attempt's folder removed when it cannot start: it never ran)."""
         runner = self.runner
         device_env = ({"CUDA_VISIBLE_DEVICES": runner.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
                       if runner.gpu else {})
         try:
-            with _writing(self.log_path):
+            with _writing(self.log_path):  # start_cell's OSError names cell.pid where that failed
                 return start_cell(self.folder.spec, self.log_path,
                                   cell_env(scratch, runner.campaign.threads, device_env))
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
     def _watchdog(self, proc) -> Watchdog:

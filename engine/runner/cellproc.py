@@ -10,6 +10,7 @@ record (:func:`reap_leftovers`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -46,7 +47,13 @@ def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -
 
 def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
     """Start ``python -m engine.cell SPEC`` in a new session and record its pid and session
-    in ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends)."""
+    in ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends).
+
+    Raises:
+        OSError: naming the file that could not be written: ``cell.log`` (opened for the
+            cell's output) or ``cell.pid``; a cell whose record could not be written is
+            killed at once (no later runner could find it) and no partial record stays.
+    """
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "engine.cell", str(spec_path)], stdin=subprocess.DEVNULL,
@@ -55,8 +62,29 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subproce
     record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
               "host": socket.gethostname(), "started": time.time(),
               "create_time": _create_time(proc.pid)}
-    AttemptFolder(spec_path.parent).pid.write_text(json.dumps(record))
+    pid_path = AttemptFolder(spec_path.parent).pid
+    try:
+        write_whole(pid_path, json.dumps(record))
+    except OSError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the session it leads: nothing may stay
+        proc.wait()
+        raise
     return proc
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``path`` with ``text``, whole or not at all (a temporary file, then ``os.replace``);
+    an ``OSError`` names ``path`` even where the failed write named no file (a write to a
+    full disk names none)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def forget(attempt_dir: Path) -> None:
