@@ -217,8 +217,10 @@ class EventTable:
 #: Every event type, by source. Adding an event type is adding a line here.
 EVENTS = EventTable([
     # -- the runner (runner.jsonl) --------------------------------------------------------
-    _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume", "reuse_any",
-       doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows)"),
+    _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume",
+       "reuse_any guard_pid",
+       doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows; "
+           "guard_pid: the process that cleans up if the runner dies)"),
     _t("queued", RUNNER, "cell index label", "manual_retry", "lifecycle", "queued",
        doc="a cell waits for its turn (again, after a manual retry)"),
     _t("skipped", RUNNER, "cell index label reason",
@@ -244,8 +246,9 @@ EVENTS = EventTable([
        doc="an attempt was stopped (control, watchdog, Ctrl-C, or an earlier runner's)"),
     _t("retried", RUNNER, "cell attempt manual", "retry retries", "lifecycle", "queued",
        doc="a failed, hung or killed cell runs again"),
-    _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor",
-       doc="what a cell recorded for cleanup was stopped"),
+    _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor guard runner_pid",
+       doc="what a cell recorded for cleanup was stopped (guard: by the guard of runner "
+           "runner_pid, which had died)"),
     _t("control", RUNNER, "cmd applied", "cell reason",
        doc="a control command was applied or ignored"),
     _t("campaign_interrupted", RUNNER, doc="Ctrl-C or SIGTERM stopped the campaign"),

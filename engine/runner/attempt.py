@@ -30,6 +30,7 @@ from engine.runner.cellproc import (
     cell_env,
     dump_stacks,
     forget,
+    scratch_prefix,
     start_cell,
     stop_session,
     write_whole,
@@ -135,7 +136,7 @@ class Attempt:
             with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
                 Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
             with _writing(Path(tempfile.gettempdir())):
-                return Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+                return Path(tempfile.mkdtemp(prefix=scratch_prefix()))
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise

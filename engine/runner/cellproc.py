@@ -4,8 +4,10 @@ A cell is a fresh ``python -m engine.cell`` process, leader of its own session (
 to the session reaches everything it started), stdin from /dev/null, output to its log, and
 a parent-death signal: if the runner dies, even by SIGKILL, the kernel kills the cell
 (``prctl(PR_SET_PDEATHSIG, SIGKILL)``). Processes the cell started in its session without a
-death signal of their own are found and killed by the next runner from the ``cell.pid``
-record (:func:`reap_leftovers`).
+death signal of their own, what it recorded for cleanup and its scratch folder are stopped
+and removed by the runner's guard within seconds of the runner's death
+(:mod:`engine.runner.guard`), else by the next runner from the ``cell.pid`` record
+(:func:`reap_leftovers`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -186,8 +189,9 @@ def dump_stacks(pid: int, wait: float = 1.0) -> None:
 
 def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:
     """Find attempts of earlier runners that never ended (their ``cell.pid`` is still there),
-    kill whatever of their sessions is still alive, and return their records (with
-    ``attempt_dir`` and ``killed`` pids) so the caller can record them."""
+    kill whatever of their sessions is still alive, remove those runners' scratch folders,
+    and return their records (with ``attempt_dir`` and ``killed`` pids) so the caller can
+    record them."""
     found = []
     for record_path in [a.pid for a in RunFolder(run_dir).all_attempts() if a.pid.exists()]:
         try:
@@ -196,19 +200,56 @@ def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:
             continue
         if record.get("runner_pid") == os.getpid():
             continue
-        killed = []
-        if record.get("host") == socket.gethostname():
-            sid = record["sid"]
-            for proc in session_processes(sid, sid):
-                try:
-                    if os.getsid(proc.pid) != sid:
-                        continue  # a reused pid that is not ours
-                    proc.kill()
-                    killed.append(proc.pid)
-                except (psutil.Error, ProcessLookupError):
-                    continue
         record["attempt_dir"] = record_path.parent
-        record["killed"] = killed
+        record["killed"] = kill_recorded_session(record)
+        if isinstance(record.get("runner_pid"), int) and record.get("host") == socket.gethostname():
+            remove_scratch(record["runner_pid"])
         found.append(record)
         record_path.unlink(missing_ok=True)
     return found
+
+
+def kill_recorded_session(record: dict[str, Any], wait: float = 2.0) -> list[int]:
+    """SIGKILL what is left of the session a ``cell.pid`` record names (on this host; a
+    reused pid in another session is left alone) and wait up to ``wait`` s for it to go.
+    Returns the pids killed."""
+    if record.get("host") != socket.gethostname() or not isinstance(record.get("sid"), int):
+        return []
+    sid = record["sid"]
+    killed = []
+    for proc in session_processes(sid, sid):
+        try:
+            if os.getsid(proc.pid) != sid:
+                continue  # a reused pid that is not ours
+            proc.kill()
+            killed.append(proc)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    deadline = time.monotonic() + wait
+    while any(_alive(p) for p in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a zombie is gone: it runs nothing (its reaper may be slow)
+    return [p.pid for p in killed]
+
+
+#: The cell's scratch folders (TorchInductor and Triton caches): ``<tmp>/fugue-cell-<runner
+#: pid>-XXXXXXXX``, so what a dead runner left can be found by its pid alone.
+SCRATCH_PREFIX = "fugue-cell-"
+
+
+def scratch_prefix(runner_pid: int | None = None) -> str:
+    """The ``tempfile.mkdtemp`` prefix of the scratch folders of runner ``runner_pid``
+    (this process by default)."""
+    return f"{SCRATCH_PREFIX}{runner_pid or os.getpid()}-"
+
+
+def remove_scratch(runner_pid: int) -> list[Path]:
+    """Remove runner ``runner_pid``'s scratch folders (real folders only, never a link);
+    return those removed."""
+    import tempfile
+
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(scratch_prefix(runner_pid) + "*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed

@@ -62,6 +62,8 @@ from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.attempt import Aborted, Attempt
 from engine.runner.cellproc import reap_leftovers
 from engine.runner.control import Inbox
+from engine.runner.guard import Guard
+from engine.runner.guard import describe as guard_account
 
 EventFn = Callable[[dict[str, Any]], None]
 
@@ -204,10 +206,13 @@ class Runner:
         except Timeout:
             raise RunnerBusy(f"campaign '{self.campaign_id}' is already being run: "
                              f"{_holder(self.run_dir)}") from None
+        # Stops what this runner leaves running if it dies without cleaning up (a SIGKILL).
+        self.guard = Guard.start(self.run_dir)
         try:
             return self._run_locked()
         finally:
             self.folder.runner_pid.unlink(missing_ok=True)
+            self.guard.release()
             lock.release()
 
     def _run_locked(self) -> CampaignOutcome:
@@ -221,7 +226,7 @@ class Runner:
         outcome = CampaignOutcome(self.campaign_id, self.run_dir)
         self._emit("campaign_started", cells=len(self.cells), run_dir=str(self.run_dir),
                    device=self.device, runner_pid=os.getpid(), resume=self.resume,
-                   reuse_any=self.reuse_any)
+                   reuse_any=self.reuse_any, guard_pid=self.guard.pid)
         self._clean_predecessors()
         queue: deque[CellSpec] = deque()
         for planned in self.plan():
@@ -406,8 +411,9 @@ class Runner:
                 spec = CellRunSpec.read(AttemptFolder(attempt_dir).spec).to_dict()
             except ConfigError:  # unreadable or not a spec: nothing to record for it
                 continue
-            reason = (f"runner pid {record['runner_pid']} ended while this attempt ran; "
-                      f"cleaned up by the next runner")
+            reason = f"runner pid {record['runner_pid']} ended while this attempt ran"
+            guarded = guard_account(record)
+            reason += guarded or "; cleaned up by the next runner"
             if record["killed"]:
                 reason += f" (killed leftover pids {record['killed']})"
             EventWriter(spec["events"], cell=spec["cell"]["key"],
