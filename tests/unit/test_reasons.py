@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -155,7 +156,10 @@ def test_a_killed_process_that_is_only_a_zombie_did_not_survive_sigkill():
                             text=True)
     try:
         leader, grandchild = map(int, init.stdout.readline().split())
-        psutil.wait_procs([psutil.Process(leader)], timeout=10)  # exited (a zombie too)
+        deadline = time.monotonic() + 10
+        while psutil.Process(leader).status() != psutil.STATUS_ZOMBIE:  # it exits (unreaped)
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         # The session holds the grandchild, which ignores SIGTERM: it needs SIGKILL, and
         # then lingers as the late init's zombie. Nothing survived.
         assert stop_session(leader, None, grace=0.5) == [grandchild]
