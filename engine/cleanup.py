@@ -46,9 +46,11 @@ def release(attempt_dir: str | Path, name: str) -> None:
     (Path(attempt_dir) / FOLDER / f"{name}.json").unlink(missing_ok=True)
 
 
-def run_recorded(attempt_dir: str | Path) -> list[str]:
+def run_recorded(attempt_dir: str | Path, grace_s: float | None = None) -> list[str]:
     """Call the handler of every record left in ``attempt_dir``; return their messages.
 
+    ``grace_s`` (when given) reaches each handler as ``info["grace_s"]``: how long it may
+    wait between SIGTERM and SIGKILL (short when the runner is already gone).
     A record whose handler fails stays on disk (so a later runner may try again) and its
     message says why; the others are removed.
     """
@@ -58,7 +60,10 @@ def run_recorded(attempt_dir: str | Path) -> list[str]:
             doc = json.loads(path.read_text())
             handler = LEGACY_HANDLERS.get(doc["handler"], doc["handler"])
             module, _, func = handler.partition(":")
-            message = getattr(importlib.import_module(module), func)(doc.get("info", {}))
+            info = dict(doc.get("info", {}))
+            if grace_s is not None:
+                info["grace_s"] = grace_s
+            message = getattr(importlib.import_module(module), func)(info)
             path.unlink(missing_ok=True)
             messages.append(f"{path.stem}: {message}")
         except Exception as exc:  # keep the record; report and go on with the others

@@ -51,5 +51,37 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
 
 def failure_line(exc: BaseException, limit: int | None = 500) -> str:
     """``Type: message`` up to its first line break, at most ``limit`` characters (None: no
-    limit): how a failed job, cell or probe is recorded in rows, events and verdicts."""
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:limit]
+    limit): how a failed job, cell or probe is recorded in rows, events and verdicts.
+
+    An exception raised without a message is ``Type (no message)``, never ``Type: ``; a
+    ``MemoryError`` (usually message-less) adds what was measured when it was recorded:
+    this process's peak resident memory and the host's available memory."""
+    name = type(exc).__name__
+    text = str(exc).strip()
+    if text:
+        return f"{name}: {text}".splitlines()[0][:limit]
+    line = f"{name} (no message)"
+    if isinstance(exc, MemoryError):
+        line += _memory_now()
+    return line[:limit]
+
+
+def _memory_now() -> str:
+    """``; when recorded: peak RSS 812 MiB, host memory available 95 MiB`` (what can be
+    read; nothing when neither can)."""
+    facts = []
+    try:
+        import resource
+
+        facts.append(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}"
+                     " MiB")  # ru_maxrss is KiB on Linux
+    except (ImportError, OSError):
+        pass
+    try:
+        import psutil
+
+        facts.append(f"host memory available {psutil.virtual_memory().available / 2**20:.0f}"
+                     " MiB")
+    except (ImportError, OSError):  # a fact we could not read is left out, never invented
+        pass
+    return f"; when recorded: {', '.join(facts)}" if facts else ""

@@ -16,6 +16,8 @@ Torch-free.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import time
@@ -219,11 +221,15 @@ class EventTable:
 EVENTS = EventTable([
     # -- the runner (runner.jsonl) --------------------------------------------------------
     _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume",
-       doc="a runner session starts"),
+       "reuse_any guard_pid",
+       doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows; "
+           "guard_pid: the process that cleans up if the runner dies)"),
     _t("queued", RUNNER, "cell index label", "manual_retry", "lifecycle", "queued",
        doc="a cell waits for its turn (again, after a manual retry)"),
-    _t("skipped", RUNNER, "cell index label reason", "", "lifecycle final", "skipped",
-       doc="a cell will not run (already ok, cannot run here, skipped by control)"),
+    _t("skipped", RUNNER, "cell index label reason",
+       "from_campaign from_attempt from_timestamp", "lifecycle final", "skipped",
+       doc="a cell will not run (already ok, cannot run here, skipped by control); an ok "
+           "row's campaign, attempt and timestamp when resume skipped it for one"),
     _t("cell_started", RUNNER, "cell index label attempt events log_path pid", "",
        "active", "running", doc="an attempt's process started"),
     _t("suspect", RUNNER, "cell attempt seen", "", "lifecycle active", "suspect",
@@ -243,8 +249,9 @@ EVENTS = EventTable([
        doc="an attempt was stopped (control, watchdog, Ctrl-C, or an earlier runner's)"),
     _t("retried", RUNNER, "cell attempt manual", "retry retries", "lifecycle", "queued",
        doc="a failed, hung or killed cell runs again"),
-    _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor",
-       doc="what a cell recorded for cleanup was stopped"),
+    _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor guard runner_pid",
+       doc="what a cell recorded for cleanup was stopped (guard: by the guard of runner "
+           "runner_pid, which had died)"),
     _t("control", RUNNER, "cmd applied", "cell reason",
        doc="a control command was applied or ignored"),
     _t("warning", RUNNER, "message", "cell attempt",
@@ -360,27 +367,64 @@ def job_done(result: _JobResult, **extra: Any) -> Event:
 
 
 class EventWriter:
-    """Append events to ``path``; thread-unsafe by design (one writer per process)."""
+    """Append events to ``path``; thread-unsafe by design (one writer per process).
+
+    Each event is one line written with ``write(2)`` on an ``O_APPEND`` descriptor, no
+    buffer in between: a line lands whole or not at all. A write that fails part-way (a
+    full disk, a file size limit) raises ``OSError`` after cutting its own partial line
+    off again, so the file holds no torn line for the next event to be glued to (several
+    processes append to one events file: the cut is made only while the file still ends
+    with our partial line).
+    """
 
     def __init__(self, path: str | Path, **common: Any):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                       | os.O_CLOEXEC, 0o666)
         self.common = common
 
     def emit(self, type: str, **fields: Any) -> dict[str, Any]:
         event = {"v": SCHEMA_VERSION, "ts": time.time(), "type": type, **self.common, **fields}
-        self._file.write(json.dumps(event, separators=(",", ":"), default=str) + "\n")
-        self._file.flush()
+        self._append((json.dumps(event, separators=(",", ":"), default=str) + "\n").encode())
         if type in EVENTS.lifecycle:
-            os.fsync(self._file.fileno())
+            os.fsync(self._require())
         return event
 
+    def _require(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: event writer is closed")
+        return self._fd
+
+    def _append(self, data: bytes) -> None:
+        fd = self._require()
+        done = 0
+        try:
+            while done < len(data):
+                n = os.write(fd, data[done:])
+                if n == 0:  # no progress and no error: treat as a full disk
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += n
+        except OSError:
+            if done:
+                self._cut(fd, done)
+            raise
+
+    @staticmethod
+    def _cut(fd: int, written: int) -> None:
+        """Remove the ``written`` bytes of a line that could not be completed."""
+        with contextlib.suppress(OSError):
+            end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just after our bytes
+            if os.fstat(fd).st_size == end:     # nobody appended after them
+                os.ftruncate(fd, end - written)
+
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 class EventTail:

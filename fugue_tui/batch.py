@@ -234,15 +234,17 @@ def _ranges(numbers: list[int]) -> str:
 
 
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
-              since: str | None = None, shown: str | None = None) -> int:
-    """Run (or, with ``dry``, list) a campaign. Exit status: the runner's — 0 every cell
+              since: str | None = None, shown: str | None = None,
+              reuse_any: bool = False) -> int:
+    """Run (or, with ``dry``, list) a campaign; ``resume`` skips cells with an ok row of this
+    campaign (``reuse_any``: of any campaign). Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
     3 aborted through the control channel; 130 Ctrl-C or SIGTERM."""
     from engine.plugins import load_plugins
 
     load_plugins()  # every name a campaign may use: built-ins and the user's plugins
     campaign = load_campaign(path, overrides)  # bad input stops here, before any process
-    runner = Runner(campaign, resume=resume, since=since)
+    runner = Runner(campaign, resume=resume, since=since, reuse_any=reuse_any)
     console = Console()
     for warning in campaign.warnings:
         print(f"fugue-tui: warning: {path}: {warning}", file=sys.stderr)
@@ -251,7 +253,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
         return dry_run(runner, console, path, shown)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.folder.runner_log))
-    proc = _start_runner(path, overrides, resume, since)
+    proc = _start_runner(path, overrides, resume, since, reuse_any)
     relay = _relay(proc.stderr)
     progress = make_progress(len(runner.cells), console)
     forward = {sig: signal.signal(sig, lambda signum, _: proc.send_signal(signum))
@@ -287,8 +289,9 @@ def _size(path: Path) -> int:
 
 
 def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
-                  since: str | None) -> subprocess.Popen:
-    argv = runner_argv(path, resume=resume, since=since, overrides=overrides)
+                  since: str | None, reuse_any: bool = False) -> subprocess.Popen:
+    argv = runner_argv(path, resume=resume, since=since, overrides=overrides,
+                       reuse_any=reuse_any)
     env = engine_env()
     # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
     # Its stderr comes through a pipe (:func:`_relay`).

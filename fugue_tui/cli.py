@@ -54,7 +54,11 @@ def _add_top_level(parser: argparse.ArgumentParser) -> None:
                         help="a user experiments file merged over the catalogue")
     parser.add_argument("--retries", type=_at_least(0), help="override the campaign's retries")
     parser.add_argument("--resume", action="store_true",
-                        help="with --batch: skip cells whose key already has an ok row")
+                        help="with --batch: skip cells whose key already has an ok row of "
+                             "this campaign")
+    parser.add_argument("--reuse-from-any-campaign", dest="reuse_any", action="store_true",
+                        help="with --resume: an ok row of any campaign in the runs folder "
+                             "counts too (the plan names the campaign it came from)")
     parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
                         help="with --resume: only ok rows at or after this time count")
 
@@ -236,9 +240,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
     if not args.batch:
         used = [flag for flag, value in (("--dry-run", args.dry_run), ("--resume", args.resume),
-                                         ("--since", args.since)) if value]
+                                         ("--since", args.since),
+                                         ("--reuse-from-any-campaign", args.reuse_any)) if value]
         if used:
             parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
+    if args.reuse_any and not args.resume:
+        parser.error("--reuse-from-any-campaign only applies with --resume")
     try:
         if args.command == "dashboard" or (args.command is None and not args.batch):
             return _dashboard(parser, args)
@@ -285,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                          "device": args.device, "experiments_file": args.experiments_file,
                          "retries": args.retries}
             return run_batch(args.batch, overrides, dry=args.dry_run, resume=args.resume,
-                             since=args.since)
+                             since=args.since, reuse_any=args.reuse_any)
     except FugueError as exc:
         print(f"fugue-tui: error: {exc}", file=sys.stderr)
         return exc.exit_code

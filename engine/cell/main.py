@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     # The runner's watchdog asks for a dump of every thread before killing a hung cell:
     # into the attempt's stacks/ (engine.stacks), or stderr (the log) outside a runner.
     faulthandler.register(stacks.DUMP_SIGNAL, file=stacks.stack_file("cell"), all_threads=True)
+    # A fatal signal (a segfault in a native library) leaves Python's one-line report and
+    # the stacks in the log too: the runner quotes that line as the cell's reason.
+    with contextlib.suppress(ValueError, OSError):  # a stderr that is not a file (in-process)
+        faulthandler.enable(all_threads=True)
     if len(argv) != 1:
         print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
         return 2
@@ -186,6 +190,7 @@ def _start_monitor(spec: dict[str, Any]):
                           spec["cell"]["key"], spec["attempt"], spec.get("gpu_uuid"),
                           spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
     if not monitor.start():
+        monitor.check_complete()  # it could not write its samples: a full disk fails the cell
         print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
     return monitor
 
@@ -277,6 +282,10 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     finally:
         if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
             monitor.stop()
+    if monitor is not None:
+        # Samples cut by a write that failed (a disk that filled during the cell): no row
+        # may be computed from them; the cell fails naming the file, --resume reruns it.
+        monitor.check_complete()
     facts = _group_facts(spec, device, in_workers, host, monitor, ctx.group, (g0, g1))
     return write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                        ctx.group, monitor)

@@ -47,15 +47,17 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
     """Say when the host was not the quiet machine the numbers assume.
 
     The cell's CPU share (``cpu_s / t_group``) is compared with the cores it could use
-    (``min(threads, cores)``): getting less than half of them means something else held the
-    CPU. The 1-minute load average (lagging, so only a hint) is compared with the cores.
+    (``min(threads, cores)``): less than half of them is reported in numbers. Why is not
+    claimed: the cell may have waited (sleeping, blocked on I/O or the device) as well as
+    been held off the CPU, and nothing here tells those apart. The 1-minute load average
+    (lagging, so only a hint) is compared with the cores: that one measures a busy host.
     """
     cores = os.cpu_count() or 1
     out = []
     usable = min(threads, cores)
     if cpu_s is not None and t_group > 1.0 and cpu_s / t_group < 0.5 * usable:
-        out.append(f"the cell used {cpu_s / t_group:.2f} of the {usable} cores it could use: "
-                   "other processes competed for the CPU, timings are not comparable")
+        out.append(f"the cell used {cpu_s / t_group:.2f} of the {usable} cores it could use "
+                   f"({cpu_s:.1f} s of CPU in the {t_group:.1f} s group window)")
     peak = max((x for x in loads if x is not None), default=None)
     if peak is not None and peak > cores + 0.5:
         out.append(f"host load average {peak:.1f} on {cores} cores: the machine was busy")

@@ -5,7 +5,10 @@ phase), waits until the first sample exists, and stops it after the group window
 :meth:`CellMonitor.group_columns` and :meth:`CellMonitor.job_columns` turn the samples into
 row columns over exactly the measured windows. If the sidecar cannot start, the cell runs
 anyway: every monitor column stays empty and the reason is reported (a missing metric is an
-empty cell, never a zero).
+empty cell, never a zero). A sidecar that could not *write* its samples (a full disk) is
+different: its samples are cut, so :meth:`CellMonitor.check_complete` fails the cell with
+the sidecar's one line (``<samples>.csv.partial: No space left on device``), sent through
+a pipe because the cell's log may be on the same full disk.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.cell.protocol import safe_name
+from engine.errors import OutputError
 from engine.measure.energy import summarise
 from engine.measure.host import rapl_files
 from engine.measure.monitor import DEFAULT_INTERVAL_S
@@ -57,6 +61,9 @@ class CellMonitor:
         self.meta: dict[str, Any] = {}
         self.samples: list[dict[str, Any]] = []
         self.problem = ""
+        #: The sidecar's one line when it could not write its samples ("" otherwise).
+        self.lost = ""
+        self._status: int | None = None  # read end of the sidecar's status pipe
 
     def start(self) -> bool:
         """Start the sidecar and wait for its first sample. False (and :attr:`problem` set)
@@ -69,22 +76,29 @@ class CellMonitor:
         if self.gpu_uuid:
             argv += ["--gpu-uuid", self.gpu_uuid]
         self.meta_path.unlink(missing_ok=True)
+        self._status, status_w = os.pipe()
+        argv += ["--status-fd", str(status_w)]
         try:
             # Same session as the cell (the runner's clean-up reaches it). When the cell dies
             # it gets SIGTERM (not SIGKILL): one last sample, the samples file completed.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=engine_env(),
+                                         pass_fds=(status_w,),
                                          preexec_fn=die_with_parent(os.getpid(),
                                                                     signal.SIGTERM))
         except OSError as exc:
             self.problem = f"monitor did not start: {exc}"
             return False
+        finally:
+            os.close(status_w)  # the sidecar holds the only write end: EOF once it exits
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.meta_path.exists():
                 self.meta = json.loads(self.meta_path.read_text())
                 return True
             if self.proc.poll() is not None:
-                self.problem = f"monitor exited with status {self.proc.returncode} (see cell.log)"
+                self._read_status()
+                self.problem = self.lost or (f"monitor exited with status "
+                                             f"{self.proc.returncode} (see cell.log)")
                 return False
             time.sleep(0.02)
         self.proc.kill()
@@ -94,6 +108,7 @@ class CellMonitor:
     def stop(self) -> None:
         """SIGTERM → one last sample → exit; then load the samples."""
         if self.proc is None or self.proc.poll() is not None:
+            self._read_status()
             self._load()
             return
         self.proc.terminate()
@@ -103,7 +118,32 @@ class CellMonitor:
             self.proc.kill()
             self.proc.wait()
             self.problem = self.problem or "monitor did not stop within 10 s (killed)"
+        self._read_status()
         self._load()
+
+    def check_complete(self) -> None:
+        """Raise :class:`OutputError` with the sidecar's one line when it could not write
+        its samples: rows computed from a cut samples file would measure nothing."""
+        self._read_status()
+        if self.lost:
+            raise OutputError(self.lost)
+
+    def _read_status(self) -> None:
+        """The sidecar's status line, once it has exited (its pipe then reads to EOF)."""
+        if self._status is None or self.proc is None or self.proc.poll() is None:
+            return
+        fd, self._status = self._status, None
+        chunks = []
+        try:
+            while chunk := os.read(fd, 4096):
+                chunks.append(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        said = b"".join(chunks).decode("utf-8", "replace").strip()
+        if said:
+            self.lost = said.splitlines()[-1]
 
     def _load(self) -> None:
         try:

@@ -67,6 +67,10 @@ from engine.measure.samples import (
 #: Seconds between samples: sub-second, so a window of a few seconds still has several
 #: samples, at a sidecar cost well under 1 % of one core (bench part 4 measures it).
 DEFAULT_INTERVAL_S = 0.5
+#: Exit status of a sidecar that could not write its samples (or its status file): the
+#: samples are incomplete, and its one-line reason (``<file>: <why>``) went to the
+#: ``--status-fd`` pipe, so the cell fails instead of measuring from a cut file.
+EXIT_SAMPLES_LOST = 4
 
 
 # --------------------------------------------------------------------------- sampling
@@ -100,7 +104,36 @@ class Sampler:
 
 
 def run_sidecar(args: argparse.Namespace) -> int:
-    """The sidecar's loop (see the module docstring). Exit 0 after SIGTERM/SIGINT."""
+    """The sidecar's loop (see the module docstring). Exit 0 after SIGTERM/SIGINT;
+    :data:`EXIT_SAMPLES_LOST` when a write of its samples or status file failed (a full
+    disk), after saying which file and why on ``--status-fd`` and stderr. A ``sample``
+    event that cannot be written is dropped (the live charts miss a point, the samples
+    file has it) and counted in the status file's ``events_dropped``."""
+    final = Path(args.samples)
+    partial = final.with_name(final.name + PARTIAL_SUFFIX)
+    try:
+        return _sample(args, final, partial)
+    except OSError as exc:  # the samples are incomplete: not a measurement any more
+        line = f"{exc.filename or partial}: {exc.strerror or exc}"
+        _report(args.status_fd, line)
+        return EXIT_SAMPLES_LOST
+
+
+def _report(status_fd: int | None, line: str) -> None:
+    """The one-line reason to the cell (its status pipe) and to stderr (its log, which
+    may be on the full disk too)."""
+    if status_fd is not None:
+        try:
+            os.write(status_fd, (line + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+    try:
+        print(f"monitor: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _sample(args: argparse.Namespace, final: Path, partial: Path) -> int:
     from engine import stacks
     from engine.events import EventWriter
 
@@ -116,9 +149,7 @@ def run_sidecar(args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             gpu_error = str(exc)
     sampler = Sampler(args.root_pid, gpu)
-    final = Path(args.samples)
     final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.with_name(final.name + PARTIAL_SUFFIX)
     events = EventWriter(args.events, cell=args.cell, attempt=args.attempt)
     meta_path = Path(args.meta)
     missing = dict(gpu.missing) if gpu else ({"gpu": gpu_error} if gpu_error else {})
@@ -134,22 +165,25 @@ def run_sidecar(args: argparse.Namespace) -> int:
         "cpu_energy_missing": None if sampler.rapl else rapl_missing_reason(),
         "samples_file": str(final), "state": "running",
     }
-    n = 0
+    n = dropped = 0
     with open(partial, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(SAMPLE_FIELDS)
 
         def take() -> None:
-            nonlocal n
+            nonlocal n, dropped
             row = sampler.sample()
             # The sampler's own CPU so far: its cost over any window is a difference.
             row["monitor_cpu_s"] = time.process_time()
             writer.writerow([format_sample_value(row.get(k)) for k in SAMPLE_FIELDS])
-            fh.flush()
+            fh.flush()  # raises OSError (no file name) when the disk is full
             n += 1
-            events.emit("sample", **{k: (round(v, 3) if isinstance(v, float) else v)
-                                     for k, v in row.items()
-                                     if k not in FILE_ONLY_FIELDS})
+            try:
+                events.emit("sample", **{k: (round(v, 3) if isinstance(v, float) else v)
+                                         for k, v in row.items()
+                                         if k not in FILE_ONLY_FIELDS})
+            except OSError:
+                dropped += 1
 
         take()
         _write_json(meta_path, meta)  # "ready": the first sample exists
@@ -171,16 +205,28 @@ def run_sidecar(args: argparse.Namespace) -> int:
                 next_at = time.monotonic() + args.interval
     os.replace(partial, final)
     meta.update(state="stopped", samples=n, errors=sampler.errors,
-                cpu_s=time.process_time() - cpu0)
+                cpu_s=time.process_time() - cpu0, events_dropped=dropped)
     _write_json(meta_path, meta)
-    events.close()
+    try:
+        events.close()
+    except OSError:
+        pass  # its sample events are the live view's; the samples file is whole
     return 0
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    """``path`` whole or unchanged (a temporary file, then ``os.replace``); an ``OSError``
+    names ``path``."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(doc, default=str))
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell", default="")
     parser.add_argument("--attempt", type=int, default=0)
     parser.add_argument("--gpu-uuid", default="")
+    parser.add_argument("--status-fd", type=int, default=None,
+                        help="a pipe to write the one-line reason to when the samples "
+                             "cannot be written (exit status 4)")
     return run_sidecar(parser.parse_args(argv))
 
 

@@ -31,9 +31,12 @@ from engine.runner.cellproc import (
     cell_env,
     dump_stacks,
     forget,
+    scratch_prefix,
     start_cell,
     stop_session,
+    write_whole,
 )
+from engine.runner.reasons import exit_reason, last_line
 from engine.runner.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -69,6 +72,8 @@ class Attempt:
         self.log_path = self.folder.log
         #: The cell's ``failed`` event (its one-line error), once it sent one.
         self.failure: dict[str, Any] = {}
+        #: The monitor's last ``sample`` event (memory figures for a cell killed from outside).
+        self.last_sample: dict[str, Any] | None = None
 
     def run(self) -> tuple[str, str, Path, str]:
         """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |
@@ -123,29 +128,36 @@ class Attempt:
 
     def _prepare(self) -> Path:
         """The attempt's folder with its spec, the reason file's reserved blocks, and a
-        scratch folder for the cell (returned)."""
+        scratch folder for the cell (returned). When any of it cannot be written, the
+        attempt's folder is removed again: an attempt that never ran leaves no empty
+        ``spec.json`` for a later runner to stumble on."""
         spec = self.spec
         spec_path = self.folder.spec
-        with _writing(spec_path):
-            self.dir.mkdir(parents=True)
-            spec_path.write_text(json.dumps(spec, indent=1))
-        with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
-            Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
-        with _writing(Path(tempfile.gettempdir())):
-            return Path(tempfile.mkdtemp(prefix="fugue-cell-"))
+        try:
+            with _writing(spec_path):
+                self.dir.mkdir(parents=True)
+                write_whole(spec_path, json.dumps(spec, indent=1))
+            with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
+                Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
+            with _writing(Path(tempfile.gettempdir())):
+                return Path(tempfile.mkdtemp(prefix=scratch_prefix()))
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def _start(self, scratch: Path):
-        """The cell process, started on the campaign's device (its scratch folder removed
-        when it cannot start)."""
+        """The cell process, started on the campaign's device (its scratch folder and the
+        attempt's folder removed when it cannot start: it never ran)."""
         runner = self.runner
         device_env = ({"CUDA_VISIBLE_DEVICES": runner.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
                       if runner.gpu else {})
         try:
-            with _writing(self.log_path):
+            with _writing(self.log_path):  # start_cell's OSError names cell.pid where that failed
                 return start_cell(self.folder.spec, self.log_path,
                                   cell_env(scratch, runner.campaign.threads, device_env))
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
     def _watchdog(self, proc) -> Watchdog:
@@ -210,9 +222,7 @@ class Attempt:
                 runner._record(spec, "failed", error)
         else:
             status = "failed"
-            error = last_line(log_path) or said or f"cell exited with status {code}"
-            if code < 0:
-                error = f"cell killed by signal {-code}: {error}"
+            error = exit_reason(code, said or said_there, log_path, self.last_sample)
             if not written and not runner._has_row(spec):
                 runner._record(spec, "failed", error)
         if leftovers:
@@ -253,6 +263,8 @@ class Attempt:
             written |= bool(event.get("group_written"))
             if event.get("type") == "failed":
                 self.failure = event
+            elif event.get("type") == "sample":
+                self.last_sample = event
             if watchdog is not None and event.get("type") in EVENTS.progress:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
@@ -287,11 +299,3 @@ def _unwritable(runs_dir: Path, code: int, log_path: Path) -> str:
         return (f"{runs_dir}: {os.strerror(errno.ENOSPC)} ({free} bytes free; the cell could "
                 f"not write its output, exit status {code})")
     return f"cell exited with status {code}: it could not write its output (see {log_path})"
-
-
-def last_line(path: Path) -> str:
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:500] if lines else ""

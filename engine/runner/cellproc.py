@@ -4,14 +4,18 @@ A cell is a fresh ``python -m engine.cell`` process, leader of its own session (
 to the session reaches everything it started), stdin from /dev/null, output to its log, and
 a parent-death signal: if the runner dies, even by SIGKILL, the kernel kills the cell
 (``prctl(PR_SET_PDEATHSIG, SIGKILL)``). Processes the cell started in its session without a
-death signal of their own are found and killed by the next runner from the ``cell.pid``
-record (:func:`reap_leftovers`).
+death signal of their own, what it recorded for cleanup and its scratch folder are stopped
+and removed by the runner's guard within seconds of the runner's death
+(:mod:`engine.runner.guard`), else by the next runner from the ``cell.pid`` record
+(:func:`reap_leftovers`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,7 +52,13 @@ def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -
 def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
     """Start ``python -m engine.cell SPEC`` in a new session and record its pid and session
     in ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends). Its
-    processes register their stack dumps in the attempt's ``stacks/`` (:mod:`engine.stacks`)."""
+    processes register their stack dumps in the attempt's ``stacks/`` (:mod:`engine.stacks`).
+
+    Raises:
+        OSError: naming the file that could not be written: ``cell.log`` (opened for the
+            cell's output) or ``cell.pid``; a cell whose record could not be written is
+            killed at once (no later runner could find it) and no partial record stays.
+    """
     folder = AttemptFolder(spec_path.parent)
     folder.stacks.mkdir(exist_ok=True)
     env = {**env, stacks.STACKS_ENV: str(folder.stacks)}
@@ -60,8 +70,29 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subproce
     record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
               "host": socket.gethostname(), "started": time.time(),
               "create_time": _create_time(proc.pid)}
-    folder.pid.write_text(json.dumps(record))
+    pid_path = folder.pid
+    try:
+        write_whole(pid_path, json.dumps(record))
+    except OSError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the session it leads: nothing may stay
+        proc.wait()
+        raise
     return proc
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``path`` with ``text``, whole or not at all (a temporary file, then ``os.replace``);
+    an ``OSError`` names ``path`` even where the failed write named no file (a write to a
+    full disk names none)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def forget(attempt_dir: Path) -> None:
@@ -82,8 +113,9 @@ def _create_time(pid: int) -> float | None:
 def stop_session(session_id: int, leader: subprocess.Popen | None = None,
                  grace: float = TERM_GRACE_S) -> list[int]:
     """SIGTERM every process of the session, wait up to ``grace`` s, SIGKILL survivors, and
-    verify that none is left. Returns the pids that had to be SIGKILLed; raises
-    ``RuntimeError`` if anything survives SIGKILL (a process in uninterruptible sleep)."""
+    verify that none is left (a zombie counts as gone: it runs nothing). Returns the pids
+    that had to be SIGKILLed; raises ``RuntimeError`` naming each process still running
+    ``grace`` s after its SIGKILL, with its state (a process in uninterruptible sleep)."""
     procs = session_processes(session_id, session_id)
     for proc in procs:
         _signal(proc, signal.SIGTERM)
@@ -108,13 +140,36 @@ def stop_session(session_id: int, leader: subprocess.Popen | None = None,
             leader.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
-    _, still = psutil.wait_procs(alive, timeout=grace)
-    survivors = [p.pid for p in still] + [p.pid for p in session_processes(session_id, session_id)
-                                          if _alive(p)]
-    if survivors:
-        raise RuntimeError(f"processes {sorted(set(survivors))} of session {session_id} "
-                           "survived SIGKILL")
+    # Until the grace is over: whatever of the session still runs gets SIGKILL too (one
+    # forked while we signalled). A process that exited but is not reaped yet (a zombie of
+    # an init that reaps late, a Ray worker whose raylet died) survived nothing; one still
+    # there after the grace is named with the state it is in (disk sleep: blocked in I/O).
+    deadline = time.monotonic() + grace
+    while True:
+        left = {p.pid: p for p in [*alive, *session_processes(session_id, session_id)]
+                if _alive(p)}
+        if not left or time.monotonic() >= deadline:
+            break
+        for pid, proc in left.items():
+            if pid not in killed:
+                killed.append(pid)
+                _signal(proc, signal.SIGKILL)
+        time.sleep(0.05)
+    if left:
+        raise RuntimeError(f"processes {_describe(left.values())} of session {session_id} "
+                           f"still running {grace:g} s after SIGKILL")
     return killed
+
+
+def _describe(procs) -> str:
+    """``123 (python, disk-sleep), 456 (raylet, running)``: pid, name and state now."""
+    out = []
+    for proc in sorted(procs, key=lambda p: p.pid):
+        try:
+            out.append(f"{proc.pid} ({proc.name()}, {proc.status()})")
+        except psutil.Error:
+            out.append(f"{proc.pid} (gone)")
+    return ", ".join(out)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -189,8 +244,9 @@ def _command(proc: psutil.Process) -> str:
 
 def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:
     """Find attempts of earlier runners that never ended (their ``cell.pid`` is still there),
-    kill whatever of their sessions is still alive, and return their records (with
-    ``attempt_dir`` and ``killed`` pids) so the caller can record them."""
+    kill whatever of their sessions is still alive, remove those runners' scratch folders,
+    and return their records (with ``attempt_dir`` and ``killed`` pids) so the caller can
+    record them."""
     found = []
     for record_path in [a.pid for a in RunFolder(run_dir).all_attempts() if a.pid.exists()]:
         try:
@@ -199,19 +255,56 @@ def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:
             continue
         if record.get("runner_pid") == os.getpid():
             continue
-        killed = []
-        if record.get("host") == socket.gethostname():
-            sid = record["sid"]
-            for proc in session_processes(sid, sid):
-                try:
-                    if os.getsid(proc.pid) != sid:
-                        continue  # a reused pid that is not ours
-                    proc.kill()
-                    killed.append(proc.pid)
-                except (psutil.Error, ProcessLookupError):
-                    continue
         record["attempt_dir"] = record_path.parent
-        record["killed"] = killed
+        record["killed"] = kill_recorded_session(record)
+        if isinstance(record.get("runner_pid"), int) and record.get("host") == socket.gethostname():
+            remove_scratch(record["runner_pid"])
         found.append(record)
         record_path.unlink(missing_ok=True)
     return found
+
+
+def kill_recorded_session(record: dict[str, Any], wait: float = 2.0) -> list[int]:
+    """SIGKILL what is left of the session a ``cell.pid`` record names (on this host; a
+    reused pid in another session is left alone) and wait up to ``wait`` s for it to go.
+    Returns the pids killed."""
+    if record.get("host") != socket.gethostname() or not isinstance(record.get("sid"), int):
+        return []
+    sid = record["sid"]
+    killed = []
+    for proc in session_processes(sid, sid):
+        try:
+            if os.getsid(proc.pid) != sid:
+                continue  # a reused pid that is not ours
+            proc.kill()
+            killed.append(proc)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    deadline = time.monotonic() + wait
+    while any(_alive(p) for p in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a zombie is gone: it runs nothing (its reaper may be slow)
+    return [p.pid for p in killed]
+
+
+#: The cell's scratch folders (TorchInductor and Triton caches): ``<tmp>/fugue-cell-<runner
+#: pid>-XXXXXXXX``, so what a dead runner left can be found by its pid alone.
+SCRATCH_PREFIX = "fugue-cell-"
+
+
+def scratch_prefix(runner_pid: int | None = None) -> str:
+    """The ``tempfile.mkdtemp`` prefix of the scratch folders of runner ``runner_pid``
+    (this process by default)."""
+    return f"{SCRATCH_PREFIX}{runner_pid or os.getpid()}-"
+
+
+def remove_scratch(runner_pid: int) -> list[Path]:
+    """Remove runner ``runner_pid``'s scratch folders (real folders only, never a link);
+    return those removed."""
+    import tempfile
+
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(scratch_prefix(runner_pid) + "*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed

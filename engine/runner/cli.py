@@ -15,7 +15,7 @@ from typing import Any
 from engine.cell.protocol import output_failure
 from engine.define.campaign import load_campaign
 from engine.define.watchdog_settings import ACTIONS
-from engine.errors import FugueError, OutputError
+from engine.errors import ConfigError, FugueError, OutputError
 from engine.plugins import load_plugins
 from engine.results.values import check_timestamp
 from engine.runner.attempt import INTERRUPTED_BY
@@ -34,7 +34,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
                                      description="Run a campaign (the process front ends start).")
     parser.add_argument("campaign", help="campaign TOML file")
     parser.add_argument("--resume", action="store_true",
-                        help="skip cells whose key already has an ok row")
+                        help="skip cells whose key already has an ok row of this campaign")
+    parser.add_argument("--reuse-from-any-campaign", action="store_true",
+                        help="with --resume: an ok row of any campaign in the runs folder "
+                             "counts too (the plan names the campaign it came from)")
     parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
                         help="with --resume: only ok rows at or after this timestamp count")
     for name in ("runs-dir", "device", "experiments-file"):
@@ -49,7 +52,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str | None = None,
                 watchdog_action: str | None = None,
-                overrides: dict[str, Any] | None = None) -> list[str]:
+                overrides: dict[str, Any] | None = None, reuse_any: bool = False) -> list[str]:
     """The command line that starts this runner (what :func:`build_arg_parser` reads) for
     a campaign file and its overrides (:func:`overrides_from`'s keys; None values left out):
     the one way the front ends (``--batch``, the dashboard) start it."""
@@ -59,6 +62,8 @@ def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str |
             argv += [f"--{key.replace('_', '-')}", str(value)]
     if resume:
         argv.append("--resume")
+    if reuse_any:
+        argv.append("--reuse-from-any-campaign")
     if since:
         argv += ["--since", since]
     if watchdog_action:
@@ -89,12 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     try:
+        if args.reuse_from_any_campaign and not args.resume:
+            raise ConfigError("--reuse-from-any-campaign only applies with --resume")
         load_plugins()  # this process's entry: built-ins and plugins, before any name is looked up
         campaign = load_campaign(args.campaign, overrides_from(args))
         if args.watchdog_action:  # one key of a table: replaced after the file is validated
             campaign = dataclasses.replace(campaign, watchdog=dataclasses.replace(
                 campaign.watchdog, action=args.watchdog_action))
-        outcome = Runner(campaign, resume=args.resume, since=args.since).run()
+        outcome = Runner(campaign, resume=args.resume, since=args.since,
+                         reuse_any=args.reuse_from_any_campaign).run()
     except FugueError as exc:
         print(f"fugue-tui: error: {exc}", file=sys.stderr)
         return exc.exit_code

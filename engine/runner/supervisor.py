@@ -62,6 +62,8 @@ from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.attempt import Aborted, Attempt
 from engine.runner.cellproc import reap_leftovers
 from engine.runner.control import Inbox
+from engine.runner.guard import Guard
+from engine.runner.guard import describe as guard_account
 
 EventFn = Callable[[dict[str, Any]], None]
 
@@ -73,7 +75,10 @@ class RunnerBusy(FugueError):
 @dataclass
 class PlannedCell:
     cell: CellSpec
-    skip: str = ""          # why it will not run: "already ok (resume)", "unavailable here: …"
+    skip: str = ""          # why it will not run: "already ok in campaign 'c' (resume)", …
+    #: The ok row a resumed cell is skipped for: its ``campaign_id``, ``attempt`` and
+    #: ``timestamp`` (None when the cell is not skipped for a row).
+    reused: dict[str, str] | None = None
 
 
 @dataclass
@@ -109,16 +114,19 @@ class Runner:
 
     ``on_event(event)`` receives every event the runner writes and every cell event it
     reads, in order (front ends in other processes follow the files instead).
+    ``resume`` skips cells that already have an ok row of this campaign (``since``: at or
+    after that timestamp); with ``reuse_any`` also an ok row of any campaign in the runs
+    folder with the same cell key.
     """
 
     def __init__(self, campaign: Campaign, on_event: EventFn | None = None,
-                 resume: bool = False, since: str | None = None):
+                 resume: bool = False, since: str | None = None, reuse_any: bool = False):
         # The runner knows the same names as its cells; which plugins were loaded is part
         # of what a cell key identifies (a plugin may register models of its own).
         self.plugins = load_plugins()
         self.campaign = campaign
         self.on_event = on_event or (lambda event: None)
-        self.resume, self.since = resume, since
+        self.resume, self.since, self.reuse_any = resume, since, reuse_any
         self.device = resolve_device(campaign.device)
         if self.device.startswith("cuda") and not nvml_devices():
             raise ConfigError(f"device '{campaign.device}': no NVIDIA GPU is visible here "
@@ -140,22 +148,39 @@ class Runner:
     # -- planning -------------------------------------------------------------------------
     def plan(self) -> list[PlannedCell]:
         """Every cell, with why it would not run (resume or availability). Spends nothing."""
-        done = self.ok_keys() if self.resume else set()
+        done = self.ok_rows() if self.resume else {}
         planned = []
         for cell in self.cells:
-            if cell.key in done:
-                planned.append(PlannedCell(cell, "already ok (resume)"))
+            row = done.get(cell.key)
+            if row is not None:
+                source = row["campaign_id"]
+                how = ("resume" if source == self.campaign_id
+                       else "resume, reusing another campaign's row")
+                planned.append(PlannedCell(cell, f"already ok in campaign '{source}' ({how})",
+                                           reused=row))
                 continue
             exp = self.campaign.catalogue.get(cell.exp_id)
             ok, reason = experiment_availability(exp)
             planned.append(PlannedCell(cell, "" if ok else f"unavailable here: {reason}"))
         return planned
 
-    def ok_keys(self) -> set[str]:
-        """Cell keys with an ``ok`` group row (newer than ``since`` when given)."""
-        rows = read_rows(self.runs_dir / GROUPS_FILE)
-        return {r.get("cell_key", "") for r in rows if r.get("status") == "ok"
-                and (not self.since or r.get("timestamp", "") >= self.since)}
+    def ok_rows(self) -> dict[str, dict[str, str]]:
+        """``{cell key: where its ok group row came from}`` (``campaign_id``, ``attempt``,
+        ``timestamp``) for the rows resume may skip a cell for: this campaign's and, with
+        ``reuse_any``, any campaign's (at or after ``since`` when given). This campaign's
+        row wins over another's; among rows of the same standing the latest."""
+        best: dict[str, tuple[tuple[bool, str], dict[str, str]]] = {}
+        for r in read_rows(self.runs_dir / GROUPS_FILE):
+            own = r.get("campaign_id") == self.campaign_id
+            if (r.get("status") != "ok" or not (own or self.reuse_any)
+                    or (self.since and r.get("timestamp", "") < self.since)):
+                continue
+            rank = (own, r.get("timestamp", ""))
+            key = r.get("cell_key", "")
+            if key not in best or rank >= best[key][0]:
+                best[key] = (rank, {k: r.get(k, "") for k in
+                                    ("campaign_id", "attempt", "timestamp")})
+        return {key: row for key, (_, row) in best.items()}
 
     def find(self, ref: str) -> CellSpec | None:
         """A cell by key, unique key prefix, or index."""
@@ -181,10 +206,13 @@ class Runner:
         except Timeout:
             raise RunnerBusy(f"campaign '{self.campaign_id}' is already being run: "
                              f"{_holder(self.run_dir)}") from None
+        # Stops what this runner leaves running if it dies without cleaning up (a SIGKILL).
+        self.guard = Guard.start(self.run_dir)
         try:
             return self._run_locked()
         finally:
             self.folder.runner_pid.unlink(missing_ok=True)
+            self.guard.release()
             lock.release()
 
     def _run_locked(self) -> CampaignOutcome:
@@ -197,14 +225,17 @@ class Runner:
         self.inbox = Inbox(self.run_dir, since=started)
         outcome = CampaignOutcome(self.campaign_id, self.run_dir)
         self._emit("campaign_started", cells=len(self.cells), run_dir=str(self.run_dir),
-                   device=self.device, runner_pid=os.getpid(), resume=self.resume)
+                   device=self.device, runner_pid=os.getpid(), resume=self.resume,
+                   reuse_any=self.reuse_any, guard_pid=self.guard.pid)
         self._clean_predecessors()
         queue: deque[CellSpec] = deque()
         for planned in self.plan():
             cell = planned.cell
-            if planned.skip.startswith("already ok"):
+            if planned.reused is not None:
                 self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
-                           reason=planned.skip)
+                           reason=planned.skip, from_campaign=planned.reused["campaign_id"],
+                           from_attempt=planned.reused["attempt"],
+                           from_timestamp=planned.reused["timestamp"])
             elif planned.skip:
                 self._record(self.cell_spec(cell, self._next_attempt(cell)).to_dict(), "skipped",
                              planned.skip)
@@ -388,8 +419,9 @@ class Runner:
                 spec = CellRunSpec.read(AttemptFolder(attempt_dir).spec).to_dict()
             except ConfigError:  # unreadable or not a spec: nothing to record for it
                 continue
-            reason = (f"runner pid {record['runner_pid']} ended while this attempt ran; "
-                      f"cleaned up by the next runner")
+            reason = f"runner pid {record['runner_pid']} ended while this attempt ran"
+            guarded = guard_account(record)
+            reason += guarded or "; cleaned up by the next runner"
             if record["killed"]:
                 reason += f" (killed leftover pids {record['killed']})"
             EventWriter(spec["events"], cell=spec["cell"]["key"],

@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.run_since and not args.run_resume:
         raise ConfigError("--since only applies with --resume")
+    if getattr(args, "run_reuse_any", False) and not args.run_resume:
+        raise ConfigError("--reuse-from-any-campaign only applies with --resume")
     is_adhoc = bool(args.run_model or args.run_dataset)
     given = [f"--{name.replace('_', '-')}" for name in ADHOC_FLAGS
              if getattr(args, f"run_{name}") is not None]
@@ -101,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
                                   shown=f"fugue-tui run (campaign {name})"), path, exp_name)
     preflight(runs_dir)  # an unwritable runs path: one line, exit 2, nothing written
     final = write_campaign(adhoc_dir, name, doc, experiments_doc)
-    return run_batch(str(final), {}, dry=False, resume=args.run_resume, since=args.run_since)
+    return run_batch(str(final), {}, dry=False, resume=args.run_resume, since=args.run_since,
+                     reuse_any=getattr(args, "run_reuse_any", False))
 
 
 def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dict[str, dict]:

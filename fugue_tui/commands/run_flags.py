@@ -86,7 +86,10 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     how.add_argument("--retries", dest="run_retries", metavar="N", type=at_least(0),
                      help="retries of a failed or hung cell (default 0)")
     how.add_argument("--resume", dest="run_resume", action="store_true",
-                     help="skip cells whose key already has an ok row")
+                     help="skip cells whose key already has an ok row of this campaign")
+    how.add_argument("--reuse-from-any-campaign", dest="run_reuse_any", action="store_true",
+                     help="with --resume: an ok row of any campaign in the runs folder "
+                          "counts too")
     how.add_argument("--since", dest="run_since", metavar="YYYYmmdd_HHMMSS",
                      help="with --resume: only ok rows at or after this time count")
     how.add_argument("--runs-dir", dest="run_runs_dir", metavar="DIR",

@@ -20,7 +20,8 @@ def started(monkeypatch, tmp_path):
     """The campaign files run_batch was given, in order (nothing runs)."""
     calls: list[Path] = []
 
-    def fake_run_batch(path, overrides, dry=False, resume=False, since=None, shown=None):
+    def fake_run_batch(path, overrides, dry=False, resume=False, since=None, shown=None,
+                       reuse_any=False):
         calls.append(Path(path))
         return 0
 

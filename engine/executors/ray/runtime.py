@@ -352,7 +352,7 @@ def cleanup_handler(info: dict[str, Any]) -> str:
     temp_dir, tag = info.get("temp_dir"), info.get("tag")
     if not temp_dir or not tag:
         return "no runtime recorded"
-    pids = kill_ours(temp_dir, tag)
+    pids = kill_ours(temp_dir, tag, grace_s=float(info.get("grace_s", 3.0)))
     if info.get("attempt_folder"):
         keep_logs(temp_dir, info["attempt_folder"])
     remove_temp_dir(temp_dir)
