@@ -64,6 +64,10 @@ class CellMonitor:
         #: The sidecar's one line when it could not write its samples ("" otherwise).
         self.lost = ""
         self._status: int | None = None  # read end of the sidecar's status pipe
+        #: The sidecar died before :meth:`stop`: its samples do not cover the window.
+        self.cut = False
+        #: The samples file as it is on disk once stopped (``.csv`` or ``.csv.partial``).
+        self.samples_file: Path | None = None
 
     def start(self) -> bool:
         """Start the sidecar and wait for its first sample. False (and :attr:`problem` set)
@@ -106,9 +110,21 @@ class CellMonitor:
         return False
 
     def stop(self) -> None:
-        """SIGTERM → one last sample → exit; then load the samples."""
+        """SIGTERM → one last sample → exit; then load the samples.
+
+        A sidecar that had already exited before the window ended (a crash, an OOM kill;
+        not a full disk, which :meth:`check_complete` turns into a failed cell) left its
+        samples cut: its columns would describe only part of the window, so they stay
+        empty, :attr:`problem` says why (``gpu_metrics_missing``) and ``samples_file``
+        still names what it wrote (``.csv.partial``)."""
         if self.proc is None or self.proc.poll() is not None:
             self._read_status()
+            if self.proc is not None and not self.lost:
+                self.cut = True
+                self.problem = self.problem or (
+                    f"monitor exited with status {self.proc.returncode} before the group "
+                    f"window ended: its samples are cut, so the monitor columns are left "
+                    f"empty (see cell.log)")
             self._load()
             return
         self.proc.terminate()
@@ -150,7 +166,12 @@ class CellMonitor:
             self.meta = json.loads(self.meta_path.read_text())
         except (OSError, json.JSONDecodeError):
             pass
-        path = samples_on_disk(self.runs_dir, self.group_id) or self.samples_path
+        on_disk = samples_on_disk(self.runs_dir, self.group_id)
+        self.samples_file = on_disk
+        if self.cut:
+            self.samples = []  # a part of the window is no measure of the window
+            return
+        path = on_disk or self.samples_path
         try:
             self.samples = read_samples(path)
         except OSError:
@@ -176,6 +197,8 @@ class CellMonitor:
         if not self.samples:
             cols["energy_method"] = "none"
             cols["cpu_energy_method"] = "none"
+            if self.cut and self.samples_file is not None:
+                cols["samples_file"] = os.path.relpath(self.samples_file, self.runs_dir)
             return cols
         wrap = max((w for _, w in rapl_files()), default=None)
         s = summarise(self.samples, t0, t1, rapl_wrap=wrap)
