@@ -57,7 +57,10 @@ def prefetch(selector: list[str] | None = None, data_dir: str | None = None,
         for job in expand(catalogue.get(exp_id)):
             if job.dataset not in names:
                 names.append(job.dataset)
-    root = Path(data_dir).expanduser() if data_dir else data_root()
+    from engine.define.paths import user_path
+
+    # An empty --data-dir is a mistake, not "the default" (it silently fetched elsewhere).
+    root = user_path(data_dir, "argument --data-dir") if data_dir is not None else data_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
         if not os.access(root, os.W_OK | os.X_OK):

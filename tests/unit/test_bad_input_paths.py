@@ -96,6 +96,9 @@ CASES: list[Case | object] = [
          ("--export 'figs' already holds results.tex", "--overwrite")),
     Case("report-export-empty", _RUNS, ("report", "runs", "--export", ""),
          ("--export", "empty")),
+    # ------------------------------------------------------------------ prefetch
+    Case("prefetch-data-dir-empty", {}, ("prefetch", "D_ens", "--data-dir", ""),
+         ("--data-dir", "empty")),
 ]
 
 
