@@ -142,12 +142,15 @@ class Runner:
         """Every cell, with why it would not run (resume or availability). Spends nothing."""
         done = self.ok_keys() if self.resume else set()
         planned = []
+        available: dict[str, tuple[bool, str]] = {}  # once per experiment, not per cell
         for cell in self.cells:
             if cell.key in done:
                 planned.append(PlannedCell(cell, "already ok (resume)"))
                 continue
-            exp = self.campaign.catalogue.get(cell.exp_id)
-            ok, reason = experiment_availability(exp)
+            if cell.exp_id not in available:
+                available[cell.exp_id] = experiment_availability(
+                    self.campaign.catalogue.get(cell.exp_id))
+            ok, reason = available[cell.exp_id]
             planned.append(PlannedCell(cell, "" if ok else f"unavailable here: {reason}"))
         return planned
 
