@@ -63,11 +63,6 @@ CASES = [
 ]
 
 
-def test_the_table_ids_are_unique():
-    ids = [case.id for case in CASES]
-    assert len(ids) == len(set(ids)), ids
-
-
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_value_exits_2_with_one_line_and_writes_nothing(tmp_path, case: Case):
     _the_contract(tmp_path, case)

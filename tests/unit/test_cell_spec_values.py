@@ -116,13 +116,15 @@ def test_the_cell_exits_2_with_one_line_and_writes_nothing(good_doc, tmp_path, p
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no row, no events
 
 
-def test_a_full_cell_is_checked_fast(good_doc):
-    """4096 jobs (the most one cell may hold) are checked in well under a second."""
+def test_a_full_cell_is_checked_to_its_last_job_fast(good_doc):
+    """4096 jobs (the most one cell may hold) are checked in well under a second, down to
+    the last one."""
     import time
 
     jobs = [dict(job, job_id=f"j{i}", index=i) for i, job in
             enumerate(good_doc["cell"]["jobs"] * 820)][:4096]
-    doc = _set(good_doc, "cell.jobs", jobs)
     t0 = time.perf_counter()
-    CellRunSpec.from_dict(doc)
+    CellRunSpec.from_dict(_set(good_doc, "cell.jobs", jobs))
     assert time.perf_counter() - t0 < 2.0
+    with pytest.raises(ConfigError, match=r"'cell.jobs\[4095\].epochs' must be >= 1, got 0"):
+        CellRunSpec.from_dict(_set(good_doc, "cell.jobs", jobs[:-1] + [dict(jobs[-1], epochs=0)]))

@@ -62,7 +62,7 @@ ROWS = [
     pytest.param(_user(split_seed="-1"), "U", ("key 'split_seed'", ">= 0", "-1"),
                  id="split-seed-negative"),
     # finite numbers
-    pytest.param(_user(lr="nan"), "U", ("key 'lr'", "nan"), id="lr-nan"),
+    pytest.param(_user(lr="nan"), "U", ("key 'lr'", "must be finite", "nan"), id="lr-nan"),
     pytest.param("[experiments.D_hpo]\nsearch_space = { lr = [0.1, inf] }\n", "D_hpo",
                  ("D_hpo.search_space", "key 'lr'", "finite", "inf"), id="search-space-lr-inf"),
     pytest.param(_mm(['model = "mlp", dataset = "wine"',
@@ -116,12 +116,17 @@ def test_a_bad_value_is_refused_at_load_naming_file_experiment_and_key(tmp_path,
         assert needle in line, (needle, line)
 
 
-def test_the_largest_legal_values_load(tmp_path):
-    """The bounds are inclusive where documented so: K = 4096, epochs = 100000, threads =
-    1024, retries = 100 all load (and 4096 jobs expand in well under a second)."""
+def test_the_bounds_hold_at_their_documented_ends(tmp_path):
+    """K = 4096, epochs = 100000, threads = 1024, retries = 100 load; one more is refused."""
     campaign = _load(tmp_path, _user(k="4096", epochs="100000", lr="1e300"),
                      'experiments = "U"\nthreads = 1024\nretries = 100\n')
     assert campaign.catalogue.get("U").k == 4096 and campaign.threads == 1024
+    for exps, extra, needle in ((_user(k="4097"), "", "key 'k' must be <= 4096, got 4097"),
+                                (_user(epochs="100001"), "", "key 'epochs' must be <= 100000"),
+                                (_user(), "threads = 1025\n", "key 'threads' must be <= 1024"),
+                                (_user(), "retries = 101\n", "key 'retries' must be <= 100")):
+        with pytest.raises(ConfigError, match=needle):
+            _load(tmp_path, exps, 'experiments = "U"\n' + extra)
 
 
 # --------------------------------------------------------------------------- names vs skipped
