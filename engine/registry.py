@@ -5,7 +5,7 @@ list what exists (and why something is unavailable) without creating a CUDA cont
 Plugins (``engine.plugins``) register into the same tables with the same decorators the
 built-ins use.
 
-This module imports nothing of the engine but its errors: the built-ins register
+This module imports nothing of the engine but its errors and bounds: the built-ins register
 themselves when their modules are imported, which each process does once at its entry
 (``engine.plugins.load_builtins``, also called by ``load_plugins``), so a lookup never
 imports modules behind the caller's back.
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.bounds import Bound
 from engine.errors import ConfigError, known, nearest
 
 
@@ -28,12 +29,16 @@ class ModelSpec:
     one sample's shape without the batch dimension (e.g. ``(3, 32, 32)``) and ``n_outputs``
     the number of classes (classification) or targets (regression).
     ``requires`` names an importable module the builder needs (``"torchvision"``).
+    ``kwarg_bounds``: the ranges of its ``model_kwargs`` (``{"hidden": count(1, 65536,
+    ...)}``, :mod:`engine.bounds`), checked when a campaign loads; any other number a
+    builder takes must at least be finite.
     """
 
     name: str
     build: Callable[..., Any]
     requires: str | None = None
     description: str = ""
+    kwarg_bounds: dict[str, Bound] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -147,11 +152,13 @@ def _origin(spec: Any) -> str:
 
 
 def register_model(name: str, *, requires: str | None = None, description: str = "",
-                   replace: bool = False):
-    """Decorator: ``@register_model("my_net")`` over ``build(in_shape, n_outputs, **kw)``."""
+                   replace: bool = False, kwarg_bounds: dict[str, Bound] | None = None):
+    """Decorator: ``@register_model("my_net")`` over ``build(in_shape, n_outputs, **kw)``;
+    ``kwarg_bounds`` declares the ranges of its keyword arguments (see :class:`ModelSpec`)."""
 
     def wrap(build: Callable[..., Any]) -> Callable[..., Any]:
-        MODELS.add(ModelSpec(name, build, requires, description or (build.__doc__ or "").strip()),
+        MODELS.add(ModelSpec(name, build, requires, description or (build.__doc__ or "").strip(),
+                             dict(kwarg_bounds or {})),
                    replace=replace)
         return build
 

@@ -10,12 +10,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import json
 import os
+import re
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import CAMPAIGN, JOB, MAX_JOBS, Bound
 from engine.errors import ConfigError, OutputError
 
 SPEC_SCHEMA = 1
@@ -142,10 +147,11 @@ class CellRunSpec:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], where: str = "cell spec") -> CellRunSpec:
-        """Validate a spec document.
+        """Validate a spec document, down to every job (:func:`check_values`).
 
         Raises:
-            ConfigError: another schema, a missing or an unknown key (one line naming it).
+            ConfigError: another schema, a missing or an unknown key, a value of the wrong
+                type or out of its bounds (one line naming it: ``cell.jobs[0].epochs``).
         """
         if not isinstance(doc, dict):
             raise ConfigError(f"{where}: a cell spec is a JSON object, got {type(doc).__name__}")
@@ -168,6 +174,7 @@ class CellRunSpec:
         if not isinstance(doc["cell"], dict):
             raise ConfigError(f"{where}: key 'cell' must be an object (the cell's matrix "
                               f"point), got {type(doc['cell']).__name__}")
+        check_values(doc, where)
         return cls(**doc)
 
     @classmethod
@@ -182,3 +189,134 @@ class CellRunSpec:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{path}: cannot read the cell spec: {exc}") from None
         return cls.from_dict(doc, str(path))
+
+
+# -- the values of a spec ---------------------------------------------------------------------
+# A cell trusted its spec below the top level: ``jobs = []`` wrote an ok row, ``max_parallel
+# = 0`` and 100000 threads were accepted. Keys and types come from the dataclasses a spec is
+# made of (CellRunSpec, engine.define.matrix.CellSpec, engine.define.workloads.JobSpec and
+# SplitSpec), so a field added there is checked here too; the ranges from engine.bounds.
+
+_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
+_AT_LEAST_1 = Bound(1, None, integer=True)
+_AT_LEAST_0 = Bound(0, None, integer=True)
+#: Ranges of the spec's own keys, of the cell's and of each job's (others: type only).
+_SPEC_BOUNDS: dict[str, Bound] = {
+    "attempt": _AT_LEAST_1, "seed": CAMPAIGN["seed"], "passes": CAMPAIGN["passes"],
+    "monitor_interval_s": Bound(0.05, 60)}
+_CELL_BOUNDS: dict[str, Bound] = {"index": _AT_LEAST_1, "pass_index": _AT_LEAST_1,
+                                  "max_parallel": _AT_LEAST_1}
+_JOB_BOUNDS: dict[str, Bound] = {**JOB, "seed": CAMPAIGN["seed"], "index": _AT_LEAST_0}
+_SPLIT_BOUNDS: dict[str, Bound] = {"split_seed": JOB["split_seed"],
+                                   "val_fraction": JOB["val_fraction"], "fold": _AT_LEAST_0,
+                                   "folds": Bound(2, MAX_JOBS, integer=True)}
+_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+               list: "a list", dict: "an object"}
+
+
+def check_values(doc: dict[str, Any], where: str) -> None:
+    """Check a spec document's values (its keys are known and present): types, the cell's
+    keys and fields, and every job's, each number inside its bounds (``engine.bounds``).
+
+    Raises:
+        ConfigError: one line, ``"<where>: key 'cell.jobs[0].epochs' must be >= 1, got
+            0"``.
+    """
+    from engine.define.matrix import CellSpec
+    from engine.define.validate import check_optimizer_values
+    from engine.define.workloads import JobSpec, SplitSpec
+
+    # A runner writes the cores of its machine for threads = 0 ("all cores"), which may be
+    # more than a campaign may ask for.
+    threads = Bound(0, max(CAMPAIGN["threads"].high or 0, os.cpu_count() or 1), integer=True)
+    _check_fields(doc, CellRunSpec, "", {**_SPEC_BOUNDS, "threads": threads}, where,
+                  skip=("cell",))
+    if not _DEVICE.match(doc["device"]):
+        raise ConfigError(f"{where}: key 'device' must be cpu, cuda or cuda:N, got "
+                          f"{doc['device']!r}")
+    cell = doc["cell"]
+    _check_keys(cell, CellSpec, "cell.", where)
+    _check_fields(cell, CellSpec, "cell.", _CELL_BOUNDS, where, skip=("jobs",))
+    jobs = cell["jobs"]
+    if not isinstance(jobs, list) or not jobs:
+        raise ConfigError(f"{where}: key 'cell.jobs' must be a non-empty list of jobs, got "
+                          f"{jobs!r}"[:300])
+    if len(jobs) > MAX_JOBS:
+        raise ConfigError(f"{where}: key 'cell.jobs' holds {len(jobs)} jobs: at most "
+                          f"{MAX_JOBS}")
+    for i, job in enumerate(jobs):
+        name = f"cell.jobs[{i}]"
+        if not isinstance(job, dict):
+            raise ConfigError(f"{where}: key '{name}' must be an object, got {job!r}"[:300])
+        _check_keys(job, JobSpec, f"{name}.", where)
+        _check_fields(job, JobSpec, f"{name}.", _JOB_BOUNDS, where, skip=("split",))
+        split = job["split"]
+        if not isinstance(split, dict):
+            raise ConfigError(f"{where}: key '{name}.split' must be an object, got {split!r}")
+        _check_keys(split, SplitSpec, f"{name}.split.", where)
+        _check_fields(split, SplitSpec, f"{name}.split.", _SPLIT_BOUNDS, where)
+        if split["kind"] not in ("test", "holdout", "fold") or (split["kind"] == "fold" and not (
+                split.get("fold") is not None and split.get("folds") is not None
+                and split["fold"] < split["folds"])):
+            raise ConfigError(f"{where}: key '{name}.split' must be a test or holdout split, "
+                              f"or a fold with 0 <= fold < folds, got {split!r}")
+        check_optimizer_values(job["optimizer"], job.get("optimizer_kwargs") or {},
+                               f"{where}: key '{name}'")
+
+
+@functools.cache
+def _schema(cls: type) -> tuple[dict[str, tuple[type, ...]], frozenset[str]]:
+    """A dataclass's fields as JSON types (:func:`_json_types`), and those a document must
+    hold: the fields without a default, and ``split`` (``JobSpec.from_dict`` reads it).
+    Cached: a cell of 4096 jobs checks each of them."""
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    required = frozenset(f.name for f in fields if f.name == "split" or (
+        f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
+    return {f.name: _json_types(hints[f.name]) for f in fields}, required
+
+
+def _check_keys(doc: dict[str, Any], cls: type, prefix: str, where: str) -> None:
+    """Unknown keys, and the required fields that are missing (one line each)."""
+    types_of, required = _schema(cls)
+    unknown = sorted(set(doc) - set(types_of))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key '{prefix}{unknown[0]}' in the cell spec")
+    missing = [name for name in types_of if name in required and name not in doc]
+    if missing:
+        raise ConfigError(f"{where}: missing key '{prefix}{missing[0]}' in the cell spec")
+
+
+def _check_fields(doc: dict[str, Any], cls: type, prefix: str, bounds: dict[str, Bound],
+                  where: str, skip: tuple[str, ...] = ()) -> None:
+    """Each present value of the declared type (None where the field allows it, a JSON
+    object for a dict or a nested dataclass), numbers inside ``bounds``."""
+    types_of, _ = _schema(cls)
+    for name, value in doc.items():
+        if name in skip or name not in types_of:
+            continue
+        allowed = types_of[name]
+        if value is None and type(None) in allowed:
+            continue
+        key = f"key '{prefix}{name}'"
+        if name in bounds:
+            bounds[name].check(value, where, key)
+            continue
+        if isinstance(value, bool):  # JSON's true is no integer here
+            ok = bool in allowed
+        else:
+            ok = isinstance(value, allowed) or (isinstance(value, int) and float in allowed)
+        if not ok:
+            wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed
+                                 if t is not type(None))
+            raise ConfigError(f"{where}: {key} must be {wanted}, got {value!r}"[:300])
+
+
+def _json_types(hint: Any) -> tuple[type, ...]:
+    """``int | None`` → ``(int, NoneType)``; ``dict[str, Any]`` and dataclasses → ``dict``."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    out: list[type] = []
+    for arg in typing.get_args(hint) if union else (hint,):
+        arg = typing.get_origin(arg) or arg
+        out.append(dict if dataclasses.is_dataclass(arg) or arg is Any else arg)
+    return tuple(out)

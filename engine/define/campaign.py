@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import CAMPAIGN
 from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.executor_options import check_table
@@ -50,7 +51,7 @@ from engine.registry import EXECUTORS
 
 COMPILE_CHOICES = ("off", "on", "both")
 #: Passes repeat the whole matrix; more than this is a typo, not a measurement plan.
-MAX_PASSES = 1000
+MAX_PASSES = int(CAMPAIGN["passes"].high)  # the bounds of engine.bounds
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _KEYS: dict[str, tuple[type, ...]] = {
     "name": (str,), "experiments": (str, list, int), "executors": (list, str),
@@ -167,10 +168,12 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     retries = doc.get("retries", 0)
     if retries < 0:
         raise ConfigError(f"{at('retries')}: key 'retries' must be >= 0, got {retries}")
+    CAMPAIGN["retries"].check(retries, at("retries"), "key 'retries'")
     watchdog = _watchdog(doc.get("watchdog", {}), f"{where}: watchdog")
     threads = doc.get("threads", 0)
     if threads < 0:
         raise ConfigError(f"{where}: key 'threads' must be >= 0 (0 = all cores), got {threads}")
+    CAMPAIGN["threads"].check(threads, where, "key 'threads'")
     compile_choice = doc.get("compile", "off")
     if compile_choice not in COMPILE_CHOICES:
         raise ConfigError(f"{where}: key 'compile' must be one of {', '.join(COMPILE_CHOICES)}, "

@@ -21,6 +21,7 @@ from engine.define.experiment import (  # noqa: F401
     EXPERIMENT_KEYS,
     Experiment,
     check_counts,
+    check_job_count,
 )
 from engine.define.paths import check_experiment_id
 from engine.define.workloads import WORKLOADS
@@ -35,7 +36,8 @@ def _catalogue_path() -> Path:
     return Path(__file__).resolve().parents[2] / "experiments.toml"
 
 
-def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experiment:
+def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
+                      user_keys: frozenset[str] = frozenset()) -> Experiment:
     tomlfile.check_keys(table, EXPERIMENT_KEYS, where, ALIASES)
     values = {**DEFAULTS, **table}
     wtype = values.get("type")
@@ -47,10 +49,9 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
     # a plugin may register more (E17's language modelling), so the parser cannot know them.
     # Each workload type checks the keys that are its own (k, search_space, members).
     k, members = WORKLOADS.get(wtype).parse(values, table, where)
-    check_counts(values, where)
-    if not 0.0 < float(values["val_fraction"]) < 1.0:
-        raise ConfigError(f"{where}: key 'val_fraction' must be between 0 and 1, "
-                          f"got {values['val_fraction']}")
+    # A plugin type's parse derives K its own way: bounded here before anything expands.
+    check_job_count(k, where, f"it expands into {k} jobs")
+    check_counts(values, where)  # every job field finite and in range (engine.bounds)
     return Experiment(
         id=exp_id, type=wtype, k=k, model=values.get("model"), dataset=values.get("dataset"),
         task=values["task"], batch_size=values.get("batch_size"), epochs=values.get("epochs"),
@@ -60,7 +61,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str) -> Experim
         search_space=dict(values.get("search_space") or {}), members=tuple(members),
         family=values["family"], size=values["size"], description=values["description"],
         val_fraction=float(values["val_fraction"]), split_seed=values["split_seed"],
-        source=where.split(":")[0],
+        source=where.split(":")[0], user_keys=user_keys,
     )
 
 
@@ -161,14 +162,15 @@ def load_catalogue(user_file: str | Path | None = None) -> Catalogue:
         ConfigError: unreadable or malformed file, unknown key, wrong type.
     """
     base_path = _catalogue_path()
-    tables = {k: (dict(v), str(base_path)) for k, v in _read(base_path).items()}
+    tables = {k: (dict(v), str(base_path), frozenset()) for k, v in _read(base_path).items()}
     sources = [base_path]
     extra = user_catalogue_path(user_file)
     if extra is not None:
         sources.append(extra)
         for exp_id, table in _read(extra).items():
             merged = {**tables[exp_id][0], **table} if exp_id in tables else dict(table)
-            tables[exp_id] = (merged, str(extra))
-    experiments = {exp_id: _parse_experiment(exp_id, table, f"{src}: experiments.{exp_id}")
-                   for exp_id, (table, src) in tables.items()}
+            tables[exp_id] = (merged, str(extra), frozenset(table))
+    experiments = {exp_id: _parse_experiment(exp_id, table, f"{src}: experiments.{exp_id}",
+                                             user_keys)
+                   for exp_id, (table, src, user_keys) in tables.items()}
     return Catalogue(experiments, sources)

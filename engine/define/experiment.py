@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.bounds import JOB, MAX_JOBS, check_numbers
 from engine.errors import ConfigError
 
 #: Per-job hyperparameters: what an hpo search space and a multi_model member may set.
@@ -49,6 +50,10 @@ class Experiment:
     grid (derived) or entries of a multi_model (derived). ``search_space`` keeps the order
     written in the file: hpo points are the Cartesian product in that key order.
     ``split_seed`` draws validation holdouts and cv folds, independent of job seeds.
+    ``user_keys``: the keys a user's experiments file wrote for this id (empty for a
+    catalogue entry as shipped); a name among them that no registry knows is an error while
+    loading, where an inherited one makes the cell ``skipped`` (``engine.define.validate``).
+    Neither it nor ``source`` is part of the definition (:meth:`to_dict`, cell keys).
     """
 
     id: str
@@ -72,6 +77,7 @@ class Experiment:
     val_fraction: float = 0.2
     split_seed: int = 0
     source: str = ""
+    user_keys: frozenset[str] = field(default=frozenset(), compare=False)
 
     def models(self) -> list[str]:
         return [m["model"] for m in self.members] if self.members else [str(self.model)]
@@ -81,18 +87,30 @@ class Experiment:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved definition (JSON-able), as written into cell specs and hashed into keys."""
-        out = {k: v for k, v in self.__dict__.items() if k != "source"}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("source", "user_keys")}
         out["members"] = [dict(m) for m in self.members]
         return out
 
 
 def check_counts(values: dict[str, Any], where: str) -> None:
-    """``batch_size`` and ``epochs`` (top level, a member or a search-space point) are >= 1,
-    and ``lr`` is positive."""
-    for key in ("batch_size", "epochs"):
-        value = values.get(key)
-        if value is not None and value < 1:
-            raise ConfigError(f"{where}: key '{key}' must be >= 1, got {value}")
-    lr = values.get("lr")
-    if lr is not None and not lr > 0:
-        raise ConfigError(f"{where}: key 'lr' must be > 0, got {lr}")
+    """The job fields among ``values`` (top level, a member or a search-space point) inside
+    their bounds (``engine.bounds.JOB``: ``batch_size``, ``epochs``, ``lr``, ``val_fraction``,
+    ``split_seed``, ``k``): finite, ``batch_size`` and ``epochs`` >= 1, ``lr`` > 0.
+
+    Raises:
+        ConfigError: ``"<where>: key 'epochs' must be <= 100000, got 1000000000000"``.
+    """
+    check_numbers(values, JOB, where)
+
+
+def check_job_count(k: int, where: str, what: str) -> None:
+    """An experiment expands into at most :data:`~engine.bounds.MAX_JOBS` jobs; ``what``
+    says where K came from (``the search_space grid has 4608 points``), checked before
+    anything is expanded.
+
+    Raises:
+        ConfigError: ``"<where>: <what>: at most 4096 jobs per experiment"``.
+    """
+    if k > MAX_JOBS:
+        raise ConfigError(f"{where}: {what}: at most {MAX_JOBS} jobs per experiment "
+                          f"(README, \"Bounds\")")

@@ -20,8 +20,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
 from engine.define.campaign import Campaign
 from engine.define.workloads import expand
+from engine.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -75,34 +77,114 @@ def cell_key(config: dict[str, Any], machine: dict[str, Any]) -> str:
     return _digest({"config": config, "machine": machine})
 
 
+def _dumps(value: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces (what every key hashes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
 def _digest(doc: dict[str, Any]) -> str:
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return hashlib.sha256(_dumps(doc).encode()).hexdigest()[:16]
+
+
+def _split_json(doc: dict[str, Any], texts: dict[str, str], at: str) -> tuple[str, str]:
+    """``_dumps(doc)`` cut after the entry ``at``: ``(head, tail)``, ``head + tail`` equal to
+    it byte for byte. ``texts`` holds entries already serialised (the jobs: megabytes for
+    K = 4096), so that a plan serialises them once per experiment, not once per cell."""
+    entries = [f"{json.dumps(key)}:{texts[key] if key in texts else _dumps(doc[key])}"
+               for key in sorted(doc)]
+    cut = sorted(doc).index(at) + 1
+    return "{" + ",".join(entries[:cut]), "".join("," + e for e in entries[cut:]) + "}"
+
+
+def _sha(*parts: str) -> Any:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(part.encode())
+    return hasher
+
+
+def check_plan_size(campaign: Campaign) -> None:
+    """A campaign plans at most :data:`~engine.bounds.MAX_CELLS` cells and
+    :data:`~engine.bounds.MAX_PLANNED_JOBS` jobs in all (``engine.bounds``), counted from
+    each experiment's K and each executor's variants, before any job is expanded.
+
+    Raises:
+        ConfigError: naming the campaign file, the count and the bound.
+    """
+    assert campaign.catalogue is not None
+    cells = jobs = 0
+    for exp_id in campaign.experiments:
+        exp = campaign.catalogue.get(exp_id)
+        for executor in campaign.executors:
+            n = len(_variants(campaign, exp.type, executor,
+                              dict(campaign.options.get(executor, {}))))
+            cells += n * campaign.passes
+            jobs += n * campaign.passes * exp.k
+    where = str(campaign.source) if campaign.source else "campaign"
+    shape = (f"{len(campaign.experiments)} experiments x {len(campaign.executors)} executors "
+             f"and their variants x {campaign.passes} passes")
+    if cells > MAX_CELLS:
+        raise ConfigError(f"{where}: the campaign plans {cells} cells ({shape}): at most "
+                          f"{MAX_CELLS} (README, \"Bounds\"); select fewer experiments, "
+                          "executors or passes")
+    if jobs > MAX_PLANNED_JOBS:
+        raise ConfigError(f"{where}: the campaign plans {jobs} jobs in all ({shape}): at most "
+                          f"{MAX_PLANNED_JOBS} (README, \"Bounds\"); select fewer experiments, "
+                          "executors or passes, or smaller K")
 
 
 def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
-    """Expand ``campaign`` into its cells (see the module docstring for order and keys)."""
+    """Expand ``campaign`` into its cells (see the module docstring for order and keys).
+
+    Each experiment is expanded and serialised once; the keys of its cells hash the same
+    canonical JSON as :func:`cell_key`, the part up to the jobs hashed once per
+    configuration and continued per pass (a hash state copied), so that the largest legal
+    plan is built in about a second.
+
+    Raises:
+        ConfigError: the plan is larger than the bounds of :func:`check_plan_size`.
+    """
     assert campaign.catalogue is not None
+    check_plan_size(campaign)
+    machine_text = ',"machine":' + _dumps(machine) + "}"
+    shared: dict[str, tuple[dict[str, Any], list[dict[str, Any]], dict[str, str], str]] = {}
+    for exp_id in campaign.experiments:
+        exp = campaign.catalogue.get(exp_id)
+        experiment, jobs = exp.to_dict(), [job.to_dict() for job in expand(exp, campaign.seed)]
+        texts = {"experiment": _dumps(experiment), "jobs": _dumps(jobs)}
+        workload = {"experiment": experiment, "jobs": jobs, "seed": campaign.seed,
+                    "threads": campaign.threads}
+        head, tail = _split_json(workload, texts, "jobs")
+        shared[exp_id] = (experiment, jobs, texts, _sha(head, tail).hexdigest()[:16])
+    configs: dict[tuple[str, str, str], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
     for pass_index in range(1, campaign.passes + 1):
         for exp_id in campaign.experiments:
-            exp = campaign.catalogue.get(exp_id)
-            jobs = [job.to_dict() for job in expand(exp, campaign.seed)]
+            experiment, jobs, texts, workload_key = shared[exp_id]
+            exp_type = experiment["type"]
             for executor in campaign.executors:
                 options = dict(campaign.options.get(executor, {}))
-                for point in _variants(campaign, exp.type, executor, options):
-                    config = {"experiment": exp.to_dict(), "jobs": jobs, "executor": executor,
+                for point in _variants(campaign, exp_type, executor, options):
+                    config = {"experiment": experiment, "jobs": jobs, "executor": executor,
                               "options": options, "seed": campaign.seed, "pass": pass_index,
                               "threads": campaign.threads, **point}
-                    workload = {"experiment": exp.to_dict(), "jobs": jobs,
-                                "seed": campaign.seed, "threads": campaign.threads}
+                    # Everything before "jobs" in key order is the same in every pass.
+                    head, tail = _split_json(config, texts, "jobs")
+                    memo = (exp_id, executor, _dumps(point))
+                    if memo not in configs:
+                        unpassed = {k: v for k, v in config.items() if k != "pass"}
+                        configs[memo] = (_sha('{"config":', head),
+                                         _sha(*_split_json(unpassed, texts, "jobs")
+                                              ).hexdigest()[:16])
+                    prefix, config_key = configs[memo]
+                    key = prefix.copy()
+                    key.update((tail + machine_text).encode())
                     cells.append(CellSpec(
                         index=len(cells) + 1, exp_id=exp_id, executor=executor,
-                        pass_index=pass_index, key=cell_key(config, machine),
-                        experiment=exp.to_dict(), jobs=jobs, options=options,
+                        pass_index=pass_index, key=key.hexdigest()[:16],
+                        experiment=experiment, jobs=jobs, options=options,
                         max_parallel=options.get("max_parallel"),
-                        config_key=_digest({k: v for k, v in config.items() if k != "pass"}),
-                        workload_key=_digest(workload), **point))
+                        config_key=config_key, workload_key=workload_key, **point))
     return cells
 
 

@@ -4,45 +4,58 @@ runs, not a failed cell later."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from engine.bounds import JOB, MAX_SEED, OPTIMIZER, check_numbers
 from engine.define import tomlfile
 from engine.define.experiment import OPTIMIZER_KWARGS, Experiment
-from engine.define.workloads import expand, train_size
+from engine.define.workloads import JobSpec, expand, train_size
 from engine.errors import ConfigError
 from engine.parts.models import check_kwargs as check_model_kwargs
 from engine.parts.optimizers import check_optimizer
-from engine.registry import DATASETS, MODELS
+from engine.registry import DATASETS, MODELS, OPTIMIZERS, TASKS, Registry
 
-#: Job seeds are ``seed + i`` and must fit torch's 64-bit generator seed.
-MAX_SEED = 2**63 - 1
+#: The keys of an experiment that name a registered part, and their registries.
+_NAMES: dict[str, Registry] = {"model": MODELS, "dataset": DATASETS, "task": TASKS,
+                               "optimizer": OPTIMIZERS}
 
 
 def check_experiment(exp: Experiment, seed: int, where: str) -> None:
-    """Raise :class:`ConfigError` for a job that cannot train on any machine: an optimizer
-    keyword that does not exist or has a value of the wrong type, a model_kwargs key that a
-    registered model does not take, a batch larger than the job's training set, a seed out
-    of range. Unregistered models or datasets are not errors here (a plugin may be missing on
-    this machine only): the runner records those cells as skipped, with the reason.
+    """Raise :class:`ConfigError` for a job that cannot train on any machine: a name that
+    a user's experiments file wrote and no registry knows, a job field or optimizer keyword
+    out of its bounds (``engine.bounds``) or of the wrong type, an optimizer keyword or a
+    model_kwargs key that does not exist, a batch larger than the job's training set, a
+    seed out of range. Names the *catalogue* gives that are not registered here are not
+    errors (a plugin, a dataset or an optional module may be missing on this machine only):
+    the runner records those cells as skipped, with the reason.
+
+    Call it after the plugins are loaded (:func:`engine.plugins.load_plugins`), as every
+    process entry does: the registries then hold every name this machine knows.
 
     ``where`` (the campaign, or the command-line flag) is named for the seed; any other
     error names the file that defines the experiment (the catalogue or a user's
     experiments file)."""
+    defined = (f"{exp.source}: experiments.{exp.id}" if exp.source
+               else f"{where}: experiment {exp.id}")
+    check_user_names(exp, defined)
     jobs = expand(exp, seed)
     if not 0 <= seed <= MAX_SEED - len(jobs):
         raise ConfigError(f"{where}: seed {seed} out of range (0 to {MAX_SEED - len(jobs)} "
                           f"for {len(jobs)} jobs)")
-    defined = (f"{exp.source}: experiments.{exp.id}" if exp.source
-               else f"{where}: experiment {exp.id}")
     for job in jobs:
         job_where = f"{defined}, job {job.job_id}"
+        check_job_values(job, job_where)
         check_optimizer(job.optimizer, job.optimizer_kwargs, job_where)
         for key, value in job.optimizer_kwargs.items():
             types = OPTIMIZER_KWARGS.get(key)
             if types is not None and not tomlfile.type_ok(value, types):
                 raise ConfigError(f"{job_where}: optimizer '{job.optimizer}' keyword '{key}' "
                                   f"has a value of the wrong type: {value!r}")
+        check_optimizer_values(job.optimizer, job.optimizer_kwargs, job_where)
         model = MODELS.items.get(job.model)
         if model is not None:
-            check_model_kwargs(job.model, model.build, job.model_kwargs, job_where)
+            check_model_kwargs(job.model, model.build, job.model_kwargs, job_where,
+                               model.kwarg_bounds)
         spec = DATASETS.items.get(job.dataset)
         if spec is None or spec.sizes is None:
             continue
@@ -54,3 +67,65 @@ def check_experiment(exp: Experiment, seed: int, where: str) -> None:
             raise ConfigError(f"{job_where}: batch_size {job.batch_size} "
                               f"exceeds its {n_train} training samples ({job.dataset}, "
                               f"{kind} split)")
+
+
+def check_job_values(job: JobSpec, where: str) -> None:
+    """A job's numbers inside :data:`engine.bounds.JOB`, whatever workload type made it (a
+    plugin's expansion may compute them: ``batch_size * 2 ** i``).
+
+    Raises:
+        ConfigError: ``"<where>: key 'batch_size' must be <= 1048576, got 2000000"``.
+    """
+    check_numbers({"batch_size": job.batch_size, "epochs": job.epochs, "lr": job.lr,
+                   "val_fraction": job.split.val_fraction,
+                   "split_seed": job.split.split_seed}, JOB, where)
+
+
+def check_optimizer_values(name: str, kwargs: dict[str, Any], where: str) -> None:
+    """Optimizer keywords inside :data:`engine.bounds.OPTIMIZER` (each of ``betas``), and
+    ``nesterov`` only with momentum and no dampening: torch's own rules, which it checks
+    only when a job builds its optimizer, after the cell started.
+
+    Raises:
+        ConfigError: ``"<where>: optimizer 'sgd' keyword 'momentum' must be >= 0, got
+            -1"``.
+    """
+    for key, value in kwargs.items():
+        bound = OPTIMIZER.get(key)
+        if bound is None:
+            continue
+        for item in value if key == "betas" and isinstance(value, (list, tuple)) else [value]:
+            bound.check(item, where, f"optimizer '{name}' keyword '{key}'")
+    if kwargs.get("nesterov") and not (kwargs.get("momentum", 0) > 0
+                                       and kwargs.get("dampening", 0) == 0):
+        raise ConfigError(f"{where}: optimizer '{name}': nesterov needs momentum > 0 and "
+                          f"dampening 0, got momentum {kwargs.get('momentum', 0)} and dampening "
+                          f"{kwargs.get('dampening', 0)}")
+
+
+def check_user_names(exp: Experiment, where: str) -> None:
+    """Every model, dataset, task and optimizer name that a user's experiments file wrote
+    for ``exp`` (``exp.user_keys``: top-level keys, its ``members``, its ``search_space``)
+    is registered. A name the catalogue gives is not checked here: a plugin may provide it
+    on another machine, and the cell is ``skipped`` here, with the reason.
+
+    Raises:
+        ConfigError: ``"<file>: experiments.U: key 'model': unknown model 'mlpp' (did you
+            mean 'mlp'?); known: ..."``, naming the member or the search space where it is.
+    """
+    keys = exp.user_keys
+    found: list[tuple[str, Any, str]] = [(key, getattr(exp, key), where)
+                                         for key in _NAMES if key in keys]
+    if "members" in keys:
+        found += [(key, member.get(key), f"{where}.members[{i}]")
+                  for i, member in enumerate(exp.members) for key in _NAMES]
+    if "search_space" in keys:
+        found += [(key, value, f"{where}.search_space")
+                  for key in _NAMES for value in exp.search_space.get(key, [])]
+    for key, name, at in found:
+        if isinstance(name, str) and name not in _NAMES[key]:
+            try:
+                _NAMES[key].get(name, f"{at}: key '{key}'")
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (plugins named in FUGUE_PLUGINS or installed as "
+                                  f"fugue_tui.plugins entry points may register more)") from None

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.bounds import JOB
 from engine.define import tomlfile
 from engine.define.experiment import (
     ALIASES,
@@ -44,6 +45,7 @@ from engine.define.experiment import (
     OPTIMIZER_KWARGS,
     Experiment,
     check_counts,
+    check_job_count,
 )
 from engine.errors import ConfigError, known
 from engine.registry import Registry
@@ -169,6 +171,7 @@ def parse_k_jobs(values: dict[str, Any], table: dict[str, Any], where: str, *,
                           f"ensemble, folds of a cv; e.g. k = 5)")
     if not isinstance(k, int) or k < 1:
         raise ConfigError(f"{where}: key 'k' must be an integer >= 1, got {k!r}")
+    JOB["k"].check(k, where, "key 'k'")  # at most MAX_JOBS (engine.bounds)
     if k < min_k:
         raise ConfigError(f"{where}: {too_few}, got {k}")
     _needs_hyperparameters(values, {}, where)
@@ -204,6 +207,7 @@ def _parse_hpo(values: dict[str, Any], table: dict[str, Any], where: str) -> tup
                                   f"wrong type: {option!r}")
             check_counts({key: option}, f"{where}.search_space")
         k *= len(options)
+    check_job_count(k, where, f"the search_space grid has {k} points")
     _needs_hyperparameters(values, space, where)
     return k, ()
 
@@ -215,6 +219,8 @@ def _parse_multi_model(values: dict[str, Any], table: dict[str, Any],
     members: list[dict[str, Any]] = []
     if not values.get("members"):
         raise ConfigError(f"{where}: a multi_model experiment needs a non-empty 'members' list")
+    check_job_count(len(values["members"]), where,
+                    f"'members' holds {len(values['members'])} members")
     for i, member in enumerate(values["members"]):
         mwhere = f"{where}.members[{i}]"
         if not isinstance(member, dict):

@@ -29,13 +29,19 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from engine.bounds import Bound, count, finite_problem
 from engine.errors import ConfigError, known, nearest
 from engine.registry import MODELS, register_model
 
 _VISION_HINT = "pip install 'fugue-tui[vision]'"
+#: model_kwargs bounds of the MLPs (engine.bounds): a Linear of 65536 x 65536 is already
+#: 16 GiB of float32 weights; dropout 1 would zero every activation.
+_HIDDEN = count(1, 65536, "units per hidden layer")
+_DROPOUT = Bound(0, 1, high_open=True, why="the probability of zeroing an activation")
 
 
-@register_model("mlp", description="MLP: flatten → 2 x (Linear, ReLU) → Linear; hidden=128")
+@register_model("mlp", description="MLP: flatten → 2 x (Linear, ReLU) → Linear; hidden=128",
+                kwarg_bounds={"hidden": _HIDDEN})
 def build_mlp(in_shape: tuple[int, ...], n_outputs: int, *, hidden: int = 128) -> Any:
     from engine.parts import nets as _nets
 
@@ -43,7 +49,8 @@ def build_mlp(in_shape: tuple[int, ...], n_outputs: int, *, hidden: int = 128) -
 
 
 @register_model("mlp_bn", description="MLP with BatchNorm1d and Dropout; hidden=128, "
-                                      "dropout=0.2")
+                                      "dropout=0.2",
+                kwarg_bounds={"hidden": _HIDDEN, "dropout": _DROPOUT})
 def build_mlp_bn(in_shape: tuple[int, ...], n_outputs: int, *, hidden: int = 128,
                  dropout: float = 0.2) -> Any:
     from engine.parts import nets as _nets
@@ -98,19 +105,31 @@ def model_available(name: str, where: str = "") -> tuple[bool, str]:
     return True, ""
 
 
-def check_kwargs(name: str, build: Any, kwargs: Mapping[str, Any], where: str) -> None:
+def check_kwargs(name: str, build: Any, kwargs: Mapping[str, Any], where: str,
+                 bounds: Mapping[str, Bound] | None = None) -> None:
     """Refuse model_kwargs the builder does not declare (builders with ``**kwargs`` pass
-    theirs on, and the callee's ``TypeError`` is reported instead)."""
+    theirs on, and the callee's ``TypeError`` is reported instead), a value outside the
+    model's declared ``bounds`` (:attr:`engine.registry.ModelSpec.kwarg_bounds`), and any
+    number that is not finite.
+
+    Raises:
+        ConfigError: ``"<where>: model 'mlp' model_kwargs key 'hidden' must be >= 1, got
+            -5"``, or the unknown key with the nearest valid one.
+    """
+    prefix = f"{where}: " if where else ""
     params = inspect.signature(build).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    valid = list(params)[2:]  # after in_shape, n_outputs
-    for key in kwargs:
-        if key not in valid:
-            prefix = f"{where}: " if where else ""
-            accepted = known(valid) if valid else "it takes none"
-            raise ConfigError(f"{prefix}model '{name}' has no model_kwargs key '{key}'"
-                              f"{nearest(key, valid)}; {accepted}")
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        valid = list(params)[2:]  # after in_shape, n_outputs
+        for key in kwargs:
+            if key not in valid:
+                accepted = known(valid) if valid else "it takes none"
+                raise ConfigError(f"{prefix}model '{name}' has no model_kwargs key '{key}'"
+                                  f"{nearest(key, valid)}; {accepted}")
+    for key, value in kwargs.items():
+        bound = (bounds or {}).get(key)
+        problem = bound.problem(value) if bound is not None else finite_problem(value)
+        if problem:
+            raise ConfigError(f"{prefix}model '{name}' model_kwargs key '{key}' {problem}")
 
 
 def build_model(name: str, in_shape: tuple[int, ...], n_outputs: int,
@@ -130,7 +149,7 @@ def build_model(name: str, in_shape: tuple[int, ...], n_outputs: int,
     if not ok:
         raise ConfigError(prefix + reason)
     kwargs = dict(model_kwargs or {})
-    check_kwargs(name, spec.build, kwargs, where)
+    check_kwargs(name, spec.build, kwargs, where, spec.kwarg_bounds)
     try:
         return spec.build(tuple(in_shape), int(n_outputs), **kwargs)
     except (TypeError, ValueError) as exc:

@@ -150,6 +150,7 @@ class Runner:
         """Every cell, with why it would not run (resume or availability). Spends nothing."""
         done = self.ok_rows() if self.resume else {}
         planned = []
+        available: dict[str, tuple[bool, str]] = {}  # once per experiment, not per cell
         for cell in self.cells:
             row = done.get(cell.key)
             if row is not None:
@@ -159,8 +160,10 @@ class Runner:
                 planned.append(PlannedCell(cell, f"already ok in campaign '{source}' ({how})",
                                            reused=row))
                 continue
-            exp = self.campaign.catalogue.get(cell.exp_id)
-            ok, reason = experiment_availability(exp)
+            if cell.exp_id not in available:
+                available[cell.exp_id] = experiment_availability(
+                    self.campaign.catalogue.get(cell.exp_id))
+            ok, reason = available[cell.exp_id]
             planned.append(PlannedCell(cell, "" if ok else f"unavailable here: {reason}"))
         return planned
 
