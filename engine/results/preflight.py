@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -45,13 +46,21 @@ def check_runs_path(runs_dir: str | os.PathLike[str]) -> Path:
     """The checks of :func:`preflight` that write nothing (a dry run's): the path resolves,
     is a directory or can become one (no regular file on the way), each results file in it
     is absent or a regular file that opens for appending, and the folder (or the nearest
-    one that exists) is writable. Returns the resolved folder; raises :class:`OutputError`
+    one that exists) is writable (an empty folder made and removed at once: the only trace
+    is the parent's modification time). Returns the resolved folder; raises :class:`OutputError`
     with the same line the real run would print."""
     directory = _check_path(runs_dir)
     existing = next(p for p in (directory, *directory.parents) if os.path.lexists(p))
+    what = "is not writable" if existing == directory else "cannot be created"
     if not os.access(existing, os.W_OK | os.X_OK):
-        what = "is not writable" if existing == directory else "cannot be created"
         raise OutputError(f"runs path '{directory}' {what}: {os.strerror(errno.EACCES)}")
+    # os.access answers yes to root everywhere, also in /proc or /sys, where the real run's
+    # mkdir then fails: make and remove an empty folder there, as the real run would make
+    # one (nothing stays; a dry run must refuse what the run refuses).
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".fugue-tui-probe-", dir=existing))
+    except OSError as e:
+        raise OutputError(f"runs path '{directory}' {what}: {e.strerror or e}") from None
     return directory
 
 

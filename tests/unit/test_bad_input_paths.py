@@ -81,6 +81,10 @@ CASES: list[Case | object] = [
     _dry('experiments = "D_ens"\nruns_dir = "afile/runs"\n', "afile/runs", "regular file",
          extra={"afile": "a regular file\n"}, names_campaign=False,
          id="dry-run-runs-dir-under-a-file"),
+    # os.access says yes to root under /proc; the real run's mkdir fails there
+    _dry('experiments = "D_ens"\n', "/proc/fugue-tui-nope", "cannot be created",
+         flags=("--runs-dir", "/proc/fugue-tui-nope"), names_campaign=False,
+         id="dry-run-runs-dir-in-proc"),
     Case("run-dry-run-runs-dir-is-a-file", {"afile": "a regular file\n"},
          ("run", "--exp", "D_ens", "--runs-dir", "afile", "--dry-run"),
          ("afile", "not a directory")),
