@@ -244,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                                          ("--reuse-from-any-campaign", args.reuse_any)) if value]
         if used:
             parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
-    if args.reuse_any and not args.resume:
-        parser.error("--reuse-from-any-campaign only applies with --resume")
+    for flag, value in (("--since", args.since), ("--reuse-from-any-campaign", args.reuse_any)):
+        if value and not args.resume:  # silently running everything would mislead
+            parser.error(f"{flag} only applies with --resume")
     try:
         if args.command == "dashboard" or (args.command is None and not args.batch):
             return _dashboard(parser, args)

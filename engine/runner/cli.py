@@ -94,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     try:
-        if args.reuse_from_any_campaign and not args.resume:
-            raise ConfigError("--reuse-from-any-campaign only applies with --resume")
+        for flag, value in (("--since", args.since),
+                            ("--reuse-from-any-campaign", args.reuse_from_any_campaign)):
+            if value and not args.resume:
+                raise ConfigError(f"{flag} only applies with --resume")
         load_plugins()  # this process's entry: built-ins and plugins, before any name is looked up
         campaign = load_campaign(args.campaign, overrides_from(args))
         if args.watchdog_action:  # one key of a table: replaced after the file is validated

@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     experiments_file = pick("run_experiments_file", "experiments_file")
     if experiments_file and not Path(experiments_file).is_file():
         raise ConfigError(f"--experiments-file: no such file {experiments_file}")
+    if args.run_name is not None and not args.run_name.strip():
+        raise ConfigError("--name is empty: give an experiment id (letters, digits, '.', '_', "
+                          f"'-'), or leave --name out for '{DEFAULT_NAME}'")
     exp_name = args.run_name or DEFAULT_NAME
     selection = list(args.run_exp or [])
     experiments_doc = None

@@ -66,6 +66,9 @@ CASES: list[Case | object] = [
     Case("adhoc-name-dotdot", {},
          ("run", "--model", "mlp", "--dataset", "wine", "--name", "..", "--dry-run"),
          ("--name", "'..'", "letters, digits")),
+    Case("adhoc-name-empty", {},
+         ("run", "--model", "mlp", "--dataset", "wine", "--name", "", "--dry-run"),
+         ("--name", "empty")),
     # ------------------------------------------------------------------ the runs folder
     _dry('experiments = "D_ens"\nruns_dir = ""\n', "key 'runs_dir'", "empty",
          id="runs-dir-empty"),

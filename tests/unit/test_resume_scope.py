@@ -109,6 +109,19 @@ def test_reuse_flag_needs_resume(tmp_path, capsys):
     assert "--reuse-from-any-campaign only applies with --resume" in capsys.readouterr().err
 
 
+def test_since_needs_resume_too(tmp_path, capsys):
+    """--since without --resume ran every cell and said nothing (a user test)."""
+    path = _campaign(tmp_path, "b")
+    assert runner_cli.main([str(path), "--since", "20260101_000000"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "fugue-tui: error: --since only applies with --resume"]
+    with pytest.raises(SystemExit) as info:
+        fugue_cli.main(["--batch", str(path), "--since", "20260101_000000"])
+    assert info.value.code == 2
+    assert "--since only applies with --resume" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_the_flag_reaches_the_runner_argv():
     argv = runner_cli.runner_argv("c.toml", resume=True, reuse_any=True)
     args = runner_cli.build_arg_parser().parse_args(argv[3:])
