@@ -391,9 +391,16 @@ def print_summary(console: Console, groups_csv: Path, campaign_id: str) -> None:
     "n/a", baseline, accuracy parity, and the speedup chart. Never fails the batch run: a
     problem reading the results is printed as one line."""
     from engine.errors import FugueError
-    from fugue_tui.report import print_report
+    from fugue_tui.report import NoCampaignRows, print_report
 
+    runs_dir = Path(groups_csv).parent
     try:
-        print_report(Path(groups_csv).parent, console, campaign_id=campaign_id)
+        print_report(runs_dir, console, campaign_id=campaign_id)
+    except NoCampaignRows:
+        # Not an error: every cell was reused from another campaign or skipped, or none
+        # ended before the run stopped. Say so, and where the rows are.
+        print(f"summary: campaign '{campaign_id}' has no rows of its own in {runs_dir} (its "
+              f"cells were skipped or reused, or none ended); `fugue-tui report {runs_dir}` "
+              f"shows every campaign's", file=sys.stderr)
     except FugueError as exc:
         print(f"summary: {exc}", file=sys.stderr)

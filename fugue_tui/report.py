@@ -153,6 +153,14 @@ def _table(title: str, columns: list[str], rows: list[dict[str, str]]) -> Table:
     return table
 
 
+class NoCampaignRows(FugueError):
+    """No row of the campaign asked for (``campaign_id``) under the runs folder."""
+
+    def __init__(self, message: str, campaign_id: str):
+        super().__init__(message)
+        self.campaign_id = campaign_id
+
+
 def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None):
     """The rows under ``runs_dir`` (a folder or results files), only campaign
     ``campaign_id``'s when given (an unknown id raises a one-line
@@ -164,9 +172,10 @@ def select_runs(runs_dir: str | os.PathLike[str], campaign_id: str | None = None
     if campaign_id is not None:
         ids = runs.campaign_ids()
         if campaign_id not in ids:
-            raise FugueError(f"no rows of campaign '{campaign_id}' in '{runs_dir}'"
-                             f"{nearest(campaign_id, ids)} "
-                             f"({known(ids) if ids else 'no row there names a campaign'})")
+            raise NoCampaignRows(f"no rows of campaign '{campaign_id}' in '{runs_dir}'"
+                                 f"{nearest(campaign_id, ids)} "
+                                 f"({known(ids) if ids else 'no row there names a campaign'})",
+                                 campaign_id)
         runs = runs.select(campaign_id)
     return runs
 

@@ -370,3 +370,15 @@ def test_no_report_chart_when_only_seq_ran(tmp_path):
     text = console.export_text()
     assert re.search(r"D_ens\s+│\s+seq\s+│", text)
     assert "speedup over seq" not in text and "┤" not in text
+
+
+def test_summary_of_a_campaign_without_rows_of_its_own_is_not_an_error(tmp_path, capsys):
+    """Every cell reused from another campaign (or none ended): the summary said 'no rows of
+    campaign ... (known: ...)', which read like a failure of a run that exited 0."""
+    append_rows(tmp_path / "master_groups.csv", _rows(["seq"]), GROUP_COLUMNS)  # campaign c
+    console = Console(record=True, width=100, color_system=None, file=io.StringIO())
+    print_summary(console, tmp_path / "master_groups.csv", "other")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "campaign 'other' has no rows of its own" in err[0]
+    assert "skipped or reused" in err[0] and f"fugue-tui report {tmp_path}" in err[0]
+    assert "known:" not in err[0]
