@@ -146,6 +146,10 @@ def _add_report(sub) -> None:
                        "speedup over seq with its 95%% interval, accuracy parity")
     report.add_argument("report_dir", nargs="?", metavar="RUNS_DIR",
                         help="folder holding master_groups.csv (default: --runs-dir or runs)")
+    # Also after the sub-command (`fugue-tui report --runs-dir X`, as users write it);
+    # SUPPRESS keeps the global flag's value when this one is not given.
+    report.add_argument("--runs-dir", default=argparse.SUPPRESS, metavar="DIR",
+                        help="the same as RUNS_DIR")
     report.add_argument("--campaign", metavar="ID", help="only the rows of this campaign id")
     report.add_argument("--by-campaign", action="store_true",
                         help="compare only rows of the same campaign file (campaign_hash)")

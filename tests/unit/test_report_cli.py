@@ -55,6 +55,14 @@ def test_report_on_the_harness_files(tmp_path):
     assert proc.stderr == ""
 
 
+def test_report_takes_runs_dir_after_the_subcommand_too(tmp_path):
+    """`fugue-tui report --runs-dir X` (as users write it) was 'unrecognized arguments'."""
+    proc = report("--runs-dir", str(HARNESS), "--width", "200")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"D_ens\s+│\s+unified_model", proc.stdout)
+    assert_one_line_error(report("--runs-dir", str(tmp_path / "nope")), "nope", "does not exist")
+
+
 def test_report_wide_layout_is_one_table(tmp_path):
     proc = report(str(HARNESS), "--width", "200")
     assert proc.returncode == 0, proc.stderr
