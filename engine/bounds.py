@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, shown
 
 #: The most jobs one experiment expands into (K: ensemble members, cv folds, hpo grid
 #: points, multi_model members), and so the most jobs in one cell.
@@ -65,14 +65,14 @@ class Bound:
         integer, got 2.5``), or None when it is in."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 self.integer and not isinstance(value, int)):
-            return f"must be {'an integer' if self.integer else 'a number'}, got {value!r}"
+            return f"must be {'an integer' if self.integer else 'a number'}, got {shown(value)}"
         if not math.isfinite(value):
-            return f"must be finite, got {value!r}"
+            return f"must be finite, got {shown(value)}"
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            return f"must be {'>' if self.low_open else '>='} {_number(self.low)}, got {value!r}"
+            return f"must be {'>' if self.low_open else '>='} {_number(self.low)}, got {shown(value)}"
         if self.high is not None and (value > self.high
                                       or (self.high_open and value == self.high)):
-            return f"must be {'<' if self.high_open else '<='} {_number(self.high)}, got {value!r}"
+            return f"must be {'<' if self.high_open else '<='} {_number(self.high)}, got {shown(value)}"
         return None
 
     def check(self, value: Any, where: str, name: str) -> None:
@@ -153,7 +153,7 @@ def finite_problem(value: Any) -> str | None:
     passes on, say) must at least be. Non-numbers pass: their type is the builder's
     business."""
     if isinstance(value, float) and not math.isfinite(value):
-        return f"must be finite, got {value!r}"
+        return f"must be finite, got {shown(value)}"
     items = value if isinstance(value, (list, tuple)) else (
         value.values() if isinstance(value, dict) else ())
     for item in items:

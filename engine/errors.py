@@ -24,6 +24,18 @@ class OutputError(FugueError):
     """A results path that cannot be written (not a directory, full disk, foreign file)."""
 
 
+def shown(value: object) -> str:
+    """``value`` as the user wrote it in TOML, for error lines: ``true`` (not Python's
+    ``True``), ``inf``, ``nan``, strings quoted; anything else as ``repr``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return repr(value)
+
+
 def nearest(name: str, choices: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest valid name, or ``""`` if none is close."""
     match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)

@@ -164,7 +164,7 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
             would = f"skip [{list(notes).index(p.skip) + 1}]"
         rows.append([str(c.index), c.exp_id, c.executor, *variant, c.compile_mode,
                      str(c.pass_index), str(len(c.jobs)), c.key, would])
-    title = f"{len(planned)} cells of {shown or path}"
+    title = f"{len(planned)} cell{'' if len(planned) == 1 else 's'} of {shown or path}"
     table = _plan_table(title, columns, rows, compact=False)
     compact = False
     if _width(_plan_table(title, columns, _widest(rows), compact)) > console.width:

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError, nearest
+from engine.errors import ConfigError, nearest, shown
 
 _POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _AT_END = "(at end of document)"
@@ -71,7 +71,7 @@ def check_keys(table: dict[str, Any], allowed: dict[str, tuple[type, ...]], wher
         types = allowed[key]
         if not type_ok(value, types):
             wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-            raise ConfigError(f"{where}: key '{key}' must be {wanted}, got {value!r}")
+            raise ConfigError(f"{where}: key '{key}' must be {wanted}, got {shown(value)}")
 
 
 def suggest(name: str, valid: Any, aliases: dict[str, str] | None = None) -> str:

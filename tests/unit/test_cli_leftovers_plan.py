@@ -46,7 +46,7 @@ def _plan(path: Path, width: int) -> tuple[Runner, list[str]]:
 
 
 def _cell_lines(lines: list[str]) -> list[str]:
-    return [line for line in lines if re.match(r"(│ )?\d+\s", line) and " cells of " not in line]
+    return [line for line in lines if re.match(r"(│ )?\d+\s", line) and not re.search(r" cells? of ", line)]
 
 
 def test_quick_plan_fits_80_columns_one_line_per_cell_with_full_keys():

@@ -202,3 +202,16 @@ def test_the_bounds_table_is_documented_in_the_readme():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert bounds.markdown_table() in readme
     assert all(math.isfinite(b.high) for b in bounds.COUNTS.values())
+
+
+def test_errors_show_values_as_toml_writes_them():
+    """A user wrote `k = true` in TOML; the error said `got True` (Python's spelling)."""
+    from engine.bounds import Bound
+    from engine.define.tomlfile import check_keys
+    from engine.errors import ConfigError, shown
+
+    assert [shown(v) for v in (True, False, float("inf"), float("-inf"), float("nan"), "x", 2)] \
+        == ["true", "false", "inf", "-inf", "nan", "'x'", "2"]
+    with pytest.raises(ConfigError, match=r"key 'k' must be an integer, got true$"):
+        check_keys({"k": True}, {"k": (int,)}, "c.toml")
+    assert Bound(low=0, integer=False).problem(float("nan")) == "must be finite, got nan"
