@@ -174,7 +174,10 @@ def _files_available(folder: str, files: tuple[str, ...], label: str, how: str
     return available
 
 
-_TV_HOW = "fetch it once with torchvision.datasets.{cls}(root=<data root>, download=True)"
+#: How to get a torchvision dataset: our own command first (it verifies and caches what
+#: it fetches), torchvision's call for those who want it by hand.
+_TV_HOW = ("fetch it once with `fugue-tui prefetch EXPERIMENT` (or "
+           "torchvision.datasets.{cls}(root=<data root>, download=True))")
 
 
 def mnist_available(root: str | Path | None = None) -> tuple[bool, str]:
