@@ -59,7 +59,7 @@ from engine.results.columns import (
     numeric_columns,
     text_columns,
 )
-from engine.results.read import read_rows_and_tail, torn_note
+from engine.results.read import read_rows_checked, torn_note
 
 
 class NoResultsError(FugueError):
@@ -133,16 +133,22 @@ def _read_csv(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
         if frame is not None:
             return frame
         text = data.decode("utf-8", errors="replace")
-        try:
-            return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
-                               na_filter=False).fillna("")
-        except pd.errors.ParserError:
-            pass  # e.g. a row longer than the header: the csv module copes
-    # A torn last line (a write in progress), or a malformed row: engine.results.read.read_rows
-    # drops the torn tail exactly as the rest of fugue-tui does.
-    rows, torn = read_rows_and_tail(path)
-    if torn and notes is not None:
-        notes.append(torn_note(path))
+        header = next(csv.reader(io.StringIO(text, newline="")), [])
+        if len(set(header)) != len(header):
+            # Duplicated names: pandas' parser mangles them the way we always did.
+            try:
+                return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
+                                   na_filter=False).fillna("")
+            except pd.errors.ParserError:
+                pass
+    # A torn last line (a write in progress) or a damaged row (a field count other than the
+    # header's: pandas would pad a short one into a phantom row): engine.results.read leaves
+    # them out exactly as the rest of fugue-tui does, and says which.
+    rows, torn, damaged = read_rows_checked(path)
+    if notes is not None:
+        notes.extend(damaged)
+        if torn:
+            notes.append(torn_note(path))
     if not rows:
         text = data.decode("utf-8", errors="replace")
         header = next(csv.reader(io.StringIO(text, newline="")), [])

@@ -86,16 +86,18 @@ def test_a_group_append_tells_what_it_did_to_either_file(tmp_path):
 # --------------------------------------------------------------------------- the cell
 
 def _spec(tmp_path: Path) -> dict:
+    """A real cell spec (the runner's own, so it passes the cell's checks) of a D_ens seq
+    cell whose attempt folder exists."""
     runs = tmp_path / "runs"
+    campaign = tmp_path / "spec.toml"
+    campaign.write_text(f'name = "c"\nexperiments = ["D_ens"]\nexecutors = ["seq"]\n'
+                        f'device = "cpu"\nruns_dir = "{runs}"\n')
+    runner = Runner(load_campaign(campaign))
+    spec = json.loads(json.dumps(runner.cell_spec(runner.cells[0], 1).to_dict()))
     attempt = runs / "c" / "cells" / "001-D_ens-seq-p1-aaaa" / "attempt-1"
     attempt.mkdir(parents=True)
-    return {"schema": 1, "campaign_id": "c", "campaign_hash": "h", "runs_dir": str(runs),
-            "events": str(attempt / "events.jsonl"), "attempt": 1, "seed": 42, "passes": 1,
-            "device": "cpu", "threads": 1, "group_id": "seq_0000beef",
-            "cell": {"index": 1, "key": "aaaa", "exp_id": "D_ens", "executor": "seq",
-                     "compile_mode": "off", "pass_index": 1, "options": {},
-                     "experiment": {"type": "ensemble", "size": "small"},
-                     "jobs": [{"job_id": "D_ens_m0", "amp": False}]}}
+    spec.update(events=str(attempt / "events.jsonl"), group_id="seq_0000beef")
+    return spec
 
 
 def _warnings(events_file: Path) -> list[str]:
