@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import engine.cell.main as cell_mod
-from engine.cell.protocol import REASON_BYTES, SPEC_SCHEMA, read_reason
+from engine.cell.protocol import REASON_BYTES, read_reason
 from engine.cell.output import TolerantStream
 import engine.results.store as results
 import engine.runner.attempt as attempt_mod
@@ -28,6 +28,7 @@ from engine.errors import OutputError
 from engine.events import EventWriter, read_events
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
 from engine.results.read import read_rows
+from tests.unit.cell_specs import real_cell_spec
 from engine.runner.supervisor import Runner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,16 +48,8 @@ def _no_stack_dump_handler(monkeypatch):
 # --------------------------------------------------------------------------- the cell
 
 def _spec(tmp_path: Path) -> Path:
-    runs = tmp_path / "runs"
-    attempt = runs / "c" / "cells" / "001-D_ens-seq-p1-aaaa" / "attempt-1"
-    attempt.mkdir(parents=True)
-    spec = {"schema": SPEC_SCHEMA, "campaign_id": "c", "campaign_hash": "h",
-            "runs_dir": str(runs), "events": str(attempt / "events.jsonl"), "attempt": 1,
-            "seed": 42, "passes": 1, "device": "cpu", "threads": 1,
-            "cell": {"index": 1, "key": "aaaa", "exp_id": "D_ens", "executor": "seq",
-                     "compile_mode": "off", "pass_index": 1, "options": {},
-                     "experiment": {"type": "ensemble", "size": "small"},
-                     "jobs": [{"job_id": "D_ens_m0", "amp": False}]}}
+    spec = real_cell_spec(tmp_path)
+    attempt = Path(spec["events"]).parent
     path = attempt / "spec.json"
     path.write_text(json.dumps(spec))
     return path

@@ -47,9 +47,10 @@ def test_report_on_a_damaged_file_warns_and_shows_no_phantom_machine(tmp_path, c
     path, _, _ = _damage(tmp_path, "seq_cut,D_ens,seq,2,0.5")
     assert main(["report", str(tmp_path / "runs"), "--width", "200"]) == 0
     captured = capsys.readouterr()
-    assert [line for line in captured.err.splitlines() if "line 2" in line] == [
-        f"fugue-tui: warning: {path}: line 2 has 5 fields where the header has "
-        f"{len(read_rows_checked(path)[0][0])} (damaged): left out; the file is unchanged"]
+    expected = (f"fugue-tui: warning: {path}: line 2 has 5 fields where the header has "
+                f"{len(read_rows_checked(path)[0][0])} (damaged): left out; the file is "
+                f"unchanged")
+    assert [line for line in captured.err.splitlines() if "line 2" in line] == [expected]
     assert "unknown machine" not in captured.out and "torch ?" not in captured.out
 
 
@@ -58,7 +59,8 @@ def test_an_unclosed_quote_running_to_the_end_gives_the_lines_after_it_back(tmp_
     path.write_text('a,b,c\n1,2,3\ngarbage,1,"open\n4,5,6\n7,8,9\n')
     rows, torn, notes = read_rows_checked(path)
     assert [r["a"] for r in rows] == ["1", "4", "7"] and not torn
-    assert notes == [f"{path}: line 3 opens a quote that is never closed (damaged): left "
-                     f"out; the file is unchanged"]
+    expected = (f"{path}: line 3 opens a quote that is never closed (damaged): left out; "
+                f"the file is unchanged")
+    assert notes == [expected]
     path.write_text('a,b,c\n1,2,3\n4,5,"6')  # a write in progress: torn, not damaged
     assert read_rows_checked(path) == ([{"a": "1", "b": "2", "c": "3"}], True, [])

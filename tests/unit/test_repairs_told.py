@@ -24,6 +24,7 @@ from engine.results.load import load_runs
 from engine.results.read import read_rows
 from engine.results.store import append_group, append_rows
 from engine.runner.supervisor import Runner
+from tests.unit.cell_specs import real_cell_spec
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "tests" / "fixtures" / "fugue-harness-cpu"
@@ -86,18 +87,7 @@ def test_a_group_append_tells_what_it_did_to_either_file(tmp_path):
 # --------------------------------------------------------------------------- the cell
 
 def _spec(tmp_path: Path) -> dict:
-    """A real cell spec (the runner's own, so it passes the cell's checks) of a D_ens seq
-    cell whose attempt folder exists."""
-    runs = tmp_path / "runs"
-    campaign = tmp_path / "spec.toml"
-    campaign.write_text(f'name = "c"\nexperiments = ["D_ens"]\nexecutors = ["seq"]\n'
-                        f'device = "cpu"\nruns_dir = "{runs}"\n')
-    runner = Runner(load_campaign(campaign))
-    spec = json.loads(json.dumps(runner.cell_spec(runner.cells[0], 1).to_dict()))
-    attempt = runs / "c" / "cells" / "001-D_ens-seq-p1-aaaa" / "attempt-1"
-    attempt.mkdir(parents=True)
-    spec.update(events=str(attempt / "events.jsonl"), group_id="seq_0000beef")
-    return spec
+    return real_cell_spec(tmp_path, group_id="seq_0000beef")
 
 
 def _warnings(events_file: Path) -> list[str]:
