@@ -150,3 +150,27 @@ def test_keymap_palette_and_help(tmp_path, monkeypatch):
         assert app.return_code == 0
 
     asyncio.run(scenario())
+
+
+def test_attach_searches_the_runs_folder_with_its_tilde_expanded(tmp_path, monkeypatch):
+    """The form's runs_dir "~/runs" was searched as a folder literally named "~"."""
+    import fugue_tui.app.process as process
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    searched: list[str] = []
+    monkeypatch.setattr(process, "running_campaigns",
+                        lambda runs_dir: searched.append(str(runs_dir)) or [])
+
+    async def scenario():
+        app = FugueApp(runs_dir="~/runs")
+        async with app.run_test(size=SIZE) as pilot:
+            await _ready(pilot)
+            _plan(app).doc["runs_dir"] = "~/runs"
+            await pilot.press("ctrl+t")
+            await until(pilot, lambda: isinstance(app.screen, PathScreen), what="attach dialog")
+            assert searched == [str(tmp_path / "home" / "runs")]
+            assert app.screen.query_one(Input).value.startswith(str(tmp_path / "home" / "runs"))
+
+    asyncio.run(scenario())

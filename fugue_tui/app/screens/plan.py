@@ -20,6 +20,7 @@ preview shows exactly the cells, keys and skips the runner would.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -386,7 +387,9 @@ class PlanScreen(Screen):
                           attached=message.attach)
 
     def action_attach(self) -> None:
-        self._find_running(str(self.doc.get("runs_dir") or "runs"))
+        # The same expansion as a launch (engine.define.paths): "~/runs" is searched where
+        # the campaign would write, not in a folder literally named "~".
+        self._find_running(os.path.expanduser(str(self.doc.get("runs_dir") or "runs")))
 
     @work(thread=True, exclusive=True, group="attach")
     def _find_running(self, runs_dir: str) -> None:
