@@ -57,7 +57,7 @@ def test_a_new_default_enters_the_key_as_its_resolved_value(tmp_path, monkeypatc
 
     @dataclass(frozen=True)
     class Flipped(MPOptions):
-        start: str | list[str] = option("forkserver", choices=("forkserver", "spawn"),
+        start: str | list[str] = option("forkserver", choices=("forkserver", "spawn"),  # noqa: RUF009
                                         axis=True, legacy="spawn")
 
     load_builtins()
