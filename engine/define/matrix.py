@@ -52,8 +52,8 @@ class CellSpec:
     #: Hash of what every executor of the cell's experiment shares (experiment definition,
     #: jobs, seed, threads): a strategy's seq baseline must have the same one.
     workload_key: str = ""
-    #: The non-legacy values of the executor's legacy-declared axis options (mp's
-    #: ``start``), e.g. ``forkserver``: in the slug and label; None at legacy values.
+    #: The values of the options this cell's campaign sweeps as a list (mp's ``start``),
+    #: e.g. ``forkserver``: in the slug and label; None when none is swept.
     variant: str | None = None
 
     @property
@@ -124,7 +124,9 @@ def _option_points(executor: str, table: dict[str, Any]
     (a list runs one cell per value; one value, or none, one cell): for each, the options
     the cell reads (one value per option), what of them is hashed (``key_options``: the
     literal table without legacy-declared options, and their non-legacy resolved values),
-    and the variant text for the slug (the non-legacy values of axis options, or None)."""
+    and the variant text for the slug and label: the values of the swept options
+    (``forkserver``), None when nothing is swept — so neither a single value nor a new
+    default renames a cell's folder."""
     import itertools
 
     from engine.define.executor_options import NO_LEGACY, key_options
@@ -137,7 +139,7 @@ def _option_points(executor: str, table: dict[str, Any]
     for values in itertools.product(*(dict.fromkeys(table[n]) for n in swept)):
         options = {**table, **dict(zip(swept, values))}
         literal, resolved = key_options(fields, options)
-        variant = "-".join(str(v) for n, v in resolved.items() if fields[n].axis) or None
+        variant = "-".join(str(v) for v in values) or None
         out.append((options, literal, resolved, variant))
     return out
 

@@ -40,13 +40,14 @@ def test_legacy_spawn_keeps_its_key_and_forkserver_gets_its_own(tmp_path):
     assert fork[0].key == legacy[0].key  # seq is untouched
     assert fork[1].key != legacy[1].key and fork[1].config_key != legacy[1].config_key
     assert fork[1].workload_key == legacy[1].workload_key  # same seq baseline
-    assert fork[1].slug == legacy[1].slug.replace("-mp-", "-mp-forkserver-")
-    assert fork[1].options["start"] == "forkserver" and "forkserver" in fork[1].label
+    assert fork[1].slug == legacy[1].slug  # a single value renames no folder
+    assert fork[1].options["start"] == "forkserver"
     # a list runs one cell per value, each keyed as if asked for alone
     both = _cells(tmp_path, 'start = ["forkserver", "spawn"]')
     assert [c.options["start"] for c in both[1:]] == ["forkserver", "spawn"]
     assert [c.key for c in both[1:]] == [fork[1].key, legacy[1].key]
-    assert both[2].variant is None and both[2].slug.endswith("-mp-p1")
+    assert [c.slug[4:] for c in both[1:]] == ["D_ens-mp-forkserver-p1", "D_ens-mp-spawn-p1"]
+    assert "forkserver" in both[1].label and "spawn" in both[2].label
 
 
 def test_a_new_default_enters_the_key_as_its_resolved_value(tmp_path, monkeypatch):
