@@ -26,7 +26,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine.errors import FugueError
 from engine.executors.mp.executor import MPExecutor
+from engine.executors.mp.parent import PrewarmedParent
 from engine.runner.cellproc import dump_stacks
 from engine.runner.watchdog import session_processes, tree_cpu_seconds
 from engine.stacks import STACKS_ENV
@@ -108,7 +110,9 @@ def test_forked_workers_keep_mps_env_and_fail_alone(tmp_path, plugins, gpu_bound
 CELL = textwrap.dedent("""
     import json, sys, torch
     from engine.executors.base import CellContext
-    from engine.executors.mp.executor import MPExecutor
+    from engine.errors import FugueError
+from engine.executors.mp.executor import MPExecutor
+from engine.executors.mp.parent import PrewarmedParent
     from engine.train.loop import TrainSettings
     from engine.define.workloads import JobSpec
 
@@ -170,3 +174,45 @@ def test_the_cell_owns_the_parent_and_its_workers(tmp_path, plugins):
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         cell.wait()
+
+
+def test_a_parent_whose_imports_fail_is_refused_and_leaves_nothing(tmp_path, monkeypatch,
+                                                                   gpu_boundary):  # noqa: F811
+    """A plugin that cannot be imported in the parent fails setup with one line naming it;
+    the parent and the MPS daemon started before it are gone (teardown never runs after a
+    failed setup)."""
+    for folder in PLUGIN_DIRS:
+        monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("FUGUE_PLUGINS", "fugue_broken_plugin")
+    ctx = _ctx(tmp_path, [], mps="on", start="forkserver")
+    executor = MPExecutor()
+    with pytest.raises(FugueError) as err:
+        executor.setup([_job(0)], ctx)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(
+        '[options.mp] start = "forkserver": the pre-warmed parent (pid ')
+    assert "failed to import: ConfigError: FUGUE_PLUGINS: cannot import plugin " \
+           "'fugue_broken_plugin': RuntimeError: deliberately broken plugin" in message
+    assert _gone(executor.parent.pid) and executor.parent.exit == "exit status 0"
+    assert executor.daemon is None and "stopped" in executor.info["mps_quit"]
+    assert not list((tmp_path / "attempt-1" / "cleanup").glob("*.json"))
+
+
+@pytest.mark.parametrize("facts, needle", [
+    ({"torch": True, "preload": {"error": "ImportError: x"}}, "failed to import: ImportError: x"),
+    ({"torch": False, "preload": None}, "did not import torch"),
+    ({"torch": True, "preload": {"cuda_initialized": True}}, "initialised CUDA"),
+    ({"torch": True, "preload": {}, "bad_fork": True}, "initialised CUDA"),
+    ({"torch": True, "preload": {}, "parent_cuda_driver": True}, "loaded the CUDA driver"),
+])
+def test_a_parent_that_would_fork_broken_workers_is_refused(facts, needle):
+    """What the probe found decides (torch's own bad-fork flag misses a driver that a bare
+    CUDA runtime call loaded: the mapped libcuda is checked too)."""
+    parent = PrewarmedParent()
+    parent.pid = 4242
+    with pytest.raises(FugueError) as err:
+        parent._check(facts)
+    assert needle in str(err.value) and "pid 4242" in str(err.value)
+    assert "\n" not in str(err.value)
+    parent._check({"torch": True, "preload": {"cuda_initialized": False}, "bad_fork": False,
+                   "parent_cuda_driver": False})  # a good parent passes
