@@ -33,9 +33,22 @@ def _ids(cells) -> list[tuple]:
     return [(c.executor, c.key, c.config_key, c.workload_key, c.slug) for c in cells]
 
 
-def test_legacy_spawn_keeps_its_key_and_forkserver_gets_its_own(tmp_path):
-    legacy = _cells(tmp_path)
-    assert _ids(_cells(tmp_path, 'start = "spawn"')) == _ids(legacy)
+def _spawn_default(monkeypatch) -> None:
+    """mp's ``start`` defaulting to the legacy spawn, whatever the default of the day."""
+    @dataclass(frozen=True)
+    class SpawnDefault(MPOptions):
+        start: str | list[str] = option("spawn", choices=("forkserver", "spawn"),  # noqa: RUF009
+                                        axis=True, legacy="spawn")
+
+    load_builtins()
+    monkeypatch.setitem(EXECUTORS.items, "mp", dataclasses.replace(EXECUTORS.get("mp"),
+                                                                   options=SpawnDefault))
+
+
+def test_legacy_spawn_keeps_its_key_and_forkserver_gets_its_own(tmp_path, monkeypatch):
+    legacy = _cells(tmp_path, 'start = "spawn"')
+    _spawn_default(monkeypatch)
+    assert _ids(_cells(tmp_path)) == _ids(legacy)  # the key of every row before the option
     fork = _cells(tmp_path, 'start = "forkserver"')
     assert fork[0].key == legacy[0].key  # seq is untouched
     assert fork[1].key != legacy[1].key and fork[1].config_key != legacy[1].config_key
@@ -51,9 +64,9 @@ def test_legacy_spawn_keeps_its_key_and_forkserver_gets_its_own(tmp_path):
 
 
 def test_a_new_default_enters_the_key_as_its_resolved_value(tmp_path, monkeypatch):
-    """Should forkserver become mp's default, a campaign that does not mention ``start``
-    runs it and gets forkserver's key — never the legacy one, whose rows were spawn's."""
-    legacy = _cells(tmp_path)
+    """Once forkserver is mp's default, a campaign that does not mention ``start`` runs it
+    and gets forkserver's key — never the legacy one, whose rows were spawn's."""
+    legacy = _cells(tmp_path, 'start = "spawn"')
     asked = _cells(tmp_path, 'start = "forkserver"')
 
     @dataclass(frozen=True)
@@ -70,7 +83,6 @@ def test_a_new_default_enters_the_key_as_its_resolved_value(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("table, literal, resolved", [
-    ({}, {}, {}),
     ({"start": "spawn", "mps": "off"}, {"mps": "off"}, {}),
     ({"start": "forkserver", "max_parallel": 2}, {"max_parallel": 2}, {"start": "forkserver"}),
 ])
