@@ -216,3 +216,16 @@ def test_a_parent_that_would_fork_broken_workers_is_refused(facts, needle):
     assert "\n" not in str(err.value)
     parent._check({"torch": True, "preload": {"cuda_initialized": False}, "bad_fork": False,
                    "parent_cuda_driver": False})  # a good parent passes
+
+
+def test_a_parent_that_cannot_start_is_one_line(tmp_path, monkeypatch):
+    """Its socket lives in the temporary folder; a path beyond the AF_UNIX limit (a long
+    TMPDIR) fails setup with one line, not a traceback."""
+    import multiprocessing.util
+
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setattr(multiprocessing.util, "get_temp_dir", lambda: str(deep))
+    with pytest.raises(FugueError, match=r'start = "forkserver": the pre-warmed parent could '
+                                         r"not start: .*"):
+        PrewarmedParent().start()
