@@ -264,8 +264,9 @@ EVENTS = EventTable([
     # -- a cell (events.jsonl) ------------------------------------------------------------
     _t("started", CELL, "pid exp_id executor jobs", "", "lifecycle progress",
        doc="the cell process is up; its job ids"),
-    _t("phase", CELL, "phase", "seconds", "progress",
-       doc="imports, data_load, setup, group_start, teardown"),
+    _t("phase", CELL, "phase", "seconds window", "progress",
+       doc="imports, data_load, setup, group_start, group_end (window: the group window's "
+           "[start, end] on time.perf_counter), teardown"),
     _t("executor", CELL, "name", "temp_dir tag address",
        doc="the executor's runtime (ray)"),
     _t("warning", CELL, "message",

@@ -273,6 +273,9 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
             g1 = time.perf_counter()
             t_group = g1 - g0
             host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0])
+            # The window's ends on perf_counter (system-wide monotonic): what a check of the
+            # window rule compares per-job and runtime timestamps with (docs/measurement.md).
+            events.emit("phase", phase="group_end", seconds=t_group, window=[g0, g1])
         finally:
             if monitor is not None:
                 monitor.stop()  # one last sample after the window closed

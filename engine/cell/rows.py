@@ -128,7 +128,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "precision": "amp-fp16" if r.amp_applied else "fp32", "energy_method": "none",
             "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
-            "split": r.val_source or None,
+            "split": r.val_source or None, "worker_start_s": r.worker_start_s,
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

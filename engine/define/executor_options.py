@@ -10,7 +10,10 @@ A plugin may still declare its options as dicts (``ExecutorSpec(options={"worker
 :func:`fields_from_dicts` reads them into the same :class:`OptionField` records.
 
 Cell keys hash the user's literal options table, never these defaults
-(``docs/measurement.md``, "Cell keys"): a default declared here never enters a key.
+(``docs/measurement.md``, "Cell keys"): a default declared here never enters a key — except
+through ``legacy``: an option added after cells were first keyed declares the behaviour
+before it existed, and :func:`key_options` keeps it out of keys while it resolves to that
+behaviour and hashes its resolved value otherwise.
 
 Torch-free.
 """
@@ -30,9 +33,19 @@ from engine.errors import ConfigError, nearest
 _META = "fugue_option"
 
 
+class _NoLegacy:
+    """The ``legacy`` of an option that existed when keys were first pinned."""
+
+    def __repr__(self) -> str:
+        return "NO_LEGACY"
+
+
+NO_LEGACY: Any = _NoLegacy()
+
+
 def option(default: Any = None, *, help: str = "", choices: tuple[str, ...] = (),
            minimum: float | None = None, axis: bool = False,
-           check: Callable[[Any], Any] | None = None) -> Any:
+           check: Callable[[Any], Any] | None = None, legacy: Any = NO_LEGACY) -> Any:
     """A field of an executor's options dataclass.
 
     Args:
@@ -45,9 +58,13 @@ def option(default: Any = None, *, help: str = "", choices: tuple[str, ...] = ()
         axis: the option expands into a matrix axis (``engine.define.axes``): a list value
             runs one cell per element.
         check: a further torch-free check of the value; raises ``ValueError`` with a reason.
+        legacy: for an option that changes what runs, added after cells were keyed: the
+            value that behaves as the code did before it existed. Cell keys leave the
+            option out while its resolved value (the table's, else ``default``) is the
+            legacy one, and hash the resolved value otherwise (:func:`key_options`).
     """
     meta = {"help": help, "choices": tuple(choices), "minimum": minimum, "axis": axis,
-            "check": check}
+            "check": check, "legacy": legacy}
     return field(default=default, metadata={_META: meta})
 
 
@@ -63,6 +80,8 @@ class OptionField:
     minimum: float | None = None
     axis: bool = False
     check: Callable[[Any], Any] | None = None
+    #: The value that behaves as before the option existed (:func:`option`), or NO_LEGACY.
+    legacy: Any = NO_LEGACY
 
     @property
     def type_text(self) -> str:
@@ -111,7 +130,8 @@ def fields_of(options: type) -> dict[str, OptionField]:
                                   help=meta.get("help", ""),
                                   choices=meta.get("choices", ()),
                                   minimum=meta.get("minimum"), axis=meta.get("axis", False),
-                                  check=meta.get("check"))
+                                  check=meta.get("check"),
+                                  legacy=meta.get("legacy", NO_LEGACY))
     return out
 
 
@@ -123,6 +143,30 @@ def fields_from_dicts(options: dict[str, tuple[type, ...]], option_help: dict[st
                               choices=tuple(choices.get(name, ())),
                               minimum=minimum.get(name), axis=name in axes)
             for name, kinds in options.items()}
+
+
+def key_options(fields: dict[str, OptionField], table: dict[str, Any]
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What of an ``[options.<executor>]`` table enters a cell key (``docs/measurement.md``,
+    "Cell keys", rules 1-3): the literal table without the options that declare a
+    ``legacy`` value (those are keyed by what they resolve to, never by the word written),
+    and the resolved value of each such option that is not its legacy one.
+
+    Returns ``(literal, resolved)``; ``resolved`` is empty while every option behaves as
+    before it existed, so those cells keep the keys they always had.
+    """
+    literal, resolved = {}, {}
+    for key, value in table.items():
+        f = fields.get(key)
+        if f is None or f.legacy is NO_LEGACY:
+            literal[key] = value
+    for name, f in fields.items():
+        if f.legacy is NO_LEGACY:
+            continue
+        value = table.get(name, f.default)
+        if value != f.legacy:
+            resolved[name] = value
+    return literal, resolved
 
 
 def from_table(options: type, table: dict[str, Any] | None) -> Any:

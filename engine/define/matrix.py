@@ -10,7 +10,10 @@ own compile setting and requested features.
 
 A cell's key is a hash of its resolved configuration (experiment definition, jobs,
 executor and options, compile mode, seed, pass) plus the machine identity, so resume
-matches exactly what was asked on this machine, never a look-alike string.
+matches exactly what was asked on this machine, never a look-alike string. An option that
+declares a ``legacy`` value (``engine.define.executor_options.option``: mp's ``start``) is
+keyed by what it resolves to, and only when that is not the legacy behaviour; declared as
+an axis too, a list of values runs one cell each (``start = ["forkserver", "spawn"]``).
 """
 
 from __future__ import annotations
@@ -51,10 +54,15 @@ class CellSpec:
     #: Hash of what every executor of the cell's experiment shares (experiment definition,
     #: jobs, seed, threads): a strategy's seq baseline must have the same one.
     workload_key: str = ""
+    #: The values of the options this cell's campaign sweeps as a list (mp's ``start``),
+    #: e.g. ``forkserver``: in the slug and label; None when none is swept.
+    variant: str | None = None
 
     @property
     def label(self) -> str:
         parts = [self.exp_id, self.executor]
+        if self.variant:
+            parts.append(self.variant)
         if self.rung:
             parts.append(f"rung {self.rung}")
         if self.scheduler:
@@ -67,7 +75,7 @@ class CellSpec:
     def slug(self) -> str:
         """A folder name: ``003-D_ens-seq-p1``."""
         comp = "" if self.compile_mode == "off" else f"-c{self.compile_mode}"
-        extra = "".join(f"-{v}" for v in (self.scheduler, self.rung) if v)
+        extra = "".join(f"-{v}" for v in (self.scheduler, self.rung, self.variant) if v)
         extra = extra.replace("+", "")
         return f"{self.index:03d}-{self.exp_id}-{self.executor}{extra}{comp}-p{self.pass_index}"
 
@@ -116,8 +124,9 @@ def check_plan_size(campaign: Campaign) -> None:
     for exp_id in campaign.experiments:
         exp = campaign.catalogue.get(exp_id)
         for executor in campaign.executors:
-            n = len(_variants(campaign, exp.type, executor,
-                              dict(campaign.options.get(executor, {}))))
+            table = dict(campaign.options.get(executor, {}))
+            n = (len(_variants(campaign, exp.type, executor, table))
+                 * len(_option_points(executor, table)))
             cells += n * campaign.passes
             jobs += n * campaign.passes * exp.k
     where = str(campaign.source) if campaign.source else "campaign"
@@ -156,36 +165,68 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                     "threads": campaign.threads}
         head, tail = _split_json(workload, texts, "jobs")
         shared[exp_id] = (experiment, jobs, texts, _sha(head, tail).hexdigest()[:16])
-    configs: dict[tuple[str, str, str], tuple[Any, str]] = {}
+    configs: dict[tuple[str, ...], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
     for pass_index in range(1, campaign.passes + 1):
         for exp_id in campaign.experiments:
             experiment, jobs, texts, workload_key = shared[exp_id]
             exp_type = experiment["type"]
             for executor in campaign.executors:
-                options = dict(campaign.options.get(executor, {}))
-                for point in _variants(campaign, exp_type, executor, options):
-                    config = {"experiment": experiment, "jobs": jobs, "executor": executor,
-                              "options": options, "seed": campaign.seed, "pass": pass_index,
-                              "threads": campaign.threads, **point}
-                    # Everything before "jobs" in key order is the same in every pass.
-                    head, tail = _split_json(config, texts, "jobs")
-                    memo = (exp_id, executor, _dumps(point))
-                    if memo not in configs:
-                        unpassed = {k: v for k, v in config.items() if k != "pass"}
-                        configs[memo] = (_sha('{"config":', head),
-                                         _sha(*_split_json(unpassed, texts, "jobs")
-                                              ).hexdigest()[:16])
-                    prefix, config_key = configs[memo]
-                    key = prefix.copy()
-                    key.update((tail + machine_text).encode())
-                    cells.append(CellSpec(
-                        index=len(cells) + 1, exp_id=exp_id, executor=executor,
-                        pass_index=pass_index, key=key.hexdigest()[:16],
-                        experiment=experiment, jobs=jobs, options=options,
-                        max_parallel=options.get("max_parallel"),
-                        config_key=config_key, workload_key=workload_key, **point))
+                table = dict(campaign.options.get(executor, {}))
+                for point in _variants(campaign, exp_type, executor, table):
+                    for options, literal, resolved, variant in _option_points(executor, table):
+                        config = {"experiment": experiment, "jobs": jobs,
+                                  "executor": executor, "options": literal,
+                                  "seed": campaign.seed, "pass": pass_index,
+                                  "threads": campaign.threads, **point}
+                        if resolved:  # only off the legacy behaviour: old keys stay
+                            config["resolved"] = resolved
+                        # Everything before "jobs" in key order is the same in every pass.
+                        head, tail = _split_json(config, texts, "jobs")
+                        memo = (exp_id, executor, _dumps(point), _dumps(literal),
+                                _dumps(resolved))
+                        if memo not in configs:
+                            unpassed = {k: v for k, v in config.items() if k != "pass"}
+                            configs[memo] = (_sha('{"config":', head),
+                                             _sha(*_split_json(unpassed, texts, "jobs")
+                                                  ).hexdigest()[:16])
+                        prefix, config_key = configs[memo]
+                        key = prefix.copy()
+                        key.update((tail + machine_text).encode())
+                        cells.append(CellSpec(
+                            index=len(cells) + 1, exp_id=exp_id, executor=executor,
+                            pass_index=pass_index, key=key.hexdigest()[:16],
+                            experiment=experiment, jobs=jobs, options=options,
+                            max_parallel=options.get("max_parallel"),
+                            config_key=config_key, workload_key=workload_key,
+                            variant=variant, **point))
     return cells
+
+
+def _option_points(executor: str, table: dict[str, Any]
+                   ) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], str | None]]:
+    """The cells of one executor's options table along its legacy-declared axis options
+    (a list runs one cell per value; one value, or none, one cell): for each, the options
+    the cell reads (one value per option), what of them is hashed (``key_options``: the
+    literal table without legacy-declared options, and their non-legacy resolved values),
+    and the variant text for the slug and label: the values of the swept options
+    (``forkserver``), None when nothing is swept — so neither a single value nor a new
+    default renames a cell's folder."""
+    import itertools
+
+    from engine.define.executor_options import NO_LEGACY, key_options
+    from engine.registry import EXECUTORS
+
+    fields = EXECUTORS.get(executor).option_fields
+    swept = [name for name, f in fields.items()
+             if f.axis and f.legacy is not NO_LEGACY and isinstance(table.get(name), list)]
+    out = []
+    for values in itertools.product(*(dict.fromkeys(table[n]) for n in swept)):
+        options = {**table, **dict(zip(swept, values))}
+        literal, resolved = key_options(fields, options)
+        variant = "-".join(str(v) for v in values) or None
+        out.append((options, literal, resolved, variant))
+    return out
 
 
 def _variants(campaign: Campaign, exp_type: str, executor: str,

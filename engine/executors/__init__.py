@@ -119,6 +119,10 @@ register_executor(ExecutorSpec(
 
 _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
 
+#: How mp starts its workers when a campaign does not say (bench/RESULTS.md, part
+#: strategies, compares both). Keyed when not the legacy "spawn" (docs/measurement.md).
+MP_START_DEFAULT = "spawn"
+
 
 @dataclass(frozen=True)
 class MPOptions:
@@ -129,12 +133,18 @@ class MPOptions:
         "auto: a private CUDA MPS daemon on a CUDA device when nvidia-cuda-mps-control is "
         "found, else plain processes; on: MPS required (refuse when it cannot run); off: "
         "plain concurrent processes"))
+    start: str | list[str] = option(
+        MP_START_DEFAULT, choices=("forkserver", "spawn"), axis=True, legacy="spawn",
+        help="forkserver: each job's worker is forked from a parent that imported torch, the "
+             "engine and the plugins in setup (setup_s); spawn: a fresh interpreter per job, "
+             "imports inside T_group (the form before this option); a list runs one cell each")
 
 
 register_executor(ExecutorSpec(
     name="mp", label="Multiprocess (MPS)", target="engine.executors.mp.executor:MPExecutor",
     concurrent=True, trains_in_workers=True, options=MPOptions,
-    description="one fresh process per job sharing the GPU through a private CUDA MPS daemon"))
+    description="one process per job (forked from a pre-warmed parent, or spawned) sharing "
+                "the GPU through a private CUDA MPS daemon"))
 
 
 @dataclass(frozen=True)

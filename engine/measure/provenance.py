@@ -17,6 +17,13 @@ from typing import Any
 
 from engine import __version__
 
+#: The version of the rule that says which phases fall inside ``T_group``
+#: (docs/measurement.md, "Which phases fall inside T_group"), recorded in every group row
+#: (``window_rule``): "2" = one rule for every executor (a strategy's job-independent
+#: runtime is ``setup_s``, everything done per job is inside); "1" = the per-executor
+#: boundaries before it, under which every row without the column was measured.
+WINDOW_RULE = "2"
+
 
 @functools.cache
 def cpu_model() -> str:

@@ -307,6 +307,19 @@ _OURS: tuple[Column, ...] = (
            "(field NVML_FI_DEV_POWER_INSTANT) or average (nvmlDeviceGetPowerUsage, a 1-s "
            "average on Ampere and later); empty when the row uses no power reading"),
     Column("power_method", I),
+    Column("window_rule", G, TEXT,
+           "version of the rule saying which phases fall inside T_group (docs/measurement.md): "
+           "2 = a strategy's job-independent runtime is setup_s, all per-job work is inside; "
+           "empty in rows written before the column existed, which were measured under rule 1 "
+           "(per-executor boundaries)"),
+    Column("mp_start", G, TEXT,
+           "how mp started its workers: forkserver (forked from a parent that imported torch "
+           "and the engine in setup) or spawn (a fresh interpreter per job); empty for other "
+           "executors"),
+    Column("worker_start_s", I, NUMBER,
+           "seconds from the cell's request for the job's worker to the worker ready to train "
+           "(mp: the process start or fork, what it still imports, torch set-up, plugins, the "
+           "job's data load and device copy); inside T_group; empty without a per-job worker"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine.measure.provenance import backend_flags, host_facts
+from engine.measure.provenance import WINDOW_RULE, backend_flags, host_facts
 from engine.measure.samples import MONITOR_META, samples_on_disk
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, header
 from engine.results.values import new_group_id, timestamp_now
@@ -93,6 +93,9 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         # The device under test as the runner resolved it (NVML's UUID): known before the
         # cell starts, so even a cell that died first is recorded on its device.
         "gpu_uuid": spec.get("gpu_uuid"),
+        # The T_group rule this version measures under: provenance of the code, like its
+        # version, so a row the runner writes for a killed cell carries it too.
+        "window_rule": WINDOW_RULE,
     })
 
 

@@ -88,6 +88,7 @@ class JobResult:
     torch_peak_allocated_mb: float | None = None  # torch.cuda.max_memory_allocated, MiB
     torch_peak_reserved_mb: float | None = None   # torch.cuda.max_memory_reserved, MiB
     compile_warmup_s: float | None = None         # compile probe(s), s (inside total, not train)
+    worker_start_s: float | None = None  # request for the job's worker → ready to train, s
 
     @property
     def train_throughput_sps(self) -> float | None:

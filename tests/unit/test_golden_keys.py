@@ -124,6 +124,18 @@ def plugin_workload(tmp: Path) -> list[dict[str, str]]:
                            'executors = ["seq", "unified_model", "ray"]\n', mine)
 
 
+def mp_start_both(tmp: Path) -> list[dict[str, str]]:
+    """mp's ``start`` (issue 20) at its legacy value and its new one, one cell each: the
+    spawn cells must keep the keys a campaign without ``start`` had."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,D_hpo"\nexecutors = ["seq", "mp"]\n'
+                           '[options.mp]\nstart = ["spawn", "forkserver"]\nmax_parallel = 2\n')
+
+
+def mp_start_forkserver(tmp: Path) -> list[dict[str, str]]:
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_reg"\nexecutors = ["mp"]\n'
+                           'passes = 2\n[options.mp]\nstart = "forkserver"\nmps = "off"\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -133,6 +145,8 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "experiments_file_override": experiments_file,
     "adhoc_run": adhoc_run,
     "plugin_workload": plugin_workload,
+    "mp_start_both": mp_start_both,
+    "mp_start_forkserver": mp_start_forkserver,
 }
 
 

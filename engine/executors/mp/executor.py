@@ -1,13 +1,19 @@
-"""``mp``: one fresh spawned process per job, at most ``max_parallel`` at once, sharing the
-GPU through a private CUDA MPS daemon when the machine allows it.
+"""``mp``: one process per job, at most ``max_parallel`` at once, sharing the GPU through a
+private CUDA MPS daemon when the machine allows it.
 
-Each job pays its own process start, imports, torch set-up and dataset copy inside
-``T_group`` — that cost is what this strategy is measured for (``docs/measurement.md``,
-mp column); a pool that reuses processes would hide it. The MPS daemon is started in
-``setup`` (``setup_s``) and quit in ``teardown``; the cleanup record lets the runner quit it
-after any abnormal end of the cell (``engine.cleanup``).
+The window rule (``docs/measurement.md``): what does not depend on the jobs starts in
+``setup`` (``setup_s``) — the MPS daemon, and with ``start = "forkserver"`` the pre-warmed
+parent that has imported torch, the engine and the plugins (``engine.executors.mp.parent``)
+— and everything a job costs is inside ``T_group``: its process (a fork of that parent, or
+with ``start = "spawn"`` a fresh interpreter that imports everything), torch set-up, its
+dataset load and copy, its training. Each job's ``worker_start_s`` is the time from asking
+for its process to that process ready to train. A process is never reused for a second
+job. The daemon and the parent are stopped in ``teardown``; the cleanup record lets the
+runner quit the daemon after any abnormal end of the cell (``engine.cleanup``), and the
+parent dies with the cell (its parent-death signal).
 
-Options (``[options.mp]``): ``max_parallel`` (default: all jobs of the cell) and ``mps``:
+Options (``[options.mp]``): ``max_parallel`` (default: all jobs of the cell), ``start``
+(``forkserver`` or ``spawn``) and ``mps``:
 
 - ``auto``: on a CUDA device, use a private MPS daemon when ``nvidia-cuda-mps-control`` is
   found; otherwise (a CPU device, no binary, a daemon that fails to start in DEFAULT
@@ -18,9 +24,9 @@ Options (``[options.mp]``): ``max_parallel`` (default: all jobs of the cell) and
 - ``off``: plain concurrent processes.
 
 Group columns set here: ``max_parallel`` (the most worker processes alive at once),
-``mps_used``, ``mps_thread_pct``, ``mps_present``, ``gpu_compute_mode`` and
-``executor_info`` (spawn method, worker pids, per-job worker set-up seconds and exit codes,
-the daemon's folders, foreign daemons).
+``mp_start``, ``mps_used``, ``mps_thread_pct``, ``mps_present``, ``gpu_compute_mode`` and
+``executor_info`` (start method, the parent's facts, worker pids, per-job worker start and
+set-up seconds, CPU seconds and exit codes, the daemon's folders, foreign daemons).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from engine.events import job_done, job_progress, job_started
 from engine.executors import MPOptions
 from engine.executors.base import CellContext, Executor
 from engine.executors.mp import mps, mps_checks
+from engine.executors.mp.parent import PrewarmedParent
 from engine.executors.mp.worker import worker_main
 from engine.measure.spans import union_seconds
 from engine.train.loop import JobResult
@@ -65,6 +72,10 @@ class _Worker:
     started: float
     pid: int | None = None
     setup_s: float | None = None
+    #: The worker's perf_counter when it was ready to train (its "ready" message).
+    ready_at: float | None = None
+    prewarmed: bool | None = None
+    cpu_s: float | None = None
     result: JobResult | None = None
     #: The result as of the job's last finished epoch (the worker's ``epoch`` message).
     so_far: JobResult | None = None
@@ -104,23 +115,39 @@ class MPExecutor(Executor):
         self.client_env: dict[str, str] = {}
         self.info: dict[str, Any] = {}
         self._record_dir = None
+        self.parent: PrewarmedParent | None = None
 
     # ------------------------------------------------------------------ setup (setup_s)
     def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
-        """Decide the process count and MPS use; start our MPS daemon when used.
+        """Decide the process count and MPS use; start our MPS daemon when used, then the
+        pre-warmed parent (``start = "forkserver"``), so both are ``setup_s``.
 
         Raises:
             FugueError: the GPU's compute mode forbids concurrent workers (PROHIBITED, or
-                EXCLUSIVE_PROCESS without a working MPS daemon of ours), or ``mps = "on"``
-                and MPS cannot run here.
+                EXCLUSIVE_PROCESS without a working MPS daemon of ours), ``mps = "on"``
+                and MPS cannot run here, or the pre-warmed parent failed (its reason).
         """
+        options = from_table(MPOptions, ctx.options)
+        start = str(options.start)
+        ctx.group["mp_start"] = start
+        self._setup_mps(jobs, ctx, str(options.mps), start)
+        if start == "forkserver":
+            self.parent = PrewarmedParent()
+            try:
+                self.info["parent"] = self.parent.start()
+            except BaseException:
+                # teardown does not run after a failed setup: nothing may stay behind
+                self.info["parent"] = {**self.parent.info, "stop": self.parent.stop()}
+                self._quit_daemon()
+                raise
+
+    def _setup_mps(self, jobs: list[JobSpec], ctx: CellContext, mode: str, start: str) -> None:
         requested = ctx.max_parallel or ctx.options.get("max_parallel")
         self.parallel = max(1, min(int(requested or len(jobs)), len(jobs)))
-        mode = str(from_table(MPOptions, ctx.options).mps)
         device = ctx.settings.device
         index = device.index or 0
         on_gpu = device.type == "cuda"
-        self.info = {"spawn": "spawn", "mps": mode, "planned_parallel": self.parallel,
+        self.info = {"spawn": start, "mps": mode, "planned_parallel": self.parallel,
                      "threads_per_worker": ctx.threads}
         group = ctx.group
         group.update(mps_used=False, mps_thread_pct=None)
@@ -197,7 +224,8 @@ class MPExecutor(Executor):
         """Start one process per job, at most ``max_parallel`` alive; a slot is refilled as
         soon as its process ends. A process that dies without a result fails its job with
         the exit status or signal; the others go on. Results in job order."""
-        spawn = multiprocessing.get_context("spawn")
+        spawn = (self.parent.context if self.parent is not None
+                 else multiprocessing.get_context("spawn"))
         pending = deque(enumerate(jobs))
         results: dict[int, JobResult] = {}
         peak = 0
@@ -211,7 +239,14 @@ class MPExecutor(Executor):
             while pending or self.workers:
                 while pending and len(self.workers) < self.parallel:
                     index, job = pending.popleft()
+                    if self.parent is not None and not self.parent.alive():
+                        # never a new parent inside the window (the library would start
+                        # one, imports and all): the job fails, saying why
+                        results[index] = self._no_parent(job, ctx)
+                        continue
                     self._spawn(spawn, index, job, settings, env, ctx)
+                if not self.workers:
+                    continue
                 peak = max(peak, len(self.workers))
                 ready = multiprocessing.connection.wait(
                     [w.conn for w in self.workers.values() if not w.eof]
@@ -236,12 +271,22 @@ class MPExecutor(Executor):
             ctx.group["train_throughput_sps"] = sum(r.samples for r in ordered) / wall
         return ordered
 
+    def _no_parent(self, job: JobSpec, ctx: CellContext) -> JobResult:
+        error = (f"the pre-warmed parent (pid {self.parent.pid}) ended before the job "
+                 f"started ({self.parent.exit})")
+        result = JobResult(job, status="failed", error=error)
+        job_started(job.job_id).send(ctx.emit)
+        job_done(result).send(ctx.emit)
+        return result
+
     def _spawn(self, spawn, index: int, job: JobSpec, settings: dict[str, Any],
                env: dict[str, str], ctx: CellContext) -> None:
         receiver, sender = spawn.Pipe(duplex=False)
+        # The worker dies with its parent: the cell, or the pre-warmed parent that forks it.
+        parent_pid = self.parent.pid if self.parent is not None else os.getpid()
         process = spawn.Process(target=worker_main, name=f"fugue-mp-{job.job_id}",
                                 args=(sender, job.to_dict(), settings, ctx.threads, env,
-                                      os.getpid()))
+                                      parent_pid))
         started = time.perf_counter()
         process.start()
         sender.close()  # only the worker writes: its exit then reads as EOF here
@@ -258,6 +303,10 @@ class MPExecutor(Executor):
                     job_progress(**payload).send(ctx.emit)
                 elif kind == "ready":
                     worker.setup_s = payload["setup_s"]
+                    worker.ready_at = payload.get("ready_at")
+                    worker.prewarmed = payload.get("prewarmed")
+                elif kind == "cpu":
+                    worker.cpu_s = payload
                 elif kind == "epoch":
                     worker.so_far, worker.spans = payload
                 elif kind == "result":
@@ -277,12 +326,17 @@ class MPExecutor(Executor):
         result = worker.result
         if result is None:
             error = worker.error or _exit_reason(worker.pid, code)
+            if self.parent is not None and not self.parent.alive():
+                error += f" (the pre-warmed parent {self.parent.pid}: {self.parent.exit})"
             result = _died(worker.job, worker.so_far, error)
         result.job = worker.job
         if result.worker_pid is None:
             result.worker_pid = worker.pid
-        worker.info = {"pid": worker.pid, "exit": code, "setup_s": worker.setup_s,
-                       "wall_s": time.perf_counter() - worker.started}
+        if worker.ready_at is not None:  # both on perf_counter: system-wide, monotonic
+            result.worker_start_s = worker.ready_at - worker.started
+        worker.info = {"pid": worker.pid, "exit": code, "start_s": result.worker_start_s,
+                       "setup_s": worker.setup_s, "prewarmed": worker.prewarmed,
+                       "cpu_s": worker.cpu_s, "wall_s": time.perf_counter() - worker.started}
         job_done(result, pid=worker.pid).send(ctx.emit)
         return result
 
@@ -308,11 +362,18 @@ class MPExecutor(Executor):
 
     # ------------------------------------------------------------------ teardown
     def teardown(self, ctx: CellContext) -> None:
-        """Stop leftover workers, then quit our MPS daemon and forget its record."""
+        """Stop leftover workers, then the pre-warmed parent (its workers hold its pipe),
+        then quit our MPS daemon and forget its record."""
         self._stop_workers()
+        if self.parent is not None:
+            self.info.setdefault("parent", {})["stop"] = self.parent.stop()
+            self.parent = None
+        self._quit_daemon()
+        ctx.group["executor_info"] = self.info
+
+    def _quit_daemon(self) -> None:
         if self.daemon is not None:
             self.info["mps_quit"] = self.daemon.quit()
             if self._record_dir is not None:
                 cleanup.release(self._record_dir, MPS_RECORD)
             self.daemon = None
-        ctx.group["executor_info"] = self.info

@@ -1,17 +1,25 @@
-"""The process body of one ``mp`` job: a fresh spawned interpreter that sets itself up like
-a cell, trains one job with :func:`engine.train.loop.train_job` and sends its result back.
+"""The process body of one ``mp`` job: a process forked from the pre-warmed parent
+(``start = "forkserver"``, ``engine.executors.mp.parent``) or a fresh spawned interpreter
+(``start = "spawn"``) that sets itself up like a cell, trains one job with
+:func:`engine.train.loop.train_job` and sends its result back.
 
 Kept small and importable without torch, so ``multiprocessing``'s spawn start method can
 import :func:`worker_main` in the child before anything else happens there. Everything this
-function does counts inside ``T_group`` (``docs/measurement.md``, mp column): the
-interpreter start, imports, torch set-up, plugins, the dataset load and its device copy.
+function does counts inside ``T_group`` (``docs/measurement.md``, mp column): what the
+process still imports (everything, when spawned; nothing, when forked from the warm
+parent), torch set-up, plugins, the dataset load and its device copy.
 
 Messages on ``conn`` (a one-way ``multiprocessing`` pipe to the cell), each a tuple:
-``("ready", {"pid", "setup_s"})`` once set up, ``("progress", fields)`` from the training
+``("ready", {"pid", "setup_s", "ready_at", "prewarmed"})`` once set up (``ready_at``: its
+``time.perf_counter``, a system-wide monotonic clock the cell compares with the moment it
+asked for the worker; ``prewarmed``: torch was already imported when the worker's code
+began), ``("progress", fields)`` from the training
 loop, ``("epoch", (JobResult, spans))`` after each epoch (the result so far: what remains of
 the job if its process dies later), then ``("result", (JobResult, spans))`` — ``spans`` the
 ``(start, end)`` ``perf_counter`` pairs of its epochs' training-step phases — or
-``("error", one_line)`` when set-up failed.
+``("error", one_line)`` when set-up failed, and ``("cpu", seconds)`` (its user + system
+CPU) just before it leaves after a result: a forked worker is the parent's child, not the
+cell's, so the cell's own accounting never sees it.
 """
 
 from __future__ import annotations
@@ -38,10 +46,13 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     ``compile_backend`` —
     plain data, like the job, so that nothing imports torch before ``env`` is set: the MPS
     client variables must be in the environment when the CUDA driver initialises.
-    ``threads`` is the torch intra-op thread count; ``parent_pid`` is the cell, whose death
-    kills this process (``prctl``).
+    ``threads`` is the torch intra-op thread count; ``parent_pid`` is this process's parent
+    (the cell, or the pre-warmed parent that forked it), whose death kills this process
+    (``prctl``). Forked from the warm parent, torch is imported but CUDA is not initialised
+    (the parent checks that), so ``env`` still lands before the driver reads it.
     """
     t0 = time.perf_counter()
+    prewarmed = "torch" in sys.modules
     os.environ.update(env)
     from engine import stacks
     from engine.errors import failure_line
@@ -79,7 +90,9 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
         conn.send(("error", failure_line(exc)))
         conn.close()
         sys.exit(1)
-    conn.send(("ready", {"pid": os.getpid(), "setup_s": time.perf_counter() - t0}))
+    ready_at = time.perf_counter()
+    conn.send(("ready", {"pid": os.getpid(), "setup_s": ready_at - t0, "ready_at": ready_at,
+                         "prewarmed": prewarmed}))
     # The epochs' training-step spans, for the group's training wall time (the same
     # definition as ray's: docs/measurement.md).
     from engine.measure.spans import TrainSpans
@@ -91,6 +104,8 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
                        progress=lambda **fields: conn.send(("progress", fields)),
                        on_epoch_end=spans)
     conn.send(("result", (result, spans.spans)))
+    times = os.times()
+    conn.send(("cpu", times.user + times.system))
     conn.close()
     # Leave without interpreter teardown: with torch loaded it takes ~2.5 s of CPU on a
     # small host, during which the process would hold its slot and compete with the next
