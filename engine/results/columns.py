@@ -307,6 +307,9 @@ _OURS: tuple[Column, ...] = (
            "(field NVML_FI_DEV_POWER_INSTANT) or average (nvmlDeviceGetPowerUsage, a 1-s "
            "average on Ampere and later); empty when the row uses no power reading"),
     Column("power_method", I),
+    Column("cell_start", G, TEXT,
+           "how the cell's process began: zygote (forked from the runner's pre-warmed parent, "
+           "which had imported torch) or spawn (a fresh interpreter); empty in older rows"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -93,6 +93,9 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         # The device under test as the runner resolved it (NVML's UUID): known before the
         # cell starts, so even a cell that died first is recorded on its device.
         "gpu_uuid": spec.get("gpu_uuid"),
+        # How the cell's process began (engine.cell.zygote); the runner adds it to the rows
+        # it writes for its attempts, a cell to its own.
+        "cell_start": spec.get("cell_start"),
     })
 
 
