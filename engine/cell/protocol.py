@@ -188,6 +188,9 @@ class CellRunSpec:
 #: ``python -m engine.cell --zygote FD``: the pre-warmed cell parent (:mod:`engine.cell.zygote`),
 #: talking to its runner (:mod:`engine.runner.zygote`) over the UNIX socket FD.
 ZYGOTE_FLAG = "--zygote"
+#: Room the zygote's command line keeps (an argument of spaces after FD) for each forked
+#: cell to show its own, ``python -m engine.cell SPEC``, in ps and /proc/PID/cmdline.
+TITLE_ROOM = 4096
 #: The largest message either side sends (a cell's environment is the biggest part).
 MESSAGE_BYTES = 1 << 20
 

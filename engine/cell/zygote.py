@@ -16,7 +16,8 @@ What the zygote holds, and what it must never do (each checked before every fork
   (:func:`engine.cell.main.preload`: torch, ``torch._dynamo``, the engine's cell modules);
   every module a cell imports later (an executor, a dataset loader, a model, TorchInductor
   on a first compile) is imported by the cell, in the phase it always was;
-* it never ran a tensor operation, so no OpenMP or intra-op thread pool exists, and it runs
+* it never ran a tensor operation (no allocation a cell could inherit, no OpenMP or intra-op
+  thread pool), and it runs
   no thread at all (``/proc/self/task`` holds one entry): a fork copies only the forking
   thread, and a lock another thread held would stay locked in the child forever;
 * it never initialised CUDA (``torch.cuda.is_initialized()`` is False): a CUDA context does
@@ -32,8 +33,8 @@ from ``/dev/null``, stdout and stderr to the log the runner opened (passed as a 
 every other descriptor of the zygote closed, the environment replaced by the cell's (its
 TorchInductor/Triton cache folders, ``CUDA_VISIBLE_DEVICES``, thread counts, stack-dump
 folder), the working folder and ``sys.argv`` of ``python -m engine.cell SPEC``, and the
-random state of a fresh process (torch's default generator as torch starts it, numpy's
-global generator and Python's ``random`` seeded from the OS). Then the cell waits for the
+random state of a fresh process (torch's default CPU generator, numpy's global generator
+and Python's ``random`` seeded from the OS, as each is at a fresh start). Then the cell waits for the
 runner's go (sent once the runner has checked that it adopted the cell and recorded it in
 ``cell.pid``), asks for its parent-death signal, and runs as ``python -m engine.cell SPEC``.
 """
@@ -58,19 +59,12 @@ from engine.processes import set_death_signal
 
 #: Seconds the intermediate waits for the cell's new session before giving up on it.
 SESSION_TIMEOUT_S = 10.0
-#: The random state of torch's default generator as ``import torch`` leaves it, taken in
-#: the zygote before anything could draw from it; each cell starts from it.
-_FRESH_TORCH_RNG: Any = None
 
 
 def warm() -> dict[str, Any]:
     """Import what every cell imports first (:func:`engine.cell.main.preload`); return the
     facts of the ``ready`` message."""
-    global _FRESH_TORCH_RNG
     t0 = time.perf_counter()
-    import torch
-
-    _FRESH_TORCH_RNG = torch.random.default_generator.get_state()
     from engine.cell.main import preload
 
     preload()
@@ -251,6 +245,7 @@ def _become_cell(sock: socket.socket, doc: dict[str, Any], log_fd: int, go_fd: i
         os.environ.update(doc["env"])
         os.chdir(doc["cwd"])
         sys.argv = [_main_path(), *doc["argv"]]
+        _retitle([sys.executable, "-m", "engine.cell", *doc["argv"]])
         _fresh_random_state()
         _fresh_signals()
         go = os.read(go_fd, 1)  # the runner adopted and recorded this process (or gave up)
@@ -265,6 +260,30 @@ def _become_cell(sock: socket.socket, doc: dict[str, Any], log_fd: int, go_fd: i
         with contextlib.suppress(Exception):
             traceback.print_exc()
         os._exit(1)
+
+
+def _retitle(words: list[str]) -> None:
+    """Show this process as ``words`` in ps and ``/proc/PID/cmdline``, as a spawned cell
+    shows its command line (else every cell would show the zygote's). The setproctitle way:
+    the original argument strings (the zygote's command line, which keeps
+    :data:`~engine.cell.protocol.TITLE_ROOM` bytes of room) are overwritten in place
+    through ``/proc/self/mem``, the title ending in a NUL and the rest filled with spaces
+    (a last byte that is not NUL tells the kernel to read the title up to its NUL). Where
+    anything is not as expected, nothing is written: the title is cosmetic."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: proc(5) 48, 49
+        original = Path("/proc/self/cmdline").read_bytes()
+        size = end - start
+        title = " ".join(words).encode()[:size - 2]
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            if size < 2 or mem.read(size) != original[:size]:
+                return
+            mem.seek(start)
+            mem.write(title + b"\0" + b" " * (size - len(title) - 1))
+    except (OSError, ValueError, IndexError):
+        return
 
 
 def _main_path() -> str:
@@ -283,13 +302,15 @@ def _fresh_signals() -> None:
 
 
 def _fresh_random_state() -> None:
-    """Every random generator a fresh process would start unseeded, as it would: torch's
-    default generator at its start state, numpy's global one and Python's ``random``
-    seeded from the OS. (Each job seeds torch's generator itself; this keeps what runs
-    before it, a plugin's draws say, from being the same in every cell.)"""
+    """Every random generator a fresh process seeds from the OS, seeded from the OS again:
+    torch's default CPU generator (torch seeds it nondeterministically at import), numpy's
+    global one and Python's ``random``; forked, each would otherwise repeat the zygote's
+    sequence in every cell. (Each job seeds torch's generator itself; this keeps what
+    runs before it, a plugin's draws say, from being the same in every cell.) CUDA's
+    generators do not exist yet: they start in the cell as in a fresh process."""
     torch = sys.modules.get("torch")
-    if torch is not None and _FRESH_TORCH_RNG is not None:
-        torch.random.default_generator.set_state(_FRESH_TORCH_RNG)
+    if torch is not None:
+        torch.random.default_generator.seed()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()

@@ -479,6 +479,7 @@ class Runner:
                 spec = CellRunSpec.read(AttemptFolder(attempt_dir).spec).to_dict()
             except ConfigError:  # unreadable or not a spec: nothing to record for it
                 continue
+            spec["cell_start"] = record.get("start")  # how that runner started it, if it said
             reason = f"runner pid {record['runner_pid']} ended while this attempt ran"
             guarded = guard_account(record)
             reason += guarded or "; cleaned up by the next runner"

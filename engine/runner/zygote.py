@@ -36,7 +36,7 @@ from pathlib import Path
 
 import psutil
 
-from engine.cell.protocol import ZYGOTE_FLAG, receive_message, send_message
+from engine.cell.protocol import TITLE_ROOM, ZYGOTE_FLAG, receive_message, send_message
 from engine.errors import ConfigError
 from engine.processes import die_with_parent, set_child_subreaper
 
@@ -148,7 +148,8 @@ class Zygote:
         try:
             with open(log, "ab") as out:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "engine.cell", ZYGOTE_FLAG, str(theirs.fileno())],
+                    [sys.executable, "-m", "engine.cell", ZYGOTE_FLAG, str(theirs.fileno()),
+                     " " * TITLE_ROOM],
                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                     preexec_fn=die_with_parent(os.getpid()))  # noqa: PLW1509 - as a cell's
@@ -187,6 +188,9 @@ class Zygote:
         """
         if self.broken:
             raise ZygoteError(self.broken)
+        if self.proc.poll() is not None:
+            self.fail(self._gone())
+            raise ZygoteError(self.broken)
         go_r, go_w = os.pipe()
         request = {"op": "start", "argv": argv, "env": env, "cwd": os.getcwd(),
                    "runner_pid": os.getpid()}
@@ -198,7 +202,7 @@ class Zygote:
                 try:
                     send_message(self._sock, request, (log_fd, go_r))
                 except OSError as exc:
-                    raise ZygoteError(f"the zygote is gone ({exc})") from None
+                    raise ZygoteError(self._gone(exc)) from None
                 reply = self._receive(FORK_TIMEOUT_S)
             finally:
                 os.close(go_r)
@@ -225,21 +229,23 @@ class Zygote:
         except TimeoutError:
             raise ZygoteError(f"the zygote did not answer within {timeout:g} s") from None
         except OSError as exc:
-            raise ZygoteError(f"the zygote is gone ({exc})") from None
+            raise ZygoteError(self._gone(exc)) from None
         for fd in fds:  # it sends none
             os.close(fd)
         if doc is None:
-            raise ZygoteError(f"the zygote exited ({self._exit_status()}; see {self.log})")
+            raise ZygoteError(self._gone())
         return doc
 
-    def _exit_status(self) -> str:
+    def _gone(self, exc: OSError | None = None) -> str:
+        """``the zygote exited (killed by signal 9 (SIGKILL); see .../zygote.log)``: how it
+        ended (or the socket's error while it still runs)."""
         try:
             code = self.proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
-            return "still running"
-        if code < 0:
-            return f"killed by signal {-code} ({signal.Signals(-code).name})"
-        return f"exit status {code}"
+            return f"the zygote stopped answering ({exc or 'its socket closed'}; see {self.log})"
+        how = (f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0
+               else f"exit status {code}")
+        return f"the zygote exited ({how}; see {self.log})"
 
     def fail(self, reason: str) -> None:
         """The zygote can start no more cells (``reason``): stop it."""
