@@ -10,6 +10,7 @@ Run folder ``<runs_dir>/<campaign name>/`` (the campaign id)::
     runner.lock, runner.pid     held by the running runner (a second one is refused)
     campaign.toml               the campaign as last run
     runner.jsonl                lifecycle events of every runner session, appended
+    zygote.log                  output of the runner's zygote (engine.runner.zygote)
     control/                    command files (engine.runner.control)
     cells/<NNN-exp-executor-pP>-<key8>/attempt-<a>/
         spec.json, events.jsonl, cell.log, cell.pid (while it runs), cell.reason (the
