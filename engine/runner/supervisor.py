@@ -260,14 +260,16 @@ class Runner:
         self.auto_retries: dict[str, int] = {}
         self.outcomes: dict[str, CellOutcome] = {}
         stopped: BaseException | None = None
+        zygote_wanted = self.cell_start == "zygote"
         try:
-            if self.queue and self.cell_start == "zygote":
-                self._start_zygote()
             while self.queue:
                 self._handle_commands(running=None)
                 if not self.queue:
                     break
                 cell = self.queue.popleft()
+                if zygote_wanted:  # once, before the first cell is decided on
+                    zygote_wanted = False
+                    self._start_zygote()
                 self.outcomes[cell.key] = self._run_cell(cell)
         except KeyboardInterrupt:
             outcome.interrupted = True
