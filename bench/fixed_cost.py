@@ -33,8 +33,8 @@ Components of the same wall time (seconds, from the events):
 
 Protocol: one untimed campaign per start first (the bundled dataset's cache, the disk
 cache), then ``--reps`` (default 5) repetitions, the starts' order and the executors' order
-rotating. ``--note`` adds a remark to every figure's note (say, "indicative: a loaded
-machine").
+rotating. ``--note`` adds a remark to the notes of the figures with a target (say,
+"indicative: a loaded machine").
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
     parser.add_argument("--executors", nargs="+", default=["seq", "unified_model"],
                         help="default: seq unified_model (the ones with a 3 s target)")
-    parser.add_argument("--note", default="", help="a remark added to every figure's note")
+    parser.add_argument("--note", default="",
+                        help="a remark added to the note of the figures with a target")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -195,13 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     for component in keys[:-1]:
         rows += bench_results.figure_rows(
             PART, Figure(component, "s",
-                         note="component of a fixed cell's wall time (module docstring)"
-                              + remark),
+                         note="component of a fixed cell's wall time (module docstring)"),
             {f"{name} {s}": values[component][s][name] for name in executors
              for s in STARTS}, run_id, prov)
     rows += bench_results.figure_rows(
         PART, Figure("zygote_warm", "s", note="the zygote's start and imports, once per "
-                                              "campaign before its first cell" + remark),
+                                              "campaign before its first cell"),
         {"zygote": warm}, run_id, prov)
     rows += bench_results.figure_rows(PART, Figure("load_1min", "load"), load, run_id, prov)
     bench_results.publish(PART, rows, args.results_dir)

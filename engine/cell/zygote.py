@@ -109,6 +109,9 @@ def _settle() -> None:
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
+    deadline = time.monotonic() + 2.0
+    while len(os_threads()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.001)  # a joined thread's kernel task can linger a moment after the join
 
 
 def serve(argv: list[str]) -> list[str]:

@@ -89,6 +89,8 @@ class Attempt:
         proc = self._start(scratch)
         watchdog = self._watchdog(proc)
         try:
+            if self.zygote_lost is not None:
+                runner.zygote_failed(self.zygote_lost)
             runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
                        attempt=attempt, events=spec["events"], log_path=str(log_path),
                        pid=proc.pid, start=spec["cell_start"],
@@ -167,9 +169,9 @@ class Attempt:
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
-        finally:
-            if zygote is not None and zygote.broken:
-                runner.zygote_failed(zygote)
+        #: The zygote when it failed this start (said in run(), where a failing write stops
+        #: the cell that started the old way instead).
+        self.zygote_lost = zygote if zygote is not None and zygote.broken else None
         self.spec["cell_start"] = "zygote" if isinstance(proc, ForkedCell) else "spawn"
         return proc
 

@@ -43,6 +43,10 @@ worker = threading.Thread(target=stop.wait, name="holder")
 worker.start()
 print(repr(fork_problem()))
 stop.set(); worker.join()
+import time
+from engine.cell.zygote import os_threads
+while len(os_threads()) > 1:  # the joined thread's kernel task may linger a moment
+    time.sleep(0.001)
 fake = types.ModuleType("torch")
 fake.cuda = types.SimpleNamespace(is_initialized=lambda: True)
 sys.modules["torch"] = fake
