@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,11 @@ def _attempt(guarded_or_dir, cell: dict) -> Path:
     return workdir / cell["attempt"]
 
 
+def _scratch(runner_pid: int) -> list[Path]:
+    """The runner's scratch folders (its zygote's and its cells' compile caches)."""
+    return list(Path(tempfile.gettempdir()).glob(f"fugue-cell-{runner_pid}-*"))
+
+
 def _alive(pids) -> dict[int, str]:
     """Of ``pids``, those still running (a zombie runs nothing), with their command."""
     out = {}
@@ -82,7 +88,7 @@ class Guarded:
     rows: list[dict]
     events: list[dict]         # runner.jsonl
     zygote_pid: int
-    left_after_5s: dict[int, str]
+    left_after_5s: dict[str, str]   # processes and scratch folders (the zygote's, cells')
     watched: set[int]
 
 
@@ -107,9 +113,10 @@ def guarded(tmp_path_factory) -> Guarded:
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
         deadline = time.monotonic() + 5.0
-        while _alive(watched) and time.monotonic() < deadline:
+        while (_alive(watched) or _scratch(runner.pid)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        left = _alive(watched)
+        left = {str(pid): cmd for pid, cmd in _alive(watched).items()}
+        left.update({str(p): "scratch folder" for p in _scratch(runner.pid)})
     finally:
         if runner.poll() is None:
             runner.kill()
