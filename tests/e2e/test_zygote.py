@@ -190,6 +190,7 @@ def test_each_cell_has_its_own_compile_cache_and_environment(guarded):
         env = cell["env"]
         assert cell["inductor_cache"] == env["TORCHINDUCTOR_CACHE_DIR"]
         assert cell["triton_cache"] == env["TRITON_CACHE_DIR"]
+        assert cell["triton_knob"] in (None, env["TRITON_CACHE_DIR"])
         scratch = Path(env["TORCHINDUCTOR_CACHE_DIR"]).parent
         assert scratch.name.startswith(f"fugue-cell-{guarded.runner_pid}-")
         assert not scratch.exists()  # removed when the attempt ended
