@@ -58,15 +58,17 @@ class ZygoteError(Exception):
     """The zygote cannot start this cell (one line: why). The runner starts it the old way."""
 
 
-def start_method(environ: dict[str, str] | None = None) -> str:
-    """The start method :data:`START_ENV` asks for (``zygote`` when unset or empty).
+def start_method(environ: dict[str, str] | None = None, platform: str = sys.platform) -> str:
+    """The start method :data:`START_ENV` asks for; unset or empty: ``zygote`` on Linux,
+    ``spawn`` elsewhere (handing a forked cell to the runner needs Linux's child subreaper,
+    and the zygote's checks read ``/proc``).
 
     Raises:
         ConfigError: any other value (one line naming the variable and the choices).
     """
     value = (os.environ if environ is None else environ).get(START_ENV, "").strip()
     if not value:
-        return "zygote"
+        return "zygote" if platform.startswith("linux") else "spawn"
     if value not in START_METHODS:
         raise ConfigError(f"{START_ENV}: unknown cell start '{value}' (choose "
                           f"{' or '.join(START_METHODS)})")

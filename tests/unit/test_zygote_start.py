@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_start_method_comes_from_fugue_cell_start():
     assert start_method({}) == "zygote" and start_method({"FUGUE_CELL_START": ""}) == "zygote"
+    assert start_method({}, platform="darwin") == "spawn"  # no child subreaper there
     assert start_method({"FUGUE_CELL_START": "spawn"}) == "spawn"
     with pytest.raises(ConfigError, match=r"FUGUE_CELL_START: unknown cell start 'fork' "
                                           r"\(choose zygote or spawn\)"):
