@@ -224,9 +224,11 @@ EVENTS = EventTable([
        "reuse_any guard_pid",
        doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows; "
            "guard_pid: the process that cleans up if the runner dies)"),
-    _t("zygote", RUNNER, "pid", "warm_s error",
-       doc="the runner's pre-warmed cell parent is ready (warm_s: its start and imports), or "
-           "cannot start cells (error: why; they then start as fresh interpreters)"),
+    _t("zygote", RUNNER, "pid", "warm_s imports_s threads python_threads cuda_initialized error",
+       doc="the runner's pre-warmed cell parent is ready (warm_s: its start and imports, "
+           "imports_s: the imports; threads, python_threads, cuda_initialized: as it reported "
+           "them, checked again before every fork: 1, 1, false), or cannot start cells (error: "
+           "why; they then start as fresh interpreters)"),
     _t("queued", RUNNER, "cell index label", "manual_retry", "lifecycle", "queued",
        doc="a cell waits for its turn (again, after a manual retry)"),
     _t("skipped", RUNNER, "cell index label reason",

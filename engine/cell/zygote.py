@@ -68,7 +68,7 @@ def warm() -> dict[str, Any]:
     from engine.cell.main import preload
 
     preload()
-    return {"warm_s": round(time.perf_counter() - t0, 3)}
+    return {"imports_s": round(time.perf_counter() - t0, 3)}
 
 
 def os_threads() -> list[str]:
@@ -135,7 +135,9 @@ def serve(argv: list[str]) -> list[str]:
         print(f"fugue-tui zygote: {problem}", file=sys.stderr, flush=True)
         os._exit(1)
     send_message(sock, {"ready": True, "pid": os.getpid(), "threads": len(os_threads()),
-                        "cuda_initialized": False, **facts})
+                        "python_threads": threading.active_count(),
+                        "cuda_initialized": sys.modules["torch"].cuda.is_initialized(),
+                        **facts})
     while True:
         try:
             doc, fds = receive_message(sock)

@@ -323,7 +323,9 @@ class Runner:
         except ZygoteError as exc:
             self._zygote_lost(self.zygote.pid if self.zygote else None, str(exc))
             return
-        self._emit("zygote", pid=zygote.pid, warm_s=round(time.perf_counter() - t0, 3))
+        facts = {k: zygote.facts.get(k) for k in ("imports_s", "threads", "python_threads",
+                                                  "cuda_initialized")}
+        self._emit("zygote", pid=zygote.pid, warm_s=round(time.perf_counter() - t0, 3), **facts)
 
     def zygote_failed(self, zygote: Zygote) -> None:
         """The zygote stopped serving while a cell started (that cell and the rest start the

@@ -130,7 +130,8 @@ class Zygote:
         self.proc, self._sock, self.log = proc, sock, log
         #: Why the zygote cannot start cells ("" while it can).
         self.broken = ""
-        #: The facts of its ``ready`` message (pid, threads, warm_s).
+        #: The facts of its ``ready`` message (pid, imports_s, threads, python_threads,
+        #: cuda_initialized).
         self.facts: dict = {}
 
     @property

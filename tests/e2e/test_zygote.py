@@ -137,7 +137,9 @@ def guarded(tmp_path_factory) -> Guarded:
 
 def test_cells_are_forked_by_the_zygote_as_the_runners_own_children(guarded):
     ready = next(e for e in guarded.events if e["type"] == "zygote")
-    assert not ready.get("error") and ready["warm_s"] > 0
+    assert not ready.get("error") and ready["warm_s"] >= ready["imports_s"] > 0
+    # as the zygote saw itself before its first fork (checked again before each)
+    assert (ready["threads"], ready["python_threads"], ready["cuda_initialized"]) == (1, 1, False)
     assert [(r["exp_id"], r["executor"], r["status"], r["cell_start"])
             for r in guarded.rows] == [
         ("X_probe", "seq", "ok", "zygote"), ("X_probe", "unified_model", "ok", "zygote"),
