@@ -30,12 +30,12 @@ is then the *runner's* child, exactly as a spawned one (the runner waits for it,
 exit status, and it dies with the runner through its own parent-death signal). In the cell,
 before any code of its own runs (:func:`_become_cell`): a new session (``setsid``), stdin
 from ``/dev/null``, stdout and stderr to the log the runner opened (passed as a descriptor),
-every other descriptor of the zygote closed, the environment replaced by the cell's (its
-TorchInductor/Triton cache folders, ``CUDA_VISIBLE_DEVICES``, thread counts, stack-dump
-folder), the working folder and ``sys.argv`` of ``python -m engine.cell SPEC``, and the
-random state of a fresh process (torch's default CPU generator, numpy's global generator
-and Python's ``random`` seeded from the OS, as each is at a fresh start). Then the cell waits for the
-runner's go (sent once the runner has checked that it adopted the cell and recorded it in
+the zygote's socket closed (it holds no other descriptor), the environment replaced by the
+cell's (its TorchInductor/Triton cache folders, ``CUDA_VISIBLE_DEVICES``, thread counts,
+stack-dump folder), the working folder, ``sys.argv`` and the title (``ps``) of ``python -m
+engine.cell SPEC``, and the random state of a fresh process (torch's default CPU
+generator, numpy's global generator and Python's ``random`` seeded from the OS, as each is
+at a fresh start). Then the cell waits for the runner's go (sent once the runner has checked that it adopted the cell and recorded it in
 ``cell.pid``), asks for its parent-death signal, and runs as ``python -m engine.cell SPEC``.
 """
 
