@@ -35,8 +35,9 @@ cell's (its TorchInductor/Triton cache folders, ``CUDA_VISIBLE_DEVICES``, thread
 stack-dump folder), the working folder, ``sys.argv`` and the title (``ps``) of ``python -m
 engine.cell SPEC``, and the random state of a fresh process (torch's default CPU
 generator, numpy's global generator and Python's ``random`` seeded from the OS, as each is
-at a fresh start). Then the cell waits for the runner's go (sent once the runner has checked that it adopted the cell and recorded it in
-``cell.pid``), asks for its parent-death signal, and runs as ``python -m engine.cell SPEC``.
+at a fresh start). Then the cell waits for the runner's go (sent once the runner has checked
+that it adopted the cell and recorded it in ``cell.pid``), asks for its parent-death signal,
+and runs as ``python -m engine.cell SPEC``.
 """
 
 from __future__ import annotations
