@@ -224,14 +224,22 @@ EVENTS = EventTable([
        "reuse_any guard_pid",
        doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows; "
            "guard_pid: the process that cleans up if the runner dies)"),
+    _t("zygote", RUNNER, "pid", "warm_s imports_s threads python_threads cuda_initialized error",
+       doc="the runner's pre-warmed cell parent is ready (warm_s: its start and imports, "
+           "imports_s: the imports; threads, python_threads, cuda_initialized: as it reported "
+           "them, checked again before every fork: 1, 1, false), or cannot start cells (error: "
+           "why; they then start as fresh interpreters)"),
     _t("queued", RUNNER, "cell index label", "manual_retry", "lifecycle", "queued",
        doc="a cell waits for its turn (again, after a manual retry)"),
     _t("skipped", RUNNER, "cell index label reason",
        "from_campaign from_attempt from_timestamp", "lifecycle final", "skipped",
        doc="a cell will not run (already ok, cannot run here, skipped by control); an ok "
            "row's campaign, attempt and timestamp when resume skipped it for one"),
-    _t("cell_started", RUNNER, "cell index label attempt events log_path pid", "",
-       "active", "running", doc="an attempt's process started"),
+    _t("cell_started", RUNNER, "cell index label attempt events log_path pid",
+       "start start_s", "active", "running",
+       doc="an attempt's process started (start: zygote, forked from the runner's pre-warmed "
+           "parent, or spawn, a fresh interpreter; start_s: seconds from the runner's "
+           "decision to run the attempt until its process ran)"),
     _t("suspect", RUNNER, "cell attempt seen", "", "lifecycle active", "suspect",
        doc="no progress for suspect_after checks"),
     _t("hung", RUNNER, "cell attempt seen action", "", "lifecycle active", "hung",

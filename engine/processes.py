@@ -1,7 +1,8 @@
 """Plumbing every process the engine starts shares, torch-free: a child that dies with its
-parent (the kernel's parent-death signal), and the environment that makes a child run this
-same engine. Used by the runner for cells, by cells for their monitor and workers, and by
-the front ends for the runner."""
+parent (the kernel's parent-death signal), a parent that adopts its orphaned descendants
+(a child subreaper, how the runner becomes the parent of a cell its zygote forked), and the
+environment that makes a child run this same engine. Used by the runner for cells, by cells
+for their monitor and workers, and by the front ends for the runner."""
 
 from __future__ import annotations
 
@@ -13,17 +14,38 @@ from pathlib import Path
 import engine
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    """``prctl(option, value)``; False where it is not available (not Linux) or refused."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def set_death_signal(sig: int = signal.SIGKILL) -> bool:
+    """Ask the kernel for ``sig`` when this process's parent dies (``PR_SET_PDEATHSIG``).
+    The caller checks ``os.getppid()`` afterwards: a parent that died before the call sends
+    nothing. False where the kernel offers no such signal."""
+    return _prctl(_PR_SET_PDEATHSIG, sig)
+
+
+def set_child_subreaper(on: bool) -> bool:
+    """Make this process adopt its orphaned descendants (``PR_SET_CHILD_SUBREAPER``) or stop
+    doing so: a descendant whose parent exits is re-parented to the nearest living ancestor
+    that is a subreaper instead of init. The runner is one only while a cell is handed over
+    from its zygote (:mod:`engine.runner.zygote`). False where this is not available."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0)
 
 
 def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL):
     """preexec_fn: ask the kernel for ``sig`` (SIGKILL by default) when the parent dies; exit
     if it already has. A child that can finish cleanly (the monitor) asks for SIGTERM."""
     def apply() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        except (OSError, AttributeError):  # not Linux: the pid record still lets us clean up
-            pass
+        set_death_signal(sig)  # not Linux: the pid record still lets us clean up
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os._exit(1)
     return apply

@@ -1,14 +1,29 @@
-"""``python -m engine.cell SPEC.json``: one cell (see :mod:`engine.cell.main`)."""
+"""``python -m engine.cell SPEC.json``: one cell (see :mod:`engine.cell.main`).
+
+``python -m engine.cell --zygote FD``: the pre-warmed parent that forks a runner's cells
+(:mod:`engine.cell.zygote`); each forked cell comes back here and runs exactly as
+``python -m engine.cell SPEC.json`` does, ``__main__`` included (this module, as it is for
+a cell started the old way).
+"""
 
 import contextlib
 import os
 import sys
 
-from engine.cell.main import main
+from engine.cell.protocol import ZYGOTE_FLAG
+
+start = "spawn"
+if sys.argv[1:2] == [ZYGOTE_FLAG]:
+    from engine.cell.zygote import serve
+
+    serve(sys.argv[2:])  # returns only in a forked cell, whose sys.argv is then its own
+    start = "zygote"
+
+from engine.cell.main import main  # after the zygote's fork, like any cell
 from engine.cell.output import TolerantStream
 
 sys.stdout, sys.stderr = TolerantStream(sys.stdout), TolerantStream(sys.stderr)
-code = main()
+code = main(start=start)
 for stream in (sys.stdout, sys.stderr):
     with contextlib.suppress(OSError, ValueError):  # a log on a full disk
         stream.flush()

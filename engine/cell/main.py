@@ -50,7 +50,10 @@ from engine.results.rows import failed_group_row
 from engine.results.values import new_group_id
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, start: str = "spawn") -> int:
+    """Run the cell whose spec ``argv`` names. ``start`` says how this process began (the
+    rows' ``cell_start``): ``spawn``, a fresh interpreter, or ``zygote``, forked from the
+    runner's pre-warmed parent (:mod:`engine.cell.zygote`)."""
     argv = sys.argv[1:] if argv is None else argv
     # The runner's watchdog asks for a dump of every thread before killing a hung cell:
     # into the attempt's stacks/ (engine.stacks), or stderr (the log) outside a runner.
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Known from the start: the monitor's samples file is named after the group.
     spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])
+    spec["cell_start"] = start  # provenance of every row the cell writes (group_static)
     try:
         events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
     except OutputError as exc:
@@ -129,20 +133,40 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
 
 #: The engine modules a cell uses, imported inside the ``imports`` phase.
 _CELL_MODULES = ("engine.parts.datasets", "engine.train.data", "engine.executors.base",
-                 "engine.registry", "engine.train.loop", "engine.define.workloads")
+                 "engine.registry", "engine.train.loop", "engine.define.workloads",
+                 "engine.train.backend", "engine.plugins")
+
+
+def preload() -> None:
+    """What every cell imports before anything of its own: torch, ``torch._dynamo`` (which
+    ``torch.optim`` imports on first use, ~2 s), the engine's cell modules and the built-in
+    parts. It runs no tensor operation, starts no thread and leaves CUDA alone, so the
+    zygote (:mod:`engine.cell.zygote`) runs it once and forks each cell from the result; a
+    cell started the old way runs it first thing in its ``imports`` phase. Everything a
+    cell imports later (its executor, a dataset loader, a model, TorchInductor) stays
+    where it was: in the same phase, inside or outside ``T_group`` alike."""
+    import torch  # after the runner set the TorchInductor cache and thread variables
+    import torch._dynamo  # noqa: F401 - what torch.optim imports on its first use
+
+    from engine.plugins import load_builtins
+
+    for name in _CELL_MODULES:
+        importlib.import_module(name)
+    load_builtins()
 
 
 def _import_torch(threads: int, events: CellEvents) -> list[str]:
     """Torch, the engine and the plugins, imported and set up: part of a cell's fixed cost
-    (bench fixed_cost), reported as the ``imports`` phase. Returns the plugins loaded."""
+    (bench fixed_cost), reported as the ``imports`` phase (in a cell forked by the zygote
+    the imports are already done: the phase is the per-cell set-up). Returns the plugins
+    loaded."""
     t_imports = time.perf_counter()
-    import torch  # after the runner set the TorchInductor cache and thread variables
+    preload()
+    import torch
 
     from engine.plugins import load_plugins
     from engine.train.backend import apply_backend_flags
 
-    for name in _CELL_MODULES:
-        importlib.import_module(name)
     torch.set_num_threads(threads)
     apply_backend_flags()
     # torch.optim imports torch._dynamo on first use (~2 s): part of this process's imports,

@@ -320,3 +320,59 @@ def _json_types(hint: Any) -> tuple[type, ...]:
         arg = typing.get_origin(arg) or arg
         out.append(dict if dataclasses.is_dataclass(arg) or arg is Any else arg)
     return tuple(out)
+
+
+# -- the zygote's wire ---------------------------------------------------------------------
+#: ``python -m engine.cell --zygote FD``: the pre-warmed cell parent (:mod:`engine.cell.zygote`),
+#: talking to its runner (:mod:`engine.runner.zygote`) over the UNIX socket FD.
+ZYGOTE_FLAG = "--zygote"
+#: Room the zygote's command line keeps (an argument of spaces after FD) for each forked
+#: cell to show its own, ``python -m engine.cell SPEC``, in ps and /proc/PID/cmdline.
+TITLE_ROOM = 4096
+#: The largest message either side sends (a cell's environment is the biggest part).
+MESSAGE_BYTES = 1 << 20
+
+
+def send_message(sock, doc: dict[str, Any], fds: tuple[int, ...] | list[int] = ()) -> None:
+    """One JSON document as one datagram of a ``SOCK_SEQPACKET`` socket, with ``fds``
+    passed along (``SCM_RIGHTS``: the receiver gets its own descriptors of the same files).
+
+    Raises:
+        OSError: the peer is gone (``BrokenPipeError``, ``ConnectionResetError``) or the
+            message is larger than :data:`MESSAGE_BYTES`.
+    """
+    import socket
+
+    data = json.dumps(doc).encode()
+    if len(data) > MESSAGE_BYTES:
+        raise OSError(errno.EMSGSIZE, f"zygote message of {len(data)} bytes")
+    if fds:
+        socket.send_fds(sock, [data], list(fds))
+    else:
+        sock.sendall(data)
+
+
+def receive_message(sock) -> tuple[dict[str, Any] | None, list[int]]:
+    """The next document and the descriptors that came with it; ``(None, [])`` when the
+    peer closed its end (the runner or the zygote is gone).
+
+    Raises:
+        OSError: a message cut short (larger than :data:`MESSAGE_BYTES`) or not a JSON
+            object; a timeout set on ``sock`` (``TimeoutError``).
+    """
+    import socket
+
+    data, fds, flags, _ = socket.recv_fds(sock, MESSAGE_BYTES, 8)
+    if not data and not fds:
+        return None, []
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        for fd in fds:
+            os.close(fd)
+        raise OSError(errno.EMSGSIZE, "zygote message cut short")
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise OSError(errno.EPROTO, f"zygote message is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise OSError(errno.EPROTO, "zygote message is not a JSON object")
+    return doc, fds

@@ -320,6 +320,9 @@ _OURS: tuple[Column, ...] = (
            "seconds from the cell's request for the job's worker to the worker ready to train "
            "(mp: the process start or fork, what it still imports, torch set-up, plugins, the "
            "job's data load and device copy); inside T_group; empty without a per-job worker"),
+    Column("cell_start", G, TEXT,
+           "how the cell's process began: zygote (forked from the runner's pre-warmed parent, "
+           "which had imported torch) or spawn (a fresh interpreter); empty in older rows"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -96,6 +96,9 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         # The T_group rule this version measures under: provenance of the code, like its
         # version, so a row the runner writes for a killed cell carries it too.
         "window_rule": WINDOW_RULE,
+        # How the cell's process began (engine.cell.zygote); the runner adds it to the rows
+        # it writes for its attempts, a cell to its own.
+        "cell_start": spec.get("cell_start"),
     })
 
 

@@ -28,7 +28,6 @@ from engine.events import EVENTS, EventTail
 from engine.registry import EXECUTORS
 from engine.results.values import new_group_id
 from engine.runner.cellproc import (
-    cell_env,
     dump_stacks,
     forget,
     scratch_prefix,
@@ -38,6 +37,7 @@ from engine.runner.cellproc import (
 )
 from engine.runner.reasons import exit_reason, last_line
 from engine.runner.watchdog import Watchdog
+from engine.runner.zygote import ForkedCell
 
 if TYPE_CHECKING:
     from engine.define.matrix import CellSpec
@@ -74,6 +74,9 @@ class Attempt:
         self.failure: dict[str, Any] = {}
         #: The monitor's last ``sample`` event (memory figures for a cell killed from outside).
         self.last_sample: dict[str, Any] | None = None
+        #: When the runner decided to run this attempt (``time.perf_counter``): the start of
+        #: its ``start_s`` and of the bench's fixed cost.
+        self.decided = time.perf_counter()
 
     def run(self) -> tuple[str, str, Path, str]:
         """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |
@@ -86,9 +89,12 @@ class Attempt:
         proc = self._start(scratch)
         watchdog = self._watchdog(proc)
         try:
+            if self.zygote_lost is not None:
+                runner.zygote_failed(self.zygote_lost)
             runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
                        attempt=attempt, events=spec["events"], log_path=str(log_path),
-                       pid=proc.pid)
+                       pid=proc.pid, start=spec["cell_start"],
+                       start_s=round(time.perf_counter() - self.decided, 4))
             written, verdict, after = self._supervise(proc, tail, watchdog)
         except KeyboardInterrupt:
             self.stop(proc, f"interrupted ({INTERRUPTED_BY[0]})", dump=False)
@@ -146,19 +152,28 @@ class Attempt:
             raise
 
     def _start(self, scratch: Path):
-        """The cell process, started on the campaign's device (its scratch folder and the
-        attempt's folder removed when it cannot start: it never ran)."""
+        """The cell process, started on the campaign's device, forked by the runner's
+        zygote when it has one, else spawned (its scratch folder and the attempt's folder
+        removed when it cannot start: it never ran). How it began goes into the spec's
+        dict (``cell_start``: the rows the runner writes for this attempt say it too)."""
         runner = self.runner
-        device_env = ({"CUDA_VISIBLE_DEVICES": runner.gpu["uuid"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-                      if runner.gpu else {})
+        zygote = runner.zygote
         try:
             with _writing(self.log_path):  # start_cell's OSError names cell.pid where that failed
-                return start_cell(self.folder.spec, self.log_path,
-                                  cell_env(scratch, runner.campaign.threads, device_env))
+                env = runner.cell_environment(scratch)
+                if zygote is None:
+                    proc = start_cell(self.folder.spec, self.log_path, env)
+                else:
+                    proc = start_cell(self.folder.spec, self.log_path, env, zygote=zygote)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
+        #: The zygote when it failed this start (said in run(), where a failing write stops
+        #: the cell that started the old way instead).
+        self.zygote_lost = zygote if zygote is not None and zygote.broken else None
+        self.spec["cell_start"] = "zygote" if isinstance(proc, ForkedCell) else "spawn"
+        return proc
 
     def _watchdog(self, proc) -> Watchdog:
         """The cell's watchdog: the campaign's settings, with the CPU its executor's runtime

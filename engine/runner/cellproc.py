@@ -1,8 +1,10 @@
 """Starting and stopping cell processes. Torch-free.
 
-A cell is a fresh ``python -m engine.cell`` process, leader of its own session (so a signal
-to the session reaches everything it started), stdin from /dev/null, output to its log, and
-a parent-death signal: if the runner dies, even by SIGKILL, the kernel kills the cell
+A cell is a ``python -m engine.cell`` process, forked by the runner's zygote (a pre-warmed
+parent that imported torch once: :mod:`engine.runner.zygote`) or spawned as a fresh
+interpreter, and either way the runner's child, leader of its own session (so a signal to
+the session reaches everything it started), stdin from /dev/null, output to its log, and a
+parent-death signal: if the runner dies, even by SIGKILL, the kernel kills the cell
 (``prctl(PR_SET_PDEATHSIG, SIGKILL)``). Processes the cell started in its session without a
 death signal of their own, what it recorded for cleanup and its scratch folder are stopped
 and removed by the runner's guard within seconds of the runner's death
@@ -30,6 +32,7 @@ from engine import stacks
 from engine.processes import die_with_parent, engine_env
 from engine.runfolder import STACKS, AttemptFolder, RunFolder
 from engine.runner.watchdog import session_processes
+from engine.runner.zygote import ForkedCell, Zygote, ZygoteError
 
 #: Seconds between SIGTERM and SIGKILL when a cell's session is stopped.
 TERM_GRACE_S = 5.0
@@ -49,10 +52,17 @@ def cell_env(scratch: Path, threads: int, extra: dict[str, str] | None = None) -
     return env
 
 
-def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
-    """Start ``python -m engine.cell SPEC`` in a new session and record its pid and session
-    in ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends). Its
+def start_cell(spec_path: Path, log_path: Path, env: dict[str, str],
+               zygote: Zygote | None = None) -> subprocess.Popen | ForkedCell:
+    """Start the cell of ``spec_path`` in a new session and record its pid and session in
+    ``cell.pid`` beside the spec (removed by :func:`forget` when the attempt ends). Its
     processes register their stack dumps in the attempt's ``stacks/`` (:mod:`engine.stacks`).
+
+    With a ready ``zygote`` the cell is forked from it (:mod:`engine.runner.zygote`: the
+    same session, stdin, log, environment and parent-death signal as a spawned one); without
+    one, or when the zygote fails (the failure is in ``zygote.broken``), it is ``python -m
+    engine.cell SPEC``, a fresh interpreter. Returns the process: a :class:`ForkedCell`
+    when the zygote forked it (``cell.pid``'s ``start`` says ``zygote`` or ``spawn``).
 
     Raises:
         OSError: naming the file that could not be written: ``cell.log`` (opened for the
@@ -62,22 +72,32 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str]) -> subproce
     folder = AttemptFolder(spec_path.parent)
     folder.stacks.mkdir(exist_ok=True)
     env = {**env, stacks.STACKS_ENV: str(folder.stacks)}
+    proc: subprocess.Popen | ForkedCell | None = None
+    how = "spawn"
     with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cell", str(spec_path)], stdin=subprocess.DEVNULL,
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            preexec_fn=die_with_parent(os.getpid()))
+        if zygote is not None and not zygote.broken:
+            with contextlib.suppress(ZygoteError):  # then the old way, below
+                proc, how = zygote.fork([str(spec_path)], out.fileno(), env), "zygote"
+        if proc is None:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.cell", str(spec_path)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, preexec_fn=die_with_parent(os.getpid()))
     record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
               "host": socket.gethostname(), "started": time.time(),
-              "create_time": _create_time(proc.pid)}
+              "create_time": _create_time(proc.pid), "start": how}
     pid_path = folder.pid
     try:
         write_whole(pid_path, json.dumps(record))
     except OSError:
+        if isinstance(proc, ForkedCell):
+            proc.withdraw()  # it exits without running; killed below all the same
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # the session it leads: nothing may stay
         proc.wait()
         raise
+    if isinstance(proc, ForkedCell):
+        proc.go()  # recorded: now it may run
     return proc
 
 

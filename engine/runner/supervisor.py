@@ -10,6 +10,7 @@ Run folder ``<runs_dir>/<campaign name>/`` (the campaign id)::
     runner.lock, runner.pid     held by the running runner (a second one is refused)
     campaign.toml               the campaign as last run
     runner.jsonl                lifecycle events of every runner session, appended
+    zygote.log                  output of the runner's zygote (engine.runner.zygote)
     control/                    command files (engine.runner.control)
     cells/<NNN-exp-executor-pP>-<key8>/attempt-<a>/
         spec.json, events.jsonl, cell.log, cell.pid (while it runs), cell.reason (the
@@ -33,7 +34,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -60,10 +63,11 @@ from engine.results.rows import failed_group_row
 from engine.results.store import append_rows
 from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.attempt import Aborted, Attempt
-from engine.runner.cellproc import reap_leftovers
+from engine.runner.cellproc import cell_env, reap_leftovers, scratch_prefix
 from engine.runner.control import Inbox
 from engine.runner.guard import Guard
 from engine.runner.guard import describe as guard_account
+from engine.runner.zygote import Zygote, ZygoteError, start_method
 
 EventFn = Callable[[dict[str, Any]], None]
 
@@ -120,7 +124,14 @@ class Runner:
     """
 
     def __init__(self, campaign: Campaign, on_event: EventFn | None = None,
-                 resume: bool = False, since: str | None = None, reuse_any: bool = False):
+                 resume: bool = False, since: str | None = None, reuse_any: bool = False,
+                 cell_start: str | None = None):
+        #: How cells start: ``zygote`` (forked from a pre-warmed parent, the default) or
+        #: ``spawn`` (fresh interpreters); ``FUGUE_CELL_START`` unless given.
+        self.cell_start = cell_start or start_method()
+        #: The zygote while it runs (None: not started, or cells start the old way).
+        self.zygote: Zygote | None = None
+        self._zygote_scratch: Path | None = None
         # The runner knows the same names as its cells; which plugins were loaded is part
         # of what a cell key identifies (a plugin may register models of its own).
         self.plugins = load_plugins()
@@ -252,12 +263,16 @@ class Runner:
         self.auto_retries: dict[str, int] = {}
         self.outcomes: dict[str, CellOutcome] = {}
         stopped: BaseException | None = None
+        zygote_wanted = self.cell_start == "zygote"
         try:
             while self.queue:
                 self._handle_commands(running=None)
                 if not self.queue:
                     break
                 cell = self.queue.popleft()
+                if zygote_wanted:  # once, before the first cell is decided on
+                    zygote_wanted = False
+                    self._start_zygote()
                 self.outcomes[cell.key] = self._run_cell(cell)
         except KeyboardInterrupt:
             outcome.interrupted = True
@@ -281,9 +296,59 @@ class Runner:
                 if stopped is None:
                     raise
             finally:  # the error that stopped the campaign is the one reported, not this
+                self._stop_zygote()
                 with contextlib.suppress(OSError):
                     self._log.close()
         return outcome
+
+    # -- the zygote -----------------------------------------------------------------------
+    def cell_environment(self, scratch: Path) -> dict[str, str]:
+        """The environment of this campaign's cells, with the compile caches in
+        ``scratch``: the device under test the only one CUDA sees, the thread counts."""
+        device_env = ({"CUDA_VISIBLE_DEVICES": self.gpu["uuid"],
+                       "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if self.gpu else {})
+        return cell_env(scratch, self.campaign.threads, device_env)
+
+    def _start_zygote(self) -> None:
+        """Start this runner's zygote and wait for its imports, before the first cell (so
+        no cell's time holds them). It gets the cells' environment, with compile caches of
+        its own that it never uses. A zygote that cannot start is said once (a ``zygote``
+        event with the error) and the cells start the old way."""
+        t0 = time.perf_counter()
+        try:
+            try:
+                self._zygote_scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
+            except OSError as exc:
+                raise ZygoteError(f"no scratch folder for the zygote: {exc}") from None
+            zygote = Zygote.start(self.run_dir, self.cell_environment(self._zygote_scratch))
+            self.zygote = zygote
+            zygote.wait_ready()
+        except ZygoteError as exc:
+            self._zygote_lost(self.zygote.pid if self.zygote else None, str(exc))
+            return
+        facts = {k: zygote.facts.get(k) for k in ("imports_s", "threads", "python_threads",
+                                                  "cuda_initialized")}
+        self._emit("zygote", pid=zygote.pid, warm_s=round(time.perf_counter() - t0, 3), **facts)
+
+    def zygote_failed(self, zygote: Zygote) -> None:
+        """The zygote stopped serving while a cell started (that cell and the rest start the
+        old way): said once, in a ``zygote`` event naming why."""
+        if self.zygote is zygote:
+            self._zygote_lost(zygote.pid, zygote.broken)
+
+    def _zygote_lost(self, pid: int | None, why: str) -> None:
+        """No zygote from now on: the event, and the warning every front end shows."""
+        self.zygote = None
+        self._emit("zygote", pid=pid, error=why)
+        self._emit("warning", message=f"cells start as fresh interpreters from now on: {why}")
+
+    def _stop_zygote(self) -> None:
+        zygote, self.zygote = self.zygote, None
+        if zygote is not None:
+            zygote.close()
+        if self._zygote_scratch is not None:
+            shutil.rmtree(self._zygote_scratch, ignore_errors=True)
+            self._zygote_scratch = None
 
     def _write_run_files(self, started: float) -> None:
         """runner.pid, the campaign as given and as resolved, the runner's event log; each
@@ -422,6 +487,7 @@ class Runner:
                 spec = CellRunSpec.read(AttemptFolder(attempt_dir).spec).to_dict()
             except ConfigError:  # unreadable or not a spec: nothing to record for it
                 continue
+            spec["cell_start"] = record.get("start")  # how that runner started it, if it said
             reason = f"runner pid {record['runner_pid']} ended while this attempt ran"
             guarded = guard_account(record)
             reason += guarded or "; cleaned up by the next runner"

@@ -48,6 +48,9 @@ def test_cuda_cell_fills_gpu_columns(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     group = read_rows(tmp_path / "runs" / "master_groups.csv")[-1]
+    # forked from the runner's zygote, which never initialised CUDA: the cell's own first
+    # CUDA call found the device under test (docs/measurement.md, "How a cell starts")
+    assert group["cell_start"] == "zygote", (tmp_path / "runs" / "gpu" / "zygote.log")
     assert group["gpu_uuid"].startswith(("GPU-", "MIG-"))
     assert float(group["vram_peak_mb"]) > 0
     assert group["energy_method"] in ("nvml_energy_counter", "power_integral", "none")

@@ -158,6 +158,7 @@ def fake_cells(monkeypatch):
     """Cells that exit 4 (could not write their output) after saying ``message``."""
     started: list[Path] = []
     said = {"message": "", "how": "event"}
+    monkeypatch.setenv("FUGUE_CELL_START", "spawn")  # a stand-in cell: no zygote to warm
 
     def start_cell(spec_path, log_path, env):
         started.append(spec_path)
@@ -235,6 +236,7 @@ def test_a_runner_events_file_on_a_full_disk_is_one_line_and_no_cell_stays(
     """runner.jsonl cannot take the cell_started event: the running cell is stopped and
     the error names runner.jsonl (not a traceback)."""
     procs: list[subprocess.Popen] = []
+    monkeypatch.setenv("FUGUE_CELL_START", "spawn")  # a stand-in cell: no zygote to warm
 
     def start_cell(spec_path, log_path, env):
         procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],

@@ -62,6 +62,7 @@ time.sleep(30)
 def dying_cell(monkeypatch, tmp_path):
     """A campaign of one cell whose process dies by ``how["signal"]``."""
     how = {"signal": "SIGKILL", "sample": ""}
+    monkeypatch.setenv("FUGUE_CELL_START", "spawn")  # a stand-in cell: no zygote to warm
 
     def start_cell(spec_path, log_path, env):
         env = {**env, "PYTHONPATH": str(REPO)}

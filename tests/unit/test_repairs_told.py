@@ -132,6 +132,7 @@ def test_a_failed_cells_own_row_sends_a_repair_as_a_warning_event(tmp_path, monk
 # --------------------------------------------------------------------------- the runner
 
 def test_a_row_the_runner_writes_sends_its_repair_as_a_runner_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUGUE_CELL_START", "spawn")  # a stand-in cell: no zygote to warm
     def start_cell(spec_path, log_path, env):  # a cell that dies without a row
         return subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"],
                                 start_new_session=True)

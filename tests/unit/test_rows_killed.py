@@ -68,6 +68,7 @@ time.sleep(600)
 def stand_in(monkeypatch):
     """Cells that run :data:`STAND_IN` (``how``: "monitor" or "crash")."""
     how = {"mode": "monitor"}
+    monkeypatch.setenv("FUGUE_CELL_START", "spawn")  # a stand-in cell: no zygote to warm
 
     def start_cell(spec_path, log_path, env):
         env = {**env, "PYTHONPATH": str(REPO)}

@@ -169,7 +169,8 @@ def campaign(tmp_path) -> Path:
 
 @pytest.fixture
 def no_cell(monkeypatch):
-    """Cells that would start are stand-ins that exit at once (no torch)."""
+    """Cells that would start are stand-ins that exit at once (no torch, no zygote)."""
+    monkeypatch.setenv("FUGUE_CELL_START", "spawn")
     started = []
     real = subprocess.Popen
 
