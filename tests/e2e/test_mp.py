@@ -49,8 +49,10 @@ def test_offline_family_under_mp_matches_seq(family_run):
     assert len(by["seq"]) == len(by["mp"]) == sum(FAMILY_K.values())
     # the same columns: every column seq fills, mp fills, and no other — except the method
     # column saying why per-job GPU metrics of concurrent jobs stay empty
-    # (docs/measurement.md, "Device metrics")
-    assert _filled(by["mp"]) - {"gpu_metrics_method"} == _filled(by["seq"])
+    # (docs/measurement.md, "Device metrics"), and each job's worker start (issue 20; seq
+    # has no per-job worker), filled for every mp job
+    assert _filled(by["mp"]) - {"gpu_metrics_method", "worker_start_s"} == _filled(by["seq"])
+    assert all(float(j["worker_start_s"]) >= 0 for j in by["mp"])
     seq_groups = [g for g in groups if g["executor"] == "seq"]
     mp_groups = [g for g in groups if g["executor"] == "mp"]
     # ... except data_load_s: an mp parent loads no data, each worker loads its own inside
