@@ -121,7 +121,7 @@ _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
 
 #: How mp starts its workers when a campaign does not say (bench/RESULTS.md, part
 #: strategies, compares both). Keyed when not the legacy "spawn" (docs/measurement.md).
-MP_START_DEFAULT = "spawn"
+MP_START_DEFAULT = "forkserver"
 
 
 @dataclass(frozen=True)

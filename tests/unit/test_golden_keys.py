@@ -5,7 +5,9 @@ A cell's ``key`` (resume), ``config_key`` (pooling across passes and campaigns),
 fixed synthetic machine, for each kind of campaign the product plans. A refactor must leave
 every pinned value unchanged; a feature that adds an option, an axis or a column follows the
 key rule in ``docs/measurement.md`` ("Cell keys") and adds its new variant as a new scenario
-here — it never edits an existing one.
+here — it never edits an existing one. The only re-pin is a default that changes what
+runs (rule 2): the cells that ran the old default must get new keys, and the change lists
+itself in docs/measurement.md's re-pin table.
 
 Adding a scenario: write it in ``SCENARIOS`` and run
 ``FUGUE_GOLDEN_ADD=1 pytest tests/unit/test_golden_keys.py``: only scenarios missing from

@@ -102,7 +102,7 @@ def test_killed_worker_fails_its_job_slot_refilled_rest_complete(tmp_path, monke
 
     killer = threading.Thread(target=kill_when_blocked, daemon=True)
     killer.start()
-    ctx = _ctx(tmp_path, events, max_parallel=1)
+    ctx = _ctx(tmp_path, events, max_parallel=1, start="spawn")  # forkserver: its own tests
     executor = MPExecutor()
     executor.setup(jobs, ctx)
     try:
@@ -143,7 +143,7 @@ def test_mps_clients_get_the_env_and_the_daemon_is_quit(tmp_path, gpu_boundary, 
     for attempt, jobs in (("ok", [_job(0, "env_probe"), _job(1, "env_probe")]),
                           ("failed", [_job(0, "explode_on_step")])):
         events: list = []
-        ctx = _ctx(tmp_path / attempt, events, mps="on")
+        ctx = _ctx(tmp_path / attempt, events, mps="on", start="spawn")
         executor = MPExecutor()
         executor.setup(jobs, ctx)
         daemon = executor.daemon
@@ -198,7 +198,7 @@ def test_compute_mode_refused_before_anything_starts(tmp_path, gpu_boundary, mon
 
 def test_exclusive_process_with_our_daemon_is_accepted(tmp_path, gpu_boundary, monkeypatch):
     monkeypatch.setenv("FAKE_NVML_COMPUTE_MODE", "EXCLUSIVE_PROCESS")
-    ctx = _ctx(tmp_path, [], mps="auto")
+    ctx = _ctx(tmp_path, [], mps="auto", start="spawn")
     ctx.settings = TrainSettings(device=torch.device("cuda", 0))
     executor = MPExecutor()
     executor.setup([_job(0), _job(1), _job(2)], ctx)
