@@ -6,7 +6,7 @@ the process is blocked in a system call or holds the GIL in a C extension). A pr
 only be asked if it registered a handler first — ``SIGUSR2``'s default action would kill it —
 so every process the engine runs for a cell registers one with :func:`install`, naming its
 role: the cell itself (``cell``), its monitor sidecar (``monitor``), each mp worker
-(``mp-worker``), each Ray worker that trains (``ray-worker``: pool actors and Tune trials,
+(``mp-worker``) and mp's pre-warmed parent (``mp-parent``), each Ray worker that trains (``ray-worker``: pool actors and Tune trials,
 in the cell's private Ray runtime, or in a cluster's workers on this host).
 
 Registration is a file, ``<attempt>/stacks/<role>-<pid>.txt``, in the folder the runner

@@ -119,7 +119,8 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
                 continue
             variant = " ".join(str(v) for v in (
                 "" if r.get("compile_mode") in ("off", "", None) else f"compile={r['compile_mode']}",
-                r.get("scheduler") or "", r.get("features") or "") if v and v == v)
+                r.get("scheduler") or "", r.get("features") or "",
+                r.get("mp_start") or "") if v and v == v)
             mean, sd = _num(r.get("T_group_mean"), ".2f"), _num(r.get("T_group_std"), ".2f")
             t = mean if sd == "--" else rf"{mean} $\pm$ {sd}"
             ci = r.get("ci") if r.get("ci") not in (None, "n/a") else "--"

@@ -48,7 +48,8 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
     ci = fmt_text(row.get("ci"))
     bad = row.get("not_ok")
     variant = " ".join(v for v in (fmt_text(row.get("scheduler")),
-                                   fmt_text(row.get("features"))) if v)
+                                   fmt_text(row.get("features")),
+                                   fmt_text(row.get("mp_start"))) if v)
     seq_acc = MISSING
     if fmt_number(row.get("seq_acc_mean"), ".3f") != MISSING:
         seq_acc = (f"{fmt_number(row.get('seq_acc_mean'), '.3f')} "

@@ -52,8 +52,8 @@ class CellSpec:
     #: Hash of what every executor of the cell's experiment shares (experiment definition,
     #: jobs, seed, threads): a strategy's seq baseline must have the same one.
     workload_key: str = ""
-    #: The non-legacy values of the executor's legacy-declared axis options (mp's
-    #: ``start``), e.g. ``forkserver``: in the slug and label; None at legacy values.
+    #: The values of the options this cell's campaign sweeps as a list (mp's ``start``),
+    #: e.g. ``forkserver``: in the slug and label; None when none is swept.
     variant: str | None = None
 
     @property
@@ -125,8 +125,10 @@ def _option_points(executor: str, table: dict[str, Any], workload: str | None = 
     (a list runs one cell per value; one value, or none, one cell): for each, the options
     the cell reads (one value per option), what of them is hashed (``key_options``: the
     literal table without legacy-declared options, and their non-legacy resolved values),
-    and the variant text for the slug (the non-legacy values of axis options, or None; a
-    true boolean by the option's name). Options that do not apply to ``workload`` (ray's
+    and the variant text for the slug and label: the values of the swept options
+    (``forkserver``; a boolean by the option's name, ``reuse_actors`` or
+    ``no-reuse_actors``), None when nothing is swept — so neither a single value nor a new
+    default renames a cell's folder. Options that do not apply to ``workload`` (ray's
     ``reuse_actors`` outside hpo) neither expand nor enter the key."""
     import itertools
 
@@ -141,14 +143,13 @@ def _option_points(executor: str, table: dict[str, Any], workload: str | None = 
     for values in itertools.product(*(dict.fromkeys(table[n]) for n in swept)):
         options = {**table, **dict(zip(swept, values))}
         literal, resolved = key_options(fields, options, workload)
-        variant = "-".join(_variant_text(n, v) for n, v in resolved.items()
-                           if fields[n].axis) or None
+        variant = "-".join(_variant_text(n, v) for n, v in zip(swept, values)) or None
         out.append((options, literal, resolved, variant))
     return out
 
 
 def _variant_text(name: str, value: Any) -> str:
-    """A non-legacy option value as the slug and label name it: a boolean by the option's
+    """A swept option's value as the slug and label name it: a boolean by the option's
     name (``reuse_actors``, ``no-reuse_actors``), anything else by its value."""
     if isinstance(value, bool):
         return name if value else f"no-{name}"

@@ -33,26 +33,40 @@ def _ids(cells) -> list[tuple]:
     return [(c.executor, c.key, c.config_key, c.workload_key, c.slug) for c in cells]
 
 
-def test_legacy_spawn_keeps_its_key_and_forkserver_gets_its_own(tmp_path):
-    legacy = _cells(tmp_path)
-    assert _ids(_cells(tmp_path, 'start = "spawn"')) == _ids(legacy)
+def _spawn_default(monkeypatch) -> None:
+    """mp's ``start`` defaulting to the legacy spawn, whatever the default of the day."""
+    @dataclass(frozen=True)
+    class SpawnDefault(MPOptions):
+        start: str | list[str] = option("spawn", choices=("forkserver", "spawn"),  # noqa: RUF009
+                                        axis=True, legacy="spawn")
+
+    load_builtins()
+    monkeypatch.setitem(EXECUTORS.items, "mp", dataclasses.replace(EXECUTORS.get("mp"),
+                                                                   options=SpawnDefault))
+
+
+def test_legacy_spawn_keeps_its_key_and_forkserver_gets_its_own(tmp_path, monkeypatch):
+    legacy = _cells(tmp_path, 'start = "spawn"')
+    _spawn_default(monkeypatch)
+    assert _ids(_cells(tmp_path)) == _ids(legacy)  # the key of every row before the option
     fork = _cells(tmp_path, 'start = "forkserver"')
     assert fork[0].key == legacy[0].key  # seq is untouched
     assert fork[1].key != legacy[1].key and fork[1].config_key != legacy[1].config_key
     assert fork[1].workload_key == legacy[1].workload_key  # same seq baseline
-    assert fork[1].slug == legacy[1].slug.replace("-mp-", "-mp-forkserver-")
-    assert fork[1].options["start"] == "forkserver" and "forkserver" in fork[1].label
+    assert fork[1].slug == legacy[1].slug  # a single value renames no folder
+    assert fork[1].options["start"] == "forkserver"
     # a list runs one cell per value, each keyed as if asked for alone
     both = _cells(tmp_path, 'start = ["forkserver", "spawn"]')
     assert [c.options["start"] for c in both[1:]] == ["forkserver", "spawn"]
     assert [c.key for c in both[1:]] == [fork[1].key, legacy[1].key]
-    assert both[2].variant is None and both[2].slug.endswith("-mp-p1")
+    assert [c.slug[4:] for c in both[1:]] == ["D_ens-mp-forkserver-p1", "D_ens-mp-spawn-p1"]
+    assert "forkserver" in both[1].label and "spawn" in both[2].label
 
 
 def test_a_new_default_enters_the_key_as_its_resolved_value(tmp_path, monkeypatch):
-    """Should forkserver become mp's default, a campaign that does not mention ``start``
-    runs it and gets forkserver's key — never the legacy one, whose rows were spawn's."""
-    legacy = _cells(tmp_path)
+    """Once forkserver is mp's default, a campaign that does not mention ``start`` runs it
+    and gets forkserver's key — never the legacy one, whose rows were spawn's."""
+    legacy = _cells(tmp_path, 'start = "spawn"')
     asked = _cells(tmp_path, 'start = "forkserver"')
 
     @dataclass(frozen=True)
@@ -69,7 +83,6 @@ def test_a_new_default_enters_the_key_as_its_resolved_value(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("table, literal, resolved", [
-    ({}, {}, {}),
     ({"start": "spawn", "mps": "off"}, {"mps": "off"}, {}),
     ({"start": "forkserver", "max_parallel": 2}, {"max_parallel": 2}, {"start": "forkserver"}),
 ])

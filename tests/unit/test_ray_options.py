@@ -39,7 +39,7 @@ def test_reuse_false_keeps_the_legacy_keys_and_true_keys_hpo_cells_only(tmp_path
     reuse = _cells(tmp_path, "reuse_actors = true")
     hpo, = (c for s, c in reuse.items() if "D_hpo" in s)
     old_hpo, = (c for s, c in legacy.items() if "D_hpo" in s)
-    assert hpo.slug == "001-D_hpo-ray-fifo-reuse_actors-p1" and "reuse_actors" in hpo.label
+    assert hpo.slug == old_hpo.slug == "001-D_hpo-ray-fifo-p1"  # one value: no new folder
     assert hpo.key != old_hpo.key and hpo.config_key != old_hpo.config_key
     assert hpo.workload_key == old_hpo.workload_key  # the same seq baseline
     assert hpo.options["reuse_actors"] is True
@@ -49,13 +49,14 @@ def test_reuse_false_keeps_the_legacy_keys_and_true_keys_hpo_cells_only(tmp_path
 
 def test_a_list_runs_both_modes_for_hpo_and_one_cell_for_the_rest(tmp_path):
     both = _cells(tmp_path, "reuse_actors = [false, true]")
-    assert list(both) == ["001-D_hpo-ray-fifo-p1", "002-D_hpo-ray-fifo-reuse_actors-p1",
-                          "003-D_ens-ray-p1"]
+    assert list(both) == ["001-D_hpo-ray-fifo-no-reuse_actors-p1",
+                          "002-D_hpo-ray-fifo-reuse_actors-p1", "003-D_ens-ray-p1"]
+    assert "reuse_actors" in both["002-D_hpo-ray-fifo-reuse_actors-p1"].label
     assert [c.options["reuse_actors"] for c in list(both.values())[:2]] == [False, True]
     legacy, reuse = _cells(tmp_path), _cells(tmp_path, "reuse_actors = true")
-    assert both["001-D_hpo-ray-fifo-p1"].key == legacy["001-D_hpo-ray-fifo-p1"].key
-    assert both["002-D_hpo-ray-fifo-reuse_actors-p1"].key == \
-        reuse["001-D_hpo-ray-fifo-reuse_actors-p1"].key
+    assert both["001-D_hpo-ray-fifo-no-reuse_actors-p1"].key == \
+        legacy["001-D_hpo-ray-fifo-p1"].key
+    assert both["002-D_hpo-ray-fifo-reuse_actors-p1"].key == reuse["001-D_hpo-ray-fifo-p1"].key
     assert both["003-D_ens-ray-p1"].key == legacy["002-D_ens-ray-p1"].key
 
 

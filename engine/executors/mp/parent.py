@@ -15,8 +15,9 @@ library leaves open is closed here:
   preload failed (the library swallows ``ImportError``), whether CUDA was initialised in it
   (a plugin's import could; a CUDA context does not survive ``fork``), whether the forked
   child is in torch's "bad fork" state, whether the parent mapped the CUDA driver library,
-  and the parent's thread count. A parent without torch, or with CUDA initialised, is
-  refused with one line naming what to do (``start = "spawn"``).
+  and the parent's thread count. A parent without torch, with a failed import, with CUDA
+  initialised or with the CUDA driver loaded is refused with one line naming what to do
+  (``start = "spawn"``).
 - **Nothing survives the cell.** The parent carries a parent-death signal on the cell
   (set by the preload, in the parent itself: the library starts it without a hook), and
   each worker one on the parent, so a SIGKILLed cell takes both down; both stay in the
@@ -135,6 +136,13 @@ class PrewarmedParent:
         if preload.get("cuda_initialized") or facts.get("bad_fork"):
             raise FugueError(f"{where} initialised CUDA while importing (a plugin?); forked "
                              "workers cannot use it: use start = \"spawn\"")
+        if facts.get("parent_cuda_driver"):
+            # The CUDA runtime loads libcuda on its first call (torch.cuda.is_available()
+            # is one), which initialises the driver: a forked child cannot use it then,
+            # and torch's own bad-fork flag does not see it.
+            raise FugueError(f"{where} loaded the CUDA driver while importing (a call such "
+                             "as torch.cuda.is_available() in a plugin); forked workers "
+                             "could not use the GPU: use start = \"spawn\"")
 
     def alive(self) -> bool:
         """Whether the parent still runs (reaps it when it has ended, noting how)."""

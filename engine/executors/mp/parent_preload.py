@@ -15,7 +15,13 @@ or an import check may load it safely). In that process, in this order:
 3. torch, ``torch._dynamo`` (which ``torch.optim`` imports on first use), the engine
    modules a worker uses and the plugins: what a spawned worker pays per job is paid once
    here, in the executor's setup (``setup_s``, docs/measurement.md);
-4. what happened, for the probe (``engine.executors.mp.parent.probe``): seconds taken,
+4. a quick exit: when the cell closes its pipe the server leaves through ``SystemExit``,
+   and a normal interpreter teardown with torch loaded costs seconds of CPU (the same
+   reason ``worker_main`` and the cell leave with ``os._exit``); an ``atexit`` handler, the
+   first thing that teardown runs, leaves at once instead. Forked children never run it:
+   the server's child branch ends in ``os._exit``; its stack dump handler
+   (``engine.stacks``, role ``mp-parent``), so a hung cell's dumps cover it too;
+5. what happened, for the probe (``engine.executors.mp.parent.probe``): seconds taken,
    the error when an import failed (the stdlib server swallows ``ImportError`` and dies on
    anything else, so nothing may escape here), and whether CUDA was initialised (it must
    not be: a CUDA context does not survive ``fork``, and the workers must read the MPS
@@ -26,6 +32,8 @@ Nothing here touches a CUDA device or starts a thread; torch's import does not e
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -44,10 +52,21 @@ WORKER_MODULES = ("engine.define.workloads", "engine.errors", "engine.executors.
 STATE: dict = {}
 
 
+def _leave() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
 def _warm(cell_pid: int, sys_path: list[str]) -> None:
     from engine.processes import die_with_parent
 
     die_with_parent(cell_pid)()  # exits at once when the cell is already gone
+    atexit.register(_leave)
+    from engine import stacks
+
+    stacks.install("mp-parent")  # a hung cell's dumps include it (workers register anew)
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     t0 = time.perf_counter()
     try:
