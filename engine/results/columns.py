@@ -320,6 +320,10 @@ _OURS: tuple[Column, ...] = (
            "seconds from the cell's request for the job's worker to the worker ready to train "
            "(mp: the process start or fork, what it still imports, torch set-up, plugins, the "
            "job's data load and device copy); inside T_group; empty without a per-job worker"),
+    Column("tune_actors", G, TEXT,
+           "ray hpo cells: reused (reuse_actors = true: trials run in actors started in "
+           "setup and reset per trial) or fresh (a new process per trial, started inside "
+           "T_group); empty for other cells"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -100,3 +100,18 @@ def test_no_request_fits_a_gpu_cell_on_a_cluster_without_gpu():
     request = raytools.actor_request([{"CPU": 2.0}], 1, gpu=True)
     with pytest.raises(FugueError, match="can never be scheduled"):
         raytools.check_schedulable(request, 1, [{"CPU": 2.0}])
+
+
+def test_the_hub_module_imports_no_torch():
+    """Ray imports an actor's module in the actor's process: the hub's (started beside the
+    actors in setup) must not pay torch's import, a second of CPU on a small host."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import sys, json, engine.executors.ray.hub\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'sklearn'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []

@@ -46,6 +46,9 @@ LOGS_LINK = "ray-logs"
 #: (``/session_YYYY-MM-DD_HH-MM-SS_ffffff_PID/sockets/plasma_store``).
 SOCKET_LIMIT = 107
 _RAY_SUFFIX = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store")
+#: Seconds teardown waits, after ``ray.shutdown()``, for the runtime's processes to exit by
+#: themselves before it stops them (``leftover_pids_stopped`` counts those it had to stop).
+EXIT_WAIT_S = 2.0
 #: Log files larger than this are not copied into the attempt folder (bytes).
 MAX_LOG_COPY = 4 * 2**20
 #: Object store of a local runtime, bytes: jobs load their own data, so little is needed,
@@ -482,15 +485,20 @@ def cleanup_handler(info: dict[str, Any]) -> str:
 
 
 def shutdown(runtime: Runtime | None, attempt_dir: str | Path) -> list[int]:
-    """Shut Ray down in this process, stop anything of ours that outlived it, keep the
-    logs and release the cleanup record. Returns the pids that had to be stopped."""
+    """Shut Ray down in this process, stop anything of ours that outlived it (after up to
+    :data:`EXIT_WAIT_S` seconds to leave by itself), keep the logs and release the cleanup
+    record. Returns the pids that had to be stopped."""
+    import psutil
     import ray
 
     with contextlib.suppress(Exception):
         ray.shutdown()
     if runtime is None or runtime.temp_dir is None:
         return []
-    leftover = kill_ours(runtime.temp_dir, runtime.tag)
+    # Workers leave by themselves once their raylet is gone, within a second or so (a lean
+    # runtime's shutdown returns before they have): give them that before signalling.
+    _, alive = psutil.wait_procs(find_ours(runtime.temp_dir, runtime.tag), timeout=EXIT_WAIT_S)
+    leftover = kill_ours(runtime.temp_dir, runtime.tag) if alive else []
     keep_logs(runtime.temp_dir, attempt_dir)
     remove_temp_dir(runtime.temp_dir)
     from engine import cleanup
