@@ -91,6 +91,7 @@ class RayExecutor(Executor):
         self.reuse = False
         self.parallel = 1
         self.per_actor: dict[str, float] = {}
+        self._actors_t0 = 0.0
 
     # -- setup ------------------------------------------------------------------------
     def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
@@ -134,9 +135,14 @@ class RayExecutor(Executor):
         self.per_actor = raytools.actor_request(nodes, self.parallel, gpu=bool(n_gpus))
         raytools.check_schedulable(self.per_actor, self.parallel, nodes,
                                    "trials" if self.tune else "actors")
-        # The hub takes no CPU: it must never compete with the jobs for a slot.
+        if not self.tune:
+            # The pool's actors first: the raylet has one idle worker process per CPU
+            # started with the runtime, which they take; the light hub starts beside them.
+            self._submit_actors(jobs, ctx)
+        # The hub takes no CPU: it must never compete with the jobs for a slot. Its first
+        # call costs ~0.15 s here: made now, before the window.
         self.hub = ray.remote(Hub).options(num_cpus=0, max_restarts=0).remote()
-        ray.get(self.hub.take.remote())  # started before the window
+        ray.get(self.hub.take.remote())
         self.info.update(self.runtime.info())
         self.info.update(kind="tune" if self.tune else "actors", parallel=self.parallel,
                          per_actor=self.per_actor, threads_per_worker=ctx.threads,
@@ -148,7 +154,7 @@ class RayExecutor(Executor):
             ctx.group["tune_actors"] = "reused" if self.reuse else "fresh"
             self._start_tune(jobs, ctx)
         else:
-            self._start_actors(jobs, ctx)
+            self._await_actors()
         ctx.group.update(scheduler=ctx.scheduler if self.tune else None,
                          max_parallel=self.parallel, executor_info=self.info)
         if not self.tune or self.reuse:
@@ -197,9 +203,23 @@ class RayExecutor(Executor):
                          actor_data_load_s=[round(r["data_load_s"], 3) for r in ready])
 
     def _start_actors(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Start the pool's P actors and wait until each is prepared (see
+        :meth:`_await_actors`)."""
+        self._submit_actors(jobs, ctx)
+        self._await_actors()
+
+    def _submit_actors(self, jobs: list[JobSpec], ctx: CellContext) -> None:
         datasets = list(dict.fromkeys(j.dataset for j in jobs))
-        t0 = time.perf_counter()
+        self._actors_t0 = time.perf_counter()
         self.actors = [self._new_actor(datasets, ctx) for _ in range(self.parallel)]
+
+    def _await_actors(self) -> None:
+        """Wait for the submitted actors to be prepared (imports, plugins, host datasets).
+
+        Raises:
+            FugueError: an actor failed to start, or they were not all up within
+                ``FUGUE_RAY_START_TIMEOUT_S``.
+        """
         try:
             ready = ray.get([a.ready.remote() for a in self.actors],
                             timeout=ACTOR_START_TIMEOUT_S)
@@ -210,7 +230,7 @@ class RayExecutor(Executor):
         except ray.exceptions.RayError as exc:
             raise FugueError(f"ray: an actor failed to start: "
                              f"{str(exc).strip().splitlines()[-1][:300]}") from None
-        self.info.update(actor_start_s=round(time.perf_counter() - t0, 3),
+        self.info.update(actor_start_s=round(time.perf_counter() - self._actors_t0, 3),
                          actor_pids=[r["pid"] for r in ready],
                          actor_threads=[r["threads"] for r in ready],
                          actor_data_load_s=[round(r["data_load_s"], 3) for r in ready])
@@ -219,8 +239,7 @@ class RayExecutor(Executor):
         cls = ray.remote(JobActor).options(
             num_cpus=self.per_actor["CPU"], num_gpus=self.per_actor["GPU"], max_restarts=0,
             max_task_retries=0)
-        return cls.remote(ctx.threads, datasets, ctx.settings, str(ctx.settings.device),
-                          self.hub)
+        return cls.remote(ctx.threads, datasets, ctx.settings, str(ctx.settings.device))
 
     # -- progress ---------------------------------------------------------------------
     def _drain(self, ctx: CellContext) -> None:
@@ -277,7 +296,7 @@ class RayExecutor(Executor):
         while todo or running:
             while todo and idle:
                 i, actor = todo.pop(0), idle.pop(0)
-                running[actor.train.remote(jobs[i].to_dict())] = (i, actor)
+                running[actor.train.remote(jobs[i].to_dict(), self.hub)] = (i, actor)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             self._drain(ctx)
             for ref in ready:

@@ -150,23 +150,23 @@ class JobActor:
     from its start (executor setup, outside ``T_group``); trains the jobs it is handed."""
 
     def __init__(self, threads: int, datasets: list[str], settings: TrainSettings,
-                 device: str, hub):
+                 device: str):
         self.info = prepare(threads)
         self.info["data_load_s"] = load_host(datasets)
         self.threads = threads
         self.device = worker_device(device)
         self.settings = dataclasses.replace(settings, device=self.device)
-        self.hub = hub
 
     def ready(self) -> dict[str, Any]:
         return self.info
 
-    def train(self, job_dict: dict[str, Any]) -> tuple[JobResult, list[tuple[float, float]]]:
-        """Train one job; return its result and its epochs' training spans."""
+    def train(self, job_dict: dict[str, Any], hub) -> tuple[JobResult, list[tuple[float, float]]]:
+        """Train one job, reporting to ``hub``; return its result and its epochs' training
+        spans."""
         from engine.train.loop import train_job
 
         job = JobSpec.from_dict(job_dict)
-        report = Reporter(self.hub, job.job_id)
+        report = Reporter(hub, job.job_id)
         report.started()
         reset_job_state(self.threads)
         spans = TrainSpans()
