@@ -357,6 +357,9 @@ class RayExecutor(Executor):
             except Exception:  # already dead, or Ray already down
                 pass
         self.actors, self.hub = [], None
+        # Killed through Ray, while it is up, a worker is gone in tens of ms; shut down
+        # first, it would exit by itself and spend seconds tearing torch down.
+        _gone(self.info.get("actor_pids") or [], raytools.EXIT_WAIT_S)
         leftover = raytools.shutdown(self.runtime, ctx.attempt_dir or Path.cwd())
         if self.runtime is not None:
             self.info["leftover_pids_stopped"] = len(leftover)
@@ -365,6 +368,19 @@ class RayExecutor(Executor):
             # Ray's driver prints worker deaths to the log as they happen; once it is shut
             # down, the log's last line (what the runner reports) is ours again.
             print(self.failure_line, file=sys.stderr, flush=True)
+
+
+def _gone(pids: list[int], wait_s: float) -> None:
+    """Wait up to ``wait_s`` seconds for ``pids`` to exit."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+    psutil.wait_procs(procs, timeout=wait_s)
 
 
 def _alive(pids: list[int], wait_s: float = 10.0) -> list[int]:

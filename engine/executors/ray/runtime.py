@@ -46,8 +46,9 @@ LOGS_LINK = "ray-logs"
 #: (``/session_YYYY-MM-DD_HH-MM-SS_ffffff_PID/sockets/plasma_store``).
 SOCKET_LIMIT = 107
 _RAY_SUFFIX = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store")
-#: Seconds teardown waits, after ``ray.shutdown()``, for the runtime's processes to exit by
-#: themselves before it stops them (``leftover_pids_stopped`` counts those it had to stop).
+#: Seconds teardown waits for the workers it killed through Ray to be gone before it shuts
+#: Ray down (``ray.kill`` takes tens of ms while Ray is up; a worker whose raylet went first
+#: instead exits on its own, tearing down torch for seconds).
 EXIT_WAIT_S = 2.0
 #: Log files larger than this are not copied into the attempt folder (bytes).
 MAX_LOG_COPY = 4 * 2**20
@@ -214,6 +215,23 @@ LEAN_SKIPS = ("api_server", "autoscaler_monitor", "log_monitor")
 LEAN_VERSIONS = ("2.60.",)
 
 
+def _await_registration(node, timeout: float = 30.0) -> None:
+    """Wait, polling the GCS every 50 ms, until the raylet ``node`` just started has
+    registered. ``ray.init`` then finds it at its first look: its own wait asks once a
+    second, and the raylet (which waits for its agents) registers about a second after it
+    starts, so that wait ends on the next whole second. Gives up quietly after ``timeout``
+    (``ray.init``'s own wait then decides)."""
+    deadline = time.monotonic() + timeout
+    client = node.get_gcs_client()
+    while time.monotonic() < deadline:
+        try:
+            if any(key.hex() == node.node_id for key in client.get_all_node_info(timeout=1)):
+                return
+        except Exception:  # noqa: BLE001 - the GCS not answering yet: look again
+            pass
+        time.sleep(0.05)
+
+
 def _lean_init(ray, skipped: list[str], **kwargs):
     """``ray.init(**kwargs)`` for a new local runtime, without the head processes of
     :data:`LEAN_SKIPS` (their names are appended to ``skipped``).
@@ -222,14 +240,18 @@ def _lean_init(ray, skipped: list[str], **kwargs):
     from its arguments, so the node class is replaced, for this one call, by a subclass
     whose parameters say ``no_monitor`` and ``include_log_monitor=False`` and whose API
     server start does nothing (what Ray itself does when that server fails to start and
-    the dashboard was not asked for). On a Ray version other than :data:`LEAN_VERSIONS`, or
-    one without those internals, this is plain ``ray.init``.
+    the dashboard was not asked for), and which, once it has started the raylet, waits for
+    it in 50 ms steps (:func:`_await_registration`) instead of ``ray.init``'s whole seconds.
+    On a Ray version other than :data:`LEAN_VERSIONS`, or one without those internals, this
+    is plain ``ray.init``.
     """
     try:
         import ray._private.node as node_module
 
         base = node_module.Node
-        lean = ray.__version__.startswith(LEAN_VERSIONS) and hasattr(base, "start_api_server")
+        lean = ray.__version__.startswith(LEAN_VERSIONS) and all(
+            hasattr(base, name) for name in ("start_api_server", "start_ray_processes",
+                                             "get_gcs_client"))
     except (ImportError, AttributeError):
         lean = False
     if not lean:
@@ -244,6 +266,11 @@ def _lean_init(ray, skipped: list[str], **kwargs):
 
         def start_api_server(self, *args, **kw):
             self._webui_url = None
+
+        def start_ray_processes(self, *args, **kw):
+            super().start_ray_processes(*args, **kw)
+            if self.head:
+                _await_registration(self)
 
     node_module.Node = LeanNode
     try:
@@ -485,20 +512,15 @@ def cleanup_handler(info: dict[str, Any]) -> str:
 
 
 def shutdown(runtime: Runtime | None, attempt_dir: str | Path) -> list[int]:
-    """Shut Ray down in this process, stop anything of ours that outlived it (after up to
-    :data:`EXIT_WAIT_S` seconds to leave by itself), keep the logs and release the cleanup
-    record. Returns the pids that had to be stopped."""
-    import psutil
+    """Shut Ray down in this process, stop anything of ours that outlived it, keep the
+    logs and release the cleanup record. Returns the pids that had to be stopped."""
     import ray
 
     with contextlib.suppress(Exception):
         ray.shutdown()
     if runtime is None or runtime.temp_dir is None:
         return []
-    # Workers leave by themselves once their raylet is gone, within a second or so (a lean
-    # runtime's shutdown returns before they have): give them that before signalling.
-    _, alive = psutil.wait_procs(find_ours(runtime.temp_dir, runtime.tag), timeout=EXIT_WAIT_S)
-    leftover = kill_ours(runtime.temp_dir, runtime.tag) if alive else []
+    leftover = kill_ours(runtime.temp_dir, runtime.tag)
     keep_logs(runtime.temp_dir, attempt_dir)
     remove_temp_dir(runtime.temp_dir)
     from engine import cleanup
