@@ -9,6 +9,8 @@ import pytest
 from tests.unit.test_bad_input_matrix import (
     Case,
     _batch,
+)
+from tests.unit.test_bad_input_matrix import (
     test_bad_input_exits_2_with_one_line_and_writes_nothing as _check,
 )
 

@@ -13,9 +13,9 @@ import pytest
 from engine.define.campaign import load_campaign
 from engine.define.executor_options import option
 from engine.define.matrix import build_cells
+from engine.errors import FugueError
 from engine.executors import RayOptions
 from engine.executors.ray import runtime as raytools
-from engine.errors import FugueError
 from engine.plugins import load_builtins
 from engine.registry import EXECUTORS
 
@@ -67,7 +67,7 @@ def test_a_new_default_keys_the_hpo_cells_that_now_reuse(tmp_path, monkeypatch):
 
     @dataclass(frozen=True)
     class Flipped(RayOptions):
-        reuse_actors: bool | list[bool] = option(True, axis=True, legacy=False,
+        reuse_actors: bool | list[bool] = option(True, axis=True, legacy=False,  # noqa: RUF009
                                                  workloads=("hpo",))
 
     load_builtins()

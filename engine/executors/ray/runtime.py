@@ -224,11 +224,9 @@ def _await_registration(node, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     client = node.get_gcs_client()
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(Exception):  # the GCS not answering yet: look again
             if any(key.hex() == node.node_id for key in client.get_all_node_info(timeout=1)):
                 return
-        except Exception:  # noqa: BLE001 - the GCS not answering yet: look again
-            pass
         time.sleep(0.05)
 
 
