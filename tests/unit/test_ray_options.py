@@ -115,3 +115,22 @@ def test_the_hub_module_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_the_lean_start_applies_to_the_ray_version_it_was_written_for_only(monkeypatch):
+    """``_lean_init`` swaps Ray's node class for one ``ray.init`` call on Ray 2.60 (and puts
+    it back); on any other version it is plain ``ray.init`` and skips nothing."""
+    import ray
+    import ray._private.node as node_module
+
+    base, calls = node_module.Node, []
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append((node_module.Node, kw)) or "ctx")
+    monkeypatch.setattr(ray, "__version__", "2.99.0")
+    skipped: list[str] = []
+    assert raytools._lean_init(ray, skipped, num_cpus=1) == "ctx"
+    assert skipped == [] and calls == [(base, {"num_cpus": 1})]
+    monkeypatch.setattr(ray, "__version__", "2.60.0")
+    assert raytools._lean_init(ray, skipped, num_cpus=1) == "ctx"
+    lean = calls[-1][0]
+    assert lean is not base and issubclass(lean, base) and node_module.Node is base
+    assert skipped == list(raytools.LEAN_SKIPS)
