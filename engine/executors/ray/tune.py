@@ -21,7 +21,7 @@ Trial actors (``[options.ray] reuse_actors``):
   same process). The P actors are the strategy's runtime: :class:`TuneRun` starts Tune in
   executor setup, the first P trials prepare their processes and wait at the start gate
   (``engine.executors.ray.worker.trial``), and the group window opens the gate.
-- ``false`` (the ablation; Tune's own default for class trainables): every trial is a
+- ``false`` (the ablation; ``TuneConfig``'s default in Ray 2.60): every trial is a
   fresh process, started inside the window.
 
 A stopped trial ends in its ``tune.report`` call (reused actor) or with its process (fresh
