@@ -61,6 +61,7 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
         "compile": str(row["compile_mode"]), "ok": str(n), "variant": variant or MISSING,
         "T_group s": fmt_number(row.get("T_group_mean"), ".2f"),
         "T_group sd": fmt_number(row.get("T_group_std"), ".2f"),
+        "setup s": fmt_number(row.get("setup_s_mean"), ".2f"),
         "samples/s": fmt_number(row.get("throughput_group_mean"), ",.0f"),
         "train samples/s": fmt_number(row.get("train_throughput_mean"), ",.0f"),
         "J/model": fmt_number(row.get("energy_per_model_j"), ",.1f"),
@@ -74,15 +75,16 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
 
 
 _KEY = ("experiment", "executor", "compile", "ok")
-_RIGHT = {"ok", "T_group s", "T_group sd", "samples/s", "train samples/s", "J/model",
+_RIGHT = {"ok", "T_group s", "T_group sd", "setup s", "samples/s", "train samples/s", "J/model",
           "VRAM MiB", "speedup", "95% CI", "val acc"}
 #: Every column after _KEY, in order: the speedup columns first, so that a narrow console
 #: (several tables) still shows them together in the first one.
-_COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "T_group sd", "samples/s",
-            "train samples/s", "J/model", "VRAM MiB", "val acc", "seq acc [min, max]",
-            "parity", "not ok")
+_COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "setup s", "T_group sd",
+            "samples/s", "train samples/s", "J/model", "VRAM MiB", "val acc",
+            "seq acc [min, max]", "parity", "not ok")
 #: Headers on two lines, so that a column is no wider than its numbers.
-_HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "samples/s": "samples\n/s",
+_HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "setup s": "setup\ns",
+            "samples/s": "samples\n/s",
             "train samples/s": "train\nsamples/s", "J/model": "J/\nmodel",
             "VRAM MiB": "VRAM\nMiB", "val acc": "val\nacc", "seq acc [min, max]":
             "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp"}

@@ -223,7 +223,7 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     "throughput_group_mean", "train_throughput_mean", "energy_per_model_j", "energy_n",
     "vram_peak_mb_max",
     "speedup", "ci_low", "ci_high", "ci", "baseline", "acc_mean", "acc_n", "seq_acc_mean",
-    "seq_acc_min", "seq_acc_max", "parity",
+    "seq_acc_min", "seq_acc_max", "parity", "setup_s_mean",
 )
 
 
@@ -246,7 +246,9 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     when none did); ``vram_peak_mb_max``; ``acc_mean`` = mean ``final_val_acc`` over the
     cell's ok jobs (``acc_n``), against the baseline's jobs' mean, min and max;
     ``parity`` = "within seq spread" when ``seq_acc_min <= acc_mean <= seq_acc_max``,
-    "outside seq spread" otherwise, "n/a" without job rows on either side.
+    "outside seq spread" otherwise, "n/a" without job rows on either side; ``setup_s_mean``
+    (s) = mean ``setup_s``, the strategy's set-up outside ``T_group``, shown beside it (the
+    window rule, docs/measurement.md; NaN where no row recorded it).
     """
     prov = provenance_columns(by_campaign)
     keys = cell_columns(by_campaign)
@@ -254,7 +256,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     needed = list(dict.fromkeys(keys + ["mode", "workload_key", "group_id", "K", "T_group",
                                         "throughput_group",
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
-                                        "row"]))
+                                        "setup_s", "row"]))
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed]
     if not len(ok):
         return pd.DataFrame(columns=keys + list(SPEEDUP_COLUMNS))
@@ -286,7 +288,8 @@ def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         T_group_std=("T_group", "std"), throughput_group_mean=("throughput_group", "mean"),
         train_throughput_mean=("train_throughput_sps", "mean"),
         energy_per_model_j=("energy_per_model", "mean"), energy_n=("energy_per_model", "count"),
-        vram_peak_mb_max=("vram_peak_mb", "max"), first_row=("row", "min"))
+        vram_peak_mb_max=("vram_peak_mb", "max"), setup_s_mean=("setup_s", "mean"),
+        first_row=("row", "min"))
     return cells.join(stats)
 
 

@@ -110,9 +110,7 @@ def test_forked_workers_keep_mps_env_and_fail_alone(tmp_path, plugins, gpu_bound
 CELL = textwrap.dedent("""
     import json, sys, torch
     from engine.executors.base import CellContext
-    from engine.errors import FugueError
-from engine.executors.mp.executor import MPExecutor
-from engine.executors.mp.parent import PrewarmedParent
+    from engine.executors.mp.executor import MPExecutor
     from engine.train.loop import TrainSettings
     from engine.define.workloads import JobSpec
 
@@ -143,10 +141,13 @@ def test_the_cell_owns_the_parent_and_its_workers(tmp_path, plugins):
     stacks.mkdir(parents=True)
     env = {**os.environ, STACKS_ENV: str(stacks),
            "PYTHONPATH": os.pathsep.join([*map(str, PLUGIN_DIRS), str(REPO)])}
+    log = open(tmp_path / "cell.log", "w")  # noqa: SIM115 - closed below
     cell = subprocess.Popen([sys.executable, "-c", CELL], env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=log, text=True)
     try:
-        parent = json.loads(cell.stdout.readline())["parent"]
+        first = cell.stdout.readline()
+        assert first, (tmp_path / "cell.log").read_text()[-3000:]
+        parent = json.loads(first)["parent"]
         deadline = time.monotonic() + 300
         while not (probe.exists() and list(probe.glob("blocked-*"))):
             assert cell.poll() is None and time.monotonic() < deadline
@@ -174,6 +175,7 @@ def test_the_cell_owns_the_parent_and_its_workers(tmp_path, plugins):
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         cell.wait()
+        log.close()
 
 
 def test_a_parent_whose_imports_fail_is_refused_and_leaves_nothing(tmp_path, monkeypatch,
@@ -216,3 +218,16 @@ def test_a_parent_that_would_fork_broken_workers_is_refused(facts, needle):
     assert "\n" not in str(err.value)
     parent._check({"torch": True, "preload": {"cuda_initialized": False}, "bad_fork": False,
                    "parent_cuda_driver": False})  # a good parent passes
+
+
+def test_a_parent_that_cannot_start_is_one_line(tmp_path, monkeypatch):
+    """Its socket lives in the temporary folder; a path beyond the AF_UNIX limit (a long
+    TMPDIR) fails setup with one line, not a traceback."""
+    import multiprocessing.util
+
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setattr(multiprocessing.util, "get_temp_dir", lambda: str(deep))
+    with pytest.raises(FugueError, match=r'start = "forkserver": the pre-warmed parent could '
+                                         r"not start: .*"):
+        PrewarmedParent().start()

@@ -103,6 +103,9 @@ class PrewarmedParent:
         os.environ[PARENT_ENV] = json.dumps({"pid": os.getpid(), "sys_path": sys.path})
         try:
             stdlib_forkserver.ensure_running()
+        except OSError as exc:  # e.g. its socket's path under a long TMPDIR (107 bytes)
+            raise FugueError(f"[options.mp] start = \"forkserver\": the pre-warmed parent "
+                             f"could not start: {exc}") from None
         finally:
             del os.environ[PARENT_ENV]  # only the server's environment carries it
         server = stdlib_forkserver._forkserver
