@@ -110,11 +110,8 @@ def probe(tmp_path, monkeypatch, cluster):
     apply_backend_flags()  # the probe flips two in the process that trains (seq: this one)
 
 
-def _run_cell(tmp_path: Path, exp: str, executor: str, options: str = ""):
-    """One cell, run here: its events, window (perf_counter), group row and job rows."""
-    from engine.cell.main import run_cell
-    from engine.cell.output import CellEvents
-
+def _spec(tmp_path: Path, exp: str, executor: str, options: str = "") -> tuple[Path, dict]:
+    """A cell's spec (the first cell of a one-executor campaign) and its runs folder."""
     folder = tmp_path / executor
     folder.mkdir()
     (folder / "exps.toml").write_text(EXPERIMENTS)
@@ -125,6 +122,15 @@ def _run_cell(tmp_path: Path, exp: str, executor: str, options: str = ""):
     runner = Runner(load_campaign(folder / "c.toml"))
     spec = runner.cell_spec(runner.cells[0], 1).to_dict()
     spec["group_id"] = f"{executor}_0000000b"
+    return folder, spec
+
+
+def _run_cell(tmp_path: Path, exp: str, executor: str, options: str = ""):
+    """One cell, run here: its events, window (perf_counter), group row and job rows."""
+    from engine.cell.main import run_cell
+    from engine.cell.output import CellEvents
+
+    folder, spec = _spec(tmp_path, exp, executor, options)
     events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=1)
     try:
         status = run_cell(spec, events)
@@ -197,6 +203,36 @@ def test_reused_tune_actors_start_in_setup_and_reset_every_trial(tmp_path, probe
     for j in jobs:
         assert j["final_train_loss"] == seq[j["job_id"]]["final_train_loss"], j["job_id"]
         assert j["epochs_run"] == "2" and j["status"] == "ok"
+
+
+def test_prepared_trials_that_are_late_fail_setup_and_never_take_a_job(tmp_path, probe,
+                                                                       cluster, monkeypatch):
+    """Reused Tune actors that are not ready within ``FUGUE_RAY_START_TIMEOUT_S`` (here
+    0.2 s: they cannot even import torch in that time) fail the cell in setup with one line;
+    Tune is stopped before the runtime goes, so no trial takes its job and Tune's thread in
+    the cell has ended."""
+    import threading
+
+    from engine.cell.main import run_cell
+    from engine.cell.output import CellEvents
+    from engine.errors import FugueError
+    from engine.executors.ray import actors
+
+    folder, records = probe
+    monkeypatch.setattr(actors, "ACTOR_START_TIMEOUT_S", 0.2)
+    _, spec = _spec(tmp_path, "R_hpo", "ray", f'[options.ray]\naddress = "{cluster}"\n'
+                                              'max_parallel = 2\nreuse_actors = true\n')
+    events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=1)
+    try:
+        with pytest.raises(FugueError) as info:
+            run_cell(spec, events)
+    finally:
+        events.close()
+    assert str(info.value) == ("ray: 2 Tune trial actor(s) of {'CPU': 1.0, 'GPU': 0.0} were "
+                               "not ready within 0.2 s (FUGUE_RAY_START_TIMEOUT_S)")
+    assert not [t for t in threading.enumerate() if t.name == "fugue-tune"]
+    assert not [e for e in read_events(spec["events"]) if e["type"] == "job_started"]
+    assert not [r for r in records(folder) if r["what"] == "build"]
 
 
 def test_a_local_runtime_starts_no_process_a_cell_never_uses(family_run):
