@@ -2,7 +2,8 @@
 unified model's ablation ladder.
 
 ``python -m bench.strategies [--passes N] [--epochs E] [--threads T] [--executors ...]
-[--mp-start forkserver spawn] [--experiments ...] [--no-ablation]`` runs ONE real campaign
+[--mp-start forkserver spawn] [--ray-reuse true false] [--experiments ...]
+[--no-ablation]`` runs ONE real campaign
 through the runner (``python -m engine.runner``, exactly what ``fugue-tui --batch`` runs),
 in a temporary runs folder:
 
@@ -13,6 +14,10 @@ in a temporary runs folder:
 * mp once per ``--mp-start`` (default both: ``[options.mp] start = ["forkserver",
   "spawn"]``, one cell each, side by side in every pass), as variants ``mp:forkserver`` and
   ``mp:spawn``;
+* ray's hpo cells (D_hpo) once per ``--ray-reuse`` (default both: ``[options.ray]
+  reuse_actors = [true, false]``, one cell each, side by side in every pass), as variants
+  ``ray:reused`` (Tune trials in reused actors started in setup) and ``ray:fresh`` (a new
+  process per trial, inside ``T_group``); ray's other cells run once, as ``ray``;
 * unless ``--no-ablation``: D_ens under ``unified_model`` with ``sweep = "ablation"`` (the
   six rungs of fugue-compat.md), same passes.
 
@@ -28,6 +33,10 @@ Figures (one repetition = one pass):
   issue 20 (≤ 1 s);
 * ``setup_s:mp``: per mp start, the median over the pass's mp cells of ``setup_s`` (the
   pre-warmed parent's start is there, outside ``T_group``: the report shows both);
+* ``T_group:D_hpo:ray_reused``: D_hpo's makespan under seq and ``ray:reused``, against
+  issue 20's bound (ray with reused actors at least 0.5x seq's speed: ratio ``<=2``);
+* ``setup_s:ray_hpo``: per ray mode, D_hpo's ``setup_s`` (the reused actors' start is
+  there, outside ``T_group``);
 * ``load_1min``: per pass, the highest 1-minute load average any of its groups saw
   (``host_load_start``/``host_load_end``), so a busy machine is on the record.
 
@@ -49,6 +58,11 @@ OFFLINE = ("D_ens", "D_cv", "D_hpo", "D_mm", "D_reg")
 MP_STARTS = ("forkserver", "spawn")
 #: The bound of issue 20 on the pre-warmed start's median worker start, seconds.
 WORKER_START_TARGET = "<=1"
+#: ray's Tune modes: ``--ray-reuse`` value → the group rows' ``tune_actors``.
+RAY_REUSE = {"true": "reused", "false": "fresh"}
+#: The bound of issue 20 on ray with reused actors on D_hpo: at least 0.5x seq's speed,
+#: i.e. its T_group at most twice seq's.
+RAY_REUSED_TARGET = "<=2"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="offline experiments to run (default: all five)")
     parser.add_argument("--mp-start", nargs="+", default=list(MP_STARTS), choices=MP_STARTS,
                         help="mp's start methods, one cell each (default: both)")
+    parser.add_argument("--ray-reuse", nargs="+", default=list(RAY_REUSE), choices=RAY_REUSE,
+                        help="ray's Tune actor modes for hpo cells, one cell each (default: "
+                             "both)")
     parser.add_argument("--no-ablation", action="store_true")
     parser.add_argument("--keep", metavar="DIR", help="keep the runs folder here")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -86,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                + (f" --epochs {args.epochs}" if args.epochs else "")
                + f" --threads {args.threads} --executors {' '.join(executors)}"
                + (f" --mp-start {' '.join(args.mp_start)}" if "mp" in executors else "")
+               + (f" --ray-reuse {' '.join(args.ray_reuse)}" if "ray" in executors else "")
                + (f" --experiments {' '.join(exps_run)}" if exps_run != list(OFFLINE) else "")
                + (" --no-ablation" if args.no_ablation else ""))
     tmp = Path(tempfile.mkdtemp(prefix="bench-strategies-"))
@@ -108,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         body = f'experiments = {exps_run!r}\nexecutors = {executors!r}\n'
         if "mp" in executors:
             body += f'[options.mp]\nstart = {list(dict.fromkeys(args.mp_start))!r}\n'
+        if "ray" in executors:
+            reuse = ", ".join(dict.fromkeys(args.ray_reuse))
+            body += f'[options.ray]\nreuse_actors = [{reuse}]\n'
         campaigns = [("strategies", body)]
         if not args.no_ablation and "unified_model" in EXECUTORS:
             campaigns.append(("ablation", 'experiments = "D_ens"\nexecutors = ["unified_model"]\n'
@@ -146,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                              note="makespan per strategy, one value per pass; ratio = 1/speedup"),
                 _aligned(values), run_id, prov)
     out += _mp_figures(rows, jobs, run_id, prov)
+    out += _ray_figures(rows, run_id, prov)
     load = _load_by_pass(all_rows)
     if load:
         out += bench_results.figure_rows(
@@ -171,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _variant(row: dict) -> str:
-    """A group row's variant: its executor, and for mp its start (``mp:forkserver``)."""
-    return row["executor"] + (f":{row['mp_start']}" if row.get("mp_start") else "")
+    """A group row's variant: its executor, for mp its start (``mp:forkserver``), for ray's
+    hpo cells its Tune actors (``ray:reused``)."""
+    mode = row.get("mp_start") or row.get("tune_actors")
+    return row["executor"] + (f":{mode}" if mode else "")
 
 
 def _by_pass(rows, exp: str, variant: str, campaign: str, column: str) -> dict[int, float]:
@@ -220,6 +244,33 @@ def _mp_figures(rows, jobs, run_id: str, prov: dict) -> list[dict]:
                          "setup_s (forkserver: the pre-warmed parent's start; outside T_group)"),
             _aligned({v: {p: statistics.median(x) for p, x in by.items()}
                       for v, by in setups.items()}), run_id, prov)
+    return out
+
+
+def _ray_figures(rows, run_id: str, prov: dict) -> list[dict]:
+    """``T_group:D_hpo:ray_reused`` and ``setup_s:ray_hpo`` (see the module docstring)."""
+    from bench import results as bench_results
+
+    Figure = bench_results.Figure
+    out = []
+    reused = _by_pass(rows, "D_hpo", "ray:reused", "strategies", "T_group")
+    seq = _by_pass(rows, "D_hpo", "seq", "strategies", "T_group")
+    if reused and seq:
+        out += bench_results.figure_rows(
+            PART, Figure("T_group:D_hpo:ray_reused", "s", baseline="seq",
+                         target=RAY_REUSED_TARGET,
+                         note="D_hpo makespan, Tune trials in reused actors started in setup, "
+                              "against issue 20's bound (>= 0.5x seq's speed)"),
+            _aligned({"seq": seq, "ray:reused": reused}), run_id, prov)
+    setups = {v: _by_pass(rows, "D_hpo", v, "strategies", "setup_s")
+              for v in ("ray:reused", "ray:fresh")}
+    setups = {v: by for v, by in setups.items() if by}
+    if setups:
+        out += bench_results.figure_rows(
+            PART, Figure("setup_s:ray_hpo", "s", note="D_hpo setup_s per Tune actor mode "
+                         "(reused: ray.init and the actors' start; fresh: ray.init only, "
+                         "each trial starts inside T_group)"),
+            _aligned(setups), run_id, prov)
     return out
 
 

@@ -120,7 +120,7 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
             variant = " ".join(str(v) for v in (
                 "" if r.get("compile_mode") in ("off", "", None) else f"compile={r['compile_mode']}",
                 r.get("scheduler") or "", r.get("features") or "",
-                r.get("mp_start") or "") if v and v == v)
+                r.get("mp_start") or "", r.get("tune_actors") or "") if v and v == v)
             mean, sd = _num(r.get("T_group_mean"), ".2f"), _num(r.get("T_group_std"), ".2f")
             t = mean if sd == "--" else rf"{mean} $\pm$ {sd}"
             ci = r.get("ci") if r.get("ci") not in (None, "n/a") else "--"

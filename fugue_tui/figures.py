@@ -64,13 +64,13 @@ class Figure:
 
 
 def cell_label(row: dict[str, Any], machines: int = 1) -> str:
-    """``exp executor`` plus compile mode, scheduler, features, mp's start and ablation
-    rung when set; the machine first when the rows come from several."""
+    """``exp executor`` plus compile mode, scheduler, features, mp's start, Ray Tune's actors
+    and ablation rung when set; the machine first when the rows come from several."""
     parts = [str(row.get("exp_id", "")), str(row.get("executor", ""))]
     mode = str(row.get("compile_mode", "") or "off")
     if mode != "off":
         parts.append(f"compile={mode}")
-    for key in ("scheduler", "features", "mp_start"):
+    for key in ("scheduler", "features", "mp_start", "tune_actors"):
         value = str(row.get(key, "") or "")
         if value and value != "nan":
             parts.append(value)

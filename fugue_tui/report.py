@@ -49,7 +49,8 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
     bad = row.get("not_ok")
     variant = " ".join(v for v in (fmt_text(row.get("scheduler")),
                                    fmt_text(row.get("features")),
-                                   fmt_text(row.get("mp_start"))) if v)
+                                   fmt_text(row.get("mp_start")),
+                                   fmt_text(row.get("tune_actors"))) if v)
     seq_acc = MISSING
     if fmt_number(row.get("seq_acc_mean"), ".3f") != MISSING:
         seq_acc = (f"{fmt_number(row.get('seq_acc_mean'), '.3f')} "

@@ -45,7 +45,8 @@ NO_LEGACY: Any = _NoLegacy()
 
 def option(default: Any = None, *, help: str = "", choices: tuple[str, ...] = (),
            minimum: float | None = None, axis: bool = False,
-           check: Callable[[Any], Any] | None = None, legacy: Any = NO_LEGACY) -> Any:
+           check: Callable[[Any], Any] | None = None, legacy: Any = NO_LEGACY,
+           workloads: tuple[str, ...] = ()) -> Any:
     """A field of an executor's options dataclass.
 
     Args:
@@ -62,9 +63,12 @@ def option(default: Any = None, *, help: str = "", choices: tuple[str, ...] = ()
             value that behaves as the code did before it existed. Cell keys leave the
             option out while its resolved value (the table's, else ``default``) is the
             legacy one, and hash the resolved value otherwise (:func:`key_options`).
+        workloads: the workload types (``hpo``, ...) whose cells the option changes; empty:
+            all. In other cells a ``legacy``-declared option is left out of the key and
+            never expands into cells (rule 1: as ``scheduler`` outside hpo).
     """
     meta = {"help": help, "choices": tuple(choices), "minimum": minimum, "axis": axis,
-            "check": check, "legacy": legacy}
+            "check": check, "legacy": legacy, "workloads": tuple(workloads)}
     return field(default=default, metadata={_META: meta})
 
 
@@ -82,6 +86,12 @@ class OptionField:
     check: Callable[[Any], Any] | None = None
     #: The value that behaves as before the option existed (:func:`option`), or NO_LEGACY.
     legacy: Any = NO_LEGACY
+    #: Workload types whose cells the option changes (:func:`option`); empty: all.
+    workloads: tuple[str, ...] = ()
+
+    def applies(self, workload: str | None) -> bool:
+        """The option changes cells of ``workload`` (None: any workload)."""
+        return not self.workloads or workload is None or workload in self.workloads
 
     @property
     def type_text(self) -> str:
@@ -131,7 +141,8 @@ def fields_of(options: type) -> dict[str, OptionField]:
                                   choices=meta.get("choices", ()),
                                   minimum=meta.get("minimum"), axis=meta.get("axis", False),
                                   check=meta.get("check"),
-                                  legacy=meta.get("legacy", NO_LEGACY))
+                                  legacy=meta.get("legacy", NO_LEGACY),
+                                  workloads=meta.get("workloads", ()))
     return out
 
 
@@ -145,12 +156,13 @@ def fields_from_dicts(options: dict[str, tuple[type, ...]], option_help: dict[st
             for name, kinds in options.items()}
 
 
-def key_options(fields: dict[str, OptionField], table: dict[str, Any]
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
+def key_options(fields: dict[str, OptionField], table: dict[str, Any],
+                workload: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """What of an ``[options.<executor>]`` table enters a cell key (``docs/measurement.md``,
     "Cell keys", rules 1-3): the literal table without the options that declare a
     ``legacy`` value (those are keyed by what they resolve to, never by the word written),
-    and the resolved value of each such option that is not its legacy one.
+    and the resolved value of each such option that is not its legacy one — in a cell of
+    ``workload`` only those the option applies to (:attr:`OptionField.workloads`).
 
     Returns ``(literal, resolved)``; ``resolved`` is empty while every option behaves as
     before it existed, so those cells keep the keys they always had.
@@ -161,7 +173,7 @@ def key_options(fields: dict[str, OptionField], table: dict[str, Any]
         if f is None or f.legacy is NO_LEGACY:
             literal[key] = value
     for name, f in fields.items():
-        if f.legacy is NO_LEGACY:
+        if f.legacy is NO_LEGACY or not f.applies(workload):
             continue
         value = table.get(name, f.default)
         if value != f.legacy:

@@ -126,7 +126,7 @@ def check_plan_size(campaign: Campaign) -> None:
         for executor in campaign.executors:
             table = dict(campaign.options.get(executor, {}))
             n = (len(_variants(campaign, exp.type, executor, table))
-                 * len(_option_points(executor, table)))
+                 * len(_option_points(executor, table, exp.type)))
             cells += n * campaign.passes
             jobs += n * campaign.passes * exp.k
     where = str(campaign.source) if campaign.source else "campaign"
@@ -174,7 +174,8 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
             for executor in campaign.executors:
                 table = dict(campaign.options.get(executor, {}))
                 for point in _variants(campaign, exp_type, executor, table):
-                    for options, literal, resolved, variant in _option_points(executor, table):
+                    for options, literal, resolved, variant in _option_points(executor, table,
+                                                                               exp_type):
                         config = {"experiment": experiment, "jobs": jobs,
                                   "executor": executor, "options": literal,
                                   "seed": campaign.seed, "pass": pass_index,
@@ -203,15 +204,17 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
     return cells
 
 
-def _option_points(executor: str, table: dict[str, Any]
+def _option_points(executor: str, table: dict[str, Any], workload: str | None = None
                    ) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], str | None]]:
     """The cells of one executor's options table along its legacy-declared axis options
     (a list runs one cell per value; one value, or none, one cell): for each, the options
     the cell reads (one value per option), what of them is hashed (``key_options``: the
     literal table without legacy-declared options, and their non-legacy resolved values),
     and the variant text for the slug and label: the values of the swept options
-    (``forkserver``), None when nothing is swept — so neither a single value nor a new
-    default renames a cell's folder."""
+    (``forkserver``; a boolean by the option's name, ``reuse_actors`` or
+    ``no-reuse_actors``), None when nothing is swept — so neither a single value nor a new
+    default renames a cell's folder. Options that do not apply to ``workload`` (ray's
+    ``reuse_actors`` outside hpo) neither expand nor enter the key."""
     import itertools
 
     from engine.define.executor_options import NO_LEGACY, key_options
@@ -219,14 +222,23 @@ def _option_points(executor: str, table: dict[str, Any]
 
     fields = EXECUTORS.get(executor).option_fields
     swept = [name for name, f in fields.items()
-             if f.axis and f.legacy is not NO_LEGACY and isinstance(table.get(name), list)]
+             if f.axis and f.legacy is not NO_LEGACY and f.applies(workload)
+             and isinstance(table.get(name), list)]
     out = []
     for values in itertools.product(*(dict.fromkeys(table[n]) for n in swept)):
         options = {**table, **dict(zip(swept, values))}
-        literal, resolved = key_options(fields, options)
-        variant = "-".join(str(v) for v in values) or None
+        literal, resolved = key_options(fields, options, workload)
+        variant = "-".join(_variant_text(n, v) for n, v in zip(swept, values)) or None
         out.append((options, literal, resolved, variant))
     return out
+
+
+def _variant_text(name: str, value: Any) -> str:
+    """A swept option's value as the slug and label name it: a boolean by the option's
+    name (``reuse_actors``, ``no-reuse_actors``), anything else by its value."""
+    if isinstance(value, bool):
+        return name if value else f"no-{name}"
+    return str(value)
 
 
 def _variants(campaign: Campaign, exp_type: str, executor: str,

@@ -147,6 +147,12 @@ register_executor(ExecutorSpec(
                 "the GPU through a private CUDA MPS daemon"))
 
 
+#: Whether Ray Tune reuses trial actors when a campaign does not say (bench/RESULTS.md, part
+#: strategies, compares both). Keyed in hpo cells when not the legacy false
+#: (docs/measurement.md, "Cell keys").
+RAY_REUSE_DEFAULT = False
+
+
 @dataclass(frozen=True)
 class RayOptions:
     """``[options.ray]``."""
@@ -162,6 +168,12 @@ class RayOptions:
              "local runtime)")
     grace_period: int = option(1, minimum=1, help="epochs before a trial may be stopped")
     reduction_factor: int = option(2, minimum=2, help="asha/hyperband reduction factor")
+    reuse_actors: bool | list[bool] = option(
+        RAY_REUSE_DEFAULT, axis=True, legacy=False, workloads=("hpo",),
+        help="hpo: true: Ray Tune runs each trial in a reused actor; the actors start in "
+             "setup (setup_s) and each trial gets a fresh model, optimizer, RNG seed and batch "
+             "order; false: a fresh process per trial, started inside T_group (the form "
+             "before this option); a list runs one cell each")
 
 
 register_executor(ExecutorSpec(

@@ -77,7 +77,7 @@ PROVENANCE_COLUMNS: tuple[str, ...] = ("machine", "gpu_name", "torch_version", "
 #: features coincide on a device (B and C on CPU, where there are no streams) are still
 #: different requests and are never pooled with each other or with plain cells.
 CELL_COLUMNS: tuple[str, ...] = ("exp_id", "executor", "compile_mode", "scheduler", "features",
-                                 "rung", "config_key", "mp_start")
+                                 "rung", "config_key", "mp_start", "tune_actors")
 
 
 # --------------------------------------------------------------------------- speedups

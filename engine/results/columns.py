@@ -323,6 +323,10 @@ _OURS: tuple[Column, ...] = (
     Column("cell_start", G, TEXT,
            "how the cell's process began: zygote (forked from the runner's pre-warmed parent, "
            "which had imported torch) or spawn (a fresh interpreter); empty in older rows"),
+    Column("tune_actors", G, TEXT,
+           "ray hpo cells: reused (reuse_actors = true: trials run in actors started in "
+           "setup and reset per trial) or fresh (a new process per trial, started inside "
+           "T_group); empty for other cells"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

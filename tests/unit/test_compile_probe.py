@@ -186,17 +186,19 @@ def test_unified_eager_member_with_dropout_is_compiled_alike(monkeypatch):
     assert r.status == "ok" and r.compile_mode == "default", r.compile_reason
 
 
-def test_ray_actor_reports_the_warmup_apart(wine):
+def test_ray_actor_reports_the_warmup_apart(wine, monkeypatch):
     """A Ray pool actor's training (the class Ray runs remotely, here in this process) and
     the snapshot that carries its result to the cell."""
+    from engine.executors.ray import worker
     from engine.executors.ray.worker import JobActor, from_snapshot, snapshot
 
     items: list = []
-    queue = SimpleNamespace(put=items.append,
-                            actor=SimpleNamespace(put_nowait=SimpleNamespace(remote=items.append)))
-    actor = JobActor(1, [], COMPILED, "cpu", queue)
+    hub = SimpleNamespace(put=SimpleNamespace(remote=items.append))  # progress: no wait
+    monkeypatch.setattr(worker.Reporter, "_put",  # lifecycle messages wait on Ray: not here
+                        lambda self, kind, payload: items.append((kind, self.job_id, payload)))
+    actor = JobActor(1, [], COMPILED, "cpu")
     job = _job(0)
-    result, spans = actor.train(job.to_dict())
+    result, spans = actor.train(job.to_dict(), hub)
     back = from_snapshot(job, snapshot(result))
     _warmup_apart(back)
     _same_training(back, loop_mod.train_job(job, wine, EAGER))

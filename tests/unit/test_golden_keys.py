@@ -138,6 +138,20 @@ def mp_start_forkserver(tmp: Path) -> list[dict[str, str]]:
                            'passes = 2\n[options.mp]\nstart = "forkserver"\nmps = "off"\n')
 
 
+def ray_reuse_both(tmp: Path) -> list[dict[str, str]]:
+    """ray's ``reuse_actors`` (issue 20) at its legacy value and its new one, one hpo cell
+    each (and each scheduler): the false cells must keep the keys a campaign without the
+    option had; D_ens (no Tune) runs once, keyed as before."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo,D_ens"\nexecutors = ["seq", "ray"]\n'
+                           '[options.ray]\nreuse_actors = [false, true]\n'
+                           'scheduler = ["fifo", "asha"]\nmax_parallel = 2\n')
+
+
+def ray_reuse_true(tmp: Path) -> list[dict[str, str]]:
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo,D_cv"\nexecutors = ["ray"]\n'
+                           'passes = 2\n[options.ray]\nreuse_actors = true\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -149,6 +163,8 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "plugin_workload": plugin_workload,
     "mp_start_both": mp_start_both,
     "mp_start_forkserver": mp_start_forkserver,
+    "ray_reuse_both": ray_reuse_both,
+    "ray_reuse_true": ray_reuse_true,
 }
 
 

@@ -187,10 +187,17 @@ def test_a_maximal_legal_plan_builds_fast_with_the_keys_of_the_plain_hash(tmp_pa
     took = time.perf_counter() - t0
     assert sum(len(c.jobs) for c in cells) <= bounds.MAX_PLANNED_JOBS
     assert took < 20, took  # ~1 s on the 2-core reference VM; minutes before
+    from engine.define.executor_options import key_options
+    from engine.registry import EXECUTORS
+
     for cell in itertools.islice(cells, 0, None, max(1, len(cells) // 3)):
+        literal, resolved = key_options(EXECUTORS.get(cell.executor).option_fields,
+                                        cell.options, cell.experiment["type"])
         config = {"experiment": cell.experiment, "jobs": cell.jobs, "executor": cell.executor,
-                  "options": cell.options, "seed": campaign.seed, "pass": cell.pass_index,
+                  "options": literal, "seed": campaign.seed, "pass": cell.pass_index,
                   "threads": campaign.threads, "compile_mode": cell.compile_mode}
+        if resolved:  # mp's default start (forkserver) is not the legacy spawn
+            config["resolved"] = resolved
         assert cell.key == matrix.cell_key(config, {"host": "h"})
         assert cell.config_key == matrix._digest({k: v for k, v in config.items()
                                                   if k != "pass"})

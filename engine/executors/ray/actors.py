@@ -1,18 +1,25 @@
 """``ray``: Ray actors for ensemble, cv and multi_model; Ray Tune trials for hpo.
 
-Setup (``setup_s``, outside ``T_group``): a private local Ray runtime with explicit
-``num_cpus`` (the cores this process may use) and ``num_gpus`` (1 on CUDA, the device
-under test, else 0), dashboard off, temporary folder on a short path
-(``engine.executors.ray.runtime``) — or an existing cluster by ``[options.ray] address``; a check of the
-resources Ray reports; a progress queue; and, for actor pools, the P = min(max_parallel, K)
-actors themselves, each with 1/P of the GPU (or of the CPUs without one), its torch thread
-count set, the plugins loaded and its host datasets loaded.
+The window rule (docs/measurement.md): starting the strategy's job-independent runtime is
+setup (``setup_s``, outside ``T_group``); everything done per job is inside.
 
-The group window (``T_group``): jobs are handed to idle actors in job order; each actor
-copies its datasets to the device on first use, then trains. Under Tune, everything a
-trial does (its process, set-up, dataset load and copy, training, validation) is inside.
+Setup: a private local Ray runtime with explicit ``num_cpus`` (the cores this process may
+use) and ``num_gpus`` (1 on CUDA, the device under test, else 0), without the head
+processes a cell never uses, temporary folder on a short path
+(``engine.executors.ray.runtime``) — or an existing cluster by ``[options.ray] address``; a
+check of the resources Ray reports; each actor's request, from the nodes' resources
+(:func:`~engine.executors.ray.runtime.actor_request`); the hub (progress mailbox and start
+gate, ``engine.executors.ray.hub``); and the P = min(max_parallel, K) actors: for a
+pool, the actors themselves (torch thread count set, plugins and host datasets loaded);
+under Tune with ``reuse_actors``, ``ray.tune`` and the first P trials, prepared and waiting
+at the start gate.
 
-Teardown: actors and queue killed, ``ray.shutdown()``, then any process that still carries
+The group window (``T_group``): pools hand jobs to idle actors in job order; each actor
+copies its datasets to the device on first use, then trains. Tune trials take their jobs
+when the gate opens; a reused actor runs its next trial in the same process, and without
+reuse every trial's process start and set-up is inside.
+
+Teardown: actors and hub killed, ``ray.shutdown()``, then any process that still carries
 our tag is stopped and the runtime's logs are copied into the attempt folder.
 """
 
@@ -26,11 +33,14 @@ from typing import Any
 
 import ray
 
+from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
 from engine.errors import FugueError, first_line
 from engine.events import job_done, job_progress, job_started
+from engine.executors import RayOptions
 from engine.executors.base import CellContext, Executor
 from engine.executors.ray import runtime as raytools
+from engine.executors.ray.hub import Hub
 from engine.executors.ray.worker import JobActor, from_snapshot
 from engine.measure.spans import union_seconds
 from engine.train.loop import JobResult
@@ -67,8 +77,9 @@ class RayExecutor(Executor):
 
     def __init__(self) -> None:
         self.runtime: raytools.Runtime | None = None
-        self.queue = None
+        self.hub = None
         self.actors: list[Any] = []
+        self.tune_run = None                            # engine.executors.ray.tune.TuneRun
         self.info: dict[str, Any] = {}
         self.latest: dict[str, dict[str, Any]] = {}   # job_id -> last epoch snapshot
         self.finals: dict[str, dict[str, Any]] = {}   # job_id -> done snapshot
@@ -77,12 +88,15 @@ class RayExecutor(Executor):
         self.stopped_pids: list[int] = []               # worker pids of early-stopped trials
         self.failure_line = ""
         self.tune = False
+        self.reuse = False
         self.parallel = 1
         self.per_actor: dict[str, float] = {}
+        self._actors_t0 = 0.0
 
     # -- setup ------------------------------------------------------------------------
     def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
-        """Start (or join) the runtime, check it, start the queue and pool actors.
+        """Start (or join) the runtime, check it, start the hub and the actors (a pool, or
+        Tune's first trials when they are reused).
 
         Raises:
             FugueError: unreachable address, resources not as expected, a request that can
@@ -95,9 +109,9 @@ class RayExecutor(Executor):
             raise
 
     def _setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
-        from ray.util.queue import Queue
-
+        options = from_table(RayOptions, ctx.options)
         self.tune = ctx.scheduler is not None
+        self.reuse = self.tune and bool(options.reuse_actors)
         k = len(jobs)
         requested = ctx.max_parallel or ctx.options.get("max_parallel") or k
         self.parallel = max(1, min(int(requested), k))
@@ -115,31 +129,97 @@ class RayExecutor(Executor):
         # the GPU (its CPUs are checked per request below).
         raytools.check_resources(self.runtime, {"GPU": n_gpus} if address
                                  else {"CPU": n_cpus, "GPU": n_gpus})
-        cpu_total = min(n_cpus, self.runtime.resources.get("CPU", n_cpus))
-        self.per_actor = {"CPU": raytools.share(cpu_total, self.parallel),
-                          "GPU": raytools.share(1, self.parallel) if n_gpus else 0.0}
+        # Each actor's share comes from the nodes' own resources, not from this host's
+        # cores: on a cluster of 1-CPU nodes an actor asks for at most 1 CPU.
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        self.per_actor = raytools.actor_request(nodes, self.parallel, gpu=bool(n_gpus))
         raytools.check_schedulable(self.per_actor, self.parallel, nodes,
                                    "trials" if self.tune else "actors")
-        # The queue actor takes no CPU: it must never compete with the jobs for a slot.
-        self.queue = Queue(actor_options={"num_cpus": 0})
         if not self.tune:
-            self._start_actors(jobs, ctx)
+            # The pool's actors first: the raylet has one idle worker process per CPU
+            # started with the runtime, which they take; the light hub starts beside them.
+            self._submit_actors(jobs, ctx)
+        # The hub takes no CPU: it must never compete with the jobs for a slot. Its first
+        # call costs ~0.15 s here: made now, before the window.
+        self.hub = ray.remote(Hub).options(num_cpus=0, max_restarts=0).remote()
+        ray.get(self.hub.take.remote())
         self.info.update(self.runtime.info())
         self.info.update(kind="tune" if self.tune else "actors", parallel=self.parallel,
-                         per_actor=self.per_actor, threads_per_worker=ctx.threads)
+                         per_actor=self.per_actor, threads_per_worker=ctx.threads,
+                         resources_available={k: v for k, v in ray.available_resources().items()
+                                              if k in ("CPU", "GPU")},
+                         runtime_processes=raytools.process_kinds(self.runtime))
+        if self.tune:
+            self.info["reuse_actors"] = self.reuse
+            ctx.group["tune_actors"] = "reused" if self.reuse else "fresh"
+            self._start_tune(jobs, ctx)
+        else:
+            self._await_actors()
         ctx.group.update(scheduler=ctx.scheduler if self.tune else None,
                          max_parallel=self.parallel, executor_info=self.info)
-        if not self.tune:
+        if not self.tune or self.reuse:
             # The cell loads no data for executors whose workers train; each actor loads its
-            # own host copy as it starts (in setup): the slowest of those loads. Tune
-            # trials load theirs inside the window (per-trial work), so it stays empty.
-            ctx.group["data_load_s"] = max(self.info["actor_data_load_s"])
+            # own host copy of the cell's datasets as it starts (in setup): the slowest of
+            # those loads. Fresh Tune trials load theirs inside the window (per-job work),
+            # so it stays empty there.
+            loads = self.info.get("actor_data_load_s") or []
+            ctx.group["data_load_s"] = max(loads) if loads else None
+
+    def _start_tune(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Build the Tune run (``ray.tune`` imported here: job-independent); with
+        ``reuse_actors``, start it and wait until the first P trials' actors are prepared
+        and waiting at the start gate."""
+        from engine.executors.ray.tune import TuneRun
+
+        # Tune's experiment folder: the short temporary folder of a local runtime (its logs
+        # are kept with the attempt); for a cluster, the attempt folder.
+        storage = Path(self.runtime.temp_dir or ctx.attempt_dir or Path.cwd()) / "tune"
+        if self.runtime.temp_dir is None and ctx.attempt_dir is not None:
+            storage = Path(ctx.attempt_dir) / "tune"
+        self.tune_run = TuneRun(jobs, ctx, hub=self.hub, concurrent=self.parallel,
+                                resources=self.per_actor, threads=ctx.threads,
+                                settings=ctx.settings, storage=storage, info=self.info,
+                                reuse=self.reuse,
+                                datasets=list(dict.fromkeys(j.dataset for j in jobs)))
+        if not self.reuse:
+            return
+        t0 = time.perf_counter()
+        self.tune_run.start()
+        ready: list[dict[str, Any]] = []
+        deadline = time.monotonic() + ACTOR_START_TIMEOUT_S
+        while len(ready) + self.tune_run.settled.count < self.parallel:
+            if not self.tune_run.running:
+                break  # Tune ended before the window: run() collects what happened
+            if time.monotonic() > deadline:
+                raise FugueError(f"ray: {self.parallel} Tune trial actor(s) of "
+                                 f"{self.per_actor} were not ready within "
+                                 f"{ACTOR_START_TIMEOUT_S:g} s (FUGUE_RAY_START_TIMEOUT_S)")
+            ready += [payload for kind, _, payload in ray.get(self.hub.take.remote())
+                      if kind == "ready"]
+            time.sleep(0.05)
+        self.info.update(actor_start_s=round(time.perf_counter() - t0, 3),
+                         actor_pids=[r["pid"] for r in ready],
+                         actor_threads=[r["threads"] for r in ready],
+                         actor_data_load_s=[round(r["data_load_s"], 3) for r in ready])
 
     def _start_actors(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Start the pool's P actors and wait until each is prepared (see
+        :meth:`_await_actors`)."""
+        self._submit_actors(jobs, ctx)
+        self._await_actors()
+
+    def _submit_actors(self, jobs: list[JobSpec], ctx: CellContext) -> None:
         datasets = list(dict.fromkeys(j.dataset for j in jobs))
-        t0 = time.perf_counter()
+        self._actors_t0 = time.perf_counter()
         self.actors = [self._new_actor(datasets, ctx) for _ in range(self.parallel)]
+
+    def _await_actors(self) -> None:
+        """Wait for the submitted actors to be prepared (imports, plugins, host datasets).
+
+        Raises:
+            FugueError: an actor failed to start, or they were not all up within
+                ``FUGUE_RAY_START_TIMEOUT_S``.
+        """
         try:
             ready = ray.get([a.ready.remote() for a in self.actors],
                             timeout=ACTOR_START_TIMEOUT_S)
@@ -150,7 +230,7 @@ class RayExecutor(Executor):
         except ray.exceptions.RayError as exc:
             raise FugueError(f"ray: an actor failed to start: "
                              f"{str(exc).strip().splitlines()[-1][:300]}") from None
-        self.info.update(actor_start_s=round(time.perf_counter() - t0, 3),
+        self.info.update(actor_start_s=round(time.perf_counter() - self._actors_t0, 3),
                          actor_pids=[r["pid"] for r in ready],
                          actor_threads=[r["threads"] for r in ready],
                          actor_data_load_s=[round(r["data_load_s"], 3) for r in ready])
@@ -159,27 +239,22 @@ class RayExecutor(Executor):
         cls = ray.remote(JobActor).options(
             num_cpus=self.per_actor["CPU"], num_gpus=self.per_actor["GPU"], max_restarts=0,
             max_task_retries=0)
-        return cls.remote(ctx.threads, datasets, ctx.settings, str(ctx.settings.device),
-                          self.queue)
+        return cls.remote(ctx.threads, datasets, ctx.settings, str(ctx.settings.device))
 
     # -- progress ---------------------------------------------------------------------
     def _drain(self, ctx: CellContext) -> None:
         """Move the workers' messages into the events file (only the cell writes it)."""
-        if self.queue is None:
+        if self.hub is None:
             return
-        while True:
-            n = self.queue.size()
-            if not n:
-                return
-            for kind, job_id, payload in self.queue.get_nowait_batch(n):
-                if kind == "started":
-                    job_started(job_id, worker_pid=payload).send(ctx.emit)
-                elif kind == "progress":
-                    job_progress(**payload).send(ctx.emit)
-                elif kind == "epoch":
-                    self.latest[job_id] = payload
-                elif kind == "done":
-                    self.finals[job_id] = payload
+        for kind, job_id, payload in ray.get(self.hub.take.remote()):
+            if kind == "started":
+                job_started(job_id, worker_pid=payload).send(ctx.emit)
+            elif kind == "progress":
+                job_progress(**payload).send(ctx.emit)
+            elif kind == "epoch":
+                self.latest[job_id] = payload
+            elif kind == "done":
+                self.finals[job_id] = payload
 
     def _job_done(self, ctx: CellContext, result: JobResult) -> None:
         if result.job.job_id in self.done_emitted:
@@ -190,7 +265,12 @@ class RayExecutor(Executor):
 
     # -- the group window -------------------------------------------------------------
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        t0 = time.perf_counter()
         results = self._run_tune(jobs, ctx) if self.tune else self._run_pool(jobs, ctx)
+        # This method's span on perf_counter (system-wide monotonic): inside the cell's
+        # group window by microseconds; what a check of the window rule compares the
+        # workers' own timestamps with.
+        self.info["run_window"] = [t0, time.perf_counter()]
         for result in results:
             self._job_done(ctx, result)
         # Jobs overlap, so the group's training wall time is the union of the jobs' epoch
@@ -216,7 +296,7 @@ class RayExecutor(Executor):
         while todo or running:
             while todo and idle:
                 i, actor = todo.pop(0), idle.pop(0)
-                running[actor.train.remote(jobs[i].to_dict())] = (i, actor)
+                running[actor.train.remote(jobs[i].to_dict(), self.hub)] = (i, actor)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             self._drain(ctx)
             for ref in ready:
@@ -241,24 +321,21 @@ class RayExecutor(Executor):
         return [r for r in results if r is not None]
 
     def _run_tune(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
-        from engine.executors.ray.tune import run_tune
-
-        storage = Path(self.runtime.temp_dir or ctx.attempt_dir or Path.cwd()) / "tune"
-        # Tune's experiment folder: the short temporary folder of a local runtime (its logs
-        # are kept with the attempt); for a cluster, the attempt folder.
-        if self.runtime.temp_dir is None and ctx.attempt_dir is not None:
-            storage = Path(ctx.attempt_dir) / "tune"
-
-        def drain():
+        run = self.tune_run
+        if self.reuse:
+            ray.get(self.hub.open.remote())  # the prepared trials take their jobs now
+        else:
+            run.start()  # fresh trial processes, all inside the window
+        by_id = {j.job_id: j for j in jobs}
+        while True:
+            running = run.running
             self._drain(ctx)
             for job_id in list(self.finals):
-                job = next(j for j in jobs if j.job_id == job_id)
-                self._job_done(ctx, from_snapshot(job, self.finals[job_id]))
-
-        results = run_tune(jobs, ctx, queue=self.queue, drain=drain,
-                           concurrent=self.parallel, resources=self.per_actor,
-                           threads=ctx.threads, settings=ctx.settings, storage=storage,
-                           latest=self.latest, finals=self.finals, info=self.info)
+                self._job_done(ctx, from_snapshot(by_id[job_id], self.finals[job_id]))
+            if not running:
+                break
+            run.wait(POLL_S)
+        results = run.results(self.latest, self.finals)
         self.spans = {job_id: snap.get("train_spans", [])
                       for job_id, snap in self.latest.items()}
         # Checked in teardown (outside T_group): Tune stops those actors asynchronously.
@@ -267,21 +344,22 @@ class RayExecutor(Executor):
 
     # -- teardown ---------------------------------------------------------------------
     def teardown(self, ctx: CellContext) -> None:
-        """Kill actors and queue, shut Ray down, stop anything of ours that is left."""
+        """Kill actors and hub, shut Ray down, stop anything of ours that is left."""
+        if self.tune_run is not None and self.tune_run.running:
+            # Setup gave up with Tune's trials waiting at the start gate: Tune ends them
+            # (none takes its job) before the runtime goes.
+            self.tune_run.abort()
         if self.tune and self.runtime is not None:
             self.info["stopped_trial_pids_alive"] = _alive(self.stopped_pids)
-        for actor in self.actors:
+        for actor in [*self.actors, *([self.hub] if self.hub is not None else [])]:
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # already dead, or Ray already down
                 pass
-        self.actors = []
-        if self.queue is not None:
-            try:
-                self.queue.shutdown(force=True)
-            except Exception:
-                pass
-            self.queue = None
+        self.actors, self.hub = [], None
+        # Killed through Ray, while it is up, a worker is gone in tens of ms; shut down
+        # first, it would exit by itself and spend seconds tearing torch down.
+        _gone(self.info.get("actor_pids") or [], raytools.EXIT_WAIT_S)
         leftover = raytools.shutdown(self.runtime, ctx.attempt_dir or Path.cwd())
         if self.runtime is not None:
             self.info["leftover_pids_stopped"] = len(leftover)
@@ -290,6 +368,19 @@ class RayExecutor(Executor):
             # Ray's driver prints worker deaths to the log as they happen; once it is shut
             # down, the log's last line (what the runner reports) is ours again.
             print(self.failure_line, file=sys.stderr, flush=True)
+
+
+def _gone(pids: list[int], wait_s: float) -> None:
+    """Wait up to ``wait_s`` seconds for ``pids`` to exit."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+    psutil.wait_procs(procs, timeout=wait_s)
 
 
 def _alive(pids: list[int], wait_s: float = 10.0) -> list[int]:

@@ -46,6 +46,10 @@ LOGS_LINK = "ray-logs"
 #: (``/session_YYYY-MM-DD_HH-MM-SS_ffffff_PID/sockets/plasma_store``).
 SOCKET_LIMIT = 107
 _RAY_SUFFIX = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store")
+#: Seconds teardown waits for the workers it killed through Ray to be gone before it shuts
+#: Ray down (``ray.kill`` takes tens of ms while Ray is up; a worker whose raylet went first
+#: instead exits on its own, tearing down torch for seconds).
+EXIT_WAIT_S = 2.0
 #: Log files larger than this are not copied into the attempt folder (bytes).
 MAX_LOG_COPY = 4 * 2**20
 #: Object store of a local runtime, bytes: jobs load their own data, so little is needed,
@@ -66,6 +70,9 @@ class Runtime:
     resources: dict[str, float] = field(default_factory=dict)  # ray.cluster_resources()
     ray_version: str = ""
     init_s: float = 0.0          # seconds in ray.init
+    #: Head processes a local runtime was started without (:data:`LEAN_SKIPS`); empty when
+    #: this Ray could not be started lean (a version whose internals differ) or for a cluster.
+    skipped: list[str] = field(default_factory=list)
 
     def info(self) -> dict[str, Any]:
         keep = ("CPU", "GPU", "memory", "object_store_memory")
@@ -73,7 +80,7 @@ class Runtime:
                 "ray_address": self.address, "temp_dir": self.temp_dir,
                 "num_cpus": self.num_cpus, "num_gpus": self.num_gpus,
                 "resources": {k: v for k, v in self.resources.items() if k in keep},
-                "ray_init_s": round(self.init_s, 3)}
+                "ray_init_s": round(self.init_s, 3), "ray_skipped": list(self.skipped)}
 
 
 def short_temp_dir(base: str | None = None) -> Path:
@@ -155,6 +162,7 @@ def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_vi
                        tag=tag, driver_pid=os.getpid(), attempt_folder=str(attempt_dir))
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # inherited by the processes ray.init starts, restored below
+    skipped: list[str] = []
     t0 = time.perf_counter()
     try:
         if address:
@@ -165,9 +173,10 @@ def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_vi
             ctx = ray.init(address=address, include_dashboard=False, log_to_driver=False,
                            configure_logging=False, runtime_env={"env_vars": passed})
         else:
-            ctx = ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,
-                           _temp_dir=str(temp_dir), object_store_memory=OBJECT_STORE_BYTES,
-                           log_to_driver=False, configure_logging=False)
+            ctx = _lean_init(ray, skipped, num_cpus=num_cpus, num_gpus=num_gpus,
+                             include_dashboard=False, _temp_dir=str(temp_dir),
+                             object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False,
+                             configure_logging=False)
     except FugueError:
         raise
     except Exception as exc:
@@ -188,7 +197,86 @@ def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_vi
                    num_cpus=num_cpus if not address else None,
                    num_gpus=num_gpus if not address else None,
                    resources=dict(ray.cluster_resources()), ray_version=ray.__version__,
-                   init_s=init_s)
+                   init_s=init_s, skipped=skipped)
+
+
+#: Head processes ``ray.init`` starts that a private runtime of one cell never uses: the
+#: API server (a minimal dashboard serving job submission and the state API: the cell
+#: submits no jobs), the autoscaler's monitor (one node, nothing to scale) and the log
+#: monitor (it forwards worker output to the driver, which ``log_to_driver=False`` turns
+#: off; workers still write their log files). Each is a Python process that costs about
+#: half a CPU second to start on the 2-core host, ``ray.init`` waits up to a second for the
+#: API server, and ``ray.shutdown`` up to a second for each to stop (bench/RESULTS.md,
+#: ``fixed_cost``).
+LEAN_SKIPS = ("api_server", "autoscaler_monitor", "log_monitor")
+#: The Ray versions whose internals :func:`_lean_init` was written against (the
+#: ``ray._private.node.Node`` class, its ``start_api_server`` method and the ``no_monitor``
+#: and ``include_log_monitor`` parameters); any other version starts the full runtime.
+LEAN_VERSIONS = ("2.60.",)
+
+
+def _await_registration(node, timeout: float = 30.0) -> None:
+    """Wait, polling the GCS every 50 ms, until the raylet ``node`` just started has
+    registered. ``ray.init`` then finds it at its first look: its own wait asks once a
+    second, and the raylet (which waits for its agents) registers about a second after it
+    starts, so that wait ends on the next whole second. Gives up quietly after ``timeout``
+    (``ray.init``'s own wait then decides)."""
+    deadline = time.monotonic() + timeout
+    client = node.get_gcs_client()
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # the GCS not answering yet: look again
+            if any(key.hex() == node.node_id for key in client.get_all_node_info(timeout=1)):
+                return
+        time.sleep(0.05)
+
+
+def _lean_init(ray, skipped: list[str], **kwargs):
+    """``ray.init(**kwargs)`` for a new local runtime, without the head processes of
+    :data:`LEAN_SKIPS` (their names are appended to ``skipped``).
+
+    Ray offers no public switch for them: ``ray.init`` builds ``ray._private.node.Node``
+    from its arguments, so the node class is replaced, for this one call, by a subclass
+    whose parameters say ``no_monitor`` and ``include_log_monitor=False`` and whose API
+    server start does nothing (what Ray itself does when that server fails to start and
+    the dashboard was not asked for), and which, once it has started the raylet, waits for
+    it in 50 ms steps (:func:`_await_registration`) instead of ``ray.init``'s whole seconds.
+    On a Ray version other than :data:`LEAN_VERSIONS`, or one without those internals, this
+    is plain ``ray.init``.
+    """
+    try:
+        import ray._private.node as node_module
+
+        base = node_module.Node
+        lean = ray.__version__.startswith(LEAN_VERSIONS) and all(
+            hasattr(base, name) for name in ("start_api_server", "start_ray_processes",
+                                             "get_gcs_client"))
+    except (ImportError, AttributeError):
+        lean = False
+    if not lean:
+        return ray.init(**kwargs)
+
+    class LeanNode(base):
+        def __init__(self, ray_params, *args, **kw):
+            if kw.get("head") or (args and args[0]):
+                ray_params.no_monitor = True
+                ray_params.include_log_monitor = False
+            super().__init__(ray_params, *args, **kw)
+
+        def start_api_server(self, *args, **kw):
+            self._webui_url = None
+
+        def start_ray_processes(self, *args, **kw):
+            super().start_ray_processes(*args, **kw)
+            if self.head:
+                _await_registration(self)
+
+    node_module.Node = LeanNode
+    try:
+        ctx = ray.init(**kwargs)
+    finally:
+        node_module.Node = base
+    skipped.extend(LEAN_SKIPS)
+    return ctx
 
 
 def check_resources(runtime: Runtime, need: dict[str, float]) -> None:
@@ -216,6 +304,39 @@ def share(total: float, parts: int) -> float:
     if each >= 1:
         return float(int(each))
     return int(each * 10_000) / 10_000
+
+
+def actor_request(nodes: Iterable[dict[str, float]], count: int, gpu: bool
+                  ) -> dict[str, float]:
+    """Each of ``count`` actors' request, ``{"CPU": c, "GPU": g}``, from the nodes' own
+    resources (``ray.nodes()[i]["Resources"]``): the largest share that lets all ``count``
+    run at once, each on one node. A local runtime is one node with this cell's cores, so
+    that is ``share(cores, count)``; a cluster of 1-CPU nodes gets at most 1 CPU per actor
+    whatever this host has. ``gpu``: the cell trains on a GPU (each actor then shares one);
+    else no GPU is asked for.
+
+    Candidate shares are a node's quantity split in 1..``count`` parts (:func:`share`); the
+    GPU share is chosen first, then the largest CPU share that fits beside it. When nothing
+    fits, the smallest candidates are returned and :func:`check_schedulable` says why.
+    """
+    nodes = list(nodes)
+
+    def candidates(resource: str) -> list[float]:
+        found = {share(n.get(resource, 0.0), m) for n in nodes for m in range(1, count + 1)
+                 if n.get(resource, 0.0) > 0}
+        # None on any node: one unit shared, as a single node would give (and the check
+        # that follows names what is missing).
+        return sorted((c for c in found if c > 0), reverse=True) or [share(1.0, count)]
+
+    gpus = 0.0
+    if gpu:
+        gpu_options = candidates("GPU")
+        gpus = next((g for g in gpu_options if fits({"GPU": g}, count, nodes) >= count),
+                    gpu_options[-1])
+    cpu_options = candidates("CPU")
+    cpus = next((c for c in cpu_options if fits({"CPU": c, "GPU": gpus}, count, nodes) >= count),
+                cpu_options[-1])
+    return {"CPU": cpus, "GPU": gpus}
 
 
 def fits(per_actor: dict[str, float], count: int, nodes: Iterable[dict[str, float]]
@@ -249,6 +370,34 @@ def check_schedulable(per_actor: dict[str, float], count: int,
         offer = "; ".join(", ".join(f"{k} {n.get(k, 0):g}" for k in per_actor) for n in nodes)
         raise FugueError(f"ray: {count} {what} of {{{request}}} each can never be scheduled: "
                          f"only {placed} fit on the cluster ({offer or 'no nodes'})")
+
+
+#: What a runtime process is, by a marker on its command line (Ray names its workers
+#: ``ray::<what>`` and starts its head processes from these files).
+_KINDS = (("gcs_server", "gcs_server"), ("/raylet", "raylet"),
+          ("dashboard/dashboard.py", "api_server"), ("autoscaler/_private/monitor.py",
+                                                     "autoscaler_monitor"),
+          ("log_monitor.py", "log_monitor"), ("ray::DashboardAgent", "dashboard_agent"),
+          ("ray::RuntimeEnvAgent", "runtime_env_agent"), ("ray::", "worker"))
+
+
+def process_kinds(runtime: Runtime) -> dict[str, int]:
+    """How many processes of each kind our local runtime runs now (``{"raylet": 1,
+    "worker": 3, ...}``; empty for a cluster): recorded in ``executor_info``, it shows
+    what ran beside the jobs."""
+    if runtime.temp_dir is None:
+        return {}
+    import psutil
+
+    counts: dict[str, int] = {}
+    for proc in find_ours(runtime.temp_dir, runtime.tag):
+        try:
+            cmdline = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        kind = next((k for marker, k in _KINDS if marker in cmdline), "other")
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def link_logs(temp_dir: str | Path, attempt_dir: str | Path) -> None:

@@ -14,15 +14,26 @@ Schedulers (``[options.ray] scheduler``):
   training loop is one uninterrupted job), so a resumed trial would start again from epoch
   1 — training twice and timing it. The asynchronous variant only ever stops trials.
 
-A stopped trial's process is killed by Tune, so what the row records comes from the
-snapshot the trial sent at its last epoch end (``engine.executors.ray.worker``); its stop
-reason from the scheduler's decision, recorded as Tune makes it.
+Trial actors (``[options.ray] reuse_actors``):
+
+- ``true``: Tune reuses a trial's actor for the next trial (``TuneConfig.reuse_actors``;
+  with the function API Tune ends the finished trial's thread and runs the next one in the
+  same process). The P actors are the strategy's runtime: :class:`TuneRun` starts Tune in
+  executor setup, the first P trials prepare their processes and wait at the start gate
+  (``engine.executors.ray.worker.trial``), and the group window opens the gate.
+- ``false`` (the ablation; ``TuneConfig``'s default in Ray 2.60): every trial is a
+  fresh process, started inside the window.
+
+A stopped trial ends in its ``tune.report`` call (reused actor) or with its process (fresh
+actors), so what the row records comes from the snapshot the trial sent at its last epoch
+end (``engine.executors.ray.worker``); its stop reason from the scheduler's decision,
+recorded as Tune makes it.
 """
 
 from __future__ import annotations
 
 import math
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -117,88 +128,154 @@ def pruning_warnings(name: str, trials: int, concurrent: int, max_t: int, grace_
     return out
 
 
-class _Drain(tune.Callback):
-    """Moves worker messages from the queue to the cell's events while Tune runs (the
-    Tune loop calls ``on_step_begin`` continually; draining is rate-limited)."""
+class _Settled(tune.Callback):
+    """Counts trials that ended before the group window (an error while preparing, say):
+    the executor's setup then stops waiting for them at the start gate."""
 
-    def __init__(self, drain=None):
-        self.drain, self.last = drain, 0.0
+    def __init__(self) -> None:
+        self.count = 0
 
     def __reduce__(self):
-        # Tune pickles its run configuration into the experiment folder; the cell's event
-        # writer (an open file) stays out of it.
-        return (_Drain, ())
+        return (_Settled, ())
 
-    def on_step_begin(self, iteration, trials, **info):
-        now = time.monotonic()
-        if self.drain is not None and now - self.last >= 0.2:
-            self.last = now
-            self.drain()
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.count += 1
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.count += 1
 
 
-def run_tune(jobs: list[JobSpec], ctx: CellContext, *, queue, drain, concurrent: int,
-             resources: dict[str, float], threads: int, settings: TrainSettings,
-             storage: Path, latest: dict[str, dict[str, Any]],
-             finals: dict[str, dict[str, Any]], info: dict[str, Any]) -> list[JobResult]:
-    """Run every job as a Tune trial; return results in job order.
+class _Abort(tune.Stopper):
+    """Ends the whole run when the cell gives up during setup (``TuneRun.abort``): Tune
+    stops every trial, those waiting at the start gate included, and ``fit`` returns."""
 
-    ``drain()`` empties the queue into ``latest`` (epoch snapshots) and ``finals`` (done
-    snapshots) and emits the events; ``info`` receives the scheduler facts and warnings.
+    def __init__(self) -> None:
+        self.now = False
+
+    def __reduce__(self):
+        return (_Abort, ())
+
+    def __call__(self, trial_id, result) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.now
+
+
+class TuneRun:
+    """One hpo cell's Tune run: every job a trial, results in job order.
+
+    Built in executor setup (the scheduler, the ``Tuner``; ``ray.tune`` is imported with
+    this module): job-independent, outside ``T_group``. :meth:`start` runs ``Tuner.fit``
+    in a thread of the cell, so that with ``reuse_actors`` the trial actors start during
+    setup (the executor waits for them at the start gate, then returns); without it,
+    :meth:`start` is called when the window opens. :meth:`results` joins the thread and
+    turns the trials' snapshots (``latest``: epoch snapshots, ``finals``: done snapshots,
+    both filled by the executor's drain of the hub) into :class:`JobResult` objects.
+    ``info`` receives the scheduler's facts and warnings.
     """
-    options = from_table(RayOptions, ctx.options)  # the declared defaults where unset
-    name = ctx.scheduler or RayOptions.scheduler
-    grace = int(options.grace_period)
-    factor = int(options.reduction_factor)
-    max_t = max(j.epochs for j in jobs)
-    scheduler, facts = make_scheduler(name, max_t, grace, factor)
-    info["scheduler"] = facts
-    for line in pruning_warnings(name, len(jobs), concurrent, max_t, grace, factor):
-        ctx.emit("warning", message=line)
-        info.setdefault("warnings", []).append(line)
-    trainable = tune.with_resources(
-        tune.with_parameters(trial, jobs=[j.to_dict() for j in jobs], threads=threads,
-                             settings=settings, device=str(settings.device), queue=queue),
-        {k.lower(): v for k, v in resources.items() if v})
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"job": tune.grid_search(list(range(len(jobs))))},
-        tune_config=tune.TuneConfig(metric="val_loss", mode="min", scheduler=scheduler,
-                                    num_samples=1, max_concurrent_trials=concurrent,
-                                    reuse_actors=False,
-                                    trial_name_creator=lambda t: jobs[t.config["job"]].job_id,
-                                    trial_dirname_creator=lambda t: jobs[t.config["job"]].job_id),
-        run_config=tune.RunConfig(name="tune", storage_path=str(storage), verbose=0,
-                                  callbacks=[_Drain(drain)],
-                                  failure_config=tune.FailureConfig(max_failures=0)))
-    grid = tuner.fit()
-    drain()
-    errors = {}
-    for res in grid:
-        if res.error is not None:
-            errors[res.config["job"]] = str(res.error).strip().splitlines()[-1][:300]
-    stops = getattr(scheduler, "fugue_stops", {})
-    info["trials_stopped"] = 0
-    results = []
-    for i, job in enumerate(jobs):
-        snap = finals.get(job.job_id) or latest.get(job.job_id)
-        if snap is None:
-            results.append(JobResult(job, status="failed",
-                                     error=f"ray tune trial reported nothing: "
-                                           f"{errors.get(i, 'no result')}"))
-            continue
-        result = from_snapshot(job, snap)
-        if job.job_id not in finals and result.epochs_run < job.epochs and i not in errors:
-            epoch, val_loss = stops.get(i, (result.epochs_run, result.final_val_loss))
-            result.early_stopped = True
-            result.stop_reason = (f"{name}: stopped after epoch {epoch} of {job.epochs} "
-                                  f"(val_loss {val_loss:.4g})" if val_loss is not None else
-                                  f"{name}: stopped after epoch {epoch} of {job.epochs}")
-            # The last epoch run is the final one: its mean training loss (its accuracy
-            # is only scored in a job's planned last epoch, so it stays empty).
-            if result.history:
-                result.final_train_loss = result.history[-1].get("train_loss")
-            info["trials_stopped"] += 1
-        elif job.job_id not in finals and i in errors:
-            result.status, result.error = "failed", f"ray tune trial failed: {errors[i]}"
-        results.append(result)
-    return results
+
+    def __init__(self, jobs: list[JobSpec], ctx: CellContext, *, hub, concurrent: int,
+                 resources: dict[str, float], threads: int, settings: TrainSettings,
+                 storage: Path, info: dict[str, Any], reuse: bool,
+                 datasets: list[str]) -> None:
+        options = from_table(RayOptions, ctx.options)  # the declared defaults where unset
+        self.jobs, self.info = jobs, info
+        self.name = ctx.scheduler or RayOptions.scheduler
+        grace = int(options.grace_period)
+        factor = int(options.reduction_factor)
+        max_t = max(j.epochs for j in jobs)
+        self.scheduler, facts = make_scheduler(self.name, max_t, grace, factor)
+        info["scheduler"] = facts
+        for line in pruning_warnings(self.name, len(jobs), concurrent, max_t, grace, factor):
+            ctx.emit("warning", message=line)
+            info.setdefault("warnings", []).append(line)
+        self.settled = _Settled()
+        self.stopper = _Abort()
+        trainable = tune.with_resources(
+            tune.with_parameters(trial, jobs=[j.to_dict() for j in jobs], threads=threads,
+                                 settings=settings, device=str(settings.device), hub=hub,
+                                 datasets=datasets if reuse else None),
+            {k.lower(): v for k, v in resources.items() if v})
+        self.tuner = tune.Tuner(
+            trainable,
+            param_space={"job": tune.grid_search(list(range(len(jobs))))},
+            tune_config=tune.TuneConfig(
+                metric="val_loss", mode="min", scheduler=self.scheduler, num_samples=1,
+                max_concurrent_trials=concurrent, reuse_actors=reuse,
+                trial_name_creator=lambda t: jobs[t.config["job"]].job_id,
+                trial_dirname_creator=lambda t: jobs[t.config["job"]].job_id),
+            run_config=tune.RunConfig(name="tune", storage_path=str(storage), verbose=0,
+                                      callbacks=[self.settled], stop=self.stopper,
+                                      failure_config=tune.FailureConfig(max_failures=0)))
+        self.thread: threading.Thread | None = None
+        self.grid = None
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        """Run ``Tuner.fit`` in a thread of the cell (Tune runs its loop there; it sets no
+        signal handler outside the main thread)."""
+        self.thread = threading.Thread(target=self._fit, name="fugue-tune", daemon=True)
+        self.thread.start()
+
+    def _fit(self) -> None:
+        try:
+            self.grid = self.tuner.fit()
+        except Exception as exc:  # noqa: BLE001 - re-raised in the cell's thread by results()
+            self.error = exc
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def wait(self, timeout: float | None) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def abort(self, timeout: float = 15.0) -> None:
+        """Stop the run (a setup that gave up): Tune ends every trial; wait up to
+        ``timeout`` seconds for ``fit`` to return."""
+        self.stopper.now = True
+        self.wait(timeout)
+
+    def results(self, latest: dict[str, dict[str, Any]],
+                finals: dict[str, dict[str, Any]]) -> list[JobResult]:
+        """The jobs' results in job order, once :meth:`start`'s thread has ended.
+
+        Raises:
+            whatever ``Tuner.fit`` raised.
+        """
+        self.wait(None)
+        if self.error is not None:
+            raise self.error
+        jobs, name, info = self.jobs, self.name, self.info
+        errors = {}
+        for res in self.grid:
+            if res.error is not None:
+                errors[res.config["job"]] = str(res.error).strip().splitlines()[-1][:300]
+        stops = getattr(self.scheduler, "fugue_stops", {})
+        info["trials_stopped"] = 0
+        results = []
+        for i, job in enumerate(jobs):
+            snap = finals.get(job.job_id) or latest.get(job.job_id)
+            if snap is None:
+                results.append(JobResult(job, status="failed",
+                                         error=f"ray tune trial reported nothing: "
+                                               f"{errors.get(i, 'no result')}"))
+                continue
+            result = from_snapshot(job, snap)
+            if job.job_id not in finals and result.epochs_run < job.epochs and i not in errors:
+                epoch, val_loss = stops.get(i, (result.epochs_run, result.final_val_loss))
+                result.early_stopped = True
+                result.stop_reason = (f"{name}: stopped after epoch {epoch} of {job.epochs} "
+                                      f"(val_loss {val_loss:.4g})" if val_loss is not None else
+                                      f"{name}: stopped after epoch {epoch} of {job.epochs}")
+                # The last epoch run is the final one: its mean training loss (its accuracy
+                # is only scored in a job's planned last epoch, so it stays empty).
+                if result.history:
+                    result.final_train_loss = result.history[-1].get("train_loss")
+                info["trials_stopped"] += 1
+            elif job.job_id not in finals and i in errors:
+                result.status, result.error = "failed", f"ray tune trial failed: {errors[i]}"
+            results.append(result)
+        return results

@@ -2,11 +2,22 @@
 
 A worker is a separate process: it sets its own torch thread count and backend flags, loads
 the plugins and its own copy of each dataset (once per process), and reports progress to
-the cell through a ``ray.util.queue.Queue``, because only the cell writes the events file.
+the cell through the hub actor (``engine.executors.ray.hub``), because only the cell writes
+the events file.
 
-Messages on the queue are tuples ``(kind, job_id, payload)``: ``("started", id, pid)``,
+Messages in the hub are tuples ``(kind, job_id, payload)``: ``("ready", None, facts)`` (a
+pre-warmed Tune actor waits at the start gate), ``("started", id, pid)``,
 ``("progress", id, fields)``, ``("epoch", id, snapshot)`` and ``("done", id, snapshot)``,
 where a snapshot is :func:`snapshot` of the job's :class:`~engine.train.loop.JobResult`.
+
+One process, several jobs (a pool actor's jobs; a reused Tune actor's trials): everything a
+job could see of an earlier one is rebuilt per job. ``train_job`` seeds the global RNG
+(torch's CPU and CUDA generators) with the job seed right before the model build, builds a
+fresh model and optimizer and draws the batch order from a generator of its own seeded with
+the job seed; :func:`reset_job_state` puts back the torch thread count and backend flags
+before each job. What stays is job-independent by construction: the imports, the plugins,
+the stack dump handler, and the cell's datasets (host copies and their device copies, read
+only: training gathers batches by index, which copies).
 """
 
 from __future__ import annotations
@@ -25,6 +36,9 @@ from engine.train.loop import JobResult, TrainSettings
 _HOST: dict[str, Any] = {}    # dataset name -> DatasetBundle (host tensors), per process
 _DEVICE: dict[str, Any] = {}  # dataset name -> DeviceData, per process
 _PREPARED: dict[str, Any] = {}
+#: This process has been through the Tune start gate (``trial``): later trials it runs
+#: (a reused actor) start at once.
+_GATE: dict[str, bool] = {}
 
 
 def prepare(threads: int) -> dict[str, Any]:
@@ -43,6 +57,17 @@ def prepare(threads: int) -> dict[str, Any]:
         load_plugins()
         _PREPARED.update(pid=os.getpid(), threads=torch.get_num_threads())
     return dict(_PREPARED)
+
+
+def reset_job_state(threads: int) -> None:
+    """Before each job of a process that trains several: the campaign's torch thread count
+    and the cell's backend flags again, whatever the job before set (a plugin model may
+    change either). The RNG, model, optimizer and batch order are the job's own by
+    construction (``engine.train.loop.train_job``)."""
+    from engine.train.backend import apply_backend_flags
+
+    torch.set_num_threads(threads)
+    apply_backend_flags()
 
 
 def load_host(names: list[str]) -> float:
@@ -95,23 +120,29 @@ def from_snapshot(job: JobSpec, snap: dict[str, Any]) -> JobResult:
 
 class Reporter:
     """Sends a job's events to the cell. Progress is fire-and-forget (the training loop
-    must not wait on it); lifecycle messages and snapshots wait until the queue holds them,
-    so they are there even if the worker is killed right after."""
+    must not wait on it); lifecycle messages and snapshots wait until the hub holds them,
+    so they are there even if the worker is killed right after (Ray runs one caller's
+    calls to an actor in the order they were made)."""
 
-    def __init__(self, queue, job_id: str):
-        self.queue, self.job_id = queue, job_id
+    def __init__(self, hub, job_id: str):
+        self.hub, self.job_id = hub, job_id
+
+    def _put(self, kind: str, payload: Any) -> None:
+        import ray
+
+        ray.get(self.hub.put.remote((kind, self.job_id, payload)))
 
     def started(self) -> None:
-        self.queue.put(("started", self.job_id, os.getpid()))
+        self._put("started", os.getpid())
 
     def progress(self, **fields: Any) -> None:
-        self.queue.actor.put_nowait.remote(("progress", self.job_id, fields))
+        self.hub.put.remote(("progress", self.job_id, fields))
 
     def epoch(self, result: JobResult, spans=()) -> None:
-        self.queue.put(("epoch", self.job_id, {**snapshot(result), "train_spans": list(spans)}))
+        self._put("epoch", {**snapshot(result), "train_spans": list(spans)})
 
     def done(self, result: JobResult) -> None:
-        self.queue.put(("done", self.job_id, snapshot(result)))
+        self._put("done", snapshot(result))
 
 
 class JobActor:
@@ -119,23 +150,25 @@ class JobActor:
     from its start (executor setup, outside ``T_group``); trains the jobs it is handed."""
 
     def __init__(self, threads: int, datasets: list[str], settings: TrainSettings,
-                 device: str, queue):
+                 device: str):
         self.info = prepare(threads)
         self.info["data_load_s"] = load_host(datasets)
+        self.threads = threads
         self.device = worker_device(device)
         self.settings = dataclasses.replace(settings, device=self.device)
-        self.queue = queue
 
     def ready(self) -> dict[str, Any]:
         return self.info
 
-    def train(self, job_dict: dict[str, Any]) -> tuple[JobResult, list[tuple[float, float]]]:
-        """Train one job; return its result and its epochs' training spans."""
+    def train(self, job_dict: dict[str, Any], hub) -> tuple[JobResult, list[tuple[float, float]]]:
+        """Train one job, reporting to ``hub``; return its result and its epochs' training
+        spans."""
         from engine.train.loop import train_job
 
         job = JobSpec.from_dict(job_dict)
-        report = Reporter(self.queue, job.job_id)
+        report = Reporter(hub, job.job_id)
         report.started()
+        reset_job_state(self.threads)
         spans = TrainSpans()
         result = train_job(job, device_data(job.dataset, self.device), self.settings,
                            progress=report.progress, on_epoch_end=spans)
@@ -143,23 +176,40 @@ class JobActor:
 
 
 def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
-          settings: TrainSettings, device: str, queue) -> None:
-    """A Ray Tune trainable: one hpo job per trial. Everything here is per-trial work
-    (inside ``T_group``): the process, its set-up and dataset copy belong to the trial.
+          settings: TrainSettings, device: str, hub, datasets: list[str] | None = None,
+          ) -> None:
+    """A Ray Tune trainable (function API): one hpo job per trial.
+
+    ``datasets`` given (``reuse_actors = true``): the trial actors are the strategy's
+    runtime, started in executor setup. A process's first trial prepares the process
+    (imports, plugins), loads the cell's datasets into host memory, tells the hub it is
+    ``ready`` and waits at the start gate until the cell opens the group window; only then
+    does it take its job. Later trials of a reused actor pass the gate at once.
+
+    ``datasets`` None (``reuse_actors = false``, the ablation): a trial is a fresh process
+    started inside the window and everything it does is the job's.
+
     Reports ``val_loss`` and ``epoch`` to Tune after every epoch (from the training loop's
-    epoch-end hook); the cell gets the full snapshot through the queue first."""
+    epoch-end hook); the cell gets the full snapshot through the hub first."""
+    import ray
     from ray import tune
 
     from engine.train.loop import train_job
 
+    facts = prepare(threads)
+    if datasets is not None and not _GATE:
+        load_s = load_host(datasets)
+        ray.get(hub.put.remote(("ready", None, {**facts, "data_load_s": load_s})))
+        ray.get(hub.wait_open.remote())
+        _GATE["passed"] = True
     job = JobSpec.from_dict(jobs[config["job"]])
-    prepare(threads)
     dev = worker_device(device)
-    report = Reporter(queue, job.job_id)
+    report = Reporter(hub, job.job_id)
     report.started()
+    reset_job_state(threads)
 
     def on_epoch_end(result: JobResult, spans) -> None:
-        report.epoch(result, spans)  # before tune.report: a stopped trial is killed in it
+        report.epoch(result, spans)  # before tune.report: a stopped trial ends in it
         tune.report({"val_loss": result.final_val_loss, "epoch": result.epochs_run})
 
     result = train_job(job, device_data(job.dataset, dev),
