@@ -234,7 +234,10 @@ class RunScreen(Screen):
             table.select_cell(running.key)
         cell = self.selected_cell()
         self._shown_cell = cell.key if cell is not None else None
-        self.query_one(JobProgress).show(self.view, cell, now)
+        jobs = self.query_one(JobProgress)
+        jobs.show(self.view, cell, now)
+        if jobs.deferred:
+            self.dirty = True  # held back by the rate limit: draw it on a later tick
         self._show_charts(cell, running)
         target = cell.log_path if cell is not None and cell.log_path else None
         if target != self.log_target:

@@ -61,6 +61,10 @@ class JobProgress(Static):
         self._columns: dict[Any, tuple[str, ...]] = {}
         #: Redraws done (the CPU benchmark and tests read it).
         self.draws = 0
+        #: True while a change is held back by the redraw rate limit: the caller must ask
+        #: again (a later tick), or the pane would keep showing the older numbers for good
+        #: once the campaign goes quiet (the last progress of a fast cell).
+        self.deferred = False
 
     def _fitted(self, jobs: Group, cell_key: str) -> Group:
         """``jobs`` with its job table's columns chosen once per cell, width and job count
@@ -102,12 +106,15 @@ class JobProgress(Static):
         of the same cell attempt are drawn at most every :data:`MIN_REDRAW_S`."""
         signature = job_signature(view, cell, now)
         if signature == self._signature:
+            self.deferred = False
             return False
         mono = time.monotonic()
         same = (isinstance(self._signature, tuple) and signature is not None
                 and signature[:3] == self._signature[:3])
         if same and mono - self._last_draw < MIN_REDRAW_S:
+            self.deferred = True
             return False  # the same cell's progress: wait for the next slot
+        self.deferred = False
         self._last_draw = mono
         self._signature = signature
         if cell is None:
