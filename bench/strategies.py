@@ -92,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {args.passes} passes (the protocol asks for >= 5)", file=sys.stderr)
     from bench import results as bench_results
     from engine.processes import engine_env
+    from engine.plugins import load_plugins
     from engine.registry import EXECUTORS
     from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
     from engine.results.read import read_rows
 
+    load_plugins()  # this part's process is an entry: the default executors are the registered
     executors = args.executors or [e for e in ("seq", "mp", "ray", "unified_model")
                                    if e in EXECUTORS]
     exps_run = [e for e in OFFLINE if e in args.experiments]
