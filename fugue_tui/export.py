@@ -240,9 +240,23 @@ def export(results, out_dir: str | Path, formats: Iterable[str] = FORMATS) -> li
             continue
         for fmt in ("png", "svg"):
             if fmt in formats:
-                written.append(figure_file(figure, out / f"{figure.key}.{fmt}", fmt))
+                written.append(replaced(out / f"{figure.key}.{fmt}",
+                                        lambda tmp, f=figure, fmt=fmt: figure_file(f, tmp, fmt)))
     if "tex" in formats:
-        path = out / "results.tex"
-        path.write_text(latex_table(results))
-        written.append(path)
+        text = latex_table(results)
+        written.append(replaced(out / "results.tex", lambda tmp: tmp.write_text(text)))
     return written
+
+
+def replaced(path: Path, write) -> Path:
+    """``write(tmp)`` into a hidden sibling of ``path``, then rename it over ``path``: an
+    earlier export's file is replaced in one step (a reader never finds it missing or half
+    written, and an export that fails midway leaves the earlier file whole); a link at
+    ``path`` is replaced itself, never written through. Returns ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -231,9 +231,11 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign)
     try:
-        for path in present:  # replaced by new files, never written through a link
-            path.unlink()
+        # each file is replaced in one rename (fugue_tui.export.replaced), never written
+        # through a link; an earlier export's file this one does not write is removed after
         written = export(results, out, chosen)
+        for path in set(present) - set(written):
+            path.unlink(missing_ok=True)
     except OSError as exc:
         raise FugueError(f"{what} '{out_dir}': cannot write "
                          f"{exc.filename or out}: {exc.strerror or exc}") from None
