@@ -4,20 +4,15 @@ request from the nodes' resources (``engine.executors.ray.runtime.actor_request`
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from engine.define.campaign import load_campaign
-from engine.define.executor_options import option
 from engine.define.matrix import build_cells
 from engine.errors import FugueError
-from engine.executors import RayOptions
+from engine.executors import RAY_REUSE_DEFAULT
 from engine.executors.ray import runtime as raytools
-from engine.plugins import load_builtins
-from engine.registry import EXECUTORS
 
 MACHINE = {"host": "h", "device": "cpu", "gpu_uuid": "", "gpu_name": "", "torch": "2.13.0"}
 
@@ -34,17 +29,18 @@ def _ids(cells) -> list[tuple]:
 
 
 def test_reuse_false_keeps_the_legacy_keys_and_true_keys_hpo_cells_only(tmp_path):
-    legacy = _cells(tmp_path)
-    assert _ids(_cells(tmp_path, "reuse_actors = false")) == _ids(legacy)
+    legacy = _cells(tmp_path, "reuse_actors = false")
     reuse = _cells(tmp_path, "reuse_actors = true")
     hpo, = (c for s, c in reuse.items() if "D_hpo" in s)
     old_hpo, = (c for s, c in legacy.items() if "D_hpo" in s)
     assert hpo.slug == old_hpo.slug == "001-D_hpo-ray-fifo-p1"  # one value: no new folder
     assert hpo.key != old_hpo.key and hpo.config_key != old_hpo.config_key
     assert hpo.workload_key == old_hpo.workload_key  # the same seq baseline
-    assert hpo.options["reuse_actors"] is True
+    assert hpo.options["reuse_actors"] is True and old_hpo.options["reuse_actors"] is False
     # D_ens runs no Tune: the option does not apply, its key is the one it always had
     assert reuse["002-D_ens-ray-p1"].key == legacy["002-D_ens-ray-p1"].key
+    # the legacy value keeps the key the cell had before the option existed (golden
+    # scenario ray_reuse pins the key of `reuse_actors = false`)
 
 
 def test_a_list_runs_both_modes_for_hpo_and_one_cell_for_the_rest(tmp_path):
@@ -53,27 +49,22 @@ def test_a_list_runs_both_modes_for_hpo_and_one_cell_for_the_rest(tmp_path):
                           "002-D_hpo-ray-fifo-reuse_actors-p1", "003-D_ens-ray-p1"]
     assert "reuse_actors" in both["002-D_hpo-ray-fifo-reuse_actors-p1"].label
     assert [c.options["reuse_actors"] for c in list(both.values())[:2]] == [False, True]
-    legacy, reuse = _cells(tmp_path), _cells(tmp_path, "reuse_actors = true")
+    legacy = _cells(tmp_path, "reuse_actors = false")
+    reuse = _cells(tmp_path, "reuse_actors = true")
     assert both["001-D_hpo-ray-fifo-no-reuse_actors-p1"].key == \
         legacy["001-D_hpo-ray-fifo-p1"].key
     assert both["002-D_hpo-ray-fifo-reuse_actors-p1"].key == reuse["001-D_hpo-ray-fifo-p1"].key
     assert both["003-D_ens-ray-p1"].key == legacy["002-D_ens-ray-p1"].key
 
 
-def test_a_new_default_keys_the_hpo_cells_that_now_reuse(tmp_path, monkeypatch):
-    """Should reuse become the default, a campaign silent about it runs reuse and gets its
-    key — never the legacy one, whose rows were fresh processes per trial."""
-    asked = _cells(tmp_path, "reuse_actors = true")
-
-    @dataclass(frozen=True)
-    class Flipped(RayOptions):
-        reuse_actors: bool | list[bool] = option(True, axis=True, legacy=False,  # noqa: RUF009
-                                                 workloads=("hpo",))
-
-    load_builtins()
-    monkeypatch.setitem(EXECUTORS.items, "ray", dataclasses.replace(EXECUTORS.get("ray"),
-                                                                    options=Flipped))
-    assert _ids(_cells(tmp_path)) == _ids(asked)
+def test_the_default_reuses_and_is_keyed_as_asked(tmp_path):
+    """Reuse is the default (bench/RESULTS.md, part strategies): a campaign silent about it
+    runs reuse and gets the key of ``reuse_actors = true`` — never the legacy one, whose rows
+    were fresh processes per trial (docs/measurement.md, the re-pin table)."""
+    assert RAY_REUSE_DEFAULT is True
+    silent = _cells(tmp_path)
+    assert _ids(silent) == _ids(_cells(tmp_path, "reuse_actors = true"))
+    assert _ids(silent) != _ids(_cells(tmp_path, "reuse_actors = false"))
 
 
 @pytest.mark.parametrize("nodes, count, gpu, expected", [
