@@ -45,7 +45,7 @@ from engine.bounds import CAMPAIGN
 from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.executor_options import check_table
-from engine.define.precision import parse_axis
+from engine.precision import parse_axis
 from engine.define.paths import check_campaign_name, user_path
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
@@ -90,7 +90,7 @@ class Campaign:
     monitor: bool = True
     monitor_interval_s: float = 0.5
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: The precision axis (``engine.define.precision``): one cell per value, in order;
+    #: The precision axis (``engine.precision``): one cell per value, in order;
     #: None when the campaign sets none (each experiment's default or legacy amp flag).
     precision: list[str] | None = None
     source: Path | None = None

@@ -25,7 +25,7 @@ from engine.define.experiment import (  # noqa: F401
 )
 from engine.define.paths import check_experiment_id
 from engine.define.workloads import WORKLOADS
-from engine.define.precision import check_value
+from engine.precision import check_value
 from engine.errors import ConfigError, known, nearest
 
 

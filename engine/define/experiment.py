@@ -76,7 +76,7 @@ class Experiment:
     description: str = ""
     val_fraction: float = 0.2
     split_seed: int = 0
-    #: The experiment's default precision (``engine.define.precision``); None: its jobs'
+    #: The experiment's default precision (``engine.precision``); None: its jobs'
     #: legacy ``amp`` flags decide. Left out of :meth:`to_dict` while None, so that keys
     #: pinned before the precision axis existed stay (docs/measurement.md, "Cell keys").
     precision: str | None = None

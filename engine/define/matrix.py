@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
-from engine.define import precision as precision_lib
+from engine import precision as precision_lib
 from engine.define.campaign import Campaign
 from engine.define.workloads import expand
 from engine.errors import ConfigError
@@ -59,7 +59,7 @@ class CellSpec:
     #: The values of the options this cell's campaign sweeps as a list (mp's ``start``),
     #: e.g. ``forkserver``: in the slug and label; None when none is swept.
     variant: str | None = None
-    #: The requested precision (``engine.define.precision``): the campaign's axis value,
+    #: The requested precision (``engine.precision``): the campaign's axis value,
     #: else the experiment's default; None when neither is set (the jobs' legacy ``amp``
     #: flags decide). Hashed only off the legacy behaviour (``precision.hashed``).
     precision: str | None = None
