@@ -5,19 +5,14 @@ a ``precision`` (the fugue harness's) count as what their ``amp`` says."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pandas as pd
+import pytest
 
 from engine.results.analysis import speedups
 from engine.results.load import runs_from_frames
 from fugue_tui.figures import cell_label
 from fugue_tui.format import MISSING
 from fugue_tui.report import _cell_values
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _row(executor: str, t: float, precision: str, group: str) -> dict:
@@ -75,22 +70,20 @@ def test_labels_name_the_precision_and_harness_rows_count_as_their_amp():
     assert list(harness.groups["precision"]) == ["amp-fp16", "fp32"]
 
 
-def test_report_baseline_flag(tmp_path):
+def test_report_baseline_flag(tmp_path, capsys, monkeypatch):
+    from fugue_tui.cli import main
+
     runs = _runs()
     runs.groups.drop(columns=[c for c in runs.groups.columns if c in ("row", "machine")]) \
         .to_csv(tmp_path / "master_groups.csv", index=False)
     pd.DataFrame([_job(g, a) for g, a in (("g1", 0.9), ("g2", 0.8), ("g3", 0.9), ("g4", 0.8))]) \
         .to_csv(tmp_path / "master_individual.csv", index=False)
-    out = subprocess.run([sys.executable, "-m", "fugue_tui", "report", str(tmp_path),
-                          "--baseline", "fp32", "--width", "200"], capture_output=True,
-                         text=True, timeout=120, cwd=tmp_path,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
-                              "COLUMNS": "200"})
-    assert out.returncode == 0, out.stderr
-    assert "seq fp32" in out.stdout and "16.000" in out.stdout
-    assert "against seq in fp32 for every precision" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "fugue_tui", "report", str(tmp_path),
-                          "--baseline", "fp8"], capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
-    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
-    assert "'fp8'" in bad.stderr
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["report", str(tmp_path), "--baseline", "fp32", "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "seq fp32" in out and "16.000" in out
+    assert "against seq in fp32 for every precision" in out
+    with pytest.raises(SystemExit) as stop:
+        main(["report", str(tmp_path), "--baseline", "fp8"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and "'fp8'" in err

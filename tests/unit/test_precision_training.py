@@ -193,9 +193,10 @@ def test_stacked_equals_seq_within_the_bound_of_each_precision(precision, built)
             assert (route["route"], route["check"]) == ("vectorised", "verified"), route
         if precision in ("amp-fp16", *BF16):  # applied in the stack, not only recorded
             assert any(u.final_train_loss != f.final_train_loss for u, f in zip(uni, fp32, strict=True))
-        if precision == "bf16":
-            assert all(next(built["unified"][u.job.job_id].parameters()).dtype
-                       == torch.bfloat16 for u in uni)
+        # bf16: bfloat16 weights; AMP: float32 weights (and optimizer state), autocast only
+        want = torch.bfloat16 if precision == "bf16" else torch.float32
+        assert all(next(built["unified"][u.job.job_id].parameters()).dtype == want
+                   for u in uni)
         for s, u in zip(seq, uni, strict=True):
             assert (s.status, u.status) == ("ok", "ok")
             assert u.precision == s.precision
