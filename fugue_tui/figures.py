@@ -150,12 +150,14 @@ class Results:
         return next(f for f in self.figures if f.key == key)
 
 
-def build(runs, by_campaign: bool = False, n_boot: int = 2000) -> Results:
+def build(runs, by_campaign: bool = False, n_boot: int = 2000,
+          baseline_precision: str | None = None) -> Results:
     """The table and the figures of ``runs`` (:class:`engine.results.load.Runs`)."""
     from engine.results.analysis import MIN_BOOT_N, cell_columns, speedups
 
     keys = cell_columns(by_campaign)
-    table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot)
+    table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot,
+                     baseline_precision=baseline_precision)
     if len(table):
         table = table.merge(_extra(runs, keys), on=keys, how="left", sort=False)
     else:

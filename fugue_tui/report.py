@@ -211,7 +211,7 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
 def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    by_campaign: bool = False,
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
-                   what: str = "export folder") -> list[Path]:
+                   what: str = "export folder", baseline: str | None = None) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
     same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
     A figure with nothing measured is not written: ``skipped``, when given, receives
@@ -221,6 +221,8 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     the files an export owns (:func:`check_export`); with
     ``overwrite`` they are replaced, and a skipped figure's file left by an earlier export
     is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
+    ``baseline``: a precision every cell is compared with (``--baseline fp32``), as in the
+    terminal report.
     The dashboard's Results screen calls this too.
 
     Raises:
@@ -231,7 +233,7 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     from fugue_tui.figures import build
 
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
-    results = build(runs, by_campaign=by_campaign)
+    results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
     try:
         for path in present:  # replaced by new files, never written through a link
             path.unlink()
@@ -327,7 +329,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         # the formats and the folder first, before any result is read, printed or written
         check_export(export_dir, formats, overwrite, "--export")
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
-                       by_campaign, skipped, overwrite=overwrite, what="--export")
+                       by_campaign, skipped, overwrite=overwrite, what="--export",
+                       baseline=baseline)
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign, baseline=baseline)
     if export_dir is not None:

@@ -13,6 +13,7 @@ from typing import Any
 from engine.cell.output import say
 from engine.cell.protocol import safe_name
 from engine.errors import OutputError
+from engine.precision import AMP_PRECISIONS
 from engine.results.rows import JobRow, group_static
 
 
@@ -137,7 +138,9 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "train_throughput_sps": r.train_throughput_sps if r.status == "ok" else None,
             "val_time_s": r.val_time_s,
             "threads": spec["threads"], "compile_mode": r.compile_mode,
-            "amp_requested": job.amp, "param_count": r.param_count,
+            # what the job was asked to run: the legacy flag, or an autocast precision
+            "amp_requested": r.precision_requested in AMP_PRECISIONS,
+            "param_count": r.param_count,
             "precision": r.precision, "energy_method": "none",
             "precision_requested": r.precision_requested,
             "precision_reason": r.precision_reason or None,

@@ -69,6 +69,7 @@ def test_job_rows_and_cells_carry_the_precision(precision_run):
         assert j["status"] == "ok", j["error"]
         assert j["precision"] == ("fp32" if j["precision_requested"] == "tf32"
                                   else j["precision_requested"])
+        assert j["amp_requested"] == str(j["precision_requested"] == "amp-fp16")
         if j["precision_requested"] == "amp-fp16":
             assert int(j["amp_skipped_steps"]) >= 0 and j["amp"] == "True"
         else:
