@@ -15,4 +15,5 @@ PARTS: dict[str, str] = {
     "monitor_overhead": "the monitor's CPU share and T_group with the monitor on and off",
     "dashboard_cost": "the dashboard's CPU share and keypress latency",
     "results_scale": "load, aggregate and chart results files of 1k-100k group rows",
+    "precision": "fp32, amp-bf16 and bf16 for seq and unified_model on D_ens at K = 32 (CPU)",
 }

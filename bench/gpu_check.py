@@ -413,7 +413,9 @@ class CheckCampaign:
 _KEEP = ("exp_id", "executor", "status", "error", "T_group", "throughput_group",
          "energy_group", "energy_method", "gpu_util_mean", "vram_peak_mb", "gpu_uuid",
          "features", "features_requested", "features_reason", "rung", "compile_mode",
-         "mps_used", "mps_thread_pct", "gpu_compute_mode", "executor_info", "monitor_cpu_share")
+         "mps_used", "mps_thread_pct", "gpu_compute_mode", "executor_info", "monitor_cpu_share",
+         "precision", "precision_requested", "precision_reason", "amp_skipped_steps",
+         "backend_flags", "torch_peak_allocated_mb")
 
 
 def _keep(row: dict[str, str]) -> dict[str, str | None]:
@@ -614,6 +616,64 @@ def ray(run: PartRun) -> tuple[str, dict[str, Any]]:
     numbers = {"rows": [_keep(r) for r in rows]}
     if not rows or any(r["status"] != "ok" for r in rows):
         raise Failed(detail or "no rows", numbers)
+    return detail, numbers
+
+
+#: The precision axis, every value (engine.precision.PRECISIONS; written out: the check
+#: plans through the runner, not the engine's names).
+_PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "bf16")
+
+
+@part("precision", budget_s=210, needs=("pynvml", "torch", "psutil", "filelock"),
+      default=False)
+def precision(run: PartRun) -> tuple[str, dict[str, Any]]:
+    """The precision axis on CUDA: the K = 4 resnet18 ensemble under seq and unified_model
+    in all five precisions (fp32, tf32, amp-fp16, amp-bf16, bf16; ten cells): each row ran
+    what it asked, TF32 on in the tf32 rows' backend_flags, the GradScaler's skipped steps
+    under amp-fp16, and per precision T_group, peak memory and the unified/seq speedup
+    (like with like)."""
+    values = ", ".join(json.dumps(p) for p in _PRECISIONS)
+    camp = run.campaign("gpu_precision", 'experiments = ["G_mp"]\n'
+                        'executors = ["seq", "unified_model"]\n'
+                        f"precision = [{values}]\n",
+                        # planned in the dry run; not rehearsed: ten CPU cells would add
+                        # half a minute to CI, and tests/e2e/test_precision_cells.py runs
+                        # the axis in real cells there already
+                        rehearse=False)
+    gpu = run.gpu()
+    cc = gpu.get("compute_capability")
+    if cc and tuple(int(x) for x in cc.split(".")) < (8, 0):
+        raise Skip(f"compute capability {cc}: bf16 and TF32 need 8.0+ (the runner refuses "
+                   "them while planning)")
+    rows = camp.run()
+    by = {(r["executor"], r.get("precision_requested")): r for r in rows}
+    parts, bad = [], []
+    numbers: dict[str, Any] = {"rows": [_keep(r) for r in rows], "compute_capability": cc}
+    for name in _PRECISIONS:
+        seq, uni = by.get(("seq", name)), by.get(("unified_model", name))
+        for r in (seq, uni):
+            if r is None or r["status"] != "ok":
+                bad.append(f"{name}: {(r or {}).get('status', 'no row')} "
+                           f"{(r or {}).get('error', '')[:120]}")
+            elif r.get("precision") != name:
+                bad.append(f"{name}: ran {r.get('precision')} ({r.get('precision_reason')})")
+            elif name == "tf32" and not json.loads(r["backend_flags"]).get(
+                    "cuda_matmul_allow_tf32"):
+                bad.append("tf32: TF32 not on in backend_flags")
+            elif (name == "amp-fp16") != (r.get("amp_skipped_steps") not in (None, "")):
+                bad.append(f"{name}: amp_skipped_steps {r.get('amp_skipped_steps')!r}")
+        if seq and uni and seq["status"] == uni["status"] == "ok":
+            ts, tu = _f(seq["T_group"]), _f(uni["T_group"])
+            speedup = ts / tu if ts and tu else None
+            numbers[name] = {"T_group_seq": ts, "T_group_unified": tu, "speedup": speedup,
+                             "peak_mb_seq": _f(seq.get("torch_peak_allocated_mb")),
+                             "peak_mb_unified": _f(uni.get("torch_peak_allocated_mb")),
+                             "amp_skipped_steps": uni.get("amp_skipped_steps")}
+            parts.append(f"{name}: seq {ts:.1f} s, unified {tu:.1f} s ({speedup:.2f}x)"
+                         if speedup else f"{name}: T_group missing")
+    detail = "; ".join(parts + bad)
+    if bad:
+        raise Failed(detail, numbers)
     return detail, numbers
 
 

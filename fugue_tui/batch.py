@@ -149,8 +149,11 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     and long experiment ids, compile modes and variants folded inside their column."""
     planned = runner.plan()
     variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
+    # The precision column only when some cell asks for one: plans without the axis print
+    # as they always did.
+    precisions = any(p.cell.precision for p in planned)
     columns = ["#", "experiment", "executor"] + (["variant"] if variants else []) + [
-        "compile", "pass", "jobs", "cell key", "would"]
+        "compile"] + (["precision"] if precisions else []) + ["pass", "jobs", "cell key", "would"]
     notes: dict[str, list[int]] = {}
     rows = []
     for p in planned:
@@ -162,7 +165,9 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
         if p.skip:
             notes.setdefault(p.skip, []).append(c.index)
             would = f"skip [{list(notes).index(p.skip) + 1}]"
-        rows.append([str(c.index), c.exp_id, c.executor, *variant, c.compile_mode,
+        precision = ([c.precision or ("amp-fp16 (amp flag)" if any(j["amp"] for j in c.jobs)
+                                     else "fp32")] if precisions else [])
+        rows.append([str(c.index), c.exp_id, c.executor, *variant, c.compile_mode, *precision,
                      str(c.pass_index), str(len(c.jobs)), c.key, would])
     title = f"{len(planned)} cell{'' if len(planned) == 1 else 's'} of {shown or path}"
     table = _plan_table(title, columns, rows, compact=False)

@@ -153,6 +153,9 @@ def _add_report(sub) -> None:
     report.add_argument("--campaign", metavar="ID", help="only the rows of this campaign id")
     report.add_argument("--by-campaign", action="store_true",
                         help="compare only rows of the same campaign file (campaign_hash)")
+    report.add_argument("--baseline", metavar="PRECISION", choices=_precisions(),
+                        help="speedups and accuracy parity of every precision against seq in "
+                             "this one (e.g. fp32); default: seq of each cell's own precision")
     report.add_argument("--width", type=int, metavar="N",
                         help="layout width in columns (default: the terminal's)")
     report.add_argument("--export", metavar="DIR",
@@ -176,6 +179,12 @@ def _add_bench(sub) -> None:
                        help="the part's own options (see fugue-tui bench PART --help)")
     bench.add_argument("--check", action="store_true",
                        help="verify that bench/RESULTS.md matches the committed CSV files")
+
+
+def _precisions() -> tuple[str, ...]:
+    from engine.precision import PRECISIONS
+
+    return PRECISIONS
 
 
 def _at_least(low: int):
@@ -281,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_report(user_path(given, what) if given is not None else "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width, export_dir=args.export,
-                              formats=args.format, overwrite=args.overwrite)
+                              formats=args.format, overwrite=args.overwrite,
+                              baseline=args.baseline)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":

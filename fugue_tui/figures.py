@@ -64,8 +64,8 @@ class Figure:
 
 
 def cell_label(row: dict[str, Any], machines: int = 1) -> str:
-    """``exp executor`` plus compile mode, scheduler, features, mp's start, Ray Tune's actors
-    and ablation rung when set; the machine first when the rows come from several."""
+    """``exp executor`` plus compile mode, scheduler, features, mp's start, Ray Tune's actors,
+    ablation rung and precision (other than fp32) when set; the machine first when the rows come from several."""
     parts = [str(row.get("exp_id", "")), str(row.get("executor", ""))]
     mode = str(row.get("compile_mode", "") or "off")
     if mode != "off":
@@ -77,6 +77,9 @@ def cell_label(row: dict[str, Any], machines: int = 1) -> str:
     rung = str(row.get("rung", "") or "")
     if rung and rung != "nan":
         parts.append(f"rung {rung}")
+    precision = str(row.get("precision", "") or "")
+    if precision and precision not in ("fp32", "nan"):
+        parts.append(precision)
     label = " ".join(parts)
     return f"{row.get('machine')}: {label}" if machines > 1 else label
 
@@ -147,12 +150,14 @@ class Results:
         return next(f for f in self.figures if f.key == key)
 
 
-def build(runs, by_campaign: bool = False, n_boot: int = 2000) -> Results:
+def build(runs, by_campaign: bool = False, n_boot: int = 2000,
+          baseline_precision: str | None = None) -> Results:
     """The table and the figures of ``runs`` (:class:`engine.results.load.Runs`)."""
     from engine.results.analysis import MIN_BOOT_N, cell_columns, speedups
 
     keys = cell_columns(by_campaign)
-    table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot)
+    table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot,
+                     baseline_precision=baseline_precision)
     if len(table):
         table = table.merge(_extra(runs, keys), on=keys, how="left", sort=False)
     else:

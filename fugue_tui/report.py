@@ -47,10 +47,12 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
         speedup = "n/a (no seq)"
     ci = fmt_text(row.get("ci"))
     bad = row.get("not_ok")
+    precision = fmt_text(row.get("precision"))
     variant = " ".join(v for v in (fmt_text(row.get("scheduler")),
                                    fmt_text(row.get("features")),
                                    fmt_text(row.get("mp_start")),
-                                   fmt_text(row.get("tune_actors"))) if v)
+                                   fmt_text(row.get("tune_actors")),
+                                   precision if precision != "fp32" else "") if v)
     seq_acc = MISSING
     if fmt_number(row.get("seq_acc_mean"), ".3f") != MISSING:
         seq_acc = (f"{fmt_number(row.get('seq_acc_mean'), '.3f')} "
@@ -209,7 +211,7 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
 def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    by_campaign: bool = False,
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
-                   what: str = "export folder") -> list[Path]:
+                   what: str = "export folder", baseline: str | None = None) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
     same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
     A figure with nothing measured is not written: ``skipped``, when given, receives
@@ -219,6 +221,8 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     the files an export owns (:func:`check_export`); with
     ``overwrite`` they are replaced, and a skipped figure's file left by an earlier export
     is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
+    ``baseline``: a precision every cell is compared with (``--baseline fp32``), as in the
+    terminal report.
     The dashboard's Results screen calls this too.
 
     Raises:
@@ -229,7 +233,7 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     from fugue_tui.figures import build
 
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
-    results = build(runs, by_campaign=by_campaign)
+    results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
     try:
         # each file is replaced in one rename (fugue_tui.export.replaced), never written
         # through a link; an earlier export's file this one does not write is removed after
@@ -252,14 +256,16 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
 
 def print_report(runs_dir: str | os.PathLike[str], console: Console,
                  campaign_id: str | None = None, width: int | None = None,
-                 by_campaign: bool = False, chart: bool = True) -> int:
+                 by_campaign: bool = False, chart: bool = True,
+                 baseline: str | None = None) -> int:
     """Print the tables and the speedup chart of the results under ``runs_dir``; return the
     number of cells reported.
 
     ``campaign_id``: only that campaign's rows (an unknown id raises a one-line
     :class:`~engine.errors.FugueError`). ``width``: the chart's width (default: the
-    console's). Raises :class:`engine.results.load.NoResultsError` without
-    ``master_groups.csv``.
+    console's). ``baseline``: a precision every cell's speedup and accuracy parity are
+    against (``--baseline fp32``), instead of seq of the cell's own precision. Raises
+    :class:`engine.results.load.NoResultsError` without ``master_groups.csv``.
     """
     from engine.results.analysis import cell_status, speedups
 
@@ -269,13 +275,13 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     if not len(runs.groups):
         console.print(f"no result rows in {runs_dir}")
         return 0
-    table = speedups(runs, by_campaign=by_campaign)
+    table = speedups(runs, by_campaign=by_campaign, baseline_precision=baseline)
     status = cell_status(runs, by_campaign=by_campaign)
     prefix = f"campaign {campaign_id}: " if campaign_id else ""
     for t in build_tables(table, status, by_campaign, title_prefix=prefix,
                           width=width or console.width):
         console.print(t)
-    notes = _notes(table)
+    notes = _notes(table, baseline)
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != "seq").any():
@@ -288,14 +294,16 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     return len(table)
 
 
-def _notes(table) -> list[str]:
+def _notes(table, baseline: str | None = None) -> list[str]:
     from engine.results.analysis import MIN_BOOT_N
 
     if not len(table):
         return []
+    against = (f"seq in {baseline} for every precision" if baseline
+               else "seq of the same precision")
     lines = ["speedup = mean seq T_group ÷ mean T_group over passes (ratio of means), against "
-             "seq on the same machine and stack; 95% CI: percentile bootstrap, only with "
-             f">= {MIN_BOOT_N} passes on both sides (else n/a)."]
+             f"{against} on the same machine and stack; 95% CI: percentile bootstrap, only "
+             f"with >= {MIN_BOOT_N} passes on both sides (else n/a)."]
     if (table["parity"] != "n/a").any():
         lines.append("parity: within / OUTSIDE = the cell's mean validation accuracy lies "
                      "within / outside the [min, max] of its seq baseline's jobs over all "
@@ -306,7 +314,8 @@ def _notes(table) -> list[str]:
 def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                by_campaign: bool = False, width: int | None = None,
                export_dir: str | os.PathLike[str] | None = None,
-               formats: str = "png,svg,tex", overwrite: bool = False) -> int:
+               formats: str = "png,svg,tex", overwrite: bool = False,
+               baseline: str | None = None) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
@@ -322,9 +331,10 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         # the formats and the folder first, before any result is read, printed or written
         check_export(export_dir, formats, overwrite, "--export")
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
-                       by_campaign, skipped, overwrite=overwrite, what="--export")
+                       by_campaign, skipped, overwrite=overwrite, what="--export",
+                       baseline=baseline)
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
-                 by_campaign=by_campaign)
+                 by_campaign=by_campaign, baseline=baseline)
     if export_dir is not None:
         console.print(Text(f"figures and LaTeX table written to {export_dir}"))
         for names, why in skipped:

@@ -261,7 +261,8 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
                          f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
     compile_mode = cell["compile_mode"]
     settings = TrainSettings(device=device, compile_mode=compile_mode,
-                             amp_allowed=device.type == "cuda")
+                             amp_allowed=device.type == "cuda",
+                             precision=cell.get("precision"))
     jobs = [JobSpec.from_dict(j) for j in cell["jobs"]]
     spec_exec = EXECUTORS.get(cell["executor"])
     # Executors whose workers load their own data and own the device (mp, ray): the

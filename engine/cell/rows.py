@@ -13,6 +13,7 @@ from typing import Any
 from engine.cell.output import say
 from engine.cell.protocol import safe_name
 from engine.errors import OutputError
+from engine.precision import AMP_PRECISIONS
 from engine.results.rows import JobRow, group_static
 
 
@@ -64,6 +65,16 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
     return out
 
 
+def group_precision(results) -> str:
+    """The group's ``precision``: its jobs' when they agree (always under a ``precision``
+    request), else ``amp-fp16`` when some ran it (a legacy multi_model with amp members),
+    as before the precision axis."""
+    ran = {r.precision for r in results}
+    if len(ran) == 1:
+        return ran.pop()
+    return "amp-fp16" if any(r.amp_applied for r in results) else "fp32"
+
+
 def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                 executor_group: dict[str, Any], monitor=None) -> str:
     from engine.registry import EXECUTORS
@@ -77,7 +88,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
              f"{failed[0].error}") if failed else ""
     total_samples = sum(r.samples for r in results)
     amp_applied = any(r.amp_applied for r in results)
-    precision = "amp-fp16" if amp_applied else "fp32"
+    precision = group_precision(results)
     compiled = [r.compile_mode for r in results if r.compile_mode != "off"]
     spec_exec = EXECUTORS.get(cell["executor"])
     train_wall = (sum(r.train_time_s or 0.0 for r in results)
@@ -96,7 +107,10 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
         energy_method=facts.get("energy_method") or "none",
         torch_peak_allocated_mb=max_present(r.torch_peak_allocated_mb for r in results),
         torch_peak_reserved_mb=max_present(r.torch_peak_reserved_mb for r in results),
-        compile_warmup_s=sum_present(r.compile_warmup_s for r in results))
+        compile_warmup_s=sum_present(r.compile_warmup_s for r in results),
+        precision_reason=next((r.precision_reason for r in results if r.precision_reason),
+                              None),
+        amp_skipped_steps=sum_present(r.amp_skipped_steps for r in results))
     # What the executor measured or decided (effective scheduler and features, max_parallel,
     # MPS use, its plan) overrides the generic values above.
     group.update(executor_group)
@@ -124,8 +138,13 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "train_throughput_sps": r.train_throughput_sps if r.status == "ok" else None,
             "val_time_s": r.val_time_s,
             "threads": spec["threads"], "compile_mode": r.compile_mode,
-            "amp_requested": job.amp, "param_count": r.param_count,
-            "precision": "amp-fp16" if r.amp_applied else "fp32", "energy_method": "none",
+            # what the job was asked to run: the legacy flag, or an autocast precision
+            "amp_requested": r.precision_requested in AMP_PRECISIONS,
+            "param_count": r.param_count,
+            "precision": r.precision, "energy_method": "none",
+            "precision_requested": r.precision_requested,
+            "precision_reason": r.precision_reason or None,
+            "amp_skipped_steps": r.amp_skipped_steps,
             "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None, "worker_start_s": r.worker_start_s,

@@ -11,6 +11,8 @@
     device = "auto"                     # auto | cpu | cuda | cuda:N
     compile = "off"                     # off | on | both
     compile_mode = "default"            # torch.compile mode when compile is on
+    precision = ["fp32", "bf16"]        # fp32 | tf32 | amp-fp16 | amp-bf16 | bf16, or a
+                                        # list (one cell each); amp = true = "amp-fp16"
     threads = 0                         # torch threads per cell process; 0 = all cores
     retries = 0                         # automatic retries of a failed or hung cell
     monitor = true                      # the per-cell sampler (engine/measure/monitor.py)
@@ -43,6 +45,7 @@ from engine.bounds import CAMPAIGN
 from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.executor_options import check_table
+from engine.precision import parse_axis
 from engine.define.paths import check_campaign_name, user_path
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
@@ -59,6 +62,7 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "compile": (str,), "compile_mode": (str,), "threads": (int,),
     "experiments_file": (str,), "options": (dict,), "description": (str,),
     "retries": (int,), "watchdog": (dict,), "monitor": (bool,), "monitor_interval_s": (float,),
+    "precision": (str, list), "amp": (bool,),
 }
 _WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
     "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
@@ -86,6 +90,9 @@ class Campaign:
     monitor: bool = True
     monitor_interval_s: float = 0.5
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The precision axis (``engine.precision``): one cell per value, in order;
+    #: None when the campaign sets none (each experiment's default or legacy amp flag).
+    precision: list[str] | None = None
     source: Path | None = None
     file_hash: str = ""
     catalogue: Catalogue | None = field(default=None, compare=False, repr=False)
@@ -100,6 +107,7 @@ class Campaign:
                 "threads": self.threads, "retries": self.retries,
                 "watchdog": self.watchdog.__dict__, "options": self.options,
                 "monitor": self.monitor, "monitor_interval_s": self.monitor_interval_s,
+                "precision": self.precision,
                 "source": str(self.source) if self.source else None, "file_hash": self.file_hash,
                 "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else []}
 
@@ -182,6 +190,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     if compile_mode not in COMPILE_MODES:
         raise ConfigError(f"{where}: key 'compile_mode' must be one of {', '.join(COMPILE_MODES)}, "
                           f"got {compile_mode!r}{nearest(compile_mode, COMPILE_MODES)}")
+    precision = parse_axis(doc, at("precision") if "precision" in given else where)
     device = doc.get("device", "auto")
     if not _DEVICE.match(device):
         raise ConfigError(f"{at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
@@ -213,7 +222,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         runs_dir=runs_dir, device=device, compile=compile_choice,
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
-        options=options, source=source,
+        options=options, precision=precision, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings)
 
 

@@ -25,6 +25,7 @@ from engine.define.experiment import (  # noqa: F401
 )
 from engine.define.paths import check_experiment_id
 from engine.define.workloads import WORKLOADS
+from engine.precision import check_value
 from engine.errors import ConfigError, known, nearest
 
 
@@ -52,6 +53,15 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
     # A plugin type's parse derives K its own way: bounded here before anything expands.
     check_job_count(k, where, f"it expands into {k} jobs")
     check_counts(values, where)  # every job field finite and in range (engine.bounds)
+    precision = table.get("precision")
+    # Both keys in the same table is an error; a user's override of a built-in amp = true
+    # experiment with precision = "bf16" is not (its own keys are user_keys).
+    own = user_keys or frozenset(table)
+    if precision is not None:
+        if "amp" in own:
+            raise ConfigError(f"{where}: keys 'amp' and 'precision' are both set; keep one "
+                              "('amp = true' means precision = \"amp-fp16\")")
+        check_value(precision, where)
     return Experiment(
         id=exp_id, type=wtype, k=k, model=values.get("model"), dataset=values.get("dataset"),
         task=values["task"], batch_size=values.get("batch_size"), epochs=values.get("epochs"),
@@ -61,6 +71,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
         search_space=dict(values.get("search_space") or {}), members=tuple(members),
         family=values["family"], size=values["size"], description=values["description"],
         val_fraction=float(values["val_fraction"]), split_seed=values["split_seed"],
+        precision=precision,
         source=where.split(":")[0], user_keys=user_keys,
     )
 

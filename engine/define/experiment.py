@@ -27,7 +27,7 @@ OPTIMIZER_KWARGS: dict[str, tuple[type, ...]] = {
 EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     **JOB_FIELDS, "type": (str,), "family": (str,), "k": (int,), "size": (str,),
     "search_space": (dict,), "members": (list,), "description": (str,),
-    "val_fraction": (float,), "split_seed": (int,),
+    "val_fraction": (float,), "split_seed": (int,), "precision": (str,),
 }
 #: Other spellings of job fields, suggested for an unknown key (difflib finds none of these).
 ALIASES: dict[str, str] = {
@@ -76,6 +76,10 @@ class Experiment:
     description: str = ""
     val_fraction: float = 0.2
     split_seed: int = 0
+    #: The experiment's default precision (``engine.precision``); None: its jobs'
+    #: legacy ``amp`` flags decide. Left out of :meth:`to_dict` while None, so that keys
+    #: pinned before the precision axis existed stay (docs/measurement.md, "Cell keys").
+    precision: str | None = None
     source: str = ""
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -88,6 +92,8 @@ class Experiment:
     def to_dict(self) -> dict[str, Any]:
         """The resolved definition (JSON-able), as written into cell specs and hashed into keys."""
         out = {k: v for k, v in self.__dict__.items() if k not in ("source", "user_keys")}
+        if out["precision"] is None:
+            del out["precision"]
         out["members"] = [dict(m) for m in self.members]
         return out
 

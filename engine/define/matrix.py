@@ -19,11 +19,13 @@ an axis too, a list of values runs one cell each (``start = ["forkserver", "spaw
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
+from engine import precision as precision_lib
 from engine.define.campaign import Campaign
 from engine.define.workloads import expand
 from engine.errors import ConfigError
@@ -57,6 +59,10 @@ class CellSpec:
     #: The values of the options this cell's campaign sweeps as a list (mp's ``start``),
     #: e.g. ``forkserver``: in the slug and label; None when none is swept.
     variant: str | None = None
+    #: The requested precision (``engine.precision``): the campaign's axis value,
+    #: else the experiment's default; None when neither is set (the jobs' legacy ``amp``
+    #: flags decide). Hashed only off the legacy behaviour (``precision.hashed``).
+    precision: str | None = None
 
     @property
     def label(self) -> str:
@@ -69,13 +75,16 @@ class CellSpec:
             parts.append(self.scheduler)
         if self.compile_mode != "off":
             parts.append(f"compile={self.compile_mode}")
+        if self.precision not in (None, "fp32"):
+            parts.append(self.precision)
         return " ".join(parts) + f" pass {self.pass_index}"
 
     @property
     def slug(self) -> str:
         """A folder name: ``003-D_ens-seq-p1``."""
         comp = "" if self.compile_mode == "off" else f"-c{self.compile_mode}"
-        extra = "".join(f"-{v}" for v in (self.scheduler, self.rung, self.variant) if v)
+        shown = self.precision if self.precision != "fp32" else None
+        extra = "".join(f"-{v}" for v in (self.scheduler, self.rung, self.variant, shown) if v)
         extra = extra.replace("+", "")
         return f"{self.index:03d}-{self.exp_id}-{self.executor}{extra}{comp}-p{self.pass_index}"
 
@@ -126,7 +135,8 @@ def check_plan_size(campaign: Campaign) -> None:
         for executor in campaign.executors:
             table = dict(campaign.options.get(executor, {}))
             n = (len(_variants(campaign, exp.type, executor, table))
-                 * len(_option_points(executor, table, exp.type)))
+                 * len(_option_points(executor, table, exp.type))
+                 * len(campaign.precision or [None]))
             cells += n * campaign.passes
             jobs += n * campaign.passes * exp.k
     where = str(campaign.source) if campaign.source else "campaign"
@@ -157,6 +167,7 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
     check_plan_size(campaign)
     machine_text = ',"machine":' + _dumps(machine) + "}"
     shared: dict[str, tuple[dict[str, Any], list[dict[str, Any]], dict[str, str], str]] = {}
+    precisions: dict[str, list[tuple[str | None, dict[str, str]]]] = {}
     for exp_id in campaign.experiments:
         exp = campaign.catalogue.get(exp_id)
         experiment, jobs = exp.to_dict(), [job.to_dict() for job in expand(exp, campaign.seed)]
@@ -165,6 +176,13 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                     "threads": campaign.threads}
         head, tail = _split_json(workload, texts, "jobs")
         shared[exp_id] = (experiment, jobs, texts, _sha(head, tail).hexdigest()[:16])
+        # The precision axis: the campaign's values, else the experiment's default (None:
+        # the legacy amp flags). A campaign value is hashed only off what runs without it.
+        jobs_amp = [bool(j.get("amp")) for j in jobs]
+        precisions[exp_id] = [
+            (p or exp.precision,
+             {"precision": p} if precision_lib.hashed(p, jobs_amp, exp.precision) else {})
+            for p in (campaign.precision or [None])]
     configs: dict[tuple[str, ...], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
     for pass_index in range(1, campaign.passes + 1):
@@ -173,7 +191,9 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
             exp_type = experiment["type"]
             for executor in campaign.executors:
                 table = dict(campaign.options.get(executor, {}))
-                for point in _variants(campaign, exp_type, executor, table):
+                for point, (precision, hashed) in itertools.product(
+                        _variants(campaign, exp_type, executor, table), precisions[exp_id]):
+                    point = {**point, **hashed}
                     for options, literal, resolved, variant in _option_points(executor, table,
                                                                                exp_type):
                         config = {"experiment": experiment, "jobs": jobs,
@@ -200,7 +220,7 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                             experiment=experiment, jobs=jobs, options=options,
                             max_parallel=options.get("max_parallel"),
                             config_key=config_key, workload_key=workload_key,
-                            variant=variant, **point))
+                            variant=variant, **{**point, "precision": precision}))
     return cells
 
 

@@ -178,6 +178,16 @@ def _device_facts(nvml: Any, handle: Any, uuid: str) -> dict[str, Any]:
             "gpu_power_limit_w": limit / 1000.0 if limit is not None else None}
 
 
+def _compute_capability(nvml: Any, handle: Any) -> str | None:
+    """``"8.0"``: the CUDA compute capability NVML reports (what the precision axis checks
+    bfloat16 and TF32 support against), or None when the driver does not say."""
+    try:
+        major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+    except Exception:
+        return None
+    return f"{int(major)}.{int(minor)}"
+
+
 def resolve_gpu(device: str, environ: Mapping[str, str], nvml: Any = None) -> dict[str, Any] | None:
     """The NVML identity of the device under test, or ``None`` for ``cpu``.
 
@@ -187,7 +197,8 @@ def resolve_gpu(device: str, environ: Mapping[str, str], nvml: Any = None) -> di
     An NVML index is not a CUDA index: CUDA's default order is fastest-first, so the runner
     gives every cell ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES=<uuid>``.
 
-    Returns ``{"uuid", "name", "nvml_index", "how"}`` or ``None`` when NVML is unavailable
+    Returns ``{"uuid", "name", "nvml_index", "compute_capability", "how"}`` (the
+    capability ``"major.minor"``, None when NVML does not say) or ``None`` when NVML is unavailable
     (the cell then reports the missing GPU itself).
 
     Raises:
@@ -211,7 +222,8 @@ def resolve_gpu(device: str, environ: Mapping[str, str], nvml: Any = None) -> di
         for i in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(i)
             gpus.append({"nvml_index": i, "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-                         "name": _text(nvml.nvmlDeviceGetName(handle))})
+                         "name": _text(nvml.nvmlDeviceGetName(handle)),
+                         "compute_capability": _compute_capability(nvml, handle)})
         visible = environ.get("CUDA_VISIBLE_DEVICES")
         if visible is None:
             if index >= len(gpus):
@@ -234,7 +246,7 @@ def resolve_gpu(device: str, environ: Mapping[str, str], nvml: Any = None) -> di
             return {**gpus[n], "how": how}
         if entry.startswith("MIG-"):
             return {"nvml_index": None, "uuid": entry, "name": None,
-                    "how": "CUDA_VISIBLE_DEVICES MIG UUID"}
+                    "compute_capability": None, "how": "CUDA_VISIBLE_DEVICES MIG UUID"}
         matches = [g for g in gpus if g["uuid"].startswith(entry)]
         if len(matches) != 1:
             raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches "

@@ -121,8 +121,11 @@ def machine_identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str
             "gpu_name": gpu.get("name") or "", "torch": dist_version("torch")}
 
 
-def backend_flags() -> dict[str, Any]:
-    """The torch backend flags every cell sets identically (recorded in ``backend_flags``)."""
+def backend_flags(precision: str | None = None) -> dict[str, Any]:
+    """The torch backend flags every cell sets identically (recorded in ``backend_flags``).
+    ``precision``: the precision that runs (``engine.precision``); ``tf32`` turns
+    TF32 matmuls on (float32 matmul precision "high"), every other keeps them off."""
+    tf32 = precision == "tf32"
     return {"cudnn_benchmark": False, "cudnn_deterministic": False,
-            "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,
-            "cudnn_allow_tf32": True}
+            "float32_matmul_precision": "high" if tf32 else "highest",
+            "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": True}

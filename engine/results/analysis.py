@@ -21,7 +21,11 @@ Speedup (:func:`speedups`)
     ``compile_mode``, ``scheduler``, ``features``). The baseline of a cell is the pooled seq
     rows of the same provenance key and experiment with the same ``compile_mode`` when the
     cell is compiled and such rows exist (``baseline = "seq compile=<mode>"``), else the
-    uncompiled seq rows (``baseline = "seq"``); none: NaN and ``baseline = ""``.
+    uncompiled seq rows (``baseline = "seq"``); none: NaN and ``baseline = ""``. Like with
+    like in precision too: the baseline has the cell's ``precision`` (what ran: a bf16
+    unified cell divides bf16 seq rows, labelled ``seq bf16``), unless ``baseline_precision``
+    names one precision for every cell (``fugue-tui report --baseline fp32``: each
+    precision, seq's own included, against fp32 seq; labelled ``seq fp32``).
 
 Confidence interval
     Percentile bootstrap (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993,
@@ -77,7 +81,7 @@ PROVENANCE_COLUMNS: tuple[str, ...] = ("machine", "gpu_name", "torch_version", "
 #: features coincide on a device (B and C on CPU, where there are no streams) are still
 #: different requests and are never pooled with each other or with plain cells.
 CELL_COLUMNS: tuple[str, ...] = ("exp_id", "executor", "compile_mode", "scheduler", "features",
-                                 "rung", "config_key", "mp_start", "tune_actors")
+                                 "rung", "config_key", "mp_start", "tune_actors", "precision")
 
 
 # --------------------------------------------------------------------------- speedups
@@ -228,7 +232,7 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
 
 
 def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
-             seed: int = 0) -> pd.DataFrame:
+             seed: int = 0, baseline_precision: str | None = None) -> pd.DataFrame:
     """One row per cell (provenance key × ``exp_id`` × ``executor`` × ``compile_mode`` ×
     ``scheduler`` × ``features``) of the ok rows, with its speedup over seq.
 
@@ -264,11 +268,13 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                    energy_per_model=ok["energy_group"] / ok["K"].where(ok["K"] > 0))
     cells = _cell_stats(ok, keys)
     # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
-    # experiment definition, jobs, seed and threads; empty in harness rows) × compile mode.
-    base_keys = prov + ["exp_id", "workload_key", "compile_mode"]
+    # experiment definition, jobs, seed and threads; empty in harness rows) × precision
+    # (what ran) × compile mode.
+    base_keys = prov + ["exp_id", "workload_key", "precision", "compile_mode"]
     seq_rows = ok[ok["executor"] == BASELINE_EXECUTOR]
     seq_rows = seq_rows.assign(base=_codes(seq_rows, base_keys))
-    cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys)
+    cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys,
+                                                 baseline_precision)
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
     _accuracy(cells, ok, seq_rows, runs.jobs)
     # Order: provenance key, experiment (each by first appearance), seq first, then cells.
@@ -294,30 +300,43 @@ def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def _against_baselines(cells: pd.DataFrame, seq_rows: pd.DataFrame, prov: list[str],
-                       base_keys: list[str]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+                       base_keys: list[str], baseline_precision: str | None = None
+                       ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """Each cell's seq baseline (``base``, ``n_seq``, ``baseline``: the compiled baseline
-    where it exists, else the uncompiled one) and its ``speedup`` (seq's own: 1). Returns
-    the cells (index reset) and which are seq and which have a baseline."""
+    where it exists, else the uncompiled one; of the cell's precision, or of
+    ``baseline_precision`` for every cell) and its ``speedup`` (seq's own: 1, when it is
+    its own baseline). Returns the cells (index reset) and which are seq cells that are
+    their own baseline and which have a baseline."""
     seq_grouped = seq_rows.groupby("base", sort=False)
     bases = seq_grouped[base_keys].first().join(
         seq_grouped.agg(n_seq=("T_group", "size"), seq_T=("T_group", "mean")))
     bases = bases.reset_index()
     cells = cells.reset_index()
-    same = cells[base_keys].merge(bases, on=base_keys, how="left")
-    uncompiled = cells[prov + ["exp_id", "workload_key"]].merge(
+    wanted = cells[base_keys].copy()
+    if baseline_precision is not None:
+        wanted["precision"] = baseline_precision
+    same = wanted.merge(bases, on=base_keys, how="left")
+    plain = prov + ["exp_id", "workload_key", "precision"]
+    uncompiled = wanted[plain].merge(
         bases[bases["compile_mode"] == "off"].drop(columns="compile_mode"),
-        on=prov + ["exp_id", "workload_key"], how="left")
+        on=plain, how="left")
     use_same = (cells["compile_mode"].to_numpy() != "off") & same["base"].notna().to_numpy()
     cells["base"] = np.where(use_same, same["base"], uncompiled["base"])
     cells["n_seq"] = np.where(use_same, same["n_seq"], uncompiled["n_seq"])
     seq_T = np.where(use_same, same["seq_T"], uncompiled["seq_T"])
     has_base = ~np.isnan(cells["base"].to_numpy(float))
+    base_precision = wanted["precision"].astype(str)
+    # "seq", "seq compile=<mode>", with the baseline's precision unless it is fp32 (and
+    # always under a --baseline: "seq fp32")
+    shown = np.where((base_precision != "fp32") | (baseline_precision is not None),
+                     " " + base_precision, "")
     cells["baseline"] = np.where(
-        use_same, f"{BASELINE_EXECUTOR} compile=" + cells["compile_mode"].astype(str),
-        np.where(has_base, BASELINE_EXECUTOR, ""))
+        use_same, f"{BASELINE_EXECUTOR} compile=" + cells["compile_mode"].astype(str) + shown,
+        np.where(has_base, BASELINE_EXECUTOR + pd.Series(shown, index=cells.index), ""))
     with np.errstate(divide="ignore", invalid="ignore"):
         speedup = seq_T / cells["T_group_mean"].to_numpy(float)
-    is_seq = (cells["executor"] == BASELINE_EXECUTOR).to_numpy()
+    is_seq = ((cells["executor"] == BASELINE_EXECUTOR)
+              & (cells["precision"].astype(str) == base_precision)).to_numpy()
     speedup = np.where(is_seq, 1.0, speedup)
     cells["speedup"] = np.where(np.isfinite(speedup), speedup, np.nan)
     cells["n_seq"] = np.nan_to_num(cells["n_seq"].to_numpy(float)).astype(int)  # a count: 0

@@ -125,7 +125,9 @@ _HARNESS: tuple[Column, ...] = (
     Column("batch_size", I, NUMBER, "batch size"),
     Column("epochs", I, NUMBER, "epochs asked for"),
     Column("lr", I, NUMBER, "learning rate"),
-    Column("amp", I, BOOL, "True when mixed precision actually ran"),
+    Column("amp", I, BOOL,
+           "True when automatic mixed precision (autocast) actually ran: precision amp-fp16 or "
+           "amp-bf16"),
 )
 
 _OURS: tuple[Column, ...] = (
@@ -161,7 +163,8 @@ _OURS: tuple[Column, ...] = (
            "compile setting the campaign asked for (off or a mode); may differ from compile_mode"),
     Column("amp", G),
     Column("amp_requested", G, BOOL,
-           "True when the experiment or campaign asked for automatic mixed precision"),
+           "True when the experiment or campaign asked for automatic mixed precision (the legacy "
+           "amp flag, or precision_requested amp-fp16 or amp-bf16)"),
     Column("features_requested", G, TEXT,
            "unified_model flags asked for, vf:{0|1},s:{0|1},fl:{0|1}; the harness's features "
            "column holds what ran"),
@@ -183,7 +186,9 @@ _OURS: tuple[Column, ...] = (
     Column("param_count", G, NUMBER,
            "parameters of the job's model (job rows) or of all the group's models, count"),
     Column("precision", G, TEXT,
-           "numeric precision training ran in: fp32, or amp-fp16 (autocast + GradScaler)"),
+           "numeric precision training ran in: fp32, tf32, amp-fp16 (autocast + GradScaler), "
+           "amp-bf16 (autocast) or bf16 (bfloat16 weights); precision_requested says what was "
+           "asked"),
     Column("backend_flags", G, JSON,
            "torch backend settings that affect speed (cudnn benchmark, TF32, matmul precision), "
            "compact JSON"),
@@ -327,6 +332,18 @@ _OURS: tuple[Column, ...] = (
            "ray hpo cells: reused (reuse_actors = true: trials run in actors started in "
            "setup and reset per trial) or fresh (a new process per trial, started inside "
            "T_group); empty for other cells"),
+    Column("precision_requested", G, TEXT,
+           "precision the campaign, experiment or legacy amp flag asked for (fp32, tf32, "
+           "amp-fp16, amp-bf16, bf16); `precision` is what ran"),
+    Column("precision_requested", I),
+    Column("precision_reason", G, TEXT,
+           "why the precision that ran is not the requested one (e.g. tf32 on a CPU, the "
+           "legacy amp flag on a CPU); empty when they agree"),
+    Column("precision_reason", I),
+    Column("amp_skipped_steps", I, NUMBER,
+           "optimizer steps the GradScaler skipped (inf/NaN gradients) under amp-fp16, count; "
+           "empty without a GradScaler"),
+    Column("amp_skipped_steps", G),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

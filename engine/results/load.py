@@ -322,6 +322,15 @@ def _unmeasured_zero(frame: pd.DataFrame, column: str) -> None:
     frame.loc[quirk, column] = np.nan
 
 
+def _precision(frame: pd.DataFrame) -> pd.Series:
+    """The precision that ran, for every row: the ``precision`` column, else (rows of the
+    fugue harness, which has only ``amp``) ``amp-fp16`` where ``amp`` is True, ``fp32``
+    otherwise — so every row has one, and the analysis compares like with like."""
+    amp = np.where(_text(frame, "amp").str.lower() == "true", "amp-fp16", "fp32")
+    ran = _text(frame, "precision")
+    return ran.where(ran != "", pd.Series(amp, index=frame.index))
+
+
 def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = None,
                      sources: Sequence[Path] = ()) -> Runs:
     """Normalise frames of strings (as read from the CSV files) into :class:`Runs`."""
@@ -338,6 +347,7 @@ def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = No
     fallback = g["cpu_model"] + " (" + cores + " cores)"
     fallback = fallback.where((g["cpu_model"] != "") | (cores != ""), "unknown machine")
     g["machine"] = g["host"].where(g["host"] != "", fallback)
+    g["precision"] = _precision(g)
     _numeric(g, numeric_columns(GROUPS_FILE))
     _unmeasured_zero(g, "energy_group")
     g["row"] = np.arange(len(g))

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from engine.precision import AMP_PRECISIONS, applied, legacy_request
 from engine.measure.provenance import WINDOW_RULE, backend_flags, host_facts
 from engine.measure.samples import MONITOR_META, samples_on_disk
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, header
@@ -71,6 +72,10 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
     cell = spec["cell"]
     exp = cell["experiment"]
     facts = host_facts()
+    # The cell's requested precision (None: the jobs' legacy amp flags) and, for the
+    # backend flags every process of the cell sets, the one that runs on its device.
+    requested = cell.get("precision")
+    ran = applied(requested, str(spec["device"]).split(":")[0], True)[0] if requested else None
     return GroupRow({
         "group_id": spec.get("group_id") or new_group_id(cell["executor"]),
         "exp_id": cell["exp_id"], "executor": cell["executor"],
@@ -83,13 +88,15 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         "timestamp": timestamp_now(), "cpu_model": facts["cpu_model"],
         "cpu_cores": facts["cpu_cores"], "campaign_id": spec["campaign_id"],
         "cell_key": cell["key"], "pass": cell["pass_index"], "attempt": spec["attempt"],
-        "compile_requested": cell["compile_mode"], "amp_requested": any(
+        "compile_requested": cell["compile_mode"],
+        "amp_requested": requested in AMP_PRECISIONS if requested else any(
             j["amp"] for j in cell["jobs"]),
+        "precision_requested": requested or legacy_request(any(j["amp"] for j in cell["jobs"])),
         "host": facts["host"], "python_version": facts["python_version"],
         "fugue_tui_version": facts["fugue_tui_version"],
         "fugue_tui_commit": facts["fugue_tui_commit"], "campaign_hash": spec["campaign_hash"],
         "device": spec.get("device_requested") or spec["device"], "seed": spec["seed"], "passes": spec["passes"],
-        "backend_flags": backend_flags(), "threads": spec.get("threads"),
+        "backend_flags": backend_flags(ran), "threads": spec.get("threads"),
         # The device under test as the runner resolved it (NVML's UUID): known before the
         # cell starts, so even a cell that died first is recorded on its device.
         "gpu_uuid": spec.get("gpu_uuid"),

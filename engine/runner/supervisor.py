@@ -54,6 +54,7 @@ from engine.define.matrix import CellSpec, build_cells
 from engine.errors import ConfigError, FugueError, OutputError
 from engine.events import EventWriter
 from engine.measure.nvml import resolve_gpu
+from engine.precision import device_refusal
 from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
 from engine.plugins import load_plugins
 from engine.results.columns import GROUPS_FILE, header
@@ -150,6 +151,12 @@ class Runner:
             raise ConfigError(f"device '{campaign.device}': {exc}") from None
         self.machine = {**machine_identity(self.device, self.gpu), "plugins": self.plugins}
         self.cells = build_cells(campaign, self.machine)
+        # A precision the device cannot run (bfloat16/TF32 below compute capability 8.0)
+        # is refused now, with one line, not after a cell trained (engine.precision).
+        refusal = device_refusal([c.precision for c in self.cells if c.precision], self.gpu)
+        if refusal:
+            where = str(campaign.source) if campaign.source else "campaign"
+            raise ConfigError(f"{where}: device '{campaign.device}': {refusal}")
         self.runs_dir = Path(campaign.runs_dir)
         self.campaign_id = campaign.name
         self.folder = RunFolder.of(self.runs_dir, self.campaign_id)

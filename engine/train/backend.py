@@ -32,11 +32,12 @@ def torch_facts(device: Any) -> dict[str, Any]:
     return facts
 
 
-def apply_backend_flags() -> dict[str, Any]:
-    """Set :func:`~engine.measure.provenance.backend_flags` on torch; return them."""
+def apply_backend_flags(precision: str | None = None) -> dict[str, Any]:
+    """Set :func:`~engine.measure.provenance.backend_flags` for ``precision`` (the one that
+    runs; ``tf32`` turns TF32 on) on torch; return them."""
     import torch
 
-    flags = backend_flags()
+    flags = backend_flags(precision)
     torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
     torch.backends.cudnn.deterministic = flags["cudnn_deterministic"]
     torch.set_float32_matmul_precision(flags["float32_matmul_precision"])

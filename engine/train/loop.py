@@ -20,7 +20,6 @@ Only imported inside cell and worker processes (imports torch at module level).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -36,8 +35,18 @@ from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
+from engine.train.backend import apply_backend_flags
 from engine.train.compile_probe import compile_callable, probe_compiled
 from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
+from engine.train.precision import (  # noqa: F401 - autocast: re-exported for the executors
+    JobPrecision,
+    SkipCounter,
+    autocast,
+    cast_input,
+    cast_model,
+    job_precision,
+    make_scaler,
+)
 
 #: How often (seconds) a job reports training progress, besides every epoch end.
 PROGRESS_INTERVAL_S = 0.25
@@ -51,7 +60,10 @@ class TrainSettings:
 
     device: torch.device
     compile_mode: str = "off"       # "off" or a torch.compile mode ("default", ...)
-    amp_allowed: bool = False       # True only on CUDA: autocast fp16 + GradScaler
+    amp_allowed: bool = False       # the legacy per-job amp flag applies (CUDA only)
+    #: The cell's requested precision (``engine.precision``): applies to every job
+    #: on every device; None: each job's legacy ``amp`` flag (where ``amp_allowed``).
+    precision: str | None = None
     #: torch.compile backend: "inductor" (what cells run); another registered backend
     #: ("eager", "aot_eager") compiles in seconds instead of a minute (tests, debugging)
     compile_backend: str = "inductor"
@@ -78,6 +90,10 @@ class JobResult:
     final_val_acc: float | None = None
     param_count: int | None = None
     amp_applied: bool = False
+    precision_requested: str = "fp32"
+    precision: str = "fp32"         # what ran (engine.train.precision)
+    precision_reason: str = ""      # why it is not the requested one, else ""
+    amp_skipped_steps: int | None = None  # GradScaler-skipped steps; None without a scaler
     compile_mode: str = "off"       # effective
     compile_reason: str = ""
     val_source: str = ""
@@ -113,15 +129,8 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def autocast(device: torch.device, amp: bool):
-    """float16 autocast on CUDA when the job's ``amp`` applies; a no-op context otherwise."""
-    if amp and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
-    return contextlib.nullcontext()
-
-
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor,
-             task: str, amp: bool) -> tuple[float, float]:
+             task: str, amp: JobPrecision | bool) -> tuple[float, float]:
     """Mean loss and accuracy (or R²) of ``model`` over ``x[idx]``, in eval mode.
 
     Returns floats (one host sync at the end). Restores the module's training mode.
@@ -135,7 +144,8 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torc
     with torch.no_grad(), autocast(x.device, amp):
         for start in range(0, len(idx), EVAL_BATCH):
             batch = idx[start:start + EVAL_BATCH]
-            out, target = task_lib.prepare(task, model(x[batch]), y[batch])
+            xb = x[batch] if isinstance(amp, bool) else cast_input(x[batch], amp)
+            out, target = task_lib.prepare(task, model(xb), y[batch])
             loss_sum += criterion(out.float(), target) * len(batch)
             for key, value in task_lib.score_sums(task, out.float(), target).items():
                 sums[key] = sums[key] + value if key in sums else value
@@ -144,11 +154,12 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torc
 
 
 def start_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
-              result: JobResult) -> tuple[torch.nn.Module, bool]:
+              result: JobResult) -> tuple[torch.nn.Module, JobPrecision]:
     """A job's start, the same under every executor: the device synced, the job's process
     and start time recorded (``total_time_s`` counts from here), the global RNG seeded with
-    the job seed (model init and dropout masks), its model built on the device. Returns the
-    model and whether AMP applies (the job asks for it and the cell allows it)."""
+    the job seed (model init and dropout masks), its model built on the device (in
+    bfloat16 for ``bf16``). Returns the model and the job's precision (recorded in
+    ``result``)."""
     sync(settings.device)
     result.worker_pid = os.getpid()
     result.start = time.perf_counter()
@@ -156,9 +167,22 @@ def start_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
     model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
                         where=job.job_id).to(settings.device)
     result.param_count = sum(p.numel() for p in model.parameters())
-    amp = bool(job.amp and settings.amp_allowed)
-    result.amp_applied = amp
-    return model, amp
+    precision = record_precision(result, job_precision(job.amp, settings.precision,
+                                                       settings.device, settings.amp_allowed))
+    return cast_model(model, precision), precision
+
+
+def record_precision(result: JobResult, precision: JobPrecision) -> JobPrecision:
+    """The job's requested and applied precision in its result (its row's columns), and
+    the process's backend flags set for it (TF32 on for ``tf32`` only): set per job, so a
+    worker process that trains several jobs never carries one job's flags into the next."""
+    apply_backend_flags(precision.applied)
+    result.amp_applied = precision.amp
+    result.precision_requested = precision.requested
+    result.precision = precision.applied
+    result.precision_reason = precision.reason
+    return precision
+
 
 
 def job_split(job: JobSpec, data: DeviceData, result: JobResult
@@ -287,7 +311,8 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     model, amp = start_job(job, data, settings, result)
     optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr, job.optimizer_kwargs,
                                 where=job.job_id)
-    scaler = torch.amp.GradScaler("cuda") if amp else None
+    scaler = make_scaler(device, amp)
+    skipped = SkipCounter(device) if scaler is not None else None
     # Resolved once: the step below calls the raw criterion on already-shaped tensors, so
     # the loop pays no registry lookup and no second shaping per step (bench/RESULTS.md).
     task = task_lib.resolve_task(task, job.dataset, where=job.job_id)
@@ -309,7 +334,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
                             yb: torch.Tensor = y_all[batches[0]]
                             ) -> tuple[torch.Tensor, torch.Tensor]:
                 with autocast(device, amp):  # as the step below computes it
-                    out, target = task_lib.prepare(task, fwd(xb), yb)
+                    out, target = task_lib.prepare(task, fwd(cast_input(xb, amp)), yb)
                     half = out.dtype in (torch.float16, torch.bfloat16)
                     return out, criterion(out.float() if half else out, target)
 
@@ -322,12 +347,13 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
             idx = batches[step]
             xb, yb = x_all[idx], y_all[idx]
             with autocast(device, amp):
-                out, target = task_lib.prepare(task, forward(xb), yb)
+                out, target = task_lib.prepare(task, forward(cast_input(xb, amp)), yb)
                 loss = criterion(out.float() if out.dtype in (torch.float16, torch.bfloat16) else out, target)
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.step(optimizer)
+                skipped.after_step(scaler, optimizer)
                 scaler.update()
             else:
                 loss.backward()
@@ -360,6 +386,8 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
     sync(device)
     result.end = time.perf_counter()
     result.total_time_s = result.end - result.start
+    if skipped is not None:
+        result.amp_skipped_steps = skipped.value()
     if device.type == "cuda":
         result.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(device) / 2**20
         result.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(device) / 2**20

@@ -38,7 +38,7 @@ NUMERIC = {"pass", "T_group", "throughput"}
 FILTER_FIELDS = {"experiment": "exp_id", "exp": "exp_id", "executor": "executor",
                  "exec": "executor", "scheduler": "scheduler", "features": "features",
                  "gpu": "gpu_name", "host": "machine", "campaign": "campaign_id",
-                 "status": "status"}
+                 "status": "status", "precision": "precision"}
 
 #: The selected row's provenance, in order: (label, column).
 PROVENANCE: tuple[tuple[str, str], ...] = (
@@ -49,7 +49,8 @@ PROVENANCE: tuple[tuple[str, str], ...] = (
     ("campaign", "campaign_id"), ("campaign file", "campaign_hash"), ("cell", "cell_key"),
     ("group", "group_id"), ("pass", "pass"), ("attempt", "attempt"), ("status", "status"),
     ("error", "error"), ("device", "device"), ("threads", "threads"), ("seed", "seed"),
-    ("rung", "rung"), ("energy method", "energy_method"), ("host load", "host_load_start"),
+    ("rung", "rung"), ("precision", "precision"), ("precision asked", "precision_requested"),
+    ("precision note", "precision_reason"), ("energy method", "energy_method"), ("host load", "host_load_start"),
     ("timestamp", "timestamp"), ("file", "source"),
 )
 

@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         "device": pick("run_device", "device"), "compile": args.run_compile,
         "compile_mode": args.run_compile_mode, "threads": args.run_threads,
         "retries": pick("run_retries", "retries"), "options": options or None,
+        # argparse's extend gives a list of lists (each value may be a comma list)
+        "precision": ([p for group in args.run_precision for p in group]
+                      if args.run_precision else None),
     }
     if experiments_doc is None and experiments_file:
         doc["experiments_file"] = str(Path(experiments_file).resolve())

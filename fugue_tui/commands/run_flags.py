@@ -59,6 +59,10 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     sel.add_argument("--compile", dest="run_compile", nargs="?", const="on",
                      choices=("off", "on", "both"),
                      help="torch.compile: off (default), on (the flag alone), or both")
+    sel.add_argument("--precision", dest="run_precision", nargs="+", action="extend",
+                     type=_precisions, metavar="PRECISION",
+                     help="numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16; several "
+                          "(or a comma list) run one cell each (default: each experiment's)")
     sel.add_argument("--compile-mode", dest="run_compile_mode", metavar="MODE",
                      help="torch.compile mode (default, reduce-overhead, max-autotune, "
                           "max-autotune-no-cudagraphs)")
@@ -121,3 +125,21 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     adhoc.add_argument("--search-space", dest="run_search_space", nargs="+", action="extend",
                        metavar="KEY=V1,V2", help="hpo grid, e.g. lr=0.1,0.01 batch_size=64,128")
     adhoc.add_argument("--name", dest="run_name", metavar="ID", help="the experiment id (default adhoc)")
+
+
+def _precisions(text: str) -> list[str]:
+    """``--precision`` values: one name or a comma list, each checked (one line on error)."""
+    import argparse
+
+    from engine.errors import nearest
+    from engine.precision import PRECISIONS
+
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"empty precision; name one of {', '.join(PRECISIONS)}")
+    for name in names:
+        if name not in PRECISIONS:
+            raise argparse.ArgumentTypeError(f"unknown precision {name!r}"
+                                             f"{nearest(name, PRECISIONS)}; known: "
+                                             f"{', '.join(PRECISIONS)}")
+    return names

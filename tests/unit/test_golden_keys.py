@@ -152,6 +152,32 @@ def ray_reuse_true(tmp: Path) -> list[dict[str, str]]:
                            'passes = 2\n[options.ray]\nreuse_actors = true\n')
 
 
+def precision_axis(tmp: Path) -> list[dict[str, str]]:
+    """The precision axis (issue 26), all five values: the fp32 cells of these amp-less
+    experiments keep the keys a campaign without ``precision`` had."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,D_cv"\n'
+                           'executors = ["seq", "unified_model"]\n'
+                           'precision = ["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16"]\n')
+
+
+def precision_amp_synonym(tmp: Path) -> list[dict[str, str]]:
+    """A campaign's ``amp = true`` (= ``amp-fp16``) over experiments without and with the
+    catalogue's legacy ``amp = true`` (E05 and E01): hashed in both, since the legacy flag
+    did not apply on the CPU."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_reg,E05,E01"\nexecutors = ["seq"]\n'
+                           'amp = true\n')
+
+
+def precision_experiment_default(tmp: Path) -> list[dict[str, str]]:
+    """An experiment's own ``precision`` (its default, hashed with its definition) and a
+    campaign axis over it: the value equal to the default adds nothing to the key."""
+    mine = ('[experiments.D_ens]\nprecision = "bf16"\n'
+            '[experiments.U2]\ntype = "cv"\nmodel = "mlp"\ndataset = "wine"\nk = 3\n'
+            'batch_size = 16\nepochs = 1\nlr = 0.01\nprecision = "amp-bf16"\n')
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,U2"\nexperiments_file = "mine.toml"\n'
+                           'executors = ["seq", "mp"]\nprecision = ["fp32", "bf16"]\n', mine)
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -165,6 +191,9 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "mp_start_forkserver": mp_start_forkserver,
     "ray_reuse_both": ray_reuse_both,
     "ray_reuse_true": ray_reuse_true,
+    "precision_axis": precision_axis,
+    "precision_amp_synonym": precision_amp_synonym,
+    "precision_experiment_default": precision_experiment_default,
 }
 
 

@@ -231,6 +231,7 @@ class MPExecutor(Executor):
         peak = 0
         settings = {"device": str(ctx.settings.device), "compile_mode": ctx.settings.compile_mode,
                     "amp_allowed": ctx.settings.amp_allowed,
+                    "precision": ctx.settings.precision,
                     "compile_backend": ctx.settings.compile_backend}
         env = {**ctx.job_env, **self.client_env}
         per_job: dict[str, dict[str, Any]] = {}

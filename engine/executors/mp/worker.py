@@ -43,7 +43,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     """Train one job (``JobSpec.to_dict()``) in this process.
 
     ``settings``: ``device`` (a torch device string), ``compile_mode``, ``amp_allowed``,
-    ``compile_backend`` —
+    ``precision`` (the cell's requested one, or None), ``compile_backend`` —
     plain data, like the job, so that nothing imports torch before ``env`` is set: the MPS
     client variables must be in the environment when the CUDA driver initialises.
     ``threads`` is the torch intra-op thread count; ``parent_pid`` is this process's parent
@@ -76,6 +76,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
         train_settings = TrainSettings(device=torch.device(settings["device"]),
                                        compile_mode=settings["compile_mode"],
                                        amp_allowed=settings["amp_allowed"],
+                                       precision=settings.get("precision"),
                                        compile_backend=settings.get("compile_backend",
                                                                     "inductor"))
         torch.set_num_threads(threads)

@@ -185,11 +185,13 @@ class BucketRun(BucketBuild):
             r, job, m.epoch, train_s, epoch_loss,
             train_score=lambda: task_lib.finalise(self.task, self.route.scores_of(m.index)),
             validate=lambda: evaluate(m.model, m.val_x, m.val_y, m.split.val_idx, self.task,
-                                      m.amp))
+                                      m.precision))
         job_progress(**epoch_progress(r, job, order, record, time.perf_counter())).send(self.emit)
         if last_epoch:
             self._retire(m)
             sync(self.device)
+            if m.skipped is not None:
+                r.amp_skipped_steps = m.skipped.value()
             r.end = time.perf_counter()
             r.total_time_s = r.end - r.start
             if self.device.type == "cuda":  # the stacked process's peak so far (shared)

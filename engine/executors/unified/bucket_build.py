@@ -10,7 +10,7 @@ torch optimizer is built for both routes, so a bad hyperparameter fails that job
 under seq. A member whose build raises fails; the others go on.
 
 The decision (``plan.route``/``check``/``reason``): vectorised only with two or more
-members, no AMP, no unsupported layer, identical structure (``fingerprint_mismatch``) and,
+members, no float16 AMP (a GradScaler per member: eager), no unsupported layer, identical structure (``fingerprint_mismatch``) and,
 unless ``verify = false``, a one-step probe of both routes on copies that agrees; otherwise
 eager, with the reason. Then the data order (``shared`` only when the members' training
 sets are identical) and where the dropout masks come from are recorded in the plan.
@@ -43,7 +43,16 @@ from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
 from engine.train.data import DeviceData
-from engine.train.loop import JobResult, TrainSettings, job_split, sync
+from engine.train.loop import JobResult, TrainSettings, job_split, record_precision, sync
+from engine.train.precision import (
+    JobPrecision,
+    SkipCounter,
+    autocast,
+    cast_input,
+    cast_model,
+    job_precision,
+    make_scaler,
+)
 
 Emit = Callable[..., Any]
 RETIRE = ("remove", "mask")
@@ -121,16 +130,18 @@ class BucketBuild:
                             where=job.job_id).to(device)
         generator = member_generator(device)
         result.param_count = sum(p.numel() for p in model.parameters())
-        amp = bool(job.amp and self.settings.amp_allowed)
-        result.amp_applied = amp
+        precision = record_precision(result, job_precision(
+            job.amp, self.settings.precision, device, self.settings.amp_allowed))
+        cast_model(model, precision)  # bf16: bfloat16 weights, as seq's job has
         split, val_x, val_y, order = job_split(job, data, result)
         # The torch optimizer is built for both routes: it validates the hyperparameters
         # exactly as seq does (a bad value fails this job only) and trains the eager route.
         optimizer = build_optimizer(job.optimizer, model.parameters(), job.lr,
                                     job.optimizer_kwargs, where=job.job_id)
-        return Member(index, job, result, model, generator, split, order, val_x, val_y, amp,
-                       optimizer=optimizer,
-                       scaler=torch.amp.GradScaler("cuda") if amp else None)
+        scaler = make_scaler(device, precision)
+        return Member(index, job, result, model, generator, split, order, val_x, val_y,
+                      precision, optimizer=optimizer, scaler=scaler,
+                      skipped=SkipCounter(device) if scaler is not None else None)
 
     def _fail(self, result: JobResult, error: str) -> None:
         result.status = "failed"
@@ -157,9 +168,13 @@ class BucketBuild:
         if len(members) < 2:
             plan.route, plan.check, plan.reason = "eager", "single", "one member left to train"
             return
-        if any(m.amp for m in members):
+        if any(m.precision.scaled for m in members):
+            # One GradScaler for the stack would let one member's overflow skip every
+            # member's step (docs/unified-model-pitfalls.md); each member keeps its own.
             plan.route, plan.check = "eager", "refused"
-            plan.reason = "AMP (autocast + GradScaler) is not vectorised yet"
+            plan.reason = ("amp-fp16 needs a GradScaler per member (one per stack would "
+                           "skip every member's step on one member's overflow): eager, "
+                           "per-member autocast + GradScaler")
             return
         reason = unsupported_reason(members[0].model)
         if reason is not None:
@@ -176,19 +191,27 @@ class BucketBuild:
             return
         bs = plan.jobs[0].batch_size
         idx = torch.stack([m.split.train_idx[:bs] for m in members]).to(self.device)
-        verdict = probe([m.model for m in members], [m.generator for m in members],
-                        self.data.pool_x[idx], self.data.pool_y[idx], task=task,
+        precision = members[0].precision
+        # Both routes probed in the precision they train in (autocast; bf16 inputs).
+        with autocast(self.device, precision):
+            verdict = self._probe(members, idx, task, precision)
+        plan.verify_s = time.perf_counter() - t0
+        if verdict.ok:
+            plan.check, plan.reason = "verified", ""
+        else:
+            plan.route, plan.check, plan.reason = "eager", verdict.verdict, verdict.detail
+
+    def _probe(self, members: list[Member], idx: torch.Tensor, task: Any,
+               precision: JobPrecision) -> Any:
+        return probe([m.model for m in members], [m.generator for m in members],
+                        cast_input(self.data.pool_x[idx], precision), self.data.pool_y[idx],
+                        task=task,
                         optimizer=members[0].job.optimizer,
                         lrs=[m.job.lr for m in members],
                         optimizer_kwargs=[dict(m.job.optimizer_kwargs) for m in members],
                         stacked_loss=loss_function(task, self.fused),
                         sample_shape=tuple(self.data.in_shape),
                         exact_kernels=self.exact_kernels)
-        plan.verify_s = time.perf_counter() - t0
-        if verdict.ok:
-            plan.check, plan.reason = "verified", ""
-        else:
-            plan.route, plan.check, plan.reason = "eager", verdict.verdict, verdict.detail
 
     def _data_order(self) -> bool:
         """True for a shared order (decided once per bucket, recorded in the plan)."""
@@ -249,7 +272,7 @@ class BucketBuild:
                     m.optimizer = None
                 self.route = VectorRoute(self.stack, optimizer,
                                           loss_function(self.task, self.fused), self.task,
-                                          len(self.members))
+                                          len(self.members), self.members[0].precision)
             else:
                 self.route = EagerRoute(self.members, self.task, self.device)
             self._needs_probe = self.settings.compile_mode != "off"

@@ -44,7 +44,8 @@ from engine.train.compile_probe import differs as _differs
 from engine.train.compile_probe import rng_state as _rng_state
 from engine.train.compile_probe import set_rng_state as _set_rng_state
 from engine.train.data import EpochOrder, JobSplit
-from engine.train.loop import JobResult, autocast
+from engine.train.loop import JobResult
+from engine.train.precision import FP32, JobPrecision, SkipCounter, autocast, cast_input
 
 
 @dataclass
@@ -58,9 +59,10 @@ class Member:
     order: EpochOrder
     val_x: torch.Tensor
     val_y: torch.Tensor
-    amp: bool
+    precision: JobPrecision
     optimizer: Any = None
     scaler: Any = None
+    skipped: SkipCounter | None = None  # the scaler's skipped steps (eager route, fp16 AMP)
     epoch: int = 0
     step: int = 0
     batches: torch.Tensor | None = None
@@ -80,7 +82,12 @@ class VectorRoute:
 
     name = "vectorised"
 
-    def __init__(self, stack: Stack, optimizer: StackedOptimizer, loss_fn, task, k_all: int):
+    def __init__(self, stack: Stack, optimizer: StackedOptimizer, loss_fn, task, k_all: int,
+                 precision: JobPrecision = FP32):
+        #: The bucket's precision (one per cell): autocast around the vmapped call and the
+        #: loss (amp-bf16; parameters and optimizer state stay float32), or bfloat16
+        #: parameters with inputs cast (bf16). float16 AMP never reaches this route.
+        self.precision = precision
         self.stack = stack
         self.optimizer = optimizer
         self.loss_fn = loss_fn
@@ -99,8 +106,10 @@ class VectorRoute:
                                                          device=self.stack.device)
 
     def step(self, xb, yb, active: list[bool], shared: bool, scoring: bool) -> torch.Tensor:
-        out = self.stack(xb, shared_input=shared, active=self._live)
-        losses = self.loss_fn(out, yb)
+        with autocast(self.stack.device, self.precision):
+            out = self.stack(cast_input(xb, self.precision), shared_input=shared,
+                             active=self._live)
+            losses = self.loss_fn(out, yb)
         total = (losses.sum() if self._mask is None
                  else torch.where(self._mask, losses, torch.zeros_like(losses)).sum())
         self.optimizer.zero_grad()
@@ -162,14 +171,17 @@ class VectorRoute:
                     g.set_state(st)
             _set_rng_state(stack.device, rng)
 
+        xb = cast_input(xb, self.precision)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), autocast(stack.device, self.precision):
                 ref = stack(xb, shared_input=shared)
             restore()
             stack.set_compiler(compiler)
-            out = stack(xb, shared_input=shared)
+            with autocast(stack.device, self.precision):
+                out = stack(xb, shared_input=shared)
+                loss = self.loss_fn(out, yb).sum()
             params = [p for p in stack.params.values() if p.requires_grad]
-            torch.autograd.grad(self.loss_fn(out, yb).sum(), params, allow_unused=True)
+            torch.autograd.grad(loss, params, allow_unused=True)
             return _differs(out, ref)
         except Exception as exc:  # noqa: BLE001 - any failure is a fallback, with its reason
             return failure_line(exc, 300)
@@ -223,14 +235,16 @@ class EagerRoute:
             y_k = yb[k]
             saved = self._swap_in(m)
             try:
-                with autocast(self.device, m.amp):
+                with autocast(self.device, m.precision):
                     forward = m.forward or m.model
-                    out, target = task_lib.prepare(self.task, forward(x_k), y_k)
+                    out, target = task_lib.prepare(
+                        self.task, forward(cast_input(x_k, m.precision)), y_k)
                     loss = self.criterion(upcast_half(out), target)
                 m.optimizer.zero_grad(set_to_none=True)
                 if m.scaler is not None:
                     m.scaler.scale(loss).backward()
                     m.scaler.step(m.optimizer)
+                    m.skipped.after_step(m.scaler, m.optimizer)
                     m.scaler.update()
                 else:
                     loss.backward()
@@ -277,8 +291,8 @@ class EagerRoute:
             try:
                 saved = self._swap_in(m)
                 try:
-                    with torch.no_grad(), autocast(self.device, m.amp):
-                        ref = m.model(x_k)
+                    with torch.no_grad(), autocast(self.device, m.precision):
+                        ref = m.model(cast_input(x_k, m.precision))
                 finally:
                     self._swap_out(m, saved)
                 # Dropout drew from the member's generator: compiled code may draw other
@@ -288,8 +302,8 @@ class EagerRoute:
                 m.forward = compiler(m.model)
                 saved = self._swap_in(m)
                 try:
-                    with autocast(self.device, m.amp):
-                        out = m.forward(x_k)
+                    with autocast(self.device, m.precision):
+                        out = m.forward(cast_input(x_k, m.precision))
                         o, t = task_lib.prepare(self.task, out, yb[m.index])
                         loss = self.criterion(upcast_half(o), t)
                     torch.autograd.grad(loss, [p for p in m.model.parameters()

@@ -25,7 +25,8 @@ from fugue_tui.app.plan_model import format_option, parse_option
 @dataclass(frozen=True)
 class Field:
     """One campaign setting in the form: ``path`` in the document (``watchdog.action``),
-    kind ``text`` | ``int`` | ``float`` | ``select``, and the choices of a select."""
+    kind ``text`` | ``int`` | ``float`` | ``select`` | ``list`` (a comma list of names, one
+    cell each; one name is written as a plain value), and the choices of a select or list."""
 
     path: str
     kind: str
@@ -40,6 +41,7 @@ class Field:
 def _fields() -> tuple[Field, ...]:
     from engine.define.campaign import COMPILE_CHOICES, COMPILE_MODES
     from engine.define.watchdog_settings import ACTIONS
+    from engine.precision import PRECISIONS
 
     return (
         Field("name", "text", help="run folder <runs_dir>/<name>"),
@@ -52,6 +54,8 @@ def _fields() -> tuple[Field, ...]:
         Field("device", "select", ("auto", "cpu", "cuda")),
         Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both"),
         Field("compile_mode", "select", COMPILE_MODES),
+        Field("precision", "list", PRECISIONS,
+              help=f"{', '.join(PRECISIONS)}: one, or a comma list (one cell each)"),
         Field("runs_dir", "text", help="relative to the working directory"),
         Field("experiments_file", "text", help="a user catalogue merged over the built-in one"),
         Field("watchdog.action", "select", ACTIONS,
@@ -142,6 +146,8 @@ class CampaignForm(VerticalScroll):
                                  allow_blank=spec.path != "watchdog.action",
                                  tooltip=spec.help or None, compact=True)
                 else:
+                    if isinstance(value, list):  # a list field: "fp32, bf16"
+                        value = ", ".join(map(str, value))
                     yield Input("" if value is None else str(value), id=spec.id,
                                 placeholder=spec.help,
                                 type={"int": "integer", "float": "number"}.get(
@@ -171,6 +177,10 @@ class CampaignForm(VerticalScroll):
             return
         if not text:
             _set(self.doc, spec.path, None)
+            return
+        if spec.kind == "list":  # checked by the preview (parse_campaign), like a file's
+            names = [t.strip() for t in text.split(",") if t.strip()]
+            _set(self.doc, spec.path, names[0] if len(names) == 1 else names)
             return
         try:
             value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
@@ -248,6 +258,9 @@ class CampaignForm(VerticalScroll):
                     widget = self.query_one(f"#{spec.id}", Select)
                     widget.value = value if value in spec.choices else (
                         Select.NULL if spec.path != "watchdog.action" else "flag")
+                elif spec.kind == "list":
+                    self.query_one(f"#{spec.id}", Input).value = (
+                        ", ".join(value) if isinstance(value, list) else (value or ""))
                 else:
                     self.query_one(f"#{spec.id}", Input).value = "" if value is None else str(value)
             executors = self.doc.get("executors") or ["seq"]

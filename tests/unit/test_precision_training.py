@@ -1,0 +1,223 @@
+"""The precision axis inside a cell (issue 26), on the CPU where CI runs: float16 and
+bfloat16 autocast and ``torch.amp.GradScaler("cpu")`` really run (not recorded as
+"requested, not applied"), the GradScaler's skipped steps are counted per job, ``bf16``
+trains bfloat16 weights, and the stacked model agrees with seq per precision within the
+bounds of docs/fidelity.md ("Precision"): bit-exact for fp32/tf32/amp-fp16, and for the
+bfloat16 precisions max |Δparam| <= 2^-8 after one step and <= 2^-5 after one epoch, the
+final training loss within 1 % and the validation accuracy within 0.05; after training
+every precision's accuracy is within 0.05 of fp32 seq's.
+
+Each check would fail on a stub: a precision that is recorded but not applied trains the
+fp32 weights (the "differs from fp32" assertions), a GradScaler that is not used leaves
+``amp_skipped_steps`` empty, and a stacked route that ignores the precision breaks parity
+or the route assertions.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import engine.executors.unified.bucket_build as bucket_build_mod  # noqa: E402
+import engine.train.loop as loop_mod  # noqa: E402
+from engine.define.workloads import JobSpec, SplitSpec  # noqa: E402
+from engine.executors.seq import SeqExecutor  # noqa: E402
+from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
+from engine.measure.provenance import backend_flags  # noqa: E402
+from engine.plugins import load_builtins  # noqa: E402
+from engine.train.backend import apply_backend_flags  # noqa: E402
+from engine.train.data import DeviceData  # noqa: E402
+from engine.train.loop import TrainSettings  # noqa: E402
+from engine.train.precision import job_precision  # noqa: E402
+
+CPU = torch.device("cpu")
+BF16 = ("amp-bf16", "bf16")
+#: docs/fidelity.md, "Precision": stacked vs seq, bfloat16 precisions.
+ONE_STEP, ONE_EPOCH, LOSS_REL, ACC = 2.0 ** -8, 2.0 ** -5, 1e-2, 0.05
+
+
+@pytest.fixture(autouse=True)
+def _setup():
+    load_builtins()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a shared 2-core host: OpenMP threads spin-wait
+    yield
+    torch.set_num_threads(threads)
+    apply_backend_flags()
+
+
+def _data(n: int, scale: float = 1.0, seed: int = 0) -> DeviceData:
+    """A learnable 4-class task on 8x8 inputs (labels from a fixed linear map)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 1, 8, 8, generator=g)
+    w = torch.randn(64, 4, generator=g)
+    y = (x.flatten(1) @ w).argmax(1)
+    return DeviceData("syn", "classification", (1, 8, 8), 4, x * scale, y, None, None)
+
+
+def _jobs(k: int, epochs: int, **kw) -> list[JobSpec]:
+    base = dict(exp_id="X", model="mlp", dataset="digits", task="classification",
+                batch_size=32, epochs=epochs, lr=0.05, optimizer="sgd",
+                optimizer_kwargs={"momentum": 0.9}, model_kwargs={"hidden": 32},
+                split=SplitSpec("holdout", 0))
+    base.update(kw)
+    return [JobSpec(job_id=f"j{i}", index=i, seed=42 + i, **base) for i in range(k)]
+
+
+def _ctx(data, precision, events=None):
+    events = [] if events is None else events
+    return SimpleNamespace(settings=TrainSettings(CPU, precision=precision),
+                           datasets=lambda name: data, threads=1, seed=42,
+                           emit=lambda type_, **f: events.append((type_, f)), options={},
+                           features=None, max_parallel=None, group={})
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """job_id → the trained module, per executor (captured where each builds it)."""
+    out = {"seq": {}, "unified": {}}
+    for label, module in (("seq", loop_mod), ("unified", bucket_build_mod)):
+        original = module.build_model
+
+        def build(*args, where="", _orig=original, _label=label, **kwargs):
+            model = _orig(*args, where=where, **kwargs)
+            out[_label][where] = model
+            return model
+
+        monkeypatch.setattr(module, "build_model", build)
+    return out
+
+
+def _max_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    sa, sb = a.state_dict(), b.state_dict()
+    return max(float((sa[k].double() - sb[k].double()).abs().max()) for k in sa)
+
+
+# ------------------------------------------------------------------ resolution
+
+def test_what_runs_for_each_request_on_cpu_and_cuda():
+    cuda = torch.device("cuda")
+    # the legacy amp flag keeps its meaning: CUDA only, the reason recorded on the CPU
+    legacy = job_precision(True, None, CPU, amp_allowed=False)
+    assert (legacy.requested, legacy.applied) == ("amp-fp16", "fp32")
+    assert "legacy 'amp = true'" in legacy.reason
+    assert job_precision(True, None, cuda, amp_allowed=True).applied == "amp-fp16"
+    assert job_precision(False, None, CPU, amp_allowed=False).reason == ""
+    # an explicit precision applies on the CPU too, the job's amp flag overridden
+    for name in ("amp-fp16", "amp-bf16", "bf16"):
+        p = job_precision(False, name, CPU, amp_allowed=False)
+        assert (p.requested, p.applied, p.reason) == (name, name, "")
+    assert job_precision(True, "fp32", CPU, amp_allowed=False).applied == "fp32"
+    tf32 = job_precision(False, "tf32", CPU, amp_allowed=False)
+    assert tf32.applied == "fp32" and "CUDA tensor-core" in tf32.reason
+    assert job_precision(False, "tf32", cuda, amp_allowed=True).applied == "tf32"
+
+
+def test_tf32_flips_the_pinned_backend_flags_and_only_tf32():
+    assert backend_flags()["cuda_matmul_allow_tf32"] is False
+    flags = backend_flags("tf32")
+    assert flags["cuda_matmul_allow_tf32"] is True
+    assert flags["float32_matmul_precision"] == "high"
+    for name in ("fp32", "amp-fp16", "amp-bf16", "bf16"):
+        assert backend_flags(name) == backend_flags()
+    apply_backend_flags("tf32")
+    assert torch.get_float32_matmul_precision() == "high"
+    apply_backend_flags()
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_a_job_sets_the_flags_of_what_it_runs():
+    """Per job, so that a worker that trains several never carries TF32 into an fp32 job;
+    on the CPU a tf32 request runs fp32 and leaves the flags off."""
+    apply_backend_flags("tf32")
+    (result,) = SeqExecutor().run(_jobs(1, 1), _ctx(_data(60), "tf32"))
+    assert result.status == "ok" and result.precision == "fp32"
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+# ------------------------------------------------------------------ CPU AMP for real
+
+def test_cpu_autocast_and_gradscaler_really_run(built):
+    data = _data(120)
+    (fp32,) = SeqExecutor().run(_jobs(1, 1), _ctx(data, "fp32"))
+    ref = built["seq"]["j0"]
+    for name in ("amp-fp16", "amp-bf16", "bf16"):
+        (r,) = SeqExecutor().run(_jobs(1, 1), _ctx(data, name))
+        assert r.status == "ok", r.error
+        assert (r.precision_requested, r.precision, r.precision_reason) == (name, name, "")
+        assert r.amp_applied is (name != "bf16")
+        model = built["seq"]["j0"]
+        assert next(model.parameters()).dtype == (torch.bfloat16 if name == "bf16"
+                                                  else torch.float32)
+        # the weights moved differently from fp32's: the precision was applied
+        assert _max_diff(model, ref) > 0
+        # the GradScaler ran (fp16 only) and counted no skip on tame data
+        assert r.amp_skipped_steps == (0 if name == "amp-fp16" else None)
+    assert fp32.amp_skipped_steps is None and fp32.precision == "fp32"
+
+
+def test_gradscaler_skipped_steps_are_counted_the_same_stacked_and_solo():
+    """Inputs of 1e4 overflow float16 gradients at the initial scale 65536: the scaler
+    skips steps (halving its scale each time) until they fit; every executor counts them."""
+    data = _data(200, scale=1e4)
+    seq = SeqExecutor().run(_jobs(2, 1), _ctx(data, "amp-fp16"))
+    events: list = []
+    uni = UnifiedExecutor().run(_jobs(2, 1), _ctx(data, "amp-fp16", events))
+    for s, u in zip(seq, uni, strict=True):
+        assert s.status == u.status == "ok"
+        assert s.amp_skipped_steps >= 1
+        assert u.amp_skipped_steps == s.amp_skipped_steps
+
+
+# ------------------------------------------------------------------ parity per precision
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16"])
+def test_stacked_equals_seq_within_the_bound_of_each_precision(precision, built):
+    """After one step (40 training samples: one batch of 32) and after one epoch (320:
+    ten batches), three members."""
+    for n, bound in ((50, ONE_STEP), (400, ONE_EPOCH)):
+        jobs, data = _jobs(3, 1), _data(n)
+        # first: the modules captured below must be this precision's
+        fp32 = UnifiedExecutor().run(jobs, _ctx(data, "fp32"))
+        seq = SeqExecutor().run(jobs, _ctx(data, precision))
+        events: list = []
+        ctx = _ctx(data, precision, events)
+        uni = UnifiedExecutor().run(jobs, ctx)
+        route = ctx.group["executor_info"]["plan"][0]
+        if precision == "amp-fp16":  # a GradScaler per member: eager, as seq, bit-exact
+            assert route["route"] == "eager" and "GradScaler per member" in route["reason"]
+        else:  # autocast around the vmapped call / bfloat16 stacked weights
+            assert (route["route"], route["check"]) == ("vectorised", "verified"), route
+        if precision in ("amp-fp16", *BF16):  # applied in the stack, not only recorded
+            assert any(u.final_train_loss != f.final_train_loss for u, f in zip(uni, fp32, strict=True))
+        # bf16: bfloat16 weights; AMP: float32 weights (and optimizer state), autocast only
+        want = torch.bfloat16 if precision == "bf16" else torch.float32
+        assert all(next(built["unified"][u.job.job_id].parameters()).dtype == want
+                   for u in uni)
+        for s, u in zip(seq, uni, strict=True):
+            assert (s.status, u.status) == ("ok", "ok")
+            assert u.precision == s.precision
+            diff = _max_diff(built["seq"][s.job.job_id], built["unified"][u.job.job_id])
+            if precision in BF16:
+                assert diff <= bound, (n, s.job.job_id, diff)
+                assert abs(u.final_train_loss - s.final_train_loss) <= (
+                    LOSS_REL * abs(s.final_train_loss))
+                assert abs(u.final_val_acc - s.final_val_acc) <= ACC
+            else:
+                assert diff == 0, (n, s.job.job_id, diff)
+                assert u.final_train_loss == s.final_train_loss
+
+
+def test_every_precision_trains_to_fp32_accuracy():
+    """The accuracy band after training: 5 epochs, two members, seq and stacked."""
+    data, jobs = _data(600, seed=1), _jobs(2, 5)
+    fp32 = [r.final_val_acc for r in SeqExecutor().run(jobs, _ctx(data, "fp32"))]
+    assert min(fp32) > 0.6  # the task is learnt, so the band means something
+    for precision in ("amp-fp16", "amp-bf16", "bf16"):
+        for executor in (SeqExecutor(), UnifiedExecutor()):
+            got = [r.final_val_acc for r in executor.run(jobs, _ctx(data, precision))]
+            for a, b in zip(got, fp32, strict=True):
+                assert abs(a - b) <= ACC, (precision, type(executor).__name__, a, b)
