@@ -262,11 +262,15 @@ def _ranges(numbers: list[int]) -> str:
 
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
               since: str | None = None, shown: str | None = None,
-              reuse_any: bool = False) -> int:
+              reuse_any: bool = False, words=None) -> int:
     """Run (or, with ``dry``, list) a campaign; ``resume`` skips cells with an ok row of this
     campaign (``reuse_any``: of any campaign). Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
-    3 aborted through the control channel; 130 Ctrl-C or SIGTERM."""
+    3 aborted through the control channel; 130 Ctrl-C or SIGTERM.
+
+    ``words``: rewrites a warning about the campaign (``"<path>: <text>"``) in the words
+    the user typed (``fugue-tui run`` generates the file: the warning names its flags, not
+    a temporary path)."""
     from engine.plugins import load_plugins
 
     load_plugins()  # every name a campaign may use: built-ins and the user's plugins
@@ -274,7 +278,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     runner = Runner(campaign, resume=resume, since=since, reuse_any=reuse_any)
     console = Console()
     for warning in campaign.warnings:
-        print(f"fugue-tui: warning: {path}: {warning}", file=sys.stderr)
+        text = f"{path}: {warning}"
+        print(f"fugue-tui: warning: {words(text) if words else text}", file=sys.stderr)
     if dry:  # the real run's checks of the runs folder, writing nothing: exit 2 as it would
         check_runs_path(runner.runs_dir)
         return dry_run(runner, console, path, shown)

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_top_level(parser: argparse.ArgumentParser) -> None:
     """``--version``, ``--batch`` and the overrides it takes."""
-    parser.add_argument("--version", action="version", version=f"fugue-tui {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"fugue-tui {__version__}")
     parser.add_argument("--batch", metavar="CAMPAIGN", help="run a campaign TOML headless")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --batch: print the cells and their keys, run nothing")
@@ -86,7 +86,14 @@ def _add_dashboard(sub) -> None:
 
 
 def _add_control(sub) -> None:
-    control = sub.add_parser("control", help="send a command to the runner of a campaign")
+    control = sub.add_parser(
+        "control", help="send a command to the runner of a campaign",
+        description="Send a command to the runner of a running campaign: kill CELL (stop "
+                    "the running attempt, recorded killed), retry CELL (stop it if running, "
+                    "then run it again now), skip CELL (do not run a queued cell; stop it if "
+                    "running), abort (stop the running cell and end the campaign). CELL is "
+                    "a cell key, a unique key prefix or the cell's index. Exit 0 when sent; "
+                    "1 when no runner is running the campaign (nothing sent); 2 bad input.")
     control.add_argument("run_dir", help="the campaign's run folder (runs/<name>)")
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
     control.add_argument("cell", nargs="?", help="cell key, key prefix or index")
@@ -94,14 +101,19 @@ def _add_control(sub) -> None:
 
 def _add_catalogue_commands(sub) -> None:
     """``list``, ``validate`` and ``prefetch``: the catalogue and this machine."""
-    lister = sub.add_parser("list", help="list the experiment catalogue and what can run here")
+    lister = sub.add_parser(
+        "list", help="list the experiment catalogue and what can run here",
+        description="The experiment catalogue (with a user experiments file merged over "
+                    "it): per experiment its workload, jobs, model and dataset, and whether "
+                    "it can run on this machine. Exit 0.")
     _experiments_file(lister, "experiments_file_list")
     validate = sub.add_parser(
         "validate", help="which experiments can run here and why not; what is registered",
         description="Every catalogue experiment (or the selected ones) and whether it resolves "
                     "on this machine, with a one-line reason when not; then the registered "
                     "models, datasets, tasks, optimizers, executors and workload types. Exit 0 "
-                    "for the listing; with SELECTOR, 1 when a selected experiment cannot run.")
+                    "when every experiment validated (all, or the selected ones) can run "
+                    "here, 1 when one cannot, 2 for bad input.")
     validate.add_argument("selector", nargs="*", metavar="SELECTOR",
                           help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all")
     _experiments_file(validate, "experiments_file_sub")
@@ -146,9 +158,9 @@ def _add_report(sub) -> None:
                        "speedup over seq with its 95%% interval, accuracy parity")
     report.add_argument("report_dir", nargs="?", metavar="RUNS_DIR",
                         help="folder holding master_groups.csv (default: --runs-dir or runs)")
-    # Also after the sub-command (`fugue-tui report --runs-dir X`, as users write it);
-    # SUPPRESS keeps the global flag's value when this one is not given.
-    report.add_argument("--runs-dir", default=argparse.SUPPRESS, metavar="DIR",
+    # Also after the sub-command (`fugue-tui report --runs-dir X`, as users write it); its
+    # own dest, so that a different value before the command is refused, not overwritten.
+    report.add_argument("--runs-dir", dest="runs_dir_report", metavar="DIR",
                         help="the same as RUNS_DIR")
     report.add_argument("--campaign", metavar="ID", help="only the rows of this campaign id")
     report.add_argument("--by-campaign", action="store_true",
@@ -234,11 +246,59 @@ class _Parser(argparse.ArgumentParser):
             self.epilog = epilog
 
 
+#: Top-level overrides and the commands that honour them (None: the dashboard, the
+#: default command). Any other command refuses them: `fugue-tui --passes 3 list` would
+#: otherwise be accepted and do nothing.
+_TOP_LEVEL_USERS: dict[str, tuple[str, tuple[str | None, ...]]] = {
+    "runs_dir": ("--runs-dir", ("run", "report", "dashboard", None)),
+    "passes": ("--passes", ("run",)),
+    "seed": ("--seed", ("run",)),
+    "device": ("--device", ("run",)),
+    "retries": ("--retries", ("run",)),
+    "experiments_file": ("--experiments-file", ("run", "list", "validate", "prefetch")),
+}
+#: A top-level override and the sub-command's own flag for the same thing: given both with
+#: different values, which one wins would be a guess (refused, naming both).
+_SAME_FLAG = {"run": {"runs_dir": "run_runs_dir", "passes": "run_passes", "seed": "run_seed",
+                      "device": "run_device", "retries": "run_retries",
+                      "experiments_file": "run_experiments_file"},
+              "report": {"runs_dir": "runs_dir_report"},
+              "list": {"experiments_file": "experiments_file_list"},
+              "validate": {"experiments_file": "experiments_file_sub"},
+              "prefetch": {"experiments_file": "experiments_file_sub"}}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The ``fugue-tui`` entry point; returns the exit status.
+
+    Output into a closed pipe (``fugue-tui validate | head -1``) ends the command quietly,
+    as Unix tools do (status 141 = 128 + SIGPIPE), in every command."""
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _pipe_closed() -> int:
+    import os
+    import signal
+
+    # Python flushes stdout again at exit: point it at /dev/null so that flush cannot
+    # print "Exception ignored ... BrokenPipeError" after the quiet exit.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str]) -> int:
     from engine.plugins import load_builtins
 
     load_builtins()  # the process's entry: every registry lookup below sees the built-ins
     parser = build_parser()
+    _check_top_level_tokens(parser, argv)
     args = parser.parse_args(argv)
     if args.command and args.batch:
         parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
@@ -248,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                                          ("--reuse-from-any-campaign", args.reuse_any)) if value]
         if used:
             parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
+        _check_top_level_users(parser, args)
     for flag, value in (("--since", args.since), ("--reuse-from-any-campaign", args.reuse_any)):
         if value and not args.resume:  # silently running everything would mislead
             parser.error(f"{flag} only applies with --resume")
@@ -275,8 +336,11 @@ def main(argv: list[str] | None = None) -> int:
             from engine.define.paths import user_path
             from fugue_tui.report import run_report
 
-            # RUNS_DIR, else --runs-dir, else runs; "" is refused, "~" expanded (one rule)
+            # RUNS_DIR, else --runs-dir (after or before `report`), else runs; "" is
+            # refused, "~" expanded (one rule)
             given, what = ((args.report_dir, "argument RUNS_DIR") if args.report_dir is not None
+                           else (args.runs_dir_report, "argument --runs-dir")
+                           if args.runs_dir_report is not None
                            else (args.runs_dir, "argument --runs-dir"))
             return run_report(user_path(given, what) if given is not None else "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
@@ -285,11 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":
-            from engine.runner.control import send
-
-            path = send(args.run_dir, args.cmd, args.cell)
-            print(f"sent {args.cmd} {args.cell or ''} ({path.name})")
-            return 0
+            return _control(args)
         if args.batch:
             from fugue_tui.batch import run_batch
 
@@ -307,13 +367,88 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _check_top_level_tokens(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse an option before the command that the top level does not know.
+
+    argparse would read ``--batch x.toml --option foo`` as the unknown ``--option`` and the
+    command ``foo`` ("invalid choice: 'foo'"), naming neither the flag nor where it belongs.
+    Here the first unknown option is named, with the command that has it."""
+    from engine.errors import nearest
+
+    commands = _commands(parser)
+    known = {s: a for a in parser._actions for s in a.option_strings}  # noqa: SLF001
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--" or not token.startswith("-") or token == "-":
+            return  # the command (or a positional) starts here: its own parser decides
+        name = token.split("=", 1)[0]
+        matches = [s for s in known if s.startswith(name)] if name.startswith("--") else []
+        action = known.get(name) or (known[matches[0]] if len(matches) == 1 else None)
+        if action is None:
+            owners = [c for c, sub in commands.items()
+                      if any(name in a.option_strings for a in sub._actions)]  # noqa: SLF001
+            where = (f"; it is an option of {' and '.join(f'fugue-tui {c}' for c in owners)}"
+                     if owners else nearest(name, [s for s in known if s.startswith("--")]))
+            if owners and "--batch" in argv:
+                where += " (with --batch, the campaign file sets it)"
+            parser.error(f"unrecognized option '{name}' before the command{where}")
+        i += 1 if action.nargs == 0 or "=" in token else 2
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps sub-parsers here
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return dict(action.choices)
+    return {}
+
+
+def _check_top_level_users(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Top-level overrides given to a command that ignores them, and the same setting given
+    before and after the command with different values: one line, exit 2."""
+    for dest, (flag, users) in _TOP_LEVEL_USERS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if args.command not in users:
+            takers = " and ".join(["--batch"] + [u for u in users if u])
+            parser.error(f"{flag} does not apply to '{args.command}' (it is an option of "
+                         f"{takers})")
+        own = _SAME_FLAG.get(args.command or "", {}).get(dest)
+        mine = getattr(args, own, None) if own else None
+        if mine is not None and mine != value:
+            parser.error(f"{flag} given twice with different values: {value} before "
+                         f"'{args.command}' and {mine} after it; give it once")
+    if args.command == "report" and args.report_dir is not None:
+        other = args.runs_dir_report if args.runs_dir_report is not None else args.runs_dir
+        if other is not None and other != args.report_dir:
+            parser.error(f"report: RUNS_DIR {args.report_dir} and --runs-dir {other} name "
+                         "different folders; give one")
+
+
+def _control(args: argparse.Namespace) -> int:
+    """``fugue-tui control``: queue the command only for a runner that is running: one
+    that starts later discards it (older than its start), so "sent" would be a lie."""
+    from engine.runner.control import runner_state, send
+
+    state = runner_state(args.run_dir)
+    if state is False:
+        what = f"{args.cmd} {args.cell}" if args.cell else args.cmd
+        print(f"fugue-tui: no runner is running the campaign of {args.run_dir}: '{what}' was "
+              "not sent (a runner started later ignores older commands)", file=sys.stderr)
+        return 1
+    path = send(args.run_dir, args.cmd, args.cell)
+    print(f"sent {args.cmd} {args.cell or ''} ({path.name})")
+    return 0
+
+
 def _dashboard(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """The dashboard needs a terminal; without one, say so and show the usage."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         parser.print_help()
         print("\nThe dashboard needs a terminal; run a campaign headless with --batch.",
               file=sys.stderr)
-        return 0 if args.command is None else 2
+        return 2
     from fugue_tui.app import run_dashboard
 
     return run_dashboard(campaign=getattr(args, "campaign_file", None),
@@ -350,5 +485,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.part not in PARTS:
         raise ConfigError(f"unknown benchmark part {args.part!r}{nearest(args.part, PARTS)}; "
                           f"{known(PARTS)}")
+    import os
+
+    # the part's --help names the command the user typed, not `python -m bench.PART`
+    env = {**os.environ, "FUGUE_BENCH_PROG": f"fugue-tui bench {args.part}"}
     return subprocess.call([sys.executable, "-m", f"bench.{args.part}", *args.part_args],
-                           cwd=root)
+                           cwd=root, env=env)

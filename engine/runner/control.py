@@ -130,3 +130,29 @@ class Inbox:
             if body.get("ts", 0) >= self.since and body.get("cmd") in COMMANDS:
                 out.append(body)
         return out
+
+
+def runner_state(run_dir: str | Path) -> bool | None:
+    """Whether a runner is running the campaign of ``run_dir``: True (its ``runner.pid``
+    names a live ``engine.runner`` process on this host), False (no ``runner.pid``: the
+    runner removes it when it ends; or its process is gone), None (a runner on another
+    host sharing the folder: this host cannot tell, the command is queued for it)."""
+    import socket
+
+    import psutil
+
+    try:
+        info = json.loads(RunFolder(Path(run_dir)).runner_pid.read_text())
+        pid = int(info["pid"])
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # being written, or unreadable: do not refuse on a guess
+    if info.get("host") not in (None, socket.gethostname(), os.uname().nodename):
+        return None
+    try:
+        proc = psutil.Process(pid)
+        return (proc.status() != psutil.STATUS_ZOMBIE
+                and "engine.runner" in " ".join(proc.cmdline()))
+    except psutil.Error:
+        return False

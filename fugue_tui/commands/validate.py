@@ -1,7 +1,9 @@
 """``fugue-tui validate [SELECTOR]``: every catalogue experiment (or the selected ones) and
 whether it can run on this machine, with a one-line reason when not; then what is registered
-(models, datasets, tasks, optimizers, executors, workload types, plugins). Exit 0 for the
-listing; with a selector, 1 when a selected experiment cannot run here."""
+(models, datasets, tasks, optimizers, executors, workload types, plugins). The exit status
+depends only on the experiments validated, never on how they were selected (``validate``
+and ``validate all`` agree): 0 when every one can run here, 1 when one cannot, 2 for bad
+input (an unknown experiment, a malformed experiments file)."""
 
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     print(f"plugins: {', '.join(plugins) if plugins else 'none (FUGUE_PLUGINS unset)'}", file=out)
     print(file=out)
     print(f"{len(ids) - len(unavailable)} of {len(ids)} experiments can run here", file=out)
-    return 1 if selector and unavailable else 0
+    return 1 if unavailable else 0
 
 
 def _executor_summary(name: str) -> str:
