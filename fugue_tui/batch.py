@@ -285,6 +285,9 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
         return dry_run(runner, console, path, shown)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.folder.runner_log))
+    # the rows this run writes are those stamped from now on (the closing problem lines
+    # name only them, never an earlier run's rows of the same campaign)
+    started = time.strftime("%Y%m%d_%H%M%S")
     proc = _start_runner(path, overrides, resume, since, reuse_any)
     relay = _relay(proc.stderr)
     progress = make_progress(len(runner.cells), console)
@@ -301,7 +304,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
         return 2
     print_summary(console, runner.runs_dir / GROUPS_FILE, runner.campaign_id)
-    _print_problems(runner)
+    _print_problems(runner, started)
     if code == 130:
         print("interrupted: the running cell was stopped and recorded as killed", file=sys.stderr)
     elif code == 3:
@@ -375,17 +378,20 @@ def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress) -> Non
                     proc.send_signal(signal.SIGINT)
 
 
-def _print_problems(runner: Runner) -> None:
+def _print_problems(runner: Runner, since: str) -> None:
+    """One line on stderr per cell of this run (rows stamped at or after ``since``) whose
+    last attempt was not ok: ``killed: D_ens seq pass 1 (attempt 1): <error>``. Rows of
+    earlier runs of the same campaign are not this run's problems (an earlier ok row does
+    not hide a cell this run killed, an earlier failure is not repeated)."""
     rows = [r for r in read_rows(runner.runs_dir / GROUPS_FILE)
-            if r.get("campaign_id") == runner.campaign_id and r.get("status") != "ok"]
+            if r.get("campaign_id") == runner.campaign_id
+            and (r.get("timestamp") or "") >= since]
     latest: dict[str, dict[str, str]] = {}
     for row in rows:
         latest[row["cell_key"]] = row
-    ok = {r["cell_key"] for r in read_rows(runner.runs_dir / GROUPS_FILE)
-          if r.get("status") == "ok"}
     for row in latest.values():
-        if row["cell_key"] in ok:
-            continue  # a later attempt succeeded
+        if row.get("status") == "ok":
+            continue  # its last attempt of this run succeeded
         print(f"{row['status']}: {row['exp_id']} {row['executor']} pass {row['pass']} "
               f"(attempt {row['attempt']}): {row['error']}", file=sys.stderr)
 

@@ -145,8 +145,8 @@ def _add_run(sub) -> None:
                     "(nothing written).\n\n"
                     "  fugue-tui run --exp D_ens,D_cv --exec seq --passes 3\n"
                     "  fugue-tui run --model mlp --dataset wine --type cv --k 5 --epochs 20\n"
-                    "  fugue-tui run --model mlp --dataset digits --search-space lr=0.1,0.01 "
-                    "batch_size=32,64\n"
+                    "  fugue-tui run --model mlp --dataset digits \\\n"
+                    "      --search-space lr=0.1,0.01 batch_size=32,64\n"
                     "  fugue-tui run --type multi_model --model mlp mlp_bn --dataset wine digits",
         epilog=executors_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(run, _at_least)
@@ -235,6 +235,12 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse swallows a failed write (a closed pipe after `--help | head -1`) and
+        # exits 0 as if it had printed: let it reach main(), which ends quietly with 141.
+        if message:
+            (file or sys.stderr).write(message)
+
     def format_help(self) -> str:
         epilog = self.epilog
         if not callable(epilog):
@@ -273,10 +279,30 @@ def main(argv: list[str] | None = None) -> int:
 
     Output into a closed pipe (``fugue-tui validate | head -1``) ends the command quietly,
     as Unix tools do (status 141 = 128 + SIGPIPE), in every command."""
+    _rich_broken_pipe_raises()
     try:
-        return _main(sys.argv[1:] if argv is None else argv)
+        try:
+            code = _main(sys.argv[1:] if argv is None else argv)
+        except SystemExit as done:  # argparse's --help, --version and usage errors
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
+            if done.code is not None and not isinstance(done.code, int):
+                print(done.code, file=sys.stderr)
+        sys.stdout.flush()  # a closed pipe shows here when the output was still buffered
+        return code
     except BrokenPipeError:
         return _pipe_closed()
+
+
+def _rich_broken_pipe_raises() -> None:
+    """Rich ends the process itself on a closed pipe (exit 1); raise instead, so that
+    every command ends the same way (:func:`_pipe_closed`)."""
+    from rich.console import Console
+
+    def on_broken_pipe(console: Console) -> None:
+        console.quiet = True
+        raise BrokenPipeError
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
 
 
 def _pipe_closed() -> int:
@@ -429,8 +455,9 @@ def _check_top_level_users(parser: argparse.ArgumentParser, args: argparse.Names
 def _control(args: argparse.Namespace) -> int:
     """``fugue-tui control``: queue the command only for a runner that is running: one
     that starts later discards it (older than its start), so "sent" would be a lie."""
-    from engine.runner.control import runner_state, send
+    from engine.runner.control import check_command, runner_state, send
 
+    check_command(args.run_dir, args.cmd, args.cell)  # bad input first: exit 2
     state = runner_state(args.run_dir)
     if state is False:
         what = f"{args.cmd} {args.cell}" if args.cell else args.cmd
@@ -479,8 +506,11 @@ def _bench(args: argparse.Namespace) -> int:
     if not args.part:
         width = max(map(len, PARTS))
         print("benchmark parts (fugue-tui bench PART [--help]):")
+        from fugue_tui.format import wrap_line
+
         for name, what in PARTS.items():
-            print(f"  {name:<{width}}  {what}")
+            for line in wrap_line(f"  {name:<{width}}  {what}", hang=width + 2):
+                print(line)
         return 0
     if args.part not in PARTS:
         raise ConfigError(f"unknown benchmark part {args.part!r}{nearest(args.part, PARTS)}; "

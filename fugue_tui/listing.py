@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from engine.define.availability import catalogue_availability
 from fugue_tui.commands.common import load_catalogue_and_plugins
@@ -39,7 +40,8 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
         table.add_row(*cells)
     console.print(table)
     for i, (reason, ids) in enumerate(notes.items(), 1):
-        console.print(f"[{i}] {', '.join(ids)}: {reason}", highlight=False, soft_wrap=True)
+        # wrapped at the console's width (80 columns), never inside a word (a path)
+        console.print(Text(f"[{i}] {', '.join(ids)}: {reason}"), highlight=False)
     return 0
 
 

@@ -277,12 +277,19 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != "seq").any():
-        from fugue_tui.charts import speedup_chart
+        from fugue_tui.charts import speedup_chart, speedup_chart_width
 
         color = (console.is_terminal and not console.no_color
                  and "NO_COLOR" not in os.environ)
-        text = speedup_chart(table, width=width or min(console.width, 120), color=color)
-        console.print(Text.from_ansi(text) if color else Text(text))
+        chart_width = width or min(console.width, 120)
+        needs = speedup_chart_width(table)
+        if chart_width < needs:  # plotext would drop the title and the labels
+            console.print(Text(f"speedup chart left out: {chart_width} columns are fewer "
+                               f"than the {needs} its title and labels need (the table "
+                               "above has every speedup)"))
+        else:
+            text = speedup_chart(table, width=chart_width, color=color)
+            console.print(Text.from_ansi(text) if color else Text(text))
     return len(table)
 
 

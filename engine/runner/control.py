@@ -41,14 +41,7 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
             read-only or full disk); nothing is left behind.
     """
     run_dir = Path(run_dir)
-    if command not in COMMANDS:
-        raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
-    if command != "abort" and not cell:
-        raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
-    if not RunFolder(run_dir).runner_log.exists():
-        raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
-    if cell:
-        check_cell(run_dir, command, str(cell))
+    check_command(run_dir, command, cell)
     inbox = RunFolder(run_dir).control
     body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
     name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
@@ -67,6 +60,28 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
         reason = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
         raise OutputError(f"{inbox}: cannot queue the command: {reason}") from None
     return inbox / name
+
+
+def check_command(run_dir: str | Path, command: str, cell: str | None = None) -> None:
+    """Refuse a command :func:`send` could not queue for the runner: an unknown command, a
+    missing cell, no run folder, a cell the campaign does not have.
+
+    Raises:
+        ConfigError: one line naming what is wrong.
+        OutputError: ``control`` is there but not a folder.
+    """
+    run_dir = Path(run_dir)
+    if command not in COMMANDS:
+        raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
+    if command != "abort" and not cell:
+        raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
+    if not RunFolder(run_dir).runner_log.exists():
+        raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
+    if cell:
+        check_cell(run_dir, command, str(cell))
+    inbox = RunFolder(run_dir).control
+    if os.path.lexists(inbox) and not inbox.is_dir():  # told before "no runner" (exit 1)
+        raise OutputError(f"{inbox}: cannot queue the command: not a directory")
 
 
 def campaign_cells(run_dir: str | Path) -> tuple[int, dict[int, str]] | None:

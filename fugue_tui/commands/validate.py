@@ -13,6 +13,7 @@ from engine.define.availability import requires_hint
 from engine.parts.dataset_files import has_module
 from fugue_tui.commands.common import load_catalogue_and_plugins, selected
 from fugue_tui.commands.downloads import FETCHERS
+from fugue_tui.format import wrap_line
 
 
 def validate(selector: list[str] | None = None, experiments_file: str | None = None,
@@ -30,15 +31,20 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     from engine.plugins import load_plugins
 
     out = out or sys.stdout
+
+    def say(line: str = "") -> None:  # each line wrapped to the terminal (80 columns)
+        for piece in wrap_line(line, hang=4):
+            print(piece, file=out)
+
     catalogue = load_catalogue_and_plugins(experiments_file)
     ids = selected(catalogue, selector, "validate")
     width = max((len(i) for i in ids), default=2)
-    print(f"experiments (data root {data_root()}, {root_note(None)}):", file=out)
+    say(f"experiments (data root {data_root()}, {root_note(None)}):")
     unavailable = []
     for exp, ok, reason in catalogue_availability(catalogue, ids, check=True):
         exp_id = exp.id
         if ok:
-            print(f"  {exp_id:<{width}}  ok", file=out)
+            say(f"  {exp_id:<{width}}  ok")
             continue
         unavailable.append(exp_id)
         try:
@@ -49,8 +55,8 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
             fetchable = False
         if fetchable:
             reason += f" (or: fugue-tui prefetch {exp_id})"
-        print(f"  {exp_id:<{width}}  no: {reason}", file=out)
-    print(file=out)
+        say(f"  {exp_id:<{width}}  no: {reason}")
+    say()
     models = []
     for name in registry.MODELS.names():
         needs = registry.MODELS.get(name).requires
@@ -58,7 +64,7 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
             models.append(f"{name} (needs {needs}: {requires_hint(needs)})")
         else:
             models.append(name)
-    print(f"models: {', '.join(models)}", file=out)
+    say(f"models: {', '.join(models)}")
     datasets = []
     for name in registry.DATASETS.names():
         try:
@@ -66,16 +72,15 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
         except Exception:  # a plugin's check must not break the listing
             ok = False
         datasets.append(name if ok else f"{name} (missing)")
-    print(f"datasets: {', '.join(datasets)}", file=out)
-    print(f"tasks: {', '.join(registry.TASKS.names())}", file=out)
-    print(f"optimizers: {', '.join(registry.OPTIMIZERS.names())}", file=out)
-    print(f"executors: {', '.join(_executor_summary(n) for n in registry.EXECUTORS.names())}",
-          file=out)
-    print(f"workload types: {', '.join(WORKLOADS.names())}", file=out)
+    say(f"datasets: {', '.join(datasets)}")
+    say(f"tasks: {', '.join(registry.TASKS.names())}")
+    say(f"optimizers: {', '.join(registry.OPTIMIZERS.names())}")
+    say(f"executors: {', '.join(_executor_summary(n) for n in registry.EXECUTORS.names())}")
+    say(f"workload types: {', '.join(WORKLOADS.names())}")
     plugins = load_plugins()
-    print(f"plugins: {', '.join(plugins) if plugins else 'none (FUGUE_PLUGINS unset)'}", file=out)
-    print(file=out)
-    print(f"{len(ids) - len(unavailable)} of {len(ids)} experiments can run here", file=out)
+    say(f"plugins: {', '.join(plugins) if plugins else 'none (FUGUE_PLUGINS unset)'}")
+    say()
+    say(f"{len(ids) - len(unavailable)} of {len(ids)} experiments can run here")
     return 1 if unavailable else 0
 
 
