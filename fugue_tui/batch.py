@@ -138,7 +138,8 @@ def make_progress(total: int, console: Console, environ: dict[str, str] | None =
     return LiveProgress(total, console)
 
 
-def dry_run(runner: Runner, console: Console, path: str, shown: str | None = None) -> int:
+def dry_run(runner: Runner, console: Console, path: str, shown: str | None = None,
+            as_json: bool = False) -> int:
     """Print the cells, their keys and what would be skipped; spend nothing.
 
     Why a cell would be skipped is a numbered note under the table (one per distinct
@@ -148,6 +149,13 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     least 8 hex digits; control commands and resume accept it) when that is not enough,
     and long experiment ids, compile modes and variants folded inside their column."""
     planned = runner.plan()
+    if as_json:  # the plan as a fugue-tui/plan document (docs/json.md)
+        from fugue_tui.jsonout import document, dump, plan_cells
+
+        dump(document("plan", campaign=runner.campaign_id, source=shown or path,
+                      runs_dir=str(runner.runs_dir), device=runner.device,
+                      cells=plan_cells(planned)))
+        return 0
     variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
     columns = ["#", "experiment", "executor"] + (["variant"] if variants else []) + [
         "compile", "pass", "jobs", "cell key", "would"]
@@ -262,11 +270,13 @@ def _ranges(numbers: list[int]) -> str:
 
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
               since: str | None = None, shown: str | None = None,
-              reuse_any: bool = False, words=None) -> int:
+              reuse_any: bool = False, words=None, as_json: bool = False) -> int:
     """Run (or, with ``dry``, list) a campaign; ``resume`` skips cells with an ok row of this
     campaign (``reuse_any``: of any campaign). Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
     3 aborted through the control channel; 130 Ctrl-C or SIGTERM.
+
+    ``as_json`` (with ``dry``): the plan as JSON (:mod:`fugue_tui.jsonout`).
 
     ``words``: rewrites a warning about the campaign (``"<path>: <text>"``) in the words
     the user typed (``fugue-tui run`` generates the file: the warning names its flags, not
@@ -282,7 +292,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
         print(f"fugue-tui: warning: {words(text) if words else text}", file=sys.stderr)
     if dry:  # the real run's checks of the runs folder, writing nothing: exit 2 as it would
         check_runs_path(runner.runs_dir)
-        return dry_run(runner, console, path, shown)
+        return dry_run(runner, console, path, shown, as_json=as_json)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.folder.runner_log))
     # the rows this run writes are those stamped from now on (the closing problem lines

@@ -46,6 +46,8 @@ def _add_top_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", metavar="CAMPAIGN", help="run a campaign TOML headless")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --batch: print the cells and their keys, run nothing")
+    parser.add_argument("--json", action="store_true",
+                        help="with --batch --dry-run: the plan as JSON (docs/json.md)")
     parser.add_argument("--runs-dir", help="override the campaign's runs_dir")
     parser.add_argument("--passes", type=_at_least(1), help="override the campaign's passes")
     parser.add_argument("--seed", type=int, help="override the campaign's seed")
@@ -107,6 +109,8 @@ def _add_catalogue_commands(sub) -> None:
                     "it): per experiment its workload, jobs, model and dataset, and whether "
                     "it can run on this machine. Exit 0.")
     _experiments_file(lister, "experiments_file_list")
+    lister.add_argument("--json", action="store_true", dest="json_sub",
+                        help="the catalogue as JSON (schema fugue-tui/list, docs/json.md)")
     validate = sub.add_parser(
         "validate", help="which experiments can run here and why not; what is registered",
         description="Every catalogue experiment (or the selected ones) and whether it resolves "
@@ -117,6 +121,9 @@ def _add_catalogue_commands(sub) -> None:
     validate.add_argument("selector", nargs="*", metavar="SELECTOR",
                           help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all")
     _experiments_file(validate, "experiments_file_sub")
+    validate.add_argument("--json", action="store_true", dest="json_sub",
+                          help="the answer as JSON (schema fugue-tui/validate, docs/json.md); "
+                               "the same exit status")
     prefetch = sub.add_parser(
         "prefetch", help="download the datasets of the selected experiments (default all)",
         description="Download the datasets of the selected experiments (default all) into the "
@@ -165,6 +172,9 @@ def _add_report(sub) -> None:
     report.add_argument("--campaign", metavar="ID", help="only the rows of this campaign id")
     report.add_argument("--by-campaign", action="store_true",
                         help="compare only rows of the same campaign file (campaign_hash)")
+    report.add_argument("--json", action="store_true", dest="json_sub",
+                        help="the cells (figures, intervals, parity) as JSON on stdout "
+                             "(schema fugue-tui/report, docs/json.md) instead of the tables")
     report.add_argument("--width", type=int, metavar="N",
                         help="layout width in columns (default: the terminal's)")
     report.add_argument("--export", metavar="DIR",
@@ -328,6 +338,10 @@ def _main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.command and args.batch:
         parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
+    if args.json and not (args.batch and args.dry_run):
+        where = (f"; '{args.command}' takes its own: fugue-tui {args.command} --json"
+                 if args.command in ("list", "validate", "report", "run") else "")
+        parser.error(f"--json before the command applies with --batch CAMPAIGN --dry-run{where}")
     if not args.batch:
         used = [flag for flag, value in (("--dry-run", args.dry_run), ("--resume", args.resume),
                                          ("--since", args.since),
@@ -344,11 +358,13 @@ def _main(argv: list[str]) -> int:
         if args.command == "list":
             from fugue_tui.listing import print_catalogue
 
-            return print_catalogue(args.experiments_file_list or args.experiments_file)
+            return print_catalogue(args.experiments_file_list or args.experiments_file,
+                                   as_json=args.json_sub)
         if args.command == "validate":
             from fugue_tui.commands.validate import validate
 
-            return validate(args.selector, args.experiments_file_sub or args.experiments_file)
+            return validate(args.selector, args.experiments_file_sub or args.experiments_file,
+                            as_json=args.json_sub)
         if args.command == "prefetch":
             from fugue_tui.commands.prefetch import prefetch
 
@@ -371,7 +387,8 @@ def _main(argv: list[str]) -> int:
             return run_report(user_path(given, what) if given is not None else "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width, export_dir=args.export,
-                              formats=args.format, overwrite=args.overwrite)
+                              formats=args.format, overwrite=args.overwrite,
+                              as_json=args.json_sub)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":
@@ -383,7 +400,7 @@ def _main(argv: list[str]) -> int:
                          "device": args.device, "experiments_file": args.experiments_file,
                          "retries": args.retries}
             return run_batch(args.batch, overrides, dry=args.dry_run, resume=args.resume,
-                             since=args.since, reuse_any=args.reuse_any)
+                             since=args.since, reuse_any=args.reuse_any, as_json=args.json)
     except FugueError as exc:
         print(f"fugue-tui: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -311,7 +311,8 @@ def _notes(table) -> list[str]:
 def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                by_campaign: bool = False, width: int | None = None,
                export_dir: str | os.PathLike[str] | None = None,
-               formats: str = "png,svg,tex", overwrite: bool = False) -> int:
+               formats: str = "png,svg,tex", overwrite: bool = False,
+               as_json: bool = False) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
@@ -328,6 +329,19 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         check_export(export_dir, formats, overwrite, "--export")
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
                        by_campaign, skipped, overwrite=overwrite, what="--export")
+    if as_json:  # the cells as a fugue-tui/report document; what else is said: stderr
+        from fugue_tui.jsonout import document, dump, report_cells
+
+        runs = select_runs(Path(runs_dir), campaign_id)
+        for note in runs.notes:
+            print(f"fugue-tui: warning: {note}", file=sys.stderr)
+        dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
+                      by_campaign=by_campaign, cells=report_cells(runs, by_campaign)))
+        if export_dir is not None:
+            print(f"exported to {export_dir}", file=sys.stderr)
+            for names, why in skipped:
+                print(f"skipped {names}: {why}", file=sys.stderr)
+        return 0
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign)
     if export_dir is not None:

@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, own, None)
         return value if value is not None else (getattr(args, top, None) if top else None)
 
+    if args.run_json and not args.run_dry_run:
+        raise ConfigError("--json applies with --dry-run (the plan as JSON)")
     if args.run_since and not args.run_resume:
         raise ConfigError("--since only applies with --resume")
     if getattr(args, "run_reuse_any", False) and not args.run_resume:
@@ -105,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
             return rewrite_errors(
                 lambda: run_batch(str(path), {}, dry=True,
                                   shown=f"fugue-tui run (campaign {name})",
+                                  as_json=args.run_json,
                                   words=lambda text: _flag_words(args, user_words(text, path, exp_name))),
                 path, exp_name)
     preflight(runs_dir)  # an unwritable runs path: one line, exit 2, nothing written

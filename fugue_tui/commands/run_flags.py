@@ -103,6 +103,9 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                      help="torch threads per cell process (default 0 = all cores)")
     how.add_argument("--dry-run", dest="run_dry_run", action="store_true",
                      help="print the cells and their keys, run nothing, write nothing")
+    how.add_argument("--json", dest="run_json", action="store_true",
+                     help="with --dry-run: the plan as JSON (schema fugue-tui/plan, "
+                          "docs/json.md)")
     how.add_argument("--experiments-file", dest="run_experiments_file", metavar="FILE",
                      help="a user experiments file merged over the catalogue")
     adhoc = run.add_argument_group(
