@@ -178,13 +178,15 @@ def _add_report(sub) -> None:
     report.add_argument("--width", type=int, metavar="N",
                         help="layout width in columns (default: the terminal's)")
     report.add_argument("--export", metavar="DIR",
-                        help="also write the figures (PNG, SVG) and a LaTeX table there")
+                        help="also write the figures (PNG, SVG) and a LaTeX table there, "
+                             "or the rows as data (--format)")
     report.add_argument("--overwrite", action="store_true",
                         help="with --export: replace the files an earlier export left in DIR "
                              "(without it, an export that would replace a file is refused)")
     report.add_argument("--format", metavar="LIST", default="png,svg,tex",
-                        help="what --export writes: comma-separated png, svg, tex "
-                             "(default: all three)")
+                        help="what --export writes, comma-separated: png, svg, tex (the "
+                             "figures and table; the default), parquet, json (group and job "
+                             "rows, typed), tensorboard (per-epoch curves and group figures)")
 
 
 def _add_bench(sub) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -211,7 +212,8 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
                    what: str = "export folder") -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
-    same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
+    same analysis as the terminal (:func:`fugue_tui.figures.build`), and the rows as data
+    (parquet, json, tensorboard: :mod:`fugue_tui.export_data`); the paths written.
     A figure with nothing measured is not written: ``skipped``, when given, receives
     ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
 
@@ -228,12 +230,18 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     from fugue_tui.export import export, skipped_figures
     from fugue_tui.figures import build
 
+    from fugue_tui.export_data import DATA_FORMATS, export_data
+
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign)
     try:
         for path in present:  # replaced by new files, never written through a link
-            path.unlink()
-        written = export(results, out, chosen)
+            if path.is_dir() and not path.is_symlink():  # the export's tensorboard/ folder
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        written = export(results, out, [f for f in chosen if f not in DATA_FORMATS])
+        written += export_data(runs, out, [f for f in chosen if f in DATA_FORMATS])
     except OSError as exc:
         raise FugueError(f"{what} '{out_dir}': cannot write "
                          f"{exc.filename or out}: {exc.strerror or exc}") from None
@@ -345,7 +353,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign)
     if export_dir is not None:
-        console.print(Text(f"figures and LaTeX table written to {export_dir}"))
+        console.print(Text(f"exported ({formats}) to {export_dir}"))
         for names, why in skipped:
             console.print(Text(f"skipped {names}: {why}"), soft_wrap=True)
     return 0
