@@ -217,8 +217,9 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
         options=options, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings,
-        experiments_file_hash=(hashlib.sha256(Path(user_file).read_bytes()).hexdigest()[:16]
-                               if user_file else ""))
+        # the file actually merged: the campaign's, or the default one (engine.dirs)
+        experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
+                               .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))
 
 
 def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],
