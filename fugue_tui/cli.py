@@ -10,6 +10,7 @@
     fugue-tui run --exp SELECTOR ... --exec EXECUTOR ... [--dry-run] ...
     fugue-tui run --model M --dataset D [--type cv --k 5 ...] [--exec ...]
     fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N] [--export DIR]
+    fugue-tui completion {bash,zsh,fish}        a shell completion script (shtab)
 
 Bad input prints one line naming the file, key or value and exits with status 2.
 """
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_report(sub)
     _add_bench(sub)
+    _add_completion(sub)
+    _mark_paths(parser)
     return parser
 
 
@@ -200,6 +203,39 @@ def _add_bench(sub) -> None:
                        help="the part's own options (see fugue-tui bench PART --help)")
     bench.add_argument("--check", action="store_true",
                        help="verify that bench/RESULTS.md matches the committed CSV files")
+
+
+def _add_completion(sub) -> None:
+    completion = sub.add_parser(
+        "completion", help="print a shell completion script (bash, zsh, fish)",
+        description="Print the completion script for SHELL, generated from this command "
+                    "line's parser (shtab). Install it once, e.g. for bash: fugue-tui "
+                    "completion bash > ~/.local/share/bash-completion/completions/fugue-tui; "
+                    "zsh: fugue-tui completion zsh > \"${fpath[1]}/_fugue-tui\"; fish: "
+                    "fugue-tui completion fish > ~/.config/fish/completions/fugue-tui.fish.")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL",
+                            help="bash, zsh or fish")
+
+
+#: Options and arguments whose values are files or folders, for the completion scripts.
+_FILE_DESTS = {"batch", "campaign_file", "experiments_file", "experiments_file_list",
+               "experiments_file_sub", "run_experiments_file", "replay"}
+_DIR_DESTS = {"runs_dir", "runs_dir_report", "report_dir", "run_runs_dir", "attach",
+              "results", "run_dir", "export", "data_dir"}
+
+
+def _mark_paths(parser: argparse.ArgumentParser) -> None:
+    """Tell shtab which values are paths (it completes files or folders there)."""
+    import shtab
+
+    for action in parser._actions:  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                _mark_paths(sub)
+        elif action.dest in _FILE_DESTS:
+            action.complete = shtab.FILE  # type: ignore[attr-defined]
+        elif action.dest in _DIR_DESTS:
+            action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
 
 
 def _at_least(low: int):
@@ -395,6 +431,11 @@ def _main(argv: list[str]) -> int:
             return _bench(args)
         if args.command == "control":
             return _control(args)
+        if args.command == "completion":
+            import shtab
+
+            print(shtab.complete(parser, shell=args.shell), end="")
+            return 0
         if args.batch:
             from fugue_tui.batch import run_batch
 
