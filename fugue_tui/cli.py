@@ -497,9 +497,10 @@ def _check_top_level_users(parser: argparse.ArgumentParser, args: argparse.Names
         if value is None:
             continue
         if args.command not in users:
-            takers = " and ".join(["--batch"] + [u for u in users if u])
-            parser.error(f"{flag} does not apply to '{args.command}' (it is an option of "
-                         f"{takers})")
+            names = ["--batch"] + [u for u in users if u]
+            takers = ", ".join(names[:-1]) + f" and {names[-1]}"
+            which = f"'{args.command}'" if args.command else "the dashboard"
+            parser.error(f"{flag} does not apply to {which} (it is an option of {takers})")
         own = _SAME_FLAG.get(args.command or "", {}).get(dest)
         mine = getattr(args, own, None) if own else None
         if mine is not None and mine != value:

@@ -86,7 +86,13 @@ def test_report_json_matches_the_tables_and_has_no_nan():
     proc = fugue("report", str(HARNESS), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = strict(proc.stdout, "report")
-    text = fugue("report", str(HARNESS)).stdout
+    from rich.console import Console
+
+    from fugue_tui.report import print_report
+
+    console = Console(width=1000, record=True, color_system=None)
+    print_report(HARNESS, console)
+    text = console.export_text()
     unified = next(c for c in doc["cells"] if c["exp_id"] == "D_ens"
                    and c["executor"] == "unified_model")
     assert re.search(rf"D_ens\s+│\s+unified_model.*{unified['speedup']:.3f}", text)
