@@ -17,3 +17,12 @@ PARTS: dict[str, str] = {
     "results_scale": "load, aggregate and chart results files of 1k-100k group rows",
     "precision": "fp32, amp-bf16 and bf16 for seq and unified_model on D_ens at K = 32 (CPU)",
 }
+
+
+def prog(part: str) -> str:
+    """The name a part's ``--help`` shows in its usage line: ``fugue-tui bench PART`` when
+    run through ``fugue-tui bench`` (which sets ``FUGUE_BENCH_PROG``), else
+    ``python -m bench.PART``."""
+    import os
+
+    return os.environ.get("FUGUE_BENCH_PROG") or f"python -m bench.{part}"

@@ -246,7 +246,9 @@ def replay_share(tmp: Path, seconds: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{PART}", description=__doc__,
+    from bench import prog
+
+    parser = argparse.ArgumentParser(prog=prog(PART), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=10, help="repetitions (default 10)")
     parser.add_argument("--probes", type=int, default=20,

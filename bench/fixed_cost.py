@@ -132,7 +132,9 @@ def split(started: dict[str, Any], cell_events: list[dict[str, Any]],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{PART}", description=__doc__,
+    from bench import prog
+
+    parser = argparse.ArgumentParser(prog=prog(PART), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
     parser.add_argument("--executors", nargs="+", default=["seq", "unified_model"],

@@ -92,7 +92,9 @@ def run_cell(spec: CellRunSpec, tmp: Path, attempt: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{PART}", description=__doc__,
+    from bench import prog
+
+    parser = argparse.ArgumentParser(prog=prog(PART), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=10, help="repetitions (default 10)")
     parser.add_argument("--epochs", type=int, default=None, help="epochs per job (default: the catalogue's)")

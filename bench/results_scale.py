@@ -169,7 +169,9 @@ def _report_path(folder: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.results_scale", description=__doc__,
+    from bench import prog
+
+    parser = argparse.ArgumentParser(prog=prog("results_scale"), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
                         help="group rows of each synthetic file (default 1000 10000 100000)")

@@ -196,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     from engine.plugins import load_builtins
 
     load_builtins()  # this process's entry (python -m bench.<part>)
-    parser = argparse.ArgumentParser(prog="python -m bench.seq_overhead", description=__doc__,
+    from bench import prog
+
+    parser = argparse.ArgumentParser(prog=prog("seq_overhead"), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=10,
                         help="interleaved repetitions (>= 5 for the protocol; default 10)")

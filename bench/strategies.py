@@ -66,7 +66,9 @@ RAY_REUSED_TARGET = "<=2"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{PART}", description=__doc__,
+    from bench import prog
+
+    parser = argparse.ArgumentParser(prog=prog(PART), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--passes", type=int, default=5, help="passes (default 5)")
     parser.add_argument("--epochs", type=int, default=None,

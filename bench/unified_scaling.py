@@ -282,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     from engine.plugins import load_builtins
 
     load_builtins()  # this process's entry (python -m bench.<part>)
-    parser = argparse.ArgumentParser(prog="python -m bench.unified_scaling", description=__doc__,
+    from bench import prog
+
+    parser = argparse.ArgumentParser(prog=prog("unified_scaling"), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5, help="repetitions (>= 5; default 5)")
     parser.add_argument("--epochs", type=int, default=15,

@@ -16,6 +16,8 @@ import os
 from engine.errors import ConfigError
 
 _loaded: set[str] = set()
+#: Each loaded plugin's version (None when it declares none): rows record them.
+_versions: dict[str, str | None] = {}
 
 
 def load_builtins() -> None:
@@ -41,11 +43,12 @@ def load_plugins() -> list[str]:
         if name in _loaded:
             continue
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except Exception as exc:  # an import error in user code: one line, naming the plugin
             raise ConfigError(f"FUGUE_PLUGINS: cannot import plugin '{name}': "
                               f"{type(exc).__name__}: {exc}") from None
         _loaded.add(name)
+        _versions[name] = _module_version(module)
     for entry in importlib.metadata.entry_points(group="fugue_tui.plugins"):
         if entry.name in _loaded:
             continue
@@ -55,4 +58,26 @@ def load_plugins() -> list[str]:
             raise ConfigError(f"entry point fugue_tui.plugins:{entry.name}: cannot load: "
                               f"{type(exc).__name__}: {exc}") from None
         _loaded.add(entry.name)
+        _versions[entry.name] = entry.dist.version if entry.dist is not None else None
     return sorted(_loaded)
+
+
+def plugin_versions() -> dict[str, str | None]:
+    """``{plugin: version}`` of the plugins this process loaded (:func:`load_plugins`):
+    an entry point's distribution version; for a ``FUGUE_PLUGINS`` module its
+    ``__version__``, else the version of the installed distribution that provides it,
+    else None (a plain module declares none). Empty without plugins."""
+    return dict(sorted(_versions.items()))
+
+
+def _module_version(module) -> str | None:
+    version = getattr(module, "__version__", None)
+    if isinstance(version, str) and version:
+        return version
+    top = module.__name__.partition(".")[0]
+    for dist in importlib.metadata.packages_distributions().get(top, []):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None

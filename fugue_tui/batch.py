@@ -138,7 +138,8 @@ def make_progress(total: int, console: Console, environ: dict[str, str] | None =
     return LiveProgress(total, console)
 
 
-def dry_run(runner: Runner, console: Console, path: str, shown: str | None = None) -> int:
+def dry_run(runner: Runner, console: Console, path: str, shown: str | None = None,
+            as_json: bool = False) -> int:
     """Print the cells, their keys and what would be skipped; spend nothing.
 
     Why a cell would be skipped is a numbered note under the table (one per distinct
@@ -148,6 +149,13 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     least 8 hex digits; control commands and resume accept it) when that is not enough,
     and long experiment ids, compile modes and variants folded inside their column."""
     planned = runner.plan()
+    if as_json:  # the plan as a fugue-tui/plan document (docs/json.md)
+        from fugue_tui.jsonout import document, dump, plan_cells
+
+        dump(document("plan", campaign=runner.campaign_id, source=shown or path,
+                      runs_dir=str(runner.runs_dir), device=runner.device,
+                      cells=plan_cells(planned)))
+        return 0
     variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
     # The precision column only when some cell asks for one: plans without the axis print
     # as they always did.
@@ -267,11 +275,17 @@ def _ranges(numbers: list[int]) -> str:
 
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
               since: str | None = None, shown: str | None = None,
-              reuse_any: bool = False) -> int:
+              reuse_any: bool = False, words=None, as_json: bool = False) -> int:
     """Run (or, with ``dry``, list) a campaign; ``resume`` skips cells with an ok row of this
     campaign (``reuse_any``: of any campaign). Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
-    3 aborted through the control channel; 130 Ctrl-C or SIGTERM."""
+    3 aborted through the control channel; 130 Ctrl-C or SIGTERM.
+
+    ``as_json`` (with ``dry``): the plan as JSON (:mod:`fugue_tui.jsonout`).
+
+    ``words``: rewrites a warning about the campaign (``"<path>: <text>"``) in the words
+    the user typed (``fugue-tui run`` generates the file: the warning names its flags, not
+    a temporary path)."""
     from engine.plugins import load_plugins
 
     load_plugins()  # every name a campaign may use: built-ins and the user's plugins
@@ -279,12 +293,16 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     runner = Runner(campaign, resume=resume, since=since, reuse_any=reuse_any)
     console = Console()
     for warning in campaign.warnings:
-        print(f"fugue-tui: warning: {path}: {warning}", file=sys.stderr)
+        text = f"{path}: {warning}"
+        print(f"fugue-tui: warning: {words(text) if words else text}", file=sys.stderr)
     if dry:  # the real run's checks of the runs folder, writing nothing: exit 2 as it would
         check_runs_path(runner.runs_dir)
-        return dry_run(runner, console, path, shown)
+        return dry_run(runner, console, path, shown, as_json=as_json)
     preflight(runner.runs_dir)  # an unwritable runs path is bad input: exit 2, nothing started
     follower = CampaignFollower(runner.run_dir, _size(runner.folder.runner_log))
+    # the rows this run writes are those stamped from now on (the closing problem lines
+    # name only them, never an earlier run's rows of the same campaign)
+    started = time.strftime("%Y%m%d_%H%M%S")
     proc = _start_runner(path, overrides, resume, since, reuse_any)
     relay = _relay(proc.stderr)
     progress = make_progress(len(runner.cells), console)
@@ -301,7 +319,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
         return 2
     print_summary(console, runner.runs_dir / GROUPS_FILE, runner.campaign_id)
-    _print_problems(runner)
+    _print_problems(runner, started)
     if code == 130:
         print("interrupted: the running cell was stopped and recorded as killed", file=sys.stderr)
     elif code == 3:
@@ -375,17 +393,20 @@ def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress) -> Non
                     proc.send_signal(signal.SIGINT)
 
 
-def _print_problems(runner: Runner) -> None:
+def _print_problems(runner: Runner, since: str) -> None:
+    """One line on stderr per cell of this run (rows stamped at or after ``since``) whose
+    last attempt was not ok: ``killed: D_ens seq pass 1 (attempt 1): <error>``. Rows of
+    earlier runs of the same campaign are not this run's problems (an earlier ok row does
+    not hide a cell this run killed, an earlier failure is not repeated)."""
     rows = [r for r in read_rows(runner.runs_dir / GROUPS_FILE)
-            if r.get("campaign_id") == runner.campaign_id and r.get("status") != "ok"]
+            if r.get("campaign_id") == runner.campaign_id
+            and (r.get("timestamp") or "") >= since]
     latest: dict[str, dict[str, str]] = {}
     for row in rows:
         latest[row["cell_key"]] = row
-    ok = {r["cell_key"] for r in read_rows(runner.runs_dir / GROUPS_FILE)
-          if r.get("status") == "ok"}
     for row in latest.values():
-        if row["cell_key"] in ok:
-            continue  # a later attempt succeeded
+        if row.get("status") == "ok":
+            continue  # its last attempt of this run succeeded
         print(f"{row['status']}: {row['exp_id']} {row['executor']} pass {row['pass']} "
               f"(attempt {row['attempt']}): {row['error']}", file=sys.stderr)
 

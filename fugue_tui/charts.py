@@ -205,16 +205,42 @@ def speedup_label(row: Mapping[str, Any]) -> str:
     return cell_label(dict(row))
 
 
+#: The title of the speedup chart.
+SPEEDUP_TITLE = "speedup over seq (ratio of mean T_group; 1 = seq)"
+#: Columns a bar needs beside its label to be read: the axis, the bar area, the frame.
+MIN_BAR_AREA = 20
+
+
 def speedup_chart(speedup_df, width: int = 80, color: bool | None = None,
-                  title: str = "speedup over seq (ratio of mean T_group; 1 = seq)") -> str:
+                  title: str = SPEEDUP_TITLE) -> str:
     """Bars of the speedups in ``speedup_df`` (:func:`engine.results.analysis.speedups`), grouped
     by experiment then executor, with the bootstrap interval where there is one and a line
     at 1. seq rows (1 by definition) are not drawn; cells without a seq baseline (NaN) are
     listed as missing, never drawn as 0. Several machines: labels start with the machine.
+    Below :func:`speedup_chart_width` plotext drops the title and labels: callers check
+    it first (``report --width 40`` prints the tables only and says so).
     """
+    bars = _speedup_bars(speedup_df)
+    if bars is None:
+        return "(no speedups to draw: only seq rows)"
+    labels, values, errors = bars
+    return bar_chart(labels, values, title=title, width=width, errors=errors, color=color,
+                     reference=1.0, value_labels=[""] * len(values))
+
+
+def speedup_chart_width(speedup_df, title: str = SPEEDUP_TITLE) -> int:
+    """The fewest columns that hold the speedup chart of ``speedup_df`` with its title and
+    every label (the longest label, then :data:`MIN_BAR_AREA` columns of bars)."""
+    bars = _speedup_bars(speedup_df)
+    longest = max((len(label) for label in bars[0]), default=0) if bars else 0
+    return max(len(title), longest + MIN_BAR_AREA)
+
+
+def _speedup_bars(speedup_df):
+    """``(labels, values, errors)`` of the non-seq rows, bottom bar first; None without."""
     frame = speedup_df[speedup_df["executor"] != "seq"]
     if not len(frame):
-        return "(no speedups to draw: only seq rows)"
+        return None
     machines = frame["machine"].unique() if "machine" in frame.columns else []
     frame = frame.assign(_exp=frame["exp_id"].map({e: i for i, e in enumerate(
         dict.fromkeys(frame["exp_id"]))}))
@@ -230,9 +256,7 @@ def speedup_chart(speedup_df, width: int = 80, color: bool | None = None,
         values.append(value)
         errors.append((row.get("ci_low"), row.get("ci_high")))
     # plotext draws the first bar at the bottom: reverse so the table order reads downwards.
-    labels, values, errors = (x[::-1] for x in (labels, values, errors))
-    return bar_chart(labels, values, title=title, width=width, errors=errors, color=color,
-                     reference=1.0, value_labels=[""] * len(values))
+    return tuple(x[::-1] for x in (labels, values, errors))
 
 
 def metric_panels(xs: Sequence[float], panels: Sequence[tuple[str, Sequence[float | None]]],

@@ -10,6 +10,7 @@
     fugue-tui run --exp SELECTOR ... --exec EXECUTOR ... [--dry-run] ...
     fugue-tui run --model M --dataset D [--type cv --k 5 ...] [--exec ...]
     fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N] [--export DIR]
+    fugue-tui completion {bash,zsh,fish}        a shell completion script (shtab)
 
 Bad input prints one line naming the file, key or value and exits with status 2.
 """
@@ -37,15 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_report(sub)
     _add_bench(sub)
+    _add_completion(sub)
+    _mark_paths(parser)
     return parser
 
 
 def _add_top_level(parser: argparse.ArgumentParser) -> None:
     """``--version``, ``--batch`` and the overrides it takes."""
-    parser.add_argument("--version", action="version", version=f"fugue-tui {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"fugue-tui {__version__}")
     parser.add_argument("--batch", metavar="CAMPAIGN", help="run a campaign TOML headless")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --batch: print the cells and their keys, run nothing")
+    parser.add_argument("--json", action="store_true",
+                        help="with --batch --dry-run: the plan as JSON (docs/json.md)")
     parser.add_argument("--runs-dir", help="override the campaign's runs_dir")
     parser.add_argument("--passes", type=_at_least(1), help="override the campaign's passes")
     parser.add_argument("--seed", type=int, help="override the campaign's seed")
@@ -86,7 +91,14 @@ def _add_dashboard(sub) -> None:
 
 
 def _add_control(sub) -> None:
-    control = sub.add_parser("control", help="send a command to the runner of a campaign")
+    control = sub.add_parser(
+        "control", help="send a command to the runner of a campaign",
+        description="Send a command to the runner of a running campaign: kill CELL (stop "
+                    "the running attempt, recorded killed), retry CELL (stop it if running, "
+                    "then run it again now), skip CELL (do not run a queued cell; stop it if "
+                    "running), abort (stop the running cell and end the campaign). CELL is "
+                    "a cell key, a unique key prefix or the cell's index. Exit 0 when sent; "
+                    "1 when no runner is running the campaign (nothing sent); 2 bad input.")
     control.add_argument("run_dir", help="the campaign's run folder (runs/<name>)")
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
     control.add_argument("cell", nargs="?", help="cell key, key prefix or index")
@@ -94,17 +106,27 @@ def _add_control(sub) -> None:
 
 def _add_catalogue_commands(sub) -> None:
     """``list``, ``validate`` and ``prefetch``: the catalogue and this machine."""
-    lister = sub.add_parser("list", help="list the experiment catalogue and what can run here")
+    lister = sub.add_parser(
+        "list", help="list the experiment catalogue and what can run here",
+        description="The experiment catalogue (with a user experiments file merged over "
+                    "it): per experiment its workload, jobs, model and dataset, and whether "
+                    "it can run on this machine. Exit 0.")
     _experiments_file(lister, "experiments_file_list")
+    lister.add_argument("--json", action="store_true", dest="json_sub",
+                        help="the catalogue as JSON (schema fugue-tui/list, docs/json.md)")
     validate = sub.add_parser(
         "validate", help="which experiments can run here and why not; what is registered",
         description="Every catalogue experiment (or the selected ones) and whether it resolves "
                     "on this machine, with a one-line reason when not; then the registered "
                     "models, datasets, tasks, optimizers, executors and workload types. Exit 0 "
-                    "for the listing; with SELECTOR, 1 when a selected experiment cannot run.")
+                    "when every experiment validated (all, or the selected ones) can run "
+                    "here, 1 when one cannot, 2 for bad input.")
     validate.add_argument("selector", nargs="*", metavar="SELECTOR",
                           help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all")
     _experiments_file(validate, "experiments_file_sub")
+    validate.add_argument("--json", action="store_true", dest="json_sub",
+                          help="the answer as JSON (schema fugue-tui/validate, docs/json.md); "
+                               "the same exit status")
     prefetch = sub.add_parser(
         "prefetch", help="download the datasets of the selected experiments (default all)",
         description="Download the datasets of the selected experiments (default all) into the "
@@ -133,8 +155,8 @@ def _add_run(sub) -> None:
                     "(nothing written).\n\n"
                     "  fugue-tui run --exp D_ens,D_cv --exec seq --passes 3\n"
                     "  fugue-tui run --model mlp --dataset wine --type cv --k 5 --epochs 20\n"
-                    "  fugue-tui run --model mlp --dataset digits --search-space lr=0.1,0.01 "
-                    "batch_size=32,64\n"
+                    "  fugue-tui run --model mlp --dataset digits \\\n"
+                    "      --search-space lr=0.1,0.01 batch_size=32,64\n"
                     "  fugue-tui run --type multi_model --model mlp mlp_bn --dataset wine digits",
         epilog=executors_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(run, _at_least)
@@ -146,9 +168,9 @@ def _add_report(sub) -> None:
                        "speedup over seq with its 95%% interval, accuracy parity")
     report.add_argument("report_dir", nargs="?", metavar="RUNS_DIR",
                         help="folder holding master_groups.csv (default: --runs-dir or runs)")
-    # Also after the sub-command (`fugue-tui report --runs-dir X`, as users write it);
-    # SUPPRESS keeps the global flag's value when this one is not given.
-    report.add_argument("--runs-dir", default=argparse.SUPPRESS, metavar="DIR",
+    # Also after the sub-command (`fugue-tui report --runs-dir X`, as users write it); its
+    # own dest, so that a different value before the command is refused, not overwritten.
+    report.add_argument("--runs-dir", dest="runs_dir_report", metavar="DIR",
                         help="the same as RUNS_DIR")
     report.add_argument("--campaign", metavar="ID", help="only the rows of this campaign id")
     report.add_argument("--by-campaign", action="store_true",
@@ -156,16 +178,21 @@ def _add_report(sub) -> None:
     report.add_argument("--baseline", metavar="PRECISION", choices=_precisions(),
                         help="speedups and accuracy parity of every precision against seq in "
                              "this one (e.g. fp32); default: seq of each cell's own precision")
+    report.add_argument("--json", action="store_true", dest="json_sub",
+                        help="the cells (figures, intervals, parity) as JSON on stdout "
+                             "(schema fugue-tui/report, docs/json.md) instead of the tables")
     report.add_argument("--width", type=int, metavar="N",
                         help="layout width in columns (default: the terminal's)")
     report.add_argument("--export", metavar="DIR",
-                        help="also write the figures (PNG, SVG) and a LaTeX table there")
+                        help="also write the figures (PNG, SVG) and a LaTeX table there, "
+                             "or the rows as data (--format)")
     report.add_argument("--overwrite", action="store_true",
                         help="with --export: replace the files an earlier export left in DIR "
                              "(without it, an export that would replace a file is refused)")
     report.add_argument("--format", metavar="LIST", default="png,svg,tex",
-                        help="what --export writes: comma-separated png, svg, tex "
-                             "(default: all three)")
+                        help="what --export writes, comma-separated: png, svg, tex (the "
+                             "figures and table; the default), parquet, json (group and job "
+                             "rows, typed), tensorboard (per-epoch curves and group figures)")
 
 
 def _add_bench(sub) -> None:
@@ -185,6 +212,39 @@ def _precisions() -> tuple[str, ...]:
     from engine.precision import PRECISIONS
 
     return PRECISIONS
+
+
+def _add_completion(sub) -> None:
+    completion = sub.add_parser(
+        "completion", help="print a shell completion script (bash, zsh, fish)",
+        description="Print the completion script for SHELL, generated from this command "
+                    "line's parser (shtab). Install it once, e.g. for bash: fugue-tui "
+                    "completion bash > ~/.local/share/bash-completion/completions/fugue-tui; "
+                    "zsh: fugue-tui completion zsh > \"${fpath[1]}/_fugue-tui\"; fish: "
+                    "fugue-tui completion fish > ~/.config/fish/completions/fugue-tui.fish.")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL",
+                            help="bash, zsh or fish")
+
+
+#: Options and arguments whose values are files or folders, for the completion scripts.
+_FILE_DESTS = {"batch", "campaign_file", "experiments_file", "experiments_file_list",
+               "experiments_file_sub", "run_experiments_file", "replay"}
+_DIR_DESTS = {"runs_dir", "runs_dir_report", "report_dir", "run_runs_dir", "attach",
+              "results", "run_dir", "export", "data_dir"}
+
+
+def _mark_paths(parser: argparse.ArgumentParser) -> None:
+    """Tell shtab which values are paths (it completes files or folders there)."""
+    import shtab
+
+    for action in parser._actions:  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                _mark_paths(sub)
+        elif action.dest in _FILE_DESTS:
+            action.complete = shtab.FILE  # type: ignore[attr-defined]
+        elif action.dest in _DIR_DESTS:
+            action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
 
 
 def _at_least(low: int):
@@ -232,6 +292,12 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse swallows a failed write (a closed pipe after `--help | head -1`) and
+        # exits 0 as if it had printed: let it reach main(), which ends quietly with 141.
+        if message:
+            (file or sys.stderr).write(message)
+
     def format_help(self) -> str:
         epilog = self.epilog
         if not callable(epilog):
@@ -243,20 +309,93 @@ class _Parser(argparse.ArgumentParser):
             self.epilog = epilog
 
 
+#: Top-level overrides and the commands that honour them (None: the dashboard, the
+#: default command). Any other command refuses them: `fugue-tui --passes 3 list` would
+#: otherwise be accepted and do nothing.
+_TOP_LEVEL_USERS: dict[str, tuple[str, tuple[str | None, ...]]] = {
+    "runs_dir": ("--runs-dir", ("run", "report", "dashboard", None)),
+    "passes": ("--passes", ("run",)),
+    "seed": ("--seed", ("run",)),
+    "device": ("--device", ("run",)),
+    "retries": ("--retries", ("run",)),
+    "experiments_file": ("--experiments-file", ("run", "list", "validate", "prefetch")),
+}
+#: A top-level override and the sub-command's own flag for the same thing: given both with
+#: different values, which one wins would be a guess (refused, naming both).
+_SAME_FLAG = {"run": {"runs_dir": "run_runs_dir", "passes": "run_passes", "seed": "run_seed",
+                      "device": "run_device", "retries": "run_retries",
+                      "experiments_file": "run_experiments_file"},
+              "report": {"runs_dir": "runs_dir_report"},
+              "list": {"experiments_file": "experiments_file_list"},
+              "validate": {"experiments_file": "experiments_file_sub"},
+              "prefetch": {"experiments_file": "experiments_file_sub"}}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The ``fugue-tui`` entry point; returns the exit status.
+
+    Output into a closed pipe (``fugue-tui validate | head -1``) ends the command quietly,
+    as Unix tools do (status 141 = 128 + SIGPIPE), in every command."""
+    _rich_broken_pipe_raises()
+    try:
+        try:
+            code = _main(sys.argv[1:] if argv is None else argv)
+        except SystemExit as done:  # argparse's --help, --version and usage errors
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
+            if done.code is not None and not isinstance(done.code, int):
+                print(done.code, file=sys.stderr)
+        sys.stdout.flush()  # a closed pipe shows here when the output was still buffered
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _rich_broken_pipe_raises() -> None:
+    """Rich ends the process itself on a closed pipe (exit 1); raise instead, so that
+    every command ends the same way (:func:`_pipe_closed`)."""
+    from rich.console import Console
+
+    def on_broken_pipe(console: Console) -> None:
+        console.quiet = True
+        raise BrokenPipeError
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
+
+
+def _pipe_closed() -> int:
+    import os
+    import signal
+
+    # Python flushes stdout again at exit: point it at /dev/null so that flush cannot
+    # print "Exception ignored ... BrokenPipeError" after the quiet exit.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str]) -> int:
     from engine.plugins import load_builtins
 
     load_builtins()  # the process's entry: every registry lookup below sees the built-ins
     parser = build_parser()
+    _check_top_level_tokens(parser, argv)
     args = parser.parse_args(argv)
     if args.command and args.batch:
         parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
+    if args.json and not (args.batch and args.dry_run):
+        where = (f"; '{args.command}' takes its own: fugue-tui {args.command} --json"
+                 if args.command in ("list", "validate", "report", "run") else "")
+        parser.error(f"--json before the command applies with --batch CAMPAIGN --dry-run{where}")
     if not args.batch:
         used = [flag for flag, value in (("--dry-run", args.dry_run), ("--resume", args.resume),
                                          ("--since", args.since),
                                          ("--reuse-from-any-campaign", args.reuse_any)) if value]
         if used:
             parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
+        _check_top_level_users(parser, args)
     for flag, value in (("--since", args.since), ("--reuse-from-any-campaign", args.reuse_any)):
         if value and not args.resume:  # silently running everything would mislead
             parser.error(f"{flag} only applies with --resume")
@@ -266,11 +405,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             from fugue_tui.listing import print_catalogue
 
-            return print_catalogue(args.experiments_file_list or args.experiments_file)
+            return print_catalogue(args.experiments_file_list or args.experiments_file,
+                                   as_json=args.json_sub)
         if args.command == "validate":
             from fugue_tui.commands.validate import validate
 
-            return validate(args.selector, args.experiments_file_sub or args.experiments_file)
+            return validate(args.selector, args.experiments_file_sub or args.experiments_file,
+                            as_json=args.json_sub)
         if args.command == "prefetch":
             from fugue_tui.commands.prefetch import prefetch
 
@@ -284,21 +425,25 @@ def main(argv: list[str] | None = None) -> int:
             from engine.define.paths import user_path
             from fugue_tui.report import run_report
 
-            # RUNS_DIR, else --runs-dir, else runs; "" is refused, "~" expanded (one rule)
+            # RUNS_DIR, else --runs-dir (after or before `report`), else runs; "" is
+            # refused, "~" expanded (one rule)
             given, what = ((args.report_dir, "argument RUNS_DIR") if args.report_dir is not None
+                           else (args.runs_dir_report, "argument --runs-dir")
+                           if args.runs_dir_report is not None
                            else (args.runs_dir, "argument --runs-dir"))
             return run_report(user_path(given, what) if given is not None else "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width, export_dir=args.export,
                               formats=args.format, overwrite=args.overwrite,
-                              baseline=args.baseline)
+                              baseline=args.baseline, as_json=args.json_sub)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":
-            from engine.runner.control import send
+            return _control(args)
+        if args.command == "completion":
+            import shtab
 
-            path = send(args.run_dir, args.cmd, args.cell)
-            print(f"sent {args.cmd} {args.cell or ''} ({path.name})")
+            print(shtab.complete(parser, shell=args.shell), end="")
             return 0
         if args.batch:
             from fugue_tui.batch import run_batch
@@ -307,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                          "device": args.device, "experiments_file": args.experiments_file,
                          "retries": args.retries}
             return run_batch(args.batch, overrides, dry=args.dry_run, resume=args.resume,
-                             since=args.since, reuse_any=args.reuse_any)
+                             since=args.since, reuse_any=args.reuse_any, as_json=args.json)
     except FugueError as exc:
         print(f"fugue-tui: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -317,13 +462,90 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _check_top_level_tokens(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse an option before the command that the top level does not know.
+
+    argparse would read ``--batch x.toml --option foo`` as the unknown ``--option`` and the
+    command ``foo`` ("invalid choice: 'foo'"), naming neither the flag nor where it belongs.
+    Here the first unknown option is named, with the command that has it."""
+    from engine.errors import nearest
+
+    commands = _commands(parser)
+    known = {s: a for a in parser._actions for s in a.option_strings}  # noqa: SLF001
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--" or not token.startswith("-") or token == "-":
+            return  # the command (or a positional) starts here: its own parser decides
+        name = token.split("=", 1)[0]
+        matches = [s for s in known if s.startswith(name)] if name.startswith("--") else []
+        action = known.get(name) or (known[matches[0]] if len(matches) == 1 else None)
+        if action is None:
+            owners = [c for c, sub in commands.items()
+                      if any(name in a.option_strings for a in sub._actions)]  # noqa: SLF001
+            where = (f"; it is an option of {' and '.join(f'fugue-tui {c}' for c in owners)}"
+                     if owners else nearest(name, [s for s in known if s.startswith("--")]))
+            if owners and "--batch" in argv:
+                where += " (with --batch, the campaign file sets it)"
+            parser.error(f"unrecognized option '{name}' before the command{where}")
+        i += 1 if action.nargs == 0 or "=" in token else 2
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps sub-parsers here
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return dict(action.choices)
+    return {}
+
+
+def _check_top_level_users(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Top-level overrides given to a command that ignores them, and the same setting given
+    before and after the command with different values: one line, exit 2."""
+    for dest, (flag, users) in _TOP_LEVEL_USERS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if args.command not in users:
+            names = ["--batch"] + [u for u in users if u]
+            takers = ", ".join(names[:-1]) + f" and {names[-1]}"
+            which = f"'{args.command}'" if args.command else "the dashboard"
+            parser.error(f"{flag} does not apply to {which} (it is an option of {takers})")
+        own = _SAME_FLAG.get(args.command or "", {}).get(dest)
+        mine = getattr(args, own, None) if own else None
+        if mine is not None and mine != value:
+            parser.error(f"{flag} given twice with different values: {value} before "
+                         f"'{args.command}' and {mine} after it; give it once")
+    if args.command == "report" and args.report_dir is not None:
+        other = args.runs_dir_report if args.runs_dir_report is not None else args.runs_dir
+        if other is not None and other != args.report_dir:
+            parser.error(f"report: RUNS_DIR {args.report_dir} and --runs-dir {other} name "
+                         "different folders; give one")
+
+
+def _control(args: argparse.Namespace) -> int:
+    """``fugue-tui control``: queue the command only for a runner that is running: one
+    that starts later discards it (older than its start), so "sent" would be a lie."""
+    from engine.runner.control import check_command, runner_state, send
+
+    check_command(args.run_dir, args.cmd, args.cell)  # bad input first: exit 2
+    state = runner_state(args.run_dir)
+    if state is False:
+        what = f"{args.cmd} {args.cell}" if args.cell else args.cmd
+        print(f"fugue-tui: no runner is running the campaign of {args.run_dir}: '{what}' was "
+              "not sent (a runner started later ignores older commands)", file=sys.stderr)
+        return 1
+    path = send(args.run_dir, args.cmd, args.cell)
+    print(f"sent {args.cmd} {args.cell or ''} ({path.name})")
+    return 0
+
+
 def _dashboard(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """The dashboard needs a terminal; without one, say so and show the usage."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         parser.print_help()
         print("\nThe dashboard needs a terminal; run a campaign headless with --batch.",
               file=sys.stderr)
-        return 0 if args.command is None else 2
+        return 2
     from fugue_tui.app import run_dashboard
 
     return run_dashboard(campaign=getattr(args, "campaign_file", None),
@@ -354,11 +576,18 @@ def _bench(args: argparse.Namespace) -> int:
     if not args.part:
         width = max(map(len, PARTS))
         print("benchmark parts (fugue-tui bench PART [--help]):")
+        from fugue_tui.format import wrap_line
+
         for name, what in PARTS.items():
-            print(f"  {name:<{width}}  {what}")
+            for line in wrap_line(f"  {name:<{width}}  {what}", hang=width + 2):
+                print(line)
         return 0
     if args.part not in PARTS:
         raise ConfigError(f"unknown benchmark part {args.part!r}{nearest(args.part, PARTS)}; "
                           f"{known(PARTS)}")
+    import os
+
+    # the part's --help names the command the user typed, not `python -m bench.PART`
+    env = {**os.environ, "FUGUE_BENCH_PROG": f"fugue-tui bench {args.part}"}
     return subprocess.call([sys.executable, "-m", f"bench.{args.part}", *args.part_args],
-                           cwd=root)
+                           cwd=root, env=env)

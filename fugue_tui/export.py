@@ -23,7 +23,9 @@ from typing import Any
 from engine.errors import FugueError
 from fugue_tui.format import fmt_number
 
-FORMATS = ("png", "svg", "tex")
+#: What ``--format`` takes: the figures and the LaTeX table (this module), the rows as
+#: data (:mod:`fugue_tui.export_data`).
+FORMATS = ("png", "svg", "tex", "parquet", "json", "tensorboard")
 
 
 def _pyplot():
@@ -175,12 +177,17 @@ def planned_files(formats: Iterable[str]) -> list[str]:
     """Every file name an export in ``formats`` owns: each figure's
     (:data:`fugue_tui.figures.FIGURE_KEYS`, drawn or skipped: a skipped figure's file from
     an earlier export would sit beside the new ones, out of step with them) and
-    ``results.tex``. Known before any result is read, so a bad target fails fast."""
+    ``results.tex``, and the data formats' files (``groups.parquet``, ..., the
+    ``tensorboard`` folder). Known before any result is read, so a bad target fails fast."""
     from fugue_tui.figures import FIGURE_KEYS
+
+    from fugue_tui.export_data import DATA_FILES
 
     formats = list(formats)
     names = [f"{key}.{fmt}" for key in FIGURE_KEYS for fmt in ("png", "svg") if fmt in formats]
-    return names + (["results.tex"] if "tex" in formats else [])
+    names += ["results.tex"] if "tex" in formats else []
+    return names + [name for fmt, owned in DATA_FILES.items() if fmt in formats
+                    for name in owned]
 
 
 class ExportExists(FugueError):

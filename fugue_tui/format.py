@@ -68,3 +68,25 @@ def fmt_seconds(value: float | None, missing: str = PENDING) -> str:
     if value is None or not math.isfinite(value):
         return missing
     return f"{value:.2f} s"
+
+
+def terminal_columns() -> int:
+    """The width plain output is wrapped to: the terminal's, else ``COLUMNS``, else 80
+    (what argparse's help uses too)."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def wrap_line(line: str, width: int | None = None, hang: int = 2) -> list[str]:
+    """``line`` wrapped to ``width`` columns (default :func:`terminal_columns`), each
+    continuation indented ``hang`` columns more than the line; words (paths, commands)
+    are never split, so a word longer than the width stays whole on its own line."""
+    import textwrap
+
+    width = width or terminal_columns()
+    if len(line) <= width:
+        return [line]
+    lead = line[:len(line) - len(line.lstrip())]
+    return textwrap.wrap(line, width=width, subsequent_indent=lead + " " * hang,
+                         break_long_words=False, break_on_hyphens=False) or [line]

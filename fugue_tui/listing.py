@@ -5,16 +5,26 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from engine.define.availability import catalogue_availability
 from fugue_tui.commands.common import load_catalogue_and_plugins
 
 
-def print_catalogue(user_file: str | None = None, console: Console | None = None) -> int:
+def print_catalogue(user_file: str | None = None, console: Console | None = None,
+                    as_json: bool = False) -> int:
     """Print the catalogue table; reasons for unavailable experiments follow as numbered
-    notes (one per distinct reason) so the table stays readable in 80 columns."""
+    notes (one per distinct reason) so the table stays readable in 80 columns.
+    ``as_json``: a ``fugue-tui/list`` document instead (docs/json.md)."""
     console = console or Console()
     catalogue = load_catalogue_and_plugins(user_file)
+    if as_json:
+        from fugue_tui.jsonout import document, dump, experiment_entry
+
+        dump(document("list", experiments_file=user_file, experiments=[
+            experiment_entry(exp, ok, reason)
+            for exp, ok, reason in catalogue_availability(catalogue)]))
+        return 0
     table = Table(title="fugue-tui experiments", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False, show_edge=False, collapse_padding=True,
                   padding=(0, 1))
@@ -39,7 +49,8 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
         table.add_row(*cells)
     console.print(table)
     for i, (reason, ids) in enumerate(notes.items(), 1):
-        console.print(f"[{i}] {', '.join(ids)}: {reason}", highlight=False, soft_wrap=True)
+        # wrapped at the console's width (80 columns), never inside a word (a path)
+        console.print(Text(f"[{i}] {', '.join(ids)}: {reason}"), highlight=False)
     return 0
 
 

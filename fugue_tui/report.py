@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -213,7 +214,8 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
                    what: str = "export folder", baseline: str | None = None) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
-    same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
+    same analysis as the terminal (:func:`fugue_tui.figures.build`), and the rows as data
+    (parquet, json, tensorboard: :mod:`fugue_tui.export_data`); the paths written.
     A figure with nothing measured is not written: ``skipped``, when given, receives
     ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
 
@@ -232,14 +234,22 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     from fugue_tui.export import export, skipped_figures
     from fugue_tui.figures import build
 
+    from fugue_tui.export_data import DATA_FORMATS, export_data
+
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
     try:
-        # each file is replaced in one rename (fugue_tui.export.replaced), never written
-        # through a link; an earlier export's file this one does not write is removed after
-        written = export(results, out, chosen)
+        # figures and the table: each file replaced in one rename (fugue_tui.export.replaced),
+        # never written through a link; then what an earlier export left that this one
+        # does not write (a figure now skipped, the data files and the tensorboard/ folder,
+        # which export_data writes anew) is removed
+        written = export(results, out, [f for f in chosen if f not in DATA_FORMATS])
         for path in set(present) - set(written):
-            path.unlink(missing_ok=True)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        written += export_data(runs, out, [f for f in chosen if f in DATA_FORMATS])
     except OSError as exc:
         raise FugueError(f"{what} '{out_dir}': cannot write "
                          f"{exc.filename or out}: {exc.strerror or exc}") from None
@@ -285,12 +295,19 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != "seq").any():
-        from fugue_tui.charts import speedup_chart
+        from fugue_tui.charts import speedup_chart, speedup_chart_width
 
         color = (console.is_terminal and not console.no_color
                  and "NO_COLOR" not in os.environ)
-        text = speedup_chart(table, width=width or min(console.width, 120), color=color)
-        console.print(Text.from_ansi(text) if color else Text(text))
+        chart_width = width or min(console.width, 120)
+        needs = speedup_chart_width(table)
+        if chart_width < needs:  # plotext would drop the title and the labels
+            console.print(Text(f"speedup chart left out: {chart_width} columns are fewer "
+                               f"than the {needs} its title and labels need (the table "
+                               "above has every speedup)"))
+        else:
+            text = speedup_chart(table, width=chart_width, color=color)
+            console.print(Text.from_ansi(text) if color else Text(text))
     return len(table)
 
 
@@ -315,7 +332,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                by_campaign: bool = False, width: int | None = None,
                export_dir: str | os.PathLike[str] | None = None,
                formats: str = "png,svg,tex", overwrite: bool = False,
-               baseline: str | None = None) -> int:
+               baseline: str | None = None, as_json: bool = False) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
@@ -333,10 +350,23 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
                        by_campaign, skipped, overwrite=overwrite, what="--export",
                        baseline=baseline)
+    if as_json:  # the cells as a fugue-tui/report document; what else is said: stderr
+        from fugue_tui.jsonout import document, dump, report_cells
+
+        runs = select_runs(Path(runs_dir), campaign_id)
+        for note in runs.notes:
+            print(f"fugue-tui: warning: {note}", file=sys.stderr)
+        dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
+                      by_campaign=by_campaign, cells=report_cells(runs, by_campaign)))
+        if export_dir is not None:
+            print(f"exported to {export_dir}", file=sys.stderr)
+            for names, why in skipped:
+                print(f"skipped {names}: {why}", file=sys.stderr)
+        return 0
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign, baseline=baseline)
     if export_dir is not None:
-        console.print(Text(f"figures and LaTeX table written to {export_dir}"))
+        console.print(Text(f"exported ({formats}) to {export_dir}"))
         for names, why in skipped:
             console.print(Text(f"skipped {names}: {why}"), soft_wrap=True)
     return 0

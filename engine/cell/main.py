@@ -279,7 +279,10 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
                       features=cell.get("features"), max_parallel=cell.get("max_parallel"),
                       attempt_dir=Path(spec["events"]).parent,
                       job_env=dict(spec.get("job_env") or {}), gpu_uuid=spec.get("gpu_uuid"))
-    host = {"plugins": ",".join(plugins) or None}
+    from engine.plugins import plugin_versions
+
+    host = {"plugins": ",".join(plugins) or None,
+            "plugin_versions": plugin_versions() or None}
     try:
         t_setup = time.perf_counter()
         executor.setup(jobs, ctx)

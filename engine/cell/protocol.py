@@ -128,6 +128,11 @@ class CellRunSpec:
     schema: int = SPEC_SCHEMA
     job_env: dict[str, str] | None = _optional()
     group_id: str | None = _optional()
+    #: Provenance the runner knows (issue 29): the loaded plugins' versions and the hash of
+    #: the campaign's user experiments file; rows the runner writes for the attempt carry
+    #: them too.
+    plugin_versions: dict[str, str | None] | None = _optional()
+    experiments_file_hash: str | None = _optional()
 
     @property
     def attempt_dir(self) -> Path:

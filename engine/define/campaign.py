@@ -95,6 +95,8 @@ class Campaign:
     precision: list[str] | None = None
     source: Path | None = None
     file_hash: str = ""
+    #: sha256 (16 hex) of the user experiments file's bytes; "" without one.
+    experiments_file_hash: str = ""
     catalogue: Catalogue | None = field(default=None, compare=False, repr=False)
     #: Settings that run but do not do what they seem to (printed by the front ends).
     warnings: list[str] = field(default_factory=list, compare=False)
@@ -223,7 +225,10 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
         options=options, precision=precision, source=source,
-        file_hash=file_hash, catalogue=catalogue, warnings=warnings)
+        file_hash=file_hash, catalogue=catalogue, warnings=warnings,
+        # the file actually merged: the campaign's, or the default one (engine.dirs)
+        experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
+                               .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))
 
 
 def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],

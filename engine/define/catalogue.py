@@ -151,7 +151,12 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def user_catalogue_path(explicit: str | Path | None = None) -> Path | None:
-    """The user's experiments file: ``explicit``, else ``$FUGUE_REGISTRY_DIR/experiments.toml``."""
+    """The user's experiments file: ``explicit``, else ``$FUGUE_REGISTRY_DIR/experiments.toml``
+    (it must exist), else the default one, ``<config dir>/experiments.toml``
+    (:func:`engine.dirs.default_experiments_file`: ``$FUGUE_CONFIG_DIR``, or
+    ``~/.config/fugue-tui`` on Linux) when it exists."""
+    from engine.dirs import default_experiments_file
+
     if explicit:
         return Path(explicit)
     reg = os.environ.get("FUGUE_REGISTRY_DIR")
@@ -160,7 +165,8 @@ def user_catalogue_path(explicit: str | Path | None = None) -> Path | None:
         if not path.is_file():
             raise ConfigError(f"FUGUE_REGISTRY_DIR={reg}: no experiments.toml there")
         return path
-    return None
+    default = default_experiments_file()
+    return default if default.is_file() else None
 
 
 def load_catalogue(user_file: str | Path | None = None) -> Catalogue:

@@ -166,10 +166,14 @@ def key_options(fields: dict[str, OptionField], table: dict[str, Any],
 
     Returns ``(literal, resolved)``; ``resolved`` is empty while every option behaves as
     before it existed, so those cells keep the keys they always had.
+    An option written out at its declared default is in neither (rule 4): it runs
+    what leaving it out runs, so spelling it out keeps the key.
     """
     literal, resolved = {}, {}
     for key, value in table.items():
         f = fields.get(key)
+        if f is not None and _is_default(f, value):
+            continue  # spelled out, it runs what leaving it out runs: the same key
         if f is None or f.legacy is NO_LEGACY:
             literal[key] = value
     for name, f in fields.items():
@@ -179,6 +183,14 @@ def key_options(fields: dict[str, OptionField], table: dict[str, Any],
         if value != f.legacy:
             resolved[name] = value
     return literal, resolved
+
+
+def _is_default(f: OptionField, value: Any) -> bool:
+    """``value`` is the option's declared default, written out (``mps = "auto"``): of the
+    same type too (``1`` is no default ``true``). An option without a default (None) never
+    is: leaving it out and writing a value differ."""
+    return (f.default is not None and type(value) is type(f.default)
+            and value == f.default)
 
 
 def from_table(options: type, table: dict[str, Any] | None) -> Any:

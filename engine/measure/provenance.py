@@ -75,6 +75,65 @@ def host_facts() -> dict[str, Any]:
     }
 
 
+@functools.cache
+def stack_versions() -> dict[str, Any]:
+    """Torch-free versions of the measured stack (every group row, also the rows the runner
+    writes for a cell killed or failed before it reported): ``torch_version`` and
+    ``cuda_version`` as torch reports them (read from ``torch/version.py`` without
+    importing torch: ``2.14.1+cu130``, ``13.0``), ``numpy_version``, ``sklearn_version``,
+    ``ray_version`` (installed distributions) and ``cudnn_version`` (the installed
+    ``nvidia-cudnn-cu*`` wheel, ``major.minor.patch``; a CUDA cell replaces it with the
+    version torch loaded). Missing: None (an empty cell), never guessed."""
+    torch = _torch_version_file()
+    return {"torch_version": torch.get("__version__"), "cuda_version": torch.get("cuda"),
+            "numpy_version": dist_version("numpy") or None,
+            "sklearn_version": dist_version("scikit-learn") or None,
+            "ray_version": dist_version("ray") or None,
+            "cudnn_version": _cudnn_wheel_version()}
+
+
+def _torch_version_file() -> dict[str, Any]:
+    """The literal assignments of torch's ``version.py`` (``__version__``, ``cuda``), found
+    without importing torch (which costs seconds and, in the runner, is forbidden)."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.origin:
+            return {}
+        tree = ast.parse((Path(spec.origin).parent / "version.py").read_text())
+    except (OSError, ValueError, SyntaxError, ImportError):
+        return {}
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else node.target if isinstance(node, ast.AnnAssign) else None)
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            out[target.id] = value.value
+    return out
+
+
+def _cudnn_wheel_version() -> str | None:
+    # by name (a scan of every installed distribution costs ~0.1 s of a cell's fixed cost)
+    for cuda in ("13", "12", "11"):
+        version = dist_version(f"nvidia-cudnn-cu{cuda}")
+        if version:
+            return ".".join(version.split(".")[:3])
+    return None
+
+
+def cudnn_text(version: int | None) -> str | None:
+    """torch's ``torch.backends.cudnn.version()`` (``92400``, or ``8907`` for cuDNN 8) as
+    ``9.24.0`` / ``8.9.7``; None stays None."""
+    if not version:
+        return None
+    if version >= 90000:  # cuDNN 9 packs major * 10000 + minor * 100 + patch
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
+
+
 def nvml_devices() -> list[dict[str, Any]]:
     """GPUs NVML can see (name, uuid), or ``[]`` without a driver. Torch-free."""
     try:

@@ -25,9 +25,12 @@ CAL_HOUSING_FILE = "cal_housing_py3.pkz"
 
 
 def data_root() -> Path:
-    """``$FUGUE_DATA_DIR`` if set, else ``~/.cache/fugue-tui/data`` (not created here)."""
-    env = os.environ.get("FUGUE_DATA_DIR")
-    return Path(env).expanduser() if env else Path("~/.cache/fugue-tui/data").expanduser()
+    """``$FUGUE_DATA_DIR`` if set, else an existing ``~/.cache/fugue-tui/data``, else the
+    platform's user cache folder's ``data`` (:func:`engine.dirs.data_dir`; not created
+    here)."""
+    from engine.dirs import data_dir
+
+    return data_dir()
 
 
 def root_dir(root: str | Path | None) -> Path:
@@ -38,9 +41,9 @@ def root_note(root: str | Path | None) -> str:
     """How the data root was chosen, for reasons: the user fixes it via FUGUE_DATA_DIR."""
     if root is not None:
         return f"data root {root_dir(root)}"
-    if os.environ.get("FUGUE_DATA_DIR"):
-        return f"FUGUE_DATA_DIR={data_root()}"
-    return f"FUGUE_DATA_DIR unset, default {data_root()}"
+    from engine.dirs import data_dir_note
+
+    return data_dir_note()
 
 
 def has_module(name: str) -> bool:

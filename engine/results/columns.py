@@ -344,6 +344,21 @@ _OURS: tuple[Column, ...] = (
            "optimizer steps the GradScaler skipped (inf/NaN gradients) under amp-fp16, count; "
            "empty without a GradScaler"),
     Column("amp_skipped_steps", G),
+    # issue 29: the rest of the measured stack, in every group row (also the rows the
+    # runner writes for a cell killed or failed before it reported)
+    Column("numpy_version", G, TEXT, "numpy version installed for the cell (distribution "
+           "metadata)"),
+    Column("sklearn_version", G, TEXT, "scikit-learn version installed for the cell"),
+    Column("cudnn_version", G, TEXT,
+           "cuDNN `major.minor.patch`: what torch loaded in a CUDA cell; elsewhere the "
+           "installed nvidia-cudnn wheel's (what a CUDA cell would load); empty without one"),
+    Column("ray_version", G, TEXT, "Ray version installed (whether or not the cell used it)"),
+    Column("plugin_versions", G, JSON,
+           "each loaded plugin's version, `{\"plugin\": \"1.2\"}` (null: it declares "
+           "none); empty without plugins"),
+    Column("experiments_file_hash", G, TEXT,
+           "sha256 of the campaign's user experiments file's bytes, first 16 hex digits; "
+           "empty without one (not part of campaign_hash)"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

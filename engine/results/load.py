@@ -297,23 +297,28 @@ def _status(frame: pd.DataFrame, had_status: bool) -> pd.Series:
 
 
 def _fill_stack_of_unfinished(g: pd.DataFrame) -> None:
-    """Rows the runner wrote for a cell that never reported (killed, crashed, skipped) have
-    no torch/CUDA/GPU columns: they ran on the stack of the same machine's other rows of that
-    campaign, so take it from there rather than show them as a machine of their own."""
+    """Rows the runner wrote for a cell that never reported (killed, crashed, skipped) lack
+    the torch/CUDA/GPU columns only the cell reads (rows of versions before issue 29 lack
+    all three; since then torch's and CUDA's versions are there, the GPU's name is not):
+    they ran on the stack of the same machine's other rows of that campaign, so take each
+    empty one from there rather than show them as a machine of their own."""
     if not len(g) or "campaign_id" not in g.columns:
         return
-    missing = (g["status"] != "ok") & (g["torch_version"] == "")
-    if not missing.any():
+    columns = ("gpu_name", "torch_version", "cuda_version")
+    unfinished = g["status"] != "ok"
+    if not (unfinished & (g[list(columns)] == "").any(axis=1)).any():
         return
-    known = g[g["torch_version"] != ""]
+    known = g[(g["status"] == "ok") & (g["torch_version"] != "")]
     if not len(known):
         return
-    stack = known.groupby(["machine", "campaign_id"], sort=False)[
-        ["gpu_name", "torch_version", "cuda_version"]].first()
-    keys = list(zip(g.loc[missing, "machine"], g.loc[missing, "campaign_id"]))
-    for column in ("gpu_name", "torch_version", "cuda_version"):
+    stack = known.groupby(["machine", "campaign_id"], sort=False)[list(columns)].first()
+    for column in columns:
+        missing = unfinished & (g[column] == "")
+        if not missing.any():
+            continue
+        keys = list(zip(g.loc[missing, "machine"], g.loc[missing, "campaign_id"], strict=True))
         lookup = stack[column].to_dict()
-        g.loc[missing, column] = [lookup.get(k, v) for k, v in zip(keys, g.loc[missing, column])]
+        g.loc[missing, column] = [lookup.get(k, v) for k, v in zip(keys, g.loc[missing, column], strict=True)]
 
 
 def _unmeasured_zero(frame: pd.DataFrame, column: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.precision import AMP_PRECISIONS, applied, legacy_request
-from engine.measure.provenance import WINDOW_RULE, backend_flags, host_facts
+from engine.measure.provenance import WINDOW_RULE, backend_flags, host_facts, stack_versions
 from engine.measure.samples import MONITOR_META, samples_on_disk
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, header
 from engine.results.values import new_group_id, timestamp_now
@@ -106,6 +106,15 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         # How the cell's process began (engine.cell.zygote); the runner adds it to the rows
         # it writes for its attempts, a cell to its own.
         "cell_start": spec.get("cell_start"),
+        # The stack's versions, torch-free (issue 29): a row the runner writes for a cell
+        # killed before it reported carries them too (torch's from its version.py); the
+        # cell's own torch facts replace torch's and cuDNN's with what it loaded.
+        **stack_versions(),
+        # the runner's plugins (the cell's own replace them in the rows it writes)
+        "plugin_versions": spec.get("plugin_versions") or None,
+        # The user experiments file's bytes, apart from campaign_hash (which --by-campaign
+        # groups by): an edited experiment definition shows here.
+        "experiments_file_hash": spec.get("experiments_file_hash"),
     })
 
 

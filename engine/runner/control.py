@@ -41,14 +41,7 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
             read-only or full disk); nothing is left behind.
     """
     run_dir = Path(run_dir)
-    if command not in COMMANDS:
-        raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
-    if command != "abort" and not cell:
-        raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
-    if not RunFolder(run_dir).runner_log.exists():
-        raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
-    if cell:
-        check_cell(run_dir, command, str(cell))
+    check_command(run_dir, command, cell)
     inbox = RunFolder(run_dir).control
     body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
     name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
@@ -67,6 +60,28 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
         reason = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
         raise OutputError(f"{inbox}: cannot queue the command: {reason}") from None
     return inbox / name
+
+
+def check_command(run_dir: str | Path, command: str, cell: str | None = None) -> None:
+    """Refuse a command :func:`send` could not queue for the runner: an unknown command, a
+    missing cell, no run folder, a cell the campaign does not have.
+
+    Raises:
+        ConfigError: one line naming what is wrong.
+        OutputError: ``control`` is there but not a folder.
+    """
+    run_dir = Path(run_dir)
+    if command not in COMMANDS:
+        raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
+    if command != "abort" and not cell:
+        raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
+    if not RunFolder(run_dir).runner_log.exists():
+        raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
+    if cell:
+        check_cell(run_dir, command, str(cell))
+    inbox = RunFolder(run_dir).control
+    if os.path.lexists(inbox) and not inbox.is_dir():  # told before "no runner" (exit 1)
+        raise OutputError(f"{inbox}: cannot queue the command: not a directory")
 
 
 def campaign_cells(run_dir: str | Path) -> tuple[int, dict[int, str]] | None:
@@ -130,3 +145,29 @@ class Inbox:
             if body.get("ts", 0) >= self.since and body.get("cmd") in COMMANDS:
                 out.append(body)
         return out
+
+
+def runner_state(run_dir: str | Path) -> bool | None:
+    """Whether a runner is running the campaign of ``run_dir``: True (its ``runner.pid``
+    names a live ``engine.runner`` process on this host), False (no ``runner.pid``: the
+    runner removes it when it ends; or its process is gone), None (a runner on another
+    host sharing the folder: this host cannot tell, the command is queued for it)."""
+    import socket
+
+    import psutil
+
+    try:
+        info = json.loads(RunFolder(Path(run_dir)).runner_pid.read_text())
+        pid = int(info["pid"])
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # being written, or unreadable: do not refuse on a guess
+    if info.get("host") not in (None, socket.gethostname(), os.uname().nodename):
+        return None
+    try:
+        proc = psutil.Process(pid)
+        return (proc.status() != psutil.STATUS_ZOMBIE
+                and "engine.runner" in " ".join(proc.cmdline()))
+    except psutil.Error:
+        return False

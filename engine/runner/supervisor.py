@@ -56,7 +56,7 @@ from engine.events import EventWriter
 from engine.measure.nvml import resolve_gpu
 from engine.precision import device_refusal
 from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
-from engine.plugins import load_plugins
+from engine.plugins import load_plugins, plugin_versions
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
@@ -402,7 +402,9 @@ class Runner:
             device="cuda:0" if self.gpu else self.device, device_requested=self.device,
             gpu_uuid=self.gpu["uuid"] if self.gpu else None, monitor=self.campaign.monitor,
             monitor_interval_s=self.campaign.monitor_interval_s,
-            threads=self.campaign.threads or os.cpu_count() or 1, cell=asdict(cell))
+            threads=self.campaign.threads or os.cpu_count() or 1, cell=asdict(cell),
+            plugin_versions=plugin_versions() or None,
+            experiments_file_hash=self.campaign.experiments_file_hash or None)
 
     def _run_cell(self, cell: CellSpec) -> CellOutcome:
         """Attempts of one cell until it is ok, out of retries, killed or skipped."""

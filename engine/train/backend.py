@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.measure.provenance import backend_flags
+from engine.measure.provenance import backend_flags, cudnn_text
 
 
 def torch_facts(device: Any) -> dict[str, Any]:
@@ -29,6 +29,10 @@ def torch_facts(device: Any) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(device)
         facts["gpu_name"] = props.name
         facts["gpu_vram_total_mb"] = round(props.total_memory / 2**20)
+        # the cuDNN torch actually loaded (a CPU cell records the installed wheel's:
+        # asking torch would load the library, 0.2 s of every CPU cell's fixed cost)
+        if torch.backends.cudnn.is_available():
+            facts["cudnn_version"] = cudnn_text(torch.backends.cudnn.version())
     return facts
 
 

@@ -13,7 +13,6 @@ Keymap file: ``$FUGUE_CONFIG_DIR/keymap.toml``, else ``~/.config/fugue-tui/keyma
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,10 +125,9 @@ def by_id(action_id: str) -> Action:
 
 def keymap_path() -> Path:
     """Where the user's keymap lives (the file need not exist)."""
-    base = os.environ.get("FUGUE_CONFIG_DIR")
-    root = Path(base) if base else Path(os.environ.get("XDG_CONFIG_HOME") or
-                                        Path.home() / ".config") / "fugue-tui"
-    return root / "keymap.toml"
+    from engine.dirs import config_dir
+
+    return config_dir() / "keymap.toml"
 
 
 def load_keymap(path: str | Path | None = None) -> dict[str, str]:

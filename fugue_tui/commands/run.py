@@ -19,6 +19,7 @@ from fugue_tui.commands.run_campaign import (
     campaign_name,
     check_campaign,
     rewrite_errors,
+    user_words,
     write_campaign,
 )
 from fugue_tui.commands.run_flags import ADHOC_FLAGS, PLANNED_FLAGS
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, own, None)
         return value if value is not None else (getattr(args, top, None) if top else None)
 
+    if args.run_json and not args.run_dry_run:
+        raise ConfigError("--json applies with --dry-run (the plan as JSON)")
     if args.run_since and not args.run_resume:
         raise ConfigError("--since only applies with --resume")
     if getattr(args, "run_reuse_any", False) and not args.run_resume:
@@ -106,11 +109,24 @@ def run(args: argparse.Namespace) -> int:
         if args.run_dry_run:
             return rewrite_errors(
                 lambda: run_batch(str(path), {}, dry=True,
-                                  shown=f"fugue-tui run (campaign {name})"), path, exp_name)
+                                  shown=f"fugue-tui run (campaign {name})",
+                                  as_json=args.run_json,
+                                  words=lambda text: _flag_words(args, user_words(text, path, exp_name))),
+                path, exp_name)
     preflight(runs_dir)  # an unwritable runs path: one line, exit 2, nothing written
     final = write_campaign(adhoc_dir, name, doc, experiments_doc)
     return run_batch(str(final), {}, dry=False, resume=args.run_resume, since=args.run_since,
-                     reuse_any=getattr(args, "run_reuse_any", False))
+                     reuse_any=getattr(args, "run_reuse_any", False),
+                     words=lambda text: _flag_words(args, user_words(text, final, exp_name)))
+
+
+def _flag_words(args: argparse.Namespace, text: str) -> str:
+    """``--option ray.scheduler`` in a message as ``--scheduler`` when that flag set it."""
+    for flag, key, targets in PLANNED_FLAGS:
+        if getattr(args, f"run_{key}", None) is not None:
+            for target in targets:
+                text = text.replace(f"--option {target}.{key}", flag)
+    return text
 
 
 def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dict[str, dict]:

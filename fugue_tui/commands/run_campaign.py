@@ -103,15 +103,22 @@ def rewrite_errors(call: Callable[[], Any], path: Path, exp_name: str) -> Any:
     try:
         return call()
     except ConfigError as exc:
-        message = str(exc)
-        exp_file = str(path.with_name(f"{path.stem}.experiments.toml"))
-        message = message.replace(f"{exp_file}: experiments.{exp_name}",
-                                  f"ad-hoc experiment '{exp_name}'")
-        message = message.replace(exp_file, "ad-hoc experiments").replace(str(path), "run")
-        # campaign keys back to the flags that set them
-        message = message.replace("run: experiments:", "--exp:")
-        message = re.sub(r"\brun: (unknown executor|executor ')", r"--exec: \1", message)
-        message = re.sub(r"\brun: options\.", "--option ", message)
-        message = re.sub(r"\brun: key '(\w+)'",
-                         lambda m: "--" + m.group(1).replace("_", "-"), message)
-        raise ConfigError(message) from None
+        raise ConfigError(user_words(str(exc), path, exp_name)) from None
+
+
+def user_words(message: str, path: Path, exp_name: str) -> str:
+    """``message`` (an error or a warning about the generated campaign at ``path``) in the
+    words the user typed: the flags of ``fugue-tui run`` instead of the files' keys and
+    their temporary paths."""
+    exp_file = str(path.with_name(f"{path.stem}.experiments.toml"))
+    message = message.replace(f"{exp_file}: experiments.{exp_name}",
+                              f"ad-hoc experiment '{exp_name}'")
+    message = message.replace(exp_file, "ad-hoc experiments").replace(str(path), "run")
+    # campaign keys back to the flags that set them
+    message = message.replace("run: experiments:", "--exp:")
+    message = re.sub(r"\brun: (unknown executor|executor ')", r"--exec: \1", message)
+    message = re.sub(r"\brun: options\.", "--option ", message)
+    message = re.sub(r"\boptions\.(\w+)\.(\w+) is set", r"--option \1.\2 is set", message)
+    message = re.sub(r"\brun: key '(\w+)'",
+                     lambda m: "--" + m.group(1).replace("_", "-"), message)
+    return message

@@ -42,7 +42,11 @@ def executors_epilog() -> str:
         lines.append(f"  {name}  {spec.label}: {spec.description}".rstrip(": "))
         lines.extend(help_lines(spec.option_fields))
     lines.append(f"workload types (--type): {', '.join(WORKLOADS.names())}")
-    return "\n".join(lines)
+    from fugue_tui.format import terminal_columns, wrap_line
+
+    # argparse wraps its own help to the terminal less 2 columns; this epilog is raw text
+    width = max(40, terminal_columns() - 2)
+    return "\n".join(part for line in lines for part in wrap_line(line, width, hang=4))
 
 
 def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], Any]) -> None:
@@ -103,10 +107,13 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                      help="torch threads per cell process (default 0 = all cores)")
     how.add_argument("--dry-run", dest="run_dry_run", action="store_true",
                      help="print the cells and their keys, run nothing, write nothing")
+    how.add_argument("--json", dest="run_json", action="store_true",
+                     help="with --dry-run: the plan as JSON (schema fugue-tui/plan, "
+                          "docs/json.md)")
     how.add_argument("--experiments-file", dest="run_experiments_file", metavar="FILE",
                      help="a user experiments file merged over the catalogue")
     adhoc = run.add_argument_group(
-        "an ad-hoc experiment (not in the catalogue; its rows carry exp_id adhoc or --name)")
+        "an ad-hoc experiment (not in the catalogue; rows carry exp_id adhoc or --name)")
     adhoc.add_argument("--model", dest="run_model", metavar="MODEL", nargs="+", action="extend", default=[],
                        help="model (several for --type multi_model, paired with --dataset)")
     adhoc.add_argument("--dataset", dest="run_dataset", metavar="DATASET", nargs="+", action="extend", default=[],

@@ -1,7 +1,9 @@
 """``fugue-tui validate [SELECTOR]``: every catalogue experiment (or the selected ones) and
 whether it can run on this machine, with a one-line reason when not; then what is registered
-(models, datasets, tasks, optimizers, executors, workload types, plugins). Exit 0 for the
-listing; with a selector, 1 when a selected experiment cannot run here."""
+(models, datasets, tasks, optimizers, executors, workload types, plugins). The exit status
+depends only on the experiments validated, never on how they were selected (``validate``
+and ``validate all`` agree): 0 when every one can run here, 1 when one cannot, 2 for bad
+input (an unknown experiment, a malformed experiments file)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from engine.define.availability import requires_hint
 from engine.parts.dataset_files import has_module
 from fugue_tui.commands.common import load_catalogue_and_plugins, selected
 from fugue_tui.commands.downloads import FETCHERS
+from fugue_tui.format import wrap_line
 
 
 def validate(selector: list[str] | None = None, experiments_file: str | None = None,
-             out=None) -> int:
+             out=None, as_json: bool = False) -> int:
     """Print what can run here and why not; see the module docstring for the exit status.
+    ``as_json``: a ``fugue-tui/validate`` document instead (docs/json.md), same status.
 
     Raises:
         ConfigError: a malformed experiments file, a plugin that cannot be imported, an
@@ -30,51 +34,77 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     out = out or sys.stdout
     catalogue = load_catalogue_and_plugins(experiments_file)
     ids = selected(catalogue, selector, "validate")
-    width = max((len(i) for i in ids), default=2)
-    print(f"experiments (data root {data_root()}, {root_note(None)}):", file=out)
-    unavailable = []
+    experiments = []  # (experiment, ok, reason, fetchable)
     for exp, ok, reason in catalogue_availability(catalogue, ids, check=True):
-        exp_id = exp.id
-        if ok:
-            print(f"  {exp_id:<{width}}  ok", file=out)
-            continue
-        unavailable.append(exp_id)
-        try:
-            fetchable = any(ds in FETCHERS and ds in registry.DATASETS
-                            and registry.DATASETS.get(ds).available(None) == (False, reason)
-                            for ds in {job.dataset for job in expand(exp)})
-        except Exception:  # an invalid experiment or a plugin's check: the reason says enough
-            fetchable = False
-        if fetchable:
-            reason += f" (or: fugue-tui prefetch {exp_id})"
-        print(f"  {exp_id:<{width}}  no: {reason}", file=out)
-    print(file=out)
-    models = []
+        fetchable = False
+        if not ok:
+            try:
+                fetchable = any(ds in FETCHERS and ds in registry.DATASETS
+                                and registry.DATASETS.get(ds).available(None) == (False, reason)
+                                for ds in {job.dataset for job in expand(exp)})
+            except Exception:  # an invalid experiment or a plugin's check: the reason says enough
+                fetchable = False
+        experiments.append((exp, ok, reason, fetchable))
+    models = []  # (name, needs, hint when its module is missing)
     for name in registry.MODELS.names():
         needs = registry.MODELS.get(name).requires
-        if needs and not has_module(needs):
-            models.append(f"{name} (needs {needs}: {requires_hint(needs)})")
-        else:
-            models.append(name)
-    print(f"models: {', '.join(models)}", file=out)
+        missing = bool(needs) and not has_module(needs)
+        models.append((name, needs or None, requires_hint(needs) if missing else None))
     datasets = []
     for name in registry.DATASETS.names():
         try:
-            ok, _ = registry.DATASETS.get(name).available(None)
+            present, _ = registry.DATASETS.get(name).available(None)
         except Exception:  # a plugin's check must not break the listing
-            ok = False
-        datasets.append(name if ok else f"{name} (missing)")
-    print(f"datasets: {', '.join(datasets)}", file=out)
-    print(f"tasks: {', '.join(registry.TASKS.names())}", file=out)
-    print(f"optimizers: {', '.join(registry.OPTIMIZERS.names())}", file=out)
-    print(f"executors: {', '.join(_executor_summary(n) for n in registry.EXECUTORS.names())}",
-          file=out)
-    print(f"workload types: {', '.join(WORKLOADS.names())}", file=out)
+            present = False
+        datasets.append((name, present))
     plugins = load_plugins()
-    print(f"plugins: {', '.join(plugins) if plugins else 'none (FUGUE_PLUGINS unset)'}", file=out)
-    print(file=out)
-    print(f"{len(ids) - len(unavailable)} of {len(ids)} experiments can run here", file=out)
-    return 1 if selector and unavailable else 0
+    runnable = sum(1 for _, ok, _, _ in experiments if ok)
+    code = 0 if runnable == len(experiments) else 1
+    if as_json:
+        from engine.plugins import plugin_versions
+        from fugue_tui.jsonout import document, dump, experiment_entry
+
+        dump(document(
+            "validate", data_root=str(data_root()), experiments_file=experiments_file,
+            experiments=[{**experiment_entry(exp, ok, reason),
+                          "prefetch": f"fugue-tui prefetch {exp.id}" if fetchable else None}
+                         for exp, ok, reason, fetchable in experiments],
+            models=[{"name": n, "requires": needs, "available": hint is None,
+                     "install": hint} for n, needs, hint in models],
+            datasets=[{"name": n, "available": present} for n, present in datasets],
+            tasks=registry.TASKS.names(), optimizers=registry.OPTIMIZERS.names(),
+            executors=[{"name": n, "options": list(registry.EXECUTORS.get(n).option_fields)}
+                       for n in registry.EXECUTORS.names()],
+            workload_types=WORKLOADS.names(),
+            plugins=[{"name": n, "version": plugin_versions().get(n)} for n in plugins],
+            runnable=runnable, total=len(experiments)), out)
+        return code
+
+    def say(line: str = "") -> None:  # each line wrapped to the terminal (80 columns)
+        for piece in wrap_line(line, hang=4):
+            print(piece, file=out)
+
+    width = max((len(i) for i in ids), default=2)
+    say(f"experiments (data root {data_root()}, {root_note(None)}):")
+    for exp, ok, reason, fetchable in experiments:
+        if ok:
+            say(f"  {exp.id:<{width}}  ok")
+            continue
+        if fetchable:
+            reason += f" (or: fugue-tui prefetch {exp.id})"
+        say(f"  {exp.id:<{width}}  no: {reason}")
+    say()
+    say("models: " + ", ".join(f"{n} (needs {needs}: {hint})" if hint else n
+                               for n, needs, hint in models))
+    say("datasets: " + ", ".join(n if present else f"{n} (missing)" for n, present in datasets))
+    say(f"tasks: {', '.join(registry.TASKS.names())}")
+    say(f"optimizers: {', '.join(registry.OPTIMIZERS.names())}")
+    say(f"executors: {', '.join(_executor_summary(n) for n in registry.EXECUTORS.names())}")
+    say(f"workload types: {', '.join(WORKLOADS.names())}")
+    say(f"plugins: {', '.join(plugins) if plugins else 'none (FUGUE_PLUGINS unset)'}")
+    say()
+    say(f"{runnable} of {len(experiments)} experiments can run here")
+    return code
 
 
 def _executor_summary(name: str) -> str:

@@ -33,7 +33,7 @@ def test_unknown_part_is_one_line_with_the_nearest_name():
 
 def test_a_part_receives_its_own_arguments():
     out = fugue("bench", "fixed_cost", "--help")
-    assert out.returncode == 0 and "usage: python -m bench.fixed_cost" in out.stdout
+    assert out.returncode == 0 and "usage: fugue-tui bench fixed_cost" in out.stdout
     assert fugue("bench", "--check").returncode == 0  # RESULTS.md matches the CSV files
 
 

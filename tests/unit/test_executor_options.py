@@ -51,7 +51,8 @@ def dummy_option():
     EXECUTORS.add(spec, replace=True)
 
 
-def test_run_help_lists_an_added_option(dummy_option):
+def test_run_help_lists_an_added_option(dummy_option, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # the epilog wraps to the terminal's width
     text = executors_epilog()
     assert "      zz_dummy (int; >= 2; default 3): a dummy count added by a test" in text
     assert ("      zz_flavour (str; plain|salty; default plain): a dummy choice added by a "
