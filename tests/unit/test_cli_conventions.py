@@ -239,7 +239,7 @@ def _campaign_keys(tmp_path: Path, executor: str, options: str) -> list[str]:
 @pytest.mark.parametrize("executor, defaults, other", [
     ("mp", 'mps = "auto"\nstart = "forkserver"', 'mps = "off"'),
     ("ray", 'scheduler = "fifo"\ngrace_period = 1\nreduction_factor = 2\n'
-            'reuse_actors = false', "grace_period = 2"),
+            'reuse_actors = true', "grace_period = 2"),
     ("unified_model", 'verify = true\nkernels = "batched"\nfeatures = "vf:1,s:1,fl:0"\n'
                       'sweep = "none"\nretire = "remove"\nbaseline = false',
      'kernels = "exact"'),
