@@ -152,6 +152,20 @@ def ray_reuse_true(tmp: Path) -> list[dict[str, str]]:
                            'passes = 2\n[options.ray]\nreuse_actors = true\n')
 
 
+def k_sweep(tmp: Path) -> list[dict[str, str]]:
+    """issue 23: K swept over an ensemble, seq and unified_model, two passes."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\n'
+                           'executors = ["seq", "unified_model"]\npasses = 2\n'
+                           'k_sweep = [1, 2, 4, 8]\n')
+
+
+def k_sweep_ablation(tmp: Path) -> list[dict[str, str]]:
+    """issue 23: the K sweep combined with unified_model's ablation ladder."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,D_reg"\n'
+                           'executors = ["unified_model"]\nk_sweep = [1, 16]\n'
+                           '[options.unified_model]\nsweep = "ablation"\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -165,6 +179,8 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "mp_start_forkserver": mp_start_forkserver,
     "ray_reuse_both": ray_reuse_both,
     "ray_reuse_true": ray_reuse_true,
+    "k_sweep": k_sweep,
+    "k_sweep_ablation": k_sweep_ablation,
 }
 
 
