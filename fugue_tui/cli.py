@@ -163,6 +163,14 @@ def _add_report(sub) -> None:
     report.add_argument("--format", metavar="LIST", default="png,svg,tex",
                         help="what --export writes: comma-separated png, svg, tex "
                              "(default: all three)")
+    report.add_argument("--advise", action="store_true",
+                        help="per workload and machine: the recommended strategy and K / "
+                             "max_parallel, its speedup over seq with interval, energy per "
+                             "trained model, the evidence, and whether the two best are "
+                             "distinguishable (uses the knee of a K sweep)")
+    report.add_argument("--knee-fraction", metavar="F", default="0.1",
+                        help="the knee rule: the smallest K beyond which doubling K gains "
+                             "less than this fraction of throughput (default 0.1 = 10%%)")
 
 
 def _add_bench(sub) -> None:
@@ -281,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_report(user_path(given, what) if given is not None else "runs",
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width, export_dir=args.export,
-                              formats=args.format, overwrite=args.overwrite)
+                              formats=args.format, overwrite=args.overwrite,
+                              advise=args.advise, knee_fraction=args.knee_fraction)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":

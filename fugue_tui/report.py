@@ -58,6 +58,7 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
                    f", {fmt_number(row.get('seq_acc_max'), '.3f')}]")
     return {
         "experiment": str(row["exp_id"]), "executor": str(row["executor"]),
+        "K": fmt_number(row.get("K"), ".0f"),
         "compile": str(row["compile_mode"]), "ok": str(n), "variant": variant or MISSING,
         "T_group s": fmt_number(row.get("T_group_mean"), ".2f"),
         "T_group sd": fmt_number(row.get("T_group_std"), ".2f"),
@@ -74,9 +75,12 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
     }
 
 
+#: The columns every table starts with; K beside the executor when the rows form a K
+#: sweep (issue 23: its cells share one experiment id), see :func:`_key_columns`.
 _KEY = ("experiment", "executor", "compile", "ok")
-_RIGHT = {"ok", "T_group s", "T_group sd", "setup s", "samples/s", "train samples/s", "J/model",
-          "VRAM MiB", "speedup", "95% CI", "val acc"}
+_KEY_SWEPT = ("experiment", "executor", "K", "compile", "ok")
+_RIGHT = {"ok", "K", "T_group s", "T_group sd", "setup s", "samples/s", "train samples/s",
+          "J/model", "VRAM MiB", "speedup", "95% CI", "val acc"}
 #: Every column after _KEY, in order: the speedup columns first, so that a narrow console
 #: (several tables) still shows them together in the first one.
 _COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "setup s", "T_group sd",
@@ -101,7 +105,7 @@ def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
     """Tables of ``speedup_df`` (:func:`engine.results.analysis.speedups`), per provenance key, rows
     in its order: one table with every column when it fits in ``width`` (None: always);
     else as many tables as needed, each starting with experiment, executor, compile and
-    ok, the speedup columns in the first. ``status_df``
+    ok (and K, when the rows form a K sweep), the speedup columns in the first. ``status_df``
     (:func:`engine.results.analysis.cell_status`) adds the "not ok" counts and the cells without
     any ok row. Columns with nothing to show (no variant, no energy measured, ...) are left
     out, except T_group, speedup, interval and baseline.
@@ -118,6 +122,9 @@ def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
         if len(extra):
             frame = extra if not len(frame) else pd.concat([frame, extra], ignore_index=True)
     rows = [(row, _cell_values(row)) for row in frame.to_dict("records")]
+    swept = "K" in frame.columns and len(frame) and bool(
+        (frame.groupby(prov + ["exp_id"], sort=False, dropna=False)["K"].nunique() > 1).any())
+    key_columns = _KEY_SWEPT if swept else _KEY
     always = {"T_group s", "speedup", "95% CI", "baseline"}
     empty = {name for name in _COLUMNS
              if name not in always and all(v[name] in (MISSING, "n/a") for _, v in rows)}
@@ -135,18 +142,19 @@ def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
         for column in shown:
             trial = groups[-1] + [column]
             if width is None or not groups[-1] or _natural_width(
-                    _table("", trial, part)) <= width:
+                    _table("", trial, part, key_columns)) <= width:
                 groups[-1] = trial
             else:
                 groups.append([column])
         for i, columns in enumerate(groups, start=1):
             suffix = f" ({i}/{len(groups)})" if len(groups) > 1 else ""
-            tables.append(_table(title + suffix, columns, part))
+            tables.append(_table(title + suffix, columns, part, key_columns))
     return tables
 
 
-def _table(title: str, columns: list[str], rows: list[dict[str, str]]) -> Table:
-    names = list(_KEY) + columns
+def _table(title: str, columns: list[str], rows: list[dict[str, str]],
+           key_columns: tuple[str, ...] = _KEY) -> Table:
+    names = list(key_columns) + columns
     table = Table(title=title or None, title_justify="left")
     for name in names:
         table.add_column(Text(_HEADERS.get(name, name)),
@@ -202,14 +210,17 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
     if bad or not chosen:
         raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
                          "(comma-separated)")
-    out, present = export_folder(out_dir, planned_files(chosen), overwrite, what)
+    from fugue_tui.sweep_report import planned_files as sweep_files
+
+    out, present = export_folder(out_dir, planned_files(chosen) + sweep_files(chosen),
+                                 overwrite, what)
     return chosen, out, present
 
 
 def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    by_campaign: bool = False,
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
-                   what: str = "export folder") -> list[Path]:
+                   what: str = "export folder", knee_fraction: float = 0.10) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
     same analysis as the terminal (:func:`fugue_tui.figures.build`); the paths written.
     A figure with nothing measured is not written: ``skipped``, when given, receives
@@ -219,7 +230,9 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     the files an export owns (:func:`check_export`); with
     ``overwrite`` they are replaced, and a skipped figure's file left by an earlier export
     is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
-    The dashboard's Results screen calls this too.
+    The dashboard's Results screen calls this too. Rows that form a K sweep also give
+    ``knee.png`` / ``knee.svg`` and ``knee.csv`` (:mod:`fugue_tui.sweep_report`, the knee at
+    ``knee_fraction``).
 
     Raises:
         FugueError: an unknown format, a target that is not a folder, files already there
@@ -227,13 +240,16 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     """
     from fugue_tui.export import export, skipped_figures
     from fugue_tui.figures import build
+    from fugue_tui.sweep_report import analyse, export_sweeps
 
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign)
+    sweeps = analyse(runs, fraction=knee_fraction, advise=False, by_campaign=by_campaign)
     try:
         for path in present:  # replaced by new files, never written through a link
             path.unlink()
         written = export(results, out, chosen)
+        written += export_sweeps(sweeps, out, chosen)
     except OSError as exc:
         raise FugueError(f"{what} '{out_dir}': cannot write "
                          f"{exc.filename or out}: {exc.strerror or exc}") from None
@@ -250,14 +266,17 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
 
 def print_report(runs_dir: str | os.PathLike[str], console: Console,
                  campaign_id: str | None = None, width: int | None = None,
-                 by_campaign: bool = False, chart: bool = True) -> int:
+                 by_campaign: bool = False, chart: bool = True, advise: bool = False,
+                 knee_fraction: float = 0.10) -> int:
     """Print the tables and the speedup chart of the results under ``runs_dir``; return the
     number of cells reported.
 
     ``campaign_id``: only that campaign's rows (an unknown id raises a one-line
     :class:`~engine.errors.FugueError`). ``width``: the chart's width (default: the
-    console's). Raises :class:`engine.results.load.NoResultsError` without
-    ``master_groups.csv``.
+    console's). Rows forming a K sweep add each workload's throughput-vs-K chart with
+    the knee marked and a table per curve (at ``knee_fraction``); ``advise`` adds the
+    advice (:mod:`fugue_tui.sweep_report`). Raises
+    :class:`engine.results.load.NoResultsError` without ``master_groups.csv``.
     """
     from engine.results.analysis import cell_status, speedups
 
@@ -283,6 +302,14 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
                  and "NO_COLOR" not in os.environ)
         text = speedup_chart(table, width=width or min(console.width, 120), color=color)
         console.print(Text.from_ansi(text) if color else Text(text))
+    from fugue_tui.sweep_report import analyse, print_advice, print_sweeps
+
+    view = analyse(runs, fraction=knee_fraction, advise=advise, by_campaign=by_campaign)
+    color = console.is_terminal and not console.no_color and "NO_COLOR" not in os.environ
+    if chart:
+        print_sweeps(view, console, width=width or min(console.width, 120), color=color)
+    if advise:
+        print_advice(view, console)
     return len(table)
 
 
@@ -304,12 +331,15 @@ def _notes(table) -> list[str]:
 def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                by_campaign: bool = False, width: int | None = None,
                export_dir: str | os.PathLike[str] | None = None,
-               formats: str = "png,svg,tex", overwrite: bool = False) -> int:
+               formats: str = "png,svg,tex", overwrite: bool = False, advise: bool = False,
+               knee_fraction: float | str = 0.10) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
     and the LaTeX table there (:func:`export_results`; files already there are replaced
-    only with ``overwrite``)."""
+    only with ``overwrite``). ``advise``: also the advice per workload and machine;
+    ``knee_fraction``: the knee rule (``--knee-fraction``, strictly between 0 and 1)."""
+    fraction = _fraction(knee_fraction)
     if overwrite and export_dir is None:
         raise FugueError("--overwrite only applies with --export DIR")
     if width is not None and width < 40:
@@ -320,11 +350,28 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         # the formats and the folder first, before any result is read, printed or written
         check_export(export_dir, formats, overwrite, "--export")
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
-                       by_campaign, skipped, overwrite=overwrite, what="--export")
+                       by_campaign, skipped, overwrite=overwrite, what="--export",
+                       knee_fraction=fraction)
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
-                 by_campaign=by_campaign)
+                 by_campaign=by_campaign, advise=advise, knee_fraction=fraction)
     if export_dir is not None:
         console.print(Text(f"figures and LaTeX table written to {export_dir}"))
         for names, why in skipped:
             console.print(Text(f"skipped {names}: {why}"), soft_wrap=True)
     return 0
+
+
+def _fraction(value: float | str) -> float:
+    """``--knee-fraction``: a number strictly between 0 and 1.
+
+    Raises:
+        FugueError: one line naming the flag and the value.
+    """
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        fraction = math.nan
+    if not 0 < fraction < 1:
+        raise FugueError(f"--knee-fraction {value}: a fraction strictly between 0 and 1 "
+                         f"(0.1 = the knee is where doubling K gains less than 10 %)")
+    return fraction

@@ -39,6 +39,10 @@ CASES = [
                 ("--k-sweep", "got 0")),
     matrix.Case("cli-k-sweep-not-numbers", {}, ("run", "--exp", "D_ens", "--k-sweep", "1,two"),
                 ("--k-sweep", "'1,two'")),
+    matrix.Case("report-knee-fraction-above-one", {}, ("report", "--knee-fraction", "1.5"),
+                ("--knee-fraction 1.5", "between 0 and 1")),
+    matrix.Case("report-knee-fraction-not-a-number", {}, ("report", "--knee-fraction", "ten"),
+                ("--knee-fraction ten",)),
     matrix.Case("cli-k-sweep-on-cv", {}, ("run", "--exp", "D_cv", "--k-sweep", "1,2"),
                 ("--k-sweep", "D_cv is cv")),
 ]
