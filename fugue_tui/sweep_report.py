@@ -97,10 +97,10 @@ def curve_table(curve: Any) -> Table:
 
 def rule_lines(view: SweepView) -> list[str]:
     """How the knee is defined, once under the sweeps."""
-    return [f"knee = the smallest K beyond which every doubling of K gains less than "
-            f"{view.fraction:.0%} throughput (gain per doubling = (X(K2)/X(K1))^(1/log2(K2/K1))"
-            f" - 1); change it with --knee-fraction. Intervals: percentile bootstrap, only "
-            f"with >= 5 passes at every K."]
+    return [f"knee = the smallest K from which the throughput gain per doubling of K, to "
+            f"every larger K of the sweep, is below {view.fraction:.0%} (gain per doubling = "
+            f"(X(K2)/X(K1))^(1/log2(K2/K1)) - 1); change it with --knee-fraction. Intervals: "
+            f"percentile bootstrap, only with >= 5 passes at every K."]
 
 
 def print_sweeps(view: SweepView, console: Any, width: int = 80,

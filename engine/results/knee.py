@@ -18,16 +18,19 @@ Throughput
     former). :attr:`Curve.metric` names the one used.
 
 The knee (:func:`find_knee`)
-    Between consecutive points K_a < K_b the throughput gain *per doubling* of K is
+    Between two points K_a < K_b the throughput gain *per doubling* of K is
     ``(X(K_b) / X(K_a)) ** (1 / log2(K_b / K_a)) - 1`` (a sweep over powers of two
     compares each K with its double; another list is normalised to a doubling). The
-    **knee** is the smallest K of the sweep beyond which every further step gains less
-    than ``fraction`` per doubling (default :data:`DEFAULT_FRACTION`, 10 %). When even the
-    sweep's last step gains at least ``fraction`` there is no knee inside the sweep
-    (``None``: "still growing at K = max; sweep further"). A larger fraction puts the knee
-    at a smaller or equal K (fewer steps are large enough to count); :attr:`Curve.knees`
-    gives it for each of :data:`FRACTIONS`, so a reader sees how the choice moves it.
-    The **best K** is the K of the highest mean throughput.
+    **knee** is the smallest K of the sweep beyond which doubling K gains less than
+    ``fraction`` (default :data:`DEFAULT_FRACTION`, 10 %): from the knee to *every* larger
+    K of the sweep the gain per doubling is below the fraction. Comparing with every larger
+    K, not only the next one, keeps a dip from faking a knee (462, 123, 113, 153, 134
+    samples/s at K = 1 … 16 has its knee at 1, not at 8 after the +35 % step 4 → 8) and
+    lets a later rise veto an early plateau. The sweep's largest K has nothing beyond it:
+    when no smaller K qualifies there is no knee inside the sweep (``None``: "still
+    growing at K = max; sweep further"). A larger fraction puts the knee at a smaller or
+    equal K; :attr:`Curve.knees` gives it for each of :data:`FRACTIONS`, so a reader sees
+    how the choice moves it. The **best K** is the K of the highest mean throughput.
 
 Intervals
     With at least :data:`~engine.results.analysis.MIN_BOOT_N` rows at every K, each
@@ -141,32 +144,35 @@ class Curve:
 
 def per_doubling_gains(ks: Sequence[float], throughputs: Sequence[float]) -> list[float]:
     """The throughput gain of each step ``ks[i] -> ks[i+1]`` normalised to a doubling of K
-    (module doc), as fractions (0.25 = +25 %; negative: throughput fell)."""
-    out = []
-    for (k0, x0), (k1, x1) in zip(zip(ks, throughputs, strict=True),
-                                  zip(ks[1:], throughputs[1:], strict=True), strict=False):
-        if not (x0 > 0 and x1 > 0 and k1 > k0):
-            out.append(math.nan)
-            continue
-        out.append((x1 / x0) ** (1.0 / math.log2(k1 / k0)) - 1.0)
-    return out
+    (module doc), as fractions (0.25 = +25 %; negative: throughput fell): the tables'
+    "gain / doubling" column."""
+    return [gain_per_doubling(ks[i], throughputs[i], ks[i + 1], throughputs[i + 1])
+            for i in range(len(ks) - 1)]
+
+
+def gain_per_doubling(k0: float, x0: float, k1: float, x1: float) -> float:
+    """The throughput gain from (``k0``, ``x0``) to (``k1``, ``x1``) per doubling of K
+    (module doc); NaN when a throughput is not positive or ``k1 <= k0``."""
+    if not (x0 > 0 and x1 > 0 and k1 > k0):
+        return math.nan
+    return (x1 / x0) ** (1.0 / math.log2(k1 / k0)) - 1.0
 
 
 def find_knee(ks: Sequence[int], throughputs: Sequence[float],
               fraction: float = DEFAULT_FRACTION) -> int | None:
-    """The smallest K of ``ks`` (increasing) beyond which every step gains less than
-    ``fraction`` of throughput per doubling; None when the last step still gains at least
-    that (or fewer than two points).
+    """The smallest K of ``ks`` (increasing) from which the gain per doubling to every
+    larger K is below ``fraction``; None when only the largest K would qualify (the sweep
+    has not shown where growth stops) or there are fewer than two points. Points with no
+    throughput (NaN, not positive) are ignored.
 
     >>> find_knee([1, 2, 4, 8, 16], [100, 190, 350, 370, 375], 0.10)
     4
     """
-    gains = per_doubling_gains(ks, throughputs)
-    for i in range(len(gains)):
-        rest = gains[i:]
-        if all(g < fraction for g in rest if not math.isnan(g)) and not all(
-                math.isnan(g) for g in rest):
-            return int(ks[i])
+    points = [(k, x) for k, x in zip(ks, throughputs, strict=True)
+              if x is not None and math.isfinite(x) and x > 0]
+    for i, (k0, x0) in enumerate(points[:-1]):
+        if all(gain_per_doubling(k0, x0, k1, x1) < fraction for k1, x1 in points[i + 1:]):
+            return int(k0)
     return None
 
 

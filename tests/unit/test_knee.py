@@ -107,3 +107,13 @@ def test_a_single_k_is_no_curve(tmp_path):
 def test_fraction_outside_zero_one_is_refused(tmp_path):
     with pytest.raises(ValueError):
         curves(_sweep(tmp_path, seq={1: 1, 2: 2}), fraction=1.5)
+
+
+def test_a_dip_does_not_fake_a_knee_and_a_later_rise_vetoes_a_plateau():
+    # the trial run on a loaded VM: seq's throughput fell after K = 1, a +35 % step 4 -> 8
+    assert find_knee([1, 2, 4, 8, 16], [462, 123, 113, 153, 134], 0.10) == 1
+    # a dip at 4, then growth: every larger K is compared, not only the next one
+    assert find_knee([1, 2, 4, 8, 16], [164, 292, 212, 387, 590], 0.10) is None
+    assert find_knee([1, 2, 4, 8], [100, 104, 90, 140], 0.10) is None
+    # missing points are skipped, never read as 0
+    assert find_knee([1, 2, 4, 8], [100, math.nan, 300, 310], 0.10) == 4
