@@ -238,7 +238,10 @@ def speedup_chart_width(speedup_df, title: str = SPEEDUP_TITLE) -> int:
 
 def _speedup_bars(speedup_df):
     """``(labels, values, errors)`` of the non-seq rows, bottom bar first; None without."""
-    frame = speedup_df[speedup_df["executor"] != "seq"]
+    from fugue_tui.figures import mark_sweeps
+
+    frame = mark_sweeps(speedup_df)
+    frame = frame[frame["executor"] != "seq"]
     if not len(frame):
         return None
     machines = frame["machine"].unique() if "machine" in frame.columns else []
@@ -308,3 +311,49 @@ def figure_chart(figure, width: int = 80, color: bool | None = None) -> str:
         head = [line for line in text.splitlines() if not line.startswith(MISSING_PREFIX)]
         text = "\n".join(head + [MISSING_PREFIX + ", ".join(figure.missing)])
     return text + ("\n" + figure.note if figure.note else "")
+
+
+#: Markers of the curves of :func:`knee_chart`, one per strategy (colourless-safe).
+_CURVE_MARKERS = ("o", "x", "+", "*", "#", "%", "@", "&")
+#: The knee's marker.
+KNEE_MARKER = "◆"
+
+
+def knee_chart(series: Sequence[tuple[str, Sequence[int], Sequence[float], int | None]],
+               title: str | None = None, width: int = 80, height: int = 16,
+               color: bool | None = None, ylabel: str = "samples/s") -> str:
+    """Throughput against K on a log2 axis, one line per ``(label, ks, values, knee)``
+    (a K sweep's curves, :mod:`engine.results.knee`), each knee marked with
+    :data:`KNEE_MARKER` and labelled ``knee K=8``. Missing values (None, NaN) are
+    dropped, never drawn as 0. A key line under the chart names each curve's marker and
+    knee (no legend box over the lines)."""
+    use_color = _use_color(color)
+    fig = _figure(width, height, title, use_color)
+    ks_all = sorted({int(k) for _, ks, _, _ in series for k in ks})
+    if not ks_all:
+        return (title + "\n" if title else "") + "(nothing to draw)"
+    key, top = [], 0.0
+    for i, (label, ks, values, knee) in enumerate(series):
+        points = [(math.log2(int(k)), float(v)) for k, v in zip(ks, values, strict=True)
+                  if not _missing(v) and int(k) > 0]
+        if not points:
+            key.append(f"{label}: nothing measured")
+            continue
+        marker = _CURVE_MARKERS[i % len(_CURVE_MARKERS)]
+        xs, ys = zip(*points, strict=True)
+        top = max(top, *ys)
+        fig.draw(fig.signal(list(xs), list(ys), marker=marker).lines())
+        at = dict(zip(ks, values, strict=True)).get(knee) if knee is not None else None
+        if at is not None and not _missing(at):
+            fig.draw(fig.signal([math.log2(knee)], [float(at)], marker=KNEE_MARKER))
+        key.append(f"{marker} {label}: " + (f"knee K={knee}" if knee is not None
+                                             else "no knee in the sweep"))
+    positions = [math.log2(k) for k in ks_all]
+    fig.ruler("x").ticks(positions, [str(k) for k in ks_all])
+    if len(positions) > 1:
+        fig.ruler("x").lim(positions[0] - 0.1, positions[-1] + 0.1)
+    fig.ruler("y").lim(0.0, top * 1.08 or 1.0)
+    fig.label("K (models at once, log2 axis)", axis="x")
+    if ylabel:
+        fig.label(ylabel, axis="y")
+    return _render(fig, use_color) + "\n" + f"{KNEE_MARKER} knee   " + "   ".join(key)

@@ -193,6 +193,14 @@ def _add_report(sub) -> None:
                         help="what --export writes, comma-separated: png, svg, tex (the "
                              "figures and table; the default), parquet, json (group and job "
                              "rows, typed), tensorboard (per-epoch curves and group figures)")
+    report.add_argument("--advise", action="store_true",
+                        help="per workload and machine: the recommended strategy and K / "
+                             "max_parallel, its speedup over seq with interval, energy per "
+                             "trained model, the evidence, and whether the two best are "
+                             "distinguishable (uses the knee of a K sweep)")
+    report.add_argument("--knee-fraction", metavar="F", default="0.1",
+                        help="the knee rule: the smallest K beyond which doubling K gains "
+                             "less than this fraction of throughput (default 0.1 = 10%%)")
 
 
 def _add_bench(sub) -> None:
@@ -435,7 +443,8 @@ def _main(argv: list[str]) -> int:
                               campaign_id=args.campaign, by_campaign=args.by_campaign,
                               width=args.width, export_dir=args.export,
                               formats=args.format, overwrite=args.overwrite,
-                              baseline=args.baseline, as_json=args.json_sub)
+                              baseline=args.baseline, as_json=args.json_sub,
+                              advise=args.advise, knee_fraction=args.knee_fraction)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":

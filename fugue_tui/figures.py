@@ -80,8 +80,19 @@ def cell_label(row: dict[str, Any], machines: int = 1) -> str:
     precision = str(row.get("precision", "") or "")
     if precision and precision not in ("fp32", "nan"):
         parts.append(precision)
+    if row.get("_swept"):  # a K sweep's cells share the experiment: K tells them apart
+        parts.append(f"K={int(row['K'])}")
     label = " ".join(parts)
     return f"{row.get('machine')}: {label}" if machines > 1 else label
+
+
+def mark_sweeps(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (speedup rows) with ``_swept``: True where the machine and experiment
+    have cells at several K (a K sweep), so that :func:`cell_label` names the K."""
+    if not len(table) or "K" not in table.columns:
+        return table.assign(_swept=False)
+    nunique = table.groupby(["machine", "exp_id"], sort=False)["K"].transform("nunique")
+    return table.assign(_swept=(nunique > 1).to_numpy())
 
 
 def _extra(runs, keys: list[str]) -> pd.DataFrame:
@@ -163,7 +174,7 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
     else:
         table = table.assign(rss_peak_mb_max=pd.Series(dtype=float))
     ladder = ladder_table(runs, by_campaign=by_campaign, n_boot=n_boot)
-    rows = table.to_dict("records")
+    rows = mark_sweeps(table).to_dict("records")
     machines = len({r["machine"] for r in rows})
     labelled = [(cell_label(r, machines), r) for r in rows]
 

@@ -61,6 +61,7 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
                    f", {fmt_number(row.get('seq_acc_max'), '.3f')}]")
     return {
         "experiment": str(row["exp_id"]), "executor": str(row["executor"]),
+        "K": fmt_number(row.get("K"), ".0f"),
         "compile": str(row["compile_mode"]), "ok": str(n), "variant": variant or MISSING,
         "T_group s": fmt_number(row.get("T_group_mean"), ".2f"),
         "T_group sd": fmt_number(row.get("T_group_std"), ".2f"),
@@ -77,9 +78,12 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
     }
 
 
+#: The columns every table starts with; K beside the executor when the rows form a K
+#: sweep (issue 23: its cells share one experiment id), see :func:`_key_columns`.
 _KEY = ("experiment", "executor", "compile", "ok")
-_RIGHT = {"ok", "T_group s", "T_group sd", "setup s", "samples/s", "train samples/s", "J/model",
-          "VRAM MiB", "speedup", "95% CI", "val acc"}
+_KEY_SWEPT = ("experiment", "executor", "K", "compile", "ok")
+_RIGHT = {"ok", "K", "T_group s", "T_group sd", "setup s", "samples/s", "train samples/s",
+          "J/model", "VRAM MiB", "speedup", "95% CI", "val acc"}
 #: Every column after _KEY, in order: the speedup columns first, so that a narrow console
 #: (several tables) still shows them together in the first one.
 _COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "setup s", "T_group sd",
@@ -104,7 +108,7 @@ def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
     """Tables of ``speedup_df`` (:func:`engine.results.analysis.speedups`), per provenance key, rows
     in its order: one table with every column when it fits in ``width`` (None: always);
     else as many tables as needed, each starting with experiment, executor, compile and
-    ok, the speedup columns in the first. ``status_df``
+    ok (and K, when the rows form a K sweep), the speedup columns in the first. ``status_df``
     (:func:`engine.results.analysis.cell_status`) adds the "not ok" counts and the cells without
     any ok row. Columns with nothing to show (no variant, no energy measured, ...) are left
     out, except T_group, speedup, interval and baseline.
@@ -121,6 +125,9 @@ def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
         if len(extra):
             frame = extra if not len(frame) else pd.concat([frame, extra], ignore_index=True)
     rows = [(row, _cell_values(row)) for row in frame.to_dict("records")]
+    swept = "K" in frame.columns and len(frame) and bool(
+        (frame.groupby(prov + ["exp_id"], sort=False, dropna=False)["K"].nunique() > 1).any())
+    key_columns = _KEY_SWEPT if swept else _KEY
     always = {"T_group s", "speedup", "95% CI", "baseline"}
     empty = {name for name in _COLUMNS
              if name not in always and all(v[name] in (MISSING, "n/a") for _, v in rows)}
@@ -138,18 +145,19 @@ def build_tables(speedup_df, status_df=None, by_campaign: bool = False,
         for column in shown:
             trial = groups[-1] + [column]
             if width is None or not groups[-1] or _natural_width(
-                    _table("", trial, part)) <= width:
+                    _table("", trial, part, key_columns)) <= width:
                 groups[-1] = trial
             else:
                 groups.append([column])
         for i, columns in enumerate(groups, start=1):
             suffix = f" ({i}/{len(groups)})" if len(groups) > 1 else ""
-            tables.append(_table(title + suffix, columns, part))
+            tables.append(_table(title + suffix, columns, part, key_columns))
     return tables
 
 
-def _table(title: str, columns: list[str], rows: list[dict[str, str]]) -> Table:
-    names = list(_KEY) + columns
+def _table(title: str, columns: list[str], rows: list[dict[str, str]],
+           key_columns: tuple[str, ...] = _KEY) -> Table:
+    names = list(key_columns) + columns
     table = Table(title=title or None, title_justify="left")
     for name in names:
         table.add_column(Text(_HEADERS.get(name, name)),
@@ -205,14 +213,18 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
     if bad or not chosen:
         raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
                          "(comma-separated)")
-    out, present = export_folder(out_dir, planned_files(chosen), overwrite, what)
+    from fugue_tui.sweep_report import planned_files as sweep_files
+
+    out, present = export_folder(out_dir, planned_files(chosen) + sweep_files(chosen),
+                                 overwrite, what)
     return chosen, out, present
 
 
 def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    by_campaign: bool = False,
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
-                   what: str = "export folder", baseline: str | None = None) -> list[Path]:
+                   what: str = "export folder", baseline: str | None = None,
+                   knee_fraction: float = 0.10) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
     same analysis as the terminal (:func:`fugue_tui.figures.build`), and the rows as data
     (parquet, json, tensorboard: :mod:`fugue_tui.export_data`); the paths written.
@@ -225,7 +237,9 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
     ``baseline``: a precision every cell is compared with (``--baseline fp32``), as in the
     terminal report.
-    The dashboard's Results screen calls this too.
+    The dashboard's Results screen calls this too. Rows that form a K sweep also give
+    ``knee.png`` / ``knee.svg`` and ``knee.csv`` (:mod:`fugue_tui.sweep_report`, the knee at
+    ``knee_fraction``).
 
     Raises:
         FugueError: an unknown format, a target that is not a folder, files already there
@@ -233,22 +247,25 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     """
     from fugue_tui.export import export, skipped_figures
     from fugue_tui.figures import build
+    from fugue_tui.sweep_report import analyse, export_sweeps
 
     from fugue_tui.export_data import DATA_FORMATS, export_data
 
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
+    sweeps = analyse(runs, fraction=knee_fraction, advise=False, by_campaign=by_campaign)
     try:
         # figures and the table: each file replaced in one rename (fugue_tui.export.replaced),
-        # never written through a link; then what an earlier export left that this one
-        # does not write (a figure now skipped, the data files and the tensorboard/ folder,
-        # which export_data writes anew) is removed
+        # never written through a link; then the rest of an earlier export is removed (a
+        # figure now skipped, and the knee files, data files and tensorboard/ folder, which
+        # are written anew after, so never through a link either)
         written = export(results, out, [f for f in chosen if f not in DATA_FORMATS])
         for path in set(present) - set(written):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
+        written += export_sweeps(sweeps, out, chosen)
         written += export_data(runs, out, [f for f in chosen if f in DATA_FORMATS])
     except OSError as exc:
         raise FugueError(f"{what} '{out_dir}': cannot write "
@@ -267,14 +284,18 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
 def print_report(runs_dir: str | os.PathLike[str], console: Console,
                  campaign_id: str | None = None, width: int | None = None,
                  by_campaign: bool = False, chart: bool = True,
-                 baseline: str | None = None) -> int:
+                 baseline: str | None = None, advise: bool = False,
+                 knee_fraction: float = 0.10) -> int:
     """Print the tables and the speedup chart of the results under ``runs_dir``; return the
     number of cells reported.
 
     ``campaign_id``: only that campaign's rows (an unknown id raises a one-line
     :class:`~engine.errors.FugueError`). ``width``: the chart's width (default: the
     console's). ``baseline``: a precision every cell's speedup and accuracy parity are
-    against (``--baseline fp32``), instead of seq of the cell's own precision. Raises
+    against (``--baseline fp32``), instead of seq of the cell's own precision. Rows forming
+    a K sweep add each workload's throughput-vs-K chart with the knee marked and a table
+    per curve (at ``knee_fraction``); ``advise`` adds the advice
+    (:mod:`fugue_tui.sweep_report`). Raises
     :class:`engine.results.load.NoResultsError` without ``master_groups.csv``.
     """
     from engine.results.analysis import cell_status, speedups
@@ -308,6 +329,14 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
         else:
             text = speedup_chart(table, width=chart_width, color=color)
             console.print(Text.from_ansi(text) if color else Text(text))
+    from fugue_tui.sweep_report import analyse, print_advice, print_sweeps
+
+    view = analyse(runs, fraction=knee_fraction, advise=advise, by_campaign=by_campaign)
+    color = console.is_terminal and not console.no_color and "NO_COLOR" not in os.environ
+    if chart:
+        print_sweeps(view, console, width=width or min(console.width, 120), color=color)
+    if advise:
+        print_advice(view, console)
     return len(table)
 
 
@@ -332,12 +361,15 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                by_campaign: bool = False, width: int | None = None,
                export_dir: str | os.PathLike[str] | None = None,
                formats: str = "png,svg,tex", overwrite: bool = False,
-               baseline: str | None = None, as_json: bool = False) -> int:
+               baseline: str | None = None, as_json: bool = False, advise: bool = False,
+               knee_fraction: float | str = 0.10) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
     and the LaTeX table there (:func:`export_results`; files already there are replaced
-    only with ``overwrite``)."""
+    only with ``overwrite``). ``advise``: also the advice per workload and machine;
+    ``knee_fraction``: the knee rule (``--knee-fraction``, strictly between 0 and 1)."""
+    fraction = _fraction(knee_fraction)
     if overwrite and export_dir is None:
         raise FugueError("--overwrite only applies with --export DIR")
     if width is not None and width < 40:
@@ -349,7 +381,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         check_export(export_dir, formats, overwrite, "--export")
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
                        by_campaign, skipped, overwrite=overwrite, what="--export",
-                       baseline=baseline)
+                       baseline=baseline, knee_fraction=fraction)
     if as_json:  # the cells as a fugue-tui/report document; what else is said: stderr
         from fugue_tui.jsonout import document, dump, report_cells
 
@@ -364,9 +396,26 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                 print(f"skipped {names}: {why}", file=sys.stderr)
         return 0
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
-                 by_campaign=by_campaign, baseline=baseline)
+                 by_campaign=by_campaign, baseline=baseline, advise=advise,
+                 knee_fraction=fraction)
     if export_dir is not None:
         console.print(Text(f"exported ({formats}) to {export_dir}"))
         for names, why in skipped:
             console.print(Text(f"skipped {names}: {why}"), soft_wrap=True)
     return 0
+
+
+def _fraction(value: float | str) -> float:
+    """``--knee-fraction``: a number strictly between 0 and 1.
+
+    Raises:
+        FugueError: one line naming the flag and the value.
+    """
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        fraction = math.nan
+    if not 0 < fraction < 1:
+        raise FugueError(f"--knee-fraction {value}: a fraction strictly between 0 and 1 "
+                         f"(0.1 = the knee is where doubling K gains less than 10 %)")
+    return fraction

@@ -28,6 +28,8 @@
     scheduler = ["fifo", "asha"]        # its own (engine/executors/__init__.py; the table
     [options.unified_model]             # of them all: docs/executors.md)
     max_parallel = 8
+    k_sweep = [1, 2, 4, 8]              # ensembles only: one cell per K per executor
+                                        # (engine.define.ksweep; docs/measurement.md)
 
 Torch-free.
 """
@@ -46,6 +48,7 @@ from engine.define import tomlfile
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.executor_options import check_table
 from engine.precision import parse_axis
+from engine.define.ksweep import check_k_sweep
 from engine.define.paths import check_campaign_name, user_path
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
@@ -63,6 +66,7 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "experiments_file": (str,), "options": (dict,), "description": (str,),
     "retries": (int,), "watchdog": (dict,), "monitor": (bool,), "monitor_interval_s": (float,),
     "precision": (str, list), "amp": (bool,),
+    "k_sweep": (list,),
 }
 _WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
     "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
@@ -100,6 +104,8 @@ class Campaign:
     catalogue: Catalogue | None = field(default=None, compare=False, repr=False)
     #: Settings that run but do not do what they seem to (printed by the front ends).
     warnings: list[str] = field(default_factory=list, compare=False)
+    #: The swept ensemble sizes (``k_sweep``), increasing; empty: each experiment's own K.
+    k_sweep: tuple[int, ...] = ()
 
     def resolved(self) -> dict[str, Any]:
         """The campaign as it runs (after overrides), JSON-able."""
@@ -111,7 +117,9 @@ class Campaign:
                 "monitor": self.monitor, "monitor_interval_s": self.monitor_interval_s,
                 "precision": self.precision,
                 "source": str(self.source) if self.source else None, "file_hash": self.file_hash,
-                "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else []}
+                "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else [],
+                # only when swept: the resolved campaign of a run without it stays as it was
+                **({"k_sweep": list(self.k_sweep)} if self.k_sweep else {})}
 
     def compile_modes(self) -> list[str]:
         """The compile axis of the matrix: ``"off"`` and/or the compile mode."""
@@ -212,6 +220,8 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         if found:
             key, reason = found
             raise ConfigError(f"{where}: options.{executor}: key '{key}': {reason}")
+    k_sweep = check_k_sweep(doc.get("k_sweep"), at("k_sweep"),
+                            [catalogue.get(e) for e in experiments])
     warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
     interval = float(doc.get("monitor_interval_s", 0.5))
     if not (math.isfinite(interval) and 0.05 <= interval <= 60):
@@ -225,7 +235,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
         options=options, precision=precision, source=source,
-        file_hash=file_hash, catalogue=catalogue, warnings=warnings,
+        file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
         # the file actually merged: the campaign's, or the default one (engine.dirs)
         experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
                                .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))

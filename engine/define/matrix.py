@@ -7,6 +7,11 @@ Executor axes (``engine.define.axes``): ray's ``scheduler`` option expands hpo e
 cell per scheduler (other workloads run once, without one); unified_model's ``sweep =
 "ablation"`` replaces the compile axis by the six rungs of the ablation ladder, each with its
 own compile setting and requested features.
+A K sweep (``k_sweep``, ``engine.define.ksweep``) runs each ensemble at every K of the
+list: within a pass, experiment, then K, then executor. A swept cell's definition is the
+experiment at that K, so K enters its keys (all three) through the hashed definition and
+jobs, and only when swept: a campaign without ``k_sweep`` hashes what it always did. A
+swept cell at the catalogue's own K is that very configuration and shares its keys.
 
 A cell's key is a hash of its resolved configuration (experiment definition, jobs,
 executor and options, compile mode, seed, pass) plus the machine identity, so resume
@@ -63,10 +68,15 @@ class CellSpec:
     #: else the experiment's default; None when neither is set (the jobs' legacy ``amp``
     #: flags decide). Hashed only off the legacy behaviour (``precision.hashed``).
     precision: str | None = None
+    #: The cell's K when the campaign sweeps K (``k_sweep``): in the slug (``-k8``) and
+    #: label (``K=8``); None when K is not swept (the experiment's own K, no new name).
+    k: int | None = None
 
     @property
     def label(self) -> str:
         parts = [self.exp_id, self.executor]
+        if self.k is not None:
+            parts.append(f"K={self.k}")
         if self.variant:
             parts.append(self.variant)
         if self.rung:
@@ -86,6 +96,8 @@ class CellSpec:
         shown = self.precision if self.precision != "fp32" else None
         extra = "".join(f"-{v}" for v in (self.scheduler, self.rung, self.variant, shown) if v)
         extra = extra.replace("+", "")
+        if self.k is not None:
+            extra = f"-k{self.k}{extra}"
         return f"{self.index:03d}-{self.exp_id}-{self.executor}{extra}{comp}-p{self.pass_index}"
 
 
@@ -132,13 +144,14 @@ def check_plan_size(campaign: Campaign) -> None:
     cells = jobs = 0
     for exp_id in campaign.experiments:
         exp = campaign.catalogue.get(exp_id)
+        sizes = list(campaign.k_sweep) or [exp.k]
         for executor in campaign.executors:
             table = dict(campaign.options.get(executor, {}))
             n = (len(_variants(campaign, exp.type, executor, table))
                  * len(_option_points(executor, table, exp.type))
                  * len(campaign.precision or [None]))
-            cells += n * campaign.passes
-            jobs += n * campaign.passes * exp.k
+            cells += n * campaign.passes * len(sizes)
+            jobs += n * campaign.passes * sum(sizes)
     where = str(campaign.source) if campaign.source else "campaign"
     shape = (f"{len(campaign.experiments)} experiments x {len(campaign.executors)} executors "
              f"and their variants x {campaign.passes} passes")
@@ -166,33 +179,42 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
     assert campaign.catalogue is not None
     check_plan_size(campaign)
     machine_text = ',"machine":' + _dumps(machine) + "}"
-    shared: dict[str, tuple[dict[str, Any], list[dict[str, Any]], dict[str, str], str]] = {}
-    precisions: dict[str, list[tuple[str | None, dict[str, str]]]] = {}
+    from engine.define.ksweep import at_size
+
+    # Per experiment, the sizes it runs at: each K of the sweep, or its own K (None).
+    sizes: list[int | None] = list(campaign.k_sweep) or [None]
+    shared: dict[tuple[str, int | None],
+                 tuple[dict[str, Any], list[dict[str, Any]], dict[str, str], str]] = {}
+    precisions: dict[tuple[str, int | None], list[tuple[str | None, dict[str, str]]]] = {}
     for exp_id in campaign.experiments:
-        exp = campaign.catalogue.get(exp_id)
-        experiment, jobs = exp.to_dict(), [job.to_dict() for job in expand(exp, campaign.seed)]
-        texts = {"experiment": _dumps(experiment), "jobs": _dumps(jobs)}
-        workload = {"experiment": experiment, "jobs": jobs, "seed": campaign.seed,
-                    "threads": campaign.threads}
-        head, tail = _split_json(workload, texts, "jobs")
-        shared[exp_id] = (experiment, jobs, texts, _sha(head, tail).hexdigest()[:16])
-        # The precision axis: the campaign's values, else the experiment's default (None:
-        # the legacy amp flags). A campaign value is hashed only off what runs without it.
-        jobs_amp = [bool(j.get("amp")) for j in jobs]
-        precisions[exp_id] = [
-            (p or exp.precision,
-             {"precision": p} if precision_lib.hashed(p, jobs_amp, exp.precision) else {})
-            for p in (campaign.precision or [None])]
-    configs: dict[tuple[str, ...], tuple[Any, str]] = {}
+        for size in sizes:
+            exp = campaign.catalogue.get(exp_id)
+            exp = exp if size is None else at_size(exp, size)
+            experiment = exp.to_dict()
+            jobs = [job.to_dict() for job in expand(exp, campaign.seed)]
+            texts = {"experiment": _dumps(experiment), "jobs": _dumps(jobs)}
+            workload = {"experiment": experiment, "jobs": jobs, "seed": campaign.seed,
+                        "threads": campaign.threads}
+            head, tail = _split_json(workload, texts, "jobs")
+            shared[exp_id, size] = (experiment, jobs, texts, _sha(head, tail).hexdigest()[:16])
+            # The precision axis: the campaign's values, else the experiment's default
+            # (None: the legacy amp flags). A campaign value is hashed only off what runs
+            # without it.
+            jobs_amp = [bool(j.get("amp")) for j in jobs]
+            precisions[exp_id, size] = [
+                (p or exp.precision,
+                 {"precision": p} if precision_lib.hashed(p, jobs_amp, exp.precision) else {})
+                for p in (campaign.precision or [None])]
+    configs: dict[tuple[Any, ...], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
     for pass_index in range(1, campaign.passes + 1):
-        for exp_id in campaign.experiments:
-            experiment, jobs, texts, workload_key = shared[exp_id]
+        for exp_id, size in ((e, s) for e in campaign.experiments for s in sizes):
+            experiment, jobs, texts, workload_key = shared[exp_id, size]
             exp_type = experiment["type"]
             for executor in campaign.executors:
                 table = dict(campaign.options.get(executor, {}))
                 for point, (precision, hashed) in itertools.product(
-                        _variants(campaign, exp_type, executor, table), precisions[exp_id]):
+                        _variants(campaign, exp_type, executor, table), precisions[exp_id, size]):
                     point = {**point, **hashed}
                     for options, literal, resolved, variant in _option_points(executor, table,
                                                                                exp_type):
@@ -204,7 +226,7 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                             config["resolved"] = resolved
                         # Everything before "jobs" in key order is the same in every pass.
                         head, tail = _split_json(config, texts, "jobs")
-                        memo = (exp_id, executor, _dumps(point), _dumps(literal),
+                        memo = (exp_id, size, executor, _dumps(point), _dumps(literal),
                                 _dumps(resolved))
                         if memo not in configs:
                             unpassed = {k: v for k, v in config.items() if k != "pass"}
@@ -220,7 +242,7 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                             experiment=experiment, jobs=jobs, options=options,
                             max_parallel=options.get("max_parallel"),
                             config_key=config_key, workload_key=workload_key,
-                            variant=variant, **{**point, "precision": precision}))
+                            variant=variant, k=size, **{**point, "precision": precision}))
     return cells
 
 

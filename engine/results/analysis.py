@@ -80,8 +80,11 @@ PROVENANCE_COLUMNS: tuple[str, ...] = ("machine", "gpu_name", "torch_version", "
 #: What makes two rows the same configuration. ``rung`` too: ablation rungs whose effective
 #: features coincide on a device (B and C on CPU, where there are no streams) are still
 #: different requests and are never pooled with each other or with plain cells.
+#: ``K`` too (issue 23): the cells of a K sweep share ``exp_id`` and differ by K; our rows'
+#: ``config_key`` already tells them apart, rows without one (the harness's) need K.
 CELL_COLUMNS: tuple[str, ...] = ("exp_id", "executor", "compile_mode", "scheduler", "features",
-                                 "rung", "config_key", "mp_start", "tune_actors", "precision")
+                                 "rung", "config_key", "mp_start", "tune_actors", "precision",
+                                 "K")
 
 
 # --------------------------------------------------------------------------- speedups
@@ -263,14 +266,15 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                                         "setup_s", "row"]))
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed]
     if not len(ok):
-        return pd.DataFrame(columns=keys + list(SPEEDUP_COLUMNS))
+        return pd.DataFrame(columns=keys + [c for c in SPEEDUP_COLUMNS if c not in keys])
     ok = ok.assign(cell=_codes(ok, keys),
                    energy_per_model=ok["energy_group"] / ok["K"].where(ok["K"] > 0))
     cells = _cell_stats(ok, keys)
     # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
     # experiment definition, jobs, seed and threads; empty in harness rows) × precision
-    # (what ran) × compile mode.
-    base_keys = prov + ["exp_id", "workload_key", "precision", "compile_mode"]
+    # (what ran) × compile mode. K too: the harness's rows have no workload_key, and a K
+    # sweep's cells share exp_id.
+    base_keys = prov + ["exp_id", "workload_key", "K", "precision", "compile_mode"]
     seq_rows = ok[ok["executor"] == BASELINE_EXECUTOR]
     seq_rows = seq_rows.assign(base=_codes(seq_rows, base_keys))
     cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys,
@@ -282,7 +286,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     exp_first = cells.groupby(prov + ["exp_id"], sort=False)["first_row"].transform("min")
     cells = cells.assign(_p=first, _e=exp_first, _s=(~is_seq).astype(int)) \
         .sort_values(["_p", "_e", "_s", "first_row"], kind="stable")
-    return cells[keys + list(SPEEDUP_COLUMNS)].reset_index(drop=True)
+    return cells[keys + [c for c in SPEEDUP_COLUMNS if c not in keys]].reset_index(drop=True)
 
 
 def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -290,7 +294,7 @@ def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     grouped = ok.groupby("cell", sort=False)
     cells = grouped[keys + ["mode", "workload_key"]].first()
     stats = grouped.agg(
-        K=("K", "first"), n_strategy=("T_group", "size"), T_group_mean=("T_group", "mean"),
+        n_strategy=("T_group", "size"), T_group_mean=("T_group", "mean"),
         T_group_std=("T_group", "std"), throughput_group_mean=("throughput_group", "mean"),
         train_throughput_mean=("train_throughput_sps", "mean"),
         energy_per_model_j=("energy_per_model", "mean"), energy_n=("energy_per_model", "count"),
@@ -316,7 +320,7 @@ def _against_baselines(cells: pd.DataFrame, seq_rows: pd.DataFrame, prov: list[s
     if baseline_precision is not None:
         wanted["precision"] = baseline_precision
     same = wanted.merge(bases, on=base_keys, how="left")
-    plain = prov + ["exp_id", "workload_key", "precision"]
+    plain = prov + ["exp_id", "workload_key", "K", "precision"]
     uncompiled = wanted[plain].merge(
         bases[bases["compile_mode"] == "off"].drop(columns="compile_mode"),
         on=plain, how="left")

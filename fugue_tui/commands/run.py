@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         # argparse's extend gives a list of lists (each value may be a comma list)
         "precision": ([p for group in args.run_precision for p in group]
                       if args.run_precision else None),
+        "k_sweep": _k_sweep(getattr(args, "run_k_sweep", None)),
     }
     if experiments_doc is None and experiments_file:
         doc["experiments_file"] = str(Path(experiments_file).resolve())
@@ -155,6 +156,23 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
                 raise ConfigError(f"{flag}: one value per run (got {' '.join(map(str, values))})")
             options.setdefault(target, {})[key] = values if len(values) > 1 else values[0]
     return options
+
+
+def _k_sweep(text: str | None) -> list[int] | None:
+    """``--k-sweep 1,2,4``: the list of K (the campaign checks its rules: increasing,
+    >= 1, ensembles only).
+
+    Raises:
+        ConfigError: a value that is not a comma-separated list of integers.
+    """
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"--k-sweep: expected comma-separated integers such as 1,2,4,8, "
+                          f"got {text!r}") from None
 
 
 def _add_option(options: dict[str, dict[str, Any]], item: str) -> None:

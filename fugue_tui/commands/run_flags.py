@@ -72,6 +72,10 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                           "max-autotune-no-cudagraphs)")
     sel.add_argument("--passes", dest="run_passes", metavar="N", type=at_least(1),
                      help="repeats of the whole matrix (default 1)")
+    sel.add_argument("--k-sweep", dest="run_k_sweep", metavar="K1,K2,...",
+                     help="ensembles only: run each at these sizes K (increasing, e.g. "
+                          "1,2,4,8,16), one cell per K per executor; `report --advise` finds "
+                          "the knee (campaign key k_sweep)")
     sel.add_argument("--option", dest="run_option", action="append", default=[],
                      metavar="EXEC.KEY=VALUE", help="an executor option (see below)")
     for flag, key, targets in PLANNED_FLAGS:

@@ -176,6 +176,18 @@ def precision_experiment_default(tmp: Path) -> list[dict[str, str]]:
             'batch_size = 16\nepochs = 1\nlr = 0.01\nprecision = "amp-bf16"\n')
     return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,U2"\nexperiments_file = "mine.toml"\n'
                            'executors = ["seq", "mp"]\nprecision = ["fp32", "bf16"]\n', mine)
+def k_sweep(tmp: Path) -> list[dict[str, str]]:
+    """issue 23: K swept over an ensemble, seq and unified_model, two passes."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\n'
+                           'executors = ["seq", "unified_model"]\npasses = 2\n'
+                           'k_sweep = [1, 2, 4, 8]\n')
+
+
+def k_sweep_ablation(tmp: Path) -> list[dict[str, str]]:
+    """issue 23: the K sweep combined with unified_model's ablation ladder."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,D_reg"\n'
+                           'executors = ["unified_model"]\nk_sweep = [1, 16]\n'
+                           '[options.unified_model]\nsweep = "ablation"\n')
 
 
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
@@ -194,6 +206,8 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "precision_axis": precision_axis,
     "precision_amp_synonym": precision_amp_synonym,
     "precision_experiment_default": precision_experiment_default,
+    "k_sweep": k_sweep,
+    "k_sweep_ablation": k_sweep_ablation,
 }
 
 

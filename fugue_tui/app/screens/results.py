@@ -1,7 +1,9 @@
 """The Results screen: the group rows of a runs folder (ours or the fugue harness's), a
 filter and a sort over them, the provenance of the selected row, and the figures of the
 filtered rows as terminal charts (speedup over seq, wall-clock, throughput, energy per
-model, peak memory, accuracy parity, the ablation ladder), redrawn when rows land. What the
+model, peak memory, accuracy parity, the ablation ladder), redrawn when rows land; under
+them, the K-sweep curves with their knees and the advice
+(:mod:`fugue_tui.app.widgets.sweep_panel`). What the
 load left out (a file's torn last line) is said under the header and notified once.
 
 A thread worker watches the results files (size and mtime, every :data:`POLL_S`) and,
@@ -55,6 +57,7 @@ from fugue_tui.app.results_model import (
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
 from fugue_tui.app.widgets.footer import KeyFooter
+from fugue_tui.app.widgets.sweep_panel import SweepPanel
 
 #: Seconds between two checks of the results files.
 POLL_S = 1.0
@@ -109,6 +112,7 @@ class ResultsScreen(Screen):
             yield Static("select a row: its provenance", id="provenance")
         with VerticalScroll(id="figures-pane"):
             yield Static("loading…", id="figures")
+            yield SweepPanel()  # K sweeps and advice (issue 23), under the figures
         yield KeyFooter()
 
     def on_mount(self) -> None:
@@ -124,6 +128,7 @@ class ResultsScreen(Screen):
         from engine.errors import FugueError
         from engine.results.load import load_runs
         from fugue_tui.figures import build
+        from fugue_tui.sweep_report import analyse
 
         worker = get_current_worker()
         files = result_files(self.source)
@@ -142,8 +147,9 @@ class ResultsScreen(Screen):
                     flt = parse_filter(self.filter_text)
                     shown = apply_filter(runs, flt)
                     results = build(shown, n_boot=self.n_boot)
+                    sweep = {"sweep": analyse(shown, n_boot=self.n_boot)}
                     self.post_message(ResultsLoaded(runs, shown, results, "", flt.error,
-                                                    version))
+                                                    version, sweep))
                 except FugueError as exc:  # no results yet, a file that is not ours
                     runs = None
                     self.post_message(ResultsLoaded(error=str(exc), version=version))
@@ -159,6 +165,7 @@ class ResultsScreen(Screen):
                                                            style="dim"))
             return
         self.runs, self.shown, self.results = message.runs, message.shown, message.results
+        self.query_one(SweepPanel).set_view(message.extra.get("sweep"))
         total, shown = len(self.runs.groups), len(self.shown.groups)
         line = Text(f"results {self.source} · {shown} of {total} group rows", style="bold")
         machines = self.shown.groups["machine"].nunique() if shown else 0
@@ -253,6 +260,7 @@ class ResultsScreen(Screen):
             return
         self._charts_key = key
         color = "NO_COLOR" not in os.environ
+        self.query_one(SweepPanel).draw(width, color)
         parts = [figure_chart(f, width=width, color=color) for f in self.results.figures]
         pane.update(Text.from_ansi("\n\n".join(parts)) if color else Text("\n\n".join(parts)))
         self.chart_draws += 1

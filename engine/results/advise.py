@@ -1,0 +1,335 @@
+"""The advisor (``fugue-tui report --advise``, the Results screen's advice panel): from
+measured rows to "run this workload this way on this machine" (issue 23). A pure function
+of the loaded rows (:func:`advise`): pandas and numpy, no torch, no UI.
+
+Per workload (``exp_id``) and machine (the provenance key of
+:mod:`engine.results.analysis`) it recommends one strategy (executor and its variant) and
+how many models at once, with the evidence.
+
+Without a K sweep (one K per workload)
+    The candidates are the measured cells; the recommendation is the highest speedup over
+    seq (:func:`engine.results.analysis.speedups`: ratio of means of ``T_group``, seq's
+    own is exactly 1), shown with its bootstrap interval, energy per trained model and,
+    for mp and ray, the ``max_parallel`` the cell ran with (most jobs at once).
+
+With a K sweep (:mod:`engine.results.knee`)
+    Each strategy is taken at its knee — the smallest K beyond which doubling K gains less
+    than the knee fraction of throughput — or, where the sweep never reached one, at its
+    best K (and the advice says to sweep further). Strategies are ranked by training
+    throughput (samples/s) there; the speedup over seq is the one measured at that K.
+
+Distinguishable?
+    The best candidate is compared with the runner-up on the ranking measure's 95 %
+    intervals (speedup, or throughput with a sweep). Overlapping intervals: "not
+    distinguishable with N passes", and how many passes would separate them under this
+    rule: an interval's half-width shrinks as 1/√n, so with ``m`` passes the half-widths
+    ``w1``, ``w2`` measured at ``n`` passes become ``w·√(n/m)``, and the intervals part
+    once ``(w1 + w2)·√(n/m) < |x1 − x2|``, i.e. ``m > n·((w1 + w2)/|x1 − x2|)²`` (``n``:
+    the fewer passes of the two; the estimates assumed to stay where they are). Without
+    intervals (fewer than :data:`~engine.results.analysis.MIN_BOOT_N` passes a side) the
+    advice says how many more passes an interval needs. Seq's speedup (1 by definition)
+    has no width.
+
+Rows produced by estimates rather than measurements do not exist yet (the profiling
+issue); when they do, the advice must say so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.results.analysis import (
+    BASELINE_EXECUTOR,
+    MIN_BOOT_N,
+    provenance_columns,
+    speedups,
+)
+from engine.results.knee import CURVE_COLUMNS, DEFAULT_FRACTION, Curve, curves
+
+#: Executors whose ``max_parallel`` (jobs at once) is worth recommending.
+_PARALLEL = ("mp", "ray")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One candidate: a strategy at one K, with what was measured there."""
+
+    label: str
+    executor: str
+    K: int
+    n: int
+    n_seq: int
+    speedup: float
+    ci_low: float
+    ci_high: float
+    #: The ranking measure and its interval (speedup, or throughput with a sweep).
+    score: float
+    score_low: float
+    score_high: float
+    throughput: float = math.nan
+    energy_per_model_j: float = math.nan
+    max_parallel: float = math.nan
+    curve: Curve | None = None
+
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.score_low) and math.isfinite(self.score_high)
+
+    @property
+    def half_width(self) -> float:
+        return (self.score_high - self.score_low) / 2 if self.has_interval else math.nan
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The advice for one workload on one machine (module doc); :meth:`lines` as text."""
+
+    provenance: dict[str, Any]
+    exp_id: str
+    swept: bool
+    measure: str
+    recommended: Option
+    runner_up: Option | None
+    #: True / False when both have intervals; None when an interval is missing.
+    distinguishable: bool | None
+    verdict: str
+    #: More passes needed to separate the two best (None: not computable or not needed).
+    more_passes: int | None
+    cells: int
+    rows: int
+    passes: tuple[int, int]
+    fraction: float = DEFAULT_FRACTION
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def machine(self) -> str:
+        p = self.provenance
+        parts = [str(p.get("machine") or "unknown machine"), p.get("gpu_name") or "no GPU",
+                 f"torch {p.get('torch_version') or '?'}"]
+        return " · ".join(parts)
+
+    @property
+    def how(self) -> str:
+        """``unified_model, K = 16 models at once (the knee)`` and the like."""
+        rec = self.recommended
+        if self.swept and rec.curve is not None:
+            where = ("the knee" if rec.curve.knee == rec.K
+                     else "its best K; no knee inside the sweep")
+            text = f"{rec.label}, K = {rec.K} models at once ({where})"
+        else:
+            text = f"{rec.label} (K = {rec.K})"
+        if rec.executor in _PARALLEL and math.isfinite(rec.max_parallel):
+            text += f", max_parallel = {int(rec.max_parallel)}"
+        return text
+
+    def lines(self) -> list[str]:
+        """The advice as plain text lines (the report and the dashboard print these)."""
+        rec = self.recommended
+        out = [f"{self.exp_id} on {self.machine}", f"  recommended: {self.how}"]
+        speed = _num(rec.speedup, ".2f", "×")
+        if rec.executor == BASELINE_EXECUTOR:
+            speed = "1× (it is the baseline)"
+        elif math.isfinite(rec.ci_low):
+            speed += f" [{rec.ci_low:.2f}, {rec.ci_high:.2f}]"
+        elif math.isfinite(rec.speedup):
+            speed += " (no interval: needs >= {} passes a side)".format(MIN_BOOT_N)
+        else:
+            speed = "n/a (no seq row at this K)"
+        out.append(f"  speedup over seq at K = {rec.K}: {speed}")
+        energy = _num(rec.energy_per_model_j, ",.1f", " J") if math.isfinite(
+            rec.energy_per_model_j) else "not measured"
+        out.append(f"  energy per trained model: {energy}")
+        if rec.curve is not None:
+            c = rec.curve
+            out.append(f"  throughput at K = {rec.K}: {_num(rec.throughput, ',.0f')} samples/s"
+                       f"{_interval(c.point(rec.K).low, c.point(rec.K).high)}; "
+                       f"best throughput at K = {c.best_k}"
+                       f" ({_num(c.point(c.best_k).throughput, ',.0f')} samples/s)")
+            moves = ", ".join(f"{f:.0%}: {('K = ' + str(k)) if k else 'none'}"
+                              for f, k in c.knees.items())
+            out.append(f"  knee at {self.fraction:.0%} per doubling: {c.knee_text}; "
+                       f"with another fraction: {moves}")
+        out.append(f"  {self.verdict}")
+        out.append(f"  evidence: {self.cells} cells, {self.rows} ok rows, "
+                   f"{_passes_text(self.passes)}; ranked by {self.measure}")
+        out.extend(f"  note: {n}" for n in self.notes)
+        return out
+
+
+def _num(value: float, fmt: str, unit: str = "") -> str:
+    return f"{value:{fmt}}{unit}" if value is not None and math.isfinite(value) else "—"
+
+
+def _interval(low: float, high: float) -> str:
+    return f" [{low:,.0f}, {high:,.0f}]" if math.isfinite(low) and math.isfinite(high) else ""
+
+
+def _passes_text(passes: tuple[int, int]) -> str:
+    low, high = passes
+    return f"{low} passes each" if low == high else f"{low}–{high} passes per cell"
+
+
+def passes_to_separate(x1: float, w1: float, x2: float, w2: float, n: int) -> int | None:
+    """Total passes after which intervals of half-widths ``w1``, ``w2`` (at ``n``
+    passes) around ``x1``, ``x2`` no longer overlap, the half-widths shrinking as 1/√n
+    (module doc); None when the estimates are equal (no number of passes separates
+    them). At least ``n + 1``.
+
+    >>> passes_to_separate(2.0, 0.3, 1.8, 0.1, 5)  # (0.4 / 0.2)^2 * 5 = 20 -> 21
+    21
+    """
+    gap = abs(x1 - x2)
+    if gap <= 0 or not math.isfinite(gap):
+        return None
+    need = n * ((w1 + w2) / gap) ** 2
+    return max(n + 1, math.floor(need) + 1)
+
+
+def _verdict(best: Option, second: Option | None, measure: str) -> tuple[bool | None, str,
+                                                                          int | None]:
+    if second is None:
+        return None, "only one strategy was measured: nothing to compare it with", None
+    n = min(best.n, second.n)
+    name = f"{best.label} (K = {best.K}) vs {second.label} (K = {second.K})"
+    seq_fixed = measure == "speedup" and second.executor == BASELINE_EXECUTOR
+    widths = [best.half_width, 0.0 if seq_fixed else second.half_width]
+    if not all(math.isfinite(w) for w in widths):
+        short = max(0, MIN_BOOT_N - n)
+        return None, (f"{name}: no interval with {n} passes (intervals need >= {MIN_BOOT_N} "
+                       f"passes a side): run {short} more to tell them apart"), short or None
+    low2 = second.score if seq_fixed else second.score_low
+    high2 = second.score if seq_fixed else second.score_high
+    if best.score_low > high2 or low2 > best.score_high:
+        return True, (f"{name}: distinguishable with {n} passes (the 95% intervals do not "
+                      f"overlap)"), None
+    total = passes_to_separate(best.score, widths[0], second.score, widths[1], n)
+    if total is None:
+        return False, (f"{name}: not distinguishable with {n} passes, and equal estimates: no "
+                       f"number of passes would separate them"), None
+    return False, (f"{name}: not distinguishable with {n} passes; about {total - n} more "
+                   f"({total} in all) would separate them if the estimates hold (interval "
+                   f"half-width shrinking as 1/√n)"), total - n
+
+
+def _label(row: dict[str, Any]) -> str:
+    parts = [str(row["executor"])]
+    for column in ("scheduler", "features", "mp_start", "tune_actors"):
+        if row.get(column):
+            parts.append(str(row[column]))
+    if row.get("rung"):
+        parts.append(f"rung {row['rung']}")
+    if row.get("compile_mode", "off") != "off":
+        parts.append(f"compile={row['compile_mode']}")
+    return " ".join(parts)
+
+
+def _f(value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out
+
+
+def _parallel(groups: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> float:
+    """The most jobs at once recorded by ``row``'s cell (max over its ok rows)."""
+    sel = groups
+    for key in keys + ["K"]:
+        sel = sel[sel[key] == row[key]]
+    values = sel["max_parallel"].dropna() if "max_parallel" in sel.columns else []
+    return float(values.max()) if len(values) else math.nan
+
+
+def advise(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = False,
+           n_boot: int = 2000, seed: int = 0) -> list[Advice]:
+    """The advice for every workload and machine in ``runs`` (a
+    :class:`~engine.results.load.Runs`), in load order (module doc). Workloads without
+    an ok row are left out."""
+    table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot, seed=seed)
+    if not len(table):
+        return []
+    prov = provenance_columns(by_campaign)
+    groups = runs.groups[runs.groups["status"] == "ok"]
+    all_curves = curves(runs, fraction, by_campaign, n_boot, seed)
+    out = []
+    for key, cells in table.groupby(prov + ["exp_id"], sort=False, dropna=False):
+        provenance = dict(zip(prov, key[:-1], strict=True))
+        exp_id = str(key[-1])
+        mine = [c for c in all_curves if c.exp_id == exp_id
+                and all(str(c.provenance[p]) == str(provenance[p]) for p in prov)]
+        records = cells.to_dict("records")
+        swept = cells["K"].nunique() > 1 and bool(mine)
+        notes: list[str] = []
+        options = (_swept_options(records, mine, groups, prov, notes) if swept
+                   else _plain_options(records, groups, prov))
+        if not options:
+            continue
+        measure = "throughput (samples/s) at each strategy's knee" if swept else \
+            "speedup over seq"
+        options.sort(key=lambda o: -o.score if math.isfinite(o.score) else math.inf)
+        best = options[0]
+        second = options[1] if len(options) > 1 else None
+        distinct, verdict, more = _verdict(best, second, "throughput" if swept else "speedup")
+        n_rows = int(cells["n_strategy"].sum())
+        counts = cells["n_strategy"].astype(int)
+        out.append(Advice(provenance=provenance, exp_id=exp_id, swept=swept, measure=measure,
+                          recommended=best, runner_up=second, distinguishable=distinct,
+                          verdict=verdict, more_passes=more, cells=len(cells), rows=n_rows,
+                          passes=(int(counts.min()), int(counts.max())), fraction=fraction,
+                          notes=tuple(notes)))
+    return out
+
+
+def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
+                   prov: list[str]) -> list[Option]:
+    keys = prov + list(CURVE_COLUMNS)
+    out = []
+    for row in records:
+        is_seq = row["executor"] == BASELINE_EXECUTOR
+        speedup = 1.0 if is_seq else _f(row["speedup"])
+        out.append(Option(
+            label=_label(row), executor=str(row["executor"]), K=int(row["K"]),
+            n=int(row["n_strategy"]), n_seq=int(row["n_seq"]), speedup=speedup,
+            ci_low=_f(row["ci_low"]), ci_high=_f(row["ci_high"]), score=speedup,
+            score_low=1.0 if is_seq else _f(row["ci_low"]),
+            score_high=1.0 if is_seq else _f(row["ci_high"]),
+            throughput=_f(row["train_throughput_mean"]),
+            energy_per_model_j=_f(row["energy_per_model_j"]),
+            max_parallel=_parallel(groups, row, keys)))
+    return out
+
+
+def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.DataFrame,
+                   prov: list[str], notes: list[str]) -> list[Option]:
+    keys = prov + list(CURVE_COLUMNS)
+    out = []
+    for curve in mine:
+        k = curve.knee if curve.knee is not None else curve.best_k
+        if curve.knee is None:
+            notes.append(f"{curve.label}: no knee inside the sweep (K up to {curve.ks[-1]}); "
+                         f"taken at its best K = {k}: sweep larger K")
+        match = [r for r in records if int(r["K"]) == k and all(
+            str(r.get(c, "")) == str(curve.cell.get(c, "")) for c in CURVE_COLUMNS)]
+        point = curve.point(k)
+        if len(match) != 1:  # rows at that K in several configurations: no speedup
+            row: dict[str, Any] = {**curve.cell, "K": k, "speedup": math.nan, "ci_low": math.nan,
+                                   "ci_high": math.nan, "n_seq": 0, **curve.provenance}
+        else:
+            row = match[0]
+        is_seq = curve.executor == BASELINE_EXECUTOR
+        out.append(Option(
+            label=curve.label, executor=curve.executor, K=k, n=point.n,
+            n_seq=int(row.get("n_seq") or 0),
+            speedup=1.0 if is_seq else _f(row.get("speedup")),
+            ci_low=_f(row.get("ci_low")), ci_high=_f(row.get("ci_high")),
+            score=point.throughput, score_low=point.low, score_high=point.high,
+            throughput=point.throughput, energy_per_model_j=point.energy_per_model_j,
+            max_parallel=_parallel(groups, row, keys), curve=curve))
+    if not np.isfinite([o.score for o in out]).any():
+        return []
+    return out
