@@ -15,4 +15,5 @@ PARTS: dict[str, str] = {
     "monitor_overhead": "the monitor's CPU share and T_group with the monitor on and off",
     "dashboard_cost": "the dashboard's CPU share and keypress latency",
     "results_scale": "load, aggregate and chart results files of 1k-100k group rows",
+    "peers": "seq and unified_model against chorus and the fugue harness, one torch build",
 }
