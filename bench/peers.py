@@ -13,8 +13,10 @@ independently initialised members (an ensemble), CPU, ``--threads`` torch thread
 Variants, each tool's sequential way and its stacked way:
 
 * ``ours_seq`` / ``ours_unified``: ``SeqExecutor.run`` / ``UnifiedExecutor.run`` (features
-  ``vf:1,s:0,fl:0``, the exact default path) in this process, through a ``CellContext``
-  (events to a temp file);
+  ``vf:1,s:0,fl:0``, the exact default path: each member its own seeded batch order, as
+  seq) in this process, through a ``CellContext`` (events to a temp file); and
+  ``ours_unified_shared``: the same with ``data_order = "shared"``, chorus's feed (one
+  batch order for every member of the bucket, one gather per step);
 * ``chorus_eager`` / ``chorus_stacked``: ``chorus.ensemble(..., vectorize=False / True)``
   in this process (``device="cpu"``, ``num_workers=0``, no validation set);
 * ``harness_seq`` / ``harness_unified``: ``fugue run --type ensemble --exec seq /
@@ -65,7 +67,10 @@ REPO = Path(__file__).resolve().parents[1]
 ENV_VAR = "FUGUE_PEERS_ENV"
 TOOLS = {"ours": ("ours_seq", "ours_unified"), "chorus": ("chorus_eager", "chorus_stacked"),
          "harness": ("harness_seq", "harness_unified")}
-VARIANTS = tuple(v for pair in TOOLS.values() for v in pair)
+#: ours with chorus's feed: ``data_order = "shared"`` (one batch order for the whole
+#: bucket, as chorus's shared loader; not seq's batches, recorded in the plan)
+SHARED = "ours_unified_shared"
+VARIANTS = tuple(v for pair in TOOLS.values() for v in pair) + (SHARED,)
 MODEL = "peers_mlp"
 HARNESS_DATASET = "peers_digits"
 BATCH, LR = 64, 0.1
@@ -293,8 +298,9 @@ def inner(args) -> int:
             gc.collect()
             if variant.startswith("ours_"):
                 name = "seq" if variant == "ours_seq" else "unified_model"
+                options = {"data_order": "shared"} if variant == SHARED else {}
                 out = run_executor(name, load_jobs(k, epochs), host_data, settings,
-                                   args.threads, events)
+                                   args.threads, events, options)
                 return out["wall_s"]
             if variant.startswith("chorus_"):
                 x, y = tensors[k]

@@ -148,7 +148,8 @@ def run_bare_stacked(jobs, data, device) -> dict[str, Any]:
     return bare_stacked_v1.run(jobs, data, device)
 
 
-def run_executor(name, jobs, host_data, settings, threads: int, events_path: Path):
+def run_executor(name, jobs, host_data, settings, threads: int, events_path: Path,
+                 options: dict[str, Any] | None = None):
     from engine.train.data import to_device
     from engine.events import EventWriter
     from engine.executors.base import CellContext
@@ -166,7 +167,7 @@ def run_executor(name, jobs, host_data, settings, threads: int, events_path: Pat
         executor = EXECUTORS.get(name).load()()
         ctx = CellContext(settings=settings, datasets=datasets,
                           emit=lambda type, **f: events.emit(type, **f), threads=threads,
-                          options={}, seed=42,
+                          options=dict(options or {}), seed=42,
                           features="vf:1,s:0,fl:0" if name == "unified_model" else None)
         executor.setup(jobs, ctx)
         try:

@@ -97,3 +97,14 @@ def test_figures_target_only_the_peers_stacked_variants():
                                                                   "harness_unified"}
     assert all(f.target == ">1" for f, _ in targeted.values() if f.target)
     assert [f.baseline for f in per_tool] == ["ours_seq", "chorus_eager", "harness_seq"]
+
+
+def test_ours_also_runs_with_chorus_feed_and_says_so():
+    """The shared-order variant is ours with data_order = shared (chorus's one loader),
+    beside the exact default; it is measured, never the default or a target."""
+    assert peers.SHARED in peers.VARIANTS and peers.SHARED == "ours_unified_shared"
+    assert all(peers.SHARED not in pair for pair in peers.TOOLS.values())
+    time_fig, _ = peers._figures(8)
+    figure, _ = peers._targeted(time_fig, {peers.SHARED: [1.0]})[peers.SHARED]
+    assert figure.target == ""
+
