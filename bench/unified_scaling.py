@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in ks:  # peak memory: its own 2-epoch pass, never during a timed repetition
             for variant in STACKED:
                 short = [dataclasses.replace(j, epochs=2) for j in all_jobs[k]]
-                memory[variant][k] = peak_memory_mb(lambda: run(variant, short), device)
+                memory[variant][k] = peak_memory_mb(lambda v=variant, s=short: run(v, s), device)
             print(f"peak memory K={k}: " + ", ".join(f"{v} {memory[v][k]:.1f} MiB"
                                                       for v in STACKED), flush=True)
         tp = {k: {v: [] for v in variants[k]} for k in ks}

@@ -147,7 +147,7 @@ def fingerprint_mismatch(members: Sequence[nn.Module]) -> str | None:
         other = fingerprint(member)
         if len(other) != len(ref):
             return f"member {i} has {len(other)} submodules, member 0 has {len(ref)}"
-        for (n0, t0, a0), (n1, t1, a1) in zip(ref, other):
+        for (n0, t0, a0), (n1, t1, a1) in zip(ref, other, strict=True):
             where = f"'{n0 or '(root)'}' ({t0.rsplit('.', 1)[-1]})"
             if n0 != n1 or t0 != t1:
                 return f"member {i} differs at {where}: {n1!r} of type {t1}"
