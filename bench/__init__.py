@@ -17,6 +17,7 @@ PARTS: dict[str, str] = {
     "results_scale": "load, aggregate and chart results files of 1k-100k group rows",
     "precision": "fp32, amp-bf16 and bf16 for seq and unified_model on D_ens at K = 32 (CPU)",
     "capacity": "the K sweep's knee: seq and unified_model vs the bare stacked loop, K = 1..64",
+    "peers": "seq and unified_model against chorus and the fugue harness, one torch build",
 }
 
 

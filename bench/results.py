@@ -19,7 +19,9 @@ with n, the median and its spread (interquartile range and min–max), and for
 non-baseline variants the ratio of medians with the spread of the per-repetition ratios
 (IQR and min–max). A ratio is marked "not resolvable here" when the IQR of its
 per-repetition ratios straddles the target (or 1 when there is no target), or is wider
-than the difference the ratio claims (``|ratio − target|``, or ``|ratio − 1|``). The IQR,
+than the difference the ratio claims (``|ratio − target|``, or ``|ratio − 1|``); "met" and
+"not met" are decided by the per-repetition ratios (their IQR wholly on one side of the
+target), and a ratio of medians on the other side makes the claim not resolvable. The IQR,
 not the min–max range, decides: on a shared machine one repetition that another process
 slowed down would otherwise veto every claim; the min–max range is shown beside it.
 
@@ -171,7 +173,14 @@ def judge_ratio(ratio: float, per_rep: Sequence[float], target: str) -> RatioSum
     elif parsed is None:
         verdict = ""
     else:
-        verdict = "met" if _meets(ratio, *parsed) else "not met"
+        # The per-repetition ratios decide (their IQR lies wholly on one side of the target
+        # here); the ratio of medians must agree, else neither claim stands: two medians
+        # taken from different repetitions can meet a bound that no repetition met.
+        iqr_meets = _meets(q1, *parsed) and _meets(q3, *parsed)
+        if iqr_meets != _meets(ratio, *parsed):
+            verdict = NOT_RESOLVABLE
+        else:
+            verdict = "met" if iqr_meets else "not met"
     return RatioSummary(ratio, q1, q3, low, high, n, verdict)
 
 

@@ -10,10 +10,14 @@ torch optimizer is built for both routes, so a bad hyperparameter fails that job
 under seq. A member whose build raises fails; the others go on.
 
 The decision (``plan.route``/``check``/``reason``): vectorised only with two or more
-members, no float16 AMP (a GradScaler per member: eager), no unsupported layer, identical structure (``fingerprint_mismatch``) and,
-unless ``verify = false``, a one-step probe of both routes on copies that agrees; otherwise
-eager, with the reason. Then the data order (``shared`` only when the members' training
-sets are identical) and where the dropout masks come from are recorded in the plan.
+members, no float16 AMP (a GradScaler per member: eager), no unsupported layer, identical
+structure (``fingerprint_mismatch``) and, unless ``verify = false``,
+``verify.verify_bucket`` agrees: every member's own forward against the stack's template
+(state outside the module) and one one-step probe of both routes on copies of the bucket's
+representatives (not K probes), in the precision the bucket trains in; otherwise eager,
+with the reason; the probed members are recorded (``plan.probed``). Then the data order
+(``shared`` only when the members' training sets are identical) and where the dropout
+masks come from are recorded in the plan.
 
 Kept apart from the loop: everything here runs once per bucket, before the training clock
 starts, and is what the printed/stored plan reports.
@@ -21,6 +25,7 @@ starts, and is what the printed/stored plan reports.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import traceback
@@ -38,7 +43,7 @@ from engine.executors.unified.optim import build_stacked
 from engine.executors.unified.plan import BucketPlan
 from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
-from engine.executors.unified.verify import fingerprint_mismatch, probe
+from engine.executors.unified.verify import fingerprint_mismatch, verify_bucket
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
@@ -192,26 +197,26 @@ class BucketBuild:
         bs = plan.jobs[0].batch_size
         idx = torch.stack([m.split.train_idx[:bs] for m in members]).to(self.device)
         precision = members[0].precision
-        # Both routes probed in the precision they train in (autocast; bf16 inputs).
+        # Interchangeable by construction: one model, one set of constructor arguments
+        # (the bucket key already holds them equal; checked here, not assumed).
+        alike = len({(m.job.model, json.dumps(m.job.model_kwargs, sort_keys=True, default=repr))
+                     for m in members}) == 1
+        # Both routes checked in the precision they train in (autocast; bf16 inputs).
         with autocast(self.device, precision):
-            verdict = self._probe(members, idx, task, precision)
+            verdict, probed = verify_bucket(
+                [m.model for m in members], [m.generator for m in members],
+                cast_input(self.data.pool_x[idx], precision), self.data.pool_y[idx],
+                constructed_alike=alike, task=task,
+                optimizer=members[0].job.optimizer, lrs=[m.job.lr for m in members],
+                optimizer_kwargs=[dict(m.job.optimizer_kwargs) for m in members],
+                stacked_loss=loss_function(task, self.fused),
+                sample_shape=tuple(self.data.in_shape), exact_kernels=self.exact_kernels)
         plan.verify_s = time.perf_counter() - t0
+        plan.probed = [members[i].job.job_id for i in probed]
         if verdict.ok:
             plan.check, plan.reason = "verified", ""
         else:
             plan.route, plan.check, plan.reason = "eager", verdict.verdict, verdict.detail
-
-    def _probe(self, members: list[Member], idx: torch.Tensor, task: Any,
-               precision: JobPrecision) -> Any:
-        return probe([m.model for m in members], [m.generator for m in members],
-                        cast_input(self.data.pool_x[idx], precision), self.data.pool_y[idx],
-                        task=task,
-                        optimizer=members[0].job.optimizer,
-                        lrs=[m.job.lr for m in members],
-                        optimizer_kwargs=[dict(m.job.optimizer_kwargs) for m in members],
-                        stacked_loss=loss_function(task, self.fused),
-                        sample_shape=tuple(self.data.in_shape),
-                        exact_kernels=self.exact_kernels)
 
     def _data_order(self) -> bool:
         """True for a shared order (decided once per bucket, recorded in the plan)."""

@@ -61,6 +61,9 @@ class BucketPlan:
     compile: str = "off"             # off | the mode that ran | "off (probe failed: ...)"
     compile_warmup_s: float | None = None
     restacks: list[int] = field(default_factory=list)  # stack sizes after each removal
+    #: job ids whose training step verification probed (the bucket's representatives);
+    #: None when no probe ran
+    probed: list[str] | None = None
 
     def line(self) -> str:
         n = len(self.jobs)
@@ -80,7 +83,8 @@ class BucketPlan:
                 "verify_s": None if self.verify_s is None else round(self.verify_s, 4),
                 "chunk": self.chunk, "compile": self.compile,
                 "compile_warmup_s": None if self.compile_warmup_s is None
-                else round(self.compile_warmup_s, 4), "restacks": list(self.restacks)}
+                else round(self.compile_warmup_s, 4), "restacks": list(self.restacks),
+                "probed": None if self.probed is None else list(self.probed)}
 
 
 @dataclass

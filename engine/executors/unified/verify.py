@@ -5,30 +5,42 @@ probability, an activation or a flag read from ``self``, and vmap would train ev
 with member 0's logic, silently. Two checks, in order:
 
 1. :func:`fingerprint`: every submodule's qualified name, type, non-tensor attributes
-   (``p``, ``eps``, ``momentum``, flags, callables by qualified name), hook counts,
-   parameter and buffer names, shapes, dtypes and ``requires_grad``. Any difference from
-   member 0 refuses the stack, naming the submodule and attribute.
-2. :func:`probe`: first each member's own forward on the **real instance** against a
-   copy's (:func:`own_forward_mismatch`: a member whose behaviour depends on state outside
-   the module, found by its identity, would train with the stack's copy's behaviour and
-   pass every check on copies), then one training step on **copies** (float64, so rounding
-   cannot hide or fake a difference), through both routes — the stack's vectorised step (``Stack`` forward in
-   train mode, the bucket's stacked loss, ``backward`` of the summed losses, the stacked
-   optimizer) and each member alone (its own module, the task criterion as
-   ``engine.train.loop`` calls it, the torch optimizer from the registry). Outputs,
-   gradients, updated parameters and every buffer (running statistics,
+   (``p``, ``eps``, ``momentum``, flags, callables by qualified name with the values their
+   closures and defaults capture), module hook counts, parameter and buffer names, shapes,
+   dtypes, ``requires_grad`` and the parameters' own (tensor) hook counts. Any difference
+   from member 0 refuses the stack, naming the submodule and attribute.
+2. Per member, on the **real instances** (:func:`shared_state_mismatch`,
+   :func:`own_forward_mismatch`): no two members share a parameter, buffer or submodule
+   object (a stack would untie them); each member's forward equals the stack's template
+   (one copy of member 0) run with that member's weights, outputs and updated buffers,
+   and repeats itself from the same state. A member whose behaviour depends on state
+   outside the module, found by its identity, would otherwise train with the template's
+   behaviour and pass every check on copies. Three no-grad forwards per member, no copies.
+3. Per bucket, :func:`probe`: one training step on **copies** (float64, so rounding cannot
+   hide or fake a difference), through both routes — the stack's vectorised step
+   (``Stack`` forward in train mode, the bucket's stacked loss, ``backward`` of the summed
+   losses, the stacked optimizer) and each member alone (its own module, the task
+   criterion as ``engine.train.loop`` calls it, the torch optimizer from the registry).
+   Outputs, gradients, updated parameters and every buffer (running statistics,
    ``num_batches_tracked``) must agree. Dropout is live: on CPU the solo route draws from
    the global generator set to the member's state, the stack from the member's generator,
-   so the masks must match too.
+   so the masks must match too. Members interchangeable by construction (same model and
+   constructor arguments, same fingerprint, and by step 2 each computes what the template
+   computes) are probed through their :func:`representatives` (member 0, the last, and one
+   per hyperparameter that differs): the cost of the probe does not grow with K
+   (:func:`verify_bucket`).
 
 A disagreement or an exception is a verdict (``disagreed`` / ``raised``) with what
 differed; the caller falls back to eager and records it.
 
-What the checks cannot see (docs/unified-model-pitfalls.md, the addendum): behaviour that
-one batch and one step do not exercise (a branch taken at epoch 3, on another batch size,
-in eval mode only); state outside the module that does not change the forward's output on
-this batch; and state outside the module that a forward changes, which the probe changes
-once (it cannot put it back).
+What the checks cannot see (docs/unified-model-pitfalls.md, the addendum; docs/fidelity.md):
+behaviour that one batch and one step do not exercise (a branch taken at epoch 3, on
+another batch size, in eval mode only); a member's *backward* that differs from the
+template's while its forward, fingerprint and tensor hooks agree (a custom autograd
+function reading state outside the module) when that member is not a representative;
+state outside the module that changes neither the forward's output nor its buffers on
+this batch; and state outside the module that a forward changes, which the checks change
+(twice; they cannot put it back).
 """
 
 from __future__ import annotations
@@ -72,10 +84,30 @@ def _describe_value(value: Any) -> Any:
         return ("partial", _describe_value(func), _describe_value(value.args),
                 _describe_value(getattr(value, "keywords", {})))
     if callable(value):
+        # A lambda or nested function can carry its configuration in its closure or its
+        # defaults (``self.act = lambda x: x * scale``): same qualified name, different
+        # computation. Their values are part of the description (not bound methods: their
+        # ``__self__`` is the module itself, described by its own attributes).
+        inner = getattr(value, "__func__", None) is None and getattr(value, "__code__", None)
+        captured: Any = None
+        if inner:
+            cells = getattr(value, "__closure__", None) or ()
+            captured = (tuple(_describe_cell(c) for c in cells),
+                        _describe_value(getattr(value, "__defaults__", None)))
         return ("callable", getattr(value, "__module__", None),
-                getattr(value, "__qualname__", type(value).__qualname__))
+                getattr(value, "__qualname__", type(value).__qualname__), captured)
     text = repr(value)
     return (type(value).__qualname__, None if " at 0x" in text else text)
+
+
+def _describe_cell(cell: Any) -> Any:
+    try:
+        value = cell.cell_contents
+    except ValueError:  # an empty cell (a variable not bound yet)
+        return "<empty>"
+    if isinstance(value, nn.Module):  # described by its own fingerprint when a submodule
+        return ("module", type(value).__qualname__)
+    return _describe_value(value)
 
 
 def fingerprint(module: nn.Module) -> list[tuple[str, str, tuple[Any, ...]]]:
@@ -93,7 +125,12 @@ def fingerprint(module: nn.Module) -> list[tuple[str, str, tuple[Any, ...]]]:
             else:
                 attrs.append((key, _describe_value(value)))
         for pname, p in sub.named_parameters(recurse=False):
-            attrs.append((f"param:{pname}", (tuple(p.shape), str(p.dtype), p.requires_grad)))
+            # Hooks on the tensor itself (``p.register_hook``: e.g. a gradient scaled for
+            # one member) change its backward, which no forward shows.
+            hooks = tuple(len(getattr(p, h, None) or ()) for h in
+                          ("_backward_hooks", "_post_accumulate_grad_hooks"))
+            attrs.append((f"param:{pname}", (tuple(p.shape), str(p.dtype), p.requires_grad,
+                                             hooks)))
         for bname, b in sub.named_buffers(recurse=False):
             attrs.append((f"buffer:{bname}", None if b is None else (tuple(b.shape),
                                                                       str(b.dtype))))
@@ -110,7 +147,7 @@ def fingerprint_mismatch(members: Sequence[nn.Module]) -> str | None:
         other = fingerprint(member)
         if len(other) != len(ref):
             return f"member {i} has {len(other)} submodules, member 0 has {len(ref)}"
-        for (n0, t0, a0), (n1, t1, a1) in zip(ref, other):
+        for (n0, t0, a0), (n1, t1, a1) in zip(ref, other, strict=True):
             where = f"'{n0 or '(root)'}' ({t0.rsplit('.', 1)[-1]})"
             if n0 != n1 or t0 != t1:
                 return f"member {i} differs at {where}: {n1!r} of type {t1}"
@@ -203,9 +240,13 @@ def _put_back(saved: list[tuple[nn.Module, dict[str, Any]]]) -> None:
 
 
 def _forward_from(module: nn.Module, x: torch.Tensor,
-                  generator: torch.Generator | None) -> torch.Tensor:
+                  generator: torch.Generator | None,
+                  state: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
     """``module(x)`` in train mode without autograd, its dropout drawing from a copy of
-    ``generator``'s state (the global RNG forked around it: nothing outside changes)."""
+    ``generator``'s state (the global RNG forked around it: nothing outside changes);
+    with ``state``, ``functional_call(module, state, x)`` (its parameters and buffers)."""
+    from torch.func import functional_call
+
     device = x.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
             torch.no_grad():
@@ -214,49 +255,135 @@ def _forward_from(module: nn.Module, x: torch.Tensor,
                 torch.cuda.set_rng_state(generator.get_state(), device)
             else:
                 torch.set_rng_state(generator.get_state())
-        return module(x)
+        return module(x) if state is None else functional_call(module, state, (x,))
+
+
+def _template_forward(template: nn.Module, member: nn.Module, x: torch.Tensor,
+                      generator: torch.Generator | None) -> tuple[torch.Tensor,
+                                                               dict[str, torch.Tensor]]:
+    """The template (one copy of member 0) run with ``member``'s parameters and fresh copies
+    of its buffers, as the stack runs it: the output and the buffers after the call."""
+    buffers = {n: b.clone() for n, b in member.named_buffers()}
+    state = {**{n: p.detach() for n, p in member.named_parameters()}, **buffers}
+    return _forward_from(template, x, generator, state), buffers
 
 
 def own_forward_mismatch(members: Sequence[nn.Module],
                          generators: Sequence[torch.Generator] | None,
                          x: torch.Tensor) -> str | None:
-    """``None`` when every member's forward, run on the **real instance**, equals the same
-    forward of a deep copy of it; else which member differs and by how much.
+    """``None`` when every member, run as the **real instance**, computes what the stack's
+    template (one deep copy of member 0) computes with that member's weights; else which
+    member differs, how and by how much.
 
     The stack trains through a copy of member 0 (its template) and :func:`probe` through
     copies, so neither sees state that a member keeps outside itself and finds by identity
     (a dict keyed by ``id(module)``, a weak reference, a registry of instances): a member
     whose behaviour depends on it would train with the template's behaviour, and the probe
-    would agree. This compares what each member really computes with what a copy computes.
+    would agree. Per member, in train mode, under ``no_grad``, dropout drawn from the
+    member's generator state (the global RNG forked), on its batch ``x[k]``:
 
-    One forward per member on its batch ``x[k]``, in train mode, under ``no_grad``, the
-    dropout drawn from the member's generator state for both (the global RNG forked). The
-    real instance is left as found: its buffers (running statistics) and its submodules'
-    non-tensor attributes (e.g. a call counter) are put back. State outside the module that
-    its forward changes cannot be put back: the probe changes it once.
+    1. its own forward against the template's with its parameters and a copy of its
+       buffers: outputs, and the buffers after the call (running statistics), must agree;
+    2. its own forward again from the same state (buffers and attributes put back): it
+       must repeat itself, else the forward changed state outside the module that decides
+       what it computes (a call counter kept by identity), which a stack cannot carry.
+
+    This is also what makes the members *interchangeable*: each one computes what the
+    template computes with its weights, so a probe of the template through both routes
+    (:func:`probe` on :func:`representatives`) speaks for all of them. Cost: three forwards
+    per member and one deep copy in all (no per-member copies). The real instance is left
+    as found: its buffers and its submodules' non-tensor attributes are put back. State
+    outside the module that its forward changes cannot be put back: the check changes it
+    twice.
     """
+    template = copy.deepcopy(members[0])
+    template.train()
     for k, member in enumerate(members):
         gen = generators[k] if generators else None
         was_training = member.training
-        twin = copy.deepcopy(member)
-        twin.train()
         buffers = {n: b.clone() for n, b in member.named_buffers()}
         attrs = _own_state(member)
-        try:
-            member.train()
-            own = _forward_from(member, x[k], gen)
-        finally:
+
+        def put_back(member=member, buffers=buffers, attrs=attrs) -> None:
             with torch.no_grad():
                 for n, b in member.named_buffers():
                     b.copy_(buffers[n])
             _put_back(attrs)
+
+        try:
+            member.train()
+            own = _forward_from(member, x[k], gen)
+            own_buffers = {n: b.clone() for n, b in member.named_buffers()}
+            put_back()
+            again = _forward_from(member, x[k], gen)
+        finally:
+            put_back()
             member.train(was_training)
-        diff = _close(own, _forward_from(twin, x[k], gen), OWN_RTOL, OWN_ATOL)
+        twin, twin_buffers = _template_forward(template, member, x[k], gen)
+        diff = _close(own, twin, OWN_RTOL, OWN_ATOL)
         if diff is not None:
             return (f"member {k}: its own forward differs from a copy's (max |Δ| {diff:.3g}): "
                     "it depends on state outside the module, which a stack (a copy of member "
                     "0) cannot carry")
+        for n, b in own_buffers.items():
+            diff = _close(b, twin_buffers[n], OWN_RTOL, OWN_ATOL)
+            if diff is not None:
+                return (f"member {k}: its own forward updates buffer {n} unlike a copy's "
+                        f"(max |Δ| {diff:.3g}): it depends on state outside the module")
+        diff = _close(own, again, OWN_RTOL, OWN_ATOL)
+        if diff is not None:
+            return (f"member {k}: its own forward does not repeat itself from the same state "
+                    f"(max |Δ| {diff:.3g}): it changes state outside the module that decides "
+                    "what it computes, which a stack cannot carry")
     return None
+
+
+def shared_state_mismatch(members: Sequence[nn.Module]) -> str | None:
+    """``None`` when no two members share a parameter, a buffer or a submodule object; else
+    the first one shared. Stacking copies every member's tensors into its own slice, so a
+    tie between members (one embedding passed to every constructor, one submodule object
+    reused) would be silently untied: each member would train its own copy."""
+    seen_modules: dict[int, tuple[int, str]] = {}
+    seen_tensors: dict[int, tuple[int, str]] = {}
+    for k, member in enumerate(members):
+        for name, sub in member.named_modules():
+            other = seen_modules.get(id(sub))
+            if other is not None and other[0] != k:
+                return (f"member {k}'s submodule '{name or '(root)'}' is member {other[0]}'s "
+                        f"'{other[1] or '(root)'}' (one object shared between members): a "
+                        "stack would untie it")
+            seen_modules.setdefault(id(sub), (k, name))
+        for kind, named in (("parameter", member.named_parameters()),
+                            ("buffer", member.named_buffers())):
+            for name, t in named:
+                if t is None or t.device.type == "meta" or t.numel() == 0:
+                    continue
+                ptr = t.untyped_storage().data_ptr()
+                other = seen_tensors.get(ptr)
+                if other is not None and other[0] != k:
+                    return (f"member {k}'s {kind} {name} shares its storage with member "
+                            f"{other[0]}'s {other[1]}: a stack would untie them")
+                seen_tensors.setdefault(ptr, (k, f"{kind} {name}"))
+    return None
+
+
+def representatives(lrs: Sequence[float],
+                    optimizer_kwargs: Sequence[dict[str, Any]]) -> list[int]:
+    """The members a probe of an interchangeable bucket runs: member 0, the last member
+    (another seed, another batch, so a batching rule that mixes members shows), and for
+    every hyperparameter that is not the same for all members the first member whose value
+    differs from member 0's, so the stacked optimizer takes the per-member branch exactly
+    when the whole bucket does. At most 2 + the number of hyperparameters, whatever K is."""
+    k = len(lrs)
+    picks = {0, k - 1}
+    columns: dict[str, list[Any]] = {"lr": [float(v) for v in lrs]}
+    for key in sorted({key for kw in optimizer_kwargs for key in kw}):
+        columns[key] = [repr(kw.get(key, "<default>")) for kw in optimizer_kwargs]
+    for values in columns.values():
+        first_other = next((i for i, v in enumerate(values) if v != values[0]), None)
+        if first_other is not None:
+            picks.add(first_other)
+    return sorted(picks)
 
 
 def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | None,
@@ -264,7 +391,8 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
           lrs: Sequence[float], optimizer_kwargs: Sequence[dict[str, Any]],
           stacked_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
           sample_shape: tuple[int, ...], rtol: float = 1e-5, atol: float = 1e-7,
-          exact_kernels: bool = False) -> Verdict:
+          exact_kernels: bool = False, members_checked: bool = False,
+          names: Sequence[int] | None = None) -> Verdict:
     """One training step through both routes on float64 copies; compare everything.
 
     Args:
@@ -275,16 +403,20 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
             member; stacked_loss: the (K,) loss the bucket will train with.
 
     The default tolerances allow for rounding differences between vmap's batched kernels
-    and the solo ones.
+    and the solo ones. ``members_checked``: the caller already ran
+    :func:`own_forward_mismatch` on every member (``verify_bucket``), so it is not run
+    again here on the members given (a bucket's representatives); ``names``: the bucket
+    index of each member given, used in the verdict's detail.
     """
     from engine.executors.unified.losses import upcast_half
     from engine.executors.unified.optim import build_stacked
     from engine.executors.unified.stack import Stack
     from engine.parts.optimizers import build_optimizer
 
+    label = list(names) if names is not None else list(range(len(members)))
     try:
         # The members themselves first: everything below runs on copies.
-        outside = own_forward_mismatch(members, generators, x)
+        outside = None if members_checked else own_forward_mismatch(members, generators, x)
         if outside is not None:
             return Verdict("disagreed", outside)
         dtype = torch.float64
@@ -328,31 +460,75 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
                 solo_opt.step()
             diff = _close(out[k].detach(), o.detach(), rtol, atol)
             if diff is not None:
-                return Verdict("disagreed", f"member {k}: outputs differ (max |Δ| {diff:.3g})")
+                return Verdict("disagreed",
+                               f"member {label[k]}: outputs differ (max |Δ| {diff:.3g})")
             for n, g in solo_grads.items():
                 sg = grads.get(n)
                 if g is None and sg is None:
                     continue
                 if g is None or sg is None:
-                    return Verdict("disagreed", f"member {k}: gradient of {n} present in one "
-                                                "route only")
+                    return Verdict("disagreed", f"member {label[k]}: gradient of {n} present "
+                                                "in one route only")
                 diff = _close(sg[k], g, rtol, atol)
                 if diff is not None:
-                    return Verdict("disagreed", f"member {k}: gradient of {n} differs "
+                    return Verdict("disagreed", f"member {label[k]}: gradient of {n} differs "
                                                 f"(max |Δ| {diff:.3g})")
             for n, p in m.named_parameters():
                 diff = _close(stack.params[n][k].detach(), p.detach(), rtol, atol)
                 if diff is not None:
-                    return Verdict("disagreed", f"member {k}: parameter {n} after the step "
+                    return Verdict("disagreed", f"member {label[k]}: parameter {n} after the step "
                                                 f"differs (max |Δ| {diff:.3g})")
             for n, buf in m.named_buffers():
                 if n not in stack.buffers:
-                    return Verdict("disagreed", f"member {k}: buffer {n} is not stacked")
+                    return Verdict("disagreed", f"member {label[k]}: buffer {n} is not stacked")
                 diff = _close(stack.buffers[n][k], buf, rtol, atol)
                 if diff is not None:
-                    return Verdict("disagreed", f"member {k}: buffer {n} differs after the "
+                    return Verdict("disagreed", f"member {label[k]}: buffer {n} differs after the "
                                                 f"step (max |Δ| {diff:.3g})")
-        return Verdict("verified", f"one step on {len(members)} float64 copies: outputs, "
-                                   "gradients, parameters and buffers agree")
+        what = (f"{len(members)} float64 copies" if names is None else
+                f"float64 copies of members {', '.join(map(str, label))}")
+        return Verdict("verified", f"one step on {what}: outputs, gradients, parameters and "
+                                   "buffers agree")
     except Exception as exc:  # any failure of the vectorised route is a verdict, not a crash
         return Verdict("raised", failure_line(exc, 300))
+
+
+def verify_bucket(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | None,
+                  x: torch.Tensor, y: torch.Tensor, *, constructed_alike: bool,
+                  lrs: Sequence[float], optimizer_kwargs: Sequence[dict[str, Any]],
+                  **probe_kwargs: Any) -> tuple[Verdict, list[int]]:
+    """Verify one bucket before it vectorises; returns the verdict and the members whose
+    float64 training step was probed. The caller has compared fingerprints
+    (:func:`fingerprint_mismatch`).
+
+    Per member (cheap, no-grad forwards, no copies): :func:`shared_state_mismatch` and
+    :func:`own_forward_mismatch` (each real instance computes what the stack's template
+    computes with its weights, and repeats itself). Per bucket: members that are
+    interchangeable by construction (``constructed_alike``: same model and constructor
+    arguments; with the same fingerprint and the per-member check, the template speaks for
+    each of them) get one :func:`probe` on their :func:`representatives`, whatever K is;
+    otherwise every member is probed.
+
+    Args:
+        x, y: (K, B, ...) one batch per member; ``probe_kwargs``: :func:`probe`'s
+            keywords (task, optimizer, stacked_loss, sample_shape, exact_kernels).
+    """
+    try:
+        shared = shared_state_mismatch(members)
+        if shared is not None:
+            return Verdict("disagreed", shared), []
+        outside = own_forward_mismatch(members, generators, x)
+        if outside is not None:
+            return Verdict("disagreed", outside), []
+    except Exception as exc:  # a member that cannot even run forward: a verdict
+        return Verdict("raised", failure_line(exc, 300)), []
+    picks = (representatives(lrs, optimizer_kwargs) if constructed_alike
+             else list(range(len(members))))
+    index = torch.tensor(picks, dtype=torch.long, device=x.device)
+    verdict = probe([members[i] for i in picks],
+                    [generators[i] for i in picks] if generators else None,
+                    x.index_select(0, index), y.index_select(0, index),
+                    lrs=[lrs[i] for i in picks],
+                    optimizer_kwargs=[optimizer_kwargs[i] for i in picks],
+                    members_checked=True, names=picks, **probe_kwargs)
+    return verdict, picks
