@@ -64,6 +64,22 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
     return out
 
 
+def trial_config_of(experiment: dict[str, Any], job) -> dict[str, Any] | None:
+    """An hpo job's trial configuration (``engine.define.search_space``), recomputed from
+    the cell's experiment definition and the job (the campaign seed is the job's seed minus
+    its index), so that the jobs hashed into cell keys carry nothing new; None otherwise."""
+    from engine.define.search_space import trial_config
+
+    space = experiment.get("search_space")
+    if experiment.get("type") != "hpo" or not space:
+        return None
+    try:
+        return trial_config(space, experiment.get("num_samples"), job.seed - job.index,
+                            job.index)
+    except (IndexError, ValueError, TypeError):  # a plugin's hpo-like job: nothing claimed
+        return None
+
+
 def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                 executor_group: dict[str, Any], monitor=None) -> str:
     from engine.registry import EXECUTORS
@@ -129,6 +145,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None, "worker_start_s": r.worker_start_s,
+            "trial_config": trial_config_of(cell.get("experiment") or {}, job),
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

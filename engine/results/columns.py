@@ -327,6 +327,10 @@ _OURS: tuple[Column, ...] = (
            "ray hpo cells: reused (reuse_actors = true: trials run in actors started in "
            "setup and reset per trial) or fresh (a new process per trial, started inside "
            "T_group); empty for other cells"),
+    Column("trial_config", I, JSON,
+           "hpo trials: the trial's configuration, each search_space axis (as written: lr, "
+           "model_kwargs.hidden) with its value, the same under every executor (a pure "
+           "function of the campaign seed and the trial index); empty for other jobs"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -157,6 +157,7 @@ def _adhoc_document(args: argparse.Namespace, exp_name: str,
         parse_search_space,
     )
     from engine.define.catalogue import load_catalogue
+    from engine.define.search_space import values_of
     from engine.registry import DATASETS, MODELS, OPTIMIZERS, TASKS
 
     check_name(exp_name, load_catalogue(experiments_file).ids())
@@ -170,11 +171,12 @@ def _adhoc_document(args: argparse.Namespace, exp_name: str,
     space = parse_search_space(args.run_search_space) if args.run_search_space else None
     for key, reg in (("model", MODELS), ("dataset", DATASETS), ("optimizer", OPTIMIZERS),
                      ("task", TASKS)):
-        for value in (space or {}).get(key, []):
+        for value in values_of((space or {}).get(key, [])):
             if isinstance(value, str):
                 reg.get(value, f"--search-space {key}")
     table = adhoc_table(models=args.run_model, datasets=args.run_dataset, type=args.run_type,
                         k=args.run_k, task=args.run_task, epochs=args.run_epochs,
                         batch_size=args.run_batch_size, lr=args.run_lr,
-                        optimizer=args.run_optimizer, search_space=space)
+                        optimizer=args.run_optimizer, search_space=space,
+                        num_samples=args.run_num_samples)
     return experiments_document(exp_name, table, experiments_file)

@@ -152,6 +152,17 @@ def ray_reuse_true(tmp: Path) -> list[dict[str, str]]:
                            'passes = 2\n[options.ray]\nreuse_actors = true\n')
 
 
+def hpo_sampled(tmp: Path) -> list[dict[str, str]]:
+    """A sampled hpo search space (issue 25): distributions, a dotted key and
+    ``num_samples``, under every executor; D_hpo (no ``num_samples``) keeps its keys."""
+    mine = ('[experiments.S1]\ntype = "hpo"\nmodel = "mlp"\ndataset = "digits"\nepochs = 2\n'
+            'search_space = { lr = { loguniform = [1e-4, 1e-1] }, batch_size = [32, 64], '
+            'weight_decay = { uniform = [0, 1e-3] }, "model_kwargs.hidden" = '
+            '{ randint = [16, 65] } }\nnum_samples = 3\n')
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo,S1"\nexperiments_file = "mine.toml"\n'
+                           'executors = ["seq", "unified_model", "mp", "ray"]\n', mine)
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -165,6 +176,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "mp_start_forkserver": mp_start_forkserver,
     "ray_reuse_both": ray_reuse_both,
     "ray_reuse_true": ray_reuse_true,
+    "hpo_sampled": hpo_sampled,
 }
 
 
