@@ -113,8 +113,32 @@ def register_executor(spec: ExecutorSpec) -> ExecutorSpec:
     return EXECUTORS.add(spec)
 
 
+#: Early-stopping schedulers of executors other than ray (``engine.train.early_stop``):
+#: ``sha`` synchronous, the others asynchronous. ``fifo`` (no early stopping) is the legacy.
+SCHEDULER_CHOICES = ("fifo", "sha", "asha", "median", "hyperband")
+_SCHEDULER_HELP = ("hpo: early stopping on the per-epoch validation metric (val_loss, or R² "
+                   "for regression): sha rung-synchronous successive halving (the same "
+                   "decisions under every executor), asha/median/hyperband asynchronous "
+                   "(decisions recorded per trial); a list expands into one cell each")
+_GRACE_HELP = "hpo: epochs before a trial may be stopped (the first rung)"
+_FACTOR_HELP = "hpo: sha/asha/hyperband reduction factor (1/factor of a rung continue)"
+
+
+@dataclass(frozen=True)
+class SeqOptions:
+    """``[options.seq]``."""
+
+    scheduler: str | list[str] = option(
+        "fifo", choices=SCHEDULER_CHOICES, axis=True, legacy="fifo", workloads=("hpo",),
+        help=_SCHEDULER_HELP + "; sha runs the trials rung by rung (every live trial's "
+             "model and optimizer stay in memory between rungs)")
+    grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
+    reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
+
+
 register_executor(ExecutorSpec(
     name="seq", label="Sequential", target="engine.executors.seq:SeqExecutor",
+    options=SeqOptions,
     description="one job after another in the cell's process: the denominator of speedups"))
 
 _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"

@@ -331,6 +331,10 @@ _OURS: tuple[Column, ...] = (
            "hpo trials: the trial's configuration, each search_space axis (as written: lr, "
            "model_kwargs.hidden) with its value, the same under every executor (a pure "
            "function of the campaign seed and the trial index); empty for other jobs"),
+    Column("trials_stopped", G, NUMBER,
+           "hpo cells under an early-stopping scheduler: trials stopped before their epoch "
+           "budget (each job row says when and why: early_stopped, stop_reason, epochs_run); "
+           "empty under fifo and outside hpo"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

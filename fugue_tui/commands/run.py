@@ -127,14 +127,28 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
             print(f"fugue-tui: warning: {flag} applies to {names}, which this run does not use "
                   f"(--exec {' '.join(executors)}): ignored", file=sys.stderr)
             continue
-        values = value if isinstance(value, list) else [value]
+        given = value if isinstance(value, list) else [value]
         for target in used:
             spec = EXECUTORS.get(target)
             if key not in spec.option_fields:
                 raise ConfigError(f"{flag}: executor '{target}' declares no option '{key}'")
+            # Each executor gets the values it takes (--scheduler fifo sha: seq both, ray
+            # fifo); a value no executor of the run takes is an error.
+            allowed = spec.option_fields[key].choices
+            values = [v for v in given if not allowed or v in allowed]
+            if not values:
+                continue
             if len(values) > 1 and key not in spec.option_axes:
                 raise ConfigError(f"{flag}: one value per run (got {' '.join(map(str, values))})")
             options.setdefault(target, {})[key] = values if len(values) > 1 else values[0]
+        taken = set()
+        for t in used:
+            set_to = options.get(t, {}).get(key)
+            taken.update(set_to if isinstance(set_to, list) else [set_to])
+        for v in given:
+            if v not in taken:
+                raise ConfigError(f"{flag}: '{v}' applies to none of --exec "
+                                  f"{' '.join(executors)}")
     return options
 
 

@@ -12,7 +12,7 @@ from engine.errors import FugueError
 #: Flags that set an option of some executors only: the flag, the option key it sets on
 #: them, and the executors it applies to.
 PLANNED_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("--scheduler", "scheduler", ("ray",)),
+    ("--scheduler", "scheduler", ("ray", "seq")),
     ("--sweep", "sweep", ("unified_model",)),
     ("--max-parallel", "max_parallel", ("mp", "ray", "unified_model")),
     ("--features", "features", ("unified_model",)),
@@ -71,7 +71,10 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
         # its executors that is registered.
         declared = next((EXECUTORS.get(t).option_fields[key] for t in targets
                          if t in EXECUTORS and key in EXECUTORS.get(t).option_fields), None)
-        choices = (declared.choices or None) if declared else None
+        # Choices: every value some of its executors take (--scheduler sha: seq, not ray).
+        union = [c for t in targets if t in EXECUTORS and key in EXECUTORS.get(t).option_fields
+                 for c in EXECUTORS.get(t).option_fields[key].choices]
+        choices = tuple(dict.fromkeys(union)) or None
         kind: Any = str
         if declared and int in declared.types:
             kind = at_least(int(declared.minimum)) if declared.minimum is not None else int

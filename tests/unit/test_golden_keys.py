@@ -163,6 +163,13 @@ def hpo_sampled(tmp: Path) -> list[dict[str, str]]:
                            'executors = ["seq", "unified_model", "mp", "ray"]\n', mine)
 
 
+def seq_schedulers(tmp: Path) -> list[dict[str, str]]:
+    """seq's early-stopping schedulers (issue 25): the fifo cells keep the keys a campaign
+    without the option had (legacy fifo is left out of the key); D_ens runs once."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo,D_ens"\nexecutors = ["seq"]\n'
+                           '[options.seq]\nscheduler = ["fifo", "sha", "asha"]\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -177,6 +184,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "ray_reuse_both": ray_reuse_both,
     "ray_reuse_true": ray_reuse_true,
     "hpo_sampled": hpo_sampled,
+    "seq_schedulers": seq_schedulers,
 }
 
 

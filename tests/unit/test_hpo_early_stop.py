@@ -167,3 +167,19 @@ def test_objective_per_task():
     assert es.objective("accuracy") == ("val_loss", "min")
     assert es.objective("r2") == ("val_acc", "max")
     assert list(itertools.islice(es.SCHEDULERS, 1)) == ["fifo"]
+
+
+def test_seq_fifo_cells_keep_their_keys():
+    """A seq scheduler list: the fifo cells have the keys of a campaign without the option
+    (tests/fixtures/golden_keys.json: seq_schedulers against mp_start_both's seq cells);
+    the sha and asha cells have keys of their own."""
+    import json
+    from pathlib import Path
+
+    golden = json.loads((Path(__file__).resolve().parents[1] / "fixtures" /
+                         "golden_keys.json").read_text())
+    ours = {c["slug"].split("-", 1)[1]: c["key"] for c in golden["seq_schedulers"]}
+    before = {c["slug"].split("-", 1)[1]: c["key"] for c in golden["mp_start_both"]}
+    assert ours["D_hpo-seq-p1"] == before["D_hpo-seq-p1"]
+    assert ours["D_ens-seq-p1"] == before["D_ens-seq-p1"]
+    assert len({ours["D_hpo-seq-p1"], ours["D_hpo-seq-sha-p1"], ours["D_hpo-seq-asha-p1"]}) == 3

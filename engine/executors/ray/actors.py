@@ -336,6 +336,8 @@ class RayExecutor(Executor):
                 break
             run.wait(POLL_S)
         results = run.results(self.latest, self.finals)
+        if run.name != "fifo":  # the group's count of early stops (issue 25)
+            ctx.group["trials_stopped"] = sum(1 for r in results if r.early_stopped)
         self.spans = {job_id: snap.get("train_spans", [])
                       for job_id, snap in self.latest.items()}
         # Checked in teardown (outside T_group): Tune stops those actors asynchronously.
