@@ -241,6 +241,13 @@ class UnifiedOptions:
     compile_backend: str = option(
         "inductor", help="torch.compile backend for the probed buckets (e.g. eager or "
                          "aot_eager for debugging)")
+    scheduler: str | list[str] = option(
+        "fifo", choices=SCHEDULER_CHOICES, axis=True, legacy="fifo", workloads=("hpo",),
+        help=_SCHEDULER_HELP + "; a stopped member retires from its stack (retire); under "
+             "sha a member waits, frozen, at each rung until every trial reached it (sha "
+             "needs every trial in one chunk)")
+    grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
+    reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
 
 
 register_executor(ExecutorSpec(

@@ -33,7 +33,7 @@ class SeqExecutor(Executor):
     """Trains jobs in job order. A failed job is recorded and the next one starts."""
 
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
-        name = ctx.scheduler or "fifo"
+        name = getattr(ctx, "scheduler", None) or "fifo"
         if name != "fifo":
             return EarlyStopRun(jobs, ctx, name, "seq").run()
         results = []

@@ -170,6 +170,14 @@ def seq_schedulers(tmp: Path) -> list[dict[str, str]]:
                            '[options.seq]\nscheduler = ["fifo", "sha", "asha"]\n')
 
 
+def unified_schedulers(tmp: Path) -> list[dict[str, str]]:
+    """unified_model's early-stopping schedulers (issue 25): its fifo cell keeps the key of
+    a campaign without the option (hpo_sampled's D_hpo unified cell)."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo"\n'
+                           'executors = ["seq", "unified_model", "mp", "ray"]\n'
+                           '[options.unified_model]\nscheduler = ["fifo", "sha", "median"]\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -185,6 +193,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "ray_reuse_true": ray_reuse_true,
     "hpo_sampled": hpo_sampled,
     "seq_schedulers": seq_schedulers,
+    "unified_schedulers": unified_schedulers,
 }
 
 

@@ -183,3 +183,15 @@ def test_seq_fifo_cells_keep_their_keys():
     assert ours["D_hpo-seq-p1"] == before["D_hpo-seq-p1"]
     assert ours["D_ens-seq-p1"] == before["D_ens-seq-p1"]
     assert len({ours["D_hpo-seq-p1"], ours["D_hpo-seq-sha-p1"], ours["D_hpo-seq-asha-p1"]}) == 3
+
+
+def test_unified_fifo_cell_keeps_its_key():
+    import json
+    from pathlib import Path
+
+    golden = json.loads((Path(__file__).resolve().parents[1] / "fixtures" /
+                         "golden_keys.json").read_text())
+    ours = {c["slug"].split("-", 1)[1]: c["key"] for c in golden["unified_schedulers"]}
+    before = {c["slug"].split("-", 1)[1]: c["key"] for c in golden["hpo_sampled"]}
+    assert ours["D_hpo-unified_model-p1"] == before["D_hpo-unified_model-p1"]
+    assert {"D_hpo-unified_model-sha-p1", "D_hpo-unified_model-median-p1"} <= set(ours)
