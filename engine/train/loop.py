@@ -206,7 +206,9 @@ def record_epoch(result: JobResult, job: JobSpec, epoch: int, train_s: float,
         t_val = time.perf_counter()
         val_loss, val_acc = validate()
         result.val_time_s = (result.val_time_s or 0.0) + time.perf_counter() - t_val
-        record.update(val_loss=val_loss, val_acc=val_acc)
+        # "t": when this validation ended (perf_counter: system-wide monotonic, so workers'
+        # times compare with the cell's window) — the time-to-best of hpo groups.
+        record.update(val_loss=val_loss, val_acc=val_acc, t=time.perf_counter())
         result.final_val_loss, result.final_val_acc = val_loss, val_acc
     result.history.append(record)
     return record
