@@ -162,6 +162,12 @@ class MPOptions:
         help="forkserver: each job's worker is forked from a parent that imported torch, the "
              "engine and the plugins in setup (setup_s); spawn: a fresh interpreter per job, "
              "imports inside T_group (the form before this option); a list runs one cell each")
+    scheduler: str | list[str] = option(
+        "fifo", choices=SCHEDULER_CHOICES, axis=True, legacy="fifo", workloads=("hpo",),
+        help=_SCHEDULER_HELP + "; under sha each worker waits at each rung for the cell's "
+             "decision (needs max_parallel >= the trials); a stopped worker ends")
+    grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
+    reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
 
 
 register_executor(ExecutorSpec(

@@ -46,12 +46,12 @@ class SeqExecutor(Executor):
         return results
 
 
-def task_metric(job: JobSpec, ctx: CellContext) -> str:
-    """The job's task's metric name (``accuracy``, ``r2``)."""
+def task_metric(job: JobSpec, ctx: CellContext | None = None) -> str:
+    """The job's task's metric name (``accuracy``, ``r2``): its task, else its dataset's
+    (from the registries: no data is loaded)."""
     from engine.parts import tasks as task_lib
 
-    data = ctx.datasets(job.dataset)
-    return task_lib.resolve_task(job.task or data.task, job.dataset, where=job.job_id).metric
+    return task_lib.resolve_task(job.task, job.dataset, where=job.job_id).metric
 
 
 class EarlyStopRun:

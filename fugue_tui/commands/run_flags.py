@@ -12,7 +12,7 @@ from engine.errors import FugueError
 #: Flags that set an option of some executors only: the flag, the option key it sets on
 #: them, and the executors it applies to.
 PLANNED_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("--scheduler", "scheduler", ("ray", "seq")),
+    ("--scheduler", "scheduler", ("ray", "seq", "mp", "unified_model")),
     ("--sweep", "sweep", ("unified_model",)),
     ("--max-parallel", "max_parallel", ("mp", "ray", "unified_model")),
     ("--features", "features", ("unified_model",)),

@@ -226,10 +226,10 @@ def test_executor_flags_go_to_the_executors_that_declare_them(workdir):
     cells = dry_cells(fugue(workdir, "run", "--exp", "D_ens", "--exec", "unified_model",
                             "--sweep", "ablation", "--dry-run"))
     assert len(cells) == 6  # the six rungs of the ablation ladder
-    out = fugue(workdir, "run", "--exp", "D_hpo", "--exec", "mp", "--scheduler", "asha",
+    out = fugue(workdir, "run", "--exp", "D_ens", "--exec", "seq", "--sweep", "ablation",
                 "--dry-run")
     assert out.returncode == 0
-    assert "--scheduler applies to 'ray' and 'seq', which this run does not use (--exec mp): " \
+    assert "--sweep applies to 'unified_model', which this run does not use (--exec seq): " \
         "ignored" in out.stderr
     assert len(dry_cells(out)) == 1
     assert_one_line_error(fugue(workdir, "run", "--exp", "D_ens", "--exec", "mp",

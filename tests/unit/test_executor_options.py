@@ -134,7 +134,7 @@ def test_the_scheduler_flag_takes_the_declared_choices():
     add_run_arguments(parser, lambda low: int)
     flag = next(a for a in parser._actions if "--scheduler" in a.option_strings)
     # Every value some executor takes (issue 25: seq's sha besides ray's Tune schedulers).
-    declared = [c for name in ("ray", "seq")
+    declared = [c for name in ("ray", "seq", "mp", "unified_model")
                 for c in EXECUTORS.get(name).option_fields["scheduler"].choices]
     assert tuple(flag.choices) == tuple(dict.fromkeys(declared))
 

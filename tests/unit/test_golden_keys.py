@@ -178,6 +178,14 @@ def unified_schedulers(tmp: Path) -> list[dict[str, str]]:
                            '[options.unified_model]\nscheduler = ["fifo", "sha", "median"]\n')
 
 
+def mp_schedulers(tmp: Path) -> list[dict[str, str]]:
+    """mp's early-stopping schedulers (issue 25): its fifo cell keeps the key of a campaign
+    without the option (unified_schedulers' D_hpo mp cell)."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo"\n'
+                           'executors = ["seq", "unified_model", "mp", "ray"]\n'
+                           '[options.mp]\nscheduler = ["fifo", "sha", "hyperband"]\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -194,6 +202,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "hpo_sampled": hpo_sampled,
     "seq_schedulers": seq_schedulers,
     "unified_schedulers": unified_schedulers,
+    "mp_schedulers": mp_schedulers,
 }
 
 

@@ -195,3 +195,15 @@ def test_unified_fifo_cell_keeps_its_key():
     before = {c["slug"].split("-", 1)[1]: c["key"] for c in golden["hpo_sampled"]}
     assert ours["D_hpo-unified_model-p1"] == before["D_hpo-unified_model-p1"]
     assert {"D_hpo-unified_model-sha-p1", "D_hpo-unified_model-median-p1"} <= set(ours)
+
+
+def test_mp_fifo_cell_keeps_its_key():
+    import json
+    from pathlib import Path
+
+    golden = json.loads((Path(__file__).resolve().parents[1] / "fixtures" /
+                         "golden_keys.json").read_text())
+    ours = {c["slug"].split("-", 1)[1]: c["key"] for c in golden["mp_schedulers"]}
+    before = {c["slug"].split("-", 1)[1]: c["key"] for c in golden["unified_schedulers"]}
+    assert ours["D_hpo-mp-p1"] == before["D_hpo-mp-p1"]
+    assert {"D_hpo-mp-sha-p1", "D_hpo-mp-hyperband-p1"} <= set(ours)
