@@ -15,4 +15,6 @@ PARTS: dict[str, str] = {
     "monitor_overhead": "the monitor's CPU share and T_group with the monitor on and off",
     "dashboard_cost": "the dashboard's CPU share and keypress latency",
     "results_scale": "load, aggregate and chart results files of 1k-100k group rows",
+    "hpo": "time to best and T_group of hpo cells per strategy, fifo and sha (D_hpo, a "
+           "sampled 16-trial space)",
 }

@@ -1,7 +1,8 @@
 """hpo end to end from ``--batch`` (issue 25): a sampled search space under seq (fifo and
-sha) and unified_model (sha) — the same trials everywhere (trial_config), sha's stops
-identical between seq and unified_model, the stops recorded per job and per group, and
-the time-to-best columns filled."""
+sha), unified_model (sha) and ray (sha: trials wait at each rung for the cell's verdict;
+the suite's one Ray runtime for this issue) — the same trials everywhere (trial_config),
+sha's stops identical across executors, the stops recorded per job and per group, and the
+time-to-best columns filled."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from engine.results.read import read_rows
+
+pytestmark = pytest.mark.slow
 from tests.unit.test_commands import _env
 
 EXPERIMENTS = """
@@ -31,7 +34,7 @@ CAMPAIGN = """
 name = "hpo"
 experiments = "H"
 experiments_file = "e.toml"
-executors = ["seq", "unified_model"]
+executors = ["seq", "unified_model", "ray"]
 threads = 1
 monitor = false
 [options.seq]
@@ -39,6 +42,8 @@ scheduler = ["fifo", "sha"]
 [options.unified_model]
 scheduler = "sha"
 kernels = "exact"
+[options.ray]
+scheduler = "sha"
 """
 
 
@@ -48,7 +53,7 @@ def rows(tmp_path_factory):
     (work / "e.toml").write_text(EXPERIMENTS)
     (work / "c.toml").write_text(CAMPAIGN)
     done = subprocess.run([sys.executable, "-m", "fugue_tui", "--batch", "c.toml"], cwd=work,
-                          env=_env(), capture_output=True, text=True, timeout=300,
+                          env=_env(), capture_output=True, text=True, timeout=500,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = Path(work / "runs")
@@ -57,12 +62,13 @@ def rows(tmp_path_factory):
 
 def test_same_trials_same_sha_stops_and_time_to_best(rows):
     groups, jobs = rows
-    assert [g["status"] for g in groups] == ["ok"] * 3
+    assert [g["status"] for g in groups] == ["ok"] * 4
     by_group: dict[str, list[dict]] = {}
     for j in jobs:
         by_group.setdefault(j["group_id"], []).append(j)
     cells = {(g["executor"], g["scheduler"] or "fifo"): g for g in groups}
-    assert set(cells) == {("seq", "fifo"), ("seq", "sha"), ("unified_model", "sha")}
+    assert set(cells) == {("seq", "fifo"), ("seq", "sha"), ("unified_model", "sha"),
+                          ("ray", "sha")}
     configs = {key: [j["trial_config"] for j in by_group[g["group_id"]]]
                for key, g in cells.items()}
     # The same 8 trials (4 samples x ... no grid: 4 trials) under every executor.
@@ -73,7 +79,8 @@ def test_same_trials_same_sha_stops_and_time_to_best(rows):
                    if j["early_stopped"] in (True, "True")}
              for key, g in cells.items()}
     assert stops[("seq", "fifo")] == {}
-    assert stops[("seq", "sha")] and stops[("seq", "sha")] == stops[("unified_model", "sha")]
+    assert stops[("seq", "sha")]
+    assert stops[("seq", "sha")] == stops[("unified_model", "sha")] == stops[("ray", "sha")]
     for key, g in cells.items():
         assert float(g["trials_stopped"] or 0) == len(stops[key]) or key == ("seq", "fifo")
         assert g["best_trial"] in {j["job_id"] for j in by_group[g["group_id"]]}

@@ -330,6 +330,7 @@ class RayExecutor(Executor):
         while True:
             running = run.running
             self._drain(ctx)
+            run.sha_step(self.hub, self.latest, self.finals)
             for job_id in list(self.finals):
                 self._job_done(ctx, from_snapshot(by_id[job_id], self.finals[job_id]))
             if not running:
