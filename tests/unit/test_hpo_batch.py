@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from engine.results.read import read_rows
+from tests.unit.test_commands import _env
 
 pytestmark = pytest.mark.slow
-from tests.unit.test_commands import _env
 
 EXPERIMENTS = """
 [experiments.H]
