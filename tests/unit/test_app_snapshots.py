@@ -292,8 +292,10 @@ def test_results_export_from_the_dashboard(tmp_path):
                 if answer == "n":
                     await pilot.pause()
                     assert tex_file.read_text() == "mine"
-            await until(pilot, lambda: tex_file.read_text() != "mine", timeout=60,
-                        what="the replacing export")
+            # The replacing export unlinks the old files before it writes the new ones: the
+            # file may be absent between two polls.
+            await until(pilot, lambda: tex_file.exists() and tex_file.read_text() != "mine",
+                        timeout=60, what="the replacing export")
         names = sorted(p.name for p in (tmp_path / "figs").iterdir())
         assert "speedup.png" in names and "speedup.svg" in names and "parity.svg" in names
         tex = (tmp_path / "figs" / "results.tex").read_text()
