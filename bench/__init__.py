@@ -18,6 +18,8 @@ PARTS: dict[str, str] = {
     "precision": "fp32, amp-bf16 and bf16 for seq and unified_model on D_ens at K = 32 (CPU)",
     "capacity": "the K sweep's knee: seq and unified_model vs the bare stacked loop, K = 1..64",
     "peers": "seq and unified_model against chorus and the fugue harness, one torch build",
+    "hpo": "time to best and T_group of hpo cells per strategy, fifo and sha (D_hpo, a "
+           "sampled 16-trial space)",
 }
 
 

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.define.availability import catalogue_availability
+from engine.define.search_space import space_text
 from fugue_tui.commands.common import load_catalogue_and_plugins
 
 
@@ -41,7 +42,7 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
             notes.setdefault(reason, []).append(exp.id)
         pairs = " + ".join(f"{m}/{d}" for m, d in zip(exp.models(), exp.datasets()))
         if exp.type == "hpo":
-            pairs += " grid " + "×".join(f"{k}({len(v)})" for k, v in exp.search_space.items())
+            pairs += " " + space_text(exp.search_space, exp.num_samples)
         here = "yes" if ok else f"no [{list(notes).index(reason) + 1}]"
         cells = [exp.id, exp.type, pairs, str(exp.k), _fmt(exp.batch_size), _fmt(exp.epochs),
                  _fmt(exp.lr), exp.optimizer if not exp.members else "mixed"]

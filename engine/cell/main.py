@@ -317,6 +317,16 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
         # Samples cut by a write that failed (a disk that filled during the cell): no row
         # may be computed from them; the cell fails naming the file, --resume reruns it.
         monitor.check_complete()
+    if cell.get("experiment", {}).get("type") == "hpo":  # time to best (issue 25)
+        from engine.cell.rows import hpo_columns
+
+        found = hpo_columns(results, g0)
+        curve = found.pop("best_so_far", None)
+        ctx.group.update(found)
+        if curve is not None:
+            info = dict(ctx.group.get("executor_info") or {})
+            info["best_so_far"] = curve
+            ctx.group["executor_info"] = info
     facts = _group_facts(spec, device, in_workers, host, monitor, ctx.group, (g0, g1))
     return write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                        ctx.group, monitor)

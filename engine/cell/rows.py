@@ -75,6 +75,49 @@ def group_precision(results) -> str:
     return "amp-fp16" if any(r.amp_applied for r in results) else "fp32"
 
 
+def trial_config_of(experiment: dict[str, Any], job) -> dict[str, Any] | None:
+    """An hpo job's trial configuration (``engine.define.search_space``), recomputed from
+    the cell's experiment definition and the job (the campaign seed is the job's seed minus
+    its index), so that the jobs hashed into cell keys carry nothing new; None otherwise."""
+    from engine.define.search_space import trial_config
+
+    space = experiment.get("search_space")
+    if experiment.get("type") != "hpo" or not space:
+        return None
+    try:
+        return trial_config(space, experiment.get("num_samples"), job.seed - job.index,
+                            job.index)
+    except (IndexError, ValueError, TypeError):  # a plugin's hpo-like job: nothing claimed
+        return None
+
+
+def hpo_columns(results, window_start: float) -> dict[str, Any]:
+    """An hpo group's time-to-best columns (``engine.results.hpo_best``) from its trials'
+    validations (each history record's ``t``), on the task's metric
+    (``engine.train.early_stop.objective``); the best-so-far curve goes into
+    ``executor_info.best_so_far``. Empty when no trial validated."""
+    from engine.parts import tasks as task_lib
+    from engine.results.hpo_best import EPSILON, best_so_far
+    from engine.train.early_stop import objective
+
+    metrics = set()
+    for r in results:
+        try:
+            metrics.add(task_lib.resolve_task(r.job.task, r.job.dataset).metric)
+        except Exception:  # noqa: BLE001 - an unknown task failed the job already
+            pass
+    metric, mode = objective(metrics.pop() if len(metrics) == 1 else "accuracy")
+    best = best_so_far(((r.job.job_id, [(h["t"] - window_start, h.get(metric))
+                                          for h in r.history if "t" in h])
+                        for r in results), mode)
+    if best is None:
+        return {}
+    return {"best_trial": best["best_trial"], "best_val_metric": best["best_val_metric"],
+            "time_to_best_s": best["time_to_best_s"],
+            "best_so_far": {"metric": metric, "mode": mode, "epsilon": EPSILON,
+                            "curve": best["curve"]}}
+
+
 def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                 executor_group: dict[str, Any], monitor=None) -> str:
     from engine.registry import EXECUTORS
@@ -148,6 +191,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None, "worker_start_s": r.worker_start_s,
+            "trial_config": trial_config_of(cell.get("experiment") or {}, job),
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

@@ -46,24 +46,49 @@ def parse_value(text: str) -> int | float | bool | str:
     return text.strip()
 
 
-def parse_search_space(items: list[str], flag: str = "--search-space") -> dict[str, list[Any]]:
-    """``["lr=0.1,0.01", "batch_size=64,128"]`` → ``{"lr": [0.1, 0.01], "batch_size": [64,
-    128]}``, keys in the order given. Whether a key is a job field is the catalogue's check.
+def parse_search_space(items: list[str], flag: str = "--search-space") -> dict[str, Any]:
+    """``["lr=loguniform:1e-4:1e-1", "batch_size=64,128"]`` → ``{"lr": {"loguniform":
+    [1e-4, 1e-1]}, "batch_size": [64, 128]}``, keys in the order given: ``KEY=V1,V2,...`` is
+    a grid axis, ``KEY=DIST:ARGS`` a sampled one (``loguniform:LO:HI``, ``uniform:LO:HI``,
+    ``randint:LO:HI``, ``choice:V1,V2,...``), the experiments file's table form. Whether a
+    key is a job field, and the distribution's bounds, are the catalogue's checks.
 
     Raises:
-        ConfigError: an item without ``key=values``, an empty value, or a key given twice.
+        ConfigError: an item without ``key=values``, an empty value, a key given twice, an
+            unknown distribution (with the nearest), a range without two bounds.
     """
-    space: dict[str, list[Any]] = {}
+    from engine.define.search_space import DISTRIBUTIONS
+    from engine.errors import nearest
+
+    space: dict[str, Any] = {}
     for item in items:
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"{flag}: expected KEY=V1,V2,... (e.g. lr=0.1,0.01), got {item!r}")
+            raise ConfigError(f"{flag}: expected KEY=V1,V2,... or KEY=DIST:ARGS (e.g. "
+                              f"lr=0.1,0.01 or lr=loguniform:1e-4:1e-1), got {item!r}")
+        dist, colon, args = values.partition(":")
+        sampled = bool(colon) and dist.strip().isidentifier()
+        if key in space:
+            grid_then = not isinstance(space[key], dict)
+            both = (": it is both gridded and sampled; keep one axis" if grid_then == sampled
+                    else "")
+            raise ConfigError(f"{flag}: key '{key}' given twice{both}")
+        if sampled:
+            dist = dist.strip()
+            if dist not in DISTRIBUTIONS:
+                raise ConfigError(f"{flag}: '{key}': unknown distribution '{dist}'"
+                                  f"{nearest(dist, DISTRIBUTIONS)}; known: "
+                                  f"{', '.join(DISTRIBUTIONS)}")
+            parts = args.split(",") if dist == "choice" else args.split(":")
+            if any(not p.strip() for p in parts) or (dist != "choice" and len(parts) != 2):
+                example = "choice:V1,V2" if dist == "choice" else f"{dist}:LO:HI"
+                raise ConfigError(f"{flag}: '{key}': expected {example}, got {item!r}")
+            space[key] = {dist: [parse_value(p) for p in parts]}
+            continue
         parts = [v for v in values.split(",")]
         if not values.strip() or any(not v.strip() for v in parts):
             raise ConfigError(f"{flag}: '{key}' needs comma-separated values, got {item!r}")
-        if key in space:
-            raise ConfigError(f"{flag}: key '{key}' given twice")
         space[key] = [parse_value(v) for v in parts]
     return space
 
@@ -71,8 +96,8 @@ def parse_search_space(items: list[str], flag: str = "--search-space") -> dict[s
 def adhoc_table(*, models: list[str], datasets: list[str], type: str | None = None,
                 k: int | None = None, task: str | None = None, epochs: int | None = None,
                 batch_size: int | None = None, lr: float | None = None,
-                optimizer: str | None = None, search_space: dict[str, list[Any]] | None = None,
-                description: str = "") -> dict[str, Any]:
+                optimizer: str | None = None, search_space: dict[str, Any] | None = None,
+                num_samples: int | None = None, description: str = "") -> dict[str, Any]:
     """An experiments-file table for one ad-hoc experiment (see the module docstring).
 
     Raises:
@@ -98,8 +123,8 @@ def adhoc_table(*, models: list[str], datasets: list[str], type: str | None = No
         if k is not None:
             raise ConfigError("--k does not apply to --type multi_model (K is the number of "
                               "--model/--dataset pairs)")
-        if search_space:
-            raise ConfigError("--search-space only applies to --type hpo")
+        if search_space or num_samples is not None:
+            raise ConfigError("--search-space and --num-samples only apply to --type hpo")
         if len(models) != len(datasets) and 1 not in (len(models), len(datasets)):
             raise ConfigError(f"--type multi_model pairs --model and --dataset by position: got "
                               f"{len(models)} models and {len(datasets)} datasets")
@@ -121,13 +146,15 @@ def adhoc_table(*, models: list[str], datasets: list[str], type: str | None = No
                 raise ConfigError("--type hpo needs --search-space KEY=V1,V2 ... "
                                   "(e.g. lr=0.1,0.01 batch_size=64,128)")
             table["search_space"] = dict(search_space)
+            if num_samples is not None:
+                table["num_samples"] = num_samples
             for key in search_space:  # a swept field needs no fixed value
                 if key in common and {"batch_size": batch_size, "epochs": epochs,
                                       "lr": lr}.get(key) is None:
                     common[key] = None
         else:
-            if search_space:
-                raise ConfigError("--search-space only applies to --type hpo")
+            if search_space or num_samples is not None:
+                raise ConfigError("--search-space and --num-samples only apply to --type hpo")
             table["k"] = k if k is not None else ADHOC_DEFAULTS["k"]
     table.update({key: value for key, value in common.items() if value is not None})
     return table

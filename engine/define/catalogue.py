@@ -72,7 +72,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
         family=values["family"], size=values["size"], description=values["description"],
         val_fraction=float(values["val_fraction"]), split_seed=values["split_seed"],
         precision=precision,
-        source=where.split(":")[0], user_keys=user_keys,
+        source=where.split(":")[0], user_keys=user_keys, num_samples=values.get("num_samples"),
     )
 
 

@@ -28,6 +28,7 @@ EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     **JOB_FIELDS, "type": (str,), "family": (str,), "k": (int,), "size": (str,),
     "search_space": (dict,), "members": (list,), "description": (str,),
     "val_fraction": (float,), "split_seed": (int,), "precision": (str,),
+    "num_samples": (int,),
 }
 #: Other spellings of job fields, suggested for an unknown key (difflib finds none of these).
 ALIASES: dict[str, str] = {
@@ -47,8 +48,10 @@ class Experiment:
     """One catalogue entry.
 
     ``k`` is the number of jobs: members of an ensemble, folds of a cv, points of an hpo
-    grid (derived) or entries of a multi_model (derived). ``search_space`` keeps the order
-    written in the file: hpo points are the Cartesian product in that key order.
+    trials (derived: ``num_samples`` × grid points) or entries of a multi_model (derived).
+    ``search_space`` keeps the order written in the file: grid axes (lists) are crossed in
+    that key order, sampled axes (one-key tables) drawn per trial
+    (``engine.define.search_space``).
     ``split_seed`` draws validation holdouts and cv folds, independent of job seeds.
     ``user_keys``: the keys a user's experiments file wrote for this id (empty for a
     catalogue entry as shipped); a name among them that no registry knows is an error while
@@ -69,7 +72,7 @@ class Experiment:
     optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
     amp: bool = False
     model_kwargs: dict[str, Any] = field(default_factory=dict)
-    search_space: dict[str, list[Any]] = field(default_factory=dict)
+    search_space: dict[str, Any] = field(default_factory=dict)
     members: tuple[dict[str, Any], ...] = ()
     family: str = ""
     size: str = ""
@@ -81,6 +84,9 @@ class Experiment:
     #: pinned before the precision axis existed stay (docs/measurement.md, "Cell keys").
     precision: str | None = None
     source: str = ""
+    #: hpo: draws of the sampled axes per grid point (``engine.define.search_space``);
+    #: None (absent) is the legacy grid and is left out of :meth:`to_dict` (cell keys).
+    num_samples: int | None = None
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
 
     def models(self) -> list[str]:
@@ -94,6 +100,8 @@ class Experiment:
         out = {k: v for k, v in self.__dict__.items() if k not in ("source", "user_keys")}
         if out["precision"] is None:
             del out["precision"]
+        if self.num_samples is None:  # absent: the legacy grid, whose keys never change
+            del out["num_samples"]
         out["members"] = [dict(m) for m in self.members]
         return out
 

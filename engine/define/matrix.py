@@ -32,6 +32,7 @@ from typing import Any
 from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
 from engine import precision as precision_lib
 from engine.define.campaign import Campaign
+from engine.define.executor_options import NO_LEGACY
 from engine.define.workloads import expand
 from engine.errors import ConfigError
 
@@ -215,9 +216,10 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                 table = dict(campaign.options.get(executor, {}))
                 for point, (precision, hashed) in itertools.product(
                         _variants(campaign, exp_type, executor, table), precisions[exp_id, size]):
+                    cell_table = _cell_table(executor, table, point)
                     point = {**point, **hashed}
-                    for options, literal, resolved, variant in _option_points(executor, table,
-                                                                               exp_type):
+                    for options, literal, resolved, variant in _option_points(
+                            executor, cell_table, exp_type):
                         config = {"experiment": experiment, "jobs": jobs,
                                   "executor": executor, "options": literal,
                                   "seed": campaign.seed, "pass": pass_index,
@@ -259,13 +261,14 @@ def _option_points(executor: str, table: dict[str, Any], workload: str | None = 
     ``reuse_actors`` outside hpo) neither expand nor enter the key."""
     import itertools
 
-    from engine.define.executor_options import NO_LEGACY, key_options
+    from engine.define.executor_options import key_options
     from engine.registry import EXECUTORS
 
     fields = EXECUTORS.get(executor).option_fields
+    # ``scheduler`` is the matrix's own axis (:func:`_variants`), never swept here.
     swept = [name for name, f in fields.items()
              if f.axis and f.legacy is not NO_LEGACY and f.applies(workload)
-             and isinstance(table.get(name), list)]
+             and isinstance(table.get(name), list) and name != "scheduler"]
     out = []
     for values in itertools.product(*(dict.fromkeys(table[n]) for n in swept)):
         options = {**table, **dict(zip(swept, values))}
@@ -309,5 +312,23 @@ def _variants(campaign: Campaign, exp_type: str, executor: str,
         declared = spec.option_fields.get("scheduler")
         chosen = options.get("scheduler") or (declared and declared.default) or ["fifo"]
         chosen = chosen if isinstance(chosen, list) else [chosen]
-        points = [{**p, "scheduler": name} for p in points for name in dict.fromkeys(chosen)]
+        # A scheduler added to an executor after keys were pinned (seq, mp, unified_model:
+        # legacy "fifo") leaves its legacy value out of the point: those cells keep the
+        # keys they had (docs/measurement.md, "Cell keys", rule 1). Ray's always entered.
+        legacy = declared.legacy if declared is not None else NO_LEGACY
+        points = [{**p, "scheduler": name} if name != legacy else dict(p)
+                  for p in points for name in dict.fromkeys(chosen)]
     return points
+
+
+def _cell_table(executor: str, table: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """The options table one cell reads: a legacy-declared ``scheduler`` list (seq, mp,
+    unified_model) is already expanded by :func:`_variants`, so each cell holds its own
+    value (and its key hashes that, never the list)."""
+    from engine.registry import EXECUTORS
+
+    declared = EXECUTORS.get(executor).option_fields.get("scheduler")
+    if (declared is None or declared.legacy is NO_LEGACY
+            or not isinstance(table.get("scheduler"), list)):
+        return table
+    return {**table, "scheduler": point.get("scheduler", declared.legacy)}

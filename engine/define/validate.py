@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.bounds import JOB, MAX_SEED, OPTIMIZER, check_numbers
-from engine.define import tomlfile
+from engine.define import search_space, tomlfile
 from engine.define.experiment import OPTIMIZER_KWARGS, Experiment
 from engine.define.workloads import JobSpec, expand, train_size
 from engine.errors import ConfigError
@@ -121,7 +121,8 @@ def check_user_names(exp: Experiment, where: str) -> None:
                   for i, member in enumerate(exp.members) for key in _NAMES]
     if "search_space" in keys:
         found += [(key, value, f"{where}.search_space")
-                  for key in _NAMES for value in exp.search_space.get(key, [])]
+                  for key in _NAMES
+                  for value in search_space.values_of(exp.search_space.get(key, []))]
     for key, name, at in found:
         if isinstance(name, str) and name not in _NAMES[key]:
             try:

@@ -5,8 +5,10 @@
 * cv: K jobs ``{exp}_fold{i}``: fold i is the i-th contiguous block of a permutation drawn
   with ``split_seed``; the first ``n mod K`` folds get one extra sample. Job i validates on
   fold i and trains on the rest.
-* hpo: one job ``{exp}_t{i}`` per point of the Cartesian product of ``search_space`` in the
-  order written; every trial trains on the same holdout split and validates every epoch.
+* hpo: one job ``{exp}_t{i}`` per trial: the Cartesian product of the grid axes of
+  ``search_space`` in the order written, repeated ``num_samples`` times, each trial's
+  sampled axes drawn from the campaign seed and i (``engine.define.search_space``); every
+  trial trains on the same holdout split and validates every epoch.
 * multi_model: one job ``{exp}_m{i}_{model}`` per member, each with its own hyperparameters.
 
 Job i's seed is ``seed + i`` under every executor, whatever order it runs jobs in (fugue
@@ -32,13 +34,12 @@ distinct job ids.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.bounds import JOB
-from engine.define import tomlfile
+from engine.define import search_space, tomlfile
 from engine.define.experiment import (
     ALIASES,
     JOB_FIELDS,
@@ -165,6 +166,8 @@ def parse_k_jobs(values: dict[str, Any], table: dict[str, Any], where: str, *,
     _needs_model_and_dataset(values, where)
     if values.get("search_space"):
         raise ConfigError(f"{where}: 'search_space' only applies to hpo experiments")
+    if "num_samples" in table:
+        raise ConfigError(f"{where}: 'num_samples' only applies to hpo experiments")
     k = values.get("k")
     if k is None:
         raise ConfigError(f"{where}: missing key 'k' (the number of jobs: members of an "
@@ -183,8 +186,11 @@ def _parse_cv(values: dict[str, Any], table: dict[str, Any], where: str) -> tupl
 
 
 def _parse_hpo(values: dict[str, Any], table: dict[str, Any], where: str) -> tuple[int, tuple]:
-    """K is the size of the ``search_space`` grid; each key a job field or an optimizer
-    keyword, each value a non-empty list of values of that key's type."""
+    """K is the number of trials: ``num_samples`` (default 1) × the points of the grid axes
+    (``engine.define.search_space``). Each axis a job field, an optimizer keyword or a
+    dotted key into ``model_kwargs``/``optimizer_kwargs``; a grid axis a non-empty list of
+    values of that field's type, a sampled axis one distribution whose values (both ends of
+    a range, each choice) are of that type and inside the field's bounds."""
     _needs_model_and_dataset(values, where)
     space = values.get("search_space") or {}
     if not space:
@@ -192,22 +198,56 @@ def _parse_hpo(values: dict[str, Any], table: dict[str, Any], where: str) -> tup
     if "k" in table:
         raise ConfigError(f"{where}: key 'k' does not apply to hpo (K is the size of "
                           f"the search_space grid)")
-    k = 1
+    num_samples = values.get("num_samples")
+    if num_samples is not None and num_samples < 1:
+        raise ConfigError(f"{where}: key 'num_samples' must be >= 1, got {num_samples}")
+    paths: dict[tuple[str, ...], str] = {}
+    valid = list(JOB_FIELDS) + list(OPTIMIZER_KWARGS)
     for key, options in space.items():
-        if key not in JOB_FIELDS and key not in OPTIMIZER_KWARGS:
-            valid = list(JOB_FIELDS) + list(OPTIMIZER_KWARGS)
-            raise ConfigError(f"{where}.search_space: '{key}' is not a job field"
+        swhere = f"{where}.search_space"
+        path = search_space.field_path(key, OPTIMIZER_KWARGS)
+        if len(path) > 1 and (path[0] not in search_space.NESTED_FIELDS
+                              or not all(path[1:])):
+            nested = [f"{n}.<key>" for n in search_space.NESTED_FIELDS]
+            raise ConfigError(f"{swhere}: '{key}' is not a job field: a dotted key reaches "
+                              f"into {' or '.join(nested)}")
+        if len(path) == 1 and key not in valid:
+            raise ConfigError(f"{swhere}: '{key}' is not a job field"
                               f"{tomlfile.suggest(key, valid, ALIASES)}; {known(valid)}")
-        if not isinstance(options, list) or not options:
-            raise ConfigError(f"{where}.search_space: '{key}' must be a non-empty list")
-        types = JOB_FIELDS.get(key) or OPTIMIZER_KWARGS[key]
-        for option in options:
-            if not tomlfile.type_ok(option, types):
-                raise ConfigError(f"{where}.search_space: '{key}' has a value of the "
-                                  f"wrong type: {option!r}")
-            check_counts({key: option}, f"{where}.search_space")
-        k *= len(options)
-    check_job_count(k, where, f"the search_space grid has {k} points")
+        # One field, one axis (``weight_decay`` is ``optimizer_kwargs.weight_decay``): never
+        # both gridded and sampled. A whole table first and its keys after is a layering
+        # (axes apply in order); a whole table after one of its keys would overwrite it.
+        for other, name in paths.items():
+            if path == other or other[:len(path)] == path:
+                both = ("both gridded and sampled" if search_space.is_sampled(space[name])
+                        != search_space.is_sampled(options) else "swept twice")
+                raise ConfigError(f"{swhere}: '{key}' and '{name}' set the same field "
+                                  f"({'.'.join(other)}): it is {both}; keep one axis")
+        paths[path] = key
+        if search_space.is_sampled(options):
+            search_space.check_axis(key, options, swhere)
+            name, _ = search_space.distribution(options)
+            candidates = search_space.extremes(options)
+        elif not isinstance(options, list) or not options:
+            raise ConfigError(f"{swhere}: '{key}' must be a non-empty list (a grid axis) or a "
+                              f"table with one distribution "
+                              f"({', '.join(search_space.DISTRIBUTIONS)})")
+        else:
+            name, candidates = "", options
+        types = (JOB_FIELDS.get(key) or OPTIMIZER_KWARGS.get(key)) if len(path) == 1 else None
+        for option in candidates:
+            if types is not None and not tomlfile.type_ok(option, types):
+                what = f"{name} draws" if name else "a value of"
+                raise ConfigError(f"{swhere}: '{key}' has {what} the wrong type: {option!r}"
+                                  if not name else
+                                  f"{swhere}: '{key}': {what} {type(option).__name__} values "
+                                  f"({option!r}), the field needs "
+                                  f"{' or '.join(t.__name__ for t in types)}")
+            if len(path) == 1:
+                check_counts({key: option}, swhere)
+    k = search_space.trial_count(space, num_samples)
+    check_job_count(k, where, f"the search_space has {k} trials" if num_samples
+                    else f"the search_space grid has {k} points")
     _needs_hyperparameters(values, space, where)
     return k, ()
 
@@ -295,23 +335,21 @@ def _cv(exp: Experiment, seed: int) -> list[JobSpec]:
             for i in range(exp.k)]
 
 
-@register_workload("hpo", description="one trial per point of the search_space grid",
-                   parse=_parse_hpo)
+@register_workload("hpo", description="one trial per point of the search_space grid "
+                   "× num_samples draws of its sampled axes", parse=_parse_hpo)
 def _hpo(exp: Experiment, seed: int) -> list[JobSpec]:
     holdout = SplitSpec("holdout", exp.split_seed, exp.val_fraction)
-    keys = list(exp.search_space)
-    jobs: list[JobSpec] = []
-    for i, point in enumerate(itertools.product(*(exp.search_space[k] for k in keys))):
-        fields = base_fields(exp)
-        fields["optimizer_kwargs"] = dict(fields["optimizer_kwargs"])
-        for key, value in zip(keys, point):  # applied in the order written
-            if key in OPTIMIZER_KWARGS:
-                fields["optimizer_kwargs"][key] = value
-            else:
-                # copy tables: the experiment (and so the cell key) must not change
-                fields[key] = dict(value) if isinstance(value, dict) else value
-        jobs.append(make_job(exp, f"{exp.id}_t{i}", i, seed, fields, holdout, True))
-    return jobs
+    return [make_job(exp, f"{exp.id}_t{i}", i, seed,
+                     search_space.apply(base_fields(exp), trial_config(exp, seed, i),
+                                        OPTIMIZER_KWARGS), holdout, True)
+            for i in range(exp.k)]
+
+
+def trial_config(exp: Experiment, seed: int, index: int) -> dict[str, Any]:
+    """hpo trial ``index``'s configuration (axis → value, in the order written) under the
+    campaign ``seed``: ``engine.define.search_space.trial_config``. Every executor trains
+    these, and each job row records them (``trial_config``)."""
+    return search_space.trial_config(exp.search_space, exp.num_samples, seed, index)
 
 
 @register_workload("multi_model", description="one job per member, each its own hyperparameters",

@@ -113,8 +113,32 @@ def register_executor(spec: ExecutorSpec) -> ExecutorSpec:
     return EXECUTORS.add(spec)
 
 
+#: Early-stopping schedulers of executors other than ray (``engine.train.early_stop``):
+#: ``sha`` synchronous, the others asynchronous. ``fifo`` (no early stopping) is the legacy.
+SCHEDULER_CHOICES = ("fifo", "sha", "asha", "median", "hyperband")
+_SCHEDULER_HELP = ("hpo: early stopping on the per-epoch validation metric (val_loss, or R² "
+                   "for regression): sha rung-synchronous successive halving (the same "
+                   "decisions under every executor), asha/median/hyperband asynchronous "
+                   "(decisions recorded per trial); a list expands into one cell each")
+_GRACE_HELP = "hpo: epochs before a trial may be stopped (the first rung)"
+_FACTOR_HELP = "hpo: sha/asha/hyperband reduction factor (1/factor of a rung continue)"
+
+
+@dataclass(frozen=True)
+class SeqOptions:
+    """``[options.seq]``."""
+
+    scheduler: str | list[str] = option(
+        "fifo", choices=SCHEDULER_CHOICES, axis=True, legacy="fifo", workloads=("hpo",),
+        help=_SCHEDULER_HELP + "; sha runs the trials rung by rung (every live trial's "
+             "model and optimizer stay in memory between rungs)")
+    grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
+    reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
+
+
 register_executor(ExecutorSpec(
     name="seq", label="Sequential", target="engine.executors.seq:SeqExecutor",
+    options=SeqOptions,
     description="one job after another in the cell's process: the denominator of speedups"))
 
 _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
@@ -138,6 +162,12 @@ class MPOptions:
         help="forkserver: each job's worker is forked from a parent that imported torch, the "
              "engine and the plugins in setup (setup_s); spawn: a fresh interpreter per job, "
              "imports inside T_group (the form before this option); a list runs one cell each")
+    scheduler: str | list[str] = option(
+        "fifo", choices=SCHEDULER_CHOICES, axis=True, legacy="fifo", workloads=("hpo",),
+        help=_SCHEDULER_HELP + "; under sha each worker waits at each rung for the cell's "
+             "decision (needs max_parallel >= the trials); a stopped worker ends")
+    grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
+    reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
 
 
 register_executor(ExecutorSpec(
@@ -161,9 +191,11 @@ class RayOptions:
     max_parallel: int | None = option(
         minimum=1, help="actors (or concurrent Tune trials); default: all jobs")
     scheduler: str | list[str] = option(
-        "fifo", choices=("fifo", "asha", "median", "hyperband"), axis=True,
+        "fifo", choices=("fifo", "asha", "median", "hyperband", "sha"), axis=True,
         help="Ray Tune trial scheduler for hpo experiments (asha and hyperband asynchronous) "
-             "on the per-epoch val_loss; a list expands into one cell each")
+             "on the per-epoch val_loss; sha: rung-synchronous successive halving decided by "
+             "the cell (trials wait at each rung; needs max_parallel >= the trials); a list "
+             "expands into one cell each")
     address: str | None = option(
         help="an existing Ray cluster, host:port or ray://host:port (default: a private "
              "local runtime)")
@@ -218,6 +250,13 @@ class UnifiedOptions:
     compile_backend: str = option(
         "inductor", help="torch.compile backend for the probed buckets (e.g. eager or "
                          "aot_eager for debugging)")
+    scheduler: str | list[str] = option(
+        "fifo", choices=SCHEDULER_CHOICES, axis=True, legacy="fifo", workloads=("hpo",),
+        help=_SCHEDULER_HELP + "; a stopped member retires from its stack (retire); under "
+             "sha a member waits, frozen, at each rung until every trial reached it (sha "
+             "needs every trial in one chunk)")
+    grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
+    reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
 
 
 register_executor(ExecutorSpec(

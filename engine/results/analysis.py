@@ -26,6 +26,17 @@ Speedup (:func:`speedups`)
     unified cell divides bf16 seq rows, labelled ``seq bf16``), unless ``baseline_precision``
     names one precision for every cell (``fugue-tui report --baseline fp32``: each
     precision, seq's own included, against fp32 seq; labelled ``seq fp32``).
+    The seq baseline is seq under ``fifo`` (an empty scheduler is fifo): a seq cell that
+    early-stops trials (``scheduler`` sha/asha/...) is a strategy with its own speedup over
+    seq fifo, never part of a baseline.
+
+Time to best (hpo, issue 25)
+    ``ttb_speedup`` = mean seq ``time_to_best_s`` under the *same* scheduler ÷ the cell's
+    mean, only where every row on both sides made the same early-stopping decisions
+    (:func:`decision_sets`; sha always does, asynchronous schedulers when they happen to);
+    otherwise NaN with ``ttb_baseline = "seq <scheduler>: decisions differ"``. ``acc_mean``
+    averages completed trials only (a trial stopped early says nothing about where its
+    configuration ends), and ``best_val_metric_mean`` is the best trial's metric.
 
 Confidence interval
     Percentile bootstrap (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993,
@@ -231,7 +242,13 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     "vram_peak_mb_max",
     "speedup", "ci_low", "ci_high", "ci", "baseline", "acc_mean", "acc_n", "seq_acc_mean",
     "seq_acc_min", "seq_acc_max", "parity", "setup_s_mean",
+    # hpo (issue 25): time to best, its speedup over seq under the same scheduler with the
+    # same decisions, and the best trial's metric beside the mean over completed trials.
+    "time_to_best_mean", "ttb_speedup", "ttb_baseline", "best_val_metric_mean",
 )
+#: The scheduler of a row for baselines: an empty one (seq before schedulers existed, every
+#: non-hpo row) is fifo.
+FIFO = "fifo"
 
 
 def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
@@ -264,23 +281,34 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                                         "throughput_group",
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
                                         "setup_s", "row"]))
-    ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed]
+    extra = [c for c in ("time_to_best_s", "best_val_metric") if c in g.columns]
+    ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed + extra]
     if not len(ok):
         return pd.DataFrame(columns=keys + [c for c in SPEEDUP_COLUMNS if c not in keys])
+    for column in ("time_to_best_s", "best_val_metric"):
+        if column not in ok.columns:
+            ok[column] = np.nan
+    sched = ok["scheduler"].fillna("").astype(str)
     ok = ok.assign(cell=_codes(ok, keys),
-                   energy_per_model=ok["energy_group"] / ok["K"].where(ok["K"] > 0))
+                   energy_per_model=ok["energy_group"] / ok["K"].where(ok["K"] > 0),
+                   sched=sched.where(sched != "", FIFO))
     cells = _cell_stats(ok, keys)
     # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
-    # experiment definition, jobs, seed and threads; empty in harness rows) × precision
-    # (what ran) × compile mode. K too: the harness's rows have no workload_key, and a K
-    # sweep's cells share exp_id.
-    base_keys = prov + ["exp_id", "workload_key", "K", "precision", "compile_mode"]
-    seq_rows = ok[ok["executor"] == BASELINE_EXECUTOR]
-    seq_rows = seq_rows.assign(base=_codes(seq_rows, base_keys))
+    # experiment definition, jobs, seed and threads; empty in harness rows) × K (the
+    # harness's rows have no workload_key, and a K sweep's cells share exp_id) × precision
+    # (what ran) × compile mode × scheduler. T_group speedups divide by seq under fifo
+    # (issue 25: a seq asha cell, whose trials stop early, never enters a fifo baseline); a
+    # seq cell under another scheduler is a strategy like any other, with its speedup over
+    # seq fifo.
+    base_keys = prov + ["exp_id", "workload_key", "K", "precision", "compile_mode", "sched"]
+    all_seq = ok[ok["executor"] == BASELINE_EXECUTOR]
+    all_seq = all_seq.assign(base=_codes(all_seq, base_keys))
+    seq_rows = all_seq[all_seq["sched"] == FIFO]
     cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys,
                                                  baseline_precision)
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
     _accuracy(cells, ok, seq_rows, runs.jobs)
+    _time_to_best(cells, ok, all_seq, prov, runs.jobs)
     # Order: provenance key, experiment (each by first appearance), seq first, then cells.
     first = cells.groupby(prov, sort=False)["first_row"].transform("min")
     exp_first = cells.groupby(prov + ["exp_id"], sort=False)["first_row"].transform("min")
@@ -292,14 +320,15 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
 def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per cell (``ok["cell"]``): its key columns and the vectorised aggregates."""
     grouped = ok.groupby("cell", sort=False)
-    cells = grouped[keys + ["mode", "workload_key"]].first()
+    cells = grouped[keys + ["mode", "workload_key", "sched"]].first()
     stats = grouped.agg(
         n_strategy=("T_group", "size"), T_group_mean=("T_group", "mean"),
         T_group_std=("T_group", "std"), throughput_group_mean=("throughput_group", "mean"),
         train_throughput_mean=("train_throughput_sps", "mean"),
         energy_per_model_j=("energy_per_model", "mean"), energy_n=("energy_per_model", "count"),
         vram_peak_mb_max=("vram_peak_mb", "max"), setup_s_mean=("setup_s", "mean"),
-        first_row=("row", "min"))
+        time_to_best_mean=("time_to_best_s", "mean"),
+        best_val_metric_mean=("best_val_metric", "mean"), first_row=("row", "min"))
     return cells.join(stats)
 
 
@@ -316,11 +345,13 @@ def _against_baselines(cells: pd.DataFrame, seq_rows: pd.DataFrame, prov: list[s
         seq_grouped.agg(n_seq=("T_group", "size"), seq_T=("T_group", "mean")))
     bases = bases.reset_index()
     cells = cells.reset_index()
-    wanted = cells[base_keys].copy()
+    # Every cell looks up seq under fifo (``seq_rows`` holds only those), of its own
+    # precision or of ``baseline_precision``.
+    wanted = cells[base_keys].assign(sched=FIFO)
     if baseline_precision is not None:
         wanted["precision"] = baseline_precision
     same = wanted.merge(bases, on=base_keys, how="left")
-    plain = prov + ["exp_id", "workload_key", "K", "precision"]
+    plain = prov + ["exp_id", "workload_key", "K", "precision", "sched"]
     uncompiled = wanted[plain].merge(
         bases[bases["compile_mode"] == "off"].drop(columns="compile_mode"),
         on=plain, how="left")
@@ -340,7 +371,8 @@ def _against_baselines(cells: pd.DataFrame, seq_rows: pd.DataFrame, prov: list[s
     with np.errstate(divide="ignore", invalid="ignore"):
         speedup = seq_T / cells["T_group_mean"].to_numpy(float)
     is_seq = ((cells["executor"] == BASELINE_EXECUTOR)
-              & (cells["precision"].astype(str) == base_precision)).to_numpy()
+              & (cells["precision"].astype(str) == base_precision)
+              & (cells["sched"] == FIFO)).to_numpy()
     speedup = np.where(is_seq, 1.0, speedup)
     cells["speedup"] = np.where(np.isfinite(speedup), speedup, np.nan)
     cells["n_seq"] = np.nan_to_num(cells["n_seq"].to_numpy(float)).astype(int)  # a count: 0
@@ -367,6 +399,53 @@ def _intervals(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
                    zip(cells["ci_low"].to_numpy(), cells["ci_high"].to_numpy())]
 
 
+def decision_sets(jobs: pd.DataFrame) -> pd.Series:
+    """Per group id, its early-stopping decisions as one text (``job:epochs`` of each
+    stopped trial, sorted; "" when none stopped): two cells made the same decisions when
+    their texts are equal."""
+    if not len(jobs) or "early_stopped" not in jobs.columns:
+        return pd.Series(dtype=object)
+    stopped = jobs["early_stopped"].astype(str).str.lower() == "true"
+    marks = jobs["job_id"].astype(str) + ":" + jobs["epochs_run"].astype(str)
+    frame = pd.DataFrame({"group_id": jobs["group_id"], "mark": marks.where(stopped)})
+    return frame.groupby("group_id")["mark"].agg(
+        lambda m: ",".join(sorted(x for x in m if isinstance(x, str))))
+
+
+def _time_to_best(cells: pd.DataFrame, ok: pd.DataFrame, all_seq: pd.DataFrame,
+                  prov: list[str], jobs: pd.DataFrame) -> None:
+    """Fill ``ttb_speedup`` and ``ttb_baseline`` (in place): mean seq ``time_to_best_s``
+    under the **same** scheduler (same provenance, experiment, workload, uncompiled or the
+    same compile mode as for T_group) ÷ the cell's mean — only where every row on both
+    sides made the same decisions (sha always does; asynchronous schedulers when they
+    happen to). Else NaN, with the reason in ``ttb_baseline``."""
+    cells["ttb_speedup"] = np.nan
+    cells["ttb_baseline"] = ""
+    if not ok["time_to_best_s"].notna().any():
+        return
+    sets = decision_sets(jobs)
+    ok = ok.assign(decisions=ok["group_id"].map(sets).fillna(""))
+    all_seq = all_seq.assign(decisions=all_seq["group_id"].map(sets).fillna(""))
+    by_cell = ok.groupby("cell")["decisions"].agg(lambda d: tuple(sorted(set(d))))
+    seq_key = prov + ["exp_id", "workload_key", "K", "precision", "compile_mode", "sched"]
+    seq_groups = all_seq.groupby(seq_key, sort=False)
+    seq_ttb = seq_groups["time_to_best_s"].mean()
+    seq_dec = seq_groups["decisions"].agg(lambda d: tuple(sorted(set(d))))
+    for idx, cell in cells.iterrows():
+        if np.isnan(cell["time_to_best_mean"]):
+            continue
+        key = tuple(cell[c] for c in seq_key)
+        if key not in seq_ttb.index or np.isnan(seq_ttb.loc[key]):
+            continue
+        label = f"{BASELINE_EXECUTOR} {cell['sched']}"
+        mine, theirs = by_cell.get(cell["cell"], ()), seq_dec.loc[key]
+        if len(mine) != 1 or mine != theirs:
+            cells.loc[idx, "ttb_baseline"] = f"{label}: decisions differ"
+            continue
+        cells.loc[idx, "ttb_baseline"] = label
+        cells.loc[idx, "ttb_speedup"] = seq_ttb.loc[key] / cell["time_to_best_mean"]
+
+
 def _accuracy(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
               jobs: pd.DataFrame) -> None:
     """Fill the accuracy parity columns of ``cells`` (in place)."""
@@ -376,8 +455,12 @@ def _accuracy(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
     cells["parity"] = PARITY_NA
     if not len(jobs) or "final_val_acc" not in jobs.columns:
         return
-    j = jobs[(jobs["status"] == "ok") & jobs["final_val_acc"].notna()][["group_id",
-                                                                         "final_val_acc"]]
+    # Completed trials only: a trial stopped early is no measurement of where its
+    # configuration ends up (issue 25: hpo groups report best_val_metric_mean beside).
+    stopped = (jobs["early_stopped"].astype(str).str.lower() == "true"
+               if "early_stopped" in jobs.columns else False)
+    j = jobs[(jobs["status"] == "ok") & jobs["final_val_acc"].notna() & ~stopped][
+        ["group_id", "final_val_acc"]]
     if not len(j):
         return
     by_cell = j.merge(ok[["group_id", "cell"]], on="group_id", how="inner") \

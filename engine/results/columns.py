@@ -359,6 +359,24 @@ _OURS: tuple[Column, ...] = (
     Column("experiments_file_hash", G, TEXT,
            "sha256 of the campaign's user experiments file's bytes, first 16 hex digits; "
            "empty without one (not part of campaign_hash)"),
+    Column("trial_config", I, JSON,
+           "hpo trials: the trial's configuration, each search_space axis (as written: lr, "
+           "model_kwargs.hidden) with its value, the same under every executor (a pure "
+           "function of the campaign seed and the trial index); empty for other jobs"),
+    Column("trials_stopped", G, NUMBER,
+           "hpo cells under an early-stopping scheduler: trials stopped before their epoch "
+           "budget (each job row says when and why: early_stopped, stop_reason, epochs_run); "
+           "empty under fifo and outside hpo"),
+    Column("best_trial", G, TEXT,
+           "hpo groups: the job id of the trial whose validation reached best_val_metric; "
+           "empty outside hpo or when no trial validated"),
+    Column("best_val_metric", G, NUMBER,
+           "hpo groups: the best validation metric any trial reached (val_loss, lower is "
+           "better; R² for regression, higher is better: executor_info.best_so_far.metric)"),
+    Column("time_to_best_s", G, NUMBER,
+           "hpo groups: seconds from the group window's start until some trial's validation "
+           "came within 1 % (relative, engine.results.hpo_best.EPSILON) of best_val_metric; "
+           "the best-so-far curve is in executor_info.best_so_far"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -230,7 +230,9 @@ def record_epoch(result: JobResult, job: JobSpec, epoch: int, train_s: float,
         t_val = time.perf_counter()
         val_loss, val_acc = validate()
         result.val_time_s = (result.val_time_s or 0.0) + time.perf_counter() - t_val
-        record.update(val_loss=val_loss, val_acc=val_acc)
+        # "t": when this validation ended (perf_counter: system-wide monotonic, so workers'
+        # times compare with the cell's window) — the time-to-best of hpo groups.
+        record.update(val_loss=val_loss, val_acc=val_acc, t=time.perf_counter())
         result.final_val_loss, result.final_val_acc = val_loss, val_acc
     result.history.append(record)
     return record
@@ -304,6 +306,87 @@ def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
 def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: ProgressFn,
            result: JobResult,
            on_epoch_end: Callable[[JobResult], None] | None = None) -> None:
+    for _ in _epochs(job, data, settings, progress, result, on_epoch_end):
+        pass
+
+
+class SteppedJob:
+    """A job trained one epoch at a time under its caller's control (seq's early-stopping
+    schedulers, ``engine.executors.seq``): :meth:`advance` runs the next epoch exactly as
+    :func:`train_job` would, :meth:`stop` ends the job early. Jobs may be interleaved
+    (sha's rung-by-rung order): each job's global RNG state (model init, dropout; CPU and
+    CUDA) is kept between its epochs and restored before the next, so a job's results do
+    not depend on what ran between its epochs — a survivor equals its unpruned run.
+
+    Times: ``total_time_s`` is the sum of the job's own spans (its epochs, validations and
+    model build), not the wall time between its first and last epoch, which other jobs'
+    epochs fill under interleaving. Per-job CUDA peaks are reset at each job's start, so
+    under interleaving they cover whatever ran since.
+    """
+
+    def __init__(self, job: JobSpec, data: DeviceData, settings: TrainSettings,
+                 progress: ProgressFn | None = None) -> None:
+        self.job, self.settings = job, settings
+        self.result = JobResult(job)
+        self._epochs = _epochs(job, data, settings, progress or (lambda **_: None),
+                               self.result, None)
+        self._rng: tuple[Any, Any] | None = None
+        self.busy_s = 0.0
+        self.done = False
+        self.started = False
+
+    def advance(self) -> dict[str, Any] | None:
+        """Train the next epoch; its history record, or None when the job has ended
+        (finished after its last epoch, or failed: ``result.status``)."""
+        if self.done:
+            return None
+        device = self.settings.device
+        if self._rng is not None:
+            torch.set_rng_state(self._rng[0])
+            if self._rng[1] is not None:
+                torch.cuda.set_rng_state(self._rng[1], device)
+        t0 = time.perf_counter()
+        self.started = True
+        try:
+            record = next(self._epochs)
+        except StopIteration:
+            record = None
+            self.done = True
+        except Exception as exc:  # the job failed: as train_job records it
+            traceback.print_exc()
+            self.done = True
+            self.result.status, self.result.error = "failed", failure_line(exc)
+            self.result.end = time.perf_counter()
+            record = None
+        self.busy_s += time.perf_counter() - t0
+        if self.done:
+            if self.result.start is not None:
+                self.result.total_time_s = self.busy_s
+            return None
+        self._rng = (torch.get_rng_state(),
+                     torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+        return record
+
+    def stop(self, reason: str) -> None:
+        """End the job after the epochs it ran: ``early_stopped`` with ``reason``; its final
+        training loss is the last epoch's (its accuracy is only scored in a job's planned
+        last epoch, so it stays empty, as under ray)."""
+        self._epochs.close()
+        self.done = True
+        r = self.result
+        r.early_stopped, r.stop_reason = True, reason
+        if r.history:
+            r.final_train_loss = r.history[-1].get("train_loss")
+        sync(self.settings.device)
+        r.end = time.perf_counter()
+        if r.start is not None:
+            r.total_time_s = self.busy_s
+
+
+def _epochs(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: ProgressFn,
+            result: JobResult, on_epoch_end: Callable[[JobResult], None] | None = None):
+    """The training loop as a generator: yields each epoch's history record after its
+    progress event and ``on_epoch_end``; the job's end (times, peaks) after the last."""
     device = settings.device
     task = job.task or data.task
     if device.type == "cuda":  # per-job peaks: jobs in one process run one after another here
@@ -383,6 +466,7 @@ def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: Pr
         progress(**epoch_progress(result, job, order, record, now))
         if on_epoch_end is not None:
             on_epoch_end(result)
+        yield record
     sync(device)
     result.end = time.perf_counter()
     result.total_time_s = result.end - result.start

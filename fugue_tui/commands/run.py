@@ -147,14 +147,28 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
             print(f"fugue-tui: warning: {flag} applies to {names}, which this run does not use "
                   f"(--exec {' '.join(executors)}): ignored", file=sys.stderr)
             continue
-        values = value if isinstance(value, list) else [value]
+        given = value if isinstance(value, list) else [value]
         for target in used:
             spec = EXECUTORS.get(target)
             if key not in spec.option_fields:
                 raise ConfigError(f"{flag}: executor '{target}' declares no option '{key}'")
+            # Each executor gets the values it takes (--scheduler fifo sha: seq both, ray
+            # fifo); a value no executor of the run takes is an error.
+            allowed = spec.option_fields[key].choices
+            values = [v for v in given if not allowed or v in allowed]
+            if not values:
+                continue
             if len(values) > 1 and key not in spec.option_axes:
                 raise ConfigError(f"{flag}: one value per run (got {' '.join(map(str, values))})")
             options.setdefault(target, {})[key] = values if len(values) > 1 else values[0]
+        taken = set()
+        for t in used:
+            set_to = options.get(t, {}).get(key)
+            taken.update(set_to if isinstance(set_to, list) else [set_to])
+        for v in given:
+            if v not in taken:
+                raise ConfigError(f"{flag}: '{v}' applies to none of --exec "
+                                  f"{' '.join(executors)}")
     return options
 
 
@@ -194,6 +208,7 @@ def _adhoc_document(args: argparse.Namespace, exp_name: str,
         parse_search_space,
     )
     from engine.define.catalogue import load_catalogue
+    from engine.define.search_space import values_of
     from engine.registry import DATASETS, MODELS, OPTIMIZERS, TASKS
 
     check_name(exp_name, load_catalogue(experiments_file).ids())
@@ -207,11 +222,12 @@ def _adhoc_document(args: argparse.Namespace, exp_name: str,
     space = parse_search_space(args.run_search_space) if args.run_search_space else None
     for key, reg in (("model", MODELS), ("dataset", DATASETS), ("optimizer", OPTIMIZERS),
                      ("task", TASKS)):
-        for value in (space or {}).get(key, []):
+        for value in values_of((space or {}).get(key, [])):
             if isinstance(value, str):
                 reg.get(value, f"--search-space {key}")
     table = adhoc_table(models=args.run_model, datasets=args.run_dataset, type=args.run_type,
                         k=args.run_k, task=args.run_task, epochs=args.run_epochs,
                         batch_size=args.run_batch_size, lr=args.run_lr,
-                        optimizer=args.run_optimizer, search_space=space)
+                        optimizer=args.run_optimizer, search_space=space,
+                        num_samples=args.run_num_samples)
     return experiments_document(exp_name, table, experiments_file)

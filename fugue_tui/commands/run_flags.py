@@ -12,14 +12,14 @@ from engine.errors import FugueError
 #: Flags that set an option of some executors only: the flag, the option key it sets on
 #: them, and the executors it applies to.
 PLANNED_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("--scheduler", "scheduler", ("ray",)),
+    ("--scheduler", "scheduler", ("ray", "seq", "mp", "unified_model")),
     ("--sweep", "sweep", ("unified_model",)),
     ("--max-parallel", "max_parallel", ("mp", "ray", "unified_model")),
     ("--features", "features", ("unified_model",)),
 )
 #: Flags that describe an ad-hoc experiment (they need --model and --dataset).
 ADHOC_FLAGS = ("type", "k", "task", "epochs", "batch_size", "lr", "optimizer", "search_space",
-               "name")
+               "num_samples", "name")
 
 
 def executors_epilog() -> str:
@@ -83,7 +83,10 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
         # its executors that is registered.
         declared = next((EXECUTORS.get(t).option_fields[key] for t in targets
                          if t in EXECUTORS and key in EXECUTORS.get(t).option_fields), None)
-        choices = (declared.choices or None) if declared else None
+        # Choices: every value some of its executors take (--scheduler sha: seq, not ray).
+        union = [c for t in targets if t in EXECUTORS and key in EXECUTORS.get(t).option_fields
+                 for c in EXECUTORS.get(t).option_fields[key].choices]
+        choices = tuple(dict.fromkeys(union)) or None
         kind: Any = str
         if declared and int in declared.types:
             kind = at_least(int(declared.minimum)) if declared.minimum is not None else int
@@ -134,7 +137,14 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     adhoc.add_argument("--lr", dest="run_lr", metavar="LR", type=float, help="default 0.001")
     adhoc.add_argument("--optimizer", dest="run_optimizer", metavar="NAME", help="default adamw")
     adhoc.add_argument("--search-space", dest="run_search_space", nargs="+", action="extend",
-                       metavar="KEY=V1,V2", help="hpo grid, e.g. lr=0.1,0.01 batch_size=64,128")
+                       metavar="KEY=SPEC",
+                       help="hpo axes: a grid KEY=V1,V2 (lr=0.1,0.01) or a distribution "
+                            "KEY=loguniform:LO:HI, uniform:LO:HI, randint:LO:HI (HI exclusive), "
+                            "choice:V1,V2; dotted keys reach model_kwargs.* and "
+                            "optimizer_kwargs.*")
+    adhoc.add_argument("--num-samples", dest="run_num_samples", metavar="N", type=int,
+                       help="hpo: draws of the sampled axes per grid point (Ray Tune's "
+                            "num_samples; default 1)")
     adhoc.add_argument("--name", dest="run_name", metavar="ID", help="the experiment id (default adhoc)")
 
 

@@ -221,15 +221,16 @@ def test_plugin_workload_type_and_executor_options(tmp_path, workdir):
 def test_executor_flags_go_to_the_executors_that_declare_them(workdir):
     cells = dry_cells(fugue(workdir, "run", "--exp", "D_hpo", "--exec", "seq", "ray",
                             "--scheduler", "fifo", "asha", "--dry-run"))
-    # One seq cell (no duplicate per scheduler), one ray cell per scheduler.
-    assert [c["executor"] for c in cells] == ["seq", "ray", "ray"]
+    # Issue 25: seq takes early-stopping schedulers too: one cell per scheduler for each.
+    assert [c["executor"] for c in cells] == ["seq", "seq", "ray", "ray"]
     cells = dry_cells(fugue(workdir, "run", "--exp", "D_ens", "--exec", "unified_model",
                             "--sweep", "ablation", "--dry-run"))
     assert len(cells) == 6  # the six rungs of the ablation ladder
-    out = fugue(workdir, "run", "--exp", "D_hpo", "--scheduler", "asha", "--dry-run")
+    out = fugue(workdir, "run", "--exp", "D_ens", "--exec", "seq", "--sweep", "ablation",
+                "--dry-run")
     assert out.returncode == 0
-    assert "--scheduler applies to 'ray', which this run does not use (--exec seq): ignored" \
-        in out.stderr
+    assert "--sweep applies to 'unified_model', which this run does not use (--exec seq): " \
+        "ignored" in out.stderr
     assert len(dry_cells(out)) == 1
     assert_one_line_error(fugue(workdir, "run", "--exp", "D_ens", "--exec", "mp",
                                 "--max-parallel", "0"), "--max-parallel")

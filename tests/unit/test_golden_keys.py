@@ -176,6 +176,8 @@ def precision_experiment_default(tmp: Path) -> list[dict[str, str]]:
             'batch_size = 16\nepochs = 1\nlr = 0.01\nprecision = "amp-bf16"\n')
     return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,U2"\nexperiments_file = "mine.toml"\n'
                            'executors = ["seq", "mp"]\nprecision = ["fp32", "bf16"]\n', mine)
+
+
 def k_sweep(tmp: Path) -> list[dict[str, str]]:
     """issue 23: K swept over an ensemble, seq and unified_model, two passes."""
     return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\n'
@@ -188,6 +190,40 @@ def k_sweep_ablation(tmp: Path) -> list[dict[str, str]]:
     return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,D_reg"\n'
                            'executors = ["unified_model"]\nk_sweep = [1, 16]\n'
                            '[options.unified_model]\nsweep = "ablation"\n')
+
+
+def hpo_sampled(tmp: Path) -> list[dict[str, str]]:
+    """A sampled hpo search space (issue 25): distributions, a dotted key and
+    ``num_samples``, under every executor; D_hpo (no ``num_samples``) keeps its keys."""
+    mine = ('[experiments.S1]\ntype = "hpo"\nmodel = "mlp"\ndataset = "digits"\nepochs = 2\n'
+            'search_space = { lr = { loguniform = [1e-4, 1e-1] }, batch_size = [32, 64], '
+            'weight_decay = { uniform = [0, 1e-3] }, "model_kwargs.hidden" = '
+            '{ randint = [16, 65] } }\nnum_samples = 3\n')
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo,S1"\nexperiments_file = "mine.toml"\n'
+                           'executors = ["seq", "unified_model", "mp", "ray"]\n', mine)
+
+
+def seq_schedulers(tmp: Path) -> list[dict[str, str]]:
+    """seq's early-stopping schedulers (issue 25): the fifo cells keep the keys a campaign
+    without the option had (legacy fifo is left out of the key); D_ens runs once."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo,D_ens"\nexecutors = ["seq"]\n'
+                           '[options.seq]\nscheduler = ["fifo", "sha", "asha"]\n')
+
+
+def unified_schedulers(tmp: Path) -> list[dict[str, str]]:
+    """unified_model's early-stopping schedulers (issue 25): its fifo cell keeps the key of
+    a campaign without the option (hpo_sampled's D_hpo unified cell)."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo"\n'
+                           'executors = ["seq", "unified_model", "mp", "ray"]\n'
+                           '[options.unified_model]\nscheduler = ["fifo", "sha", "median"]\n')
+
+
+def mp_schedulers(tmp: Path) -> list[dict[str, str]]:
+    """mp's early-stopping schedulers (issue 25): its fifo cell keeps the key of a campaign
+    without the option (unified_schedulers' D_hpo mp cell)."""
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo"\n'
+                           'executors = ["seq", "unified_model", "mp", "ray"]\n'
+                           '[options.mp]\nscheduler = ["fifo", "sha", "hyperband"]\n')
 
 
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
@@ -208,6 +244,10 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "precision_experiment_default": precision_experiment_default,
     "k_sweep": k_sweep,
     "k_sweep_ablation": k_sweep_ablation,
+    "hpo_sampled": hpo_sampled,
+    "seq_schedulers": seq_schedulers,
+    "unified_schedulers": unified_schedulers,
+    "mp_schedulers": mp_schedulers,
 }
 
 

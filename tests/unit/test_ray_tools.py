@@ -206,8 +206,11 @@ def test_scheduler_choice_and_pruning_warnings():
     assert make_scheduler("fifo", 3, 1, 2)[1] == {"class": "FIFOScheduler"}
     assert pruning_warnings("fifo", 1, 1, 3, 1, 2) == []
     assert pruning_warnings("asha", 6, 3, 12, 1, 2) == []
-    few = pruning_warnings("asha", 2, 2, 12, 1, 3)
-    assert len(few) == 1 and "fewer than the reduction factor 3" in few[0]
+    # Issue 25: two trials at reduction factor 3 can still lose one (no false warning);
+    # one trial cannot.
+    assert pruning_warnings("asha", 2, 2, 12, 1, 3) == []
+    few = pruning_warnings("asha", 1, 1, 12, 1, 3)
+    assert len(few) == 1 and "cannot stop any trial" in few[0]
     serial = pruning_warnings("hyperband", 6, 1, 12, 1, 2)
     assert len(serial) == 1 and "one trial at a time" in serial[0]
     assert "does not exceed grace_period" in pruning_warnings("median", 6, 6, 2, 2, 2)[0]

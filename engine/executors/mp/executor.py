@@ -45,7 +45,7 @@ from typing import Any
 from engine import cleanup
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
-from engine.errors import FugueError
+from engine.errors import ConfigError, FugueError
 from engine.events import job_done, job_progress, job_started
 from engine.executors import MPOptions
 from engine.executors.base import CellContext, Executor
@@ -53,6 +53,7 @@ from engine.executors.mp import mps, mps_checks
 from engine.executors.mp.parent import PrewarmedParent
 from engine.executors.mp.worker import worker_main
 from engine.measure.spans import union_seconds
+from engine.train import early_stop
 from engine.train.loop import JobResult
 
 #: Seconds between SIGTERM and SIGKILL when a worker must be stopped.
@@ -83,6 +84,10 @@ class _Worker:
     error: str = ""
     eof: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    #: Early stopping (issue 25): the rung the worker waits at, and the decision that
+    #: stopped it with its result as of that epoch.
+    waiting_at: int | None = None
+    stopped: tuple[Any, JobResult, float] | None = None
 
 
 def _exit_reason(pid: int | None, code: int | None) -> str:
@@ -103,6 +108,110 @@ def _died(job: JobSpec, so_far: JobResult | None, error: str) -> JobResult:
         return JobResult(job, status="failed", error=error)
     return dataclasses.replace(so_far, job=job, status="failed", error=error, end=None,
                                total_time_s=None)
+
+
+class _Stopper:
+    """Early stopping for mp's workers (issue 25; decisions from
+    ``engine.train.early_stop`` on the task's metric, fed by each worker's epoch message):
+
+    - ``sha``: each worker waits after its rung epochs (``settings["rungs"]``) until the
+      cell answers; when every trial that must pass a rung has reported there, the pruned
+      workers get ``stop`` and end, the others ``go``. Every trial must run at once
+      (``max_parallel`` >= K), else a waiting worker would hold the slot a later trial needs.
+    - ``asha``, ``median``, ``hyperband``: decided as each epoch message arrives; a stopped
+      worker is ended (SIGTERM) and its row keeps its result as of the deciding epoch.
+    """
+
+    def __init__(self, name: str, jobs: list[JobSpec], metric: str, mode: str, grace: int,
+                 factor: int) -> None:
+        self.name, self.jobs, self.metric, self.mode = name, jobs, metric, mode
+        self.grace, self.factor = grace, factor
+        budgets = {i: j.epochs for i, j in enumerate(jobs)}
+        self.rungs = (early_stop.Rungs(budgets, mode, grace, factor) if name == "sha"
+                      else None)
+        self.decider = early_stop.asynchronous(name, max(budgets.values()), mode, grace,
+                                               factor)
+        self.stops: list[early_stop.Stop] = []
+        self.decided: dict[int, dict[int, early_stop.Stop]] = {}
+
+    @classmethod
+    def make(cls, jobs: list[JobSpec], ctx: CellContext, parallel: int) -> "_Stopper | None":
+        from engine.executors.seq import task_metric
+
+        name = getattr(ctx, "scheduler", None) or "fifo"
+        if name == "fifo":
+            return None
+        if name == "sha" and parallel < len(jobs):
+            raise ConfigError(f"mp: scheduler sha needs every trial running at once "
+                              f"(max_parallel >= {len(jobs)}, the cell's trials); got "
+                              f"max_parallel {parallel}")
+        options = from_table(MPOptions, ctx.options)
+        grace, factor = int(options.grace_period), int(options.reduction_factor)
+        metrics = {task_metric(j) for j in jobs}
+        metric, mode = early_stop.objective(metrics.pop() if len(metrics) == 1 else "accuracy")
+        for line in early_stop.pruning_warnings(name, len(jobs), parallel,
+                                                max(j.epochs for j in jobs), grace, factor,
+                                                who="mp"):
+            ctx.emit("warning", message=line)
+        return cls(name, jobs, metric, mode, grace, factor)
+
+    def rungs_of(self, index: int) -> list[int]:
+        if self.rungs is None:
+            return []
+        return [r for r in self.rungs.rungs if self.jobs[index].epochs > r]
+
+    def epoch(self, executor: "MPExecutor", worker: _Worker) -> None:
+        """A worker's epoch message arrived (``worker.so_far`` is its result now)."""
+        record = worker.so_far.history[-1]
+        raw = record.get(self.metric)
+        value, epoch = (float("nan") if raw is None else float(raw)), record["epoch"]
+        if self.rungs is not None:
+            self.rungs.report(worker.index, epoch, value)
+            return
+        if (self.decider is not None and epoch < worker.job.epochs
+                and self.decider.on_result(worker.index, epoch, value)):
+            stop = early_stop.Stop(worker.index, epoch, value, self.name)
+            self.stops.append(stop)
+            worker.stopped = (stop, worker.so_far, time.perf_counter())
+            with contextlib.suppress(ProcessLookupError, OSError):
+                os.kill(worker.pid, signal.SIGTERM)
+
+    def settle(self, executor: "MPExecutor") -> None:
+        """Decide every rung that every trial it waits for reached; answer the waiters."""
+        if self.rungs is None:
+            return
+        for rung in self.rungs.rungs:
+            if self.rungs.ready(rung):
+                self.decided[rung] = {s.trial: s for s in self.rungs.decide(rung)}
+                self.stops.extend(self.decided[rung].values())
+        # Answer every worker waiting at a decided rung (its "rung" message may come after
+        # the decision: the rung is decided on the epoch messages).
+        for worker in list(executor.workers.values()):
+            rung = worker.waiting_at
+            if rung is None or rung not in self.decided:
+                continue
+            worker.waiting_at = None
+            stop = self.decided[rung].get(worker.index)
+            if stop is not None:
+                worker.stopped = (stop, worker.so_far, time.perf_counter())
+            with contextlib.suppress(OSError, EOFError):
+                worker.conn.send("stop" if stop is not None else "go")
+
+    def forget(self, executor: "MPExecutor", index: int) -> None:
+        """A worker that ended without a result: no rung waits for it."""
+        if self.rungs is not None:
+            self.rungs.forget(index)
+            self.settle(executor)
+
+    def info(self) -> dict[str, Any]:
+        return {"scheduler": self.name, "grace_period": self.grace,
+                "reduction_factor": self.factor, "metric": self.metric, "mode": self.mode,
+                "order": ("workers wait at each rung until every trial reached it"
+                          if self.rungs is not None else
+                          "decided as each worker's epoch arrives"),
+                "decisions": [{"trial": self.jobs[s.trial].job_id, "epoch": s.epoch,
+                               self.metric: s.value} for s in self.stops],
+                "trials_stopped": len(self.stops)}
 
 
 class MPExecutor(Executor):
@@ -236,6 +345,7 @@ class MPExecutor(Executor):
         env = {**ctx.job_env, **self.client_env}
         per_job: dict[str, dict[str, Any]] = {}
         spans: list[tuple[float, float]] = []
+        self.stopper = _Stopper.make(jobs, ctx, self.parallel)
         try:
             while pending or self.workers:
                 while pending and len(self.workers) < self.parallel:
@@ -245,7 +355,8 @@ class MPExecutor(Executor):
                         # one, imports and all): the job fails, saying why
                         results[index] = self._no_parent(job, ctx)
                         continue
-                    self._spawn(spawn, index, job, settings, env, ctx)
+                    rungs = self.stopper.rungs_of(index) if self.stopper else []
+                    self._spawn(spawn, index, job, {**settings, "rungs": rungs}, env, ctx)
                 if not self.workers:
                     continue
                 peak = max(peak, len(self.workers))
@@ -262,6 +373,10 @@ class MPExecutor(Executor):
         finally:
             self._stop_workers()
         ordered = [results[i] for i in range(len(jobs))]
+        if self.stopper is not None:
+            self.info["early_stop"] = self.stopper.info()
+            ctx.group.update(scheduler=self.stopper.name,
+                             trials_stopped=len(self.stopper.stops))
         self.info.update(workers=per_job, max_parallel_seen=peak)
         ctx.group.update(max_parallel=peak)
         # Jobs overlap: the group's training wall time is the union of every job's epoch
@@ -282,7 +397,8 @@ class MPExecutor(Executor):
 
     def _spawn(self, spawn, index: int, job: JobSpec, settings: dict[str, Any],
                env: dict[str, str], ctx: CellContext) -> None:
-        receiver, sender = spawn.Pipe(duplex=False)
+        # Duplex: under sha the cell answers a worker waiting at a rung (go or stop).
+        receiver, sender = spawn.Pipe(duplex=True)
         # The worker dies with its parent: the cell, or the pre-warmed parent that forks it.
         parent_pid = self.parent.pid if self.parent is not None else os.getpid()
         process = spawn.Process(target=worker_main, name=f"fugue-mp-{job.job_id}",
@@ -310,6 +426,12 @@ class MPExecutor(Executor):
                     worker.cpu_s = payload
                 elif kind == "epoch":
                     worker.so_far, worker.spans = payload
+                    if self.stopper is not None and worker.stopped is None:
+                        self.stopper.epoch(self, worker)
+                elif kind == "rung":
+                    worker.waiting_at = payload
+                    if self.stopper is not None:
+                        self.stopper.settle(self)
                 elif kind == "result":
                     worker.result, worker.spans = payload
                 elif kind == "error":
@@ -325,6 +447,18 @@ class MPExecutor(Executor):
         del self.workers[worker.index]
         worker.conn.close()
         result = worker.result
+        if result is None and worker.stopped is not None:
+            stop, so_far, at = worker.stopped  # stopped early: its result at the decision
+            result = dataclasses.replace(so_far, job=worker.job, early_stopped=True,
+                                         stop_reason=stop.reason(worker.job.epochs,
+                                                                 self.stopper.metric))
+            if result.history:
+                result.final_train_loss = result.history[-1].get("train_loss")
+            result.end = at
+            if result.start is not None:
+                result.total_time_s = at - result.start
+        elif result is None and self.stopper is not None:
+            self.stopper.forget(self, worker.index)
         if result is None:
             error = worker.error or _exit_reason(worker.pid, code)
             if self.parent is not None and not self.parent.alive():

@@ -101,9 +101,24 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     # Each epoch's result goes to the cell as it stands (pickled, so a copy): a worker
     # killed later still leaves its finished epochs, samples and validation in its row.
     spans = TrainSpans(lambda so_far, done: conn.send(("epoch", (so_far, list(done)))))
+    rungs = set(settings.get("rungs") or ())
+
+    def epoch_end(so_far) -> None:
+        spans(so_far)
+        if so_far.epochs_run in rungs:
+            # sha (issue 25): wait at the rung for the cell's decision, which it makes once
+            # every trial reached the rung; "stop" ends the job here, after this epoch
+            # (the cell keeps the epoch's result, already sent).
+            conn.send(("rung", so_far.epochs_run))
+            if conn.recv() == "stop":
+                conn.close()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+
     result = train_job(job, data, train_settings,
                        progress=lambda **fields: conn.send(("progress", fields)),
-                       on_epoch_end=spans)
+                       on_epoch_end=epoch_end)
     conn.send(("result", (result, spans.spans)))
     times = os.times()
     conn.send(("cpu", times.user + times.system))

@@ -330,12 +330,15 @@ class RayExecutor(Executor):
         while True:
             running = run.running
             self._drain(ctx)
+            run.sha_step(self.hub, self.latest, self.finals)
             for job_id in list(self.finals):
                 self._job_done(ctx, from_snapshot(by_id[job_id], self.finals[job_id]))
             if not running:
                 break
             run.wait(POLL_S)
         results = run.results(self.latest, self.finals)
+        if run.name != "fifo":  # the group's count of early stops (issue 25)
+            ctx.group["trials_stopped"] = sum(1 for r in results if r.early_stopped)
         self.spans = {job_id: snap.get("train_spans", [])
                       for job_id, snap in self.latest.items()}
         # Checked in teardown (outside T_group): Tune stops those actors asynchronously.

@@ -22,6 +22,23 @@ class Hub:
     def __init__(self) -> None:
         self._items: list[tuple] = []
         self._open = asyncio.Event()
+        self._verdicts: dict[tuple[str, int], asyncio.Future] = {}
+
+    def _future(self, job_id: str, rung: int) -> asyncio.Future:
+        key = (job_id, rung)
+        if key not in self._verdicts:
+            self._verdicts[key] = asyncio.get_running_loop().create_future()
+        return self._verdicts[key]
+
+    async def decide(self, job_id: str, rung: int, verdict: str) -> None:
+        """sha (issue 25): the cell's verdict for a trial at a rung, ``go`` or ``stop``."""
+        future = self._future(job_id, rung)
+        if not future.done():
+            future.set_result(verdict)
+
+    async def verdict(self, job_id: str, rung: int) -> str:
+        """A trial waiting at a rung: the cell's verdict, once every trial reached it."""
+        return await self._future(job_id, rung)
 
     async def put(self, item: tuple) -> None:
         self._items.append(item)

@@ -47,9 +47,11 @@ from ray.tune.schedulers import (
 
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
+from engine.errors import ConfigError
 from engine.executors import RayOptions
 from engine.executors.base import CellContext
 from engine.executors.ray.worker import from_snapshot, trial
+from engine.train import early_stop
 from engine.train.loop import JobResult, TrainSettings
 
 #: Larger than any epoch count: MedianStoppingRule never pauses a trial for lack of samples.
@@ -90,6 +92,9 @@ def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: i
     grace = max(1, min(grace_period, max_t))
     if name == "fifo":
         return RecordingFIFO(), {"class": "FIFOScheduler"}
+    if name == "sha":  # Tune runs every trial; the cell decides at the rungs (TuneRun.rungs)
+        return RecordingFIFO(), {"class": "FIFOScheduler",
+                                 "decided_by": "the cell: rung-synchronous successive halving"}
     if name == "asha":
         params = dict(time_attr="epoch", max_t=max_t, grace_period=grace,
                       reduction_factor=reduction_factor, brackets=1)
@@ -109,23 +114,12 @@ def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: i
 
 def pruning_warnings(name: str, trials: int, concurrent: int, max_t: int, grace_period: int,
                      reduction_factor: int) -> list[str]:
-    """Settings under which ``name`` cannot stop any trial (or hardly), one line each."""
-    if name == "fifo":
-        return []
-    out = []
-    if name in ("asha", "hyperband") and trials < reduction_factor:
-        out.append(f"ray: {name} cannot prune: {trials} trial(s), fewer than the reduction "
-                   f"factor {reduction_factor}")
-    if name == "median" and trials <= MEDIAN_MIN_SAMPLES:
-        out.append(f"ray: median cannot prune: {trials} trial(s); a trial is compared with "
-                   f"at least {MEDIAN_MIN_SAMPLES} others")
-    if max_t <= grace_period:
-        out.append(f"ray: {name} cannot prune: the epoch budget ({max_t}) does not exceed "
-                   f"grace_period ({grace_period})")
-    if concurrent == 1 and trials > 1:
-        out.append(f"ray: {name} runs one trial at a time (max_parallel = 1): each trial is "
-                   f"only compared with those before it, and the first always runs to the end")
-    return out
+    """Settings under which ``name`` provably cannot stop any trial, one line each
+    (``engine.train.early_stop.pruning_warnings``: the rule every executor shares; the old
+    "fewer trials than the reduction factor" was false — asha stops 2 of 3 trials at
+    reduction factor 4)."""
+    return early_stop.pruning_warnings(name, trials, concurrent, max_t, grace_period,
+                                       reduction_factor, who="ray")
 
 
 class _Settled(tune.Callback):
@@ -134,12 +128,14 @@ class _Settled(tune.Callback):
 
     def __init__(self) -> None:
         self.count = 0
+        self.errored: set[int] = set()  # job indices of trials that errored (sha: forget)
 
     def __reduce__(self):
         return (_Settled, ())
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.count += 1
+        self.errored.add(trial.config.get("job"))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.count += 1
@@ -187,6 +183,18 @@ class TuneRun:
         max_t = max(j.epochs for j in jobs)
         self.scheduler, facts = make_scheduler(self.name, max_t, grace, factor)
         info["scheduler"] = facts
+        # sha (issue 25): trials wait at each rung (worker.trial) until the cell, which sees
+        # every trial's epochs through the hub, decides (:meth:`sha_step`).
+        self.rungs = None
+        if self.name == "sha":
+            if concurrent < len(jobs):
+                raise ConfigError(f"ray: scheduler sha needs every trial running at once "
+                                  f"(max_parallel >= {len(jobs)}, the cell's trials); got "
+                                  f"max_parallel {concurrent}")
+            self.rungs = early_stop.Rungs({i: j.epochs for i, j in enumerate(jobs)}, "min",
+                                          grace, factor)
+        self.seen: dict[str, int] = {}
+        self.answered: set[int] = set()
         for line in pruning_warnings(self.name, len(jobs), concurrent, max_t, grace, factor):
             ctx.emit("warning", message=line)
             info.setdefault("warnings", []).append(line)
@@ -195,7 +203,8 @@ class TuneRun:
         trainable = tune.with_resources(
             tune.with_parameters(trial, jobs=[j.to_dict() for j in jobs], threads=threads,
                                  settings=settings, device=str(settings.device), hub=hub,
-                                 datasets=datasets if reuse else None),
+                                 datasets=datasets if reuse else None,
+                                 rungs=self.rungs.rungs if self.rungs is not None else None),
             {k.lower(): v for k, v in resources.items() if v})
         self.tuner = tune.Tuner(
             trainable,
@@ -211,6 +220,38 @@ class TuneRun:
         self.thread: threading.Thread | None = None
         self.grid = None
         self.error: BaseException | None = None
+
+    def sha_step(self, hub, latest: dict[str, dict[str, Any]],
+                 finals: dict[str, dict[str, Any]]) -> None:
+        """sha: feed the trials' new epochs (the hub's snapshots) to the rungs; post the
+        verdict of every rung that every trial it waits for reached. A trial that ended
+        (its final snapshot, or an error) is no longer waited for."""
+        if self.rungs is None:
+            return
+        stops = self.scheduler.__dict__.setdefault("fugue_stops", {})
+        for i, job in enumerate(self.jobs):
+            snap = latest.get(job.job_id)
+            if snap is not None:
+                result = from_snapshot(job, snap)
+                for record in result.history[self.seen.get(job.job_id, 0):]:
+                    self.rungs.report(i, record["epoch"], record.get("val_loss", math.nan))
+                self.seen[job.job_id] = len(result.history)
+            final = finals.get(job.job_id)
+            if (final is not None and from_snapshot(job, final).status != "ok"
+                    or i in self.settled.errored):
+                self.rungs.forget(i)
+        for rung in self.rungs.rungs:
+            if rung in self.answered or not self.rungs.ready(rung):
+                continue
+            waiting = set(self.rungs.expected(rung))
+            stopped = {s.trial: s for s in self.rungs.decide(rung)}
+            self.answered.add(rung)
+            for i in sorted(waiting):
+                stop = stopped.get(i)
+                if stop is not None:
+                    stops[i] = (stop.epoch, stop.value)
+                hub.decide.remote(self.jobs[i].job_id, rung,
+                                  "stop" if stop is not None else "go")
 
     def start(self) -> None:
         """Run ``Tuner.fit`` in a thread of the cell (Tune runs its loop there; it sets no

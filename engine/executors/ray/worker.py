@@ -175,9 +175,14 @@ class JobActor:
         return result, spans.spans
 
 
+class StopAtRung(BaseException):
+    """sha: the cell stopped this trial at a rung. A BaseException, so that the training
+    loop's own handler (which turns an Exception into a failed job) lets it through."""
+
+
 def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
           settings: TrainSettings, device: str, hub, datasets: list[str] | None = None,
-          ) -> None:
+          rungs: list[int] | None = None) -> None:
     """A Ray Tune trainable (function API): one hpo job per trial.
 
     ``datasets`` given (``reuse_actors = true``): the trial actors are the strategy's
@@ -208,11 +213,19 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
     report.started()
     reset_job_state(threads)
 
+    waits = {r for r in (rungs or ()) if job.epochs > r}
+
     def on_epoch_end(result: JobResult, spans) -> None:
         report.epoch(result, spans)  # before tune.report: a stopped trial ends in it
         tune.report({"val_loss": result.final_val_loss, "epoch": result.epochs_run})
+        if result.epochs_run in waits:  # sha: wait at the rung for the cell's verdict
+            if ray.get(hub.verdict.remote(job.job_id, result.epochs_run)) == "stop":
+                raise StopAtRung()
 
-    result = train_job(job, device_data(job.dataset, dev),
-                       dataclasses.replace(settings, device=dev),
-                       progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end))
+    try:
+        result = train_job(job, device_data(job.dataset, dev),
+                           dataclasses.replace(settings, device=dev),
+                           progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end))
+    except StopAtRung:
+        return  # the cell keeps the rung's snapshot (report.epoch) as the trial's result
     report.done(result)

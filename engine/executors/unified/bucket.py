@@ -149,7 +149,7 @@ class BucketRun(BucketBuild):
         route = self.route
         if self.retire != "remove" or not isinstance(route, VectorRoute):
             return
-        keep = [k for k in route.slots if self.members[k].active]
+        keep = [k for k in route.slots if self.members[k].active or self.members[k].waiting]
         if not keep or len(keep) == len(route.slots):
             return
         if self.compile_mode != "off" and len(keep) > len(route.slots) // 2:
@@ -178,6 +178,8 @@ class BucketRun(BucketBuild):
         except FloatingPointError as exc:
             self._retire(m)
             self._fail(r, f"{type(exc).__name__}: {exc}")
+            if self.stopper is not None:
+                self.stopper.forget(m)
             return
         if job.validate_every_epoch or last_epoch:
             self.route.sync_member(m.index)  # the member's module gets the stack's weights
@@ -198,9 +200,42 @@ class BucketRun(BucketBuild):
                 r.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
                 r.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(self.device) / 2**20
             job_done(r).send(self.emit)
-        else:
+        elif self.stopper is None or self.stopper.epoch_end(self, m, record):
             m.epoch += 1
             self._start_epoch(m)
+
+    # -- early stopping (engine.executors.unified.stopping) --------------------------------
+    def hold(self, m: Member) -> None:
+        """Member ``m`` waits at a rung: frozen exactly as a retired member, kept in its
+        stack."""
+        self._retire(m)
+        m.waiting = True
+
+    def resume(self, m: Member) -> None:
+        """The rung let ``m`` go on: active again from its next epoch."""
+        m.waiting = False
+        m.active = True
+        self.active_mask[m.index] = True
+        self.route.set_active(self.active_mask)
+        m.epoch += 1
+        self._start_epoch(m)
+
+    def stop_member(self, m: Member, reason: str) -> None:
+        """Stop ``m`` early, after the epochs it ran: retired (it leaves its stack at the
+        next re-stack), its row says why; its final training loss is its last epoch's."""
+        self._retire(m)
+        m.waiting = False
+        r = m.result
+        r.early_stopped, r.stop_reason = True, reason
+        if r.history:
+            r.final_train_loss = r.history[-1].get("train_loss")
+        sync(self.device)
+        r.end = time.perf_counter()
+        r.total_time_s = r.end - r.start
+        if self.device.type == "cuda":
+            r.torch_peak_allocated_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
+            r.torch_peak_reserved_mb = torch.cuda.max_memory_reserved(self.device) / 2**20
+        job_done(r).send(self.emit)
 
     def _retire(self, m: Member) -> None:
         """Freeze member ``m``: from the next step on its parameters, optimizer state and

@@ -97,6 +97,9 @@ class BucketBuild:
         self.data_order = data_order
         self.exact_kernels = exact_kernels
         self.retire = retire
+        #: The cell's early-stopping decisions (``engine.executors.unified.stopping``), set
+        #: by the executor on hpo cells under a scheduler; None under fifo.
+        self.stopper = None
         self.compile_backend = compile_backend
         self.clock = Clock()
         #: training-step wall time of the chunk while this bucket had active members
@@ -159,9 +162,11 @@ class BucketBuild:
     def fail_all(self, exc: BaseException) -> None:
         """The bucket itself broke: its unfinished members fail."""
         for m in self.members:
-            if m.active:
-                m.active = False
+            if m.active or m.waiting:
+                m.active = m.waiting = False
                 self._fail(m.result, f"{type(exc).__name__}: {exc}")
+                if self.stopper is not None:
+                    self.stopper.forget(m)
 
     # -- the decision --------------------------------------------------------------------
     def _decide(self, task) -> None:

@@ -135,12 +135,16 @@ class UnifiedExecutor(Executor):
             chunk_features.append(effective_features(want, device_type, compile_mode, ok))
             return bool(chunk_features[-1][0]["s"])
 
+        stopper = self._stopper(jobs, ctx, options, len(chunks(buckets)))
+
         def bucket_run(bucket) -> BucketRun:
-            return BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), settings, ctx.emit,
-                             fused=bool(features["fl"]), verify=verify, data_order=data_order,
-                             exact_kernels=kernels == "exact",
-                             announce=lambda b: print("  decided: " + b.line(), flush=True),
-                             retire=retire, compile_backend=backend)
+            run = BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), settings, ctx.emit,
+                            fused=bool(features["fl"]), verify=verify, data_order=data_order,
+                            exact_kernels=kernels == "exact",
+                            announce=lambda b: print("  decided: " + b.line(), flush=True),
+                            retire=retire, compile_backend=backend)
+            run.stopper = stopper
+            return run
 
         for part in chunks(buckets):
             interleave, runs = self._train_chunk(part, bucket_run, settings, decide_streams,
@@ -166,9 +170,45 @@ class UnifiedExecutor(Executor):
         if group is not None:
             group.update(self._group_facts(plan, features, reason, largest, compile_mode,
                                            warmup, samples, train_clock, results))
+            if stopper is not None:
+                info = dict(group.get("executor_info") or {})
+                info["early_stop"] = stopper.info(int(options.grace_period),
+                                                  int(options.reduction_factor))
+                group.update(scheduler=stopper.name, trials_stopped=len(stopper.stops),
+                             executor_info=info)
         self.plan = plan
         self.train_clock_s = train_clock
         return [results[job.job_id] for job in jobs]
+
+    @staticmethod
+    def _stopper(jobs: list[JobSpec], ctx: CellContext, options: UnifiedOptions,
+                 n_chunks: int):
+        """The cell's early-stopping decisions (``engine.executors.unified.stopping``), or
+        None under fifo.
+
+        Raises:
+            ConfigError: sha with the trials in several chunks (a rung would wait for a
+                chunk that trains only after it).
+        """
+        from engine.executors.seq import task_metric
+        from engine.executors.unified.stopping import MemberStopper
+        from engine.train import early_stop
+
+        name = getattr(ctx, "scheduler", None) or "fifo"
+        if name == "fifo":
+            return None
+        if name == "sha" and n_chunks > 1:
+            raise ConfigError(f"unified_model: scheduler sha needs every trial in one chunk "
+                              f"(max_parallel >= {len(jobs)}, the cell's trials); got "
+                              f"{n_chunks} chunks")
+        grace, factor = int(options.grace_period), int(options.reduction_factor)
+        metrics = {task_metric(j, ctx) for j in jobs}
+        metric, mode = early_stop.objective(metrics.pop() if len(metrics) == 1 else "accuracy")
+        max_t = max(j.epochs for j in jobs)
+        for line in early_stop.pruning_warnings(name, len(jobs), len(jobs), max_t, grace,
+                                                factor, who="unified_model"):
+            ctx.emit("warning", message=line)
+        return MemberStopper(name, jobs, metric, mode, grace, factor)
 
     def _train_chunk(self, part, bucket_run, settings, decide_streams,
                      results: dict[str, JobResult]):
@@ -183,8 +223,15 @@ class UnifiedExecutor(Executor):
             for result in run.build():
                 results[result.job.job_id] = result
             runs.append(run)
+        stopper = next((r.stopper for r in runs if r.stopper is not None), None)
+        if stopper is not None:  # trials that failed while building: no rung waits for them
+            for result in results.values():
+                if result.status != "ok":
+                    stopper.forget_job(result.job.job_id)
         interleave = Interleave(runs, settings.device, streams=decide_streams, trace=self.trace)
         interleave.run()
+        if stopper is not None:
+            stopper.abandon()
         self.runs.extend(runs)
         self.interleaves.append(interleave)
         return interleave, runs

@@ -67,6 +67,9 @@ class Member:
     step: int = 0
     batches: torch.Tensor | None = None
     active: bool = True
+    #: Held at an early-stopping rung (sha): frozen like a retired member, but kept in its
+    #: stack until the rung's decision resumes or stops it.
+    waiting: bool = False
     clock0: float = 0.0
     scores: dict[str, torch.Tensor] = field(default_factory=dict)
     forward: Any = None  # the compiled module (eager route under compile), else None

@@ -1,0 +1,310 @@
+"""Early-stopping decisions for hpo trials: pure functions over per-epoch validation
+metrics, the same for every executor (issue 25). Torch-free (numpy only).
+
+**The objective** (:func:`objective`): a task's validation metric and its direction —
+classification (and any task scored by accuracy): ``val_loss``, lower is better; regression
+(scored by R²): ``val_acc`` (the R²), higher is better.
+
+**Schedulers** (``[options.<executor>] scheduler``; ``grace_period`` g, ``reduction_factor``
+η, ``max_t`` the largest epoch budget of the trials):
+
+- ``fifo``: no decision, every trial runs its budget.
+- ``sha``: rung-synchronous successive halving. Rungs at epochs ``g·η^k < max_t``
+  (:func:`sha_rungs`). At each rung, of the trials that reached it (every survivor whose
+  budget reaches the rung), the best ``max(1, n // η)`` continue (ties: the lower trial
+  index wins) and the others stop there (:func:`sha_survivors`). The decisions depend only
+  on the rung's metrics, never on the order in which trials arrive: every executor makes
+  the same ones.
+- ``asha``: asynchronous successive halving, one bracket — Ray Tune's
+  ``AsyncHyperBandScheduler`` rule, decided as each result arrives (:class:`Asha`): at the
+  first rung (``g·η^k``, largest first) that the trial's epoch reached and that has no
+  value of it yet, it stops when its value is worse than the ``(1 - 1/η)`` quantile of the
+  values recorded there before it (numpy's linear ``nanpercentile``, as Ray).
+- ``hyperband``: asynchronous HyperBand, as many brackets as the budget allows, each an
+  ``asha`` bracket with its first rung offset by the bracket index; a trial's bracket is
+  ``index mod brackets`` (Ray draws it at random; a fixed rule keeps runs comparable).
+- ``median``: Ray Tune's ``MedianStoppingRule`` with ``hard_stop``: from ``g`` on, a trial
+  stops when its best value so far is worse than the median of the running means (epochs
+  ``g..t``) of the other trials that reached epoch t, once at least
+  :data:`MEDIAN_MIN_SAMPLES` such trials exist.
+
+Asynchronous decisions depend on the arrival order of results, so every cell records its
+decisions (``early_stopped``, ``stop_reason``, ``epochs_run`` per job; ``trials_stopped``
+per group). :func:`pruning_warnings` says when a scheduler provably cannot stop any trial.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Every scheduler name, ``fifo`` first (the legacy: no early stopping).
+SCHEDULERS = ("fifo", "sha", "asha", "median", "hyperband")
+#: The synchronous one: decisions independent of arrival order.
+SYNCHRONOUS = ("sha",)
+#: Ray Tune's MedianStoppingRule default: other trials needed before a comparison.
+MEDIAN_MIN_SAMPLES = 3
+
+
+def objective(task_metric: str) -> tuple[str, str]:
+    """``(history key, mode)`` for a task scored by ``task_metric`` (``TaskSpec.metric``):
+    ``("val_acc", "max")`` for R² (regression), ``("val_loss", "min")`` otherwise."""
+    return ("val_acc", "max") if task_metric == "r2" else ("val_loss", "min")
+
+
+def better(a: float, b: float, mode: str) -> bool:
+    """Whether ``a`` is strictly better than ``b`` under ``mode`` (NaN is never better)."""
+    if math.isnan(a):
+        return False
+    if math.isnan(b):
+        return True
+    return a < b if mode == "min" else a > b
+
+
+def sha_rungs(max_t: int, grace_period: int, reduction_factor: int) -> list[int]:
+    """The epochs where ``sha`` decides: ``g·η^k`` for k = 0, 1, ... below ``max_t`` (a trial
+    that has run its budget is done, not judged)."""
+    rungs, t = [], max(1, grace_period)
+    while t < max_t:
+        rungs.append(t)
+        t *= reduction_factor
+    return rungs
+
+
+def sha_survivors(values: dict[int, float], mode: str, reduction_factor: int) -> set[int]:
+    """Of the trials at a rung (trial index → its metric there), those that continue: the
+    best ``max(1, n // η)``, ties to the lower index; a NaN metric ranks last."""
+    keep = max(1, len(values) // reduction_factor)
+    sign = 1.0 if mode == "min" else -1.0
+    ranked = sorted(values, key=lambda i: (math.isnan(values[i]),
+                                            sign * values[i] if not math.isnan(values[i])
+                                            else 0.0, i))
+    return set(ranked[:keep])
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One decision to stop a trial early: after ``epoch`` (1-based) with ``value``."""
+
+    trial: int
+    epoch: int
+    value: float
+    rule: str
+
+    def reason(self, budget: int, metric: str) -> str:
+        """The row's ``stop_reason``: ``sha: stopped after epoch 2 of 12 (val_loss 0.4321)``."""
+        return (f"{self.rule}: stopped after epoch {self.epoch} of {budget} "
+                f"({metric} {self.value:.4g})")
+
+
+def sha_decisions(curves: dict[int, Sequence[float]], budgets: dict[int, int], mode: str,
+                  grace_period: int, reduction_factor: int) -> dict[int, Stop]:
+    """All of ``sha``'s decisions from complete per-epoch curves (trial → metric after
+    epochs 1, 2, ...; as long as the trial ran): trial → its :class:`Stop`. The reference
+    every executor's rung-by-rung run must match."""
+    max_t = max(budgets.values())
+    alive = set(curves)
+    stops: dict[int, Stop] = {}
+    for rung in sha_rungs(max_t, grace_period, reduction_factor):
+        at = {i: float(curves[i][rung - 1]) for i in sorted(alive) if budgets[i] > rung}
+        if not at:
+            break
+        keep = sha_survivors(at, mode, reduction_factor)
+        for i in at:
+            if i not in keep:
+                stops[i] = Stop(i, rung, at[i], "sha")
+                alive.discard(i)
+    return stops
+
+
+class Rungs:
+    """``sha`` driven one result at a time (for executors whose trials arrive in any
+    order): :meth:`report` a trial's metric after each epoch; a trial at a rung waits
+    (:meth:`waiting`) until every trial still alive whose budget passes the rung has
+    reported there, then :meth:`decide` gives the rung's stops. Decisions equal
+    :func:`sha_decisions` on the same curves, whatever the order of the reports."""
+
+    def __init__(self, budgets: dict[int, int], mode: str, grace_period: int,
+                 reduction_factor: int) -> None:
+        self.budgets, self.mode, self.eta = dict(budgets), mode, reduction_factor
+        self.rungs = sha_rungs(max(budgets.values()), grace_period, reduction_factor)
+        self.alive = set(budgets)
+        self.values: dict[int, dict[int, float]] = {r: {} for r in self.rungs}
+        self.stops: dict[int, Stop] = {}
+        self.decided: set[int] = set()
+
+    def is_rung(self, epoch: int, trial: int) -> bool:
+        """Whether the trial waits for a decision after ``epoch``."""
+        return epoch in self.values and self.budgets[trial] > epoch
+
+    def report(self, trial: int, epoch: int, value: float) -> None:
+        if self.is_rung(epoch, trial):
+            self.values[epoch][trial] = float(value)
+
+    def expected(self, rung: int) -> set[int]:
+        return {i for i in self.alive if self.budgets[i] > rung}
+
+    def ready(self, rung: int) -> bool:
+        """Every trial still alive that must pass ``rung`` has reported there."""
+        return rung not in self.decided and self.expected(rung) <= set(self.values[rung])
+
+    def decide(self, rung: int) -> list[Stop]:
+        """The stops at ``rung`` (call once :meth:`ready`)."""
+        at = {i: self.values[rung][i] for i in sorted(self.expected(rung))}
+        keep = sha_survivors(at, self.mode, self.eta) if at else set()
+        out = [Stop(i, rung, at[i], "sha") for i in at if i not in keep]
+        for stop in out:
+            self.stops[stop.trial] = stop
+            self.alive.discard(stop.trial)
+        self.decided.add(rung)
+        return out
+
+    def forget(self, trial: int) -> None:
+        """A trial that failed: no rung waits for it any more."""
+        self.alive.discard(trial)
+
+
+@dataclass
+class _Bracket:
+    """One asynchronous successive-halving bracket (Ray Tune's ``_Bracket``): rungs
+    ``min_t·η^(k+s)``, largest first, each the values recorded there (reward = ±metric,
+    higher is better)."""
+
+    min_t: int
+    max_t: int
+    eta: int
+    s: int
+    rungs: list[tuple[float, dict[int, float]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        count = int(np.log(self.max_t / self.min_t) / np.log(self.eta) - self.s + 1)
+        self.rungs = [(self.min_t * self.eta ** (k + self.s), {})
+                      for k in reversed(range(count))]
+
+    def on_result(self, trial: int, epoch: int, reward: float) -> bool:
+        stop = False
+        for milestone, recorded in self.rungs:
+            if epoch < milestone or trial in recorded:
+                continue
+            if recorded:
+                cutoff = np.nanpercentile(list(recorded.values()), (1 - 1 / self.eta) * 100)
+                if reward < cutoff:
+                    stop = True
+            recorded[trial] = reward
+            break
+        return stop
+
+
+class Asha:
+    """``asha`` (``brackets=1``) and ``hyperband`` (more): :meth:`on_result` after each of a
+    trial's epochs, in arrival order, says whether to stop it now. A trial at ``max_t`` has
+    finished, which is no early stop."""
+
+    rule = "asha"
+
+    def __init__(self, max_t: int, mode: str, grace_period: int, reduction_factor: int,
+                 brackets: int = 1) -> None:
+        self.max_t, self.sign = max_t, (-1.0 if mode == "min" else 1.0)
+        grace = max(1, min(grace_period, max_t))
+        self.brackets = [_Bracket(grace, max_t, reduction_factor, s) for s in range(brackets)]
+        self.rule = "asha" if brackets == 1 else "hyperband"
+
+    def on_result(self, trial: int, epoch: int, value: float) -> bool:
+        if epoch >= self.max_t:
+            return False
+        bracket = self.brackets[trial % len(self.brackets)]
+        return bracket.on_result(trial, epoch, self.sign * value)
+
+
+def hyperband_brackets(max_t: int, grace_period: int, reduction_factor: int) -> int:
+    """As many brackets as the budget allows (what ray's cells ask Tune for)."""
+    grace = max(1, min(grace_period, max_t))
+    return max(1, int(math.log(max_t / grace, reduction_factor) + 1e-9) + 1)
+
+
+class Median:
+    """``median``: Ray Tune's ``MedianStoppingRule`` (``hard_stop``, never pausing);
+    :meth:`on_result` after each epoch in arrival order."""
+
+    rule = "median"
+
+    def __init__(self, mode: str, grace_period: int,
+                 min_samples: int = MEDIAN_MIN_SAMPLES) -> None:
+        self.mode, self.grace, self.min_samples = mode, grace_period, min_samples
+        self.results: dict[int, list[tuple[int, float]]] = {}
+        self.stopped: set[int] = set()
+
+    def _running_mean(self, trial: int, epoch: int) -> float:
+        scoped = [v for t, v in self.results[trial] if self.grace <= t <= epoch]
+        return float(np.mean(scoped)) if scoped else math.nan
+
+    def on_result(self, trial: int, epoch: int, value: float) -> bool:
+        if trial in self.stopped:
+            return False
+        self.results.setdefault(trial, []).append((epoch, float(value)))
+        if epoch < self.grace:
+            return False
+        others = [t for t, res in self.results.items() if res[-1][0] >= epoch and t != trial]
+        means = [m for m in (self._running_mean(t, epoch) for t in others) if np.isfinite(m)]
+        if len(means) < self.min_samples:
+            return False
+        median = float(np.median(means))
+        values = [v for _, v in self.results[trial]]
+        best = min(values) if self.mode == "min" else max(values)
+        compare = min if self.mode == "min" else max
+        if compare(median, best) != best:
+            self.stopped.add(trial)
+            return True
+        return False
+
+
+def asynchronous(name: str, max_t: int, mode: str, grace_period: int,
+                 reduction_factor: int) -> Asha | Median | None:
+    """The decider of an asynchronous scheduler (None for ``fifo`` and ``sha``)."""
+    if name == "asha":
+        return Asha(max_t, mode, grace_period, reduction_factor, 1)
+    if name == "hyperband":
+        return Asha(max_t, mode, grace_period, reduction_factor,
+                    hyperband_brackets(max_t, grace_period, reduction_factor))
+    if name == "median":
+        return Median(mode, grace_period)
+    return None
+
+
+def pruning_warnings(name: str, trials: int, concurrent: int, max_t: int, grace_period: int,
+                     reduction_factor: int, who: str = "") -> list[str]:
+    """Settings under which ``name`` provably cannot stop any trial, one line each (and,
+    for the asynchronous ones, one trial at a time: only compared with those before it).
+
+    A rung can stop a trial only when at least two trials reach it: ``sha`` keeps
+    ``max(1, n // η)``, so 2 trials at η = 4 still stop one; ``asha`` stops a trial that is
+    worse than a quantile of those recorded before it, so any second trial can be stopped.
+    Nothing can be stopped with one trial, or without a rung below the budget.
+    """
+    prefix = f"{who}: " if who else ""
+    if name == "fifo":
+        return []
+    out = []
+    if trials < 2:
+        out.append(f"{prefix}{name} cannot stop any trial: the cell has {trials} trial")
+    if name == "median" and trials <= MEDIAN_MIN_SAMPLES:
+        out.append(f"{prefix}median cannot stop any trial: {trials} trial(s); a trial is "
+                   f"compared with at least {MEDIAN_MIN_SAMPLES} others")
+    if max_t <= grace_period:
+        out.append(f"{prefix}{name} cannot stop any trial: the epoch budget ({max_t}) does "
+                   f"not exceed grace_period ({grace_period})")
+    if name in ("asha", "median", "hyperband") and concurrent == 1 and trials > 1:
+        out.append(f"{prefix}{name} runs one trial at a time: each trial is only compared "
+                   f"with those before it, and the first always runs to the end")
+    return out
+
+
+def first_stops(stops: Iterable[Stop]) -> dict[int, Stop]:
+    """Trial → its stop (the first when several were recorded)."""
+    out: dict[int, Stop] = {}
+    for stop in stops:
+        out.setdefault(stop.trial, stop)
+    return out
