@@ -25,7 +25,9 @@
     [options.ray]                       # per-executor options: each executor declares
     scheduler = ["fifo", "asha"]        # its own (engine/executors/__init__.py; the table
     [options.unified_model]             # of them all: docs/executors.md)
-    max_parallel = 8
+    max_parallel = 8                    # or "auto" (engine.profile.auto)
+    [budget]                            # what "auto" may fill (default: measured here)
+    ram = "6GiB"                        # host RAM; device = "40GiB"; cores = 8
 
 Torch-free.
 """
@@ -59,7 +61,12 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "compile": (str,), "compile_mode": (str,), "threads": (int,),
     "experiments_file": (str,), "options": (dict,), "description": (str,),
     "retries": (int,), "watchdog": (dict,), "monitor": (bool,), "monitor_interval_s": (float,),
+    "budget": (dict,),
 }
+#: ``[budget]``: what ``max_parallel = "auto"`` may fill (engine.profile.budget); a missing
+#: key is measured on the machine (its total RAM, the device's total memory, its cores).
+_BUDGET_KEYS: dict[str, tuple[type, ...]] = {"ram": (str, int, float),
+                                             "device": (str, int, float), "cores": (int,)}
 _WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
     "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
     "cpu_fraction": (float,), "gpu_busy_pct": (float,), "action": (str,),
@@ -86,6 +93,9 @@ class Campaign:
     monitor: bool = True
     monitor_interval_s: float = 0.5
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``[budget]`` as written (``ram``, ``device``, ``cores``), checked; what
+    #: ``max_parallel = "auto"`` may fill. Empty: measured on the machine.
+    budget: dict[str, Any] = field(default_factory=dict)
     source: Path | None = None
     file_hash: str = ""
     catalogue: Catalogue | None = field(default=None, compare=False, repr=False)
@@ -101,7 +111,8 @@ class Campaign:
                 "watchdog": self.watchdog.__dict__, "options": self.options,
                 "monitor": self.monitor, "monitor_interval_s": self.monitor_interval_s,
                 "source": str(self.source) if self.source else None, "file_hash": self.file_hash,
-                "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else []}
+                "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else [],
+                **({"budget": self.budget} if self.budget else {})}
 
     def compile_modes(self) -> list[str]:
         """The compile axis of the matrix: ``"off"`` and/or the compile mode."""
@@ -193,6 +204,12 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                               f"{nearest(executor, EXECUTORS.names())}; {known(EXECUTORS.names())}")
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: options.{executor} must be a table")
+        if ("max_parallel" in table
+                and "max_parallel" not in EXECUTORS.get(executor).option_fields):
+            # seq's answer is always 1: "auto" (or a number) has nothing to decide there.
+            raise ConfigError(f"{where}: options.{executor}: key 'max_parallel': executor "
+                              f"'{executor}' runs one job at a time; max_parallel (a number "
+                              "or \"auto\") applies to executors that run jobs concurrently")
         check_table(EXECUTORS.get(executor).option_fields, table, f"{where}: options.{executor}")
     for executor in dict.fromkeys(executors):
         # An executor's own campaign-time check (ray: is the cluster address reachable),
@@ -206,6 +223,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     if not (math.isfinite(interval) and 0.05 <= interval <= 60):
         raise ConfigError(f"{where}: key 'monitor_interval_s' must be between 0.05 and 60 "
                           f"seconds, got {doc.get('monitor_interval_s')!r}")
+    budget = _budget(doc.get("budget", {}), f"{where}: budget")
     name = check_campaign_name(doc.get("name"), where, source.stem if source else None)
     return Campaign(
         name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
@@ -213,7 +231,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         runs_dir=runs_dir, device=device, compile=compile_choice,
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
-        options=options, source=source,
+        options=options, budget=budget, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings)
 
 
@@ -233,6 +251,19 @@ def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],
         out.append("options.unified_model.sweep is set but executor 'unified_model' is not in "
                    "this campaign")
     return out
+
+
+def _budget(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``[budget]`` checked: known keys, sizes (``6GiB``, MiB) > 0, cores >= 1."""
+    from engine.profile.budget import parse_cores, parse_size
+
+    tomlfile.check_keys(table, _BUDGET_KEYS, where)
+    for key, value in table.items():
+        if key == "cores":
+            parse_cores(value, f"{where}: key 'cores'")
+        else:
+            parse_size(value, f"{where}: key '{key}'")
+    return dict(table)
 
 
 def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:

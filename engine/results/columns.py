@@ -327,6 +327,16 @@ _OURS: tuple[Column, ...] = (
            "ray hpo cells: reused (reuse_actors = true: trials run in actors started in "
            "setup and reset per trial) or fresh (a new process per trial, started inside "
            "T_group); empty for other cells"),
+    Column("max_parallel_resolved", G, NUMBER,
+           "the most jobs the plan let run at once (max_parallel as written, as \"auto\" "
+           "resolved it, or K); max_parallel is what was measured; empty for seq"),
+    Column("max_parallel_method", G, TEXT,
+           "how max_parallel_resolved was decided: user (a number written), profile (\"auto\" "
+           "estimated from this machine's profiles) or all (absent, or \"auto\" without a "
+           "profile); empty for seq"),
+    Column("max_parallel_profile", G, TEXT,
+           "the profiles (profile_id in <runs_dir>/profiles.csv, comma-separated) the "
+           "\"auto\" estimate used; empty otherwise"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -187,6 +187,8 @@ def parse_option(value: str, types: tuple[type, ...], axis: bool = False) -> Any
         try:
             return int(text)
         except ValueError:
+            if str in types and float not in types:
+                return text  # a number or a word (max_parallel: N or auto): checked later
             if float not in types:
                 raise ValueError(f"expected an integer, got {text!r}") from None
     if float in types:
