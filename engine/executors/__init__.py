@@ -126,7 +126,10 @@ def check_max_parallel(value: Any) -> None:
     if value == "auto":
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"must be an integer >= 1 or \"auto\", got {value!r}")
+        from engine.errors import nearest
+
+        hint = nearest(value, ["auto"]) if isinstance(value, str) else ""
+        raise ValueError(f"must be an integer >= 1 or \"auto\", got {value!r}{hint}")
     if value < 1:
         raise ValueError(f"must be an integer >= 1 or \"auto\", got {value!r}")
 

@@ -90,4 +90,7 @@ def resolve(value: Any, jobs: list[dict[str, Any]], executor: str, *, compile_mo
                      f"{ids[0]} on this machine, so all {len(jobs)} jobs run at once and may "
                      f"run out of memory (measure it: fugue-tui profile {exp})")
         return Resolution(len(jobs), "all", [], notes)
+    # A budget too small for even one job is worth a warning; the other notes (what the
+    # profile leaves to the margin) are simulate's.
+    notes += [n for n in estimate.notes if n.startswith("even one job")]
     return Resolution(estimate.k, "profile", ids, notes, estimate)
