@@ -11,6 +11,6 @@ simulate``, ``max_parallel = "auto"``).
   key, never the word); torch-free.
 * :mod:`.collect`: runs the probe for each distinct profile key and appends the rows;
   torch-free (the probe is a fresh process).
-* :mod:`.probe`: the measuring process itself (``python -m engine.profile.probe``): imports
-  torch.
+* ``engine.cell.profile_probe``: the measuring process itself (a cell of its own kind:
+  it imports torch, the executors and the training loop, which this package never does).
 """

@@ -1,8 +1,8 @@
 """``fugue-tui profile``'s engine side: one fresh probe process per distinct profile key of
-the selected experiments (``engine.profile.probe``), its figures appended to
+the selected experiments (``engine.cell.profile_probe``), its figures appended to
 ``<runs_dir>/profiles.csv`` with the machine identity (``engine.profile.store``).
 
-Torch-free: the probe is a child process (``python -m engine.profile.probe``), started with
+Torch-free: the probe is a child process (``python -m engine.cell.profile_probe``), started with
 this interpreter and the engine's root on ``PYTHONPATH`` as cells are, its output kept in
 ``<runs_dir>/.profiles/<profile_id>.log``.
 """
@@ -78,7 +78,7 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
         spec_path.write_text(json.dumps(spec))
         with open(log, "w") as out:
             try:
-                proc = subprocess.run([sys.executable, "-m", "engine.profile.probe",
+                proc = subprocess.run([sys.executable, "-m", "engine.cell.profile_probe",
                                        str(spec_path), str(out_path)], env=env,
                                       stdin=subprocess.DEVNULL, stdout=out,
                                       stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S,

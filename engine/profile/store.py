@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PROFILES_FILE = "profiles.csv"
+from engine.runfolder import PROFILES_FILE
 
 #: name → meaning, in file order (append-only: a new column goes at the end).
 COLUMNS: dict[str, str] = {

@@ -1,5 +1,6 @@
-"""The profile probe: ``python -m engine.profile.probe SPEC.json OUT.json``, a fresh process
-per profile key (started by :mod:`engine.profile.collect`).
+"""The profile probe: ``python -m engine.cell.profile_probe SPEC.json OUT.json``, a fresh
+process per profile key (started by :mod:`engine.profile.collect`). It lives beside the
+cell because it is one: the torch side, importing the executors and the training loop.
 
 The parent imports torch, the engine and the plugins and loads the dataset on the host,
 exactly as a cell does before its group window (``engine.cell.main``), and records its own
@@ -8,9 +9,9 @@ one after another, it forks one child per stack size K (``ks``, default 1, 2, 4)
 child trains K copies of the job (seeds ``seed + i``) through the real stacked path
 (``engine.executors.unified.UnifiedExecutor``, one epoch) and reports:
 
-* its peak RSS (``VmHWM``: a forked child's high-water mark starts at its RSS at the fork,
-  i.e. everything the parent had loaded, so it is the peak of a process that did all of
-  it), and, for K = 1, its peak private memory (``/proc/self/smaps_rollup``: what another
+* its peak RSS (``VmHWM``: a forked child's high-water mark starts at its RSS at the fork;
+  the parent's file-backed pages the child has not mapped yet are added, so it is the peak
+  of a process that holds everything the parent loaded, as a cell does), and, for K = 1, its peak private memory (``/proc/self/smaps_rollup``: what another
   forked worker really adds, the mp forkserver form);
 * on CUDA: the device memory of its CUDA context (NVML's used memory right after the
   context exists, minus before), of one dataset copy (``torch.cuda.memory_allocated``
@@ -83,9 +84,13 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
     from engine.train.data import to_device
     from engine.train.loop import TrainSettings
 
+    # A forked child maps the parent's file-backed pages lazily (its RSS at the fork is
+    # below the parent's): what it lacks is added to its peak, so that RSS(K) is that of a
+    # process holding everything the parent loaded, as a fresh cell would.
+    unmapped = max(float(spec["parent_rss_mb"]) - (_status_kib("VmRSS") or 0) / 1024, 0.0)
     device = torch.device(spec["device"])
     cuda = device.type == "cuda"
-    out: dict[str, Any] = {"k": k}
+    out: dict[str, Any] = {"k": k, "unmapped_mb": unmapped}
     if cuda:
         before = _nvml_used_mib(spec.get("gpu_uuid"))
         torch.cuda.init()
@@ -124,7 +129,7 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
                              amp_allowed=cuda)
     ctx = CellContext(settings=settings, datasets=lambda name: data,
                       emit=lambda type, **f: None, threads=int(spec["threads"]),
-                      options={"verify": False}, seed=int(base["seed"]))
+                      options={}, seed=int(base["seed"]))
     results = UnifiedExecutor().run(jobs, ctx)
     failed = [r for r in results if r.status != "ok"]
     if failed:
@@ -133,7 +138,8 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
     if p is not None:
         private.append(p)
     warm = times[int(spec.get("warmup", 3)):] or times
-    out.update(rss_mb=(_status_kib("VmHWM") or 0) / 1024 or None,
+    hwm = _status_kib("VmHWM")
+    out.update(rss_mb=hwm / 1024 + unmapped if hwm else None,
                step_ms=statistics.median(warm) * 1000 if warm else None, steps=len(warm),
                private_mb=max(private) if private else None)
     if cuda:
@@ -205,6 +211,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     apply_backend_flags()
     host_data = dataset_lib.load_dataset(spec["job"]["dataset"])
     parent_rss = (_status_kib("VmRSS") or 0) / 1024 or None
+    spec = {**spec, "parent_rss_mb": parent_rss or 0.0}
     per_k: dict[int, dict[str, Any]] = {}
     errors = []
     for k in spec["ks"]:
