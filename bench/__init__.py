@@ -15,4 +15,6 @@ PARTS: dict[str, str] = {
     "monitor_overhead": "the monitor's CPU share and T_group with the monitor on and off",
     "dashboard_cost": "the dashboard's CPU share and keypress latency",
     "results_scale": "load, aggregate and chart results files of 1k-100k group rows",
+    "profile_estimate": "memory estimate from profiles: per-member RSS prediction error "
+                        "K <= 32, max_parallel = \"auto\" within its RAM budget",
 }

@@ -199,6 +199,9 @@ def _add_profile(sub) -> None:
                          help="list the profiles in the runs folder (measure nothing)")
     profile.add_argument("--ks", default="1,2,4", metavar="LIST",
                          help="stack sizes measured (default 1,2,4)")
+    profile.add_argument("--max-steps", type=_at_least(2), metavar="N",
+                         help="stop each K after N training steps (default: one epoch, "
+                              "validation included)")
     profile.add_argument("--threads", type=_at_least(0), metavar="N",
                          help="torch threads of the probe (default all cores)")
     simulate = sub.add_parser(

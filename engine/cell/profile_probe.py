@@ -7,12 +7,14 @@ exactly as a cell does before its group window (``engine.cell.main``), and recor
 RSS (``parent_rss_mb``: what a pre-warmed parent costs). It never touches the device. Then,
 one after another, it forks one child per stack size K (``ks``, default 1, 2, 4); each
 child trains K copies of the job (seeds ``seed + i``) through the real stacked path
-(``engine.executors.unified.UnifiedExecutor``, one epoch) and reports:
+(``engine.executors.unified.UnifiedExecutor``, one epoch, or ``max_steps`` steps when the
+spec sets it) and reports:
 
 * its peak RSS (``VmHWM``: a forked child's high-water mark starts at its RSS at the fork;
   the parent's file-backed pages the child has not mapped yet are added, so it is the peak
-  of a process that holds everything the parent loaded, as a cell does), and, for K = 1, its peak private memory (``/proc/self/smaps_rollup``: what another
-  forked worker really adds, the mp forkserver form);
+  of a process that holds everything the parent loaded, as a cell does), and, for K = 1,
+  its peak private memory (``/proc/self/smaps_rollup``: what another forked worker really
+  adds, the mp forkserver form);
 * on CUDA: the device memory of its CUDA context (NVML's used memory right after the
   context exists, minus before), of one dataset copy (``torch.cuda.memory_allocated``
   after the copy) and ``torch.cuda.max_memory_reserved`` / ``max_memory_allocated``;
@@ -73,6 +75,13 @@ def _nvml_used_mib(uuid: str | None) -> float | None:
         return None
 
 
+class _Enough(BaseException):
+    """Raised by the timed step after ``max_steps``: the measurement has what it needs
+    (the peak is reached within the first steps: parameters, gradients, optimizer state
+    and activations all exist after one). A BaseException, so that no per-member failure
+    handling of the executor takes it for a job's error."""
+
+
 def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
     """In a forked child: train a K-stack for one epoch; return the figures."""
     import torch
@@ -119,6 +128,8 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
         if cuda:
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
+        if spec.get("max_steps") and len(times) >= int(spec["max_steps"]):
+            raise _Enough
         if k == 1 and len(times) % 4 == 1:
             p = _private_mib()
             if p is not None:
@@ -130,7 +141,10 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
     ctx = CellContext(settings=settings, datasets=lambda name: data,
                       emit=lambda type, **f: None, threads=int(spec["threads"]),
                       options={}, seed=int(base["seed"]))
-    results = UnifiedExecutor().run(jobs, ctx)
+    try:
+        results = UnifiedExecutor().run(jobs, ctx)
+    except _Enough:
+        results = []
     failed = [r for r in results if r.status != "ok"]
     if failed:
         raise RuntimeError(f"{failed[0].job.job_id}: {failed[0].error}")

@@ -57,8 +57,10 @@ def distinct_keys(jobs_by_exp: dict[str, list[dict[str, Any]]], compile_mode: st
 
 
 def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: int,
-              ks: tuple[int, ...], gpu_uuid: str | None, log: Path) -> dict[str, Any]:
-    """One probe process; its figures (the profiles file's columns).
+              ks: tuple[int, ...], gpu_uuid: str | None, log: Path,
+              max_steps: int | None = None) -> dict[str, Any]:
+    """One probe process; its figures (the profiles file's columns). ``max_steps``: stop
+    each K after that many training steps (default: one epoch).
 
     Raises:
         ProfileError: the probe failed (its one-line reason; the log holds the rest).
@@ -71,7 +73,8 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
     if gpu_uuid:
         env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=gpu_uuid)
     spec = {"job": job, "ks": list(ks), "device": "cuda:0" if device.startswith("cuda")
-            else "cpu", "threads": threads, "compile_mode": compile_mode, "gpu_uuid": gpu_uuid}
+            else "cpu", "threads": threads, "compile_mode": compile_mode, "gpu_uuid": gpu_uuid,
+            "max_steps": max_steps}
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fugue-profile-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
@@ -98,7 +101,7 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
 
 def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.PathLike[str],
             device: str, ident: dict[str, str], gpu_uuid: str | None, compile_mode: str = "off",
-            threads: int = 0, ks: tuple[int, ...] = DEFAULT_KS,
+            threads: int = 0, ks: tuple[int, ...] = DEFAULT_KS, max_steps: int | None = None,
             say: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Profile every distinct key of ``jobs_by_exp`` (experiment id → its jobs as dicts)
     and append one row each; return the rows written.
@@ -114,7 +117,8 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
         say(f"profile {i}/{len(keys)}: {key_text(key)} ({', '.join(exps)}) K = "
             f"{', '.join(map(str, ks))} ...")
         doc = run_probe(job, device=device, compile_mode=compile_mode, threads=threads, ks=ks,
-                        gpu_uuid=gpu_uuid, log=Path(runs_dir) / ".profiles" / f"{pid}.log")
+                        gpu_uuid=gpu_uuid, log=Path(runs_dir) / ".profiles" / f"{pid}.log",
+                        max_steps=max_steps)
         for line in doc.pop("errors", []):
             say(f"  warning: {line}: left out of the profile")
         row = {"profile_id": pid, "timestamp": time.strftime("%Y%m%d_%H%M%S", time.gmtime()),

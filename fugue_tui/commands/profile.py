@@ -92,7 +92,7 @@ def profile(args: Any, out=None) -> int:
     ident = identity(device, gpu)
     rows = collect(jobs, runs_dir=runs_dir, device=device, ident=ident,
                    gpu_uuid=(gpu or {}).get("uuid"), compile_mode=compile_mode,
-                   threads=args.threads or 0, ks=ks,
+                   threads=args.threads or 0, ks=ks, max_steps=args.max_steps,
                    say=lambda line: print(line, file=out, flush=True))
     print(f"{len(rows)} profile(s) written to {runs_dir / 'profiles.csv'}", file=out)
     return 0

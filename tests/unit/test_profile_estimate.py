@@ -220,3 +220,22 @@ def test_group_rows_record_the_resolved_number_method_and_profile():
     assert group_static(spec)["max_parallel_resolved"] == 12
     spec["cell"].update(executor="seq", max_parallel_method=None)
     assert "max_parallel_method" not in dict(group_static(spec))
+
+
+def test_the_dashboard_option_field_takes_a_number_or_auto():
+    """The plan's option fields are generated from the declarations: max_parallel's
+    accepts ``auto`` beside a number, and its hint says what auto does."""
+    from engine.define.executor_options import hint
+    from engine.executors import check_max_parallel
+    from engine.registry import EXECUTORS
+    from fugue_tui.app.plan_model import parse_option
+
+    for name in ("mp", "ray", "unified_model"):
+        declared = EXECUTORS.get(name).option_fields["max_parallel"]
+        assert parse_option("auto", declared.types) == "auto"
+        assert parse_option("3", declared.types) == 3
+        assert "auto" in hint(declared)
+    with pytest.raises(ValueError, match="did you mean 'auto'"):
+        check_max_parallel("atuo")
+    with pytest.raises(ValueError, match="integer >= 1"):
+        check_max_parallel(0)
