@@ -148,7 +148,8 @@ MP_START_DEFAULT = "forkserver"
 class MPOptions:
     """``[options.mp]``."""
 
-    max_parallel: int | str | None = option(check=check_max_parallel, help=_PARALLEL_HELP)
+    max_parallel: int | str | None = option(minimum=1, check=check_max_parallel,
+                                            help=_PARALLEL_HELP)
     mps: str = option("auto", choices=("auto", "on", "off"), help=(
         "auto: a private CUDA MPS daemon on a CUDA device when nvidia-cuda-mps-control is "
         "found, else plain processes; on: MPS required (refuse when it cannot run); off: "
@@ -178,7 +179,7 @@ class RayOptions:
     """``[options.ray]``."""
 
     max_parallel: int | str | None = option(
-        check=check_max_parallel,
+        minimum=1, check=check_max_parallel,
         help="actors (or concurrent Tune trials); default: all jobs" + _AUTO_HELP)
     scheduler: str | list[str] = option(
         "fifo", choices=("fifo", "asha", "median", "hyperband"), axis=True,
@@ -209,7 +210,7 @@ class UnifiedOptions:
     """``[options.unified_model]``."""
 
     max_parallel: int | str | None = option(
-        check=check_max_parallel,
+        minimum=1, check=check_max_parallel,
         help="jobs trained at once (a chunk; its buckets interleave step by step); more jobs "
              "run in chunks one after another (default: all)" + _AUTO_HELP)
     sweep: str = option("none", choices=("none", "ablation"), axis=True,
