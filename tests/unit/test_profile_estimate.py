@@ -239,3 +239,17 @@ def test_the_dashboard_option_field_takes_a_number_or_auto():
         check_max_parallel("atuo")
     with pytest.raises(ValueError, match="integer >= 1"):
         check_max_parallel(0)
+
+
+def test_the_dashboard_preview_warns_once_when_auto_has_no_profile(tmp_path):
+    """The plan screen's preview (the dashboard's path to the runner) says what --batch
+    says: one line per cell group without a profile, not one per cell."""
+    from fugue_tui.app.plan_model import preview
+
+    doc = {"experiments": "D_ens", "executors": ["unified_model"], "passes": 2,
+           "runs_dir": str(tmp_path / "runs"), "device": "cpu",
+           "options": {"unified_model": {"max_parallel": "auto"}}}
+    shown = preview(doc)
+    assert shown.error in (None, ""), shown.error
+    lines = [w for w in shown.warnings if "no profile" in w]
+    assert len(lines) == 1 and "all 5 jobs run at once" in lines[0]
