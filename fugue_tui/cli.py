@@ -9,7 +9,7 @@
     fugue-tui prefetch [SELECTOR ...] [--data-dir DIR]
     fugue-tui run --exp SELECTOR ... --exec EXECUTOR ... [--dry-run] ...
     fugue-tui run --model M --dataset D [--type cv --k 5 ...] [--exec ...]
-    fugue-tui profile [SELECTOR ...] [--list] [--ks 1,2,4] [--compile MODE] [--device D]
+    fugue-tui profile [SELECTOR ...] [--list] [--ks 1,2,4,8] [--compile MODE] [--device D]
     fugue-tui simulate [SELECTOR ...] [--ram-budget SIZE] [--device-budget SIZE] [--cores N]
     fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N] [--export DIR]
 
@@ -189,7 +189,7 @@ def _add_profile(sub) -> None:
                         "optimizer)",
         description="For each distinct (model, dataset, batch size, precision, compile, "
                     "optimizer) of the selected experiments, a brief run (one epoch) in a fresh "
-                    "process measures peak RSS for K = 1, 2, 4 stacked members (the increment "
+                    "process measures peak RSS for K = 1, 2, 4, 8 stacked members (the increment "
                     "per member), on a GPU the CUDA context, one dataset copy and peak device "
                     "memory, and the median step time. Rows go to RUNS_DIR/profiles.csv, keyed "
                     "by this machine (host, GPU, torch, CUDA). max_parallel = \"auto\" and "
@@ -197,8 +197,9 @@ def _add_profile(sub) -> None:
     _profile_common(profile)
     profile.add_argument("--list", action="store_true",
                          help="list the profiles in the runs folder (measure nothing)")
-    profile.add_argument("--ks", default="1,2,4", metavar="LIST",
-                         help="stack sizes measured (default 1,2,4)")
+    profile.add_argument("--ks", default="1,2,4,8", metavar="LIST",
+                         help="stack sizes measured: 1 and at least two stacked sizes "
+                              "(default 1,2,4,8)")
     profile.add_argument("--max-steps", type=_at_least(2), metavar="N",
                          help="stop each K after N training steps (default: one epoch, "
                               "validation included)")

@@ -5,9 +5,9 @@ how they add up is per executor (``docs/profiles.md``):
 ============== =========================================================================
 executor       host RAM (MiB)                        device memory (MiB; GPU only)
 ============== =========================================================================
-unified_model  RSS(1) + (K-1) x per-member           context + reserved(1)
-               increment (one process, one dataset   + (K-1) x device per-member
-               copy, K stacked members)              increment
+unified_model  K = 1: RSS(1); K >= 2: the stacked      context + the same for
+               line base + K x per-member increment  reserved device memory
+               (one process, one dataset copy)
 mp             forkserver: parent + P x private      MPS server + P x (context
                memory of one forked job; spawn:      + reserved(1)): a context and a
                P x RSS(1)                            dataset copy per process
@@ -69,14 +69,15 @@ def predict(profile: Profile, executor: str, k: int, *, mp_start: str = "forkser
     inc = max(profile.num("rss_per_member_mb") or 0.0, 0.0)
     ctx, dinc = profile.num("device_context_mb"), profile.num("device_per_member_mb")
     reserved1 = profile.by_k("device_reserved_mb").get(1)
+    base, dbase = profile.num("rss_stack_base_mb"), profile.num("device_stack_base_mb")
     on_gpu = reserved1 is not None
     per_process_dev = (ctx or 0.0) + reserved1 if on_gpu else None
     ram: float | None
     dev: float | None = None
     if executor == "unified_model":
-        ram = None if rss1 is None else rss1 + (k - 1) * inc
+        ram = _stacked(rss1, base, inc, k)
         if on_gpu:
-            dev = (ctx or 0.0) + reserved1 + (k - 1) * max(dinc or 0.0, 0.0)
+            dev = (ctx or 0.0) + _stacked(reserved1, dbase, max(dinc or 0.0, 0.0), k)
     elif executor == "mp":
         parent, private = profile.num("parent_rss_mb"), profile.num("private1_mb")
         if mp_start == "forkserver" and parent is not None and private is not None:
@@ -101,6 +102,19 @@ def predict(profile: Profile, executor: str, k: int, *, mp_start: str = "forkser
         ram = rss1
         dev = per_process_dev
     return ram, dev, notes
+
+
+def _stacked(one: float | None, base: float | None, inc: float, k: int) -> float | None:
+    """A K-stack's peak: K = 1 is measured (a bucket of one trains unstacked); K >= 2 is on
+    the stacked line ``base + K x inc`` (never below the measured K = 1), or, for a
+    profile without the line's intercept, ``one + (K - 1) x inc``."""
+    if one is None:
+        return None
+    if k == 1:
+        return one
+    if base is None:
+        return one + (k - 1) * inc
+    return max(base + k * inc, one)
 
 
 def fits(profile: Profile, executor: str, n_jobs: int, budget: Budget, *,

@@ -53,8 +53,8 @@ COLUMNS: dict[str, str] = {
     "ks": "the stack sizes measured, e.g. 1,2,4",
     "rss_mb": "JSON {K: peak RSS of a process training K stacked members, MiB}",
     "rss1_mb": "peak RSS of one job alone (K = 1), MiB",
-    "rss_per_member_mb": "measured increment of peak RSS per stacked member (least-squares "
-                         "slope over ks), MiB",
+    "rss_per_member_mb": "measured increment of peak RSS per stacked member: least-squares "
+                         "slope over the stacked sizes (K >= 2; K = 1 trains unstacked), MiB",
     "parent_rss_mb": "RSS of the probe's parent (torch, engine and host data loaded, nothing "
                      "trained): what a pre-warmed parent costs once, MiB",
     "private1_mb": "private (unshared) memory of one job forked from that parent: what each "
@@ -68,12 +68,15 @@ COLUMNS: dict[str, str] = {
     "device_reserved_mb": "JSON {K: torch.cuda.max_memory_reserved}, MiB",
     "device_allocated_mb": "JSON {K: torch.cuda.max_memory_allocated}, MiB",
     "device_per_member_mb": "measured increment of peak reserved device memory per stacked "
-                            "member, MiB",
+                            "member (slope over K >= 2), MiB",
     "step_time_ms": "median step time of one job after warm-up (K = 1), ms",
     "step_time_ms_by_k": "JSON {K: median step time of the K-stack after warm-up}, ms",
     "steps": "training steps per K (after warm-up steps)",
     "load_avg": "host load average (1 min) when the probe started",
     "probe_s": "wall time of the probe, s",
+    "rss_stack_base_mb": "intercept of the stacked line: RSS(K) = base + K x per-member for "
+                         "K >= 2, MiB",
+    "device_stack_base_mb": "intercept of the stacked line of reserved device memory, MiB",
 }
 IDENTITY = ("host", "device", "gpu_name", "gpu_uuid", "torch", "cuda")
 KEY = ("model", "model_kwargs", "dataset", "batch_size", "precision", "compile_mode",

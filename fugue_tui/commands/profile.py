@@ -52,9 +52,9 @@ def _ks(text: str) -> tuple[int, ...]:
         ks = tuple(sorted({int(p) for p in text.split(",") if p.strip()}))
     except ValueError:
         raise ConfigError(f"argument --ks: expected stack sizes like 1,2,4, got {text!r}") from None
-    if len(ks) < 2 or ks[0] != 1:
-        raise ConfigError(f"argument --ks: at least two sizes starting with 1 (the increment "
-                          f"per member is measured from them), got {text!r}")
+    if ks[:1] != (1,) or len([k for k in ks if k >= 2]) < 2:
+        raise ConfigError(f"argument --ks: 1 and at least two stacked sizes (>= 2: the "
+                          f"increment per member is measured from them), got {text!r}")
     if ks[-1] > 256:
         raise ConfigError(f"argument --ks: at most 256 members, got {ks[-1]}")
     return ks

@@ -44,7 +44,7 @@ def profiled(tmp_path_factory) -> Path:
     """A folder with exp.toml and runs/profiles.csv holding one measured profile."""
     cwd = tmp_path_factory.mktemp("profile")
     (cwd / "exp.toml").write_text(TINY)
-    done = _cli(cwd, "profile", "P_tiny", "--experiments-file", "exp.toml", "--ks", "1,2",
+    done = _cli(cwd, "profile", "P_tiny", "--experiments-file", "exp.toml", "--ks", "1,2,3",
                 "--threads", "1", "--device", "cpu")
     assert done.returncode == 0, done.stderr + done.stdout
     return cwd
@@ -58,9 +58,12 @@ def _rows(cwd: Path) -> list[dict[str, str]]:
 def test_profile_measures_rss_per_k_and_keys_the_row_by_machine(profiled):
     (row,) = _rows(profiled)
     rss = {int(k): v for k, v in json.loads(row["rss_mb"]).items()}
-    assert sorted(rss) == [1, 2] and all(v > 100 for v in rss.values())  # torch is loaded
+    assert sorted(rss) == [1, 2, 3] and all(v > 100 for v in rss.values())  # torch is loaded
     assert float(row["rss1_mb"]) == pytest.approx(rss[1], abs=0.1)
-    assert float(row["rss_per_member_mb"]) == pytest.approx(rss[2] - rss[1], abs=0.2)
+    # The stacked line through K = 2, 3 (K = 1 trains unstacked, off the line).
+    inc, base = float(row["rss_per_member_mb"]), float(row["rss_stack_base_mb"])
+    assert inc == pytest.approx(rss[3] - rss[2], abs=0.2)
+    assert base + 2 * inc == pytest.approx(rss[2], abs=0.2)
     assert 0 < float(row["parent_rss_mb"]) <= rss[1]
     assert 0 < float(row["private1_mb"]) < rss[1]     # a forked job shares the parent's pages
     assert float(row["step_time_ms"]) > 0 and int(row["steps"]) >= 1
@@ -83,16 +86,24 @@ def test_list_shows_the_profile(profiled):
 
 
 def test_simulate_table_and_another_machines_profile_ignored(profiled, tmp_path):
+    from engine.profile.budget import Budget
+    from engine.profile.estimate import fits, predict
+    from engine.profile.store import Profile
+
     (row,) = _rows(profiled)
-    rss1, inc = float(row["rss1_mb"]), float(row["rss_per_member_mb"])
-    budget = (rss1 + 2.5 * max(inc, 1.0)) / 0.9     # room for 3 stacked members, not 4
+    profile = Profile(row)
+    at = [predict(profile, "unified_model", k)[0] for k in (3, 4)]
+    budget = (at[0] + at[1]) / 2 / 0.9     # room for 3 stacked members, not 4 (if they grow)
     done = _cli(profiled, "simulate", "P_tiny", "--experiments-file", "exp.toml",
                 "--ram-budget", f"{budget:.3f}", "--cores", "64", "--device", "cpu")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "safety margin 10%" in out and "P_tiny (6 jobs)" in out
     uni = next(line.split() for line in out.splitlines() if line.strip().startswith("unified"))
-    assert uni[1:3] == ["3", "ram"] and uni[-1] == row["profile_id"]
+    expected = fits(profile, "unified_model", 6, Budget(ram_mb=float(f"{budget:.3f}"), cores=64))
+    assert uni[1:3] == [str(expected.k), expected.limiting] and uni[-1] == row["profile_id"]
+    if at[1] - at[0] > 0.5:  # members measurably grow: the budget bites at 3
+        assert (expected.k, expected.limiting) == (3, "ram")
     seq = next(line.split() for line in out.splitlines() if line.strip().startswith("seq"))
     assert seq[1:3] == ["1", "executor"]
     # The same profile from another GPU: not used here, said once.

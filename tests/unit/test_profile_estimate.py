@@ -78,6 +78,17 @@ def test_unified_fits_one_process_plus_k_members_within_the_margin():
     assert fits(_profile(), "unified_model", 3, budget).limiting == "jobs"
 
 
+def test_the_stacked_line_starts_at_two_members():
+    """K = 1 trains unstacked: measured; K >= 2 follows the stacked line base + K x inc
+    (bench profile_estimate: the first stacked member costs more than each later one)."""
+    from engine.profile.estimate import predict
+
+    p = _profile(rss1_mb=700, rss_stack_base_mb=850, rss_per_member_mb=210)
+    assert [predict(p, "unified_model", k)[0] for k in (1, 2, 8)] == [700, 1270, 2530]
+    est = fits(p, "unified_model", 32, Budget(ram_mb=3000, cores=2))   # 850 + 210 K <= 2700
+    assert (est.k, est.limiting) == (8, "ram")
+
+
 def test_mp_pays_a_process_per_job_and_is_capped_by_cores():
     big = Budget(ram_mb=10_000, cores=64)
     forked = fits(_profile(), "mp", 100, big)            # 400 + P*150 <= 9000 -> 57
