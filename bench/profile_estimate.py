@@ -197,13 +197,14 @@ def main(argv: list[str] | None = None) -> int:
             PART, Figure(f"rss_increment_error_k{k}", "%", target="<=15",
                          note=f"mlp hidden={args.hidden} on wine, sgd, batch 16: |predicted - "
                               f"measured| of RSS(K) - RSS(1) at K = {k}, prediction from the "
-                              f"profile's K = 1, 2, 4 (least-squares increment), measured by "
-                              f"the same probe{remark}"),
+                              f"profile's K = 1, 2, 4, 8 (the stacked line over 2, 4, 8), "
+                              f"measured by the same probe{remark}"),
             {"unified_model": errs[k]}, run_id, prov)
     for fig, key, target, note in (
             ("peak_over_budget_auto", "peak_auto_mb", "<=1",
              "measured peak RSS of the unified_model cell run with max_parallel = \"auto\" "
-             "÷ the RAM budget auto was resolved under"),
+             "÷ the RAM budget auto was resolved under (a chunked unified cell keeps its "
+             "finished chunks' memory: docs/profiles.md, Chunks)"),
             ("peak_over_budget_2k", "peak_2k_mb", ">1",
              "the same cell with twice the auto K: must exceed the budget")):
         rows += bench_results.figure_rows(
