@@ -20,6 +20,8 @@ PARTS: dict[str, str] = {
     "peers": "seq and unified_model against chorus and the fugue harness, one torch build",
     "hpo": "time to best and T_group of hpo cells per strategy, fifo and sha (D_hpo, a "
            "sampled 16-trial space)",
+    "profile_estimate": "memory estimate from profiles: per-member RSS prediction error "
+                        "K <= 32, max_parallel = \"auto\" within its RAM budget",
 }
 
 

@@ -574,6 +574,57 @@ def seq_vs_unified_k32(run: PartRun) -> tuple[str, dict[str, Any]]:
     return _compare(camp.run(), ["G_k32"])
 
 
+@part("profile_device", budget_s=150, needs=("pynvml", "torch", "psutil", "filelock"),
+      default=False)
+def profile_device(run: PartRun) -> tuple[str, dict[str, Any]]:
+    """``fugue-tui profile``'s device figures checked against a real cell (issue 24): the
+    probe measures resnet18 on synthetic_cifar10 (batch 128, fp32, sgd) at K = 1, 2, 4; a
+    unified_model cell of K = 8 then runs; the predicted peak reserved device memory at
+    K = 8 (reserved(1) + 7 x the measured increment) must be within 10 % of the cell's
+    torch_peak_reserved_mb (and the NVML view, context included, is reported beside it)."""
+    from engine.define.catalogue import load_catalogue
+    from engine.define.workloads import expand
+    from engine.profile.collect import distinct_keys, run_probe
+    from engine.profile.store import Profile
+
+    camp = run.campaign("gpu_profile", 'experiments = ["G_k8"]\nexecutors = ["unified_model"]\n',
+                        rehearse=False)
+    catalogue = load_catalogue(str(camp.dir / "exps.toml"))
+    jobs = {"G_k8": [j.to_dict() for j in expand(catalogue.get("G_k8"), 42)]}
+    keys = distinct_keys(jobs, "off", "cuda")
+    if len(keys) != 1:
+        raise RuntimeError(f"G_k8 has {len(keys)} profile keys, expected 1")
+    run.note(f"profile key planned: {keys[0][0]}")
+    gpu = run.gpu()
+    figures = run_probe(keys[0][1], device="cuda", compile_mode="off", threads=1, ks=(1, 2, 4),
+                        gpu_uuid=gpu["uuid"], log=run.dir / "probe.log")
+    profile = Profile({k: ("" if v is None else str(v)) for k, v in figures.items()})
+    reserved = profile.by_k("device_reserved_mb")
+    inc = profile.num("device_per_member_mb")
+    if 1 not in reserved or inc is None:
+        raise Failed("the probe measured no device memory", {"profile": figures})
+    predicted = reserved[1] + 7 * inc
+    rows = camp.run()
+    row = rows[-1] if rows else {}
+    measured = _f(row.get("torch_peak_reserved_mb"))
+    numbers = {"profile": figures, "predicted_reserved_mb_k8": round(predicted, 1),
+               "measured_reserved_mb_k8": measured, "vram_peak_mb": _f(row.get("vram_peak_mb")),
+               "predicted_with_context_mb": round(predicted + (profile.num(
+                   "device_context_mb") or 0.0), 1), "rows": [_keep(r) for r in rows]}
+    if row.get("status") != "ok" or not measured:
+        raise Failed(f"the K = 8 cell ended {row.get('status')}: {row.get('error')}", numbers)
+    error = abs(predicted - measured) / measured
+    numbers["error_pct"] = round(100 * error, 1)
+    detail = (f"reserved at K = 8: predicted {predicted:.0f} MiB, measured {measured:.0f} MiB "
+              f"(error {100 * error:.1f} %, target <= 10 %); context "
+              f"{profile.num('device_context_mb')} MiB, dataset "
+              f"{profile.num('device_dataset_mb')} MiB, +{inc:.0f} MiB per member; NVML peak "
+              f"{row.get('vram_peak_mb')} MiB")
+    if error > 0.10:
+        raise Failed(detail, numbers)
+    return detail, numbers
+
+
 @part("ablation", budget_s=300, needs=("pynvml", "torch", "psutil", "filelock"),
       default=False)
 def ablation(run: PartRun) -> tuple[str, dict[str, Any]]:

@@ -43,10 +43,15 @@ CELL_PID = "cell.pid"
 REASON = "cell.reason"
 STACKS = "stacks"
 SAMPLES = "samples"
+#: This machine's memory profiles (``engine.profile.store``: why they live here).
+PROFILES_FILE = "profiles.csv"
 #: The runs folder's own entries that a campaign id could collide with: a campaign named
 #: after one would write its run folder into (or over) it. Hidden entries (``.adhoc``,
 #: ``.dashboard``, write probes) need none: a campaign id never starts with a dot.
-RESERVED_ENTRIES = (SAMPLES, *RESULT_FILES)
+RESERVED_ENTRIES = (SAMPLES, *RESULT_FILES, PROFILES_FILE)
+#: Entries whose ``.lock`` and ``.bak-*`` companions collide too (CSV files written with
+#: engine.results.store).
+_CSV_ENTRIES = (*RESULT_FILES, PROFILES_FILE)
 
 
 def reserved_entry(name: str) -> str | None:
@@ -56,7 +61,7 @@ def reserved_entry(name: str) -> str | None:
     ``.bak-<time>``) collide with it too."""
     folded = name.casefold()
     for entry in RESERVED_ENTRIES:
-        if folded == entry.casefold() or (entry in RESULT_FILES
+        if folded == entry.casefold() or (entry in _CSV_ENTRIES
                                           and folded.startswith(entry.casefold() + ".")):
             return entry
     return None

@@ -138,6 +138,15 @@ def make_progress(total: int, console: Console, environ: dict[str, str] | None =
     return LiveProgress(total, console)
 
 
+def _parallel_text(cell) -> str:
+    """``max 3``, ``max 3 auto`` (estimated from a profile), ``max 5 all`` ("auto" without
+    a profile: every job); "" when nothing limits the cell."""
+    if not cell.max_parallel:
+        return ""
+    how = {"profile": " auto", "all": " all"}.get(cell.max_parallel_method or "", "")
+    return f"max {cell.max_parallel}{how}"
+
+
 def dry_run(runner: Runner, console: Console, path: str, shown: str | None = None,
             as_json: bool = False) -> int:
     """Print the cells, their keys and what would be skipped; spend nothing.
@@ -167,7 +176,7 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     for p in planned:
         c = p.cell
         variant = [" ".join(v for v in (c.scheduler, f"rung {c.rung}" if c.rung else "",
-                                        f"max {c.max_parallel}" if c.max_parallel else "")
+                                        _parallel_text(c))
                             if v)] if variants else []
         would = "run"
         if p.skip:
@@ -295,6 +304,10 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     for warning in campaign.warnings:
         text = f"{path}: {warning}"
         print(f"fugue-tui: warning: {words(text) if words else text}", file=sys.stderr)
+    # How max_parallel = "auto" was resolved, where it needs saying (no profile, another
+    # machine's ignored): each distinct line once, not once per cell.
+    for note in dict.fromkeys(n for cell in runner.cells for n in cell.notes):
+        print(f"fugue-tui: warning: {note}", file=sys.stderr)
     if dry:  # the real run's checks of the runs folder, writing nothing: exit 2 as it would
         check_runs_path(runner.runs_dir)
         return dry_run(runner, console, path, shown, as_json=as_json)

@@ -9,6 +9,8 @@
     fugue-tui prefetch [SELECTOR ...] [--data-dir DIR]
     fugue-tui run --exp SELECTOR ... --exec EXECUTOR ... [--dry-run] ...
     fugue-tui run --model M --dataset D [--type cv --k 5 ...] [--exec ...]
+    fugue-tui profile [SELECTOR ...] [--list] [--ks 1,2,4,8] [--compile MODE] [--device D]
+    fugue-tui simulate [SELECTOR ...] [--ram-budget SIZE] [--device-budget SIZE] [--cores N]
     fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N] [--export DIR]
     fugue-tui completion {bash,zsh,fish}        a shell completion script (shtab)
 
@@ -37,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_catalogue_commands(sub)
     _add_run(sub)
     _add_report(sub)
+    _add_profile(sub)
     _add_bench(sub)
     _add_completion(sub)
     _mark_paths(parser)
@@ -201,6 +204,64 @@ def _add_report(sub) -> None:
     report.add_argument("--knee-fraction", metavar="F", default="0.1",
                         help="the knee rule: the smallest K beyond which doubling K gains "
                              "less than this fraction of throughput (default 0.1 = 10%%)")
+
+
+def _profile_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("selector", nargs="*", metavar="SELECTOR",
+                        help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all (default all)")
+    parser.add_argument("--runs-dir", dest="profile_runs_dir", metavar="DIR",
+                        help="the runs folder holding profiles.csv (default runs)")
+    parser.add_argument("--device", dest="profile_device", metavar="DEVICE",
+                        help="auto (default), cpu, cuda or cuda:N")
+    parser.add_argument("--compile", metavar="MODE",
+                        help="off (default) or a torch.compile mode: profiles are per mode")
+    parser.add_argument("--seed", dest="seed", type=int, help=argparse.SUPPRESS)
+    _experiments_file(parser, "experiments_file_sub")
+
+
+def _add_profile(sub) -> None:
+    """``profile`` and ``simulate``: memory profiles and how many jobs fit at once."""
+    profile = sub.add_parser(
+        "profile", help="measure memory profiles: peak RSS of 1, 2, 4 stacked jobs, device "
+                        "memory, step time (per model, dataset, batch, precision, compile, "
+                        "optimizer)",
+        description="For each distinct (model, dataset, batch size, precision, compile, "
+                    "optimizer) of the selected experiments, a brief run (one epoch) in a fresh "
+                    "process measures peak RSS for K = 1, 2, 4, 8 stacked members (the increment "
+                    "per member), on a GPU the CUDA context, one dataset copy and peak device "
+                    "memory, and the median step time. Rows go to RUNS_DIR/profiles.csv, keyed "
+                    "by this machine (host, GPU, torch, CUDA). max_parallel = \"auto\" and "
+                    "fugue-tui simulate read them.")
+    _profile_common(profile)
+    profile.add_argument("--list", action="store_true",
+                         help="list the profiles in the runs folder (measure nothing)")
+    profile.add_argument("--ks", default="1,2,4,8", metavar="LIST",
+                         help="stack sizes measured: 1 and at least two stacked sizes "
+                              "(default 1,2,4,8)")
+    profile.add_argument("--max-steps", type=_at_least(2), metavar="N",
+                         help="stop each K after N training steps (default: one epoch, "
+                              "validation included)")
+    profile.add_argument("--threads", type=_at_least(0), metavar="N",
+                         help="torch threads of the probe (default all cores)")
+    simulate = sub.add_parser(
+        "simulate", help="how many jobs fit at once per experiment and executor, from the "
+                         "profiles and a budget",
+        description="From this machine's profiles and the budget (measured here unless "
+                    "given): per experiment and executor, how many jobs fit at once, the "
+                    "limiting resource and the predicted memory at that number. The same "
+                    "estimate as max_parallel = \"auto\". Writes nothing.")
+    _profile_common(simulate)
+    simulate.add_argument("--ram-budget", metavar="SIZE",
+                          help="host RAM the jobs may use: 6GiB, 512MiB or MiB (default: "
+                               "this machine's total)")
+    simulate.add_argument("--device-budget", metavar="SIZE",
+                          help="device memory (default: the GPU's total)")
+    simulate.add_argument("--cores", metavar="N", help="cores (default: os.cpu_count)")
+    simulate.add_argument("--executors", nargs="+", metavar="EXECUTOR",
+                          help="default: seq mp ray unified_model")
+    simulate.add_argument("--mp-start", choices=("forkserver", "spawn"), default="forkserver",
+                          help="mp's start method (forkserver: workers share the parent's "
+                               "pages)")
 
 
 def _add_bench(sub) -> None:
@@ -445,6 +506,14 @@ def _main(argv: list[str]) -> int:
                               formats=args.format, overwrite=args.overwrite,
                               baseline=args.baseline, as_json=args.json_sub,
                               advise=args.advise, knee_fraction=args.knee_fraction)
+        if args.command == "profile":
+            from fugue_tui.commands.profile import profile
+
+            return profile(args)
+        if args.command == "simulate":
+            from fugue_tui.commands.profile import simulate
+
+            return simulate(args)
         if args.command == "bench":
             return _bench(args)
         if args.command == "control":

@@ -27,9 +27,9 @@
     [options.ray]                       # per-executor options: each executor declares
     scheduler = ["fifo", "asha"]        # its own (engine/executors/__init__.py; the table
     [options.unified_model]             # of them all: docs/executors.md)
-    max_parallel = 8
-    k_sweep = [1, 2, 4, 8]              # ensembles only: one cell per K per executor
-                                        # (engine.define.ksweep; docs/measurement.md)
+    max_parallel = 8                    # or "auto" (engine.profile.auto)
+    [budget]                            # what "auto" may fill (default: measured here)
+    ram = "6GiB"                        # host RAM; device = "40GiB"; cores = 8
 
 Torch-free.
 """
@@ -67,7 +67,12 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "retries": (int,), "watchdog": (dict,), "monitor": (bool,), "monitor_interval_s": (float,),
     "precision": (str, list), "amp": (bool,),
     "k_sweep": (list,),
+    "budget": (dict,),
 }
+#: ``[budget]``: what ``max_parallel = "auto"`` may fill (engine.profile.budget); a missing
+#: key is measured on the machine (its total RAM, the device's total memory, its cores).
+_BUDGET_KEYS: dict[str, tuple[type, ...]] = {"ram": (str, int, float),
+                                             "device": (str, int, float), "cores": (int,)}
 _WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
     "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
     "cpu_fraction": (float,), "gpu_busy_pct": (float,), "action": (str,),
@@ -97,6 +102,9 @@ class Campaign:
     #: The precision axis (``engine.precision``): one cell per value, in order;
     #: None when the campaign sets none (each experiment's default or legacy amp flag).
     precision: list[str] | None = None
+    #: ``[budget]`` as written (``ram``, ``device``, ``cores``), checked; what
+    #: ``max_parallel = "auto"`` may fill. Empty: measured on the machine.
+    budget: dict[str, Any] = field(default_factory=dict)
     source: Path | None = None
     file_hash: str = ""
     #: sha256 (16 hex) of the user experiments file's bytes; "" without one.
@@ -119,7 +127,8 @@ class Campaign:
                 "source": str(self.source) if self.source else None, "file_hash": self.file_hash,
                 "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else [],
                 # only when swept: the resolved campaign of a run without it stays as it was
-                **({"k_sweep": list(self.k_sweep)} if self.k_sweep else {})}
+                **({"k_sweep": list(self.k_sweep)} if self.k_sweep else {}),
+                **({"budget": self.budget} if self.budget else {})}
 
     def compile_modes(self) -> list[str]:
         """The compile axis of the matrix: ``"off"`` and/or the compile mode."""
@@ -212,6 +221,12 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                               f"{nearest(executor, EXECUTORS.names())}; {known(EXECUTORS.names())}")
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: options.{executor} must be a table")
+        if ("max_parallel" in table
+                and "max_parallel" not in EXECUTORS.get(executor).option_fields):
+            # seq's answer is always 1: "auto" (or a number) has nothing to decide there.
+            raise ConfigError(f"{where}: options.{executor}: key 'max_parallel': executor "
+                              f"'{executor}' runs one job at a time; max_parallel (a number "
+                              "or \"auto\") applies to executors that run jobs concurrently")
         check_table(EXECUTORS.get(executor).option_fields, table, f"{where}: options.{executor}")
     for executor in dict.fromkeys(executors):
         # An executor's own campaign-time check (ray: is the cluster address reachable),
@@ -227,6 +242,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     if not (math.isfinite(interval) and 0.05 <= interval <= 60):
         raise ConfigError(f"{where}: key 'monitor_interval_s' must be between 0.05 and 60 "
                           f"seconds, got {doc.get('monitor_interval_s')!r}")
+    budget = _budget(doc.get("budget", {}), f"{where}: budget")
     name = check_campaign_name(doc.get("name"), where, source.stem if source else None)
     return Campaign(
         name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
@@ -234,7 +250,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         runs_dir=runs_dir, device=device, compile=compile_choice,
         compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
-        options=options, precision=precision, source=source,
+        options=options, budget=budget, precision=precision, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
         # the file actually merged: the campaign's, or the default one (engine.dirs)
         experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
@@ -257,6 +273,19 @@ def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],
         out.append("options.unified_model.sweep is set but executor 'unified_model' is not in "
                    "this campaign")
     return out
+
+
+def _budget(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``[budget]`` checked: known keys, sizes (``6GiB``, MiB) > 0, cores >= 1."""
+    from engine.profile.budget import parse_cores, parse_size
+
+    tomlfile.check_keys(table, _BUDGET_KEYS, where)
+    for key, value in table.items():
+        if key == "cores":
+            parse_cores(value, f"{where}: key 'cores'")
+        else:
+            parse_size(value, f"{where}: key '{key}'")
+    return dict(table)
 
 
 def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:

@@ -55,7 +55,9 @@ def option(default: Any = None, *, help: str = "", choices: tuple[str, ...] = ()
         help: one line for ``run --help``, the dashboard and the docs (choices, bound and
             default are added there from the other arguments: do not repeat them).
         choices: allowed values of a string option (a list value must hold only these).
-        minimum: smallest allowed value of a numeric option.
+        minimum: smallest allowed value of a numeric option (a string value of an option
+            that also allows strings, such as ``max_parallel = "auto"``, is left to
+            ``check``).
         axis: the option expands into a matrix axis (``engine.define.axes``): a list value
             runs one cell per element.
         check: a further torch-free check of the value; raises ``ValueError`` with a reason.
@@ -222,7 +224,9 @@ def check_table(fields: dict[str, OptionField], table: dict[str, Any], where: st
                                   f"{', '.join(spec.choices)}, got {v!r}"
                                   f"{nearest(str(v), spec.choices)}")
             low = spec.minimum
-            if low is not None and not (isinstance(v, (int, float)) and v >= low):
+            # A word the option's type allows (max_parallel's "auto") is its check's to judge.
+            word = isinstance(v, str) and str in spec.types
+            if low is not None and not word and not (isinstance(v, (int, float)) and v >= low):
                 raise ConfigError(f"{where}: key '{key}' must be a number >= {low:g}, got {v!r}")
         if spec.check is not None:
             try:

@@ -72,6 +72,15 @@ class CellSpec:
     #: The cell's K when the campaign sweeps K (``k_sweep``): in the slug (``-k8``) and
     #: label (``K=8``); None when K is not swept (the experiment's own K, no new name).
     k: int | None = None
+    #: How ``max_parallel`` was decided (``engine.profile.auto``): ``user`` (a number
+    #: written), ``profile`` (``"auto"`` estimated from this machine's profiles) or ``all``
+    #: (absent, or ``"auto"`` without a profile); None for executors without the option.
+    max_parallel_method: str | None = None
+    #: The profiles (``profile_id``, comma-separated) an ``"auto"`` estimate used.
+    max_parallel_profile: str | None = None
+    #: One line each for the user about that decision (a missing profile, another
+    #: machine's ignored); the front ends print each distinct line once.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -208,14 +217,19 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                 for p in (campaign.precision or [None])]
     configs: dict[tuple[Any, ...], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
+    parallel = _ParallelResolver(campaign, machine)
     for pass_index in range(1, campaign.passes + 1):
         for exp_id, size in ((e, s) for e in campaign.experiments for s in sizes):
             experiment, jobs, texts, workload_key = shared[exp_id, size]
             exp_type = experiment["type"]
             for executor in campaign.executors:
-                table = dict(campaign.options.get(executor, {}))
+                given = dict(campaign.options.get(executor, {}))
                 for point, (precision, hashed) in itertools.product(
-                        _variants(campaign, exp_type, executor, table), precisions[exp_id, size]):
+                        _variants(campaign, exp_type, executor, given), precisions[exp_id, size]):
+                    # "auto" becomes the number it resolves to before anything is hashed
+                    # (Cell keys, rule 3): the cell keys as if that number was written.
+                    table, how = parallel.resolve(exp_id, executor, jobs, given,
+                                                  point["compile_mode"])
                     cell_table = _cell_table(executor, table, point)
                     point = {**point, **hashed}
                     for options, literal, resolved, variant in _option_points(
@@ -244,8 +258,65 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                             experiment=experiment, jobs=jobs, options=options,
                             max_parallel=options.get("max_parallel"),
                             config_key=config_key, workload_key=workload_key,
-                            variant=variant, k=size, **{**point, "precision": precision}))
+                            variant=variant, k=size, **how,
+                            **{**point, "precision": precision}))
     return cells
+
+
+class _ParallelResolver:
+    """``max_parallel`` of each cell (``engine.profile.auto``): profiles and the budget are
+    read once per plan, and only when some executor asks for ``"auto"``."""
+
+    def __init__(self, campaign: Campaign, machine: dict[str, Any]):
+        self.campaign, self.machine = campaign, machine
+        self._loaded: tuple[Any, Any, dict[str, str]] | None = None
+        self._memo: dict[tuple[str, int, str, str], Any] = {}
+
+    def _context(self) -> tuple[Any, Any, dict[str, str]]:
+        if self._loaded is None:
+            from engine.profile.budget import make_budget
+            from engine.profile.store import read_profiles, torch_cuda_version
+
+            machine = self.machine
+            device = str(machine.get("device", "cpu"))
+            ident = {"host": str(machine.get("host", "")),
+                     "device": "cuda" if device.startswith("cuda") else "cpu",
+                     "gpu_name": str(machine.get("gpu_name") or ""),
+                     "gpu_uuid": str(machine.get("gpu_uuid") or ""),
+                     "torch": str(machine.get("torch", "")), "cuda": torch_cuda_version()}
+            where = (f"{self.campaign.source}: budget" if self.campaign.source else "budget")
+            budget = make_budget(**self.campaign.budget, gpu_uuid=ident["gpu_uuid"] or None,
+                                 where=where)
+            self._loaded = (read_profiles(self.campaign.runs_dir), budget, ident)
+        return self._loaded
+
+    def resolve(self, exp_id: str, executor: str, jobs: list[dict[str, Any]],
+                table: dict[str, Any], compile_mode: str
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The options table with ``max_parallel`` resolved, and the CellSpec fields that
+        say how (``max_parallel_method``, ``max_parallel_profile``, ``notes``)."""
+        from engine.profile.auto import AUTO, resolve
+        from engine.registry import EXECUTORS
+
+        if "max_parallel" not in EXECUTORS.get(executor).option_fields:
+            return table, {}
+        value = table.get("max_parallel")
+        if value != AUTO:
+            return table, {"max_parallel_method": "user" if value is not None else "all"}
+        memo = (exp_id, len(jobs), executor, compile_mode)  # a K sweep: one per K
+        if memo not in self._memo:
+            profiles, budget, ident = self._context()
+            start = table.get("start", "forkserver")
+            self._memo[memo] = resolve(
+                AUTO, jobs, executor, compile_mode=compile_mode,
+                device=str(self.machine.get("device", "cpu")), profiles=profiles,
+                ident=ident, budget=budget,
+                mp_start=start if isinstance(start, str) else "forkserver")
+        found = self._memo[memo]
+        return ({**table, "max_parallel": found.k},
+                {"max_parallel_method": found.method,
+                 "max_parallel_profile": ",".join(found.profiles) or None,
+                 "notes": list(found.notes)})
 
 
 def _option_points(executor: str, table: dict[str, Any], workload: str | None = None

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from engine.errors import ConfigError
-from engine.runfolder import SAMPLES, reserved_entry
+from engine.runfolder import PROFILES_FILE, SAMPLES, reserved_entry
 
 #: The rule every name that becomes a path component follows (said in each error line).
 NAME_RULE = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -65,7 +65,8 @@ def _campaign_problem(name: object) -> str | None:
         return f"must be {NAME_RULE} (it names the run folder <runs_dir>/<name>/)"
     entry = reserved_entry(str(name))
     if entry is not None:
-        what = "monitor samples" if entry == SAMPLES else "results"
+        what = ("monitor samples" if entry == SAMPLES else "memory profiles"
+                if entry == PROFILES_FILE else "results")
         return (f"is reserved: the runs folder's own '{entry}' holds its {what} "
                 f"(choose another name)")
     return None

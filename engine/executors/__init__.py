@@ -141,7 +141,27 @@ register_executor(ExecutorSpec(
     options=SeqOptions,
     description="one job after another in the cell's process: the denominator of speedups"))
 
-_PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)"
+def check_max_parallel(value: Any) -> None:
+    """``max_parallel``: an integer >= 1 or ``"auto"`` (``engine.profile.auto``).
+
+    Raises:
+        ValueError: anything else, with the reason.
+    """
+    if value == "auto":
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        from engine.errors import nearest
+
+        hint = nearest(value, ["auto"]) if isinstance(value, str) else ""
+        raise ValueError(f"must be an integer >= 1 or \"auto\", got {value!r}{hint}")
+    if value < 1:
+        raise ValueError(f"must be an integer >= 1 or \"auto\", got {value!r}")
+
+
+#: ``auto``: how ``max_parallel`` is estimated (docs/profiles.md); said once per executor.
+_AUTO_HELP = ("; auto: as many as this machine's memory profiles say fit (fugue-tui profile, "
+              "fugue-tui simulate; without a profile all jobs, with a warning)")
+_PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)" + _AUTO_HELP
 
 #: How mp starts its workers when a campaign does not say (bench/RESULTS.md, part
 #: strategies, compares both). Keyed when not the legacy "spawn" (docs/measurement.md).
@@ -152,7 +172,8 @@ MP_START_DEFAULT = "forkserver"
 class MPOptions:
     """``[options.mp]``."""
 
-    max_parallel: int | None = option(minimum=1, help=_PARALLEL_HELP)
+    max_parallel: int | str | None = option(minimum=1, check=check_max_parallel,
+                                            help=_PARALLEL_HELP)
     mps: str = option("auto", choices=("auto", "on", "off"), help=(
         "auto: a private CUDA MPS daemon on a CUDA device when nvidia-cuda-mps-control is "
         "found, else plain processes; on: MPS required (refuse when it cannot run); off: "
@@ -188,8 +209,9 @@ RAY_REUSE_DEFAULT = True
 class RayOptions:
     """``[options.ray]``."""
 
-    max_parallel: int | None = option(
-        minimum=1, help="actors (or concurrent Tune trials); default: all jobs")
+    max_parallel: int | str | None = option(
+        minimum=1, check=check_max_parallel,
+        help="actors (or concurrent Tune trials); default: all jobs" + _AUTO_HELP)
     scheduler: str | list[str] = option(
         "fifo", choices=("fifo", "asha", "median", "hyperband", "sha"), axis=True,
         help="Ray Tune trial scheduler for hpo experiments (asha and hyperband asynchronous) "
@@ -220,9 +242,10 @@ register_executor(ExecutorSpec(
 class UnifiedOptions:
     """``[options.unified_model]``."""
 
-    max_parallel: int | None = option(
-        minimum=1, help="jobs trained at once (a chunk; its buckets interleave step by "
-                        "step); more jobs run in chunks one after another (default: all)")
+    max_parallel: int | str | None = option(
+        minimum=1, check=check_max_parallel,
+        help="jobs trained at once (a chunk; its buckets interleave step by step); more jobs "
+             "run in chunks one after another (default: all)" + _AUTO_HELP)
     sweep: str = option("none", choices=("none", "ablation"), axis=True,
                         help="ablation: the six rungs of the ablation ladder, one cell each "
                              "(none: one cell per compile mode)")

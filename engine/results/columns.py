@@ -377,6 +377,16 @@ _OURS: tuple[Column, ...] = (
            "hpo groups: seconds from the group window's start until some trial's validation "
            "came within 1 % (relative, engine.results.hpo_best.EPSILON) of best_val_metric; "
            "the best-so-far curve is in executor_info.best_so_far"),
+    Column("max_parallel_resolved", G, NUMBER,
+           "the most jobs the plan let run at once (max_parallel as written, as \"auto\" "
+           "resolved it, or K); max_parallel is what was measured; empty for seq"),
+    Column("max_parallel_method", G, TEXT,
+           "how max_parallel_resolved was decided: user (a number written), profile (\"auto\" "
+           "estimated from this machine's profiles) or all (absent, or \"auto\" without a "
+           "profile); empty for seq"),
+    Column("max_parallel_profile", G, TEXT,
+           "the profiles (profile_id in <runs_dir>/profiles.csv, comma-separated) the "
+           "\"auto\" estimate used; empty otherwise"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

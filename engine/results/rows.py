@@ -115,7 +115,21 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         # The user experiments file's bytes, apart from campaign_hash (which --by-campaign
         # groups by): an edited experiment definition shows here.
         "experiments_file_hash": spec.get("experiments_file_hash"),
+        # How many jobs the plan let run at once and how that was decided (user, profile,
+        # all: engine.profile.auto); "all" is the cell's K. Empty for seq (no such option).
+        **_parallel_plan(cell),
     })
+
+
+def _parallel_plan(cell: dict[str, Any]) -> dict[str, Any]:
+    method = cell.get("max_parallel_method")
+    if not method:
+        return {}
+    k = len(cell["jobs"])
+    planned = cell.get("max_parallel")
+    return {"max_parallel_resolved": min(planned, k) if planned else k,
+            "max_parallel_method": method,
+            "max_parallel_profile": cell.get("max_parallel_profile") or None}
 
 
 def failed_group_row(spec: dict[str, Any], status: str, error: str,

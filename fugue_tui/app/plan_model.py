@@ -100,7 +100,11 @@ def preview(doc: dict[str, Any], resume: bool = False, where: str = PLAN_WHERE) 
         planned = Runner(campaign, resume=resume).plan()
     except FugueError as exc:
         return Preview(error=str(exc))
-    return Preview(planned, campaign, warnings=list(getattr(campaign, "warnings", []) or []))
+    # The campaign's warnings, then how max_parallel = "auto" was resolved where it needs
+    # saying (no profile: every job at once), each line once, as --batch prints them.
+    notes = dict.fromkeys(n for p in planned for n in getattr(p.cell, "notes", []))
+    return Preview(planned, campaign,
+                   warnings=[*(getattr(campaign, "warnings", []) or []), *notes])
 
 
 def save_plan(doc: dict[str, Any], path: str | Path) -> Path:
@@ -187,6 +191,8 @@ def parse_option(value: str, types: tuple[type, ...], axis: bool = False) -> Any
         try:
             return int(text)
         except ValueError:
+            if str in types and float not in types:
+                return text  # a number or a word (max_parallel: N or auto): checked later
             if float not in types:
                 raise ValueError(f"expected an integer, got {text!r}") from None
     if float in types:

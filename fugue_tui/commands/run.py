@@ -143,6 +143,10 @@ def _planned_flag_options(args: argparse.Namespace, executors: list[str]) -> dic
             continue
         names = " and ".join(f"'{t}'" for t in targets)
         used = [t for t in targets if t in EXECUTORS and t in executors]
+        if not used and key == "max_parallel" and value == "auto":
+            # Nothing to estimate: one job at a time is what seq is (the rule).
+            raise ConfigError(f"{flag} auto: {' and '.join(executors)} run one job at a "
+                              f"time; auto applies to {names}")
         if not used:
             print(f"fugue-tui: warning: {flag} applies to {names}, which this run does not use "
                   f"(--exec {' '.join(executors)}): ignored", file=sys.stderr)

@@ -49,6 +49,23 @@ def executors_epilog() -> str:
     return "\n".join(part for line in lines for part in wrap_line(line, width, hang=4))
 
 
+def _number_or_word(declared: Any) -> Callable[[str], Any]:
+    """An option that is an integer or a word (``max_parallel``: N or ``auto``), checked by
+    its declaration."""
+    def parse(text: str) -> Any:
+        try:
+            value: Any = int(text)
+        except ValueError:
+            value = text
+        if declared.check is not None:
+            try:
+                declared.check(value)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+    return parse
+
+
 def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], Any]) -> None:
     """The ``run`` sub-command's flags (dests prefixed ``run_`` where the top-level parser
     has a flag of the same name, so the two never overwrite each other)."""
@@ -90,6 +107,8 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
         kind: Any = str
         if declared and int in declared.types:
             kind = at_least(int(declared.minimum)) if declared.minimum is not None else int
+            if str in declared.types:  # max_parallel: a number or "auto"
+                kind = _number_or_word(declared)
         sel.add_argument(flag, dest=f"run_{key}",
                          nargs="+" if declared and declared.axis and list in declared.types
                          else None,

@@ -224,6 +224,47 @@ def mp_schedulers(tmp: Path) -> list[dict[str, str]]:
     return _from_text(tmp, 'name = "g"\nexperiments = "D_hpo"\n'
                            'executors = ["seq", "unified_model", "mp", "ray"]\n'
                            '[options.mp]\nscheduler = ["fifo", "sha", "hyperband"]\n')
+_AUTO_EXPERIMENTS = """
+[experiments.G_wide]
+type = "ensemble"
+family = "offline"
+description = "8 wide MLPs: max_parallel = auto has something to decide"
+model = "mlp"
+model_kwargs = { hidden = 4096 }
+dataset = "digits"
+k = 8
+batch_size = 64
+epochs = 1
+lr = 0.01
+optimizer = "sgd"
+size = "small"
+"""
+
+
+def max_parallel_auto(tmp: Path) -> list[dict[str, str]]:
+    """``max_parallel = "auto"`` (issue 24) with a profile of the golden machine (RSS(1) 500
+    MiB, +100 MiB per member) and a 1000 MiB budget: unified_model resolves to 5 of 8, mp
+    (forkserver: parent 400 + 150 per worker) to 2 (cores); the keys hash those numbers as
+    if written, never "auto". G_cv has no profile: all of its jobs, keyed as all."""
+    from engine.profile.store import append_profile, job_key, profile_id, torch_cuda_version
+    from engine.define.workloads import expand
+    from engine.define.catalogue import load_catalogue
+
+    (tmp / "mine.toml").write_text(_AUTO_EXPERIMENTS)
+    job = expand(load_catalogue(str(tmp / "mine.toml")).get("G_wide"), 42)[0].to_dict()
+    ident = {"host": MACHINE["host"], "device": "cpu", "gpu_name": "", "gpu_uuid": "",
+             "torch": MACHINE["torch"], "cuda": torch_cuda_version()}
+    key = job_key(job, "off", "cpu")
+    append_profile(tmp / "runs", {
+        "profile_id": profile_id(key, ident), "timestamp": "20261201_000000", **ident, **key,
+        "ks": "1,2,4", "rss_mb": '{"1": 500, "2": 600, "4": 800}', "rss1_mb": 500,
+        "rss_per_member_mb": 100, "parent_rss_mb": 400, "private1_mb": 150})
+    return _from_text(tmp, f'name = "g"\nexperiments = "G_wide,D_ens"\n'
+                           f'executors = ["seq", "unified_model", "mp"]\n'
+                           f'experiments_file = "mine.toml"\nruns_dir = "{tmp / "runs"}"\n'
+                           '[options.unified_model]\nmax_parallel = "auto"\n'
+                           '[options.mp]\nmax_parallel = "auto"\n'
+                           '[budget]\nram = "1000MiB"\ncores = 2\n')
 
 
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
@@ -248,6 +289,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "seq_schedulers": seq_schedulers,
     "unified_schedulers": unified_schedulers,
     "mp_schedulers": mp_schedulers,
+    "max_parallel_auto": max_parallel_auto,
 }
 
 

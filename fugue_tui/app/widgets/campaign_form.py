@@ -48,8 +48,10 @@ def _fields() -> tuple[Field, ...]:
         Field("passes", "int", help="repeats of the whole matrix"),
         Field("seed", "int", help="job i gets seed + i"),
         Field("retries", "int", help="automatic retries of a failed or hung cell"),
-        Field("max_parallel", "int", help="most jobs at once, for executors that run jobs "
-                                          "concurrently (sets [options.<executor>] max_parallel)"),
+        Field("max_parallel", "text", help="most jobs at once, a number or auto (estimated "
+                                           "from this machine's profiles), for executors that "
+                                           "run jobs concurrently (sets [options.<executor>] "
+                                           "max_parallel)"),
         Field("threads", "int", help="torch threads per cell; 0 = all cores"),
         Field("device", "select", ("auto", "cpu", "cuda")),
         Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both"),
@@ -196,10 +198,17 @@ class CampaignForm(VerticalScroll):
         declares the option (it is an executor option in the campaign file)."""
         from engine.registry import EXECUTORS
 
+        from engine.executors import check_max_parallel
+
         try:
-            value = int(text) if text else None
+            value: Any = int(text) if text else None
         except ValueError:
-            self.errors["max_parallel"] = f"max_parallel: not an integer: {text!r}"
+            value = text  # "auto": estimated from this machine's profiles
+        try:
+            if value is not None:
+                check_max_parallel(value)
+        except ValueError as exc:
+            self.errors["max_parallel"] = f"max_parallel: {exc}"
             return
         for name in EXECUTORS.names():
             if "max_parallel" in EXECUTORS.get(name).option_fields:

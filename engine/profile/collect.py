@@ -1,0 +1,139 @@
+"""``fugue-tui profile``'s engine side: one fresh probe process per distinct profile key of
+the selected experiments (``engine.cell.profile_probe``), its figures appended to
+``<runs_dir>/profiles.csv`` with the machine identity (``engine.profile.store``).
+
+Torch-free: the probe is a child process (``python -m engine.cell.profile_probe``), started with
+this interpreter and the engine's root on ``PYTHONPATH`` as cells are, its output kept in
+``<runs_dir>/.profiles/<profile_id>.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import FugueError
+from engine.profile.store import (
+    COLUMNS,
+    append_profile,
+    job_key,
+    key_text,
+    profile_id,
+)
+
+class ProfileError(FugueError):
+    """A probe that failed: a measurement, not bad input (exit status 1)."""
+
+    exit_code = 1
+
+
+#: Stack sizes measured by default: K = 1 (a job alone, unstacked) and three stacked sizes
+#: for the stacked line (bench/RESULTS.md, part profile_estimate: fitted over 2, 4 only the
+#: error at K = 32 was 16 %, over 2, 4, 8 under 1 %), small enough to stay brief.
+DEFAULT_KS = (1, 2, 4, 8)
+#: Longest a probe may run before it is stopped (s): a profile is meant to be brief.
+PROBE_TIMEOUT_S = 1800
+
+
+def distinct_keys(jobs_by_exp: dict[str, list[dict[str, Any]]], compile_mode: str,
+                  device: str) -> list[tuple[dict[str, str], dict[str, Any], list[str]]]:
+    """The distinct profile keys of the experiments' jobs, in first-seen order: ``(key, a
+    job with it, the experiments that have it)``."""
+    seen: dict[str, tuple[dict[str, str], dict[str, Any], list[str]]] = {}
+    for exp_id, jobs in jobs_by_exp.items():
+        for job in jobs:
+            key = job_key(job, compile_mode, device)
+            text = json.dumps(key, sort_keys=True)
+            if text not in seen:
+                seen[text] = (key, job, [])
+            if exp_id not in seen[text][2]:
+                seen[text][2].append(exp_id)
+    return list(seen.values())
+
+
+def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: int,
+              ks: tuple[int, ...], gpu_uuid: str | None, log: Path,
+              max_steps: int | None = None) -> dict[str, Any]:
+    """One probe process; its figures (the profiles file's columns). ``max_steps``: stop
+    each K after that many training steps (default: one epoch).
+
+    Raises:
+        ProfileError: the probe failed (its one-line reason; the log holds the rest).
+    """
+    import engine
+
+    root = str(Path(engine.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])}
+    if gpu_uuid:
+        env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=gpu_uuid)
+    spec = {"job": job, "ks": list(ks), "device": "cuda:0" if device.startswith("cuda")
+            else "cpu", "threads": threads, "compile_mode": compile_mode, "gpu_uuid": gpu_uuid,
+            "max_steps": max_steps}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fugue-profile-") as tmp:
+        spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
+        spec_path.write_text(json.dumps(spec))
+        with open(log, "w") as out:
+            try:
+                proc = subprocess.run([sys.executable, "-m", "engine.cell.profile_probe",
+                                       str(spec_path), str(out_path)], env=env,
+                                      stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S,
+                                      start_new_session=True)
+            except subprocess.TimeoutExpired:
+                raise ProfileError(f"the profile probe ran over {PROBE_TIMEOUT_S} s (log: "
+                                 f"{log})") from None
+        try:
+            doc = json.loads(out_path.read_text())
+        except (OSError, ValueError):
+            raise ProfileError(f"the profile probe ended with status {proc.returncode} and no "
+                             f"result (log: {log})") from None
+    if "error" in doc:
+        raise ProfileError(f"{doc['error']} (log: {log})")
+    return doc
+
+
+def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.PathLike[str],
+            device: str, ident: dict[str, str], gpu_uuid: str | None, compile_mode: str = "off",
+            threads: int = 0, ks: tuple[int, ...] = DEFAULT_KS, max_steps: int | None = None,
+            say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Profile every distinct key of ``jobs_by_exp`` (experiment id → its jobs as dicts)
+    and append one row each; return the rows written.
+
+    Raises:
+        ProfileError: a probe failed (the rows of the keys profiled before it are kept).
+    """
+    threads = threads or os.cpu_count() or 1
+    written = []
+    keys = distinct_keys(jobs_by_exp, compile_mode, device)
+    for i, (key, job, exps) in enumerate(keys, 1):
+        pid = profile_id(key, ident)
+        say(f"profile {i}/{len(keys)}: {key_text(key)} ({', '.join(exps)}) K = "
+            f"{', '.join(map(str, ks))} ...")
+        doc = run_probe(job, device=device, compile_mode=compile_mode, threads=threads, ks=ks,
+                        gpu_uuid=gpu_uuid, log=Path(runs_dir) / ".profiles" / f"{pid}.log",
+                        max_steps=max_steps)
+        for line in doc.pop("errors", []):
+            say(f"  warning: {line}: left out of the profile")
+        row = {"profile_id": pid, "timestamp": time.strftime("%Y%m%d_%H%M%S", time.gmtime()),
+               **ident, **key, **{k: ("" if v is None else v) for k, v in doc.items()
+                                  if k in COLUMNS}}
+        for line in append_profile(runs_dir, row):
+            say(f"warning: {line}")
+        say(f"  {pid}: RSS(1) {float(row['rss1_mb']):.0f} MiB, +"
+            f"{_num(row.get('rss_per_member_mb'))} MiB per stacked member, step "
+            f"{_num(row.get('step_time_ms'), '.1f')} ms ({row['probe_s']} s)")
+        written.append(row)
+    return written
+
+
+def _num(value: Any, fmt: str = ".0f") -> str:
+    return "n/a" if value in (None, "") else format(float(value), fmt)

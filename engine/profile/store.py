@@ -1,0 +1,217 @@
+"""The profiles file: ``<runs_dir>/profiles.csv``, one row per profile run.
+
+**Why in the runs folder.** A profile is a measurement of this machine, like the rows of
+``master_groups.csv`` beside it: it is found where a campaign's results go (its
+``runs_dir``, ``--runs-dir``), travels and is backed up with them, and is written with the
+same locked, atomic CSV append (``engine.results.store.append_rows``). A second machine
+sharing the folder adds its own rows; they are told apart by the identity columns.
+
+**Key.** A profile answers for one *profile key*: (model with its ``model_kwargs``,
+dataset, batch size, precision, compile mode, optimizer with its kwargs) — what changes a
+job's memory — on one *machine identity*: host, device kind, GPU name and UUID, torch
+version and the CUDA version torch was built for. A row of another identity is never used:
+:func:`lookup` says so in one line (a profile from another GPU, or from before a torch
+upgrade, describes memory that is not this one's). Among rows of the same key and identity
+the latest wins.
+
+Columns are declared once in :data:`COLUMNS` (name → meaning; sizes MiB, times ms); an
+empty cell is a figure that was not measured (device columns on a CPU), never 0.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.runfolder import PROFILES_FILE
+
+#: name → meaning, in file order (append-only: a new column goes at the end).
+COLUMNS: dict[str, str] = {
+    "profile_id": "16 hex digits: sha256 of the profile key and the machine identity",
+    "timestamp": "when the probe ended, YYYYmmdd_HHMMSS (UTC)",
+    "host": "identity: host name",
+    "device": "identity: cpu or cuda",
+    "gpu_name": "identity: NVML name of the device (empty on CPU)",
+    "gpu_uuid": "identity: NVML UUID of the device (empty on CPU)",
+    "torch": "identity: torch distribution version",
+    "cuda": "identity: the CUDA version torch was built for (empty: a CPU build)",
+    "model": "key: model name",
+    "model_kwargs": "key: the model's kwargs, canonical JSON",
+    "dataset": "key: dataset name",
+    "batch_size": "key: batch size",
+    "precision": "key: fp32 or amp-fp16 (amp applies on CUDA only)",
+    "compile_mode": "key: off or the torch.compile mode",
+    "optimizer": "key: optimizer name",
+    "optimizer_kwargs": "key: the optimizer's kwargs, canonical JSON",
+    "threads": "torch threads of the probe",
+    "ks": "the stack sizes measured, e.g. 1,2,4",
+    "rss_mb": "JSON {K: peak RSS of a process training K stacked members, MiB}",
+    "rss1_mb": "peak RSS of one job alone (K = 1), MiB",
+    "rss_per_member_mb": "measured increment of peak RSS per stacked member: least-squares "
+                         "slope over the stacked sizes (K >= 2; K = 1 trains unstacked), MiB",
+    "parent_rss_mb": "RSS of the probe's parent (torch, engine and host data loaded, nothing "
+                     "trained): what a pre-warmed parent costs once, MiB",
+    "private1_mb": "private (unshared) memory of one job forked from that parent: what each "
+                   "more mp worker adds under start = forkserver, MiB",
+    "ray_import_mb": "RSS added by importing ray into a job's process (a ray actor's own "
+                     "overhead over a plain worker), MiB; empty when ray is not installed",
+    "device_context_mb": "device memory of one CUDA context (NVML, per process, before any "
+                         "tensor), MiB",
+    "device_dataset_mb": "device memory of one dataset copy (torch allocated after the "
+                         "copy), MiB",
+    "device_reserved_mb": "JSON {K: torch.cuda.max_memory_reserved}, MiB",
+    "device_allocated_mb": "JSON {K: torch.cuda.max_memory_allocated}, MiB",
+    "device_per_member_mb": "measured increment of peak reserved device memory per stacked "
+                            "member (slope over K >= 2), MiB",
+    "step_time_ms": "median step time of one job after warm-up (K = 1), ms",
+    "step_time_ms_by_k": "JSON {K: median step time of the K-stack after warm-up}, ms",
+    "steps": "training steps per K (after warm-up steps)",
+    "load_avg": "host load average (1 min) when the probe started",
+    "probe_s": "wall time of the probe, s",
+    "rss_stack_base_mb": "intercept of the stacked line: RSS(K) = base + K x per-member for "
+                         "K >= 2, MiB",
+    "device_stack_base_mb": "intercept of the stacked line of reserved device memory, MiB",
+}
+IDENTITY = ("host", "device", "gpu_name", "gpu_uuid", "torch", "cuda")
+KEY = ("model", "model_kwargs", "dataset", "batch_size", "precision", "compile_mode",
+       "optimizer", "optimizer_kwargs")
+
+
+def profiles_path(runs_dir: str | os.PathLike[str]) -> Path:
+    return Path(runs_dir) / PROFILES_FILE
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON (sorted keys, no spaces): how kwargs enter a key."""
+    return json.dumps(value or {}, sort_keys=True, separators=(",", ":"))
+
+
+def torch_cuda_version() -> str:
+    """The CUDA version the installed torch was built for, read from ``torch/version.py``
+    without importing torch (the runner side never does); "" for a CPU build or none."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return ""
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return ""
+    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    return m.group(1) if m else ""
+
+
+def identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str, str]:
+    """This machine's identity for profiles (``device``: cpu, cuda or cuda:N; ``gpu``: the
+    device under test as ``engine.measure.nvml.resolve_gpu`` found it)."""
+    from engine.measure.provenance import dist_version
+
+    gpu = gpu or {}
+    return {"host": socket.gethostname(), "device": "cuda" if device.startswith("cuda") else
+            "cpu", "gpu_name": str(gpu.get("name") or ""), "gpu_uuid": str(gpu.get("uuid") or ""),
+            "torch": dist_version("torch"), "cuda": torch_cuda_version()}
+
+
+def job_key(job: dict[str, Any], compile_mode: str, device: str) -> dict[str, str]:
+    """The profile key of a job (a ``JobSpec.to_dict()``) run with ``compile_mode`` on
+    ``device``: what changes its memory."""
+    amp = bool(job.get("amp")) and device.startswith("cuda")
+    return {"model": str(job["model"]), "model_kwargs": canonical(job.get("model_kwargs")),
+            "dataset": str(job["dataset"]), "batch_size": str(int(job["batch_size"])),
+            "precision": "amp-fp16" if amp else "fp32", "compile_mode": compile_mode,
+            "optimizer": str(job["optimizer"]),
+            "optimizer_kwargs": canonical(job.get("optimizer_kwargs"))}
+
+
+def key_text(key: dict[str, str]) -> str:
+    """A profile key in a few words: ``mlp{"hidden":4096} digits bs64 fp32 sgd``."""
+    kwargs = "" if key["model_kwargs"] == "{}" else key["model_kwargs"]
+    okw = "" if key["optimizer_kwargs"] == "{}" else key["optimizer_kwargs"]
+    comp = "" if key["compile_mode"] == "off" else f" compile={key['compile_mode']}"
+    return (f"{key['model']}{kwargs} {key['dataset']} bs{key['batch_size']} "
+            f"{key['precision']} {key['optimizer']}{okw}{comp}")
+
+
+def profile_id(key: dict[str, str], ident: dict[str, str]) -> str:
+    import hashlib
+
+    doc = canonical({"key": {k: key[k] for k in KEY}, "identity": {k: ident[k] for k in IDENTITY}})
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One row of the profiles file, its figures parsed (MiB, ms; None: not measured)."""
+
+    row: dict[str, str]
+
+    def num(self, name: str) -> float | None:
+        text = self.row.get(name, "")
+        try:
+            return float(text) if text != "" else None
+        except ValueError:
+            return None
+
+    def by_k(self, name: str) -> dict[int, float]:
+        try:
+            doc = json.loads(self.row.get(name) or "{}")
+        except ValueError:
+            return {}
+        return {int(k): float(v) for k, v in doc.items() if v is not None}
+
+    @property
+    def id(self) -> str:
+        return self.row.get("profile_id", "")
+
+    @property
+    def key(self) -> dict[str, str]:
+        return {k: self.row.get(k, "") for k in KEY}
+
+    @property
+    def identity(self) -> dict[str, str]:
+        return {k: self.row.get(k, "") for k in IDENTITY}
+
+
+def read_profiles(runs_dir: str | os.PathLike[str]) -> list[Profile]:
+    """Every row of ``<runs_dir>/profiles.csv`` in file order ([] without the file)."""
+    from engine.results.read import read_rows
+
+    path = profiles_path(runs_dir)
+    if not path.is_file():
+        return []
+    return [Profile(r) for r in read_rows(path)]
+
+
+def append_profile(runs_dir: str | os.PathLike[str], row: dict[str, Any]) -> list[str]:
+    """Append one profile row (locked, atomic; ``engine.results.store.append_rows``).
+
+    Returns the lines the user must be told (a repaired or upgraded file)."""
+    from engine.results.store import append_rows
+
+    return append_rows(profiles_path(runs_dir), [row], list(COLUMNS))
+
+
+def lookup(profiles: list[Profile], key: dict[str, str], ident: dict[str, str]
+           ) -> tuple[Profile | None, str]:
+    """The latest profile of ``key`` on this machine identity, and a note: "" when found or
+    when none exists at all, else one line naming why the rows found do not count (another
+    machine or software stack)."""
+    same_key = [p for p in profiles if p.key == key]
+    mine = [p for p in same_key if p.identity == ident]
+    if mine:
+        return max(mine, key=lambda p: p.row.get("timestamp", "")), ""
+    if not same_key:
+        return None, ""
+    other = same_key[-1].identity
+    diff = ", ".join(f"{k} {other[k] or '-'} (here {ident[k] or '-'})" for k in IDENTITY
+                     if other[k] != ident[k])
+    return None, (f"profile {same_key[-1].id} of {key_text(key)} ignored: measured on another "
+                  f"machine or stack ({diff})")
