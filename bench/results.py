@@ -18,8 +18,8 @@ latest run (the ``run_id`` of the file's last row), one table row per figure and
 with n, the median and its spread (interquartile range and min–max), and for
 non-baseline variants the ratio of medians with the spread of the per-repetition ratios
 (IQR and min–max). A ratio is marked "not resolvable here" when the IQR of its
-per-repetition ratios straddles the target (or 1 when there is no target), or is wider
-than the difference the ratio claims (``|ratio − target|``, or ``|ratio − 1|``); "met" and
+per-repetition ratios straddles the target (or 1 when there is no target), or, without a
+target, is wider than the difference the ratio claims (``|ratio − 1|``); "met" and
 "not met" are decided by the per-repetition ratios (their IQR wholly on one side of the
 target), and a ratio of medians on the other side makes the claim not resolvable. The IQR,
 not the min–max range, decides: on a shared machine one repetition that another process
@@ -167,7 +167,10 @@ def judge_ratio(ratio: float, per_rep: Sequence[float], target: str) -> RatioSum
     parsed = parse_target(target)
     reference = parsed[1] if parsed else 1.0
     straddles = q1 <= reference <= q3
-    too_wide = (q3 - q1) > abs(ratio - reference)
+    # Without a target the ratio claims a difference from 1, which a spread wider than that
+    # difference does not support; against a bound, an IQR wholly on one side settles it
+    # however wide it is (0.6-1.2 under a <=2 bound meets it).
+    too_wide = parsed is None and (q3 - q1) > abs(ratio - reference)
     if n < 2 or straddles or too_wide:
         verdict = NOT_RESOLVABLE
     elif parsed is None:
@@ -337,8 +340,9 @@ disagree). How each part is measured: `bench/README.md`. Each section shows the 
 of its part: medians over repetitions with their interquartile range (IQR) and min–max;
 ratios = median of the variant ÷ median of the baseline, with the IQR and min–max of the
 per-repetition ratios (variant ÷ baseline within one repetition). "not resolvable here":
-the IQR of the per-repetition ratios straddles the target (or 1 when there is none), or is
-wider than the difference the ratio claims.
+the IQR of the per-repetition ratios straddles the target (or 1 when there is none), or,
+without a target, is wider than the difference the ratio claims; met / not met also need
+the ratio of medians on the same side as that IQR.
 """
 
 

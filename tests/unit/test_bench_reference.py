@@ -43,6 +43,9 @@ def test_unified_scaling_measures_against_the_frozen_reference(monkeypatch):
     ([0.80, 0.81, 0.82, 0.83, 0.84], 0.82, "not met"),
     # IQR above the target while the medians fall below it: neither claim stands.
     ([0.96, 0.97, 0.975, 0.98, 0.99], 0.94, br.NOT_RESOLVABLE),
+    # A wide IQR wholly above the bound still meets it (width alone decides only a
+    # difference from 1 without a target).
+    ([0.96, 1.2, 1.5, 1.9, 2.4], 1.5, "met"),
 ])
 def test_met_needs_the_per_repetition_iqr_above_the_target(per_rep, ratio, expected):
     assert br.judge_ratio(ratio, per_rep, ">=0.95").verdict == expected
