@@ -146,7 +146,13 @@ class UnifiedExecutor(Executor):
             run.stopper = stopper
             return run
 
+        finished: list[BucketRun] = []
         for part in chunks(buckets):
+            # max_parallel bounds what trains at once, so it must bound memory too: the
+            # previous chunk's models, optimizers and stacks go before the next is built
+            # (they were kept until the cell ended: a cell in chunks of 8 grew past a
+            # single stack of 8, docs/profiles.md "Chunks")
+            release(finished)
             interleave, runs = self._train_chunk(part, bucket_run, settings, decide_streams,
                                                  results)
             train_clock += interleave.train_clock_s
@@ -160,6 +166,7 @@ class UnifiedExecutor(Executor):
                                  else f"off ({run.compile_reason or 'not probed'})")
                     b.compile_warmup_s = run.compile_warmup_s
                     warmup += run.compile_warmup_s
+            finished = runs
 
         if chunk_features:  # the effective features over every chunk that trained
             features = {f: min(cf[0][f] for cf in chunk_features) for f in FLAGS}
@@ -250,6 +257,23 @@ class UnifiedExecutor(Executor):
                     train_throughput_sps=samples / train_clock if train_clock > 0
                     and all(r.status == "ok" for r in results.values()) else None,
                     executor_info=plan.info())
+
+
+def release(runs: list[BucketRun]) -> None:
+    """Drop what finished bucket runs hold beyond their results: each member's model,
+    optimizer, scaler, compiled forward, batch order and validation tensors, and the run's
+    route and stack (the stacked parameters and optimizer state). Their plans, counters and
+    results stay; the runs remain in ``UnifiedExecutor.runs`` for inspection, without
+    ``stack`` (None)."""
+    for run in runs:
+        for member in run.members:
+            member.model = member.optimizer = member.scaler = member.forward = None
+            member.batches = member.val_x = member.val_y = None
+            member.scores = {}
+        run.route = run.stack = None
+        for name in ("_live", "_seg", "loss_sums"):
+            if hasattr(run, name):
+                setattr(run, name, None)
 
 
 def _refuse_unstackable(buckets, tasks: dict[str, str]) -> None:
