@@ -62,13 +62,48 @@ def write_stream(run_dir: str | Path, out: str | Path) -> int:
     return len(events)
 
 
+def timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` in the order they happened, the order a replay releases them.
+
+    A follower that reads a finished folder in one go yields each attempt's events in one
+    block between the runner's ``cell_started`` and its end event, so the runner's events in
+    between (``suspect``, ``hung``, ``control``) came after the cell's last lines: a replay
+    released them only at the cell's end, together with the kill, and the watchdog states
+    were never on screen. Sorted by ``ts`` (stable), with the follower's guarantees kept: an
+    attempt's own events never before its ``cell_started``, its end event never before its
+    last line. An event without a ``ts`` keeps the time of the one before it."""
+    from engine.events import is_runner_event
+    from engine.observe.follow import END_EVENTS
+
+    started: dict[tuple[Any, Any], float] = {}
+    last: dict[tuple[Any, Any], float] = {}
+    when: list[float] = []
+    previous = float("-inf")
+    for event in events:
+        ts = event.get("ts")
+        t = float(ts) if isinstance(ts, (int, float)) else previous
+        ident = (event.get("cell"), event.get("attempt"))
+        if is_runner_event(event):
+            if event.get("type") == "cell_started":
+                started[ident] = t
+            elif event.get("type") in END_EVENTS:
+                t = max(t, last.get(ident, t))
+        elif ident[0] is not None:
+            t = max(t, started.get(ident, t))
+            last[ident] = max(t, last.get(ident, t))
+        when.append(t)
+        previous = t
+    order = sorted(range(len(events)), key=lambda i: when[i])
+    return [events[i] for i in order]
+
+
 class Replay:
     """Events released by a campaign-time clock (see the module doc). Thread-safe: keys
     change it on the UI thread, the run screen's worker calls :meth:`due`."""
 
     def __init__(self, events: list[dict[str, Any]], source: str = "", speed: float = 1.0,
                  paused: bool = False, wall: Callable[[], float] = time.monotonic) -> None:
-        self.events = events
+        self.events = timeline(events)
         self.source = source
         self.speed = float(speed)
         self.paused = paused

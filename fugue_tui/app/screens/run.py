@@ -60,8 +60,28 @@ from fugue_tui.live import LiveView, warning_line
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
+#: Lifecycle lines kept for the events pane (it shows the newest that fit its height).
+RECENT_KEPT = 50
 #: Actions whose availability depends on the selected cell and the runner.
 _CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan")
+
+def recent_text(lines: list[str], width: int, height: int, console: Any) -> Text:
+    """The tail of ``lines`` that fills ``height`` rows of ``width`` columns once wrapped
+    (all of them before the pane has a size)."""
+    if not lines:
+        return Text("no lifecycle events yet", style="dim")
+    if width < 1 or height < 1:
+        return Text("\n".join(lines))
+    rows: list[Text] = []
+    for line in reversed(lines):
+        wrapped = list(Text(line).wrap(console, width))
+        if len(rows) + len(wrapped) > height:
+            if not rows:  # one line taller than the pane: its end, the newest words
+                rows = wrapped[-height:]
+            break
+        rows = wrapped + rows
+    return Text("\n").join(rows)
+
 
 class RunScreen(Screen):
     """One campaign's run folder, followed live; see the module docstring."""
@@ -80,7 +100,7 @@ class RunScreen(Screen):
         self.event_offset = offset
         self.attached = attached
         self.clock = clock
-        self.view = LiveView(0, clock=clock, recent=8)
+        self.view = LiveView(0, clock=clock, recent=RECENT_KEPT)
         self.samples = SampleStore()
         self.host = Series()
         self.runner_alive: bool | None = handle.alive() if handle is not None else False
@@ -94,7 +114,7 @@ class RunScreen(Screen):
         self._hidden_log: list[tuple[list[str], bool, str]] = []
         self._suspended = False
         self._applicable: Any = None
-        self._shown: dict[str, str] = {}
+        self._shown: dict[str, Any] = {}
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
         self.redraws = 0
         self.table_writes = 0
@@ -286,12 +306,21 @@ class RunScreen(Screen):
                 text, layout=before is None or before.count("\n") != lines)
 
     def _show_recent(self) -> None:
+        """The newest lifecycle lines that fit the pane, wrapped to its width, oldest at
+        the top (the pane used to show the oldest and cut the newest one or two)."""
+        pane = self.query_one("#recent", Static)
         lines = list(self.view.recent)
-        plain = "\n".join(lines) if lines else "no lifecycle events yet"
-        if plain != self._shown.get("recent"):
-            self._shown["recent"] = plain
-            self.query_one("#recent", Static).update(Text(plain, style="" if lines else "dim"),
-                                                     layout=False)  # a fixed-size pane
+        width, height = pane.content_size.width, pane.content_size.height
+        key = ("\n".join(lines), width, height)
+        if key == self._shown.get("recent"):
+            return
+        self._shown["recent"] = key
+        pane.update(recent_text(lines, width, height, self.app.console),
+                    layout=False)  # a fixed-size pane
+
+    def on_resize(self) -> None:
+        self._shown.pop("recent", None)  # lay the events out again at the new size
+        self.dirty = True
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """The user (or the following) moved the cursor: show the cell now, not at the next

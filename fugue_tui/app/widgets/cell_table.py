@@ -161,8 +161,8 @@ class CellTable(DataTable):
                 self._rows_only = True
                 try:
                     for name, before, after in zip(COLUMNS, old, row):
-                        if before != after:
-                            self.update_cell(key, name, after)
+                        if before != after:  # a longer note or state widens its column
+                            self.update_cell(key, name, after, update_width=True)
                             updates += 1
                 finally:
                     self._rows_only = False
