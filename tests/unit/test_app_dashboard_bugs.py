@@ -7,7 +7,6 @@ names, escape, replay ladder, campaign type errors)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 from fugue_tui.app.app import FugueApp
@@ -129,8 +128,209 @@ def test_replay_shows_the_watchdog_states_when_they_happened(tmp_path, monkeypat
             for at, state, note in ((9.0, "suspect", "2 checks without progress"),
                                     (15.0, "hung", "4 checks without progress")):
                 wall[0] = at
-                await until(pilot, lambda: table.row_count and str(table.get_row_at(0)[4])
-                            == state, what=f"{state} at +{at} s")
+                await until(pilot, lambda state=state: table.row_count
+                            and str(table.get_row_at(0)[4]) == state, what=f"{state} at +{at} s")
                 assert note in screen_text(app)
+
+    asyncio.run(scenario())
+
+
+def test_monitor_axes_start_at_zero_with_round_plain_ticks():
+    """One sample: a 0..1 s axis, not -1..1; a flat or short series: round, evenly spaced,
+    plain y ticks (plotext wrote 96.0 / 95.5 / 94.0 for even rows, and 4.8e2 style)."""
+    import re
+
+    from fugue_tui.charts import metric_panels, nice_ticks
+
+    one = metric_panels([100.0], [("CPU %", [95.0])], width=50, height=8, color=False)
+    assert "-" not in one.replace("─", "") and "0.0s" in one and "1.0s" in one
+    ticks = [int(t) for t in re.findall(r"^\s*(\d+)┤", one, re.M)]
+    assert ticks == [100, 95, 90]
+    many = metric_panels([float(i) for i in range(30)], [("RSS", [480 + i for i in range(30)])],
+                         width=50, height=8, color=False, latest="last")
+    assert "RSS  last 509" in many and "e+" not in many and "20s" in many
+    assert nice_ticks(0.0012, 0.0049, 3, cover=True) == ([0.0, 0.005], ["0.000", "0.005"])
+    assert nice_ticks(13_950, 15_020, 3, cover=True) == ([12_000, 14_000, 16_000],
+                                                         ["12,000", "14,000", "16,000"])
+
+
+def test_a_finished_cells_monitor_reads_last_not_now(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = recorded_run(tmp_path)
+
+    async def scenario():
+        app = FugueApp(attach=str(run), clock=lambda: T0 + 40)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: _run_screen(app)
+                        and app.screen.query_one(CellTable).row_count == 3)
+            await pilot.press("g", "j")  # X_block's second attempt (it has the samples)
+            await until(pilot, lambda: "last 97.5" in screen_text(app), what="last 97.5")
+            assert "now 97.5" not in screen_text(app)
+
+    asyncio.run(scenario())
+
+
+def test_palette_names_escape_and_f4_on_a_live_campaign(tmp_path, monkeypatch):
+    """The run screen's palette has no two entries of one name (two were "results"); Escape
+    closes a replay (nothing but "p · plan" did); F4 on the folder of a campaign still
+    running refuses to replay it, F4 on an ended one offers that folder."""
+    import fugue_tui.app.app as app_module
+    from fugue_tui.app.process import RunnerHandle
+    from fugue_tui.app.screens.modals import PathScreen
+    from fugue_tui.app.screens.plan import PlanScreen
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    run = recorded_run(tmp_path)
+
+    async def scenario():
+        app = FugueApp(runs_dir=str(run.parent))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+            screen = app.open_replay(run)
+            await until(pilot, lambda: app.screen is screen
+                        and screen.query(CellTable) and screen.query_one(CellTable).row_count)
+            titles = [c.title for c in app.get_system_commands(screen)]
+            assert len(titles) == len(set(titles)), titles
+            assert "all results" in titles and "campaign results" in titles
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen), what="back")
+            # an ended campaign on screen: F4 offers its folder
+            app.attach(run)
+            await until(pilot, lambda: _run_screen(app) and app.screen.runner_alive is False)
+            await pilot.press("f4")
+            await until(pilot, lambda: isinstance(app.screen, PathScreen), what="F4's dialog")
+            from textual.widgets import Input
+            assert app.screen.query_one(Input).value == str(run)
+            await pilot.press("escape")
+            # the same folder while its runner is alive: refused, no replay screen
+            monkeypatch.setattr(app_module, "find_runner",
+                                lambda path: RunnerHandle(Path(path), 4242))
+            stack = len(app.screen_stack)
+            assert app.open_replay(run) is None
+            await pilot.pause(0.2)
+            assert len(app.screen_stack) == stack
+            assert any("still running (runner pid 4242)" in str(n.message)
+                       for n in app._notifications)
+
+    asyncio.run(scenario())
+
+
+def test_replay_speed_ladder_and_bad_speeds():
+    import argparse
+
+    import pytest
+
+    from fugue_tui.app.replay import SPEEDS, Replay, parse_speed
+
+    ratios = [b / a for a, b in zip(SPEEDS, SPEEDS[1:], strict=False)]
+    assert all(2.0 <= r <= 2.5 for r in ratios), ratios  # no 100 -> 500 jump
+    replay = Replay([{"type": "a", "ts": 1.0}], speed=3.0)  # off the ladder: back onto it
+    assert replay.set_speed(True) == 5.0
+    replay = Replay([{"type": "a", "ts": 1.0}], speed=3.0)
+    assert replay.set_speed(False) == 2.0
+    replay = Replay([{"type": "a", "ts": 1.0}], speed=1000.0)
+    assert replay.set_speed(True) == 1000.0 and "1000× (fastest)" in replay.status()
+    assert parse_speed("10") == 10.0
+    for bad in ("0", "-5", "nan", "inf", "fast", "5000"):
+        with pytest.raises(argparse.ArgumentTypeError, match="replay speed must be"):
+            parse_speed(bad)
+
+
+def test_ctrl_o_lists_every_type_error_with_its_line(tmp_path, monkeypatch):
+    from fugue_tui.app.screens.plan import PlanScreen
+    from fugue_tui.app.screens.modals import PathScreen
+    from textual.widgets import Input, Static
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nexperiments = ["D_ens"]\npasses = "two"\nseed = 1.5\n\n'
+                   '[watchdog]\ninterval_s = "often"\n')
+
+    async def scenario():
+        app = FugueApp(runs_dir="runs")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+            plan = app.screen
+            await pilot.press("ctrl+o")
+            await until(pilot, lambda: isinstance(app.screen, PathScreen), what="the dialog")
+            app.screen.query_one(Input).value = str(bad)
+            await pilot.press("enter")
+            await until(pilot, lambda: plan.load_error, what="the load error")
+            error = plan.load_error
+            assert f"{bad}:3: key 'passes' must be an integer, got 'two'" in error
+            assert f"{bad}:4: key 'seed' must be an integer, got 1.5" in error
+            assert f"{bad}:7: watchdog: key 'interval_s' must be a number" in error
+            summary = str(plan.query_one("#preview-summary", Static).render())
+            assert "3 problems" in summary
+
+    asyncio.run(scenario())
+
+
+def test_abort_carries_who_stopped_the_campaign(tmp_path):
+    """The dashboard's Stop aborts through the control folder with its reason (the runner
+    records the running cell as killed for it, not as an "interrupted (Ctrl-C)")."""
+    import time
+
+    from engine.runner.control import Inbox, send
+    from fugue_tui.app.process import STOP_REASON
+
+    (tmp_path / "runner.jsonl").write_text("")
+    inbox = Inbox(tmp_path, since=time.time() - 1)
+    send(tmp_path, "abort", reason=STOP_REASON)
+    send(tmp_path, "kill", "1", reason="ignored for a kill")
+    commands = inbox.poll()
+    assert commands[0]["reason"] == "stopped from the dashboard"
+    assert "reason" not in commands[1]
+
+
+def test_typing_into_every_plan_field_under_preview_refreshes_loses_nothing(tmp_path,
+                                                                            monkeypatch):
+    """Every text field of the plan form, typed into key by key (no pause) while each key
+    re-runs the preview: the field holds exactly what was typed."""
+    from textual.widgets import Input
+
+    from fugue_tui.app.screens.plan import PlanScreen
+    from fugue_tui.app.widgets.campaign_form import CampaignForm
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+
+    async def scenario():
+        app = FugueApp(runs_dir="runs")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen)
+                        and "D_reg" in screen_text(app), timeout=20, what="the catalogue")
+            plan = app.screen
+            await pilot.press("a")  # a preview with cells: each refresh rebuilds its table
+            await until(pilot, lambda: plan.result is not None and plan.result.cells,
+                        what="the preview")
+            form = plan.query_one(CampaignForm)
+            for box in form.query(Input):
+                if box.id in ("f-runs-dir", "f-experiments-file"):
+                    continue  # a new catalogue or runs folder: typed below, once
+                # every printable key a name or path may hold: q quit the app (a priority
+                # binding), the plan's own keys (a, c, j, k, g, G, space) must type too
+                text = {"integer": "1234", "number": "2.5"}.get(
+                    box.type, "quick-acjkgG q?/_.~")
+                if box.id.startswith("opt-"):
+                    text = "3"
+                box.focus()
+                await pilot.pause()
+                box.value = ""
+                await pilot.press(*text)
+                await until(pilot, lambda box=box, text=text: box.value == text, timeout=5,
+                            what=f"{box.id} to hold {text!r} (has {box.value!r})")
+            for field, text in (("#f-runs-dir", "runs/quick"),
+                                ("#f-experiments-file", "my/catalogue.toml")):
+                box = form.query_one(field, Input)
+                box.focus()
+                await pilot.pause()
+                box.value = ""
+                await pilot.press(*text)
+                await until(pilot, lambda box=box, text=text: box.value == text, timeout=5,
+                            what=f"{field} (has {box.value!r})")
+                assert app.focused is box
 
     asyncio.run(scenario())

@@ -111,7 +111,15 @@ class ResultsScreen(Screen):
             yield Static("loading…", id="figures")
         yield KeyFooter()
 
+    def on_resize(self, event: Any = None) -> None:
+        from fugue_tui.app.compact import set_compact
+
+        set_compact(self)
+        if event is not None:
+            self.call_after_refresh(self._draw_charts)
+
     def on_mount(self) -> None:
+        self.on_resize()
         table = self.query_one("#groups", DataTable)
         for key, header, _ in COLUMNS:
             table.add_column(header, key=key)
@@ -256,9 +264,6 @@ class ResultsScreen(Screen):
         parts = [figure_chart(f, width=width, color=color) for f in self.results.figures]
         pane.update(Text.from_ansi("\n\n".join(parts)) if color else Text("\n\n".join(parts)))
         self.chart_draws += 1
-
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._draw_charts)
 
     # -- actions --------------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:

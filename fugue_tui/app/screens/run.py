@@ -20,6 +20,8 @@ comes. Commands go to the runner through its control channel (:mod:`engine.runne
 | f | run.follow | follow the running cell |
 | p | run.plan | back to the plan (when the campaign has ended) |
 | v | run.results | the Results screen of this campaign's rows |
+| z | run.zoom | one pane on the whole screen, in turn (cells, jobs, monitor, log, events) |
+| escape | run.back | close a replay, or leave a campaign that has ended |
 
 Replay (:mod:`fugue_tui.app.replay`): the same screen over a recorded stream. A replay
 worker, instead of the follow worker, posts the events whose time has come in the same
@@ -44,6 +46,7 @@ from textual.worker import get_current_worker
 
 from engine.observe.state import CellState
 from fugue_tui.app.actions import REPLAY, RUN, bindings
+from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
 from fugue_tui.app.process import RunnerHandle
@@ -60,10 +63,12 @@ from fugue_tui.live import LiveView, warning_line
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
+#: The panes ``z`` zooms, in turn (then none: every pane again).
+ZOOMS = ("cells", "jobs", "monitor", "log", "events")
 #: Lifecycle lines kept for the events pane (it shows the newest that fit its height).
 RECENT_KEPT = 50
 #: Actions whose availability depends on the selected cell and the runner.
-_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan")
+_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back")
 
 def recent_text(lines: list[str], width: int, height: int, console: Any) -> Text:
     """The tail of ``lines`` that fills ``height`` rows of ``width`` columns once wrapped
@@ -132,6 +137,7 @@ class RunScreen(Screen):
         yield KeyFooter()
 
     def on_mount(self) -> None:
+        self.on_resize()  # compact or not from the start
         self.query_one(CellTable).focus()
         if self.replay is not None:
             self._replay()
@@ -278,7 +284,7 @@ class RunScreen(Screen):
         series = self.samples.get(cell.key, cell.attempt) if cell is not None else None
         if series is not None and len(series.t):
             charts.set_title(f"monitor: {cell.label} attempt {cell.attempt}")
-            charts.show(series)
+            charts.show(series, live=cell.active)  # an ended cell's value is its last
         elif running is None and len(self.host.t):
             charts.set_title("host (idle polling: no cell runs)")
             charts.show(self.host, HOST_PANELS)
@@ -318,9 +324,31 @@ class RunScreen(Screen):
         pane.update(recent_text(lines, width, height, self.app.console),
                     layout=False)  # a fixed-size pane
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: Any = None) -> None:
+        set_compact(self)
         self._shown.pop("recent", None)  # lay the events out again at the new size
         self.dirty = True
+
+    @property
+    def zoomed(self) -> str:
+        """The pane shown alone ("" for all of them)."""
+        return next((z for z in ZOOMS if self.has_class(f"-zoom-{z}")), "")
+
+    def action_zoom(self) -> None:
+        """The next pane alone on the screen (after the last: every pane again)."""
+        now = self.zoomed
+        after = ZOOMS[ZOOMS.index(now) + 1] if now and now != ZOOMS[-1] else (
+            "" if now else ZOOMS[0])
+        for pane in ZOOMS:
+            self.set_class(pane == after, f"-zoom-{pane}")
+        self.set_class(bool(after), "-zoom")
+        if after == "cells":
+            self.query_one(CellTable).focus()
+        self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
+                    timeout=2, markup=False)
+        self._shown.pop("recent", None)
+        self.dirty = True
+        self.call_after_refresh(self.refresh_view)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """The user (or the following) moved the cursor: show the cell now, not at the next
@@ -347,6 +375,9 @@ class RunScreen(Screen):
             return cell.active or cell.state in ("failed", "killed")
         if action == "back_to_plan":
             return not self.runner_alive
+        if action == "back":  # a live campaign is left with q (stop or detach)
+            return (self.replay is not None or not self.runner_alive) and \
+                len(self.app.screen_stack) > 2
         if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
             return self.replay is not None
         return True
@@ -394,6 +425,9 @@ class RunScreen(Screen):
         self.refresh_view()
 
     def action_back_to_plan(self) -> None:
+        self.app.pop_screen()
+
+    def action_back(self) -> None:
         self.app.pop_screen()
 
     def action_show_results(self) -> None:

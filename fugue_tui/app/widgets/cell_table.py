@@ -40,6 +40,8 @@ _NAV = (
     Action("nav.top", "g", "scroll_top", "top", "first row", show=False),
     Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
 )
+#: Shorter headers (the keys stay): at 80 columns the long ones pushed T_group off screen.
+HEADERS = {"configuration": "config", "attempt": "try"}
 #: Seconds between two updates of a running cell's elapsed time in the table.
 CLOCK_STEP_S = 10.0
 
@@ -122,7 +124,7 @@ class CellTable(DataTable):
 
     def on_mount(self) -> None:
         for name in COLUMNS:
-            self.add_column(name, key=name)
+            self.add_column(HEADERS.get(name, name), key=name)
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False):
