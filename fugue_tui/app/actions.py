@@ -78,6 +78,9 @@ RUN = (
            "back to the plan screen (once the campaign has ended)"),
     Action("run.results", "v", "show_results", "campaign results",
            "the Results screen of this campaign's rows (updates as rows land)"),
+    Action("run.stacks", "d", "dump_stacks", "stacks",
+           "dump the stacks of every thread of the selected running cell's Python processes "
+           "(kept beside its log), shown with its process tree and last events"),
     Action("run.zoom", "z", "zoom", "zoom",
            "show one pane on the whole screen, cycling cells, jobs, monitor, log, events, "
            "then all of them again (a small terminal shows the monitor only so)"),

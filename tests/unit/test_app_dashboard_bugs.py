@@ -312,9 +312,10 @@ def test_typing_into_every_plan_field_under_preview_refreshes_loses_nothing(tmp_
                     continue  # a new catalogue or runs folder: typed below, once
                 # every printable key a name or path may hold: q quit the app (a priority
                 # binding), the plan's own keys (a, c, j, k, g, G, space) must type too
-                text = {"integer": "1234", "number": "2.5"}.get(
-                    box.type, "quick-acjkgG q?/_.~")
-                if box.id.startswith("opt-"):
+                text = {"integer": "12", "number": "2.5"}.get(box.type, "q a-c j_k")
+                if box.id == "f-name":  # one field gets every key a plan screen binds
+                    text = "quick-acjkgG q?/_.~"
+                elif box.id.startswith("opt-"):
                     text = "3"
                 box.focus()
                 await pilot.pause()
@@ -334,3 +335,117 @@ def test_typing_into_every_plan_field_under_preview_refreshes_loses_nothing(tmp_
                 assert app.focused is box
 
     asyncio.run(scenario())
+
+
+def test_d_dumps_the_running_cells_stacks_with_its_tree_and_last_events(tmp_path,
+                                                                          monkeypatch):
+    """A live cell process (registered like the engine's: engine.stacks.install): `d` asks
+    it for its stacks without stopping it, and shows them with its process tree and its
+    last events."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from engine.stacks import STACKS_ENV
+    from fugue_tui.app.screens.modals import StackScreen
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "live"
+    attempt = run / "cells" / "001-D_ens-seq-p1-dddddddd" / "attempt-1"
+    (attempt / "stacks").mkdir(parents=True)
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from engine import stacks; stacks.install('cell')\n"
+         "import time\ndef training_step():\n    time.sleep(60)\ntraining_step()\n"],
+        env={**os.environ, STACKS_ENV: str(attempt / "stacks"), "PYTHONPATH": str(repo)},
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not list((attempt / "stacks").glob("cell-*.txt")):
+            assert time.monotonic() < deadline, "the cell never registered"
+            time.sleep(0.05)
+        key, label = "d" * 16, "D_ens seq pass 1"
+        _write(attempt / "events.jsonl", [
+            {"ts": T0 + 1, "type": "started", "cell": key, "attempt": 1, "jobs": ["D_ens_s0"]},
+            {"ts": T0 + 2, "type": "job_progress", "cell": key, "attempt": 1,
+             "job_id": "D_ens_s0", "epoch": 1, "epochs": 3, "step": 4, "steps": 9}])
+        _write(run / "runner.jsonl", [
+            {"ts": T0, "type": "campaign_started", "campaign": "live", "cells": 1,
+             "device": "cpu", "run_dir": str(run), "runner_pid": 1, "resume": False},
+            {"ts": T0, "type": "queued", "campaign": "live", "cell": key, "index": 1,
+             "label": label},
+            {"ts": T0 + 1, "type": "cell_started", "campaign": "live", "cell": key,
+             "index": 1, "label": label, "attempt": 1, "pid": proc.pid,
+             "events": str(attempt / "events.jsonl"), "log_path": str(attempt / "cell.log")}])
+
+        async def scenario():
+            app = FugueApp(attach=str(run), clock=lambda: T0 + 5)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, lambda: _run_screen(app)
+                            and app.screen.query_one(CellTable).row_count == 1)
+                await pilot.press("d")
+                screen = await until(pilot, lambda: isinstance(app.screen, StackScreen)
+                                     and app.screen, timeout=15, what="the stacks")
+                report = screen.report
+                assert "training_step" in report  # the cell's own frame, from its dump
+                assert f"{proc.pid:>7}" in report and "process tree" in report
+                assert "job_progress" in report and "last 12 events" in report
+                assert proc.poll() is None  # asked, not stopped
+                await pilot.press("escape")
+                await until(pilot, lambda: _run_screen(app), what="back to the run")
+
+        asyncio.run(scenario())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_speedup_so_far_and_the_campaign_eta(tmp_path, monkeypatch):
+    """The header's strip: each strategy cell's speedup over seq from this campaign's rows
+    (the analysis of the Results screen, interval included), and an ETA from the cells'
+    mean durations by executor."""
+    from engine.observe.state import CampaignState
+    from engine.results.analysis import speedups
+    from engine.results.load import load_runs
+    from fugue_tui.app.so_far import eta_seconds
+    from tests.snapshots.helpers import install
+
+    monkeypatch.chdir(tmp_path)
+    runs = install(tmp_path)
+    run = runs / "speed"
+    table = speedups(load_runs(runs), n_boot=0)
+    d_ens = table[(table["exp_id"] == "D_ens") & (table["executor"] == "unified_model")
+                  & (table["campaign_id"] == "speed")] if "campaign_id" in table else \
+        table[(table["exp_id"] == "D_ens") & (table["executor"] == "unified_model")]
+
+    async def scenario():
+        app = FugueApp(attach=str(run), clock=lambda: T0)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: _run_screen(app)
+                        and "speedup so far" in screen_text(app), timeout=30,
+                        what="the speedup so far")
+            header = screen_text(app).splitlines()[0:3]
+            line = next(h for h in header if "speedup so far" in h)
+            value = d_ens["speedup"].iloc[0]
+            assert f"D_ens unified_model vf:1,s:0,fl:0 {value:.2f}× [" in line, line
+
+    asyncio.run(scenario())
+
+    def cell(key, label, state, start=None, end=None):
+        return [{"type": "queued", "cell": key, "index": len(key), "label": label,
+                 "campaign": "c"}] + ([{"type": "cell_started", "cell": key, "attempt": 1,
+                                        "ts": start, "campaign": "c", "index": 1,
+                                        "label": label}] if start is not None else []) + (
+            [{"type": state, "cell": key, "attempt": 1, "ts": end, "campaign": "c"}]
+            if end is not None else [])
+
+    state = CampaignState()
+    for event in (cell("a", "D_ens seq pass 1", "done", 0.0, 10.0)
+                  + cell("bb", "D_ens unified_model pass 1", "done", 10.0, 14.0)
+                  + cell("ccc", "D_cv seq pass 1", "running", 14.0)
+                  + cell("dddd", "D_cv unified_model pass 1", "queued")
+                  + cell("eeeee", "D_cv ray pass 1", "queued")):
+        state.apply(event)
+    assert eta_seconds(state, now=17.0) == (10 - 3) + 4 + (10 + 4) / 2
+    assert eta_seconds(CampaignState(), now=0.0) is None

@@ -20,6 +20,7 @@ comes. Commands go to the runner through its control channel (:mod:`engine.runne
 | f | run.follow | follow the running cell |
 | p | run.plan | back to the plan (when the campaign has ended) |
 | v | run.results | the Results screen of this campaign's rows |
+| d | run.stacks | the selected running cell's stack dumps, process tree and last events |
 | z | run.zoom | one pane on the whole screen, in turn (cells, jobs, monitor, log, events) |
 | escape | run.back | close a replay, or leave a campaign that has ended |
 
@@ -68,7 +69,7 @@ ZOOMS = ("cells", "jobs", "monitor", "log", "events")
 #: Lifecycle lines kept for the events pane (it shows the newest that fit its height).
 RECENT_KEPT = 50
 #: Actions whose availability depends on the selected cell and the runner.
-_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back")
+_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dump_stacks")
 
 def recent_text(lines: list[str], width: int, height: int, console: Any) -> Text:
     """The tail of ``lines`` that fills ``height`` rows of ``width`` columns once wrapped
@@ -120,6 +121,9 @@ class RunScreen(Screen):
         self._suspended = False
         self._applicable: Any = None
         self._shown: dict[str, Any] = {}
+        #: The "speedup so far" line, and the finished-cell count it was computed for.
+        self.so_far = ""
+        self._so_far_done = -1
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
         self.redraws = 0
         self.table_writes = 0
@@ -279,6 +283,22 @@ class RunScreen(Screen):
             self.refresh_bindings()
         self.redraws += 1
 
+    @work(thread=True, exclusive=True, group="so-far")
+    def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:
+        from fugue_tui.app.so_far import speedup_line
+
+        try:
+            line = speedup_line(runs_dir, campaign)
+        except (OSError, ValueError, KeyError) as exc:  # a display aid must not stop us
+            line = f"speedup so far: not computed ({type(exc).__name__}: {exc})"
+        self.app.call_from_thread(self._got_so_far, line)
+
+    def _got_so_far(self, line: str) -> None:
+        if line != self.so_far:
+            self.so_far = line
+            self.dirty = True
+            self.call_after_refresh(self.refresh_view)
+
     def _show_charts(self, cell: CellState | None, running: CellState | None) -> None:
         charts = self.query_one(DeviceCharts)
         series = self.samples.get(cell.key, cell.attempt) if cell is not None else None
@@ -303,7 +323,18 @@ class RunScreen(Screen):
                                handle=self.handle, stopping=self.stopping)
 
     def _show_header(self, now: float) -> None:
+        from fugue_tui.app.so_far import eta_text
+
         text = self.header_text(now)
+        state = self.view.state
+        done = sum(1 for cell in state.cells.values() if cell.finished)
+        if done != self._so_far_done and self.replay is None:
+            self._so_far_done = done  # rows land as cells finish: recompute then only
+            self._speedup_so_far(self.run_dir.parent, state.campaign or self.run_dir.name)
+        strip = " · ".join(p for p in (
+            self.so_far, eta_text(state, now) if state.state == "running" else "") if p)
+        if strip:
+            text.append(f"\n{strip}", style="cyan")
         before = self._shown.get("header")
         if text.plain != before:  # a layout pass only when its height may change
             self._shown["header"] = text.plain
@@ -378,6 +409,10 @@ class RunScreen(Screen):
         if action == "back":  # a live campaign is left with q (stop or detach)
             return (self.replay is not None or not self.runner_alive) and \
                 len(self.app.screen_stack) > 2
+        if action == "dump_stacks":  # a live cell of a live runner: something to ask
+            cell = self.selected_cell()
+            return (self.replay is None and cell is not None and cell.active
+                    and bool(cell.pid) and bool(cell.log_path))
         if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
             return self.replay is not None
         return True
@@ -417,6 +452,27 @@ class RunScreen(Screen):
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
+
+    def action_dump_stacks(self) -> None:
+        cell = self.selected_cell()
+        if cell is None or not self.check_action("dump_stacks", ()):
+            return
+        self.notify(f"asking {cell.label}'s processes for their stacks…", timeout=2,
+                    markup=False)
+        self._dump(Path(cell.log_path).parent, int(cell.pid), cell.label, cell.attempt)
+
+    @work(thread=True, group="stacks")
+    def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
+        from fugue_tui.app.screens.modals import StackScreen
+        from fugue_tui.app.stack_report import cell_report
+
+        try:
+            report = cell_report(attempt_dir, pid, label)
+        except OSError as exc:
+            self.post_message(Notice(f"no stack dump of {label}: {exc}", "error"))
+            return
+        self.app.call_from_thread(self.app.push_screen, StackScreen(
+            f"stacks of {label} attempt {attempt} (pid {pid})", report))
 
     def action_follow_running(self) -> None:
         self.query_one(CellTable).take_user_moved()  # a move before 'f' is overruled by it
