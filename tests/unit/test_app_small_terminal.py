@@ -89,7 +89,8 @@ def test_run_screen_at_small_sizes(tmp_path, size):
     asyncio.run(scenario())
 
 
-def test_plan_screen_at_80x24_every_field_in_reach(tmp_path, monkeypatch):
+@pytest.mark.parametrize("size", [SMALL, MEDIUM], ids=["80x24", "100x30"])
+def test_plan_screen_small_every_field_in_reach(tmp_path, monkeypatch, size):
     """The plan at 80x24: settings reachable with tab in the order shown, checkboxes whose
     state reads without colour."""
     from engine import plugins
@@ -100,11 +101,11 @@ def test_plan_screen_at_80x24_every_field_in_reach(tmp_path, monkeypatch):
 
     async def scenario():
         app = FugueApp(runs_dir="runs", clock=lambda: 1_800_000_000.0)
-        async with app.run_test(size=SMALL) as pilot:
+        async with app.run_test(size=size) as pilot:
             await _settle(pilot, lambda: isinstance(app.screen, PlanScreen)
                           and "D_reg" in screen_text(app)
                           and "select at least one" in screen_text(app), "the catalogue")
-            assert_snapshot(app, "plan_80x24", tmp_path)
+            assert_snapshot(app, f"plan_{size[0]}x{size[1]}", tmp_path)
             plan = app.screen
             # the order tab walks (Textual's focus chain), every field of the form in it
             order = [w.id for w in plan.focus_chain]
@@ -122,7 +123,8 @@ def test_plan_screen_at_80x24_every_field_in_reach(tmp_path, monkeypatch):
     asyncio.run(scenario())
 
 
-def test_results_screen_at_80x24(tmp_path):
+@pytest.mark.parametrize("size", [SMALL, MEDIUM], ids=["80x24", "100x30"])
+def test_results_screen_small(tmp_path, size):
     """The figures at 80 columns: bars numbered, each label whole under its chart; the
     killed rows' reason in the table."""
     from fugue_tui.app.screens.results import ResultsScreen
@@ -131,7 +133,7 @@ def test_results_screen_at_80x24(tmp_path):
 
     async def scenario():
         app = FugueApp(results="runs")
-        async with app.run_test(size=SMALL) as pilot:
+        async with app.run_test(size=size) as pilot:
             screen = await _settle(pilot, lambda: isinstance(app.screen, ResultsScreen)
                                    and app.screen.results is not None and app.screen,
                                    "the rows")
@@ -139,6 +141,6 @@ def test_results_screen_at_80x24(tmp_path):
             figures = screen.query_one("#figures").content.plain
             assert "\n1  D_ens unified_model vf:1,s:0,fl:0 1.035 [0.591, 1.614]" in figures
             assert "e+" not in figures
-            assert_snapshot(app, "results_80x24", tmp_path)
+            assert_snapshot(app, f"results_{size[0]}x{size[1]}", tmp_path)
 
     asyncio.run(scenario())
