@@ -54,6 +54,7 @@ from fugue_tui.app.results_model import (
     table_rows,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
+from fugue_tui.app.widgets.fitted_table import FittedTable
 from fugue_tui.app.widgets.footer import KeyFooter
 
 #: Seconds between two checks of the results files.
@@ -105,7 +106,7 @@ class ResultsScreen(Screen):
                     placeholder="filter: exp:D_ens executor:unified gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
-            yield DataTable(id="groups", cursor_type="row", zebra_stripes=True)
+            yield FittedTable(id="groups", cursor_type="row", zebra_stripes=True)
             yield Static("select a row: its provenance", id="provenance")
         with VerticalScroll(id="figures-pane"):
             yield Static("loading…", id="figures")

@@ -25,10 +25,10 @@ from typing import Any
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.geometry import Region
-from textual.widgets import DataTable
 
 from engine.observe.state import CampaignState, CellState
 from fugue_tui.app.actions import Action, bindings
+from fugue_tui.app.widgets.fitted_table import FittedTable
 from fugue_tui.format import PENDING, fmt_duration, fmt_seconds
 from fugue_tui.live import STATE_STYLE
 
@@ -105,7 +105,7 @@ def _order(value: str) -> tuple[int, float]:
         return 0, math.inf
 
 
-class CellTable(DataTable):
+class CellTable(FittedTable):
     """The campaign's cells; row keys are cell keys (``key#attempt`` for earlier attempts)."""
 
     BINDINGS = bindings(_NAV)
@@ -131,17 +131,6 @@ class CellTable(DataTable):
         if self._rows_only and not regions and not layout and not recompose:
             return self  # update_cell's whole-table repaint: sync repaints the rows it changed
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-    def watch_virtual_size(self, old: Any, new: Any) -> None:
-        """New rows measured wider columns: repaint every row at the new widths.
-
-        DataTable measures new rows when idle; a paint before that (another widget's
-        repaint) caches their lines at the old widths, in caches whose keys do not hold the
-        widths, and only the next ``update_cell`` anywhere (which this table no longer does
-        for every clock tick) would have invalidated them (Textual 8.2.8)."""
-        if old.width != new.width:
-            self._clear_caches()  # DataTable's line, row and cell caches
-            self.refresh()
 
     def sync(self, state: CampaignState, now: float) -> int:
         """Bring the table in line with ``state``; returns the number of table cells
