@@ -47,6 +47,20 @@ def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
     return ("speedup so far: " + " · ".join(parts)) if parts else ""
 
 
+def comparable(state: CampaignState) -> bool:
+    """Whether some experiment has a finished seq cell and a finished cell of another
+    executor: only then can a speedup exist (loading the rows and the analysis, pandas
+    included, cost a dashboard about a second of CPU: not for nothing)."""
+    from fugue_tui.app.widgets.cell_table import split_label
+
+    seen: dict[str, set[str]] = {}
+    for cell in state.cells.values():
+        if cell.state == "done":
+            exp, executor, _, _ = split_label(cell.label)
+            seen.setdefault(exp, set()).add(executor)
+    return any("seq" in executors and len(executors) > 1 for executors in seen.values())
+
+
 def eta_seconds(state: CampaignState, now: float) -> float | None:
     """Seconds until the campaign ends, from what its cells took so far: each queued cell
     costs the mean duration of the ended cells of its executor (of all ended cells when its

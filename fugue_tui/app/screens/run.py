@@ -323,14 +323,15 @@ class RunScreen(Screen):
                                handle=self.handle, stopping=self.stopping)
 
     def _show_header(self, now: float) -> None:
-        from fugue_tui.app.so_far import eta_text
+        from fugue_tui.app.so_far import comparable, eta_text
 
         text = self.header_text(now)
         state = self.view.state
         done = sum(1 for cell in state.cells.values() if cell.finished)
         if done != self._so_far_done and self.replay is None:
             self._so_far_done = done  # rows land as cells finish: recompute then only
-            self._speedup_so_far(self.run_dir.parent, state.campaign or self.run_dir.name)
+            if comparable(state):  # else no speedup yet: spare the analysis' imports
+                self._speedup_so_far(self.run_dir.parent, state.campaign or self.run_dir.name)
         strip = " · ".join(p for p in (
             self.so_far, eta_text(state, now) if state.state == "running" else "") if p)
         if strip:

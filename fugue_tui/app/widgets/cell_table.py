@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.geometry import Region
@@ -152,8 +153,9 @@ class CellTable(FittedTable):
                 self._rows_only = True
                 try:
                     for name, before, after in zip(COLUMNS, old, row):
-                        if before != after:  # a longer note or state widens its column
-                            self.update_cell(key, name, after, update_width=True)
+                        if before != after:
+                            self.update_cell(key, name, after,
+                                             update_width=self._wider(name, after))
                             updates += 1
                 finally:
                     self._rows_only = False
@@ -170,6 +172,14 @@ class CellTable(FittedTable):
             self.row_repaints += len(changed)
         self.last_updates = updates
         return updates
+
+    def _wider(self, column: str, value: Any) -> bool:
+        """Whether ``value`` needs ``column`` wider than it is (a longer note or state).
+        Only then is the table asked to measure: DataTable re-measures every cell of the
+        column when a value got narrower (a state going from running to done), which cost
+        the dashboard a few % of a core on a 20-cell campaign."""
+        plain = value.plain if isinstance(value, Text) else str(value)
+        return cell_len(plain) > self.columns[column].content_width
 
     def _move(self, row: int) -> None:
         """Move the cursor for the program (not the user's choice)."""
