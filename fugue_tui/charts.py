@@ -119,7 +119,12 @@ def bar_chart(labels: Sequence[str], values: Sequence[float | None], title: str 
         starts = heights + [e[0] for e in intervals if e]
         low = min(0.0, min(starts))
         high = max(ends)
-        fig.ruler("x").lim(low, high + 0.05 * ((high - low) or 1.0))
+        high += 0.05 * ((high - low) or 1.0)
+        fig.ruler("x").lim(low, high)
+        # round ticks in plain decimals: plotext wrote 4.8e2 and uneven steps of its own
+        columns = max(1, int(width) - max(len(n) for n in names) - 4)
+        ticks, tick_labels = nice_ticks(low, high, max(2, min(6, columns // 8)))
+        fig.ruler("x").ticks(ticks, tick_labels)
         lines.append(_render(fig, use_color))
     elif title:
         lines.append(title)
@@ -262,30 +267,78 @@ def _speedup_bars(speedup_df):
     return tuple(x[::-1] for x in (labels, values, errors))
 
 
+def nice_ticks(low: float, high: float, most: int, cover: bool = False
+               ) -> tuple[list[float], list[str]]:
+    """At most ``most`` (≥ 2) round tick positions (steps of 1, 2 or 5 × 10^k) in
+    ``[low, high]`` — or, with ``cover``, from the round value at or below ``low`` to the one
+    at or above ``high`` (an axis then spans its ticks) — and their labels in plain decimals
+    with the step's precision (never ``4.8e2``, never uneven labels for even rows)."""
+    most = max(2, int(most))
+    span = high - low
+    if not math.isfinite(span) or span <= 0:
+        return [low], [_plain(low, 1.0)]
+    power = 10 ** math.floor(math.log10(span / (most - 1)))
+    for step in (m * power * scale for scale in (1, 10, 100) for m in (1, 2, 5)):
+        if cover:
+            first = math.floor(low / step + 1e-9) * step
+            last = math.ceil(high / step - 1e-9) * step
+        else:
+            first = math.ceil(low / step - 1e-9) * step
+            last = math.floor(high / step + 1e-9) * step
+        count = int(round((last - first) / step)) + 1
+        if count <= most:
+            break
+    ticks = [round(first + i * step, 12) for i in range(count)]
+    return ticks, [_plain(t, step) for t in ticks]
+
+
+def _plain(value: float, step: float) -> str:
+    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    return f"{value:,.{decimals}f}"
+
+
 def metric_panels(xs: Sequence[float], panels: Sequence[tuple[str, Sequence[float | None]]],
-                  width: int = 60, height: int = 18, color: bool | None = None) -> str:
+                  width: int = 60, height: int = 18, color: bool | None = None,
+                  latest: str = "now") -> str:
     """Small line charts stacked vertically, one per ``(title, values)`` panel, sharing
-    ``xs`` (seconds from the first point are drawn, so the axis reads "last N s"). Each
-    title gets the latest value (``now 42.0``). Missing values (None, NaN) are dropped,
-    never drawn as 0; a panel with none left says so on one line. ``height`` is shared
-    among the panels (each at least 5 rows)."""
+    ``xs`` (seconds from the first point are drawn, from 0, so the axis reads "last N s";
+    one point alone is drawn at 0 of a 0..1 s axis, never on a negative one). Each title
+    gets the latest value, said with ``latest`` (``now 42.0`` while the cell runs, ``last``
+    once it ended). Axes carry round ticks in plain decimals (:func:`nice_ticks`). Missing
+    values (None, NaN) are dropped, never drawn as 0; a panel with none left says so on one
+    line. ``height`` is shared among the panels (each at least 5 rows)."""
     if not panels:
         return "(nothing to draw)"
     each = max(5, int(height) // len(panels))
     start = float(xs[0]) if len(xs) else 0.0
     rel = [float(x) - start for x in xs]
+    span = max(rel[-1] if rel else 0.0, 1.0)
     out = []
     for title, values in panels:
         ys = [float("nan") if _missing(v) else float(v) for v in values]
-        latest = next((y for y in reversed(ys) if math.isfinite(y)), None)
-        head = f"{title}  now {_fmt(latest)}" if latest is not None else f"{title}  (no data)"
-        if latest is None:
+        finite = [y for y in ys if math.isfinite(y)]
+        value = next((y for y in reversed(ys) if math.isfinite(y)), None)
+        head = f"{title}  {latest} {_fmt(value)}" if value is not None else f"{title}  (no data)"
+        if value is None:
             out.append(head)
             continue
         use_color = _use_color(color)
         fig = _figure(width, each, head, use_color)
         x, y = downsample(rel, ys, max(1, int(width) - _FRAME))
         fig.draw(fig.signal(x.tolist(), y.tolist(), marker="braille").lines())
+        low, high = min(finite), max(finite)
+        if high - low < 1e-9 * max(1.0, abs(high)):  # a flat line: a band around it
+            pad = max(abs(high) * 0.05, 1.0)
+            low, high = low - pad, high + pad
+        rows = max(2, each - 3)  # the plot area's rows (title and x axis take three)
+        ticks, labels = nice_ticks(low, high, 2 if rows < 4 else 3, cover=True)
+        low, high = min(low, ticks[0]), max(high, ticks[-1])
+        fig.ruler("y").lim(low, high)
+        fig.ruler("y").ticks(ticks, labels)
+        columns = max(1, int(width) - _FRAME)
+        ticks, labels = nice_ticks(0.0, span, max(2, min(6, columns // 8)))
+        fig.ruler("x").lim(0.0, span)
+        fig.ruler("x").ticks(ticks, [f"{t}s" for t in labels])
         out.append(_render(fig, use_color))
     return "\n".join(out)
 
@@ -300,6 +353,15 @@ def figure_chart(figure, width: int = 80, color: bool | None = None) -> str:
     if not bars:
         return f"{figure.title}\n(no rows for this figure)"
     labels = [b.label if b.value is None else f"{b.label} {b.text}" for b in bars]
+    legend: list[str] = []
+    drawn = [i for i, b in enumerate(bars) if b.value is not None]
+    if drawn and max(len(labels[i]) for i in drawn) > width * 0.45:
+        # Labels wider than half the chart left the bars a few columns (80-column
+        # terminals): number the bars and write each label in full under the chart.
+        digits = len(str(len(bars)))
+        for n, i in enumerate(drawn, start=1):
+            legend.append(f"{n:>{digits}}  {labels[i]}")
+            labels[i] = f"{n:>{digits}}"
     values = [b.value for b in bars]
     errors = [(b.low, b.high) if b.low is not None and b.high is not None else None
               for b in bars]
@@ -309,7 +371,9 @@ def figure_chart(figure, width: int = 80, color: bool | None = None) -> str:
                      value_labels=[""] * len(bars))
     if figure.missing:  # bar_chart lists them bottom-up; list them in the figure's order
         head = [line for line in text.splitlines() if not line.startswith(MISSING_PREFIX)]
-        text = "\n".join(head + [MISSING_PREFIX + ", ".join(figure.missing)])
+        text = "\n".join(head + legend + [MISSING_PREFIX + ", ".join(figure.missing)])
+    elif legend:
+        text = "\n".join([text] + legend)
     return text + ("\n" + figure.note if figure.note else "")
 
 

@@ -89,8 +89,11 @@ def _add_dashboard(sub) -> None:
     dashboard.add_argument("--replay", metavar="PATH",
                            help="replay a finished campaign (its run folder, or an events "
                                 "file) in the run screen, as it happened")
-    dashboard.add_argument("--speed", type=float, default=1.0, metavar="X",
-                           help="with --replay: campaign seconds per second (default 1)")
+    from fugue_tui.app.replay import parse_speed
+
+    dashboard.add_argument("--speed", type=parse_speed, default=1.0, metavar="X",
+                           help="with --replay: campaign seconds per second, 0.1 to 1000 "
+                                "(default 1; + and - step a 1-2-5 ladder)")
 
 
 def _add_control(sub) -> None:

@@ -202,7 +202,9 @@ class LiveView:
 
     def cell_line(self, cell: CellState, now: float) -> Text:
         """The cell's line: index, label, attempt, elapsed, state, stage, watchdog."""
-        elapsed = now - cell.started_ts if cell.started_ts is not None else None
+        # a cell that ended took until its end, however late it is looked at
+        end = cell.ended_ts if cell.ended_ts is not None and not cell.active else now
+        elapsed = end - cell.started_ts if cell.started_ts is not None else None
         line = Text(f"[{cell.index}/{self.total}] ", style="bold")
         line.append(cell.label, style="bold")
         line.append(f" · attempt {cell.attempt} · {fmt_duration(elapsed)} · ")

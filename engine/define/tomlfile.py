@@ -65,13 +65,48 @@ def check_keys(table: dict[str, Any], allowed: dict[str, tuple[type, ...]], wher
         ConfigError: ``"<where>: unknown key 'x' (did you mean 'y'?)"`` or
             ``"<where>: key 'x' must be an integer, got 'abc'"``.
     """
+    problems = key_problems(table, allowed, aliases)
+    if problems:
+        raise ConfigError(f"{where}: {problems[0][1]}")
+
+
+def key_problems(table: dict[str, Any], allowed: dict[str, tuple[type, ...]],
+                 aliases: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """Every unknown key and every value of the wrong type in ``table``, in order, as
+    ``(key, "unknown key 'x' (did you mean 'y'?)" | "key 'x' must be an integer, got
+    'abc'")`` (:func:`check_keys` raises the first; the dashboard lists them all)."""
+    out = []
     for key, value in table.items():
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key '{key}'{suggest(key, allowed, aliases)}")
+            out.append((key, f"unknown key '{key}'{suggest(key, allowed, aliases)}"))
+            continue
         types = allowed[key]
         if not type_ok(value, types):
             wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-            raise ConfigError(f"{where}: key '{key}' must be {wanted}, got {shown(value)}")
+            out.append((key, f"key '{key}' must be {wanted}, got {shown(value)}"))
+    return out
+
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_KEY = re.compile(r"""^\s*("?)([A-Za-z0-9_.-]+)\1\s*=""")
+
+
+def key_lines(text: str) -> dict[tuple[str, str], int]:
+    """Where each key is set in a TOML document: ``(table, key)`` → line (1-based), the
+    table ``""`` for the top level, ``"watchdog"`` for ``[watchdog]``. Plain and quoted
+    bare keys and ``[table]`` headers (what campaign files use); a key set in a
+    multi-line value's continuation is not looked for."""
+    lines: dict[tuple[str, str], int] = {}
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = header.group(1).strip()
+            continue
+        key = _KEY.match(line)
+        if key:
+            lines.setdefault((table, key.group(2)), number)
+    return lines
 
 
 def suggest(name: str, valid: Any, aliases: dict[str, str] | None = None) -> str:

@@ -30,8 +30,11 @@ from engine.runfolder import RunFolder
 COMMANDS = ("kill", "retry", "skip", "abort")
 
 
-def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
-    """Queue a command for the runner of ``run_dir``; return the command file.
+def send(run_dir: str | Path, command: str, cell: str | None = None,
+         reason: str | None = None) -> Path:
+    """Queue a command for the runner of ``run_dir``; return the command file. ``reason``
+    (abort only): who stopped the campaign, recorded as the running cell's kill reason
+    (the dashboard's Stop says so instead of a Ctrl-C nobody typed).
 
     Raises:
         ConfigError: unknown command, a missing cell, no such run folder, or a cell that
@@ -44,6 +47,8 @@ def send(run_dir: str | Path, command: str, cell: str | None = None) -> Path:
     check_command(run_dir, command, cell)
     inbox = RunFolder(run_dir).control
     body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
+    if reason and command == "abort":
+        body["reason"] = str(reason)
     name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
     tmp = inbox / f".{name}.tmp"
     created = not os.path.lexists(inbox)

@@ -457,7 +457,9 @@ class Runner:
                 self._emit("control", cmd=name, applied=True)
                 if running is None:
                     raise Aborted()
-                stop = ("abort", "campaign aborted by control command")
+                why = str(command.get("reason") or "").strip()
+                stop = ("abort", f"campaign aborted by control command ({why})" if why
+                        else "campaign aborted by control command")
                 continue
             cell = self.find(ref)
             if cell is None:

@@ -37,8 +37,9 @@ class Action:
 
 APP = (
     Action("app.help", "question_mark", "app.help", "help", "show every key and its id"),
-    Action("app.results", "f3", "app.results", "results",
-           "the Results screen: group rows, filter, sort, provenance, speedup charts, export"),
+    Action("app.results", "f3", "app.results", "all results",
+           "the Results screen of every row of the runs folder: filter, sort, provenance, "
+           "speedup charts, export"),
     Action("app.replay", "f4", "app.replay", "replay",
            "replay a finished campaign's run folder or an events file in the run screen"),
     Action("app.quit", "q,ctrl+q", "app.request_quit", "quit",
@@ -74,8 +75,16 @@ RUN = (
            "select the running cell and keep following whichever cell runs"),
     Action("run.plan", "p", "back_to_plan", "plan",
            "back to the plan screen (once the campaign has ended)"),
-    Action("run.results", "v", "show_results", "results",
+    Action("run.results", "v", "show_results", "campaign results",
            "the Results screen of this campaign's rows (updates as rows land)"),
+    Action("run.stacks", "d", "dump_stacks", "stacks",
+           "dump the stacks of every thread of the selected running cell's Python processes "
+           "(kept beside its log), shown with its process tree and last events"),
+    Action("run.zoom", "z", "zoom", "zoom",
+           "show one pane on the whole screen, cycling cells, jobs, monitor, log, events, "
+           "then all of them again (a small terminal shows the monitor only so)"),
+    Action("run.back", "escape", "back", "back",
+           "close a replay, or leave a campaign that has ended (the screen before it)"),
 )
 
 RESULTS = (

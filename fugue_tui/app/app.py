@@ -100,6 +100,12 @@ class FugueApp(App):
         from engine.errors import FugueError
         from fugue_tui.app.replay import Replay
 
+        live = find_runner(source) if Path(source).is_dir() else None
+        if live is not None:  # a replay of a campaign still running would end mid-way
+            self.notify(f"{source}: its campaign is still running (runner pid {live.pid}): "
+                        "watch it live (ctrl+t attaches) or replay it once it has ended",
+                        severity="warning", timeout=10, markup=False)
+            return None
         try:
             replay, run_dir = Replay.open(source, speed=self.replay_speed, paused=paused)
         except (FugueError, OSError) as exc:
@@ -115,8 +121,13 @@ class FugueApp(App):
         def chosen(path: str | None) -> None:
             if path:
                 self.open_replay(path)
+        # The campaign on screen when it has ended (the one a user most likely means),
+        # else the runs folder to complete from.
+        run = next((s for s in reversed(self.screen_stack) if isinstance(s, RunScreen)), None)
+        default = (str(run.run_dir) if run is not None and run.replay is None
+                   and not run.runner_alive else str(Path(self.runs_dir)) + "/")
         self.push_screen(PathScreen("Replay a campaign: its run folder (runs/<name>) or an "
-                                    "events file (.jsonl):", ""), chosen)
+                                    "events file (.jsonl):", default), chosen)
 
     def action_results(self, source: str | None = None) -> None:
         """The Results screen of ``source`` (default: the runs folder)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import tomli_w
 
 from engine.define import tomlfile
 from engine.define.campaign import Campaign, parse_campaign
-from engine.errors import FugueError, OutputError
+from engine.errors import ConfigError, FugueError, OutputError
 from engine.plugins import load_plugins
 
 #: Where validation errors of an unsaved plan say they come from.
@@ -149,7 +150,10 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     if isinstance(extra, str) and extra and not Path(extra).is_absolute():
         doc["experiments_file"] = str((path.parent / extra).resolve())
     load_plugins()
-    parse_campaign(clean_doc(doc), str(path))  # raises, naming the file and key
+    try:
+        parse_campaign(clean_doc(doc), str(path))  # raises, naming the file and key
+    except ConfigError as exc:
+        raise ConfigError(located_problems(path, doc, str(exc))) from None
     if not isinstance(doc.get("experiments"), list):
         campaign = parse_campaign(clean_doc(doc), str(path))
         doc["experiments"] = list(campaign.experiments)
@@ -158,6 +162,39 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     doc["watchdog"] = watchdog
     doc.setdefault("name", path.stem)
     return doc
+
+
+def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
+    """Every unknown key and wrong type of a campaign file, one per line, each as
+    ``<file>:<line>: key 'x' must be …`` (the validation stops at the first; a user fixing a
+    file wants them all, and where). ``first``, the validation's own error, is kept — with
+    its line when it names a key of the file — when it is not one of them."""
+    from engine.define.campaign import _KEYS, _WATCHDOG_KEYS
+
+    try:
+        lines = tomlfile.key_lines(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        lines = {}
+
+    def at(table: str, key: str) -> str:
+        line = lines.get((table, key))
+        return f"{path}:{line}" if line else str(path)
+
+    found = [(at("", key), problem) for key, problem in tomlfile.key_problems(doc, _KEYS)]
+    watchdog = doc.get("watchdog")
+    if isinstance(watchdog, dict):
+        found += [(at("watchdog", key), f"watchdog: {problem}")
+                  for key, problem in tomlfile.key_problems(watchdog, _WATCHDOG_KEYS)]
+    messages = [f"{where}: {problem}" for where, problem in found]
+    rest = first.removeprefix(f"{path}: ")
+    if not any(rest.endswith(problem) for _, problem in found):
+        named = re.search(r"key '([A-Za-z0-9_]+)'", rest)
+        table = "watchdog" if rest.startswith("watchdog") else ""
+        where = at(table, named.group(1)) if named else str(path)
+        messages.insert(0, f"{where}: {rest}" if rest != first else first)
+    if len(messages) > 1:
+        messages.insert(0, f"{path}: {len(messages)} problems:")
+    return "\n".join(messages)
 
 
 def cell_keys(doc: dict[str, Any]) -> list[str]:

@@ -4,8 +4,9 @@ Textual-free. The dashboard starts ``python -m engine.runner`` in a session of i
 (``start_new_session``) with no parent-death signal, so "detach" can leave it running
 headless after the dashboard exits; its stdout and stderr go to ``runner.out`` in the run
 folder. A later dashboard finds it again through ``runner.pid`` (written by the runner,
-removed when it ends). "Stop" interrupts it (SIGINT: it stops and records the running cell,
-exit 130) and waits until neither the runner nor the cell processes it had are left.
+removed when it ends). "Stop" aborts it through its control folder (the running cell is
+recorded as killed, "stopped from the dashboard"; exit 3), interrupts it (SIGINT) if that
+does not end it, and waits until neither the runner nor the cell processes it had are left.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ STOP_TIMEOUT_S = 60.0
 OUT_NAME = "runner.out"
 
 
+#: The kill reason the dashboard's Stop records (not "interrupted (Ctrl-C)": nobody typed it).
+STOP_REASON = "stopped from the dashboard"
+#: Seconds for the runner to act on the abort command before it is interrupted (it reads
+#: its control folder between two checks of the running cell, a fraction of a second).
+ABORT_WAIT_S = 15.0
+
+
 @dataclass
 class RunnerHandle:
     """A runner process: ours (``proc``) or found through ``runner.pid`` (``pid`` only)."""
@@ -49,6 +57,18 @@ class RunnerHandle:
         """The exit status when this dashboard started the runner and it ended, else None."""
         return self.proc.poll() if self.proc is not None else None
 
+    def _abort(self, reason: str) -> None:
+        from engine.errors import FugueError
+        from engine.runner.control import send
+
+        try:
+            send(self.run_dir, "abort", reason=reason)
+        except FugueError:
+            return  # no control folder to write to: SIGINT does it
+        deadline = time.monotonic() + ABORT_WAIT_S
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
     def output_tail(self, lines: int = 5) -> str:
         """The last lines the runner printed (its reason when it refused to start)."""
         try:
@@ -57,12 +77,16 @@ class RunnerHandle:
             return ""
         return "\n".join(line for line in text.splitlines()[-lines:] if line.strip())
 
-    def stop(self, timeout: float = STOP_TIMEOUT_S, cell_pids: set[int] | None = None
-             ) -> list[int]:
-        """Interrupt the runner (it stops and records its running cell), wait for it and for
-        ``cell_pids`` to end, SIGKILL what is left after ``timeout``. Returns the pids that
-        had to be killed (empty when everything stopped by itself)."""
+    def stop(self, timeout: float = STOP_TIMEOUT_S, cell_pids: set[int] | None = None,
+             reason: str | None = STOP_REASON) -> list[int]:
+        """Stop the runner: first the control command ``abort`` with ``reason`` (the running
+        cell is recorded as killed for that reason, the campaign as aborted), then, if it is
+        still alive after :data:`ABORT_WAIT_S` (or without a reason), SIGINT; wait for it and
+        for ``cell_pids`` to end, SIGKILL what is left after ``timeout``. Returns the pids
+        that had to be killed (empty when everything stopped by itself)."""
         pids = set(cell_pids or ()) | self.cell_pids
+        if self.alive() and reason:
+            self._abort(reason)
         if self.alive():
             try:
                 os.kill(self.pid, signal.SIGINT)

@@ -22,8 +22,31 @@ from typing import Any
 from engine.errors import FugueError
 from engine.runfolder import RunFolder
 
-#: Replay speeds offered by faster/slower (campaign seconds per wall second).
-SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0)
+#: Replay speeds offered by faster/slower (campaign seconds per wall second): one 1-2-5
+#: ladder, so each step is about twice the last (the old one jumped 100 → 500, started at
+#: 0.25, and a speed given off the ladder could not be returned to).
+SPEEDS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+
+
+def parse_speed(text: str) -> float:
+    """``--speed``: campaign seconds per second, a finite number in [0.1, 1000] (0, a
+    negative or NaN speed ran the clock backwards or froze it).
+
+    Raises:
+        argparse.ArgumentTypeError: naming the value and the range.
+    """
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and SPEEDS[0] <= value <= SPEEDS[-1]):
+        raise argparse.ArgumentTypeError(
+            f"replay speed must be a number from {SPEEDS[0]:g} to {SPEEDS[-1]:g} (campaign "
+            f"seconds per second), got {text!r}")
+    return value
 
 
 def load_events(path: str | Path) -> tuple[list[dict[str, Any]], Path | None]:
@@ -62,13 +85,48 @@ def write_stream(run_dir: str | Path, out: str | Path) -> int:
     return len(events)
 
 
+def timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` in the order they happened, the order a replay releases them.
+
+    A follower that reads a finished folder in one go yields each attempt's events in one
+    block between the runner's ``cell_started`` and its end event, so the runner's events in
+    between (``suspect``, ``hung``, ``control``) came after the cell's last lines: a replay
+    released them only at the cell's end, together with the kill, and the watchdog states
+    were never on screen. Sorted by ``ts`` (stable), with the follower's guarantees kept: an
+    attempt's own events never before its ``cell_started``, its end event never before its
+    last line. An event without a ``ts`` keeps the time of the one before it."""
+    from engine.events import is_runner_event
+    from engine.observe.follow import END_EVENTS
+
+    started: dict[tuple[Any, Any], float] = {}
+    last: dict[tuple[Any, Any], float] = {}
+    when: list[float] = []
+    previous = float("-inf")
+    for event in events:
+        ts = event.get("ts")
+        t = float(ts) if isinstance(ts, (int, float)) else previous
+        ident = (event.get("cell"), event.get("attempt"))
+        if is_runner_event(event):
+            if event.get("type") == "cell_started":
+                started[ident] = t
+            elif event.get("type") in END_EVENTS:
+                t = max(t, last.get(ident, t))
+        elif ident[0] is not None:
+            t = max(t, started.get(ident, t))
+            last[ident] = max(t, last.get(ident, t))
+        when.append(t)
+        previous = t
+    order = sorted(range(len(events)), key=lambda i: when[i])
+    return [events[i] for i in order]
+
+
 class Replay:
     """Events released by a campaign-time clock (see the module doc). Thread-safe: keys
     change it on the UI thread, the run screen's worker calls :meth:`due`."""
 
     def __init__(self, events: list[dict[str, Any]], source: str = "", speed: float = 1.0,
                  paused: bool = False, wall: Callable[[], float] = time.monotonic) -> None:
-        self.events = events
+        self.events = timeline(events)
         self.source = source
         self.speed = float(speed)
         self.paused = paused
@@ -82,6 +140,8 @@ class Replay:
         self._last_wall = wall()
         self._steps = 0
         self._to_end = False
+        #: "fastest" / "slowest" after a key asked past the end of the ladder (shown once).
+        self._limit = ""
 
     @classmethod
     def open(cls, path: str | Path, **kwargs: Any) -> tuple[Replay, Path | None]:
@@ -122,6 +182,8 @@ class Replay:
                 self.speed = bigger[0]
             elif not faster and smaller:
                 self.speed = smaller[-1]
+            self._limit = "" if (bigger if faster else smaller) else (
+                "fastest" if faster else "slowest")
             return self.speed
 
     def to_end(self) -> None:
@@ -162,7 +224,7 @@ class Replay:
         with self._lock:
             state = "finished" if self.pos >= len(self.events) else (
                 "paused" if self.paused else "playing")
-            speed = f"{self.speed:g}×"
+            speed = f"{self.speed:g}×" + (f" ({self._limit})" if self._limit else "")
             return (f"replay · {self.pos}/{len(self.events)} events · "
                     f"{fmt_duration(max(0.0, self._now - self.start_ts))} of "
                     f"{fmt_duration(self.end_ts - self.start_ts)} · {speed} · {state}")

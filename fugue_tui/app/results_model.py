@@ -33,12 +33,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("gpu", "GPU", "gpu_name"),
     ("host", "host", "machine"),
     ("campaign", "campaign", "campaign_id"),
+    ("reason", "reason", "error"),
 )
 NUMERIC = {"pass", "T_group", "throughput"}
 FILTER_FIELDS = {"experiment": "exp_id", "exp": "exp_id", "executor": "executor",
                  "exec": "executor", "scheduler": "scheduler", "features": "features",
                  "gpu": "gpu_name", "host": "machine", "campaign": "campaign_id",
-                 "status": "status", "precision": "precision"}
+                 "status": "status", "precision": "precision", "reason": "error"}
 
 #: The selected row's provenance, in order: (label, column).
 PROVENANCE: tuple[tuple[str, str], ...] = (
@@ -66,6 +67,8 @@ def cell_text(key: str, value: Any) -> str:
             return str(int(number))
         return fmt_number(number, ".3f") if key == "T_group" else fmt_rate(number)
     text = fmt_text(value)
+    if key == "reason":  # why a row is killed or failed; an ok row has none to give
+        return " ".join(text.split())[:80]
     if key == "gpu":
         return text or "no GPU"
     if key == "compile":

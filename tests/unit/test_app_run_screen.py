@@ -105,8 +105,8 @@ def test_recorded_campaign_shows_rows_attempts_numbers_and_charts(tmp_path, monk
             text = screen_text(app)
             assert "X_block_s0" in text and "0.5123" in text and "100%" in text
             assert "X_block seq pass 1: manual retry, attempt 2" in text
-            assert "CPU % of one core (cell process tree, no GPU)  now 97.5" in text
-            assert "RSS MiB (cell process tree, no GPU)  now 320" in text
+            assert "CPU % of one core (cell process tree, no GPU)  last 97.5" in text
+            assert "RSS MiB (cell process tree, no GPU)  last 320" in text
             # the selected attempt's log (read by the follow worker at its next poll)
             await until(pilot, lambda: "all good" in screen_text(app), what="the log")
             charts = screen.query_one(DeviceCharts)

@@ -114,7 +114,8 @@ def test_run_screen_of_a_recorded_campaign(tmp_path):
             await until(pilot, lambda: "D_ens_ens_s0" in screen_text(app), what="jobs")
             await pilot.pause(0.3)
             text = screen_text(app)
-            assert "CPU % of one core (cell process tree, no GPU)  now" in text
+            # the cell ended: its monitor's latest value is its last, not "now"
+            assert "CPU % of one core (cell process tree, no GPU)  last" in text
             assert_snapshot(app, "run_recorded", tmp_path)
             await pilot.press("q")
 
@@ -132,7 +133,7 @@ def test_gpu_panes_from_the_real_t4_trace(tmp_path):
                                  and app.screen)
             await pilot.press("E")  # to the end
             await _settle(pilot, lambda: screen.replay.done
-                          and "now" in screen_text(app), "the trace's samples")
+                          and "last" in screen_text(app), "the trace's samples")
             await pilot.press("g")
             charts = screen.query_one(DeviceCharts)
             charts._drawn, charts._last_draw = None, float("-inf")  # draw the whole trace now
@@ -140,9 +141,9 @@ def test_gpu_panes_from_the_real_t4_trace(tmp_path):
             screen.refresh_view()
             await _settle(pilot, lambda: charts.draws > 0, "the charts")
             text = screen_text(app)
-            assert f"GPU utilisation %  now {last['gpu_util_pct']:.3g}" in text
-            assert f"VRAM used MiB  now {last['mem_used_mib']:.3g}" in text
-            assert f"GPU power W  now {last['power_w']:.3g}" in text
+            assert f"GPU utilisation %  last {last['gpu_util_pct']:.3g}" in text
+            assert f"VRAM used MiB  last {last['mem_used_mib']:.3g}" in text
+            assert f"GPU power W  last {last['power_w']:.3g}" in text
             assert "cuda:0 (Tesla T4, trace)" in text
             assert "replay · 101/101 events" in text and "finished" in text
             assert_snapshot(app, "run_gpu_t4_trace", tmp_path)

@@ -161,3 +161,25 @@ def help_text(console, keymap: dict[str, str], width: int) -> Text:
 
 
 _HELP_CACHE: dict = {}
+
+
+class StackScreen(ModalScreen[None]):
+    """A running cell's stack dumps, process tree and last events
+    (:func:`fugue_tui.app.stack_report.cell_report`); Escape closes."""
+
+    BINDINGS = [Binding("escape,q", "close", "close", id="help.close-stacks")]
+
+    def __init__(self, title: str, report: str) -> None:
+        super().__init__()
+        self.title_text, self.report = title, report
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="stacks"):
+            yield Label(Text(self.title_text, style="bold"), id="question")
+            with VerticalScroll(id="stacks-body"):
+                yield Static(Text(self.report), id="stacks-text")
+            yield Label(Text("Escape closes · the dumps stay beside the cell's log",
+                             style="dim"))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -126,7 +126,13 @@ class PlanScreen(Screen):
             yield DataTable(id="preview", cursor_type="row", zebra_stripes=True)
         yield KeyFooter()
 
+    def on_resize(self, event: Any = None) -> None:
+        from fugue_tui.app.compact import set_compact
+
+        set_compact(self)
+
     def on_mount(self) -> None:
+        self.on_resize()
         table = self.query_one("#preview", DataTable)
         for column in ("#", "experiment", "executor", "configuration", "pass", "jobs",
                        "cell key", "would"):

@@ -56,6 +56,7 @@ from fugue_tui.app.results_model import (
     table_rows,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
+from fugue_tui.app.widgets.fitted_table import FittedTable
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.sweep_panel import SweepPanel
 
@@ -108,14 +109,22 @@ class ResultsScreen(Screen):
                     placeholder="filter: exp:D_ens executor:unified gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
-            yield DataTable(id="groups", cursor_type="row", zebra_stripes=True)
+            yield FittedTable(id="groups", cursor_type="row", zebra_stripes=True)
             yield Static("select a row: its provenance", id="provenance")
         with VerticalScroll(id="figures-pane"):
             yield Static("loading…", id="figures")
             yield SweepPanel()  # K sweeps and advice (issue 23), under the figures
         yield KeyFooter()
 
+    def on_resize(self, event: Any = None) -> None:
+        from fugue_tui.app.compact import set_compact
+
+        set_compact(self)
+        if event is not None:
+            self.call_after_refresh(self._draw_charts)
+
     def on_mount(self) -> None:
+        self.on_resize()
         table = self.query_one("#groups", DataTable)
         for key, header, _ in COLUMNS:
             table.add_column(header, key=key)
@@ -264,9 +273,6 @@ class ResultsScreen(Screen):
         parts = [figure_chart(f, width=width, color=color) for f in self.results.figures]
         pane.update(Text.from_ansi("\n\n".join(parts)) if color else Text("\n\n".join(parts)))
         self.chart_draws += 1
-
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._draw_charts)
 
     # -- actions --------------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -20,6 +20,9 @@ comes. Commands go to the runner through its control channel (:mod:`engine.runne
 | f | run.follow | follow the running cell |
 | p | run.plan | back to the plan (when the campaign has ended) |
 | v | run.results | the Results screen of this campaign's rows |
+| d | run.stacks | the selected running cell's stack dumps, process tree and last events |
+| z | run.zoom | one pane on the whole screen, in turn (cells, jobs, monitor, log, events) |
+| escape | run.back | close a replay, or leave a campaign that has ended |
 
 Replay (:mod:`fugue_tui.app.replay`): the same screen over a recorded stream. A replay
 worker, instead of the follow worker, posts the events whose time has come in the same
@@ -44,6 +47,7 @@ from textual.worker import get_current_worker
 
 from engine.observe.state import CellState
 from fugue_tui.app.actions import REPLAY, RUN, bindings
+from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
 from fugue_tui.app.process import RunnerHandle
@@ -60,8 +64,30 @@ from fugue_tui.live import LiveView, warning_line
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
+#: The panes ``z`` zooms, in turn (then none: every pane again).
+ZOOMS = ("cells", "jobs", "monitor", "log", "events")
+#: Lifecycle lines kept for the events pane (it shows the newest that fit its height).
+RECENT_KEPT = 50
 #: Actions whose availability depends on the selected cell and the runner.
-_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan")
+_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dump_stacks")
+
+def recent_text(lines: list[str], width: int, height: int, console: Any) -> Text:
+    """The tail of ``lines`` that fills ``height`` rows of ``width`` columns once wrapped
+    (all of them before the pane has a size)."""
+    if not lines:
+        return Text("no lifecycle events yet", style="dim")
+    if width < 1 or height < 1:
+        return Text("\n".join(lines))
+    rows: list[Text] = []
+    for line in reversed(lines):
+        wrapped = list(Text(line).wrap(console, width))
+        if len(rows) + len(wrapped) > height:
+            if not rows:  # one line taller than the pane: its end, the newest words
+                rows = wrapped[-height:]
+            break
+        rows = wrapped + rows
+    return Text("\n").join(rows)
+
 
 class RunScreen(Screen):
     """One campaign's run folder, followed live; see the module docstring."""
@@ -80,7 +106,7 @@ class RunScreen(Screen):
         self.event_offset = offset
         self.attached = attached
         self.clock = clock
-        self.view = LiveView(0, clock=clock, recent=8)
+        self.view = LiveView(0, clock=clock, recent=RECENT_KEPT)
         self.samples = SampleStore()
         self.host = Series()
         self.runner_alive: bool | None = handle.alive() if handle is not None else False
@@ -94,7 +120,10 @@ class RunScreen(Screen):
         self._hidden_log: list[tuple[list[str], bool, str]] = []
         self._suspended = False
         self._applicable: Any = None
-        self._shown: dict[str, str] = {}
+        self._shown: dict[str, Any] = {}
+        #: The "speedup so far" line, and the finished-cell count it was computed for.
+        self.so_far = ""
+        self._so_far_done = -1
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
         self.redraws = 0
         self.table_writes = 0
@@ -112,6 +141,7 @@ class RunScreen(Screen):
         yield KeyFooter()
 
     def on_mount(self) -> None:
+        self.on_resize()  # compact or not from the start
         self.query_one(CellTable).focus()
         if self.replay is not None:
             self._replay()
@@ -253,12 +283,28 @@ class RunScreen(Screen):
             self.refresh_bindings()
         self.redraws += 1
 
+    @work(thread=True, exclusive=True, group="so-far")
+    def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:
+        from fugue_tui.app.so_far import speedup_line
+
+        try:
+            line = speedup_line(runs_dir, campaign)
+        except (OSError, ValueError, KeyError) as exc:  # a display aid must not stop us
+            line = f"speedup so far: not computed ({type(exc).__name__}: {exc})"
+        self.app.call_from_thread(self._got_so_far, line)
+
+    def _got_so_far(self, line: str) -> None:
+        if line != self.so_far:
+            self.so_far = line
+            self.dirty = True
+            self.call_after_refresh(self.refresh_view)
+
     def _show_charts(self, cell: CellState | None, running: CellState | None) -> None:
         charts = self.query_one(DeviceCharts)
         series = self.samples.get(cell.key, cell.attempt) if cell is not None else None
         if series is not None and len(series.t):
             charts.set_title(f"monitor: {cell.label} attempt {cell.attempt}")
-            charts.show(series)
+            charts.show(series, live=cell.active)  # an ended cell's value is its last
         elif running is None and len(self.host.t):
             charts.set_title("host (idle polling: no cell runs)")
             charts.show(self.host, HOST_PANELS)
@@ -277,7 +323,19 @@ class RunScreen(Screen):
                                handle=self.handle, stopping=self.stopping)
 
     def _show_header(self, now: float) -> None:
+        from fugue_tui.app.so_far import comparable, eta_text
+
         text = self.header_text(now)
+        state = self.view.state
+        done = sum(1 for cell in state.cells.values() if cell.finished)
+        if done != self._so_far_done and self.replay is None:
+            self._so_far_done = done  # rows land as cells finish: recompute then only
+            if comparable(state):  # else no speedup yet: spare the analysis' imports
+                self._speedup_so_far(self.run_dir.parent, state.campaign or self.run_dir.name)
+        strip = " · ".join(p for p in (
+            self.so_far, eta_text(state, now) if state.state == "running" else "") if p)
+        if strip:
+            text.append(f"\n{strip}", style="cyan")
         before = self._shown.get("header")
         if text.plain != before:  # a layout pass only when its height may change
             self._shown["header"] = text.plain
@@ -286,12 +344,43 @@ class RunScreen(Screen):
                 text, layout=before is None or before.count("\n") != lines)
 
     def _show_recent(self) -> None:
+        """The newest lifecycle lines that fit the pane, wrapped to its width, oldest at
+        the top (the pane used to show the oldest and cut the newest one or two)."""
+        pane = self.query_one("#recent", Static)
         lines = list(self.view.recent)
-        plain = "\n".join(lines) if lines else "no lifecycle events yet"
-        if plain != self._shown.get("recent"):
-            self._shown["recent"] = plain
-            self.query_one("#recent", Static).update(Text(plain, style="" if lines else "dim"),
-                                                     layout=False)  # a fixed-size pane
+        width, height = pane.content_size.width, pane.content_size.height
+        key = ("\n".join(lines), width, height)
+        if key == self._shown.get("recent"):
+            return
+        self._shown["recent"] = key
+        pane.update(recent_text(lines, width, height, self.app.console),
+                    layout=False)  # a fixed-size pane
+
+    def on_resize(self, event: Any = None) -> None:
+        set_compact(self)
+        self._shown.pop("recent", None)  # lay the events out again at the new size
+        self.dirty = True
+
+    @property
+    def zoomed(self) -> str:
+        """The pane shown alone ("" for all of them)."""
+        return next((z for z in ZOOMS if self.has_class(f"-zoom-{z}")), "")
+
+    def action_zoom(self) -> None:
+        """The next pane alone on the screen (after the last: every pane again)."""
+        now = self.zoomed
+        after = ZOOMS[ZOOMS.index(now) + 1] if now and now != ZOOMS[-1] else (
+            "" if now else ZOOMS[0])
+        for pane in ZOOMS:
+            self.set_class(pane == after, f"-zoom-{pane}")
+        self.set_class(bool(after), "-zoom")
+        if after == "cells":
+            self.query_one(CellTable).focus()
+        self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
+                    timeout=2, markup=False)
+        self._shown.pop("recent", None)
+        self.dirty = True
+        self.call_after_refresh(self.refresh_view)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """The user (or the following) moved the cursor: show the cell now, not at the next
@@ -318,6 +407,13 @@ class RunScreen(Screen):
             return cell.active or cell.state in ("failed", "killed")
         if action == "back_to_plan":
             return not self.runner_alive
+        if action == "back":  # a live campaign is left with q (stop or detach)
+            return (self.replay is not None or not self.runner_alive) and \
+                len(self.app.screen_stack) > 2
+        if action == "dump_stacks":  # a live cell of a live runner: something to ask
+            cell = self.selected_cell()
+            return (self.replay is None and cell is not None and cell.active
+                    and bool(cell.pid) and bool(cell.log_path))
         if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
             return self.replay is not None
         return True
@@ -358,6 +454,27 @@ class RunScreen(Screen):
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
 
+    def action_dump_stacks(self) -> None:
+        cell = self.selected_cell()
+        if cell is None or not self.check_action("dump_stacks", ()):
+            return
+        self.notify(f"asking {cell.label}'s processes for their stacks…", timeout=2,
+                    markup=False)
+        self._dump(Path(cell.log_path).parent, int(cell.pid), cell.label, cell.attempt)
+
+    @work(thread=True, group="stacks")
+    def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
+        from fugue_tui.app.screens.modals import StackScreen
+        from fugue_tui.app.stack_report import cell_report
+
+        try:
+            report = cell_report(attempt_dir, pid, label)
+        except OSError as exc:
+            self.post_message(Notice(f"no stack dump of {label}: {exc}", "error"))
+            return
+        self.app.call_from_thread(self.app.push_screen, StackScreen(
+            f"stacks of {label} attempt {attempt} (pid {pid})", report))
+
     def action_follow_running(self) -> None:
         self.query_one(CellTable).take_user_moved()  # a move before 'f' is overruled by it
         self.follow_running = True
@@ -365,6 +482,9 @@ class RunScreen(Screen):
         self.refresh_view()
 
     def action_back_to_plan(self) -> None:
+        self.app.pop_screen()
+
+    def action_back(self) -> None:
         self.app.pop_screen()
 
     def action_show_results(self) -> None:

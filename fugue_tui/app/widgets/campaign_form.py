@@ -1,6 +1,7 @@
-"""The campaign settings form of the plan screen: the executors (with their options), the
-campaign's fields (name, passes, seed, retries, max_parallel, threads, device, compile, runs
-folder, experiments file, watchdog) and the resume box.
+"""The campaign settings form of the plan screen: the campaign's fields first (name, passes,
+seed, retries, max_parallel, threads, device, compile, runs folder, experiments file,
+watchdog), then the executors (with their options) and the resume box — the order tab walks
+them in. Checkboxes show their state as ``X`` or blank, readable without colour.
 
 The form edits a campaign document (:mod:`fugue_tui.app.plan_model`) in place, ``doc``, and
 keeps one error per field that does not parse, ``errors``. After every edit it posts
@@ -99,6 +100,16 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> None:
 
 
 
+class StateCheckbox(Checkbox):
+    """A checkbox whose state reads without colour (``NO_COLOR``, a monochrome terminal):
+    ``X`` in the box when ticked, blank when not (Textual draws an ``X`` either way and
+    tells them apart by colour alone)."""
+
+    @property
+    def BUTTON_INNER(self) -> str:  # noqa: N802 (Textual's class attribute, per value here)
+        return "X" if self.value else " "
+
+
 class CampaignForm(VerticalScroll):
     """The campaign settings form (see the module docstring)."""
 
@@ -124,19 +135,14 @@ class CampaignForm(VerticalScroll):
         return self.query_one("#resume", Checkbox).value
 
     def compose(self) -> ComposeResult:
+        """The campaign's settings first (what every plan sets), then the executors with
+        their options, then resume: the order tab walks them in."""
+        from engine.plugins import load_plugins
         from engine.registry import EXECUTORS
 
-        yield Label("executors", classes="heading")
-        for name in EXECUTORS.names():
-            spec = EXECUTORS.get(name)
-            yield Checkbox(f"{name}: {spec.label}", name in self.doc["executors"],
-                           id=f"exec-{name}", tooltip=spec.description, compact=True)
-            if spec.description:
-                yield Static(spec.description, classes="help")
-            for option, widget_id, hint in option_inputs(name):
-                with Horizontal(classes="row"):
-                    yield Label(f"  {option}", classes="label")
-                    yield Input(placeholder=hint, id=widget_id, tooltip=hint, compact=True)
+        # The executors (and their options) register when the plugins load: composed
+        # before the catalogue worker loaded them, the form had no executor at all.
+        load_plugins()
         yield Label("campaign", classes="heading")
         for spec in self.fields:
             with Horizontal(classes="row"):
@@ -155,8 +161,19 @@ class CampaignForm(VerticalScroll):
                                 type={"int": "integer", "float": "number"}.get(
                                     spec.kind, "text"), tooltip=spec.help or None,
                                 compact=True)
-        yield Checkbox("resume: preview and run only cells without an ok row",
-                       False, id="resume", compact=True)
+        yield Label("executors", classes="heading")
+        for name in EXECUTORS.names():
+            spec = EXECUTORS.get(name)
+            yield StateCheckbox(f"{name}: {spec.label}", name in self.doc["executors"],
+                                id=f"exec-{name}", tooltip=spec.description, compact=True)
+            if spec.description:
+                yield Static(spec.description, classes="help")
+            for option, widget_id, hint in option_inputs(name):
+                with Horizontal(classes="row"):
+                    yield Label(f"  {option}", classes="label")
+                    yield Input(placeholder=hint, id=widget_id, tooltip=hint, compact=True)
+        yield StateCheckbox("resume: preview and run only cells without an ok row",
+                            False, id="resume", compact=True)
 
     def _field(self, widget_id: str | None) -> Field | None:
         return next((f for f in self.fields if f.id == widget_id), None)

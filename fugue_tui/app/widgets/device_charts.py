@@ -40,12 +40,14 @@ class DeviceCharts(Static):
             self.border_title = title
 
     def show(self, series: Series | None, which: tuple[tuple[str, str], ...] | None = None,
-             empty: str = "no monitor samples for this cell (yet)") -> bool:
+             empty: str = "no monitor samples for this cell (yet)", live: bool = True) -> bool:
         """Draw ``series`` (panels chosen by :func:`fugue_tui.app.series.panels` unless
-        ``which``); True when it redrew."""
+        ``which``); True when it redrew. ``live``: the series is still growing (its latest
+        value reads "now"; a cell that ended reads "last")."""
         width, height = self.size.width, self.size.height
         chosen = which if which is not None else (panels(series) if series else ())
-        key = (id(series), series.version if series else None, chosen, width, height, empty)
+        key = (id(series), series.version if series else None, chosen, width, height, empty,
+               live)
         if key == self._drawn:
             return False
         now = time.monotonic()
@@ -59,7 +61,7 @@ class DeviceCharts(Static):
             return True
         text = metric_panels(list(series.t), [(title, list(series.values.get(name, ())))
                                               for name, title in chosen],
-                             width=width, height=height)
+                             width=width, height=height, latest="now" if live else "last")
         self.update(Text.from_ansi(text), layout=False)  # a fixed-size pane: no layout pass
         self.draws += 1
         return True
