@@ -117,7 +117,7 @@ def figures(rows: list[dict], all_rows: list[dict], executors: list[str],
                 name = "throughput" if column == "throughput_group" else column
                 out += bench_results.figure_rows(
                     PART, Figure(f"{name}:{executor}", unit, baseline="fp32", note=note),
-                    _aligned(values), run_id, prov)
+                    bench_results.aligned(values), run_id, prov)
     if "seq" in executors:
         for precision in precisions:
             values = {e: by_pass(e, precision, "throughput_group") for e in executors}
@@ -126,7 +126,7 @@ def figures(rows: list[dict], all_rows: list[dict], executors: list[str],
                 out += bench_results.figure_rows(
                     PART, Figure(f"throughput:{precision}", "samples/s", baseline="seq",
                                  note=f"each executor against seq, both in {precision}"),
-                    _aligned(values), run_id, prov)
+                    bench_results.aligned(values), run_id, prov)
     load: dict[int, float] = {}
     for r in all_rows:
         for column in ("host_load_start", "host_load_end"):
@@ -139,12 +139,6 @@ def figures(rows: list[dict], all_rows: list[dict], executors: list[str],
                          "average any of its groups saw when its window opened or closed"),
             {"machine": [load[p] for p in sorted(load)]}, run_id, prov)
     return out
-
-
-def _aligned(values: dict[str, dict[int, float]]) -> dict[str, list[float]]:
-    """Only the passes every variant has, in pass order (per-pass ratios stay paired)."""
-    common = sorted(set.intersection(*(set(v) for v in values.values())))
-    return {k: [v[p] for p in common] for k, v in values.items()}
 
 
 if __name__ == "__main__":

@@ -77,6 +77,13 @@ class Figure:
     note: str = ""
 
 
+def aligned(values: dict[str, dict[int, float]]) -> dict[str, list[float]]:
+    """Per variant, its values at the repetitions (passes) every variant has, in order: the
+    per-repetition ratios stay paired when a pass lost a variant's row."""
+    common = sorted(set.intersection(*(set(v) for v in values.values())))
+    return {k: [v[p] for p in common] for k, v in values.items()}
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 

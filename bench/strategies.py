@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             out += bench_results.figure_rows(
                 PART, Figure(f"T_group:{exp}", "s", baseline="seq",
                              note="makespan per strategy, one value per pass; ratio = 1/speedup"),
-                _aligned(values), run_id, prov)
+                bench_results.aligned(values), run_id, prov)
     out += _mp_figures(rows, jobs, run_id, prov)
     out += _ray_figures(rows, run_id, prov)
     load = _load_by_pass(all_rows)
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             PART, Figure("throughput:ablation", "samples/s", baseline="A",
                          note="D_ens throughput_group of each rung (fugue-compat.md ladder); "
                               "on CPU there are no streams, so rungs C and B run the same code"),
-            _aligned({k: v for k, v in ladder.items()}), run_id, prov)
+            bench_results.aligned({k: v for k, v in ladder.items()}), run_id, prov)
     if args.no_write or not out:
         for r in out:
             print(r["figure"], r["variant"], r["repetition"], r["value"])
@@ -235,7 +235,7 @@ def _mp_figures(rows, jobs, run_id: str, prov: dict) -> list[dict]:
             PART, Figure("worker_start_s", "s", baseline="mp:spawn",
                          note="per pass, the median over all mp jobs of the request for a job's "
                               "worker → the worker ready to train (inside T_group)"),
-            _aligned(median), run_id, prov)
+            bench_results.aligned(median), run_id, prov)
     if "mp:forkserver" in median:
         by = median["mp:forkserver"]
         out += bench_results.figure_rows(
@@ -246,7 +246,7 @@ def _mp_figures(rows, jobs, run_id: str, prov: dict) -> list[dict]:
         out += bench_results.figure_rows(
             PART, Figure("setup_s:mp", "s", note="per pass, the median over the mp cells of "
                          "setup_s (forkserver: the pre-warmed parent's start; outside T_group)"),
-            _aligned({v: {p: statistics.median(x) for p, x in by.items()}
+            bench_results.aligned({v: {p: statistics.median(x) for p, x in by.items()}
                       for v, by in setups.items()}), run_id, prov)
     return out
 
@@ -265,7 +265,7 @@ def _ray_figures(rows, run_id: str, prov: dict) -> list[dict]:
                          target=RAY_REUSED_TARGET,
                          note="D_hpo makespan, Tune trials in reused actors started in setup, "
                               "against issue 20's bound (>= 0.5x seq's speed)"),
-            _aligned({"seq": seq, "ray:reused": reused}), run_id, prov)
+            bench_results.aligned({"seq": seq, "ray:reused": reused}), run_id, prov)
     setups = {v: _by_pass(rows, "D_hpo", v, "strategies", "setup_s")
               for v in ("ray:reused", "ray:fresh")}
     setups = {v: by for v, by in setups.items() if by}
@@ -274,7 +274,7 @@ def _ray_figures(rows, run_id: str, prov: dict) -> list[dict]:
             PART, Figure("setup_s:ray_hpo", "s", note="D_hpo setup_s per Tune actor mode "
                          "(reused: ray.init and the actors' start; fresh: ray.init only, "
                          "each trial starts inside T_group)"),
-            _aligned(setups), run_id, prov)
+            bench_results.aligned(setups), run_id, prov)
     return out
 
 
@@ -288,12 +288,6 @@ def _load_by_pass(rows) -> dict[int, float]:
                 p = int(r["pass"])
                 out[p] = max(out.get(p, 0.0), float(r[column]))
     return out
-
-
-def _aligned(values: dict[str, dict[int, float]]) -> dict[str, list[float]]:
-    """Only the passes every variant has, in pass order (per-pass ratios stay paired)."""
-    common = sorted(set.intersection(*(set(v) for v in values.values())))
-    return {k: [v[p] for p in common] for k, v in values.items()}
 
 
 if __name__ == "__main__":
