@@ -116,6 +116,12 @@ def test_run_screen_of_a_recorded_campaign(tmp_path):
             text = screen_text(app)
             # the cell ended: its monitor's latest value is its last, not "now"
             assert "CPU % of one core (cell process tree, no GPU)  last" in text
+            # the speedup strip is computed off the UI thread: wait for it, or the snapshot
+            # races it (it failed once in a full run)
+            await until(pilot, lambda: "D_cv unified_model" in screen_text(app)
+                        and "speedup so far:" in screen_text(app), timeout=30,
+                        what="the speedup strip")
+            await pilot.pause(0.3)
             assert_snapshot(app, "run_recorded", tmp_path)
             await pilot.press("q")
 
