@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -115,11 +116,20 @@ def write_campaign(workdir: Path, campaign: str, experiments: str = EXPERIMENTS)
     return workdir / "campaign.toml"
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the child before exec: SIGINT at its default, as for a command typed in a
+    terminal. A test run started as a background job of a non-interactive shell (``pytest
+    &`` in a script) inherits SIGINT ignored, and so would every process it starts: the
+    Ctrl-C tests would then test that the shell's "ignore" is honoured, not Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(workdir: Path, *args: str, module: str = "fugue_tui", env=None) -> subprocess.Popen:
     """``python -m MODULE ARGS`` in ``workdir``, output captured as text."""
     return subprocess.Popen([sys.executable, "-m", module, *args], cwd=workdir,
                             env=env or _env(no_data=True), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
 
 
 def run_batch(workdir: Path, campaign: str, timeout: float = 400,
