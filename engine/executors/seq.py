@@ -140,7 +140,7 @@ class EarlyStopRun:
 
     def _asynchronous(self) -> None:
         decider = early_stop.asynchronous(self.name, self.max_t, self.mode, self.grace,
-                                          self.eta)
+                                          self.eta, seed=self.ctx.seed)
         for i, s in enumerate(self.stepped):
             while True:
                 record = self._advance(i)

@@ -21,8 +21,12 @@ classification (and any task scored by accuracy): ``val_loss``, lower is better;
   value of it yet, it stops when its value is worse than the ``(1 - 1/η)`` quantile of the
   values recorded there before it (numpy's linear ``nanpercentile``, as Ray).
 - ``hyperband``: asynchronous HyperBand, as many brackets as the budget allows, each an
-  ``asha`` bracket with its first rung offset by the bracket index; a trial's bracket is
-  ``index mod brackets`` (Ray draws it at random; a fixed rule keeps runs comparable).
+  ``asha`` bracket with its first rung offset by the bracket index. A trial's bracket is
+  what Ray Tune's ``AsyncHyperBandScheduler`` draws for it — bracket b with probability
+  ∝ ``e^(rungs of b)`` — from a generator seeded with the campaign seed
+  (:func:`hyperband_brackets_of`): a pure function of the seed and the trial index, so
+  every executor puts the same trials in the same brackets, and ray's Tune scheduler is
+  given the same assignment (``engine.executors.ray.tune``).
 - ``median``: Ray Tune's ``MedianStoppingRule`` with ``hard_stop``: from ``g`` on, a trial
   stops when its best value so far is worse than the median of the running means (epochs
   ``g..t``) of the other trials that reached epoch t, once at least
@@ -198,24 +202,60 @@ class _Bracket:
         return stop
 
 
+def bracket_probabilities(sizes: Sequence[int]) -> np.ndarray:
+    """Ray Tune's ``AsyncHyperBandScheduler.on_trial_add`` weights: bracket b with
+    probability ∝ ``e^(sizes[b] - max(sizes))`` (``sizes``: each bracket's rung count)."""
+    sizes_ = np.array(list(sizes))
+    probs = np.e ** (sizes_ - sizes_.max())
+    return probs / probs.sum()
+
+
+def hyperband_brackets_of(seed: int, trials: int, sizes: Sequence[int]) -> list[int]:
+    """The brackets of trials ``0 .. trials-1``: ``trials`` successive draws of
+    ``np.random.RandomState(seed mod 2**32).choice(len(sizes), p=bracket_probabilities)``.
+
+    Identical to what Ray Tune's ``AsyncHyperBandScheduler`` assigns when the global numpy
+    generator is seeded with the same value (``np.random.seed(seed)``) and the trials are
+    added in index order (each ``on_trial_add`` draws once with ``np.random.choice``); the
+    agreement test (tests/unit/test_hpo_hyperband.py) checks it against Ray's own
+    scheduler. Trial i's bracket depends only on the seed, i and the bracket sizes (a
+    prefix of one stream), never on how many trials come after it."""
+    if len(sizes) <= 1:
+        return [0] * trials
+    rng = np.random.RandomState(int(seed) % 2**32)
+    p = bracket_probabilities(sizes)
+    return [int(rng.choice(len(sizes), p=p)) for _ in range(trials)]
+
+
 class Asha:
     """``asha`` (``brackets=1``) and ``hyperband`` (more): :meth:`on_result` after each of a
     trial's epochs, in arrival order, says whether to stop it now. A trial at ``max_t`` has
-    finished, which is no early stop."""
+    finished, which is no early stop. With several brackets, trial i is in bracket
+    :meth:`bracket_of` (:func:`hyperband_brackets_of` of ``seed``)."""
 
     rule = "asha"
 
     def __init__(self, max_t: int, mode: str, grace_period: int, reduction_factor: int,
-                 brackets: int = 1) -> None:
+                 brackets: int = 1, seed: int = 42) -> None:
         self.max_t, self.sign = max_t, (-1.0 if mode == "min" else 1.0)
         grace = max(1, min(grace_period, max_t))
         self.brackets = [_Bracket(grace, max_t, reduction_factor, s) for s in range(brackets)]
         self.rule = "asha" if brackets == 1 else "hyperband"
+        self.seed = seed
+        self.sizes = [len(b.rungs) for b in self.brackets]
+        self._assigned: list[int] = []  # brackets of trials 0..n-1 (a prefix of the stream)
+
+    def bracket_of(self, trial: int) -> int:
+        """Trial ``trial``'s bracket index."""
+        if trial >= len(self._assigned):
+            self._assigned = hyperband_brackets_of(
+                self.seed, max(trial + 1, 2 * len(self._assigned)), self.sizes)
+        return self._assigned[trial]
 
     def on_result(self, trial: int, epoch: int, value: float) -> bool:
         if epoch >= self.max_t:
             return False
-        bracket = self.brackets[trial % len(self.brackets)]
+        bracket = self.brackets[self.bracket_of(trial)]
         return bracket.on_result(trial, epoch, self.sign * value)
 
 
@@ -262,13 +302,14 @@ class Median:
 
 
 def asynchronous(name: str, max_t: int, mode: str, grace_period: int,
-                 reduction_factor: int) -> Asha | Median | None:
-    """The decider of an asynchronous scheduler (None for ``fifo`` and ``sha``)."""
+                 reduction_factor: int, seed: int = 42) -> Asha | Median | None:
+    """The decider of an asynchronous scheduler (None for ``fifo`` and ``sha``); ``seed``
+    (the campaign seed) draws hyperband's brackets."""
     if name == "asha":
         return Asha(max_t, mode, grace_period, reduction_factor, 1)
     if name == "hyperband":
         return Asha(max_t, mode, grace_period, reduction_factor,
-                    hyperband_brackets(max_t, grace_period, reduction_factor))
+                    hyperband_brackets(max_t, grace_period, reduction_factor), seed=seed)
     if name == "median":
         return Median(mode, grace_period)
     return None

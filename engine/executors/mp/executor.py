@@ -123,14 +123,14 @@ class _Stopper:
     """
 
     def __init__(self, name: str, jobs: list[JobSpec], metric: str, mode: str, grace: int,
-                 factor: int) -> None:
+                 factor: int, seed: int = 42) -> None:
         self.name, self.jobs, self.metric, self.mode = name, jobs, metric, mode
         self.grace, self.factor = grace, factor
         budgets = {i: j.epochs for i, j in enumerate(jobs)}
         self.rungs = (early_stop.Rungs(budgets, mode, grace, factor) if name == "sha"
                       else None)
         self.decider = early_stop.asynchronous(name, max(budgets.values()), mode, grace,
-                                               factor)
+                                               factor, seed=seed)
         self.stops: list[early_stop.Stop] = []
         self.decided: dict[int, dict[int, early_stop.Stop]] = {}
 
@@ -153,7 +153,7 @@ class _Stopper:
                                                 max(j.epochs for j in jobs), grace, factor,
                                                 who="mp"):
             ctx.emit("warning", message=line)
-        return cls(name, jobs, metric, mode, grace, factor)
+        return cls(name, jobs, metric, mode, grace, factor, seed=ctx.seed)
 
     def rungs_of(self, index: int) -> list[int]:
         if self.rungs is None:

@@ -215,7 +215,7 @@ class UnifiedExecutor(Executor):
         for line in early_stop.pruning_warnings(name, len(jobs), len(jobs), max_t, grace,
                                                 factor, who="unified_model"):
             ctx.emit("warning", message=line)
-        return MemberStopper(name, jobs, metric, mode, grace, factor)
+        return MemberStopper(name, jobs, metric, mode, grace, factor, seed=ctx.seed)
 
     def _train_chunk(self, part, bucket_run, settings, decide_streams,
                      results: dict[str, JobResult]):

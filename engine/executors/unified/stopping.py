@@ -29,7 +29,7 @@ class MemberStopper:
     """The cell's decisions over its members (see the module docstring)."""
 
     def __init__(self, name: str, jobs: list[JobSpec], metric: str, mode: str,
-                 grace_period: int, reduction_factor: int) -> None:
+                 grace_period: int, reduction_factor: int, seed: int = 42) -> None:
         self.name, self.metric, self.mode = name, metric, mode
         self.trial = {job.job_id: i for i, job in enumerate(jobs)}
         self.jobs = jobs
@@ -38,7 +38,7 @@ class MemberStopper:
         self.rungs = (early_stop.Rungs(budgets, mode, grace_period, reduction_factor)
                       if name == "sha" else None)
         self.decider = early_stop.asynchronous(name, max_t, mode, grace_period,
-                                               reduction_factor)
+                                               reduction_factor, seed=seed)
         self.waiting: dict[int, tuple[BucketRun, Member]] = {}
         self.stops: list[early_stop.Stop] = []
 
