@@ -1,15 +1,26 @@
 """hpo cells under Ray: one Ray Tune trial per job, a trial scheduler on the per-epoch
-validation loss (``val_loss``, mode min, time attribute ``epoch``).
+validation metric of the task, as every executor judges (``engine.train.early_stop.
+objective``: ``val_loss``, mode min, for classification; ``val_acc`` — the R² — mode max,
+for regression), time attribute ``epoch``.
 
 Schedulers (``[options.ray] scheduler``):
 
 - ``fifo``: ``FIFOScheduler``, every trial runs its whole budget (the comparison with seq).
 - ``asha``: ``ASHAScheduler`` (asynchronous successive halving, one bracket), ``max_t`` the
   largest epoch budget, ``grace_period`` and ``reduction_factor`` from the options.
-- ``median``: ``MedianStoppingRule`` with ``grace_period``; ``min_time_slice`` is set so
-  high that it never *pauses* a trial (see below).
+- ``median``: ``MedianStoppingRule`` with ``grace_period``, ``hard_stop``; it must never
+  *pause* a trial (see below). ``min_time_slice`` is set higher than any epoch count, but
+  Ray 2.x still pauses a trial on its *first* check with too few samples while other trials
+  are pending (``_on_insufficient_samples`` compares with a last pause at ``-inf``, so
+  ``t - (-inf) > min_time_slice`` always holds): :class:`RecordingMedian` answers
+  ``CONTINUE`` there instead, which is what ``min_time_slice`` asks for.
 - ``hyperband``: asynchronous HyperBand, i.e. ``AsyncHyperBandScheduler`` with as many
-  brackets as the budget allows. Tune's synchronous ``HyperBandScheduler`` pauses trials
+  brackets as the budget allows. Tune draws a trial's bracket from numpy's global
+  generator as it adds the trial; :class:`RecordingAsyncHyperBand` gives it instead the
+  bracket every executor uses (``early_stop.hyperband_brackets_of``: the same draws from a
+  generator seeded with the campaign seed, in job order), so the assignment does not
+  depend on what else used numpy's generator, and is recorded (``executor_info``
+  ``scheduler.brackets_of``). Tune's synchronous ``HyperBandScheduler`` pauses trials
   at each rung and resumes them from checkpoints; these trials have no checkpoints (the
   training loop is one uninterrupted job), so a resumed trial would start again from epoch
   1 — training twice and timing it. The asynchronous variant only ever stops trials.
@@ -61,13 +72,14 @@ MEDIAN_MIN_SAMPLES = 3
 
 
 class _Recording:
-    """Mixin: remember why the scheduler stopped a trial (epoch, val_loss) as it decides."""
+    """Mixin: remember why the scheduler stopped a trial (epoch, value of the judged metric)
+    as it decides."""
 
     def _remember(self, trial_, result, decision):
         if decision == TrialScheduler.STOP:
             stops = self.__dict__.setdefault("fugue_stops", {})
             stops.setdefault(trial_.config.get("job"),
-                             (result.get("epoch"), result.get("val_loss")))
+                             (result.get("epoch"), result.get(self._metric or "val_loss")))
         return decision
 
 
@@ -77,18 +89,38 @@ class RecordingFIFO(_Recording, FIFOScheduler):
 
 
 class RecordingAsyncHyperBand(_Recording, AsyncHyperBandScheduler):
+    """Tune's asynchronous HyperBand, each trial in the bracket ``early_stop`` assigns it
+    (``fugue_seed``: the campaign seed; trial i = the trial of job i)."""
+
+    fugue_seed: int = 42
+
+    def on_trial_add(self, tune_controller, trial):
+        super().on_trial_add(tune_controller, trial)  # validates metric/mode; draws (unused)
+        if len(self._brackets) > 1:
+            sizes = [len(b._rungs) for b in self._brackets]
+            job = int(trial.config.get("job", 0))
+            bracket = early_stop.hyperband_brackets_of(self.fugue_seed, job + 1, sizes)[job]
+            self._trial_info[trial.trial_id] = self._brackets[bracket]
+
     def on_trial_result(self, tune_controller, trial, result):
         return self._remember(trial, result, super().on_trial_result(tune_controller, trial, result))
 
 
 class RecordingMedian(_Recording, MedianStoppingRule):
+    """Tune's median stopping rule that never pauses a trial (module docstring: a paused
+    trial of ours has no checkpoint, so Tune would restart it from epoch 1)."""
+
+    def _on_insufficient_samples(self, tune_controller, trial, time):
+        return TrialScheduler.CONTINUE
+
     def on_trial_result(self, tune_controller, trial, result):
         return self._remember(trial, result, super().on_trial_result(tune_controller, trial, result))
 
 
-def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: int
-                   ) -> tuple[TrialScheduler, dict[str, Any]]:
-    """The scheduler for ``name`` and what to record of it (class and parameters)."""
+def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: int,
+                   seed: int = 42, trials: int = 0) -> tuple[TrialScheduler, dict[str, Any]]:
+    """The scheduler for ``name`` and what to record of it (class and parameters; for
+    hyperband the seed and the brackets of the ``trials`` jobs)."""
     grace = max(1, min(grace_period, max_t))
     if name == "fifo":
         return RecordingFIFO(), {"class": "FIFOScheduler"}
@@ -100,10 +132,14 @@ def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: i
                       reduction_factor=reduction_factor, brackets=1)
         return RecordingAsyncHyperBand(**params), {"class": "ASHAScheduler", **params}
     if name == "hyperband":
-        brackets = max(1, int(math.log(max_t / grace, reduction_factor) + 1e-9) + 1)
+        brackets = early_stop.hyperband_brackets(max_t, grace_period, reduction_factor)
         params = dict(time_attr="epoch", max_t=max_t, grace_period=grace,
                       reduction_factor=reduction_factor, brackets=brackets)
-        return RecordingAsyncHyperBand(**params), {"class": "AsyncHyperBandScheduler", **params}
+        scheduler = RecordingAsyncHyperBand(**params)
+        scheduler.fugue_seed = seed
+        sizes = [len(b._rungs) for b in scheduler._brackets]
+        return scheduler, {"class": "AsyncHyperBandScheduler", **params, "seed": seed,
+                           "brackets_of": early_stop.hyperband_brackets_of(seed, trials, sizes)}
     if name == "median":
         params = dict(time_attr="epoch", grace_period=grace,
                       min_samples_required=MEDIAN_MIN_SAMPLES, min_time_slice=_NEVER,
@@ -181,8 +217,15 @@ class TuneRun:
         grace = int(options.grace_period)
         factor = int(options.reduction_factor)
         max_t = max(j.epochs for j in jobs)
-        self.scheduler, facts = make_scheduler(self.name, max_t, grace, factor)
-        info["scheduler"] = facts
+        from engine.executors.seq import task_metric
+
+        metrics = {task_metric(j, ctx) for j in jobs}
+        # The metric every executor judges on (regression: the R², higher is better).
+        self.metric, self.mode = early_stop.objective(metrics.pop() if len(metrics) == 1
+                                                      else "accuracy")
+        self.scheduler, facts = make_scheduler(self.name, max_t, grace, factor,
+                                               seed=ctx.seed, trials=len(jobs))
+        info["scheduler"] = {**facts, "metric": self.metric, "mode": self.mode}
         # sha (issue 25): trials wait at each rung (worker.trial) until the cell, which sees
         # every trial's epochs through the hub, decides (:meth:`sha_step`).
         self.rungs = None
@@ -191,8 +234,8 @@ class TuneRun:
                 raise ConfigError(f"ray: scheduler sha needs every trial running at once "
                                   f"(max_parallel >= {len(jobs)}, the cell's trials); got "
                                   f"max_parallel {concurrent}")
-            self.rungs = early_stop.Rungs({i: j.epochs for i, j in enumerate(jobs)}, "min",
-                                          grace, factor)
+            self.rungs = early_stop.Rungs({i: j.epochs for i, j in enumerate(jobs)},
+                                          self.mode, grace, factor)
         self.seen: dict[str, int] = {}
         self.answered: set[int] = set()
         for line in pruning_warnings(self.name, len(jobs), concurrent, max_t, grace, factor):
@@ -210,11 +253,14 @@ class TuneRun:
             trainable,
             param_space={"job": tune.grid_search(list(range(len(jobs))))},
             tune_config=tune.TuneConfig(
-                metric="val_loss", mode="min", scheduler=self.scheduler, num_samples=1,
+                metric=self.metric, mode=self.mode, scheduler=self.scheduler, num_samples=1,
                 max_concurrent_trials=concurrent, reuse_actors=reuse,
                 trial_name_creator=lambda t: jobs[t.config["job"]].job_id,
                 trial_dirname_creator=lambda t: jobs[t.config["job"]].job_id),
-            run_config=tune.RunConfig(name="tune", storage_path=str(storage), verbose=0,
+            # Absolute: against a cluster (address), Tune reads a relative path as a URI and
+            # fails ("URI has empty scheme").
+            run_config=tune.RunConfig(name="tune", storage_path=str(Path(storage).resolve()),
+                                      verbose=0,
                                       callbacks=[self.settled], stop=self.stopper,
                                       failure_config=tune.FailureConfig(max_failures=0)))
         self.thread: threading.Thread | None = None
@@ -234,7 +280,8 @@ class TuneRun:
             if snap is not None:
                 result = from_snapshot(job, snap)
                 for record in result.history[self.seen.get(job.job_id, 0):]:
-                    self.rungs.report(i, record["epoch"], record.get("val_loss", math.nan))
+                    value = record.get(self.metric)
+                    self.rungs.report(i, record["epoch"], math.nan if value is None else value)
                 self.seen[job.job_id] = len(result.history)
             final = finals.get(job.job_id)
             if (final is not None and from_snapshot(job, final).status != "ok"
@@ -306,10 +353,11 @@ class TuneRun:
                 continue
             result = from_snapshot(job, snap)
             if job.job_id not in finals and result.epochs_run < job.epochs and i not in errors:
-                epoch, val_loss = stops.get(i, (result.epochs_run, result.final_val_loss))
+                last = getattr(result, f"final_{self.metric}", None)
+                epoch, value = stops.get(i, (result.epochs_run, last))
                 result.early_stopped = True
                 result.stop_reason = (f"{name}: stopped after epoch {epoch} of {job.epochs} "
-                                      f"(val_loss {val_loss:.4g})" if val_loss is not None else
+                                      f"({self.metric} {value:.4g})" if value is not None else
                                       f"{name}: stopped after epoch {epoch} of {job.epochs}")
                 # The last epoch run is the final one: its mean training loss (its accuracy
                 # is only scored in a job's planned last epoch, so it stays empty).

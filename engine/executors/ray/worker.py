@@ -23,6 +23,7 @@ only: training gathers batches by index, which copies).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from typing import Any
@@ -180,6 +181,11 @@ class StopAtRung(BaseException):
     loop's own handler (which turns an Exception into a failed job) lets it through."""
 
 
+def _number(value: float | None) -> float:
+    """A metric for Tune: NaN when the epoch has none (Tune needs the key every time)."""
+    return math.nan if value is None else float(value)
+
+
 def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
           settings: TrainSettings, device: str, hub, datasets: list[str] | None = None,
           rungs: list[int] | None = None) -> None:
@@ -194,8 +200,10 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
     ``datasets`` None (``reuse_actors = false``, the ablation): a trial is a fresh process
     started inside the window and everything it does is the job's.
 
-    Reports ``val_loss`` and ``epoch`` to Tune after every epoch (from the training loop's
-    epoch-end hook); the cell gets the full snapshot through the hub first."""
+    Reports ``val_loss``, ``val_acc`` and ``epoch`` to Tune after every epoch (from the
+    training loop's epoch-end hook; the scheduler judges the task's metric, ``val_acc`` —
+    the R² — for regression; a missing value is NaN, which no scheduler ranks above a
+    number); the cell gets the full snapshot through the hub first."""
     import ray
     from ray import tune
 
@@ -217,7 +225,8 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
 
     def on_epoch_end(result: JobResult, spans) -> None:
         report.epoch(result, spans)  # before tune.report: a stopped trial ends in it
-        tune.report({"val_loss": result.final_val_loss, "epoch": result.epochs_run})
+        tune.report({"val_loss": _number(result.final_val_loss),
+                     "val_acc": _number(result.final_val_acc), "epoch": result.epochs_run})
         if result.epochs_run in waits:  # sha: wait at the rung for the cell's verdict
             if ray.get(hub.verdict.remote(job.job_id, result.epochs_run)) == "stop":
                 raise StopAtRung()
