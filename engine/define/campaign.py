@@ -50,6 +50,7 @@ from engine.define.executor_options import check_table
 from engine.precision import parse_axis
 from engine.define.ksweep import check_k_sweep
 from engine.define.paths import check_campaign_name, user_path
+from engine.define.sha_slots import check_options_sha_slots
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
 from engine.errors import ConfigError, known, nearest
@@ -238,6 +239,9 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     k_sweep = check_k_sweep(doc.get("k_sweep"), at("k_sweep"),
                             [catalogue.get(e) for e in experiments])
     warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
+    # sha with fewer slots than trials would deadlock at its first rung: refused now.
+    check_options_sha_slots(options, executors, [catalogue.get(e) for e in experiments],
+                            doc.get("seed", 42), where)
     interval = float(doc.get("monitor_interval_s", 0.5))
     if not (math.isfinite(interval) and 0.05 <= interval <= 60):
         raise ConfigError(f"{where}: key 'monitor_interval_s' must be between 0.05 and 60 "

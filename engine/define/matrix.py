@@ -33,6 +33,7 @@ from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
 from engine import precision as precision_lib
 from engine.define.campaign import Campaign
 from engine.define.executor_options import NO_LEGACY
+from engine.define.sha_slots import check_sha_slots
 from engine.define.workloads import expand
 from engine.errors import ConfigError
 
@@ -260,6 +261,8 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                             config_key=config_key, workload_key=workload_key,
                             variant=variant, k=size, **how,
                             **{**point, "precision": precision}))
+    # sha with fewer slots than trials would deadlock at its first rung: refused now.
+    check_sha_slots(cells, str(campaign.source) if campaign.source else "campaign")
     return cells
 
 
