@@ -10,7 +10,11 @@
   every executor, a pure function of the campaign seed).
 
 Each executor runs each scheduler asked for, ``--passes`` passes (default 5), the cells in
-the runner's order. Figures, one
+the runner's order. ``--max-parallel N`` caps the trials at once of mp, ray and unified_model
+under fifo and the asynchronous schedulers (ray: N Tune trial actors, each a process that
+imports torch — on a small machine the actors' start, not the training, is ray's cost;
+reused from trial to trial); ``sha`` cells always run every trial at once (a trial waits at
+each rung for the others), so they run as a second campaign without the cap. Figures, one
 variant per ``<experiment> <executor> <scheduler>``:
 
 * ``T_group``: the group window (s);
@@ -48,9 +52,35 @@ num_samples = 8
 TAKES_SHA = ("seq", "unified_model", "mp", "ray")
 
 
+#: Executors with a ``max_parallel`` option (``--max-parallel``).
+SLOTTED = ("mp", "ray", "unified_model")
+
+
+def campaigns(executors: list[str], schedulers: list[str], max_parallel: int | None
+              ) -> list[tuple[str, dict[str, dict[str, object]]]]:
+    """``(campaign name, options)`` of each campaign to run: one for every scheduler when no
+    cap is asked for; with ``max_parallel``, the capped schedulers in one and ``sha`` (every
+    trial at once: no cap) in a second."""
+    def options(names: list[str], cap: int | None) -> dict[str, dict[str, object]]:
+        out: dict[str, dict[str, object]] = {}
+        for e in executors:
+            chosen = [s for s in names if s != "sha" or e in TAKES_SHA]
+            if chosen:
+                out[e] = {"scheduler": chosen,
+                          **({"max_parallel": cap} if cap and e in SLOTTED else {})}
+        return out
+
+    if max_parallel is None or "sha" not in schedulers:
+        return [("bench-hpo", options(schedulers, max_parallel))]
+    capped = [s for s in schedulers if s != "sha"]
+    return ([("bench-hpo", options(capped, max_parallel))] if capped else []) + \
+        [("bench-hpo-sha", options(["sha"], None))]
+
+
 def run_campaign(tmp: Path, experiments: list[str], executors: list[str],
-                 schedulers: list[str], passes: int, device: str) -> list[dict[str, str]]:
-    """The campaign's group rows (every cell must end ok).
+                 schedulers: list[str], passes: int, device: str,
+                 max_parallel: int | None = None) -> list[dict[str, str]]:
+    """The campaigns' group rows (every cell must end ok; :func:`campaigns`).
 
     Raises:
         RuntimeError: naming the cells that did not end ok.
@@ -59,15 +89,16 @@ def run_campaign(tmp: Path, experiments: list[str], executors: list[str],
     from engine.results.read import read_rows
     from engine.runner.supervisor import Runner
 
-    options = {e: {"scheduler": [s for s in schedulers if s != "sha" or e in TAKES_SHA]}
-               for e in executors}
-    doc = {"name": "bench-hpo", "experiments": ",".join(experiments), "executors": executors,
-           "runs_dir": str(tmp / "runs"), "device": device, "threads": 1, "passes": passes,
-           "experiments_file": str(tmp / "exps.toml"), "options": options}
-    outcome = Runner(parse_campaign(doc, "bench"), on_event=lambda e: None).run()
-    if outcome.exit_code != 0:
-        raise RuntimeError("; ".join(f"{o.cell.label}: {o.status} {o.error}"
-                                     for o in outcome.outcomes if o.status != "ok"))
+    for name, options in campaigns(executors, schedulers, max_parallel):
+        ran = [e for e in executors if e in options]
+        doc = {"name": name, "experiments": ",".join(experiments), "executors": ran,
+               "runs_dir": str(tmp / "runs"), "device": device, "threads": 1,
+               "passes": passes, "experiments_file": str(tmp / "exps.toml"),
+               "options": options}
+        outcome = Runner(parse_campaign(doc, "bench"), on_event=lambda e: None).run()
+        if outcome.exit_code != 0:
+            raise RuntimeError("; ".join(f"{o.cell.label}: {o.status} {o.error}"
+                                         for o in outcome.outcomes if o.status != "ok"))
     return read_rows(tmp / "runs" / "master_groups.csv")
 
 
@@ -79,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedulers", nargs="+", default=["fifo", "sha"])
     parser.add_argument("--experiments", nargs="+", default=["D_hpo", "S16"])
     parser.add_argument("--device", default="auto", help="cpu, cuda, auto (default)")
+    parser.add_argument("--max-parallel", type=int, default=None, metavar="N",
+                        help="trials at once for mp, ray and unified_model under fifo and "
+                             "the asynchronous schedulers (default: every trial; sha cells "
+                             "always run every trial at once)")
     parser.add_argument("--note", default="", help="a remark added to every figure's note")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
@@ -91,13 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     command = (f"python -m bench.{PART} --passes {args.passes} --executors "
                f"{' '.join(args.executors)} --schedulers {' '.join(args.schedulers)} "
                f"--experiments {' '.join(args.experiments)} --device {args.device}"
+               + (f" --max-parallel {args.max_parallel}" if args.max_parallel else "")
                + (f" --note {args.note!r}" if args.note else ""))
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-hpo-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "exps.toml").write_text(EXPERIMENTS)
         groups = run_campaign(tmp, args.experiments, args.executors, args.schedulers,
-                              args.passes, args.device)
+                              args.passes, args.device, args.max_parallel)
     load_end = os.getloadavg()[0]
     values: dict[str, dict[str, list[float]]] = {"T_group": {}, "time_to_best": {},
                                                  "trials_stopped": {}}

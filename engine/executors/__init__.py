@@ -215,9 +215,9 @@ class RayOptions:
     scheduler: str | list[str] = option(
         "fifo", choices=("fifo", "asha", "median", "hyperband", "sha"), axis=True,
         help="Ray Tune trial scheduler for hpo experiments (asha and hyperband asynchronous) "
-             "on the per-epoch val_loss; sha: rung-synchronous successive halving decided by "
-             "the cell (trials wait at each rung; needs max_parallel >= the trials); a list "
-             "expands into one cell each")
+             "on the task's per-epoch validation metric (val_loss; regression: the R²); "
+             "sha: rung-synchronous successive halving decided by the cell (trials wait at "
+             "each rung; needs max_parallel >= the trials); a list expands into one cell each")
     address: str | None = option(
         help="an existing Ray cluster, host:port or ray://host:port (default: a private "
              "local runtime)")
