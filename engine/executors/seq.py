@@ -141,11 +141,8 @@ class EarlyStopRun:
     def _asynchronous(self) -> None:
         decider = early_stop.asynchronous(self.name, self.max_t, self.mode, self.grace,
                                           self.eta, seed=self.ctx.seed)
-        if isinstance(decider, early_stop.Asha) and len(decider.brackets) > 1:
-            # hyperband: which bracket each trial was in (drawn from the campaign seed)
-            self.info["seed"] = self.ctx.seed
-            self.info["brackets_of"] = {j.job_id: decider.bracket_of(i)
-                                        for i, j in enumerate(self.jobs)}
+        # hyperband: which bracket each trial was in (drawn from the campaign seed)
+        self.info.update(early_stop.bracket_record(decider, [j.job_id for j in self.jobs]))
         for i, s in enumerate(self.stepped):
             while True:
                 record = self._advance(i)

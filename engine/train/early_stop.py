@@ -301,6 +301,15 @@ class Median:
         return False
 
 
+def bracket_record(decider: Asha | Median | None, job_ids: Sequence[str]) -> dict:
+    """``executor_info.early_stop``'s record of hyperband's draw: ``seed`` and
+    ``brackets_of`` (job id → bracket index); empty for every other scheduler."""
+    if not isinstance(decider, Asha) or len(decider.brackets) < 2:
+        return {}
+    return {"seed": decider.seed,
+            "brackets_of": {job: decider.bracket_of(i) for i, job in enumerate(job_ids)}}
+
+
 def asynchronous(name: str, max_t: int, mode: str, grace_period: int,
                  reduction_factor: int, seed: int = 42) -> Asha | Median | None:
     """The decider of an asynchronous scheduler (None for ``fifo`` and ``sha``); ``seed``

@@ -201,3 +201,13 @@ def test_ray_median_never_pauses_and_agrees_with_ours():
     assert TrialScheduler.PAUSE not in decisions
     assert stopped_ray == stopped_ours and stopped_ours
     assert facts["hard_stop"] is True
+
+
+def test_bracket_record_for_executor_info():
+    ids = [f"H_t{i}" for i in range(5)]
+    hyperband = es.asynchronous("hyperband", 9, "min", 1, 3, seed=5)
+    want = es.hyperband_brackets_of(5, 5, hyperband.sizes)
+    assert es.bracket_record(hyperband, ids) == {
+        "seed": 5, "brackets_of": dict(zip(ids, want, strict=True))}
+    assert es.bracket_record(es.asynchronous("asha", 9, "min", 1, 3), ids) == {}
+    assert es.bracket_record(None, ids) == {}

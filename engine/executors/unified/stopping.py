@@ -111,4 +111,5 @@ class MemberStopper:
                           "decided as each member's epoch ends (buckets interleaved)"),
                 "decisions": [{"trial": self.jobs[s.trial].job_id, "epoch": s.epoch,
                                self.metric: s.value} for s in self.stops],
-                "trials_stopped": len(self.stops)}
+                "trials_stopped": len(self.stops),
+                **early_stop.bracket_record(self.decider, [j.job_id for j in self.jobs])}
