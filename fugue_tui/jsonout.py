@@ -99,17 +99,19 @@ def experiment_entry(exp, ok: bool, reason: str) -> dict[str, Any]:
     }
 
 
-def report_cells(runs, by_campaign: bool = False) -> list[dict[str, Any]]:
+def report_cells(runs, by_campaign: bool = False,
+                 baseline: str | None = None) -> list[dict[str, Any]]:
     """The report's cells (:func:`engine.results.analysis.speedups` merged with
     :func:`~engine.results.analysis.cell_status`, as the tables show them): every cell
     column, the figures, ``ok`` / ``not_ok`` row counts, ``ci_low`` / ``ci_high`` (null
-    without an interval) and ``parity`` (null when not computed)."""
+    without an interval) and ``parity`` (null when not computed). ``baseline``: the
+    precision every cell is compared with (``--baseline fp32``), as in the tables."""
     import pandas as pd
 
     from engine.results.analysis import cell_columns, cell_status, speedups
 
     keys = cell_columns(by_campaign)
-    table = speedups(runs, by_campaign=by_campaign)
+    table = speedups(runs, by_campaign=by_campaign, baseline_precision=baseline)
     status = cell_status(runs, by_campaign=by_campaign)
     frame = table
     if len(status):  # the tables' order: cells with an ok row, then those without any
