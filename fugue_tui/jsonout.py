@@ -3,7 +3,8 @@ runs' plans (``--batch C --dry-run``, ``run --dry-run``).
 
 Every document is one JSON object with ``"schema"`` (``"fugue-tui/list"``,
 ``"fugue-tui/validate"``, ``"fugue-tui/report"``, ``"fugue-tui/plan"``) and ``"version"``
-(:data:`SCHEMA_VERSION`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
+(:data:`SCHEMA_VERSION`; ``"fugue-tui/batch"`` is a stream of such objects, one a line:
+:mod:`fugue_tui.batch_json`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
 described in docs/json.md. A later version adds keys (a reader ignores those it does not
 know); removing or changing the meaning of one raises ``version``.
 
@@ -23,7 +24,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 #: Where the JSON Schemas live (one per kind: ``<kind>.v<version>.json``).
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-KINDS = ("list", "validate", "report", "plan")
+KINDS = ("list", "validate", "report", "plan", "batch")
 
 
 def document(kind: str, **body: Any) -> dict[str, Any]:
