@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from fugue_tui.batch_json import typed_row
 from fugue_tui.jsonout import schema
@@ -43,14 +44,21 @@ def _refuse(constant: str):
     raise ValueError(f"not JSON: {constant}")
 
 
-def test_a_live_run_as_json_lines(tmp_path):
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """One real two-cell campaign run with ``--json`` (shared: a run costs seconds)."""
+    tmp_path = tmp_path_factory.mktemp("live")
     (tmp_path / "exp.toml").write_text(EXPERIMENTS)
     campaign = tmp_path / "c.toml"
     campaign.write_text('name = "cj"\nexperiments = "Z_tiny"\n'
                         'executors = ["seq", "unified_model"]\n'
                         f'runs_dir = "{tmp_path / "runs"}"\nthreads = 1\n'
                         f'experiments_file = "{tmp_path / "exp.toml"}"\n')
-    proc = _fugue(tmp_path, "--batch", str(campaign), "--json")
+    return tmp_path, _fugue(tmp_path, "--batch", str(campaign), "--json")
+
+
+def test_a_live_run_as_json_lines(live):
+    _, proc = live
     assert proc.returncode == 0, proc.stderr
     validator = jsonschema.Draft202012Validator(schema("batch"))
     lines = [json.loads(line, parse_constant=_refuse) for line in proc.stdout.splitlines()]
@@ -100,3 +108,22 @@ def test_typed_row_missing_is_null_never_zero():
     assert row == {"group_id": "seq_0000000a", "K": 4, "T_group": 1.5, "energy_group": None,
                    "compile": False, "timestamp": "2026-01-02T03:04:05",
                    "cuda_version": "13.0"}
+
+
+def test_job_rows_carry_their_groups_stack(live):
+    """Provenance in job rows (issue 29, docs/results.md): the stack columns of each job
+    row equal its group row's, as written to the files."""
+    from engine.cell.rows import JOB_PROVENANCE
+    from engine.results.read import read_rows
+
+    tmp_path, proc = live
+    assert proc.returncode == 0, proc.stderr
+    groups = {g["group_id"]: g for g in read_rows(tmp_path / "runs" / "master_groups.csv")}
+    jobs = read_rows(tmp_path / "runs" / "master_individual.csv")
+    assert len(jobs) == 4
+    for job in jobs:
+        group = groups[job["group_id"]]
+        for name in JOB_PROVENANCE:
+            assert job[name] == group[name], name
+        assert job["torch_version"] and job["numpy_version"] and job["sklearn_version"]
+        assert len(job["experiments_file_hash"]) == 16  # the campaign names a user file
