@@ -263,9 +263,13 @@ def _add_profile(sub) -> None:
     simulate.add_argument("--cores", metavar="N", help="cores (default: os.cpu_count)")
     simulate.add_argument("--executors", nargs="+", metavar="EXECUTOR",
                           help="default: seq mp ray unified_model")
-    simulate.add_argument("--mp-start", choices=("forkserver", "spawn"), default="forkserver",
-                          help="mp's start method (forkserver: workers share the parent's "
-                               "pages)")
+    simulate.add_argument("--mp-start", default="forkserver", metavar="START[,START]",
+                          help="mp's start method: forkserver (workers share the parent's "
+                               "pages), spawn, or forkserver,spawn for an estimate of each")
+    simulate.add_argument("--precision", choices=_precisions(),
+                          help="the precision the cells would run (default: each "
+                               "experiment's own; bf16 without a bf16 profile scales the "
+                               "fp32 one, docs/profiles.md)")
 
 
 def _add_bench(sub) -> None:
