@@ -399,12 +399,13 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         runs = select_runs(Path(runs_dir), campaign_id)
         for note in runs.notes:
             print(f"fugue-tui: warning: {note}", file=sys.stderr)
-        from fugue_tui.report_json import sweep_sections
+        from fugue_tui.report_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
                       by_campaign=by_campaign,
                       cells=report_cells(runs, by_campaign, baseline=baseline),
-                      **sweep_sections(runs, fraction, advise, by_campaign)))
+                      **sweep_sections(runs, fraction, advise, by_campaign),
+                      hpo=hpo_section(runs, by_campaign)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)
             for names, why in skipped:

@@ -110,3 +110,37 @@ def sweep_sections(runs: Any, fraction: float, advise: bool,
     return {"knee_fraction": float(fraction),
             "sweeps": [curve_entry(c) for c in view.curves],
             "advice": [advice_entry(a) for a in view.advice] if advise else None}
+
+
+def hpo_entry(cell: Any) -> dict[str, Any]:
+    """One hpo cell (:class:`engine.results.hpo_curves.HpoCell`): its identity, the metric
+    its trials were judged on, the aggregates the report's time-to-best table prints, the
+    representative pass (median time to best) and every pass with its best-so-far curve
+    (``[[seconds since the group window opened, best so far], ...]``)."""
+    low, high = cell.ttb_range
+    trial, count = cell.best_trial
+    rep = cell.representative
+    return {
+        **{k: cell.provenance.get(k) for k in cell.provenance},
+        **{k: cell.cell.get(k) for k in ("exp_id", "executor", *_VARIANT, "precision")},
+        "K": None if _num(cell.cell.get("K")) is None else int(cell.cell["K"]),
+        "label": cell.label, "metric": cell.metric, "mode": cell.mode, "n": cell.n,
+        "time_to_best_mean": _num(cell.ttb_mean), "time_to_best_min": _num(low),
+        "time_to_best_max": _num(high), "best_val_metric_mean": _num(cell.best_metric_mean),
+        "best_trial": trial, "best_trial_passes": int(count),
+        "trials_stopped_mean": _num(cell.trials_stopped_mean),
+        "representative_group_id": rep.group_id if rep else None,
+        "passes": [{"group_id": p.group_id, "pass": p.pass_index, "attempt": p.attempt,
+                    "time_to_best_s": _num(p.time_to_best_s),
+                    "best_val_metric": _num(p.best_val_metric), "best_trial": p.best_trial,
+                    "trials_stopped": _num(p.trials_stopped), "T_group": _num(p.T_group),
+                    "curve": [[float(t), float(v)] for t, v in p.curve]}
+                   for p in cell.passes],
+    }
+
+
+def hpo_section(runs: Any, by_campaign: bool = False) -> list[dict[str, Any]]:
+    """``hpo``: every hpo cell with a time to best or a curve (``[]`` without one)."""
+    from engine.results.hpo_curves import hpo_cells
+
+    return [hpo_entry(c) for c in hpo_cells(runs, by_campaign)]

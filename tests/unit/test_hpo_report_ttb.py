@@ -100,3 +100,22 @@ def test_hpo_rows_without_time_to_best_show_nothing(tmp_path):
 
     assert (load(HARNESS).groups["mode"] == "hpo").any()
     assert hpo_cells(load(HARNESS)) == []
+
+
+def test_report_json_carries_the_hpo_curves(tmp_path, capsys):
+    import jsonschema
+
+    from fugue_tui.jsonout import schema
+    from fugue_tui.report import run_report
+
+    _runs(tmp_path)
+    assert run_report(tmp_path, as_json=True) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, schema("report"), cls=jsonschema.Draft202012Validator)
+    uni = next(c for c in doc["hpo"] if c["executor"] == "unified_model")
+    assert (uni["n"], uni["time_to_best_mean"], uni["time_to_best_min"]) == (4, 3.0, 2.0)
+    assert (uni["best_trial"], uni["best_trial_passes"], uni["metric"]) == ("t2", 2, "val_loss")
+    assert uni["passes"][0]["curve"] == [[0.5, 0.7], [2.0, 0.4]]
+    assert uni["passes"][3]["curve"] == [] and uni["passes"][3]["time_to_best_s"] is None
+    rep = next(p for p in uni["passes"] if p["group_id"] == uni["representative_group_id"])
+    assert rep["pass"] == 3
