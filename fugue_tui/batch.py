@@ -290,7 +290,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
     3 aborted through the control channel; 130 Ctrl-C or SIGTERM.
 
-    ``as_json`` (with ``dry``): the plan as JSON (:mod:`fugue_tui.jsonout`).
+    ``as_json``: with ``dry`` the plan as JSON (:mod:`fugue_tui.jsonout`); else the run as
+    JSON lines on stdout (:mod:`fugue_tui.batch_json`), the same exit status.
 
     ``words``: rewrites a warning about the campaign (``"<path>: <text>"``) in the words
     the user typed (``fugue-tui run`` generates the file: the warning names its flags, not
@@ -316,9 +317,14 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     # the rows this run writes are those stamped from now on (the closing problem lines
     # name only them, never an earlier run's rows of the same campaign)
     started = time.strftime("%Y%m%d_%H%M%S")
-    proc = _start_runner(path, overrides, resume, since, reuse_any)
+    proc = _start_runner(path, overrides, resume, since, reuse_any, as_json)
     relay = _relay(proc.stderr)
-    progress = make_progress(len(runner.cells), console)
+    if as_json:  # JSON lines on stdout, nothing else there (fugue_tui.batch_json)
+        from fugue_tui.batch_json import JsonProgress, write_summary
+
+        progress = JsonProgress(runner.runs_dir, runner.campaign_id, started)
+    else:
+        progress = make_progress(len(runner.cells), console)
     forward = {sig: signal.signal(sig, lambda signum, _: proc.send_signal(signum))
                for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -329,10 +335,15 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
             signal.signal(sig, previous)
     relay.join(timeout=5.0)  # the runner's last words (its one-line error) come first
     code = proc.returncode
+    if as_json:
+        exit_code = 1 if code is not None and code < 0 else code
+        problems = [] if code == 2 else _print_problems(runner, started)
+        write_summary(exit_code, runner, problems)
     if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
         return 2
-    print_summary(console, runner.runs_dir / GROUPS_FILE, runner.campaign_id)
-    _print_problems(runner, started)
+    if not as_json:
+        print_summary(console, runner.runs_dir / GROUPS_FILE, runner.campaign_id)
+        _print_problems(runner, started)
     if code == 130:
         print("interrupted: the running cell was stopped and recorded as killed", file=sys.stderr)
     elif code == 3:
@@ -352,13 +363,16 @@ def _size(path: Path) -> int:
 
 
 def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
-                  since: str | None, reuse_any: bool = False) -> subprocess.Popen:
+                  since: str | None, reuse_any: bool = False,
+                  quiet_stdout: bool = False) -> subprocess.Popen:
     argv = runner_argv(path, resume=resume, since=since, overrides=overrides,
                        reuse_any=reuse_any)
     env = engine_env()
     # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
-    # Its stderr comes through a pipe (:func:`_relay`).
+    # Its stderr comes through a pipe (:func:`_relay`). ``quiet_stdout`` (--json): whatever
+    # the runner or a cell prints goes to stderr, so stdout holds only the JSON lines.
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            stdout=sys.stderr.fileno() if quiet_stdout else None,
                             preexec_fn=die_with_parent(os.getpid()))
 
 
@@ -406,7 +420,7 @@ def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress) -> Non
                     proc.send_signal(signal.SIGINT)
 
 
-def _print_problems(runner: Runner, since: str) -> None:
+def _print_problems(runner: Runner, since: str) -> list[dict[str, Any]]:
     """One line on stderr per cell of this run (rows stamped at or after ``since``) whose
     last attempt was not ok: ``killed: D_ens seq pass 1 (attempt 1): <error>``. Rows of
     earlier runs of the same campaign are not this run's problems (an earlier ok row does
@@ -417,11 +431,17 @@ def _print_problems(runner: Runner, since: str) -> None:
     latest: dict[str, dict[str, str]] = {}
     for row in rows:
         latest[row["cell_key"]] = row
+    problems = []
     for row in latest.values():
         if row.get("status") == "ok":
             continue  # its last attempt of this run succeeded
         print(f"{row['status']}: {row['exp_id']} {row['executor']} pass {row['pass']} "
               f"(attempt {row['attempt']}): {row['error']}", file=sys.stderr)
+        problems.append({"status": row["status"], "exp_id": row["exp_id"],
+                         "executor": row["executor"], "pass": int(row["pass"]),
+                         "attempt": int(row["attempt"]), "cell_key": row["cell_key"],
+                         "group_id": row.get("group_id"), "error": row["error"]})
+    return problems
 
 
 def print_summary(console: Console, groups_csv: Path, campaign_id: str) -> None:

@@ -421,3 +421,62 @@ def knee_chart(series: Sequence[tuple[str, Sequence[int], Sequence[float], int |
     if ylabel:
         fig.label(ylabel, axis="y")
     return _render(fig, use_color) + "\n" + f"{KNEE_MARKER} knee   " + "   ".join(key)
+
+
+#: Marks where an hpo cell's time to best falls on its best-so-far curve.
+BEST_MARKER = "★"
+
+
+def step_points(curve: Sequence[tuple[float, float]], end: float | None = None
+                ) -> tuple[list[float], list[float]]:
+    """A best-so-far curve (``[(t, best), ...]`` at each improvement) as the corners of its
+    step line: each value holds until the next improvement, the last until ``end`` (the
+    group's end, when later than the last improvement)."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, (t, v) in enumerate(curve):
+        if i:
+            xs.append(float(t))
+            ys.append(ys[-1])
+        xs.append(float(t))
+        ys.append(float(v))
+    if xs and end is not None and not _missing(end) and end > xs[-1]:
+        xs.append(float(end))
+        ys.append(ys[-1])
+    return xs, ys
+
+
+def best_so_far_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]],
+                                             float | None, float | None]],
+                      title: str | None = None, width: int = 80, height: int = 16,
+                      color: bool | None = None, ylabel: str = "best val_loss") -> str:
+    """Best-so-far validation metric against seconds since the group window opened, one
+    step line per ``(label, curve, time_to_best_s, end_s)`` (issue 25: an hpo cell's
+    representative pass, :mod:`engine.results.hpo_curves`), each time to best marked
+    with :data:`BEST_MARKER`. A series without a curve is named on the key line as
+    "nothing validated", never drawn as 0."""
+    use_color = _use_color(color)
+    fig = _figure(width, height, title, use_color)
+    key = []
+    drawn = False
+    for i, (label, curve, ttb, end) in enumerate(series):
+        xs, ys = step_points(curve, end)
+        if not xs:
+            key.append(f"{label}: nothing validated")
+            continue
+        marker = _CURVE_MARKERS[i % len(_CURVE_MARKERS)]
+        fig.draw(fig.signal(xs, ys, marker=marker).lines())
+        drawn = True
+        text = f"{marker} {label}"
+        if ttb is not None and not _missing(ttb):
+            # the curve's value at the time to best: the step holding then
+            at = next((v for t, v in reversed(list(curve)) if t <= ttb + 1e-12), curve[0][1])
+            fig.draw(fig.signal([float(ttb)], [float(at)], marker=BEST_MARKER))
+            text += f": best known at {ttb:.2f} s"
+        key.append(text)
+    if not drawn:
+        return (title + "\n" if title else "") + "(nothing to draw)\n" + "   ".join(key)
+    fig.label("seconds since the group window opened", axis="x")
+    if ylabel:
+        fig.label(ylabel, axis="y")
+    return _render(fig, use_color) + "\n" + f"{BEST_MARKER} time to best   " + "   ".join(key)

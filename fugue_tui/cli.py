@@ -53,7 +53,8 @@ def _add_top_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="with --batch: print the cells and their keys, run nothing")
     parser.add_argument("--json", action="store_true",
-                        help="with --batch --dry-run: the plan as JSON (docs/json.md)")
+                        help="with --batch: the run as JSON lines (with --dry-run: the plan "
+                             "as JSON; docs/json.md)")
     parser.add_argument("--runs-dir", help="override the campaign's runs_dir")
     parser.add_argument("--passes", type=_at_least(1), help="override the campaign's passes")
     parser.add_argument("--seed", type=int, help="override the campaign's seed")
@@ -262,9 +263,13 @@ def _add_profile(sub) -> None:
     simulate.add_argument("--cores", metavar="N", help="cores (default: os.cpu_count)")
     simulate.add_argument("--executors", nargs="+", metavar="EXECUTOR",
                           help="default: seq mp ray unified_model")
-    simulate.add_argument("--mp-start", choices=("forkserver", "spawn"), default="forkserver",
-                          help="mp's start method (forkserver: workers share the parent's "
-                               "pages)")
+    simulate.add_argument("--mp-start", default="forkserver", metavar="START[,START]",
+                          help="mp's start method: forkserver (workers share the parent's "
+                               "pages), spawn, or forkserver,spawn for an estimate of each")
+    simulate.add_argument("--precision", choices=_precisions(),
+                          help="the precision the cells would run (default: each "
+                               "experiment's own; bf16 without a bf16 profile scales the "
+                               "fp32 one, docs/profiles.md)")
 
 
 def _add_bench(sub) -> None:
@@ -457,10 +462,10 @@ def _main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.command and args.batch:
         parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
-    if args.json and not (args.batch and args.dry_run):
+    if args.json and not args.batch:
         where = (f"; '{args.command}' takes its own: fugue-tui {args.command} --json"
                  if args.command in ("list", "validate", "report", "run") else "")
-        parser.error(f"--json before the command applies with --batch CAMPAIGN --dry-run{where}")
+        parser.error(f"--json before the command applies with --batch CAMPAIGN{where}")
     if not args.batch:
         used = [flag for flag, value in (("--dry-run", args.dry_run), ("--resume", args.resume),
                                          ("--since", args.since),

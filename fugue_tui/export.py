@@ -98,12 +98,19 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
                 label: str = "tab:fugue-results") -> str:
     """The speedup table as a LaTeX ``table`` with booktabs rules (``\\usepackage{booktabs}``):
     one block per machine (a ``\\midrule`` and the machine's provenance between blocks),
-    rows in the analysis' order; ``--`` for a value not measured."""
+    rows in the analysis' order; ``--`` for a value not measured. When rows form a K sweep
+    (an experiment measured at several K on one machine, issue 23: its cells share the
+    experiment id) a ``$K$`` column follows the executor, as in the terminal report."""
+    from fugue_tui.figures import mark_sweeps
+
     table = results.table
-    head = ("Experiment", "Executor", "Variant", "$n$", r"$T_\mathrm{group}$ (s)",
-            "Speedup", r"95\,\% CI", "Samples/s", "J/model", "Val acc", "Parity")
+    swept = bool(len(table)) and bool(mark_sweeps(table)["_swept"].any())
+    head = ("Experiment", "Executor", *(("$K$",) if swept else ()), "Variant", "$n$",
+            r"$T_\mathrm{group}$ (s)", "Speedup", r"95\,\% CI", "Samples/s", "J/model",
+            "Val acc", "Parity")
+    spec = "ll" + ("r" if swept else "") + "lrrrlrrrl"
     lines = [r"\begin{table}[htbp]", r"\centering", r"\small",
-             r"\begin{tabular}{lllrrrlrrrl}", r"\toprule", " & ".join(head) + r" \\",
+             rf"\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(head) + r" \\",
              r"\midrule"]
     prov = ["machine", "gpu_name", "torch_version", "cuda_version"]
     blocks = list(dict.fromkeys(tuple(str(r.get(k, "")) for k in prov)
@@ -129,7 +136,8 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
             parity = {"within seq spread": "within", "outside seq spread": "outside"}.get(
                 str(r.get("parity")), "--")
             sps = _num(r.get("throughput_group_mean"), ",.0f")
-            cells = [tex_escape(c) for c in (r["exp_id"], r["executor"], variant or "--",
+            k = [_num(r.get("K"), ".0f")] if swept else []
+            cells = [tex_escape(c) for c in (r["exp_id"], r["executor"], *k, variant or "--",
                                              str(int(r["n_strategy"])))]
             cells += [t, _num(r.get("speedup"), ".3f"), tex_escape(ci),
                       sps.replace(",", r"\,"), _num(r.get("energy_per_model_j"), ".1f"),

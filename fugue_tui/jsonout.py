@@ -3,7 +3,8 @@ runs' plans (``--batch C --dry-run``, ``run --dry-run``).
 
 Every document is one JSON object with ``"schema"`` (``"fugue-tui/list"``,
 ``"fugue-tui/validate"``, ``"fugue-tui/report"``, ``"fugue-tui/plan"``) and ``"version"``
-(:data:`SCHEMA_VERSION`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
+(:data:`SCHEMA_VERSION`; ``"fugue-tui/batch"`` is a stream of such objects, one a line:
+:mod:`fugue_tui.batch_json`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
 described in docs/json.md. A later version adds keys (a reader ignores those it does not
 know); removing or changing the meaning of one raises ``version``.
 
@@ -23,7 +24,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 #: Where the JSON Schemas live (one per kind: ``<kind>.v<version>.json``).
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-KINDS = ("list", "validate", "report", "plan")
+KINDS = ("list", "validate", "report", "plan", "batch")
 
 
 def document(kind: str, **body: Any) -> dict[str, Any]:
@@ -99,17 +100,19 @@ def experiment_entry(exp, ok: bool, reason: str) -> dict[str, Any]:
     }
 
 
-def report_cells(runs, by_campaign: bool = False) -> list[dict[str, Any]]:
+def report_cells(runs, by_campaign: bool = False,
+                 baseline: str | None = None) -> list[dict[str, Any]]:
     """The report's cells (:func:`engine.results.analysis.speedups` merged with
     :func:`~engine.results.analysis.cell_status`, as the tables show them): every cell
     column, the figures, ``ok`` / ``not_ok`` row counts, ``ci_low`` / ``ci_high`` (null
-    without an interval) and ``parity`` (null when not computed)."""
+    without an interval) and ``parity`` (null when not computed). ``baseline``: the
+    precision every cell is compared with (``--baseline fp32``), as in the tables."""
     import pandas as pd
 
     from engine.results.analysis import cell_columns, cell_status, speedups
 
     keys = cell_columns(by_campaign)
-    table = speedups(runs, by_campaign=by_campaign)
+    table = speedups(runs, by_campaign=by_campaign, baseline_precision=baseline)
     status = cell_status(runs, by_campaign=by_campaign)
     frame = table
     if len(status):  # the tables' order: cells with an ok row, then those without any

@@ -213,10 +213,11 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
     if bad or not chosen:
         raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
                          "(comma-separated)")
+    from fugue_tui.hpo_report import planned_files as hpo_files
     from fugue_tui.sweep_report import planned_files as sweep_files
 
-    out, present = export_folder(out_dir, planned_files(chosen) + sweep_files(chosen),
-                                 overwrite, what)
+    out, present = export_folder(out_dir, planned_files(chosen) + sweep_files(chosen)
+                                 + hpo_files(chosen), overwrite, what)
     return chosen, out, present
 
 
@@ -239,7 +240,8 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     terminal report.
     The dashboard's Results screen calls this too. Rows that form a K sweep also give
     ``knee.png`` / ``knee.svg`` and ``knee.csv`` (:mod:`fugue_tui.sweep_report`, the knee at
-    ``knee_fraction``).
+    ``knee_fraction``); hpo rows give ``best_so_far.png`` / ``.svg`` and ``best_so_far.csv``
+    (:mod:`fugue_tui.hpo_report`).
 
     Raises:
         FugueError: an unknown format, a target that is not a folder, files already there
@@ -249,7 +251,9 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     from fugue_tui.figures import build
     from fugue_tui.sweep_report import analyse, export_sweeps
 
+    from engine.results.hpo_curves import hpo_cells
     from fugue_tui.export_data import DATA_FORMATS, export_data
+    from fugue_tui.hpo_report import export_hpo
 
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
@@ -266,6 +270,7 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
             else:
                 path.unlink(missing_ok=True)
         written += export_sweeps(sweeps, out, chosen)
+        written += export_hpo(hpo_cells(runs, by_campaign), out, chosen)
         written += export_data(runs, out, [f for f in chosen if f in DATA_FORMATS])
     except OSError as exc:
         raise FugueError(f"{what} '{out_dir}': cannot write "
@@ -294,7 +299,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     console's). ``baseline``: a precision every cell's speedup and accuracy parity are
     against (``--baseline fp32``), instead of seq of the cell's own precision. Rows forming
     a K sweep add each workload's throughput-vs-K chart with the knee marked and a table
-    per curve (at ``knee_fraction``); ``advise`` adds the advice
+    per curve (at ``knee_fraction``); hpo rows a time-to-best table per workload and the
+    best-so-far chart (:mod:`fugue_tui.hpo_report`); ``advise`` adds the advice
     (:mod:`fugue_tui.sweep_report`). Raises
     :class:`engine.results.load.NoResultsError` without ``master_groups.csv``.
     """
@@ -335,6 +341,11 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     color = console.is_terminal and not console.no_color and "NO_COLOR" not in os.environ
     if chart:
         print_sweeps(view, console, width=width or min(console.width, 120), color=color)
+    from fugue_tui.hpo_report import analyse as hpo_analyse, print_hpo
+
+    hpo, ttb = hpo_analyse(runs, table, by_campaign)
+    print_hpo(hpo, ttb, console, width=width or min(console.width, 120), color=color,
+              chart=chart, by_campaign=by_campaign)
     if advise:
         print_advice(view, console)
     return len(table)
@@ -388,8 +399,13 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         runs = select_runs(Path(runs_dir), campaign_id)
         for note in runs.notes:
             print(f"fugue-tui: warning: {note}", file=sys.stderr)
+        from fugue_tui.report_json import hpo_section, sweep_sections
+
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
-                      by_campaign=by_campaign, cells=report_cells(runs, by_campaign)))
+                      by_campaign=by_campaign,
+                      cells=report_cells(runs, by_campaign, baseline=baseline),
+                      **sweep_sections(runs, fraction, advise, by_campaign),
+                      hpo=hpo_section(runs, by_campaign)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)
             for names, why in skipped:

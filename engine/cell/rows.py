@@ -118,6 +118,12 @@ def hpo_columns(results, window_start: float) -> dict[str, Any]:
                             "curve": best["curve"]}}
 
 
+#: Group columns every job row repeats (the same value): the measured stack and the
+#: experiments file (issue 29; docs/results.md "Provenance in job rows").
+JOB_PROVENANCE = ("torch_version", "cuda_version", "numpy_version", "sklearn_version",
+                  "cudnn_version", "ray_version", "plugin_versions", "experiments_file_hash")
+
+
 def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                 executor_group: dict[str, Any], monitor=None) -> str:
     from engine.registry import EXECUTORS
@@ -192,6 +198,9 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None, "worker_start_s": r.worker_start_s,
             "trial_config": trial_config_of(cell.get("experiment") or {}, job),
+            # the stack as its group row records it (what this cell loaded), so that a
+            # job row read without its group still names it (issue 29)
+            **{name: group.get(name) for name in JOB_PROVENANCE},
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

@@ -227,14 +227,22 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                 given = dict(campaign.options.get(executor, {}))
                 for point, (precision, hashed) in itertools.product(
                         _variants(campaign, exp_type, executor, given), precisions[exp_id, size]):
-                    # "auto" becomes the number it resolves to before anything is hashed
-                    # (Cell keys, rule 3): the cell keys as if that number was written.
-                    table, how = parallel.resolve(exp_id, executor, jobs, given,
-                                                  point["compile_mode"])
-                    cell_table = _cell_table(executor, table, point)
+                    cell_table = _cell_table(executor, given, point)
                     point = {**point, **hashed}
                     for options, literal, resolved, variant in _option_points(
                             executor, cell_table, exp_type):
+                        # "auto" becomes the number it resolves to before anything is
+                        # hashed (Cell keys, rule 3): the cell keys as if that number was
+                        # written. Per cell, after the option axes expand: each value of
+                        # mp's start list, and each precision, gets its own estimate.
+                        options, how = parallel.resolve(exp_id, executor, jobs, options,
+                                                        point["compile_mode"], precision)
+                        if given.get("max_parallel") == "auto":
+                            from engine.define.executor_options import key_options
+                            from engine.registry import EXECUTORS
+
+                            literal, resolved = key_options(
+                                EXECUTORS.get(executor).option_fields, options, exp_type)
                         config = {"experiment": experiment, "jobs": jobs,
                                   "executor": executor, "options": literal,
                                   "seed": campaign.seed, "pass": pass_index,
@@ -294,10 +302,12 @@ class _ParallelResolver:
         return self._loaded
 
     def resolve(self, exp_id: str, executor: str, jobs: list[dict[str, Any]],
-                table: dict[str, Any], compile_mode: str
+                table: dict[str, Any], compile_mode: str, precision: str | None = None
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The options table with ``max_parallel`` resolved, and the CellSpec fields that
-        say how (``max_parallel_method``, ``max_parallel_profile``, ``notes``)."""
+        """The options table of one cell (its option axes expanded: one ``start``) with
+        ``max_parallel`` resolved for its start method and ``precision``, and the CellSpec
+        fields that say how (``max_parallel_method``, ``max_parallel_profile``,
+        ``notes``)."""
         from engine.profile.auto import AUTO, resolve
         from engine.registry import EXECUTORS
 
@@ -306,15 +316,16 @@ class _ParallelResolver:
         value = table.get("max_parallel")
         if value != AUTO:
             return table, {"max_parallel_method": "user" if value is not None else "all"}
-        memo = (exp_id, len(jobs), executor, compile_mode)  # a K sweep: one per K
+        start = table.get("start", "forkserver")
+        start = start if isinstance(start, str) else "forkserver"
+        # a K sweep: one per K; a start list and a precision list: one per value
+        memo = (exp_id, len(jobs), executor, compile_mode, start, precision)
         if memo not in self._memo:
             profiles, budget, ident = self._context()
-            start = table.get("start", "forkserver")
             self._memo[memo] = resolve(
                 AUTO, jobs, executor, compile_mode=compile_mode,
                 device=str(self.machine.get("device", "cpu")), profiles=profiles,
-                ident=ident, budget=budget,
-                mp_start=start if isinstance(start, str) else "forkserver")
+                ident=ident, budget=budget, mp_start=start, precision=precision)
         found = self._memo[memo]
         return ({**table, "max_parallel": found.k},
                 {"max_parallel_method": found.method,

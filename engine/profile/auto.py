@@ -43,21 +43,39 @@ class Resolution:
 
 def estimate_cell(jobs: list[dict[str, Any]], executor: str, *, compile_mode: str,
                   device: str, profiles: list[Profile], ident: dict[str, str],
-                  budget: Budget, mp_start: str = "forkserver"
+                  budget: Budget, mp_start: str = "forkserver", precision: str | None = None
                   ) -> tuple[Estimate | None, list[str], list[str]]:
     """The estimate for one cell's jobs under ``executor``, the profile ids used and the
     notes. None when a job's profile key has no profile on this machine (the ids are
     then that key, in words). A cell of several keys (multi_model, an hpo grid over batch
     sizes) is estimated with its largest profile (largest RSS(1), then per-member
-    increment) for every job: conservative, and said in a note."""
+    increment) for every job: conservative, and said in a note.
+
+    ``precision``: the cell's requested precision (None: the jobs' legacy amp flag). The
+    profile of the precision that runs on ``device`` is used when measured; else the fp32
+    profile of the same key, scaled as :mod:`engine.profile.precision_model` models it
+    (a note says which profile and how)."""
+    from engine.profile.precision_model import WHY, effective, scale
+
     keys: dict[str, dict[str, str]] = {}
     for job in jobs:
-        key = job_key(job, compile_mode, device)
+        ran = effective(precision, device, bool(job.get("amp")))
+        key = job_key(job, compile_mode, device, ran)
         keys.setdefault(str(sorted(key.items())), key)
     found: list[Profile] = []
     notes: list[str] = []
+    factor = 1.0
     for key in keys.values():
         profile, note = lookup(profiles, key, ident)
+        if profile is None and key["precision"] != "fp32":
+            # no profile of this precision: the fp32 one, scaled (precision_model)
+            base = {**key, "precision": "fp32"}
+            profile, note = lookup(profiles, base, ident)
+            if profile is not None:
+                factor = min(factor, scale(key["precision"]))
+                notes.append(f"no {key['precision']} profile of {key_text(base)}: estimated "
+                             f"from the fp32 profile {profile.id} ({WHY.get(key['precision'], '')}"
+                             f"; docs/profiles.md \"Precision\")")
         if note:
             notes.append(note)
         if profile is None:
@@ -68,22 +86,25 @@ def estimate_cell(jobs: list[dict[str, Any]], executor: str, *, compile_mode: st
     if len(found) > 1:
         notes.append(f"{len(found)} profile keys in the cell: estimated with the largest "
                      f"({worst.id}) for every job")
-    estimate = fits(worst, executor, len(jobs), budget, mp_start=mp_start)
+    estimate = fits(worst, executor, len(jobs), budget, mp_start=mp_start,
+                    member_scale=factor)
     return estimate, [p.id for p in found], notes
 
 
 def resolve(value: Any, jobs: list[dict[str, Any]], executor: str, *, compile_mode: str,
             device: str, profiles: list[Profile], ident: dict[str, str], budget: Budget,
-            mp_start: str = "forkserver") -> Resolution:
+            mp_start: str = "forkserver", precision: str | None = None) -> Resolution:
     """``max_parallel`` of one cell: ``value`` is the option as written (a number,
-    ``"auto"`` or None)."""
+    ``"auto"`` or None); ``mp_start`` the cell's one start method, ``precision`` its
+    requested precision (:func:`estimate_cell`)."""
     if value is None:
         return Resolution(None, "all")
     if value != AUTO:
         return Resolution(int(value), "user")
     estimate, ids, notes = estimate_cell(jobs, executor, compile_mode=compile_mode,
                                          device=device, profiles=profiles, ident=ident,
-                                         budget=budget, mp_start=mp_start)
+                                         budget=budget, mp_start=mp_start,
+                                         precision=precision)
     if estimate is None:
         exp = jobs[0].get("exp_id", "") if jobs else ""
         notes.append(f"max_parallel = \"auto\" ({exp} under {executor}): no profile of "

@@ -60,15 +60,31 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
 
 
-def predict(profile: Profile, executor: str, k: int, *, mp_start: str = "forkserver"
-            ) -> tuple[float | None, float | None, list[str]]:
+def _less(value: float | None, part: float) -> float | None:
+    """``value`` less ``part`` (never below half of it: a guard against a noisy slope)."""
+    return None if value is None else max(value - part, value / 2)
+
+
+def predict(profile: Profile, executor: str, k: int, *, mp_start: str = "forkserver",
+            member_scale: float = 1.0) -> tuple[float | None, float | None, list[str]]:
     """Predicted peak host RAM and device memory (MiB) of ``k`` jobs at once under
-    ``executor``, and the notes on what the prediction leaves out."""
+    ``executor``, and the notes on what the prediction leaves out. ``member_scale``: the
+    factor on what scales with one member, for a precision other than the profile's
+    (:mod:`engine.profile.precision_model`): the per-member increments, and one job's own
+    part (taken as one increment) of RSS(1), of reserved device memory at K = 1 and of a
+    forked worker's private memory."""
     notes: list[str] = []
     rss1 = profile.num("rss1_mb")
     inc = max(profile.num("rss_per_member_mb") or 0.0, 0.0)
     ctx, dinc = profile.num("device_context_mb"), profile.num("device_per_member_mb")
     reserved1 = profile.by_k("device_reserved_mb").get(1)
+    private1 = profile.num("private1_mb")
+    if member_scale != 1.0:
+        saved, dsaved = (1.0 - member_scale) * inc, (1.0 - member_scale) * max(dinc or 0.0, 0.0)
+        rss1, private1 = _less(rss1, saved), _less(private1, saved)
+        reserved1 = _less(reserved1, dsaved)
+        inc *= member_scale
+        dinc = None if dinc is None else dinc * member_scale
     base, dbase = profile.num("rss_stack_base_mb"), profile.num("device_stack_base_mb")
     on_gpu = reserved1 is not None
     per_process_dev = (ctx or 0.0) + reserved1 if on_gpu else None
@@ -79,7 +95,7 @@ def predict(profile: Profile, executor: str, k: int, *, mp_start: str = "forkser
         if on_gpu:
             dev = (ctx or 0.0) + _stacked(reserved1, dbase, max(dinc or 0.0, 0.0), k)
     elif executor == "mp":
-        parent, private = profile.num("parent_rss_mb"), profile.num("private1_mb")
+        parent, private = profile.num("parent_rss_mb"), private1
         if mp_start == "forkserver" and parent is not None and private is not None:
             ram = parent + k * private
         else:
@@ -118,21 +134,22 @@ def _stacked(one: float | None, base: float | None, inc: float, k: int) -> float
 
 
 def fits(profile: Profile, executor: str, n_jobs: int, budget: Budget, *,
-         mp_start: str = "forkserver") -> Estimate:
+         mp_start: str = "forkserver", member_scale: float = 1.0) -> Estimate:
     """The most jobs of a cell of ``n_jobs`` that fit at once under ``executor``.
 
     ``seq``: always 1 (``limiting = executor``). Otherwise the largest K in 1..n_jobs whose
     predicted RAM and device memory stay within the budget less its margin (and, for mp
     and ray, K <= cores). K = 1 even when one job does not fit (a note says so: there is
-    nothing smaller to run).
+    nothing smaller to run). ``member_scale``: see :func:`predict`.
     """
     if executor not in ("unified_model", *PROCESS_EXECUTORS):
-        ram, dev, notes = predict(profile, executor, 1)
+        ram, dev, notes = predict(profile, executor, 1, member_scale=member_scale)
         return Estimate(executor, 1, n_jobs, "executor", ram, dev, notes)
     ram_cap, dev_cap = budget.usable("ram"), budget.usable("device")
 
     def failing(k: int) -> str | None:
-        ram, dev, _ = predict(profile, executor, k, mp_start=mp_start)
+        ram, dev, _ = predict(profile, executor, k, mp_start=mp_start,
+                              member_scale=member_scale)
         if executor in PROCESS_EXECUTORS and k > budget.cores:
             return "cores"
         if ram is not None and ram_cap is not None and ram > ram_cap:
@@ -149,7 +166,8 @@ def fits(profile: Profile, executor: str, n_jobs: int, budget: Budget, *,
         if why:
             k, limiting = max(candidate - 1, 1), why
             break
-    ram, dev, notes = predict(profile, executor, k, mp_start=mp_start)
+    ram, dev, notes = predict(profile, executor, k, mp_start=mp_start,
+                              member_scale=member_scale)
     if limiting != "jobs" and failing(1):
         notes.insert(0, f"even one job is predicted over the {limiting} budget")
     return Estimate(executor, k, n_jobs, limiting, ram, dev, notes)

@@ -45,7 +45,9 @@ COLUMNS: dict[str, str] = {
     "model_kwargs": "key: the model's kwargs, canonical JSON",
     "dataset": "key: dataset name",
     "batch_size": "key: batch size",
-    "precision": "key: fp32 or amp-fp16 (amp applies on CUDA only)",
+    "precision": "key: the precision the probe ran (fp32, or amp-fp16: the legacy amp "
+                 "flag applies on CUDA only); an estimate for another precision scales the "
+                 "fp32 profile (engine.profile.precision_model)",
     "compile_mode": "key: off or the torch.compile mode",
     "optimizer": "key: optimizer name",
     "optimizer_kwargs": "key: the optimizer's kwargs, canonical JSON",
@@ -120,13 +122,17 @@ def identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str, str]:
             "torch": dist_version("torch"), "cuda": torch_cuda_version()}
 
 
-def job_key(job: dict[str, Any], compile_mode: str, device: str) -> dict[str, str]:
+def job_key(job: dict[str, Any], compile_mode: str, device: str,
+            precision: str | None = None) -> dict[str, str]:
     """The profile key of a job (a ``JobSpec.to_dict()``) run with ``compile_mode`` on
-    ``device``: what changes its memory."""
+    ``device``: what changes its memory. ``precision``: what the job runs there (the
+    cell's precision as applied on the device); None: the legacy amp flag (CUDA only)."""
     amp = bool(job.get("amp")) and device.startswith("cuda")
+    if precision is None:
+        precision = "amp-fp16" if amp else "fp32"
     return {"model": str(job["model"]), "model_kwargs": canonical(job.get("model_kwargs")),
             "dataset": str(job["dataset"]), "batch_size": str(int(job["batch_size"])),
-            "precision": "amp-fp16" if amp else "fp32", "compile_mode": compile_mode,
+            "precision": precision, "compile_mode": compile_mode,
             "optimizer": str(job["optimizer"]),
             "optimizer_kwargs": canonical(job.get("optimizer_kwargs"))}
 

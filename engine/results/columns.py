@@ -387,6 +387,17 @@ _OURS: tuple[Column, ...] = (
     Column("max_parallel_profile", G, TEXT,
            "the profiles (profile_id in <runs_dir>/profiles.csv, comma-separated) the "
            "\"auto\" estimate used; empty otherwise"),
+    # issue 29: the measured stack in every job row too, the same values as its group
+    # row's (a job file read alone - a parquet export, a jobs.json - still says what ran
+    # it; joining on group_id remains the way to every other group column)
+    Column("torch_version", I),
+    Column("cuda_version", I),
+    Column("numpy_version", I),
+    Column("sklearn_version", I),
+    Column("cudnn_version", I),
+    Column("ray_version", I),
+    Column("plugin_versions", I),
+    Column("experiments_file_hash", I),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -37,14 +37,35 @@ def _machine(device_text: str | None) -> tuple[str, dict[str, Any] | None]:
 
 
 def _jobs(selector: list[str], experiments_file: str | None, seed: int,
-          where: str) -> dict[str, list[dict[str, Any]]]:
+          where: str, precisions: dict[str, str | None] | None = None
+          ) -> dict[str, list[dict[str, Any]]]:
+    """The selected experiments' jobs; ``precisions``, when given, receives each
+    experiment's own ``precision`` (None: not set)."""
     from engine.define.workloads import expand
     from fugue_tui.commands.common import load_catalogue_and_plugins
 
     catalogue = load_catalogue_and_plugins(experiments_file)
     ids = catalogue.select(selector, where=where) if selector else catalogue.ids()
+    if precisions is not None:
+        precisions.update({exp_id: getattr(catalogue.get(exp_id), "precision", None)
+                           for exp_id in ids})
     return {exp_id: [j.to_dict() for j in expand(catalogue.get(exp_id), seed)]
             for exp_id in ids}
+
+
+def _starts(text: str) -> list[str]:
+    """``--mp-start``: ``forkserver``, ``spawn`` or both, comma-separated (one estimate
+    per value, as a campaign's ``start`` list gets).
+
+    Raises:
+        ConfigError: another value (one line naming the flag).
+    """
+    starts = list(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
+    bad = [s for s in starts if s not in ("forkserver", "spawn")]
+    if bad or not starts:
+        raise ConfigError(f"argument --mp-start: {text!r}: forkserver, spawn or "
+                          f"forkserver,spawn{nearest(bad[0], ('forkserver', 'spawn')) if bad else ''}")
+    return starts
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -153,8 +174,10 @@ def simulate(args: Any, out=None) -> int:
 
         parse_cores(args.cores, "argument --cores")
     compile_mode = _compile(args.compile)
+    starts = _starts(args.mp_start)
+    own: dict[str, str | None] = {}
     jobs = _jobs(args.selector, args.experiments_file_sub or args.experiments_file,
-                 args.seed or 42, "simulate")
+                 args.seed or 42, "simulate", own)
     device, gpu = _machine(args.profile_device or args.device)
     ident = identity(device, gpu)
     budget = make_budget(**budget_args, gpu_uuid=(gpu or {}).get("uuid"), where="simulate")
@@ -169,32 +192,40 @@ def simulate(args: Any, out=None) -> int:
     print(f"profiles: {runs_dir / 'profiles.csv'}; device {device}, compile {compile_mode}",
           file=out)
     said: set[str] = set()
+    from engine.profile.precision_model import effective
+
     for exp_id, exp_jobs in jobs.items():
-        print(f"\n{exp_id} ({len(exp_jobs)} jobs)", file=out)
+        precision = args.precision or own.get(exp_id)
+        ran = effective(precision, device, any(j.get("amp") for j in exp_jobs))
+        print(f"\n{exp_id} ({len(exp_jobs)} jobs) at {ran}", file=out)
         print(f"  {'executor':<14}{'fits at once':>13}  {'limiting':<9}{'RAM MiB':>9}"
               f"{'device MiB':>12}  profile", file=out)
-        for executor in executors:
+        rows = [(e, s if e == "mp" and len(starts) > 1 else None,
+                 s) for e in executors for s in (starts if e == "mp" else starts[:1])]
+        for executor, shown_start, start in rows:
             est, ids, notes = estimate_cell(exp_jobs, executor, compile_mode=compile_mode,
                                             device=device, profiles=profiles, ident=ident,
-                                            budget=budget, mp_start=args.mp_start)
+                                            budget=budget, mp_start=start,
+                                            precision=precision)
+            name = f"{executor} {shown_start}" if shown_start else executor
             for note in notes:
                 if note not in said:
                     said.add(note)
                     print(f"  note: {note}", file=out)
             if est is None and executor not in ("mp", "ray", "unified_model"):
-                print(f"  {executor:<14}{1:>13}  {'executor':<9}{'':>9}{'':>12}  none needed",
+                print(f"  {name:<14}{1:>13}  {'executor':<9}{'':>9}{'':>12}  none needed",
                       file=out)
                 continue
             if est is None:
-                print(f"  {executor:<14}{'all ' + str(len(exp_jobs)):>13}  {'no profile':<9}"
+                print(f"  {name:<14}{'all ' + str(len(exp_jobs)):>13}  {'no profile':<9}"
                       f"{'':>9}{'':>12}  none: {ids[0]}", file=out)
                 continue
-            print(f"  {executor:<14}{est.k:>13}  {est.limiting:<9}{_n(est.ram_mb):>9}"
+            print(f"  {name:<14}{est.k:>13}  {est.limiting:<9}{_n(est.ram_mb):>9}"
                   f"{_n(est.device_mb):>12}  {','.join(ids)}", file=out)
             for note in est.notes:
                 if note not in said:
                     said.add(note)
-                    print(f"    ({executor}: {note})", file=out)
+                    print(f"    ({name}: {note})", file=out)
     return 0
 
 
