@@ -124,7 +124,11 @@ class VectorRoute:
                 sums = stacked_score_sums(self.task, out, yb)
             self.scores = sums if self.scores is None else {
                 key: self.scores[key] + value for key, value in sums.items()}
-        losses = losses.detach()
+        # What each member reports: on the exact path the solo criterion's values (forward
+        # only); the backward above ran once through the fused loss (losses.StackedLoss).
+        values = getattr(self.loss_fn, "values", None)
+        with autocast(self.stack.device, self.precision):
+            losses = values(out, yb, losses) if values is not None else losses.detach()
         if self._slot_index is None:
             return losses
         full = losses.new_zeros(self.k_all)
