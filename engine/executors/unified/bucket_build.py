@@ -10,7 +10,8 @@ torch optimizer is built for both routes, so a bad hyperparameter fails that job
 under seq. A member whose build raises fails; the others go on.
 
 The decision (``plan.route``/``check``/``reason``): vectorised only with two or more
-members, no float16 AMP (a GradScaler per member: eager), no unsupported layer, identical
+members (float16 AMP included: a GradScaler per member, ``scaler.StackedGradScaler``), no
+unsupported layer, identical
 structure (``fingerprint_mismatch``) and, unless ``verify = false``,
 ``verify.verify_bucket`` agrees: every member's own forward against the stack's template
 (state outside the module) and one one-step probe of both routes on copies of the bucket's
