@@ -58,7 +58,7 @@ def test_the_template_side_is_one_vectorised_call_whatever_k(calls):
     assert calls == {"template": 0, "stack": 1}
 
 
-@pytest.mark.parametrize("where", [1, K - 3])
+@pytest.mark.parametrize("where", [K - 3])  # not a representative (0, K - 1)
 def test_a_member_with_state_outside_the_module_is_still_caught(where, calls):
     members, gens = _members(K, cls=Registered)
     _SCALE.clear()

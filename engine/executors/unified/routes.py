@@ -46,7 +46,7 @@ from engine.train.compile_probe import rng_state as _rng_state
 from engine.train.compile_probe import set_rng_state as _set_rng_state
 from engine.train.data import EpochOrder, JobSplit
 from engine.train.loop import JobResult
-from engine.train.precision import FP32, JobPrecision, SkipCounter, autocast, cast_input
+from engine.train.precision import FP32, JobPrecision, autocast, cast_input
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Member:
     precision: JobPrecision
     optimizer: Any = None
     scaler: Any = None
-    skipped: SkipCounter | None = None  # the scaler's skipped steps (eager route, fp16 AMP)
+    skipped: Any = None  # amp-fp16 skipped steps: SkipCounter (eager) or scaler.MemberSkips
     epoch: int = 0
     step: int = 0
     batches: torch.Tensor | None = None
