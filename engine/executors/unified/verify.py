@@ -42,7 +42,8 @@ another batch size, in eval mode only); a member's *backward* that differs from 
 template's while its forward, fingerprint and tensor hooks agree (a custom autograd
 function reading state outside the module) when that member is not a representative;
 state outside the module that changes neither the forward's output nor its buffers on
-this batch; and state outside the module that a forward changes, which the checks change
+this batch (for a member that is not a representative: on the first :data:`OWN_ROWS` rows
+of its batch); and state outside the module that a forward changes, which the checks change
 (twice; they cannot put it back).
 """
 
