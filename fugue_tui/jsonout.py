@@ -95,7 +95,7 @@ def experiment_entry(exp, ok: bool, reason: str) -> dict[str, Any]:
         "optimizer": exp.optimizer if not exp.members else "mixed",
         "search_space": ({k: list(v) for k, v in exp.search_space.items()}
                          if exp.search_space else None),
-        "amp": bool(exp.amp), "size": exp.size or None,
+        "amp": bool(exp.amp), "precision": exp.precision, "size": exp.size or None,
         "available": bool(ok), "reason": None if ok else reason,
     }
 

@@ -31,7 +31,7 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
                   padding=(0, 1))
     wide_screen = console.width >= 110
     columns = ["id", "type", "model / dataset", "K", "batch", "ep", "lr", "opt"]
-    columns += ["amp", "size", "here"] if wide_screen else ["here"]
+    columns += ["precision", "size", "here"] if wide_screen else ["here"]
     for column in columns:
         wide = column == "model / dataset"
         table.add_column(column, no_wrap=not wide, overflow="fold", min_width=16 if wide else None,
@@ -46,13 +46,30 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
         here = "yes" if ok else f"no [{list(notes).index(reason) + 1}]"
         cells = [exp.id, exp.type, pairs, str(exp.k), _fmt(exp.batch_size), _fmt(exp.epochs),
                  _fmt(exp.lr), exp.optimizer if not exp.members else "mixed"]
-        cells += ["yes" if exp.amp else "no", exp.size, here] if wide_screen else [here]
+        cells += [precision_default(exp), exp.size, here] if wide_screen else [here]
         table.add_row(*cells)
     console.print(table)
+    if wide_screen and any(exp.precision is None and exp.amp
+                           for exp in catalogue.experiments.values()):
+        console.print(Text(f"{LEGACY_AMP}: the legacy amp flag, amp-fp16 where AMP is "
+                           "allowed (CUDA), fp32 elsewhere"), highlight=False)
     for i, (reason, ids) in enumerate(notes.items(), 1):
         # wrapped at the console's width (80 columns), never inside a word (a path)
         console.print(Text(f"[{i}] {', '.join(ids)}: {reason}"), highlight=False)
     return 0
+
+
+#: How ``list`` shows a legacy ``amp = true`` without a precision default: not
+#: "amp-fp16", which it is only where AMP is allowed (the note under the table says so).
+LEGACY_AMP = "amp (legacy)"
+
+
+def precision_default(exp) -> str:
+    """An experiment's precision default as ``list`` shows it: its ``precision`` when set,
+    else its legacy ``amp`` flag (:data:`LEGACY_AMP`), else ``fp32``."""
+    if exp.precision:
+        return exp.precision
+    return LEGACY_AMP if exp.amp else "fp32"
 
 
 def _fmt(value) -> str:

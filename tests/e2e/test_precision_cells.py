@@ -74,13 +74,54 @@ def test_job_rows_and_cells_carry_the_precision(precision_run):
             assert int(j["amp_skipped_steps"]) >= 0 and j["amp"] == "True"
         else:
             assert j["amp_skipped_steps"] == ""
-    # the stacked model and the workers agree per precision (amp-fp16: eager, bit-exact;
-    # tf32 runs fp32 here: float32, within a few ulps of the stacked route)
+    # the stacked model and the workers agree per precision (amp-fp16: vectorised with a
+    # GradScaler per member; float16 autocast rounds the batched matmul differently: the
+    # final loss within docs/fidelity.md's 1 %, measured ~1e-4; tf32 runs fp32 here:
+    # within a few ulps)
     by = {(j["executor"], j["precision_requested"], j["job_id"]): j for j in jobs}
     for (executor, precision, job_id), j in by.items():
         if executor == "mp":
             other = float(by[("unified_model", precision, job_id)]["final_train_loss"])
-            assert abs(float(j["final_train_loss"]) - other) <= 1e-5 * abs(other)
+            rel = 1e-2 if precision == "amp-fp16" else 1e-5
+            assert abs(float(j["final_train_loss"]) - other) <= rel * abs(other)
     slugs = {p.name for p in (precision_run.runs / "e2e-precision" / "cells").iterdir()}
     assert any("-D_ens-mp-tf32-p1-" in s for s in slugs), slugs
     assert any("-D_ens-unified_model-amp-fp16-p1-" in s for s in slugs), slugs
+
+
+@pytest.fixture(scope="module")
+def ray_precision_run(tmp_path_factory):
+    """One Ray cell (amp-fp16): Ray's workers get the precision in their settings too."""
+    run = run_batch(tmp_path_factory.mktemp("precision-ray"), """
+name = "e2e-precision-ray"
+experiments = ["D_ens"]
+executors = ["ray"]
+precision = "amp-fp16"
+runs_dir = "runs"
+device = "cpu"
+threads = 1
+experiments_file = "experiments.toml"
+""", experiments=EXPERIMENTS)
+    assert run.proc.returncode == 0, run.proc.stdout[-3000:] + run.proc.stderr[-3000:]
+    return run
+
+
+def test_a_ray_cell_applies_the_precision_as_the_mp_workers_do(precision_run,
+                                                                ray_precision_run):
+    (group,) = read_rows(ray_precision_run.runs / "master_groups.csv")
+    assert group["status"] == "ok", group["error"]
+    assert (group["executor"], group["precision_requested"], group["precision"],
+            group["precision_reason"], group["amp"]) == ("ray", "amp-fp16", "amp-fp16", "",
+                                                         "True")
+    assert group["amp_skipped_steps"] != ""
+    ray_jobs = {j["job_id"]: j for j in read_rows(ray_precision_run.runs /
+                                                  "master_individual.csv")}
+    mp_jobs = {j["job_id"]: j for j in read_rows(precision_run.runs / "master_individual.csv")
+               if j["executor"] == "mp" and j["precision_requested"] == "amp-fp16"}
+    assert sorted(ray_jobs) == sorted(mp_jobs) and len(ray_jobs) == 2
+    for job_id, j in ray_jobs.items():
+        assert j["status"] == "ok", j["error"]
+        assert (j["precision"], j["amp"]) == ("amp-fp16", "True")
+        assert int(j["amp_skipped_steps"]) == int(mp_jobs[job_id]["amp_skipped_steps"])
+        # the same training loop in another worker process: the same numbers
+        assert j["final_train_loss"] == mp_jobs[job_id]["final_train_loss"]

@@ -37,6 +37,9 @@ CPU = torch.device("cpu")
 BF16 = ("amp-bf16", "bf16")
 #: docs/fidelity.md, "Precision": stacked vs seq, bfloat16 precisions.
 ONE_STEP, ONE_EPOCH, LOSS_REL, ACC = 2.0 ** -8, 2.0 ** -5, 1e-2, 0.05
+#: amp-fp16 stacked (vectorised, a GradScaler per member) against seq: float16 keeps 10
+#: mantissa bits: one step within 2^-10 (bfloat16: 2^-8), an epoch within 2^-6 (docs/fidelity.md).
+FP16_BOUNDS = {50: 2.0 ** -10, 400: 2.0 ** -6}
 
 
 @pytest.fixture(autouse=True)
@@ -187,10 +190,9 @@ def test_stacked_equals_seq_within_the_bound_of_each_precision(precision, built)
         ctx = _ctx(data, precision, events)
         uni = UnifiedExecutor().run(jobs, ctx)
         route = ctx.group["executor_info"]["plan"][0]
-        if precision == "amp-fp16":  # a GradScaler per member: eager, as seq, bit-exact
-            assert route["route"] == "eager" and "GradScaler per member" in route["reason"]
-        else:  # autocast around the vmapped call / bfloat16 stacked weights
-            assert (route["route"], route["check"]) == ("vectorised", "verified"), route
+        # autocast around the vmapped call (amp-fp16 with a GradScaler per member,
+        # vectorised) / bfloat16 stacked weights
+        assert (route["route"], route["check"]) == ("vectorised", "verified"), route
         if precision in ("amp-fp16", *BF16):  # applied in the stack, not only recorded
             assert any(u.final_train_loss != f.final_train_loss for u, f in zip(uni, fp32, strict=True))
         # bf16: bfloat16 weights; AMP: float32 weights (and optimizer state), autocast only
@@ -201,8 +203,10 @@ def test_stacked_equals_seq_within_the_bound_of_each_precision(precision, built)
             assert (s.status, u.status) == ("ok", "ok")
             assert u.precision == s.precision
             diff = _max_diff(built["seq"][s.job.job_id], built["unified"][u.job.job_id])
-            if precision in BF16:
-                assert diff <= bound, (n, s.job.job_id, diff)
+            if precision in (*BF16, "amp-fp16"):
+                limit = FP16_BOUNDS[n] if precision == "amp-fp16" else bound
+                print(f"{precision} n={n} {s.job.job_id} max |dparam| {diff:.3g}")
+                assert diff <= limit, (n, s.job.job_id, diff)
                 assert abs(u.final_train_loss - s.final_train_loss) <= (
                     LOSS_REL * abs(s.final_train_loss))
                 assert abs(u.final_val_acc - s.final_val_acc) <= ACC

@@ -10,7 +10,8 @@ torch optimizer is built for both routes, so a bad hyperparameter fails that job
 under seq. A member whose build raises fails; the others go on.
 
 The decision (``plan.route``/``check``/``reason``): vectorised only with two or more
-members, no float16 AMP (a GradScaler per member: eager), no unsupported layer, identical
+members (float16 AMP included: a GradScaler per member, ``scaler.StackedGradScaler``), no
+unsupported layer, identical
 structure (``fingerprint_mismatch``) and, unless ``verify = false``,
 ``verify.verify_bucket`` agrees: every member's own forward against the stack's template
 (state outside the module) and one one-step probe of both routes on copies of the bucket's
@@ -39,6 +40,7 @@ from engine.define.workloads import JobSpec
 from engine.events import job_done, job_started
 from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
+from engine.executors.unified.scaler import MemberSkips, StackedGradScaler
 from engine.executors.unified.optim import build_stacked
 from engine.executors.unified.plan import BucketPlan
 from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
@@ -178,14 +180,6 @@ class BucketBuild:
         if len(members) < 2:
             plan.route, plan.check, plan.reason = "eager", "single", "one member left to train"
             return
-        if any(m.precision.scaled for m in members):
-            # One GradScaler for the stack would let one member's overflow skip every
-            # member's step (docs/unified-model-pitfalls.md); each member keeps its own.
-            plan.route, plan.check = "eager", "refused"
-            plan.reason = ("amp-fp16 needs a GradScaler per member (one per stack would "
-                           "skip every member's step on one member's overflow): eager, "
-                           "per-member autocast + GradScaler")
-            return
         reason = unsupported_reason(members[0].model)
         if reason is not None:
             plan.route, plan.check, plan.reason = "eager", "refused", reason
@@ -280,9 +274,18 @@ class BucketBuild:
                     [dict(m.job.optimizer_kwargs) for m in self.members])
                 for m in self.members:  # the stack trains; the solo optimizers are unused
                     m.optimizer = None
+                scaler = None
+                if self.members[0].precision.scaled:
+                    # amp-fp16: one GradScaler per member, vectorised (one for the stack
+                    # would let one member's overflow skip every member's step).
+                    scaler = StackedGradScaler([m.scaler for m in self.members],
+                                               self.stack.device, len(self.members))
+                    for m in self.members:
+                        m.scaler, m.skipped = None, MemberSkips(scaler, m.index)
                 self.route = VectorRoute(self.stack, optimizer,
                                           loss_function(self.task, self.fused), self.task,
-                                          len(self.members), self.members[0].precision)
+                                          len(self.members), self.members[0].precision,
+                                          scaler)
             else:
                 self.route = EagerRoute(self.members, self.task, self.device)
             self._needs_probe = self.settings.compile_mode != "off"

@@ -6,8 +6,19 @@ exactly ``dL_k/dθ_k`` (members share no parameters), i.e. each member's solo gr
 Averaging instead would scale every member's step by 1/K.
 
 ``fused`` (feature ``fl:1``): one criterion call over the flattened (K·B) batch with
-``reduction="none"``, then a per-member mean. Unfused (``fl:0``): the task's own criterion
-called once per member on its slice, exactly as ``engine.train.loop`` calls it.
+``reduction="none"``, then a per-member mean; the reported losses are those values.
+
+Exact (``fl:0``, the default): the step still **backpropagates once through the fused
+loss** when the task's stacked form is one whose gradient is bit for bit the solo
+criterion's (:data:`GRADIENT_EXACT`: per-element cross-entropy or squared error, then a
+per-member mean — the backward of ``mean`` hands every element ``1/B``, the same float the
+solo ``reduction="mean"`` backward uses; checked for B = 1…300, K = 1…9, float32/float64 by
+``tests/unit/test_unified_fused_backward.py``), but the *reported* per-member losses are
+the task's own criterion called per member under ``no_grad``, exactly as
+``engine.train.loop`` computes them (the fused forward sums in another order: values differ
+by up to ~5e-7, gradients do not). K forward-only criterion calls instead of K forward +
+backward slices. A task whose stacked form is not known to be gradient-exact (a plugin's)
+keeps the per-member criterion for both.
 """
 
 from __future__ import annotations
@@ -60,19 +71,62 @@ def stacked_mse(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return ((out - target) ** 2).mean(dim=(1, 2))
 
 
-def loss_function(task: Any, fused: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+class StackedLoss:
+    """The per-member loss a stacked step trains with.
+
+    ``loss(out, target)`` → (K,) differentiable per-member losses (what ``backward`` runs
+    through); ``loss.values(out, target, losses)`` → (K,) detached, the values reported as
+    each member's training loss. ``fused``: the feature ``fl``; ``fused_backward``: the
+    backward runs through one fused op (also on the exact path, see the module docstring).
+    """
+
+    def __init__(self, train: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                 report: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
+                 fused: bool, fused_backward: bool):
+        self._train = train
+        self._report = report
+        self.fused = fused
+        self.fused_backward = fused_backward
+
+    def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return self._train(out, target)
+
+    def values(self, out: torch.Tensor, target: torch.Tensor,
+               losses: torch.Tensor) -> torch.Tensor:
+        """The (K,) losses to report for this step (``losses``: what ``__call__`` gave)."""
+        if self._report is None:
+            return losses.detach()
+        with torch.no_grad():
+            return self._report(out.detach(), target)
+
+
+#: Stacked targets whose backward is bit for bit each member's solo criterion backward
+#: (checked by tests/unit/test_unified_fused_backward.py): the exact path backpropagates
+#: through them once instead of through K criterion calls.
+GRADIENT_EXACT = frozenset({
+    "engine.executors.unified.losses:stacked_cross_entropy",
+    "engine.executors.unified.losses:stacked_mse",
+})
+
+
+def loss_function(task: Any, fused: bool) -> StackedLoss:
     """The (K,) per-member loss of ``task`` (a ``TaskSpec``) over stacked outputs.
+
+    ``fused`` (``fl:1``): the fused loss, its values reported. Otherwise the exact path:
+    backward through the fused loss when the task's stacked form is in
+    :data:`GRADIENT_EXACT`, values from the task's criterion per member (as seq).
 
     Raises:
         ValueError: the task has no stacked form (``stacked_target`` unset).
     """
     if not task.stacked_target:
         raise ValueError(f"task '{task.name}' has no stacked form")
-    if fused:
-        module, _, name = task.stacked_target.partition(":")
-        import importlib
+    module, _, name = task.stacked_target.partition(":")
+    import importlib
 
-        return getattr(importlib.import_module(module), name)
+    stacked = getattr(importlib.import_module(module), name)
+    if fused:
+        return StackedLoss(stacked, None, fused=True, fused_backward=True)
     criterion = task.criterion()
 
     def per_member(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -82,7 +136,9 @@ def loss_function(task: Any, fused: bool) -> Callable[[torch.Tensor, torch.Tenso
             losses.append(criterion(upcast_half(o), t))
         return torch.stack(losses)
 
-    return per_member
+    if task.stacked_target in GRADIENT_EXACT:
+        return StackedLoss(stacked, per_member, fused=False, fused_backward=True)
+    return StackedLoss(per_member, None, fused=False, fused_backward=False)
 
 
 def stacked_score_sums(task: Any, out: torch.Tensor,

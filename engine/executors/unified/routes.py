@@ -38,6 +38,7 @@ from engine.define.workloads import JobSpec
 from engine.errors import failure_line
 from engine.executors.unified.losses import member_sums, stacked_score_sums, upcast_half
 from engine.executors.unified.optim import StackedOptimizer
+from engine.executors.unified.scaler import StackedGradScaler
 from engine.executors.unified.stack import Stack
 from engine.parts import tasks as task_lib
 from engine.train.compile_probe import differs as _differs
@@ -45,7 +46,7 @@ from engine.train.compile_probe import rng_state as _rng_state
 from engine.train.compile_probe import set_rng_state as _set_rng_state
 from engine.train.data import EpochOrder, JobSplit
 from engine.train.loop import JobResult
-from engine.train.precision import FP32, JobPrecision, SkipCounter, autocast, cast_input
+from engine.train.precision import FP32, JobPrecision, autocast, cast_input
 
 
 @dataclass
@@ -62,7 +63,7 @@ class Member:
     precision: JobPrecision
     optimizer: Any = None
     scaler: Any = None
-    skipped: SkipCounter | None = None  # the scaler's skipped steps (eager route, fp16 AMP)
+    skipped: Any = None  # amp-fp16 skipped steps: SkipCounter (eager) or scaler.MemberSkips
     epoch: int = 0
     step: int = 0
     batches: torch.Tensor | None = None
@@ -86,11 +87,14 @@ class VectorRoute:
     name = "vectorised"
 
     def __init__(self, stack: Stack, optimizer: StackedOptimizer, loss_fn, task, k_all: int,
-                 precision: JobPrecision = FP32):
+                 precision: JobPrecision = FP32, scaler: StackedGradScaler | None = None):
         #: The bucket's precision (one per cell): autocast around the vmapped call and the
-        #: loss (amp-bf16; parameters and optimizer state stay float32), or bfloat16
-        #: parameters with inputs cast (bf16). float16 AMP never reaches this route.
+        #: loss (amp-fp16, amp-bf16; parameters and optimizer state stay float32), or
+        #: bfloat16 parameters with inputs cast (bf16).
         self.precision = precision
+        #: amp-fp16: one GradScaler per member, vectorised (a member that overflows skips
+        #: only its own step, ``engine.executors.unified.scaler``).
+        self.scaler = scaler
         self.stack = stack
         self.optimizer = optimizer
         self.loss_fn = loss_fn
@@ -113,18 +117,31 @@ class VectorRoute:
             out = self.stack(cast_input(xb, self.precision), shared_input=shared,
                              active=self._live)
             losses = self.loss_fn(out, yb)
-        total = (losses.sum() if self._mask is None
-                 else torch.where(self._mask, losses, torch.zeros_like(losses)).sum())
+        masked = (losses if self._mask is None
+                  else torch.where(self._mask, losses, torch.zeros_like(losses)))
+        if self.scaler is not None:
+            masked = self.scaler.scale(masked)
         self.optimizer.zero_grad()
-        total.backward()
+        masked.sum().backward()
         self.stack.settle()
-        self.optimizer.step(self._live)
+        if self.scaler is None:
+            self.optimizer.step(self._live)
+        else:
+            found = self.scaler.unscale_(self.stack.params)
+            stepping = (torch.ones_like(found) if self._mask is None else self._mask)
+            steps = (stepping & ~found).tolist()  # the one host sync: who steps
+            self.optimizer.step(steps)
+            self.scaler.update(found, stepping)
         if scoring:
             with torch.no_grad():
                 sums = stacked_score_sums(self.task, out, yb)
             self.scores = sums if self.scores is None else {
                 key: self.scores[key] + value for key, value in sums.items()}
-        losses = losses.detach()
+        # What each member reports: on the exact path the solo criterion's values (forward
+        # only); the backward above ran once through the fused loss (losses.StackedLoss).
+        values = getattr(self.loss_fn, "values", None)
+        with autocast(self.stack.device, self.precision):
+            losses = values(out, yb, losses) if values is not None else losses.detach()
         if self._slot_index is None:
             return losses
         full = losses.new_zeros(self.k_all)
@@ -148,6 +165,8 @@ class VectorRoute:
         positions = [self.slots.index(k) for k in keep]
         stack = self.stack.subset(positions)
         self.optimizer = self.optimizer.subset(positions, stack.params)
+        if self.scaler is not None:
+            self.scaler = self.scaler.subset(positions)
         if self.scores is not None:
             idx = torch.tensor(positions, dtype=torch.long, device=self.stack.device)
             self.scores = {key: value.index_select(0, idx) for key, value in self.scores.items()}

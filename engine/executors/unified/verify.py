@@ -15,7 +15,10 @@ with member 0's logic, silently. Two checks, in order:
    (one copy of member 0) run with that member's weights, outputs and updated buffers,
    and repeats itself from the same state. A member whose behaviour depends on state
    outside the module, found by its identity, would otherwise train with the template's
-   behaviour and pass every check on copies. Three no-grad forwards per member, no copies.
+   behaviour and pass every check on copies. Two no-grad forwards of each real instance on
+   the first :data:`OWN_ROWS` rows of its batch, against the template's side computed for
+   all members in one vectorised call (per member only under autocast, half precision or
+   CUDA dropout); inputs are cast to the members' dtype first (:func:`member_input`).
 3. Per bucket, :func:`probe`: one training step on **copies** (float64, so rounding cannot
    hide or fake a difference), through both routes — the stack's vectorised step
    (``Stack`` forward in train mode, the bucket's stacked loss, ``backward`` of the summed
@@ -39,7 +42,8 @@ another batch size, in eval mode only); a member's *backward* that differs from 
 template's while its forward, fingerprint and tensor hooks agree (a custom autograd
 function reading state outside the module) when that member is not a representative;
 state outside the module that changes neither the forward's output nor its buffers on
-this batch; and state outside the module that a forward changes, which the checks change
+this batch (for a member that is not a representative: on the first :data:`OWN_ROWS` rows
+of its batch); and state outside the module that a forward changes, which the checks change
 (twice; they cannot put it back).
 """
 
@@ -224,6 +228,8 @@ def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> float 
 #: Tolerance of a member's own forward against its copy's (same dtype, same kernels: equal
 #: on CPU; on CUDA within a non-deterministic kernel's rounding).
 OWN_RTOL, OWN_ATOL = 1e-5, 1e-6
+#: Rows of each member's batch its real-instance check runs on (:func:`own_forward_mismatch`).
+OWN_ROWS = 8
 
 
 def _own_state(module: nn.Module) -> list[tuple[nn.Module, dict[str, Any]]]:
@@ -268,6 +274,53 @@ def _template_forward(template: nn.Module, member: nn.Module, x: torch.Tensor,
     return _forward_from(template, x, generator, state), buffers
 
 
+def member_input(members: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the dtype of the members' floating parameters (a floating ``x`` only).
+
+    Verification asks whether stacking is legal, not whether the data suit the model: a
+    float64 batch for float32 members (a test harness's data; a cell's are float32) would
+    otherwise fail every forward with a dtype error and send the bucket eager for a reason
+    that has nothing to do with stacking. Members without floating parameters, or an
+    integer ``x`` (token ids), are left as they are."""
+    if not x.is_floating_point():
+        return x
+    dtype = next((p.dtype for p in members[0].parameters() if p.is_floating_point()), None)
+    return x if dtype is None or dtype == x.dtype else x.to(dtype)
+
+
+def _vectorised_twins(members: Sequence[nn.Module],
+                      generators: Sequence[torch.Generator] | None,
+                      x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+    """Every member's twin at once: the stack's template (one copy of member 0) run with
+    each member's weights and copies of its buffers in **one** vectorised call (the
+    ``Stack`` that trains, on cloned dropout generators), or ``None`` where that call is
+    not the per-member template forward to within :data:`OWN_RTOL`: under autocast or in
+    half precision (a batched matmul may round differently from the solo one by more than
+    that), on CUDA with dropout (the stack's masks differ from a solo forward's there by
+    design), without per-member generators when the model has dropout, or a model the
+    stack refuses. Returns ((K, B, ...) outputs, name → (K, ...) buffers after the call)."""
+    from engine.executors.unified.stack import Stack, unsupported_reason
+
+    ref = members[0]
+    dtypes = {p.dtype for p in ref.parameters()}
+    has_dropout = any(type(m) is nn.Dropout for m in ref.modules())
+    if (len(members) < 2 or not dtypes <= {torch.float32, torch.float64}
+            or torch.is_autocast_enabled(x.device.type)
+            or (has_dropout and (generators is None or x.device.type != "cpu"))
+            or unsupported_reason(ref) is not None):
+        return None
+    gens = [_clone_generator(g) for g in generators] if generators else None
+    # Per-member native kernels for BatchNorm and convolutions (``exact``): vmap's rules
+    # for them round differently from a solo forward (a grouped convolution sums in
+    # another order), which on a deep network could exceed the check's tolerance and
+    # refuse a sound stack; Linear under vmap is the solo addmm bit for bit.
+    stack = Stack(members, gens, tuple(x.shape[2:]), x.shape[1], exact_kernels=True)
+    stack.train()
+    with torch.no_grad():
+        out = stack(x)
+    return out, stack.buffers
+
+
 def own_forward_mismatch(members: Sequence[nn.Module],
                          generators: Sequence[torch.Generator] | None,
                          x: torch.Tensor) -> str | None:
@@ -290,14 +343,21 @@ def own_forward_mismatch(members: Sequence[nn.Module],
 
     This is also what makes the members *interchangeable*: each one computes what the
     template computes with its weights, so a probe of the template through both routes
-    (:func:`probe` on :func:`representatives`) speaks for all of them. Cost: three forwards
-    per member and one deep copy in all (no per-member copies). The real instance is left
-    as found: its buffers and its submodules' non-tensor attributes are put back. State
-    outside the module that its forward changes cannot be put back: the check changes it
-    twice.
+    (:func:`probe` on :func:`representatives`) speaks for all of them.
+
+    Cost: the template's side is **one** vectorised call for all K members
+    (:func:`_vectorised_twins`; per member only where that call cannot stand in for it),
+    so what grows with K is two no-grad forwards of each real instance — the only way to
+    see state found by an instance's identity is to call that instance. The real instance
+    is left as found: its buffers and its submodules' non-tensor attributes are put back.
+    State outside the module that its forward changes cannot be put back: the check
+    changes it twice.
     """
-    template = copy.deepcopy(members[0])
-    template.train()
+    # A few rows carry what this check looks for (state found by an instance's identity
+    # changes what the instance computes, not how many rows it computes it for); the
+    # float64 probe of the representatives runs on the whole batch.
+    x = member_input(members, x)[:, :OWN_ROWS]
+    runs = []
     for k, member in enumerate(members):
         gen = generators[k] if generators else None
         was_training = member.training
@@ -319,14 +379,29 @@ def own_forward_mismatch(members: Sequence[nn.Module],
         finally:
             put_back()
             member.train(was_training)
-        twin, twin_buffers = _template_forward(template, member, x[k], gen)
+        runs.append((own, own_buffers, again))
+    # The twins after every real forward: building the stack runs one (no-grad, eval)
+    # forward of member 0 to record its dropout calls, which a forward keeping a counter
+    # by identity would count.
+    twins = _vectorised_twins(members, generators, x)
+    template = None
+    if twins is None:
+        template = copy.deepcopy(members[0])
+        template.train()
+    for k, (member, (own, own_buffers, again)) in enumerate(zip(members, runs, strict=True)):
+        gen = generators[k] if generators else None
+        if twins is not None:
+            twin, twin_buffers = twins[0][k], {n: b[k] for n, b in twins[1].items()}
+        else:
+            twin, twin_buffers = _template_forward(template, member, x[k], gen)
         diff = _close(own, twin, OWN_RTOL, OWN_ATOL)
         if diff is not None:
             return (f"member {k}: its own forward differs from a copy's (max |Δ| {diff:.3g}): "
                     "it depends on state outside the module, which a stack (a copy of member "
                     "0) cannot carry")
         for n, b in own_buffers.items():
-            diff = _close(b, twin_buffers[n], OWN_RTOL, OWN_ATOL)
+            diff = _close(b, twin_buffers[n], OWN_RTOL, OWN_ATOL) if n in twin_buffers \
+                else math.inf
             if diff is not None:
                 return (f"member {k}: its own forward updates buffer {n} unlike a copy's "
                         f"(max |Δ| {diff:.3g}): it depends on state outside the module")
@@ -414,6 +489,7 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
     from engine.parts.optimizers import build_optimizer
 
     label = list(names) if names is not None else list(range(len(members)))
+    x = member_input(members, x)
     try:
         # The members themselves first: everything below runs on copies.
         outside = None if members_checked else own_forward_mismatch(members, generators, x)
@@ -513,6 +589,7 @@ def verify_bucket(members: Sequence[nn.Module], generators: Sequence[torch.Gener
         x, y: (K, B, ...) one batch per member; ``probe_kwargs``: :func:`probe`'s
             keywords (task, optimizer, stacked_loss, sample_shape, exact_kernels).
     """
+    x = member_input(members, x)
     try:
         shared = shared_state_mismatch(members)
         if shared is not None:

@@ -1,0 +1,138 @@
+"""The exact path backpropagates once through the fused loss (issue 22): every member's
+gradient is bit for bit its solo run's, and the reported losses are the solo criterion's.
+
+A test that would not notice mixed members is worthless, so each comparison also runs the
+step with the members' losses averaged instead of summed (each member's step scaled by
+1/K) and asserts that this is caught."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from engine.executors.unified.losses import GRADIENT_EXACT, loss_function  # noqa: E402
+from engine.executors.unified.optim import build_stacked  # noqa: E402
+from engine.executors.unified.routes import VectorRoute  # noqa: E402
+from engine.executors.unified.stack import Stack  # noqa: E402
+from engine.parts import tasks as task_lib  # noqa: E402
+from engine.registry import TASKS  # noqa: E402
+
+D = 6
+
+
+def _outputs(task, k, b, dtype, shape_tail, seed):
+    g = torch.Generator().manual_seed(seed)
+    out = torch.randn(k, b, *shape_tail, generator=g, dtype=dtype, requires_grad=True)
+    if task.name == "classification":
+        y = torch.randint(0, shape_tail[0], (k, b), generator=g)
+    else:
+        y = torch.randn(k, b, *shape_tail, generator=g, dtype=dtype)
+    return out, y
+
+
+def _solo_grads(task, out, y):
+    criterion = task.criterion()
+    grads, values = [], []
+    for k in range(out.shape[0]):
+        o = out.detach()[k].clone().requires_grad_()
+        o2, t = task_lib.prepare(task, o, y[k])
+        loss = criterion(o2, t)
+        loss.backward()
+        grads.append(o.grad)
+        values.append(loss.detach())
+    return torch.stack(grads), torch.stack(values)
+
+
+@pytest.mark.parametrize("task_name,tail", [("classification", (10,)), ("regression", ()),
+                                           ("regression", (1,)), ("regression", (3,))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_backward_gives_each_member_its_solo_gradient_bit_for_bit(task_name, tail,
+                                                                       dtype):
+    task = TASKS.get(task_name)
+    loss = loss_function(task, fused=False)
+    assert task.stacked_target in GRADIENT_EXACT and loss.fused_backward
+    for k, b in ((1, 1), (4, 7), (9, 64), (3, 300)):
+        out, y = _outputs(task, k, b, dtype, tail, seed=k * 1000 + b)
+        solo, solo_values = _solo_grads(task, out, y)
+        losses = loss(out, y)
+        losses.sum().backward()
+        assert torch.equal(out.grad, solo), (k, b)
+        # Reported values are the solo criterion's, bit for bit.
+        assert torch.equal(loss.values(out, y, losses), solo_values)
+        if k > 1:  # averaging over members instead of summing is caught
+            out.grad = None
+            loss(out, y).mean().backward()
+            assert not torch.equal(out.grad, solo)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(D, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _stacked_step(k, b, total_of=None):
+    """One VectorRoute step on K float32 MLPs; returns (grads, params after, losses) of
+    the stack and of K solo runs (SGD, as engine.train.loop's step)."""
+    task = TASKS.get("classification")
+    members = []
+    for i in range(k):
+        torch.manual_seed(i)
+        members.append(Mlp())
+    solo = [Mlp() for _ in range(k)]
+    for s, m in zip(solo, members, strict=True):
+        s.load_state_dict(m.state_dict())
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(k, b, D, generator=g)
+    y = torch.randint(0, 4, (k, b), generator=g)
+    stack = Stack(members, None, (D,), b)
+    opt = build_stacked("sgd", stack.params, [0.1] * k, [{"momentum": 0.9}] * k)
+    loss = loss_function(task, fused=False)
+    if total_of is not None:  # a deliberately wrong reduction over members
+        real = loss
+
+        class Wrong:
+            values = staticmethod(real.values)
+
+            def __call__(self, out, target):
+                return total_of(real(out, target)) * torch.ones(k)
+
+        loss = Wrong()
+    route = VectorRoute(stack, opt, loss, task, k)
+    reported = route.step(x, y, [True] * k, False, False)
+    grads = {n: p.grad.clone() for n, p in stack.params.items()}
+    criterion = task.criterion()
+    solo_grads, solo_losses = [], []
+    for i, m in enumerate(solo):
+        o = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        loss_i = criterion(m(x[i]), y[i])
+        o.zero_grad()
+        loss_i.backward()
+        solo_grads.append({n: p.grad.clone() for n, p in m.named_parameters()})
+        o.step()
+        solo_losses.append(loss_i.detach())
+    return stack, grads, reported, solo, solo_grads, torch.stack(solo_losses)
+
+
+def test_the_stacked_step_trains_each_member_exactly_as_seq():
+    k = 5
+    stack, grads, reported, solo, solo_grads, solo_losses = _stacked_step(k, 32)
+    assert torch.equal(reported, solo_losses)
+    for i, m in enumerate(solo):
+        for n, p in m.named_parameters():
+            assert torch.equal(grads[n][i], solo_grads[i][n]), (i, n)
+            assert torch.equal(stack.params[n][i].detach(), p.detach()), (i, n)
+
+
+def test_a_step_that_averages_the_members_losses_is_caught():
+    k = 5
+    _, grads, _, _, solo_grads, _ = _stacked_step(k, 32, total_of=lambda v: v.mean() / k)
+    assert not torch.equal(grads["fc1.weight"][0], solo_grads[0]["fc1.weight"])
+    ratio = (solo_grads[0]["fc2.bias"] / grads["fc2.bias"][0]).mean()
+    assert ratio == pytest.approx(k * 1.0, rel=1e-4)
