@@ -87,6 +87,7 @@ class Attempt:
         scratch = self._prepare()
         tail = EventTail(spec["events"])
         proc = self._start(scratch)
+        runner.attempt_started(self)
         watchdog = self._watchdog(proc)
         try:
             if self.zygote_lost is not None:
@@ -160,11 +161,12 @@ class Attempt:
         zygote = runner.zygote
         try:
             with _writing(self.log_path):  # start_cell's OSError names cell.pid where that failed
-                env = runner.cell_environment(scratch)
+                env = runner.cell_environment(scratch, runner.slot_of(self.cell))
                 if zygote is None:
                     proc = start_cell(self.folder.spec, self.log_path, env)
                 else:
-                    proc = start_cell(self.folder.spec, self.log_path, env, zygote=zygote)
+                    with runner._lock:  # one request at a time on the zygote's socket
+                        proc = start_cell(self.folder.spec, self.log_path, env, zygote=zygote)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.rmtree(self.dir, ignore_errors=True)

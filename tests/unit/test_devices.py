@@ -1,0 +1,125 @@
+"""A campaign's ``devices`` (issue 27): parsing, resolution against NVML (the fake NVML
+of tests/fixtures with several GPUs, MIG slices and an outer CUDA_VISIBLE_DEVICES),
+placement, the core split, and the key rule (host and GPU model, never the UUID)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.define.devices import check_device_pair, parse_devices
+from engine.errors import ConfigError
+from engine.measure.nvml import resolve_gpu, resolve_gpus
+from engine.runner.placement import Slot, place, split_cores, units
+from engine.results.values import cpu_list
+from tests.fixtures.fake_nvml import FakeDevice, FakeMigDevice, FakeMigGpu, FakeNVML
+
+
+def _host() -> FakeNVML:
+    """Two T4s and an A100 in MIG mode with two 1g.5gb slices."""
+    a100 = FakeMigGpu("GPU-a100", migs=[FakeMigDevice("MIG-s1"), FakeMigDevice("MIG-s2")])
+    return FakeNVML([FakeDevice("GPU-t4-0"), FakeDevice("GPU-t4-1"), a100])
+
+
+def test_parse_devices_forms_and_refusals():
+    assert parse_devices("auto", "c.toml") == ("auto",)
+    assert parse_devices(["cuda:0", "GPU-ab", "MIG-x/1/0"], "c.toml") == ("cuda:0", "GPU-ab",
+                                                                          "MIG-x/1/0")
+    assert parse_devices("cuda:0, cuda:2", "argument --devices") == ("cuda:0", "cuda:2")
+    for bad, needle in ((["cuda:0", "cuda:0"], "listed twice"), (["gpu0"], "'gpu0'"),
+                        ([], "empty"), (["auto", "cuda:1"], "stands alone"), (3, "must be")):
+        with pytest.raises(ConfigError, match=needle):
+            parse_devices(bad, "c.toml")
+
+
+def test_device_and_devices_are_one_setting():
+    with pytest.raises(ConfigError, match="'device' and 'devices' are both set"):
+        check_device_pair({"device": "cpu", "devices": ["cuda:0"]}, {}, "c.toml")
+    # a command-line value replaces the file's, whichever of the two keys the file used
+    assert "devices" not in check_device_pair({"device": "cpu", "devices": "auto"},
+                                              {"device": "cpu"}, "c.toml")
+    with pytest.raises(ConfigError, match="--device and --devices"):
+        check_device_pair({}, {"device": "cpu", "devices": "auto"}, "c.toml")
+
+
+def test_auto_is_every_gpu_and_every_mig_slice_and_a_mig_parent_is_not_a_device():
+    two_t4 = FakeNVML([FakeDevice("GPU-t4-0"), FakeDevice("GPU-t4-1")])
+    assert [(d["uuid"], d["entry"]) for d in resolve_gpus(("auto",), {}, two_t4)] == [
+        ("GPU-t4-0", "cuda:0"), ("GPU-t4-1", "cuda:1")]
+    a100 = FakeNVML([FakeMigGpu("GPU-a100", migs=[FakeMigDevice("MIG-s1"),
+                                                  FakeMigDevice("MIG-s2")])])
+    found = resolve_gpus(("auto",), {}, a100)
+    assert [(d["uuid"], d["parent_uuid"]) for d in found] == [("MIG-s1", "GPU-a100"),
+                                                              ("MIG-s2", "GPU-a100")]
+    # T4s and A100 slices on one host: refused (one campaign per GPU model).
+    with pytest.raises(ValueError, match="different GPU models"):
+        resolve_gpus(("auto",), {}, _host())
+
+
+def test_list_entries_resolve_by_index_and_uuid_with_mig_parents():
+    nvml = _host()
+    t4s = resolve_gpus(("cuda:1", "GPU-t4-0"), {}, nvml)
+    assert [(d["uuid"], d["entry"], d["parent_uuid"]) for d in t4s] == [
+        ("GPU-t4-1", "cuda:1", None), ("GPU-t4-0", "GPU-t4-0", None)]
+    migs = resolve_gpus(("MIG-s2", "MIG-s1"), {}, nvml)
+    assert [(d["uuid"], d["parent_uuid"]) for d in migs] == [("MIG-s2", "GPU-a100"),
+                                                             ("MIG-s1", "GPU-a100")]
+    assert migs[0]["name"].endswith("MIG 1g.5gb")
+
+
+@pytest.mark.parametrize("entries, env, needle", [
+    (("MIG-nope",), {}, "matches 0 MIG slice"),              # refused at planning time
+    (("GPU-zz",), {}, "matches 0 GPU"),
+    (("cuda:3",), {}, "NVML sees 3 GPU"),
+    (("cuda:0", "GPU-t4-0"), {}, "same device"),             # two names of one device
+    (("cuda:0", "MIG-s1"), {}, "different GPU models"),
+    (("GPU-t4-0",), {"CUDA_VISIBLE_DEVICES": "1"}, "not among CUDA_VISIBLE_DEVICES"),
+    (("cuda:1",), {"CUDA_VISIBLE_DEVICES": "1"}, "lists 1 device"),
+])
+def test_bad_devices_are_refused_before_anything_runs(entries, env, needle):
+    with pytest.raises(ValueError, match=needle):
+        resolve_gpus(entries, env, _host())
+
+
+def test_an_outer_cuda_visible_devices_is_indexed_into_never_widened():
+    env = {"CUDA_VISIBLE_DEVICES": "1,MIG-s2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    with pytest.raises(ValueError, match="different GPU models"):  # a T4 and a slice
+        resolve_gpus(("auto",), env, _host())
+    env = {"CUDA_VISIBLE_DEVICES": "MIG-s2,MIG-s1"}
+    found = resolve_gpus(("auto",), env, _host())
+    assert [(d["uuid"], d["entry"]) for d in found] == [("MIG-s2", "cuda:0"), ("MIG-s1", "cuda:1")]
+    assert [d["uuid"] for d in resolve_gpus(("cuda:1",), env, _host())] == ["MIG-s1"]
+    env = {"CUDA_VISIBLE_DEVICES": "1"}
+    assert [d["uuid"] for d in resolve_gpus(("auto",), env, _host())] == ["GPU-t4-1"]
+
+
+def test_resolve_gpu_refuses_a_mig_uuid_that_does_not_exist():
+    with pytest.raises(ValueError, match="matches 0 MIG"):
+        resolve_gpu("cuda", {"CUDA_VISIBLE_DEVICES": "MIG-gone"}, _host())
+    found = resolve_gpu("cuda", {"CUDA_VISIBLE_DEVICES": "MIG-s1"}, _host())
+    assert found["uuid"] == "MIG-s1" and found["parent_uuid"] == "GPU-a100"
+    assert found["name"].endswith("MIG 1g.5gb")
+
+
+class _Cell:
+    def __init__(self, key, exp_id, pass_index):
+        self.key, self.exp_id, self.pass_index = key, exp_id, pass_index
+
+
+def test_placement_keeps_an_experiment_and_pass_on_one_device_deterministically():
+    cells = [_Cell(f"{e}-{x}-{p}", e, p) for p in (1, 2) for e in ("A", "B", "C")
+             for x in ("seq", "mp")]
+    placed = place(cells, 2)
+    assert units(cells) == [("A", 1), ("B", 1), ("C", 1), ("A", 2), ("B", 2), ("C", 2)]
+    for c in cells:  # seq and mp of one experiment and pass: always the same device
+        assert placed[c.key] == placed[c.key.replace("seq", "mp").replace("mp", "seq")]
+    assert [placed[f"{e}-seq-{p}"] for p in (1, 2) for e in "ABC"] == [0, 1, 0, 1, 0, 1]
+    assert place(cells, 2) == placed  # nothing random, nothing timed
+
+
+def test_the_host_cores_are_split_between_devices():
+    assert split_cores(2, [0, 1, 2, 3, 4]) == [(0, 1, 2), (3, 4)]
+    assert split_cores(3, [0, 1]) == [(0, 1)] * 3  # fewer cores than devices: shared
+    assert split_cores(1, [0, 1]) == [(0, 1)]
+    assert cpu_list((0, 1, 2, 3, 6)) == "0-3,6" and cpu_list([5]) == "5"
+    slot = Slot(1, {"uuid": "MIG-s2", "parent_uuid": "GPU-a100", "entry": "cuda:1"}, (2, 3))
+    assert slot.parent == "GPU-a100" and slot.describe(2) == "device 2/2 cuda:1 MIG-s2"
