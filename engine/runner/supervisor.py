@@ -57,7 +57,8 @@ from engine.errors import ConfigError, FugueError, OutputError
 from engine.events import EventWriter
 from engine.measure.nvml import resolve_gpu, resolve_gpus
 from engine.precision import device_refusal
-from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
+from engine.measure.provenance import (machine_identity, model_identity, nvml_devices,
+                                       resolve_device)
 from engine.plugins import load_plugins, plugin_versions
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.preflight import preflight
@@ -177,8 +178,7 @@ class Runner:
         self.slots = [Slot(i, gpu, cores[i] if len(gpus) > 1 else ())
                       for i, gpu in enumerate(gpus)]
         self.device, self.gpu = "cuda", gpus[0]
-        self.machine = {**machine_identity("cuda", None), "gpu_name": gpus[0].get("name") or "",
-                        "devices": "by-model", "plugins": self.plugins}
+        self.machine = {**model_identity(gpus[0]), "plugins": self.plugins}
         self.cells = build_cells(campaign, self.machine)
         self.placement = place(self.cells, len(self.slots))
         self._finish_init(campaign)

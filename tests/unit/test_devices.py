@@ -4,6 +4,8 @@ placement, the core split, and the key rule (host and GPU model, never the UUID)
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from engine.define.devices import check_device_pair, parse_devices
@@ -123,3 +125,57 @@ def test_the_host_cores_are_split_between_devices():
     assert cpu_list((0, 1, 2, 3, 6)) == "0-3,6" and cpu_list([5]) == "5"
     slot = Slot(1, {"uuid": "MIG-s2", "parent_uuid": "GPU-a100", "entry": "cuda:1"}, (2, 3))
     assert slot.parent == "GPU-a100" and slot.describe(2) == "device 2/2 cuda:1 MIG-s2"
+
+
+def _runner_on(monkeypatch, tmp_path, nvml: FakeNVML, devices: str = '"auto"'):
+    """A Runner planned (not run) on a fake host: pynvml is the fake NVML."""
+    import sys
+
+    from engine.define.campaign import load_campaign
+    from engine.runner.supervisor import Runner
+
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    path = tmp_path / "c.toml"
+    path.write_text(f'name = "k"\nexperiments = "D_ens,D_cv"\nexecutors = ["seq", "mp"]\n'
+                    f'devices = {devices}\nthreads = 1\nruns_dir = "{tmp_path / "runs"}"\n')
+    return Runner(load_campaign(path))
+
+
+def test_the_key_of_a_multi_device_campaign_is_host_and_model_not_uuid(monkeypatch, tmp_path):
+    first = _runner_on(monkeypatch, tmp_path, FakeNVML([FakeDevice("GPU-a"), FakeDevice("GPU-b")]))
+    other_cards = _runner_on(monkeypatch, tmp_path,
+                             FakeNVML([FakeDevice("GPU-c"), FakeDevice("GPU-d"),
+                                       FakeDevice("GPU-e")]))
+    assert [c.key for c in first.cells] == [c.key for c in other_cards.cells]
+    assert first.machine["gpu_uuid"] == "" and first.machine["gpu_name"] == "Tesla T4"
+    other_model = _runner_on(monkeypatch, tmp_path,
+                             FakeNVML([FakeDevice("GPU-a", name="NVIDIA L4")]))
+    assert not set(c.key for c in first.cells) & set(c.key for c in other_model.cells)
+    # every executor of one experiment and pass on one device: each speedup is one GPU's
+    slots = {}
+    for cell in first.cells:
+        slots.setdefault((cell.exp_id, cell.pass_index), set()).add(first.placement[cell.key])
+    assert all(len(s) == 1 for s in slots.values()) and len(set().union(*slots.values())) == 2
+    # the cells' environment: pinned by UUID, the slot's share of the cores as threads
+    slot = first.slot_of(first.cells[-1])
+    env = first.cell_environment(tmp_path, slot)
+    assert env["CUDA_VISIBLE_DEVICES"] == slot.uuid and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    spec = first.cell_spec(first.cells[-1], 1)
+    assert spec.gpu_uuid == slot.uuid and spec.device == "cuda:0"
+    assert spec.placement == slot.describe(2) and spec.cpus == (list(slot.cpus) or None)
+
+
+def test_no_speedup_divides_times_of_two_gpu_models(tmp_path):
+    """Rows of one multi-device campaign on slices of two MIG profiles (two models, as
+    NVML names them): seq of one never serves as the baseline of the other."""
+    from engine.results.analysis import speedups
+    from engine.results.load import load_runs
+    from tests.unit.test_analysis import group, row_of, write
+
+    small, large = "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
+    rows = [group(executor="seq", t=2.0, gpu=small), group(executor="mp", t=1.0, gpu=small),
+            group(executor="mp", t=0.5, gpu=large)]
+    df = speedups(load_runs(write(tmp_path, rows)))
+    assert row_of(df, executor="mp", gpu_name=small)["speedup"] == 2.0
+    assert math.isnan(row_of(df, executor="mp", gpu_name=large)["speedup"])
