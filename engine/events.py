@@ -236,10 +236,11 @@ EVENTS = EventTable([
        doc="a cell will not run (already ok, cannot run here, skipped by control); an ok "
            "row's campaign, attempt and timestamp when resume skipped it for one"),
     _t("cell_started", RUNNER, "cell index label attempt events log_path pid",
-       "start start_s", "active", "running",
+       "start start_s device", "active", "running",
        doc="an attempt's process started (start: zygote, forked from the runner's pre-warmed "
            "parent, or spawn, a fresh interpreter; start_s: seconds from the runner's "
-           "decision to run the attempt until its process ran)"),
+           "decision to run the attempt until its process ran; device: in a multi-device "
+           "campaign, the device it was placed on, as the placement column says)"),
     _t("suspect", RUNNER, "cell attempt seen", "", "lifecycle active", "suspect",
        doc="no progress for suspect_after checks"),
     _t("hung", RUNNER, "cell attempt seen action", "", "lifecycle active", "hung",

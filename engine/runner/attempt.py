@@ -95,7 +95,8 @@ class Attempt:
             runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
                        attempt=attempt, events=spec["events"], log_path=str(log_path),
                        pid=proc.pid, start=spec["cell_start"],
-                       start_s=round(time.perf_counter() - self.decided, 4))
+                       start_s=round(time.perf_counter() - self.decided, 4),
+                       **({"device": spec["placement"]} if spec.get("placement") else {}))
             written, verdict, after = self._supervise(proc, tail, watchdog)
         except KeyboardInterrupt:
             self.stop(proc, f"interrupted ({INTERRUPTED_BY[0]})", dump=False)
