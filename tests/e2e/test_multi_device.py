@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -118,13 +119,32 @@ def test_cells_run_at_once_one_per_device_pinned_and_recorded(tmp_path):
     assert any("2 cells ran on this host at once" in w for w in warnings), warnings
 
     # --resume on two other slices of the same model: the key is host + GPU model, not the
-    # UUID, so XA and XB are not run again.
-    campaign, env = _setup(tmp_path, ["XA", "XB"], ["MIG-s3", "MIG-s4"])
+    # UUID, so XA and XB are not run again; X_block (killed) and a new X_block2 run, one
+    # per slice, and SIGTERM ends the campaign as Ctrl-C does: both recorded, exit 130.
+    campaign, env = _setup(tmp_path, ["X_block", "XA", "XB", "X_block2"], ["MIG-s3", "MIG-s4"])
+    (tmp_path / "experiments.toml").write_text(EXPERIMENTS + one_job("X_block2", "block_forever"))
     before = len(read_rows(tmp_path / "runs" / "master_groups.csv"))
-    again = subprocess.run([sys.executable, "-m", "engine.runner", str(campaign), "--resume"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-                           stdin=subprocess.DEVNULL)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert len(read_rows(tmp_path / "runs" / "master_groups.csv")) == before
-    skipped = [e for e in _events(tmp_path) if e["type"] == "skipped"]
-    assert len(skipped) == 2 and all("resume" in e["reason"] for e in skipped)
+    seen = len(_events(tmp_path))
+    again = subprocess.Popen([sys.executable, "-m", "engine.runner", str(campaign), "--resume"],
+                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: sum(e["type"] == "cell_started" for e in _events(tmp_path)[seen:]) == 2,
+                 timeout=120, what="both blocking cells to start")
+        pids = [e["pid"] for e in _events(tmp_path)[seen:] if e["type"] == "cell_started"]
+        again.send_signal(signal.SIGTERM)
+        out, err = again.communicate(timeout=120)
+    finally:
+        if again.poll() is None:
+            again.kill()
+    assert again.returncode == 130, err[-2000:]
+    skipped = [e for e in _events(tmp_path)[seen:] if e["type"] == "skipped"]
+    assert sorted(e["label"] for e in skipped) == ["XA seq pass 1", "XB seq pass 1"]
+    assert all("resume" in e["reason"] for e in skipped)
+    new = read_rows(tmp_path / "runs" / "master_groups.csv")[before:]
+    assert sorted((r["exp_id"], r["status"], r["gpu_uuid"]) for r in new) == [
+        ("X_block", "killed", "MIG-s3"), ("X_block2", "killed", "MIG-s4")]
+    assert all("interrupted (SIGTERM)" in r["error"] for r in new), new
+    for pid in pids:  # no cell survives its runner
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
