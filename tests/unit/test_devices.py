@@ -179,3 +179,18 @@ def test_no_speedup_divides_times_of_two_gpu_models(tmp_path):
     df = speedups(load_runs(write(tmp_path, rows)))
     assert row_of(df, executor="mp", gpu_name=small)["speedup"] == 2.0
     assert math.isnan(row_of(df, executor="mp", gpu_name=large)["speedup"])
+
+
+def test_the_dry_run_shows_where_each_cell_is_placed(monkeypatch, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from fugue_tui.batch import dry_run
+
+    runner = _runner_on(monkeypatch, tmp_path, FakeNVML([FakeDevice("GPU-a"), FakeDevice("GPU-b")]))
+    console = Console(file=io.StringIO(), width=200, record=True, color_system=None)
+    dry_run(runner, console, "c.toml")
+    lines = [line for line in console.export_text().splitlines() if "D_" in line]
+    assert [("1 cuda:0" in line, "2 cuda:1" in line) for line in lines] == [
+        (True, False), (True, False), (False, True), (False, True)]  # D_ens seq+mp, D_cv
