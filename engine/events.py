@@ -221,9 +221,10 @@ class EventTable:
 EVENTS = EventTable([
     # -- the runner (runner.jsonl) --------------------------------------------------------
     _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume",
-       "reuse_any guard_pid",
+       "reuse_any guard_pid devices",
        doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows; "
-           "guard_pid: the process that cleans up if the runner dies)"),
+           "guard_pid: the process that cleans up if the runner dies; devices: a multi-device "
+           "campaign's devices, each as the placement column names it)"),
     _t("zygote", RUNNER, "pid", "warm_s imports_s threads python_threads cuda_initialized error",
        doc="the runner's pre-warmed cell parent is ready (warm_s: its start and imports, "
            "imports_s: the imports; threads, python_threads, cuda_initialized: as it reported "

@@ -287,7 +287,8 @@ class Attempt:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
                 watchdog.sample(event)
-            self.runner.on_event(event)
+            with self.runner._lock:  # several attempts forward at once (several devices)
+                self.runner.on_event(event)
         return written
 
 

@@ -292,7 +292,9 @@ class Runner:
         outcome = CampaignOutcome(self.campaign_id, self.run_dir)
         self._emit("campaign_started", cells=len(self.cells), run_dir=str(self.run_dir),
                    device=self.device, runner_pid=os.getpid(), resume=self.resume,
-                   reuse_any=self.reuse_any, guard_pid=self.guard.pid)
+                   reuse_any=self.reuse_any, guard_pid=self.guard.pid,
+                   **({"devices": [s.describe(len(self.slots)) for s in self.slots]}
+                      if self.slots else {}))
         self._clean_predecessors()
         queue: deque[CellSpec] = deque()
         for planned in self.plan():

@@ -87,6 +87,8 @@ def test_cells_run_at_once_one_per_device_pinned_and_recorded(tmp_path):
                                                                        "MIG-s1"]
     assert rows["XA"]["placement"] == "device 2/2 MIG-s2"
     assert rows["XB"]["placement"] == rows["X_block"]["placement"] == "device 1/2 MIG-s1"
+    started = next(e for e in _events(tmp_path) if e["type"] == "campaign_started")
+    assert started["devices"] == ["device 1/2 MIG-s1", "device 2/2 MIG-s2"]
     # real overlap: XA started and ended while X_block ran
     ts = {(e["type"], e.get("cell")): e["ts"] for e in _events(tmp_path)}
     xa = _key(tmp_path, "XA")

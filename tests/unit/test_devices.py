@@ -194,3 +194,31 @@ def test_the_dry_run_shows_where_each_cell_is_placed(monkeypatch, tmp_path):
     lines = [line for line in console.export_text().splitlines() if "D_" in line]
     assert [("1 cuda:0" in line, "2 cuda:1" in line) for line in lines] == [
         (True, False), (True, False), (False, True), (False, True)]  # D_ens seq+mp, D_cv
+
+
+def test_one_cell_per_host_keeps_placement_but_runs_one_cell_at_a_time():
+    """engine.runner.concurrent: a device's thread takes its next cell only while no cell
+    runs on the host when one_cell_per_host is set; otherwise at once."""
+    import threading
+    from collections import deque
+    from types import SimpleNamespace
+
+    from engine.runner.concurrent import _State
+
+    for strict in (True, False):
+        cells = [_Cell("a", "A", 1), _Cell("b", "B", 1)]
+        runner = SimpleNamespace(_lock=threading.RLock(), queue=deque(cells), _running={},
+                                 placement={"a": 0, "b": 1},
+                                 campaign=SimpleNamespace(one_cell_per_host=strict))
+        state = _State(runner)
+        slots = [Slot(0, {"uuid": "GPU-0"}), Slot(1, {"uuid": "GPU-1"})]
+        assert state._next(slots[0]).key == "a"  # a now runs on device 1
+        got = []
+        waiter = threading.Thread(target=lambda g=got, st=state, sl=slots[1]: g.append(st._next(sl)),
+                                  daemon=True)
+        waiter.start()
+        waiter.join(timeout=0.5)
+        assert bool(got) is (not strict)  # strict: b waits for a
+        state._ended(cells[0])
+        waiter.join(timeout=2)
+        assert got and got[0].key == "b" and runner._running == {"b": slots[1]}
