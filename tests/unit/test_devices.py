@@ -222,3 +222,35 @@ def test_one_cell_per_host_keeps_placement_but_runs_one_cell_at_a_time():
         state._ended(cells[0])
         waiter.join(timeout=2)
         assert got and got[0].key == "b" and runner._running == {"b": slots[1]}
+
+
+def test_commands_reach_the_running_cell_they_name_and_abort_stops_every_one():
+    """With several cells running, the main thread routes each command: a stop kept for
+    the cell it names (its attempt takes it), abort for every running cell."""
+    import threading
+    from collections import deque
+    from types import SimpleNamespace
+
+    from engine.runner.concurrent import _State
+
+    emitted, queued = [], []
+    cells = {"a": _Cell("a", "A", 1), "b": _Cell("b", "B", 1), "c": _Cell("c", "C", 1)}
+    runner = SimpleNamespace(
+        _lock=threading.RLock(), queue=deque([cells["c"]]), _stops={},
+        _running={"a": Slot(0, {"uuid": "GPU-0"}), "b": Slot(1, {"uuid": "GPU-1"})},
+        campaign=SimpleNamespace(one_cell_per_host=False), find=cells.get,
+        _emit=lambda type, **f: emitted.append((type, f)),
+        _queued_command=lambda name, ref, cell: queued.append((name, ref)))
+    state = _State(runner)
+    state._command({"cmd": "kill", "cell": "b"})
+    state._command({"cmd": "retry", "cell": "a"})
+    state._command({"cmd": "skip", "cell": "c"})  # queued: the one-device handling
+    assert runner._stops == {"b": ("stop", "killed by control command"),
+                             "a": ("retry", "stopped for a retry by control command")}
+    assert queued == [("skip", "c")]
+    runner._stops.clear()
+    state._command({"cmd": "abort", "reason": "wrong data"})
+    assert state.aborted and state.halted == "abort"
+    assert {k: v[0] for k, v in runner._stops.items()} == {"a": "abort", "b": "abort"}
+    assert "wrong data" in runner._stops["a"][1]
+    assert state._next(Slot(0, {"uuid": "GPU-0"})) is None  # no new cell after an abort
