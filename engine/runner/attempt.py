@@ -287,7 +287,8 @@ class Attempt:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
                 watchdog.sample(event)
-            with self.runner._lock:  # several attempts forward at once (several devices)
+            # Several attempts forward at once (several devices): one call at a time.
+            with getattr(self.runner, "_lock", None) or contextlib.nullcontext():
                 self.runner.on_event(event)
         return written
 
