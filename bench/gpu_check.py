@@ -224,8 +224,8 @@ class PartRun:
         return found
 
     def campaign(self, name: str, body: str, experiments: dict[str, dict[str, Any]] | None = None,
-                 rehearse: bool = True) -> CheckCampaign:
-        return CheckCampaign(self, name, body, experiments or EXPERIMENTS, rehearse)
+                 rehearse: bool = True, devices: str | None = None) -> CheckCampaign:
+        return CheckCampaign(self, name, body, experiments or EXPERIMENTS, rehearse, devices)
 
     def tests(self, path: str) -> tuple[str, dict[str, Any]]:
         """Run the ``test_*`` functions of one GPU test file, in file order, pytest-free:
@@ -343,7 +343,11 @@ class CheckCampaign:
     (``python -m engine.runner``, device cuda, one torch thread per cell)."""
 
     def __init__(self, run: PartRun, name: str, body: str,
-                 experiments: dict[str, dict[str, Any]], rehearse: bool):
+                 experiments: dict[str, dict[str, Any]], rehearse: bool,
+                 devices: str | None = None):
+        #: ``devices`` as TOML (issue 27, e.g. ``"auto"``): the real campaign's devices
+        #: instead of ``device = "cuda"`` (planning and rehearsal stay on the CPU).
+        self.devices = devices
         self.part, self.name, self.body = run, name, body
         self.dir = run.dir / name
         used = set(re.findall(r"G_\w+", body))
@@ -371,7 +375,9 @@ class CheckCampaign:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "exps.toml").write_text(experiments_toml(experiments))
         path = folder / "campaign.toml"
-        path.write_text(f'name = "{self.name}"\ndevice = "{device}"\nthreads = 1\n'
+        where = (f"devices = {self.devices}" if self.devices and device == "cuda"
+                 else f'device = "{device}"')
+        path.write_text(f'name = "{self.name}"\n{where}\nthreads = 1\n'
                         f'runs_dir = {json.dumps(str(folder / "runs"))}\n'
                         f'experiments_file = "exps.toml"\n{self.body}')
         return path
@@ -622,6 +628,50 @@ def profile_device(run: PartRun) -> tuple[str, dict[str, Any]]:
               f"{row.get('vram_peak_mb')} MiB")
     if error > 0.10:
         raise Failed(detail, numbers)
+    return detail, numbers
+
+
+@part("devices_pinning", budget_s=90, needs=("pynvml", "torch", "psutil", "filelock"),
+      default=False)
+def devices_pinning(run: PartRun) -> tuple[str, dict[str, Any]]:
+    """``devices = "auto"`` on a real host (issue 27): two one-job resnet18 cells on every
+    visible device, each pinned by UUID. Each row must name a device NVML lists, the cell's
+    torch must have trained on it (its GPU name, torch's allocations, NVML memory use on
+    that UUID), and placement must follow the rule (unit i on device i mod n)."""
+    from engine.measure.nvml import resolve_gpus
+
+    experiments = {"G_pin_a": _resnet(1), "G_pin_b": _resnet(1)}
+    camp = run.campaign("gpu_devices", 'experiments = ["G_pin_a", "G_pin_b"]\n'
+                        'executors = ["seq"]\n', experiments, devices='"auto"')
+    run.gpu()
+    devices = resolve_gpus(("auto",), os.environ)
+    rows = camp.run()
+    numbers = {"devices": [{k: d.get(k) for k in ("uuid", "name", "entry", "parent_uuid")}
+                           for d in devices],
+               "rows": [{**_keep(r), "placement": r.get("placement"),
+                         "cpu_affinity": r.get("cpu_affinity"), "gpu_name": r.get("gpu_name"),
+                         "host_concurrent_cells": r.get("host_concurrent_cells")} for r in rows]}
+    by_exp = {r["exp_id"]: r for r in rows}
+    bad = []
+    for i, exp in enumerate(("G_pin_a", "G_pin_b")):
+        row, want = by_exp.get(exp), devices[i % len(devices)]
+        if row is None or row["status"] != "ok":
+            bad.append(f"{exp}: {row and row['status']} {row and row.get('error')}")
+            continue
+        if row["gpu_uuid"] != want["uuid"]:
+            bad.append(f"{exp} ran on {row['gpu_uuid']}, placed on {want['uuid']}")
+        if want.get("name") and row.get("gpu_name") and \
+                not str(want["name"]).startswith(row["gpu_name"].split(" MIG")[0]):
+            bad.append(f"{exp}: torch saw {row['gpu_name']}, NVML's {want['uuid']} is "
+                       f"{want['name']}")
+        if not _f(row.get("torch_peak_allocated_mb")) or not _f(row.get("vram_peak_mb")):
+            bad.append(f"{exp}: no device memory seen on {row['gpu_uuid']} (torch "
+                       f"{row.get('torch_peak_allocated_mb')}, NVML {row.get('vram_peak_mb')})")
+    detail = (f"{_n(len(devices), 'device')} ({', '.join(d['uuid'] for d in devices)}): "
+              + "; ".join(f"{r['exp_id']} on {r.get('placement') or r['gpu_uuid']}"
+                          for r in rows))
+    if bad:
+        raise Failed(detail + " — " + "; ".join(bad), numbers)
     return detail, numbers
 
 

@@ -221,9 +221,10 @@ class EventTable:
 EVENTS = EventTable([
     # -- the runner (runner.jsonl) --------------------------------------------------------
     _t("campaign_started", RUNNER, "cells run_dir device runner_pid resume",
-       "reuse_any guard_pid",
+       "reuse_any guard_pid devices",
        doc="a runner session starts (reuse_any: resume reuses other campaigns' ok rows; "
-           "guard_pid: the process that cleans up if the runner dies)"),
+           "guard_pid: the process that cleans up if the runner dies; devices: a multi-device "
+           "campaign's devices, each as the placement column names it)"),
     _t("zygote", RUNNER, "pid", "warm_s imports_s threads python_threads cuda_initialized error",
        doc="the runner's pre-warmed cell parent is ready (warm_s: its start and imports, "
            "imports_s: the imports; threads, python_threads, cuda_initialized: as it reported "
@@ -236,10 +237,11 @@ EVENTS = EventTable([
        doc="a cell will not run (already ok, cannot run here, skipped by control); an ok "
            "row's campaign, attempt and timestamp when resume skipped it for one"),
     _t("cell_started", RUNNER, "cell index label attempt events log_path pid",
-       "start start_s", "active", "running",
+       "start start_s device", "active", "running",
        doc="an attempt's process started (start: zygote, forked from the runner's pre-warmed "
            "parent, or spawn, a fresh interpreter; start_s: seconds from the runner's "
-           "decision to run the attempt until its process ran)"),
+           "decision to run the attempt until its process ran; device: in a multi-device "
+           "campaign, the device it was placed on, as the placement column says)"),
     _t("suspect", RUNNER, "cell attempt seen", "", "lifecycle active", "suspect",
        doc="no progress for suspect_after checks"),
     _t("hung", RUNNER, "cell attempt seen action", "", "lifecycle active", "hung",

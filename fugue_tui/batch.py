@@ -169,8 +169,11 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     # The precision column only when some cell asks for one: plans without the axis print
     # as they always did.
     precisions = any(p.cell.precision for p in planned)
+    # The device column only with several devices (issue 27): where each cell is placed.
+    placed = len(runner.slots) > 1
     columns = ["#", "experiment", "executor"] + (["variant"] if variants else []) + [
-        "compile"] + (["precision"] if precisions else []) + ["pass", "jobs", "cell key", "would"]
+        "compile"] + (["precision"] if precisions else []) + (["device"] if placed else []) + [
+        "pass", "jobs", "cell key", "would"]
     notes: dict[str, list[int]] = {}
     rows = []
     for p in planned:
@@ -184,8 +187,9 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
             would = f"skip [{list(notes).index(p.skip) + 1}]"
         precision = ([c.precision or ("amp-fp16 (amp flag)" if any(j["amp"] for j in c.jobs)
                                      else "fp32")] if precisions else [])
+        device = [_device_text(runner, c)] if placed else []
         rows.append([str(c.index), c.exp_id, c.executor, *variant, c.compile_mode, *precision,
-                     str(c.pass_index), str(len(c.jobs)), c.key, would])
+                     *device, str(c.pass_index), str(len(c.jobs)), c.key, would])
     title = f"{len(planned)} cell{'' if len(planned) == 1 else 's'} of {shown or path}"
     table = _plan_table(title, columns, rows, compact=False)
     compact = False
@@ -201,6 +205,12 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
         which = f"cell {cells[0]}" if len(cells) == 1 else f"cells {_ranges(cells)}"
         console.print(Text(f"[{i}] skip {which}: {reason}"))
     return 0
+
+
+def _device_text(runner: Runner, cell) -> str:
+    """``2 cuda:1``: the device a cell is placed on (its number in ``devices``, as written)."""
+    slot = runner.slot_of(cell)
+    return f"{slot.index + 1} {slot.gpu.get('entry') or slot.uuid}" if slot else ""
 
 
 #: Columns that stay on one line in the compact plan table (the rest fold).

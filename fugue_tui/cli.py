@@ -59,6 +59,9 @@ def _add_top_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passes", type=_at_least(1), help="override the campaign's passes")
     parser.add_argument("--seed", type=int, help="override the campaign's seed")
     parser.add_argument("--device", help="override the campaign's device (auto, cpu, cuda, cuda:N)")
+    parser.add_argument("--devices", metavar="LIST",
+                        help="override the campaign's devices: auto, cpu, or a comma list of "
+                             "cuda:N / GPU-… / MIG-… (one cell per device at once)")
     parser.add_argument("--experiments-file", metavar="FILE", type=_regular_file,
                         help="a user experiments file merged over the catalogue")
     parser.add_argument("--retries", type=_at_least(0), help="override the campaign's retries")
@@ -394,13 +397,14 @@ _TOP_LEVEL_USERS: dict[str, tuple[str, tuple[str | None, ...]]] = {
     "passes": ("--passes", ("run",)),
     "seed": ("--seed", ("run",)),
     "device": ("--device", ("run",)),
+    "devices": ("--devices", ("run",)),
     "retries": ("--retries", ("run",)),
     "experiments_file": ("--experiments-file", ("run", "list", "validate", "prefetch")),
 }
 #: A top-level override and the sub-command's own flag for the same thing: given both with
 #: different values, which one wins would be a guess (refused, naming both).
 _SAME_FLAG = {"run": {"runs_dir": "run_runs_dir", "passes": "run_passes", "seed": "run_seed",
-                      "device": "run_device", "retries": "run_retries",
+                      "device": "run_device", "devices": "run_devices", "retries": "run_retries",
                       "experiments_file": "run_experiments_file"},
               "report": {"runs_dir": "runs_dir_report"},
               "list": {"experiments_file": "experiments_file_list"},
@@ -535,7 +539,8 @@ def _main(argv: list[str]) -> int:
             from fugue_tui.batch import run_batch
 
             overrides = {"runs_dir": args.runs_dir, "passes": args.passes, "seed": args.seed,
-                         "device": args.device, "experiments_file": args.experiments_file,
+                         "device": args.device, "devices": args.devices,
+                         "experiments_file": args.experiments_file,
                          "retries": args.retries}
             return run_batch(args.batch, overrides, dry=args.dry_run, resume=args.resume,
                              since=args.since, reuse_any=args.reuse_any, as_json=args.json)

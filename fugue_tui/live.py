@@ -156,11 +156,14 @@ class LiveView:
         parts: list[RenderableType] = [self._header(now)]
         current = self.state.current
         cell = self.state.cells.get(current) if current else None
+        if cell is not None and not cell.active:  # several devices: another may still run
+            cell = next((c for c in self.state.cells.values() if c.active), cell)
         if cell is not None and cell.active:
             parts.append(self.cell_line(cell, now))
             parts.append(self.job_rows(cell, now))
             for warning in cell.warnings:
                 parts.append(Text(f"  warning: {warning}", style="yellow"))
+            parts.extend(self.other_running(cell, now))
         elif cell is not None:
             line = Text(f"last cell [{cell.index}/{self.total}] {cell.label}: ")
             line.append(_shown_state(cell.state), style=STATE_STYLE.get(cell.state, ""))
@@ -172,6 +175,15 @@ class LiveView:
             parts.extend(Text(f"  {line}", no_wrap=True, overflow="ellipsis")
                          for line in self.recent)
         return Group(*parts)
+
+    def other_running(self, shown: CellState, now: float) -> list[Text]:
+        """A multi-device campaign runs a cell per device at once: one line for each
+        running cell besides ``shown`` (the newest, whose jobs are drawn), with its device."""
+        out = []
+        for cell in self.state.cells.values():
+            if cell.active and cell.key != shown.key:
+                out.append(self.cell_line(cell, now))
+        return out
 
     def _header(self, now: float) -> RenderableType:
         counts = self.counts()
@@ -214,6 +226,8 @@ class LiveView:
             line.append(f" · {stage}")
         if cell.watchdog and cell.state in ("suspect", "hung"):
             line.append(f" ({cell.watchdog})")
+        if cell.device and cell.active:  # a multi-device campaign: where it runs
+            line.append(f" · {cell.device}", style="dim")
         return line
 
     def job_rows(self, cell: CellState, now: float) -> Group:

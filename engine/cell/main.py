@@ -70,6 +70,13 @@ def main(argv: list[str] | None = None, start: str = "spawn") -> int:
     except FugueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    # A multi-device campaign splits the host's cores between concurrent cells: this one
+    # and every process it starts (workers inherit the affinity) stay on its share.
+    if spec.get("cpus") and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, spec["cpus"])
+        except OSError:  # cores gone (a hot-unplug): unpinned, and the row says none
+            spec["cpus"] = None
     # Known from the start: the monitor's samples file is named after the group.
     spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])
     spec["cell_start"] = start  # provenance of every row the cell writes (group_static)

@@ -133,6 +133,11 @@ class CellRunSpec:
     #: them too.
     plugin_versions: dict[str, str | None] | None = _optional()
     experiments_file_hash: str | None = _optional()
+    #: A cell of a multi-device campaign (issue 27; engine.runner.placement): which device
+    #: of the campaign it was placed on (the ``placement`` column) and the host cores it
+    #: is pinned to (``os.sched_setaffinity`` before anything else; ``cpu_affinity``).
+    placement: str | None = _optional()
+    cpus: list[int] | None = _optional()
 
     @property
     def attempt_dir(self) -> Path:

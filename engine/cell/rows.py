@@ -14,6 +14,7 @@ from engine.cell.output import say
 from engine.cell.protocol import safe_name
 from engine.errors import OutputError
 from engine.precision import AMP_PRECISIONS
+from engine.cell.concurrency import concurrency_columns
 from engine.results.rows import JobRow, group_static
 
 
@@ -44,7 +45,8 @@ def sum_present(values) -> float | None:
 
 
 def load_warnings(t_group: float, cpu_s: float | None, threads: int,
-                  loads: tuple[float | None, float | None]) -> list[str]:
+                  loads: tuple[float | None, float | None], cores: int | None = None
+                  ) -> list[str]:
     """Say when the host was not the quiet machine the numbers assume.
 
     The cell's CPU share (``cpu_s / t_group``) is compared with the cores it could use
@@ -52,10 +54,12 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
     claimed: the cell may have waited (sleeping, blocked on I/O or the device) as well as
     been held off the CPU, and nothing here tells those apart. The 1-minute load average
     (lagging, so only a hint) is compared with the cores: that one measures a busy host.
+    ``cores``: the cores the cell was pinned to (a multi-device campaign), else all.
     """
-    cores = os.cpu_count() or 1
+    host_cores = os.cpu_count() or 1
     out = []
-    usable = min(threads, cores)
+    usable = min(threads, cores or host_cores)
+    cores = host_cores  # the load average is the whole host's
     if cpu_s is not None and t_group > 1.0 and cpu_s / t_group < 0.5 * usable:
         out.append(f"the cell used {cpu_s / t_group:.2f} of the {usable} cores it could use "
                    f"({cpu_s:.1f} s of CPU in the {t_group:.1f} s group window)")
@@ -163,6 +167,11 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
     # What the executor measured or decided (effective scheduler and features, max_parallel,
     # MPS use, its plan) overrides the generic values above.
     group.update(executor_group)
+    # A multi-device campaign's neighbours (engine.cell.concurrency): how many cells shared
+    # the host, and no energy for a MIG slice whose physical GPU another cell used.
+    shared, shared_warnings, withheld = concurrency_columns(
+        Path(spec["events"]).parent, spec.get("cpus"), group.get("gpu_metrics_missing"))
+    group.update(shared)
     rows = []
     for r in results:
         job = r.job
@@ -205,6 +214,9 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
                                                  spec_exec.concurrent))
+    if withheld:
+        for row in rows:
+            row["energy_j"] = None
     # Both files or neither: a job row never stays without its group row.
     repaired = append_group(spec["runs_dir"], group, rows)
     cpu_s = facts.get("cell_cpu_s")
@@ -214,7 +226,9 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
         util = facts.get("cpu_util_mean")
         cpu_s = util / 100.0 * t_group if util is not None else None
     warnings = load_warnings(t_group, cpu_s, spec["threads"],
-                             (facts.get("host_load_start"), facts.get("host_load_end")))
+                             (facts.get("host_load_start"), facts.get("host_load_end")),
+                             cores=len(spec["cpus"]) if spec.get("cpus") else None)
+    warnings += shared_warnings
     summary = {"group_id": group["group_id"], "status": status, "error": error,
                "T_group": t_group, "total_samples": total_samples,
                "throughput_group": group["throughput_group"], "setup_s": setup_s,

@@ -53,6 +53,7 @@ from engine.define.paths import check_campaign_name, user_path
 from engine.define.sha_slots import check_options_sha_slots
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
+from engine.define.devices import check_device_pair, parse_devices
 from engine.errors import ConfigError, known, nearest
 from engine.registry import EXECUTORS
 
@@ -69,6 +70,7 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "precision": (str, list), "amp": (bool,),
     "k_sweep": (list,),
     "budget": (dict,),
+    "devices": (str, list), "one_cell_per_host": (bool,),
 }
 #: ``[budget]``: what ``max_parallel = "auto"`` may fill (engine.profile.budget); a missing
 #: key is measured on the machine (its total RAM, the device's total memory, its cores).
@@ -115,6 +117,13 @@ class Campaign:
     warnings: list[str] = field(default_factory=list, compare=False)
     #: The swept ensemble sizes (``k_sweep``), increasing; empty: each experiment's own K.
     k_sweep: tuple[int, ...] = ()
+    #: ``devices`` (issue 27, engine.define.devices): the devices cells may run on at once,
+    #: one cell per device; empty when the campaign names one ``device`` (today's runner).
+    #: A one-element list of ``cpu`` or ``cuda:N`` is folded into ``device`` here.
+    devices: tuple[str, ...] = ()
+    #: With ``devices``: run one cell at a time on the host anyway (each still on its
+    #: placed device), for measurements that must share no host resources.
+    one_cell_per_host: bool = False
 
     def resolved(self) -> dict[str, Any]:
         """The campaign as it runs (after overrides), JSON-able."""
@@ -129,6 +138,8 @@ class Campaign:
                 "catalogue": [str(p) for p in self.catalogue.sources] if self.catalogue else [],
                 # only when swept: the resolved campaign of a run without it stays as it was
                 **({"k_sweep": list(self.k_sweep)} if self.k_sweep else {}),
+                **({"devices": list(self.devices)} if self.devices else {}),
+                **({"one_cell_per_host": True} if self.one_cell_per_host else {}),
                 **({"budget": self.budget} if self.budget else {})}
 
     def compile_modes(self) -> list[str]:
@@ -211,6 +222,14 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         raise ConfigError(f"{where}: key 'compile_mode' must be one of {', '.join(COMPILE_MODES)}, "
                           f"got {compile_mode!r}{nearest(compile_mode, COMPILE_MODES)}")
     precision = parse_axis(doc, at("precision") if "precision" in given else where)
+    doc = check_device_pair(doc, given, where)
+    devices: tuple[str, ...] = ()
+    if "devices" in doc:
+        devices = parse_devices(doc["devices"], at("devices"))
+        if len(devices) == 1 and _DEVICE.match(devices[0]) and devices[0] != "auto":
+            # one cpu or cuda:N device: exactly today's `device` (same keys, same runner)
+            doc = {**doc, "device": devices[0]}
+            devices = ()
     device = doc.get("device", "auto")
     if not _DEVICE.match(device):
         raise ConfigError(f"{at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
@@ -256,6 +275,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         monitor=doc.get("monitor", True), monitor_interval_s=interval,
         options=options, budget=budget, precision=precision, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
+        devices=devices, one_cell_per_host=doc.get("one_cell_per_host", False),
         # the file actually merged: the campaign's, or the default one (engine.dirs)
         experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
                                .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))

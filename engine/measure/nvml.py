@@ -218,40 +218,7 @@ def resolve_gpu(device: str, environ: Mapping[str, str], nvml: Any = None) -> di
     except Exception:
         return None
     try:
-        gpus = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append({"nvml_index": i, "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-                         "name": _text(nvml.nvmlDeviceGetName(handle)),
-                         "compute_capability": _compute_capability(nvml, handle)})
-        visible = environ.get("CUDA_VISIBLE_DEVICES")
-        if visible is None:
-            if index >= len(gpus):
-                raise ValueError(f"device {device}: NVML sees {len(gpus)} GPU(s)")
-            return {**gpus[index], "how": f"NVML index {index}"}
-        entries = [e.strip() for e in visible.split(",") if e.strip()]
-        if index >= len(entries):
-            raise ValueError(f"device {device}: CUDA_VISIBLE_DEVICES={visible!r} lists "
-                             f"{len(entries)} device(s)")
-        entry = entries[index]
-        if entry.isdigit():
-            n = int(entry)
-            if n >= len(gpus):
-                raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r}: NVML sees "
-                                 f"{len(gpus)} GPU(s)")
-            order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
-            how = f"CUDA_VISIBLE_DEVICES entry {entry} as NVML index"
-            if order != "PCI_BUS_ID":
-                how += " (CUDA_DEVICE_ORDER is not PCI_BUS_ID: order assumed)"
-            return {**gpus[n], "how": how}
-        if entry.startswith("MIG-"):
-            return {"nvml_index": None, "uuid": entry, "name": None,
-                    "compute_capability": None, "how": "CUDA_VISIBLE_DEVICES MIG UUID"}
-        matches = [g for g in gpus if g["uuid"].startswith(entry)]
-        if len(matches) != 1:
-            raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches "
-                             f"{len(matches)} NVML device(s)")
-        return {**matches[0], "how": "CUDA_VISIBLE_DEVICES UUID"}
+        return _resolve_one(device, index, environ, *_inventory(nvml))
     except ValueError:
         raise
     except Exception:
@@ -261,3 +228,166 @@ def resolve_gpu(device: str, environ: Mapping[str, str], nvml: Any = None) -> di
             nvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _inventory(nvml: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every GPU NVML lists (by index) and every MIG slice of the GPUs in MIG mode, each
+    ``{"nvml_index", "uuid", "name", "compute_capability", "parent_uuid"}`` (a slice's
+    ``nvml_index`` is None, its ``parent_uuid`` its physical GPU's UUID)."""
+    gpus, migs = [], []
+    for i in range(nvml.nvmlDeviceGetCount()):
+        handle = nvml.nvmlDeviceGetHandleByIndex(i)
+        gpu = {"nvml_index": i, "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+               "name": _text(nvml.nvmlDeviceGetName(handle)),
+               "compute_capability": _compute_capability(nvml, handle), "parent_uuid": None}
+        gpus.append(gpu)
+        for slot in range(_mig_slots(nvml, handle)):
+            try:
+                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            except Exception:  # NotFound: an empty slot (slices need not be contiguous)
+                continue
+            migs.append({"nvml_index": None, "uuid": _text(nvml.nvmlDeviceGetUUID(mig)),
+                         "name": _text(nvml.nvmlDeviceGetName(mig)),
+                         "compute_capability": gpu["compute_capability"],
+                         "parent_uuid": gpu["uuid"]})
+    return gpus, migs
+
+
+def _mig_slots(nvml: Any, handle: Any) -> int:
+    """How many MIG device slots a GPU in MIG mode has; 0 when MIG is off or unknown."""
+    try:
+        current = nvml.nvmlDeviceGetMigMode(handle)[0]
+        if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return 0
+        return int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+    except Exception:  # NotSupported: a GPU without MIG, or an older driver
+        return 0
+
+
+def _resolve_one(device: str, index: int, environ: Mapping[str, str],
+                 gpus: list[dict[str, Any]], migs: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`resolve_gpu` over an inventory (``cuda:N`` → one device)."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        if index >= len(gpus):
+            raise ValueError(f"device {device}: NVML sees {len(gpus)} GPU(s)")
+        return {**gpus[index], "how": f"NVML index {index}"}
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if index >= len(entries):
+        raise ValueError(f"device {device}: CUDA_VISIBLE_DEVICES={visible!r} lists "
+                         f"{len(entries)} device(s)")
+    entry = entries[index]
+    if entry.isdigit():
+        n = int(entry)
+        if n >= len(gpus):
+            raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r}: NVML sees "
+                             f"{len(gpus)} GPU(s)")
+        order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+        how = f"CUDA_VISIBLE_DEVICES entry {entry} as NVML index"
+        if order != "PCI_BUS_ID":
+            how += " (CUDA_DEVICE_ORDER is not PCI_BUS_ID: order assumed)"
+        return {**gpus[n], "how": how}
+    if entry.startswith("MIG-"):
+        # A MIG slice must exist now (planning time): a stale UUID from another
+        # reconfiguration would otherwise fail only inside the first cell.
+        found = [m for m in migs if m["uuid"] == entry or m["uuid"].startswith(entry)]
+        if len(found) != 1:
+            raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches "
+                             f"{len(found)} MIG device(s) NVML lists")
+        return {**found[0], "how": "CUDA_VISIBLE_DEVICES MIG UUID"}
+    matches = [g for g in gpus if g["uuid"].startswith(entry)]
+    if len(matches) != 1:
+        raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches "
+                         f"{len(matches)} NVML device(s)")
+    return {**matches[0], "how": "CUDA_VISIBLE_DEVICES UUID"}
+
+
+def resolve_gpus(entries: tuple[str, ...] | list[str], environ: Mapping[str, str],
+                 nvml: Any = None) -> list[dict[str, Any]]:
+    """A campaign's ``devices`` (engine.define.devices) → the NVML identity of each, in
+    order, each as :func:`resolve_gpu` returns it plus ``"entry"`` (as written) and
+    ``"parent_uuid"`` (a MIG slice's physical GPU, else None).
+
+    ``auto`` is every device this process may use: each entry of an outer
+    ``CUDA_VISIBLE_DEVICES`` when set (never widened), else every NVML GPU, a GPU in MIG
+    mode as its slices. ``cuda:N`` indexes into ``CUDA_VISIBLE_DEVICES`` as
+    :func:`resolve_gpu` does; a ``GPU-``/``MIG-`` UUID (or unique prefix) must exist now and,
+    under an outer ``CUDA_VISIBLE_DEVICES``, be one of the devices it lets through.
+
+    Raises:
+        ValueError: NVML is unavailable or sees no GPU, an entry that matches no device (or
+            several), two entries naming one device, devices of different GPU models.
+    """
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            raise ValueError("no NVIDIA GPU is visible here (nvidia-ml-py is not "
+                             "installed)") from None
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:
+        raise ValueError(f"no NVIDIA GPU is visible here (NVML: {nvml_reason(exc)})") from None
+    try:
+        gpus, migs = _inventory(nvml)
+        visible = environ.get("CUDA_VISIBLE_DEVICES")
+        outer = [e.strip() for e in visible.split(",") if e.strip()] if visible is not None else None
+        allowed = None
+        if outer is not None:
+            allowed = [_resolve_one(f"cuda:{k}", k, environ, gpus, migs)
+                       for k in range(len(outer))]
+        found: list[dict[str, Any]] = []
+        for entry in (list(entries) if list(entries) != ["auto"] else []):
+            if entry.startswith("cuda"):
+                index = int(entry.split(":", 1)[1]) if ":" in entry else 0
+                got = _resolve_one(entry, index, environ, gpus, migs)
+            else:
+                pool = migs if entry.startswith("MIG-") else gpus
+                matches = [d for d in pool if d["uuid"] == entry or d["uuid"].startswith(entry)]
+                if len(matches) != 1:
+                    kind = "MIG slice" if entry.startswith("MIG-") else "GPU"
+                    names = ", ".join(d["uuid"] for d in pool) or "none"
+                    raise ValueError(f"device {entry!r} matches {len(matches)} {kind}(s) NVML "
+                                     f"lists here ({kind} UUIDs: {names})")
+                got = {**matches[0], "how": "UUID"}
+                if allowed is not None and got["uuid"] not in {a["uuid"] for a in allowed}:
+                    raise ValueError(f"device {entry!r} is not among CUDA_VISIBLE_DEVICES="
+                                     f"{visible!r} (the outer restriction is kept, never "
+                                     "widened)")
+            found.append({**got, "entry": entry})
+        if list(entries) == ["auto"]:
+            if allowed is not None:
+                found = [{**a, "entry": f"cuda:{k}"} for k, a in enumerate(allowed)]
+            else:
+                parents = {m["parent_uuid"] for m in migs}
+                found = [{**g, "how": f"NVML index {g['nvml_index']}", "entry": f"cuda:{k}"}
+                         for k, g in enumerate(g for g in gpus if g["uuid"] not in parents)]
+                found += [{**m, "how": "MIG slice", "entry": m["uuid"]} for m in migs]
+        if not found:
+            raise ValueError("no NVIDIA GPU is visible here (NVML lists none)")
+        seen: dict[str, str] = {}
+        for dev in found:
+            if dev["uuid"] in seen:
+                raise ValueError(f"devices {seen[dev['uuid']]!r} and {dev['entry']!r} are the "
+                                 f"same device ({dev['uuid']})")
+            seen[dev["uuid"]] = dev["entry"]
+        for dev in found:
+            dev.setdefault("parent_uuid", None)
+        models = sorted({_model(d) for d in found})
+        if len(models) > 1:
+            # Every speedup divides times of one GPU model; one campaign per model keeps
+            # --resume and the analysis from ever pooling two models' rows.
+            raise ValueError(f"devices of different GPU models ({', '.join(models)}): run one "
+                             "campaign per GPU model")
+        return found
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _model(device: dict[str, Any]) -> str:
+    """The GPU model a device's times belong to: its name (a MIG slice's name includes its
+    profile, e.g. ``... MIG 1g.5gb``: slices of two profiles are two models)."""
+    return str(device.get("name") or device.get("uuid"))

@@ -180,6 +180,15 @@ def machine_identity(device: str, gpu: dict[str, Any] | None = None) -> dict[str
             "gpu_name": gpu.get("name") or "", "torch": dist_version("torch")}
 
 
+def model_identity(gpu: dict[str, Any]) -> dict[str, Any]:
+    """The machine part of the key of a multi-device campaign (``devices``; issue 27): the
+    host and the GPU *model* (the name NVML gives: a MIG slice's includes its profile),
+    never a UUID, so a resume on other devices of the same model skips what already ran;
+    ``devices = "by-model"`` keeps these keys apart from a one-device campaign's."""
+    return {**machine_identity("cuda", None), "gpu_name": gpu.get("name") or "",
+            "devices": "by-model"}
+
+
 def backend_flags(precision: str | None = None) -> dict[str, Any]:
     """The torch backend flags every cell sets identically (recorded in ``backend_flags``).
     ``precision``: the precision that runs (``engine.precision``); ``tf32`` turns

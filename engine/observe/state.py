@@ -99,6 +99,8 @@ class CellState:
     sample: dict[str, Any] | None = None
     #: Earlier attempts, oldest first.
     history: list[AttemptRecord] = field(default_factory=list)
+    #: A multi-device campaign: the device the current attempt runs on (its placement).
+    device: str = ""
 
     # The cell-state sets are the event table's (EVENTS.active, .ended, .finished).
     @property
@@ -188,6 +190,7 @@ class CampaignState:
             cell.planned_jobs, cell.phase, cell.warnings, cell.sample = [], "", [], None
             cell.stage = "starting"
             cell.log_path = event.get("log_path", "")
+            cell.device = event.get("device", "")
             self.current = cell.key
         elif kind in ("suspect", "hung"):
             cell.watchdog = event.get("seen", "")

@@ -398,6 +398,16 @@ _OURS: tuple[Column, ...] = (
     Column("ray_version", I),
     Column("plugin_versions", I),
     Column("experiments_file_hash", I),
+    Column("placement", G, TEXT,
+           "multi-device campaigns (devices): the device the cell was placed on, \"device "
+           "i/n ENTRY UUID\" (every executor of one experiment and pass on one device; "
+           "docs/measurement.md); empty with one device"),
+    Column("cpu_affinity", G, TEXT,
+           "multi-device campaigns: the host cores the cell was pinned to (e.g. 0-3), its "
+           "share of the host split between concurrent cells; empty: not pinned"),
+    Column("host_concurrent_cells", G, NUMBER,
+           "multi-device campaigns: the most cells that ran on this host at once while this "
+           "cell ran, itself included; empty with one device (one cell at a time)"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -67,6 +67,15 @@ class JobRow(CheckedRow):
     file = INDIVIDUAL_FILE
 
 
+def _cpu_list(cpus: list[int] | None) -> str | None:
+    """``0-3,6`` for the cores a cell was pinned to; None when it was not."""
+    if not cpus:
+        return None
+    from engine.results.values import cpu_list
+
+    return cpu_list(cpus)
+
+
 def group_static(spec: dict[str, Any]) -> GroupRow:
     """Group-row columns known from the cell spec alone (see ``engine.cell.main`` for the spec)."""
     cell = spec["cell"]
@@ -100,6 +109,9 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         # The device under test as the runner resolved it (NVML's UUID): known before the
         # cell starts, so even a cell that died first is recorded on its device.
         "gpu_uuid": spec.get("gpu_uuid"),
+        # A multi-device campaign's placement and core share (issue 27), known from the spec.
+        "placement": spec.get("placement"),
+        "cpu_affinity": _cpu_list(spec.get("cpus")),
         # The T_group rule this version measures under: provenance of the code, like its
         # version, so a row the runner writes for a killed cell carries it too.
         "window_rule": WINDOW_RULE,

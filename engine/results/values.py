@@ -62,3 +62,18 @@ def check_timestamp(text: str) -> str:
 def timestamp_now() -> str:
     """Local time as ``YYYYmmdd_HHMMSS`` (the harness's ``timestamp`` column)."""
     return time.strftime("%Y%m%d_%H%M%S")
+
+
+def cpu_list(cpus: tuple[int, ...] | list[int]) -> str:
+    """``0-3,6``: the cores as ranges (what the ``cpu_affinity`` column holds)."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)

@@ -87,6 +87,7 @@ class Attempt:
         scratch = self._prepare()
         tail = EventTail(spec["events"])
         proc = self._start(scratch)
+        runner.attempt_started(self)
         watchdog = self._watchdog(proc)
         try:
             if self.zygote_lost is not None:
@@ -94,7 +95,8 @@ class Attempt:
             runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
                        attempt=attempt, events=spec["events"], log_path=str(log_path),
                        pid=proc.pid, start=spec["cell_start"],
-                       start_s=round(time.perf_counter() - self.decided, 4))
+                       start_s=round(time.perf_counter() - self.decided, 4),
+                       **({"device": spec["placement"]} if spec.get("placement") else {}))
             written, verdict, after = self._supervise(proc, tail, watchdog)
         except KeyboardInterrupt:
             self.stop(proc, f"interrupted ({INTERRUPTED_BY[0]})", dump=False)
@@ -160,11 +162,12 @@ class Attempt:
         zygote = runner.zygote
         try:
             with _writing(self.log_path):  # start_cell's OSError names cell.pid where that failed
-                env = runner.cell_environment(scratch)
+                env = runner.cell_environment(scratch, runner.slot_of(self.cell))
                 if zygote is None:
                     proc = start_cell(self.folder.spec, self.log_path, env)
                 else:
-                    proc = start_cell(self.folder.spec, self.log_path, env, zygote=zygote)
+                    with runner._lock:  # one request at a time on the zygote's socket
+                        proc = start_cell(self.folder.spec, self.log_path, env, zygote=zygote)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -284,7 +287,9 @@ class Attempt:
                 watchdog.progress()
             elif watchdog is not None and event.get("type") == "sample":
                 watchdog.sample(event)
-            self.runner.on_event(event)
+            # Several attempts forward at once (several devices): one call at a time.
+            with getattr(self.runner, "_lock", None) or contextlib.nullcontext():
+                self.runner.on_event(event)
         return written
 
 

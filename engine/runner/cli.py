@@ -40,7 +40,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
                              "counts too (the plan names the campaign it came from)")
     parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
                         help="with --resume: only ok rows at or after this timestamp count")
-    for name in ("runs-dir", "device", "experiments-file"):
+    for name in ("runs-dir", "device", "devices", "experiments-file"):
         parser.add_argument(f"--{name}")
     for name in ("passes", "seed", "retries"):
         parser.add_argument(f"--{name}", type=int)
@@ -74,7 +74,9 @@ def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str |
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     return {"runs_dir": args.runs_dir, "passes": args.passes, "seed": args.seed,
             "device": args.device, "experiments_file": args.experiments_file,
-            "retries": args.retries}
+            "retries": args.retries,
+            # issue 27; absent when not given (the overrides older front ends pass)
+            **({"devices": args.devices} if args.devices is not None else {})}
 
 
 def _interrupt(signum, frame):

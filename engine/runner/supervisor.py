@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import threading
+
 from filelock import FileLock, Timeout
 
 from engine.cell.protocol import CellRunSpec
@@ -53,9 +55,10 @@ from engine.define.campaign import Campaign
 from engine.define.matrix import CellSpec, build_cells
 from engine.errors import ConfigError, FugueError, OutputError
 from engine.events import EventWriter
-from engine.measure.nvml import resolve_gpu
+from engine.measure.nvml import resolve_gpu, resolve_gpus
 from engine.precision import device_refusal
-from engine.measure.provenance import machine_identity, nvml_devices, resolve_device
+from engine.measure.provenance import (machine_identity, model_identity, nvml_devices,
+                                       resolve_device)
 from engine.plugins import load_plugins, plugin_versions
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.preflight import preflight
@@ -68,6 +71,7 @@ from engine.runner.cellproc import cell_env, reap_leftovers, scratch_prefix
 from engine.runner.control import Inbox
 from engine.runner.guard import Guard
 from engine.runner.guard import describe as guard_account
+from engine.runner.placement import Slot, place, split_cores
 from engine.runner.zygote import Zygote, ZygoteError, start_method
 
 EventFn = Callable[[dict[str, Any]], None]
@@ -139,6 +143,12 @@ class Runner:
         self.campaign = campaign
         self.on_event = on_event or (lambda event: None)
         self.resume, self.since, self.reuse_any = resume, since, reuse_any
+        #: The devices of a multi-device campaign (``devices``; issue 27), one
+        #: :class:`Slot` each; empty for a campaign with one ``device`` (today's runner).
+        self.slots: list[Slot] = []
+        if campaign.devices:
+            self._init_devices(campaign)
+            return
         self.device = resolve_device(campaign.device)
         if self.device.startswith("cuda") and not nvml_devices():
             raise ConfigError(f"device '{campaign.device}': no NVIDIA GPU is visible here "
@@ -151,6 +161,29 @@ class Runner:
             raise ConfigError(f"device '{campaign.device}': {exc}") from None
         self.machine = {**machine_identity(self.device, self.gpu), "plugins": self.plugins}
         self.cells = build_cells(campaign, self.machine)
+        self._finish_init(campaign)
+
+    def _init_devices(self, campaign: Campaign) -> None:
+        """The multi-device form of ``__init__``: every device resolved now (a UUID that does
+        not exist, two entries naming one device, devices of two GPU models: refused before
+        anything is written), one :class:`Slot` per device with its share of the host's
+        cores, the machine identity of the key by GPU *model* (host and model, never the
+        UUID: a resume on other devices of the same model skips what already ran)."""
+        where = str(campaign.source) if campaign.source else "campaign"
+        try:
+            gpus = resolve_gpus(campaign.devices, os.environ)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: key 'devices': {exc}") from None
+        cores = split_cores(len(gpus))
+        self.slots = [Slot(i, gpu, cores[i] if len(gpus) > 1 else ())
+                      for i, gpu in enumerate(gpus)]
+        self.device, self.gpu = "cuda", gpus[0]
+        self.machine = {**model_identity(gpus[0]), "plugins": self.plugins}
+        self.cells = build_cells(campaign, self.machine)
+        self.placement = place(self.cells, len(self.slots))
+        self._finish_init(campaign)
+
+    def _finish_init(self, campaign: Campaign) -> None:
         # A precision the device cannot run (bfloat16/TF32 below compute capability 8.0)
         # is refused now, with one line, not after a cell trained (engine.precision).
         refusal = device_refusal([c.precision for c in self.cells if c.precision], self.gpu)
@@ -162,6 +195,18 @@ class Runner:
         self.folder = RunFolder.of(self.runs_dir, self.campaign_id)
         self.run_dir = self.folder.path
         self._log: EventWriter | None = None
+        #: Serialises what the concurrent attempts of a multi-device campaign share: the
+        #: event log, the rows file, the control inbox, the zygote.
+        self._lock = threading.RLock()
+        #: Stops asked for running cells (cell key → (what next, reason)), set by the one
+        #: thread that reads the control inbox; each attempt takes its own.
+        self._stops: dict[str, tuple[str, str]] = {}
+        #: Running cells of a multi-device campaign: cell key → the device it runs on.
+        self._running: dict[str, Slot] = {}
+        #: Each cell's latest attempt (its folder: the concurrency record goes there).
+        self.current_attempt: dict[str, Attempt] = {}
+        #: Refreshes the running attempts' concurrency records (engine.runner.concurrent).
+        self._concurrency_hook: Callable[[], None] | None = None
 
     # -- planning -------------------------------------------------------------------------
     def plan(self) -> list[PlannedCell]:
@@ -247,7 +292,9 @@ class Runner:
         outcome = CampaignOutcome(self.campaign_id, self.run_dir)
         self._emit("campaign_started", cells=len(self.cells), run_dir=str(self.run_dir),
                    device=self.device, runner_pid=os.getpid(), resume=self.resume,
-                   reuse_any=self.reuse_any, guard_pid=self.guard.pid)
+                   reuse_any=self.reuse_any, guard_pid=self.guard.pid,
+                   **({"devices": [s.describe(len(self.slots)) for s in self.slots]}
+                      if self.slots else {}))
         self._clean_predecessors()
         queue: deque[CellSpec] = deque()
         for planned in self.plan():
@@ -272,7 +319,13 @@ class Runner:
         stopped: BaseException | None = None
         zygote_wanted = self.cell_start == "zygote"
         try:
-            while self.queue:
+            if len(self.slots) > 1:
+                if zygote_wanted and self.queue:
+                    self._start_zygote()
+                from engine.runner.concurrent import run_slots
+
+                run_slots(self)
+            while self.queue and len(self.slots) <= 1:
                 self._handle_commands(running=None)
                 if not self.queue:
                     break
@@ -309,12 +362,16 @@ class Runner:
         return outcome
 
     # -- the zygote -----------------------------------------------------------------------
-    def cell_environment(self, scratch: Path) -> dict[str, str]:
+    def cell_environment(self, scratch: Path, slot: Slot | None = None) -> dict[str, str]:
         """The environment of this campaign's cells, with the compile caches in
-        ``scratch``: the device under test the only one CUDA sees, the thread counts."""
-        device_env = ({"CUDA_VISIBLE_DEVICES": self.gpu["uuid"],
-                       "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if self.gpu else {})
-        return cell_env(scratch, self.campaign.threads, device_env)
+        ``scratch``: the device under test (``slot``'s in a multi-device campaign) the only
+        one CUDA sees, the thread counts (a slot's share of the cores when pinned)."""
+        gpu = slot.gpu if slot is not None else self.gpu
+        device_env = ({"CUDA_VISIBLE_DEVICES": gpu["uuid"],
+                       "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if gpu else {})
+        threads = self.campaign.threads or (len(slot.cpus) if slot is not None and slot.cpus
+                                            else 0)
+        return cell_env(scratch, threads, device_env)
 
     def _start_zygote(self) -> None:
         """Start this runner's zygote and wait for its imports, before the first cell (so
@@ -377,11 +434,12 @@ class Runner:
         """Append a runner event. Raises :class:`OutputError` naming ``runner.jsonl`` when
         it cannot be written (a full disk)."""
         assert self._log is not None
-        try:
-            event = self._log.emit(type, **fields)
-        except OSError as exc:
-            raise OutputError(f"{self._log.path}: {exc.strerror or exc}") from exc
-        self.on_event(event)
+        with self._lock:  # concurrent attempts: one whole line at a time, in order
+            try:
+                event = self._log.emit(type, **fields)
+            except OSError as exc:
+                raise OutputError(f"{self._log.path}: {exc.strerror or exc}") from exc
+            self.on_event(event)
         return event
 
 
@@ -389,10 +447,26 @@ class Runner:
         existing = [a.number for a in self.folder.attempts(cell.slug, cell.key)]
         return max(existing, default=0) + 1
 
+    def attempt_started(self, attempt: Attempt) -> None:
+        """Called once an attempt's process runs: with several devices, the concurrency
+        records of every running attempt are brought up to date at once (a neighbour that
+        starts and ends between two polls is still counted)."""
+        hook = self._concurrency_hook
+        if hook is not None:
+            with self._lock:
+                hook()
+
+    def slot_of(self, cell: CellSpec) -> Slot | None:
+        """The device ``cell`` runs on in a multi-device campaign (None: one device)."""
+        return self.slots[self.placement[cell.key]] if self.slots else None
+
     def cell_spec(self, cell: CellSpec, attempt: int) -> CellRunSpec:
         """The spec that attempt ``attempt`` of ``cell`` is started with: what ``python -m
         engine.cell`` reads. Public for tools that run one cell by hand (``bench``)."""
         folder = self.folder.attempt(cell.slug, cell.key, attempt)
+        slot = self.slot_of(cell)
+        if slot is not None:
+            return self._slot_spec(cell, attempt, folder, slot)
         return CellRunSpec(
             campaign_id=self.campaign_id, campaign_hash=self.campaign.file_hash,
             runs_dir=str(self.runs_dir.resolve()), events=str(folder.events), attempt=attempt,
@@ -406,11 +480,34 @@ class Runner:
             plugin_versions=plugin_versions() or None,
             experiments_file_hash=self.campaign.experiments_file_hash or None)
 
+    def _slot_spec(self, cell: CellSpec, attempt: int, folder: AttemptFolder,
+                   slot: Slot) -> CellRunSpec:
+        """:meth:`cell_spec` for a cell of a multi-device campaign: pinned to its slot's
+        device by UUID (inside the cell it is ``cuda:0``), its share of the host's cores,
+        its placement named. ``FUGUE_CELLS_ON_CPU=1`` trains on the CPU while the runner
+        plans, pins and monitors the devices as usual: a check of placement and pinning on
+        a host whose GPUs must stay free (the rows' ``device`` then says ``cpu``)."""
+        on_cpu = os.environ.get("FUGUE_CELLS_ON_CPU") == "1"
+        threads = self.campaign.threads or len(slot.cpus) or os.cpu_count() or 1
+        return CellRunSpec(
+            campaign_id=self.campaign_id, campaign_hash=self.campaign.file_hash,
+            runs_dir=str(self.runs_dir.resolve()), events=str(folder.events), attempt=attempt,
+            reason_file=str(folder.reason), seed=self.campaign.seed,
+            passes=self.campaign.passes, device="cpu" if on_cpu else "cuda:0",
+            device_requested="cpu" if on_cpu else str(slot.gpu.get("entry") or "cuda"),
+            gpu_uuid=slot.uuid, monitor=self.campaign.monitor,
+            monitor_interval_s=self.campaign.monitor_interval_s, threads=threads,
+            cell=asdict(cell), plugin_versions=plugin_versions() or None,
+            experiments_file_hash=self.campaign.experiments_file_hash or None,
+            placement=slot.describe(len(self.slots)),
+            cpus=list(slot.cpus) or None)
+
     def _run_cell(self, cell: CellSpec) -> CellOutcome:
         """Attempts of one cell until it is ok, out of retries, killed or skipped."""
         while True:
             attempt = self._next_attempt(cell)
-            status, error, log, after = Attempt(self, cell, attempt).run()
+            current = self.current_attempt[cell.key] = Attempt(self, cell, attempt)
+            status, error, log, after = current.run()
             if status == "ok" or after == "stop":
                 return CellOutcome(cell, status, attempt, error, log)
             if after == "retry":  # manual: does not consume the budget
@@ -427,10 +524,15 @@ class Runner:
         # The device's name as NVML gave it to the runner (the same NVML device the
         # cell's monitor reads by UUID): the row of a cell that died before its monitor
         # started still says which GPU it ran on.
-        extra = {"gpu_name": self.gpu["name"]} if self.gpu and self.gpu.get("name") else {}
-        repaired = append_rows(self.runs_dir / GROUPS_FILE,
-                               [failed_group_row(spec, status, error, extra)],
-                               header(GROUPS_FILE))
+        gpu = self.gpu
+        for slot in self.slots:  # the device this attempt was pinned to
+            if slot.uuid and slot.uuid == spec.get("gpu_uuid"):
+                gpu = slot.gpu
+        extra = {"gpu_name": gpu["name"]} if gpu and gpu.get("name") else {}
+        with self._lock:
+            repaired = append_rows(self.runs_dir / GROUPS_FILE,
+                                   [failed_group_row(spec, status, error, extra)],
+                                   header(GROUPS_FILE))
         for line in repaired:  # an upgrade or a repair of the file, with its backup: told
             self._emit("warning", message=line, cell=spec["cell"]["key"],
                        attempt=spec["attempt"])
@@ -449,7 +551,13 @@ class Runner:
     # -- control --------------------------------------------------------------------------
     def _handle_commands(self, running: CellSpec | None) -> tuple[str, str] | None:
         """Apply control commands. Returns ``(what next, reason)`` when the running cell must
-        stop: ``("stop", …)`` kill or skip, ``("retry", …)``, ``("abort", …)``."""
+        stop: ``("stop", …)`` kill or skip, ``("retry", …)``, ``("abort", …)``. With several
+        cells running (a multi-device campaign) one thread reads the inbox
+        (:func:`engine.runner.concurrent.run_slots`); a running attempt only takes the stop
+        kept for it."""
+        if len(self.slots) > 1 and running is not None:
+            with self._lock:
+                return self._stops.pop(running.key, None)
         stop = None
         for command in self.inbox.poll():
             name, ref = command["cmd"], str(command.get("cell") or "")
@@ -462,33 +570,38 @@ class Runner:
                         else "campaign aborted by control command")
                 continue
             cell = self.find(ref)
-            if cell is None:
-                self._emit("control", cmd=name, cell=ref, applied=False,
-                           reason="no such cell (or an ambiguous key prefix)")
-                continue
-            if running is not None and cell.key == running.key:
+            if cell is not None and running is not None and cell.key == running.key:
                 self._emit("control", cmd=name, cell=cell.key, applied=True)
                 stop = {"kill": ("stop", "killed by control command"),
                         "skip": ("stop", "skipped by control command"),
                         "retry": ("retry", "stopped for a retry by control command")}[name]
-            elif name == "skip" and cell in self.queue:
-                self.queue.remove(cell)
-                reason = "skipped by control command"
-                self._record(self.cell_spec(cell, self._next_attempt(cell)).to_dict(), "skipped", reason)
-                self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
-                           reason=reason)
-                self.outcomes[cell.key] = CellOutcome(cell, "skipped", 0, reason)
-                self._emit("control", cmd=name, cell=cell.key, applied=True)
-            elif name == "retry" and cell not in self.queue:
-                self.queue.appendleft(cell)
-                self.outcomes.pop(cell.key, None)
-                self._emit("queued", cell=cell.key, index=cell.index, label=cell.label,
-                           manual_retry=True)
-                self._emit("control", cmd=name, cell=cell.key, applied=True)
             else:
-                self._emit("control", cmd=name, cell=cell.key, applied=False,
-                           reason="not applicable to the cell's current state")
+                self._queued_command(name, ref, cell)
         return stop
+
+    def _queued_command(self, name: str, ref: str, cell: CellSpec | None) -> None:
+        """A command for a cell that is not running: skip a queued one, queue a finished one
+        again for a retry; anything else is said to be not applicable."""
+        if cell is None:
+            self._emit("control", cmd=name, cell=ref, applied=False,
+                       reason="no such cell (or an ambiguous key prefix)")
+        elif name == "skip" and cell in self.queue:
+            self.queue.remove(cell)
+            reason = "skipped by control command"
+            self._record(self.cell_spec(cell, self._next_attempt(cell)).to_dict(), "skipped", reason)
+            self._emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
+                       reason=reason)
+            self.outcomes[cell.key] = CellOutcome(cell, "skipped", 0, reason)
+            self._emit("control", cmd=name, cell=cell.key, applied=True)
+        elif name == "retry" and cell not in self.queue and cell.key not in self._running:
+            self.queue.appendleft(cell)
+            self.outcomes.pop(cell.key, None)
+            self._emit("queued", cell=cell.key, index=cell.index, label=cell.label,
+                       manual_retry=True)
+            self._emit("control", cmd=name, cell=cell.key, applied=True)
+        else:
+            self._emit("control", cmd=name, cell=cell.key, applied=False,
+                       reason="not applicable to the cell's current state")
 
     def _clean_predecessors(self) -> None:
         """Kill what earlier runners of this campaign left running and record those attempts."""

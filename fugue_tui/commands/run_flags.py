@@ -129,6 +129,9 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     how.add_argument("--runs-dir", dest="run_runs_dir", metavar="DIR",
                      help="results folder (default runs)")
     how.add_argument("--device", dest="run_device", metavar="DEVICE", help="auto (default), cpu, cuda, cuda:N")
+    how.add_argument("--devices", dest="run_devices", metavar="LIST",
+                     help="several devices, one cell on each at once: auto (every visible "
+                          "GPU), cpu, or a comma list of cuda:N / GPU-… / MIG-… UUIDs")
     how.add_argument("--threads", dest="run_threads", metavar="N", type=at_least(0),
                      help="torch threads per cell process (default 0 = all cores)")
     how.add_argument("--dry-run", dest="run_dry_run", action="store_true",

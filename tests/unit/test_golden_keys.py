@@ -267,6 +267,25 @@ def max_parallel_auto(tmp: Path) -> list[dict[str, str]]:
                            '[budget]\nram = "1000MiB"\ncores = 2\n')
 
 
+def devices_by_model(tmp: Path) -> list[dict[str, str]]:
+    """A multi-device campaign (issue 27): the machine part is host + GPU model
+    (engine.measure.provenance.model_identity), never the UUID."""
+    campaign = load_campaign(_write(tmp, 'name = "g"\nexperiments = "D_ens,D_cv"\n'
+                                         'executors = ["seq", "mp"]\npasses = 2\n'
+                                         'devices = ["cuda:0", "cuda:1"]\nthreads = 1\n'))
+    machine = {"host": MACHINE["host"], "device": "cuda", "gpu_uuid": "",
+               "gpu_name": "NVIDIA A100-SXM4-40GB", "torch": MACHINE["torch"],
+               "devices": "by-model"}
+    return [{"slug": c.slug, "key": c.key, "config_key": c.config_key,
+             "workload_key": c.workload_key} for c in build_cells(campaign, machine)]
+
+
+def _write(tmp: Path, text: str) -> Path:
+    path = tmp / "golden.toml"
+    path.write_text(text)
+    return path
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -290,6 +309,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "unified_schedulers": unified_schedulers,
     "mp_schedulers": mp_schedulers,
     "max_parallel_auto": max_parallel_auto,
+    "devices_by_model": devices_by_model,
 }
 
 

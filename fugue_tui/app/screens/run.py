@@ -111,6 +111,8 @@ class RunScreen(Screen):
         self.host = Series()
         self.runner_alive: bool | None = handle.alive() if handle is not None else False
         self.follow_running = True
+        #: With several cells running: the one 'f' chose to follow (None: the first).
+        self.follow_key: str | None = None
         self.log_target: str | None = None
         self.idle_poll = False
         self.dirty = True
@@ -212,10 +214,18 @@ class RunScreen(Screen):
         return self.view.state.cells.get(key) if key else None
 
     def running_cell(self) -> CellState | None:
-        for cell in self.view.state.cells.values():
-            if cell.active:
+        """The running cell followed: with several at once (one per device), the one
+        ``f`` chose while it runs, else the first."""
+        running = self.running_cells()
+        chosen = self.follow_key
+        for cell in running:
+            if cell.key == chosen:
                 return cell
-        return None
+        return running[0] if running else None
+
+    def running_cells(self) -> list[CellState]:
+        """Every cell running now, in campaign order (several in a multi-device campaign)."""
+        return [cell for cell in self.view.state.cells.values() if cell.active]
 
     def _visible(self) -> bool:
         """Shown: on top, or under a translucent dialog. Not under the help or the Results
@@ -334,6 +344,9 @@ class RunScreen(Screen):
                 self._speedup_so_far(self.run_dir.parent, state.campaign or self.run_dir.name)
         strip = " · ".join(p for p in (
             self.so_far, eta_text(state, now) if state.state == "running" else "") if p)
+        devices = devices_line(self.running_cells())
+        if devices:
+            text.append(f"\n{devices}", style="green")
         if strip:
             text.append(f"\n{strip}", style="cyan")
         before = self._shown.get("header")
@@ -476,6 +489,9 @@ class RunScreen(Screen):
             f"stacks of {label} attempt {attempt} (pid {pid})", report))
 
     def action_follow_running(self) -> None:
+        # Several cells running (one per device): 'f' on a running row follows that one.
+        selected = self.selected_cell()
+        self.follow_key = selected.key if selected is not None and selected.active else None
         self.query_one(CellTable).take_user_moved()  # a move before 'f' is overruled by it
         self.follow_running = True
         self.dirty = True
@@ -531,3 +547,13 @@ class RunScreen(Screen):
         if self.handle is not None:
             forced = self.handle.stop(cell_pids=self.active_pids())
         self.app.call_from_thread(then, forced)
+
+
+def devices_line(running: list[CellState]) -> str:
+    """``running on 2 devices: device 1/2 cuda:0 GPU-…: XA seq pass 1 · device 2/2 …``: each
+    device's running cell, when cells run on several devices at once ("" otherwise)."""
+    placed = [c for c in running if c.device]
+    if len(placed) < 2:
+        return ""
+    return f"running on {len(placed)} devices: " + " · ".join(
+        f"{c.device}: {c.label}" for c in placed)
