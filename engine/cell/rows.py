@@ -192,6 +192,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None, "worker_start_s": r.worker_start_s,
             "trial_config": trial_config_of(cell.get("experiment") or {}, job),
+            "job_device": r.device_uuid,
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

@@ -227,6 +227,14 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
             raise ConfigError(f"{where}: options.{executor}: key 'max_parallel': executor "
                               f"'{executor}' runs one job at a time; max_parallel (a number "
                               "or \"auto\") applies to executors that run jobs concurrently")
+        for packing_key in ("devices", "jobs_per_device"):
+            if (packing_key in table
+                    and packing_key not in EXECUTORS.get(executor).option_fields):
+                # Packing pins worker processes to GPUs; these train in the cell's process.
+                raise ConfigError(f"{where}: options.{executor}: key '{packing_key}': "
+                                  f"executor '{executor}' trains in the cell's one process "
+                                  "on its one device; devices (packing jobs onto several "
+                                  "GPUs) applies to mp")
         check_table(EXECUTORS.get(executor).option_fields, table, f"{where}: options.{executor}")
     for executor in dict.fromkeys(executors):
         # An executor's own campaign-time check (ray: is the cluster address reachable),

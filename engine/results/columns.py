@@ -387,6 +387,16 @@ _OURS: tuple[Column, ...] = (
     Column("max_parallel_profile", G, TEXT,
            "the profiles (profile_id in <runs_dir>/profiles.csv, comma-separated) the "
            "\"auto\" estimate used; empty otherwise"),
+    # Packing (issue 27: mp's devices option, engine.executors.packing).
+    Column("packed_devices", G, TEXT,
+           "GPU UUIDs (comma-separated, placement order) mp packed the cell's jobs onto, job "
+           "i on the (i mod n)-th; empty for a one-device cell"),
+    Column("jobs_per_device", G, NUMBER,
+           "with packed_devices: the most jobs allowed at once on one device (as written, "
+           "else the most jobs any device had); empty otherwise"),
+    Column("job_device", I, TEXT,
+           "GPU UUID the job's worker was pinned to (CUDA_VISIBLE_DEVICES) in a packed cell; "
+           "empty otherwise (the group's gpu_uuid)"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )
