@@ -125,7 +125,10 @@ def resolve(value: Any, environ: Mapping[str, str] | None = None, nvml: Any = No
         return [Device(d["uuid"], d["uuid"], d["name"], "auto") for d in allowed]
     out: list[Device] = []
     for entry in value:
-        out.append(_one(entry, allowed, environ))
+        # A UUID may name any device (a MIG slice too) unless an outer allocation limits
+        # this process; "cuda:N" indexes what CUDA would show.
+        named = allowed if PIN_ENV in environ else known
+        out.append(_one(entry, allowed, named, environ))
     uuids = [d.uuid for d in out]
     for i, uuid in enumerate(uuids):
         if uuid in uuids[:i]:
@@ -155,8 +158,9 @@ def _allowed(known: list[dict[str, Any]], environ: Mapping[str, str]) -> list[di
     return out
 
 
-def _one(entry: str, allowed: list[dict[str, Any]], environ: Mapping[str, str]) -> Device:
-    names = [d["uuid"] for d in allowed]
+def _one(entry: str, allowed: list[dict[str, Any]], named: list[dict[str, Any]],
+         environ: Mapping[str, str]) -> Device:
+    names = [d["uuid"] for d in named]
     cuda = _CUDA.match(entry)
     if cuda:
         index = int(cuda.group(1))
@@ -166,7 +170,7 @@ def _one(entry: str, allowed: list[dict[str, Any]], environ: Mapping[str, str]) 
             raise ValueError(f"device {entry!r}: {where} {len(allowed)} usable device(s)")
         d = allowed[index]
         return Device(entry, d["uuid"], d["name"], f"CUDA index {index}")
-    matches = [d for d in allowed if d["uuid"].startswith(entry)]
+    matches = [d for d in named if d["uuid"].startswith(entry)]
     if len(matches) != 1:
         what = "no" if not matches else f"{len(matches)}"
         hint = nearest(entry, names)
