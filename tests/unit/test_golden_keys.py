@@ -267,6 +267,20 @@ def max_parallel_auto(tmp: Path) -> list[dict[str, str]]:
                            '[budget]\nram = "1000MiB"\ncores = 2\n')
 
 
+def mp_packing(tmp: Path) -> list[dict[str, str]]:
+    """mp's ``devices`` (issue 27) on two fake H200s: the packed cell keys by the GPU models
+    it resolves to; seq's key is the one it has without packing."""
+    from tests.fixtures.fake_nvml import FakeDevice, FakeNVML
+    from tests.unit.test_packing import fake_host
+
+    nvml = FakeNVML([FakeDevice("GPU-golden-0", name="NVIDIA H200"),
+                     FakeDevice("GPU-golden-1", name="NVIDIA H200")])
+    with fake_host(nvml):
+        return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\nexecutors = ["seq", "mp"]\n'
+                               '[options.mp]\ndevices = ["cuda:0", "cuda:1"]\n'
+                               'jobs_per_device = 2\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -290,6 +304,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "unified_schedulers": unified_schedulers,
     "mp_schedulers": mp_schedulers,
     "max_parallel_auto": max_parallel_auto,
+    "mp_packing": mp_packing,
 }
 
 
