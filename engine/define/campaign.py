@@ -230,11 +230,13 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         for packing_key in ("devices", "jobs_per_device"):
             if (packing_key in table
                     and packing_key not in EXECUTORS.get(executor).option_fields):
-                # Packing pins worker processes to GPUs; these train in the cell's process.
+                # Packing pins mp's worker processes to GPUs (engine.executors.packing).
+                how = ("trains in the cell's one process on its one device"
+                       if executor in ("seq", "unified_model")
+                       else "does not pack jobs onto several GPUs (not built for it)")
                 raise ConfigError(f"{where}: options.{executor}: key '{packing_key}': "
-                                  f"executor '{executor}' trains in the cell's one process "
-                                  "on its one device; devices (packing jobs onto several "
-                                  "GPUs) applies to mp")
+                                  f"executor '{executor}' {how}; devices (packing jobs onto "
+                                  "several GPUs) applies to mp")
         check_table(EXECUTORS.get(executor).option_fields, table, f"{where}: options.{executor}")
     for executor in dict.fromkeys(executors):
         # An executor's own campaign-time check (ray: is the cluster address reachable),

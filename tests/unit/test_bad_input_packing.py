@@ -53,6 +53,12 @@ CASES = [
     _mp('[options.unified_model]\ndevices = "auto"\n', "options.unified_model",
         "key 'devices'", "applies to mp", executors='"unified_model"',
         id="packing-devices-on-unified"),
+    matrix.Case("packing-cli-unknown-device", {"nvml.json": _TWO},
+                ("run", "--exp", "D_ens", "--exec", "mp", "--option",
+                 "mp.devices=cuda:0,cuda:3"),
+                ("--option mp", "key 'devices'", "'cuda:3'", "2 usable"), _FAKE),
+    _mp('[options.ray]\njobs_per_device = 2\n', "options.ray", "key 'jobs_per_device'",
+        "applies to mp", executors='"ray"', id="packing-on-ray"),
 ]
 
 

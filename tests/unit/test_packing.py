@@ -77,6 +77,17 @@ def test_bad_devices_are_refused_with_the_reason(value, match):
         gpu_pool.resolve(value, {}, _host())
 
 
+def test_the_command_line_takes_devices_as_a_comma_list():
+    from fugue_tui.commands.run import _add_option
+
+    options: dict = {}
+    _add_option(options, "mp.devices=cuda:0,GPU-h200-bbbb")
+    _add_option(options, "mp.jobs_per_device=3")
+    assert options == {"mp": {"devices": ["cuda:0", "GPU-h200-bbbb"], "jobs_per_device": 3}}
+    _add_option(options, "mp.devices=auto")
+    assert options["mp"]["devices"] == "auto"
+
+
 # ------------------------------------------------------------------ placement
 
 def test_round_robin_placement_and_per_device_bound():
