@@ -86,6 +86,16 @@ def test_the_command_line_takes_devices_as_a_comma_list():
     assert options == {"mp": {"devices": ["cuda:0", "GPU-h200-bbbb"], "jobs_per_device": 3}}
     _add_option(options, "mp.devices=auto")
     assert options["mp"]["devices"] == "auto"
+    # the dashboard's option field reads the same text the same way
+    from engine.executors import MPOptions  # noqa: F401 - registers mp
+    from engine.registry import EXECUTORS
+    from fugue_tui.app.plan_model import format_option, parse_option
+
+    field = EXECUTORS.get("mp").option_fields["devices"]
+    assert parse_option("cuda:0, cuda:1", field.types, field.axis) == ["cuda:0", "cuda:1"]
+    assert parse_option("GPU-h200-aaaa", field.types, field.axis) == ["GPU-h200-aaaa"]
+    assert parse_option("auto", field.types, field.axis) == "auto"
+    assert format_option(["cuda:0", "cuda:1"]) == "cuda:0,cuda:1"
 
 
 # ------------------------------------------------------------------ placement
@@ -224,3 +234,8 @@ def test_a_packed_row_never_enters_a_single_gpu_speedup():
     assert pd.isna(table.loc["two", "speedup"]) and table.loc["two", "baseline"] == PACKED_BASELINE
     assert table.loc["solo", "speedup"] == pytest.approx(4 / 3)
     assert table.loc["two", "T_group_mean"] == 1.0  # its own numbers stay
+    from fugue_tui.report import _cell_values
+
+    shown = {r["config_key"]: _cell_values(r)["speedup"]
+             for r in table.reset_index().to_dict("records")}
+    assert shown["two"] == "n/a (packed)" and shown["one"] == "2.000"
