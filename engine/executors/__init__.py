@@ -253,6 +253,17 @@ class RayOptions:
              "setup (setup_s) and each trial gets a fresh model, optimizer, RNG seed and batch "
              "order; false: a fresh process per trial, started inside T_group (the form "
              "before this option); a list runs one cell each")
+    # Packing (issue 27, engine.executors.packing): as mp's; absent is not hashed.
+    devices: str | list[str] | None = option(
+        check=_check_devices,
+        help="pack the cell's jobs onto several GPUs of the private runtime: \"auto\" or a "
+             "list of \"cuda:N\" / GPU-... / MIG-... UUIDs; job i runs on device i mod n, "
+             "on an actor Ray pinned there (a 1/jobs_per_device GPU share); actor pools "
+             "only (not hpo's Tune trials), not with address")
+    jobs_per_device: int | None = option(
+        minimum=1, check=_check_jobs_per_device,
+        help="with devices: most jobs running at once on one device, the actors per device "
+             "(default: all of the device's jobs)")
 
 
 register_executor(ExecutorSpec(

@@ -120,3 +120,23 @@ def check_repin(wanted: str, environ: Mapping[str, str], cuda_initialized: bool)
         raise RuntimeError(f"cannot pin this worker to {wanted}: CUDA is already initialised "
                            f"in it with CUDA_VISIBLE_DEVICES={current!r} (a process keeps "
                            "the devices it saw at CUDA's initialisation)")
+
+
+#: Group columns that describe the one device the cell's monitor watches: empty for a
+#: packing over other or several devices (never one device's reading as the group's).
+MONITOR_GPU_COLUMNS = ("energy_group", "gpu_util_mean", "gpu_util_max", "vram_peak_mb",
+                       "gpu_power_mean_w", "gpu_sm_clock_mean_mhz", "gpu_temp_max_c",
+                       "power_method")
+
+
+def group_columns(group: Any, devices: list[str], per_device: int, on_gpu: bool,
+                  gpu_uuid: str | None) -> str | None:
+    """Set a packed cell's group columns (``packed_devices``, ``jobs_per_device``) on
+    ``group`` (the cell's ``ctx.group``); on a GPU cell packed onto anything but its own
+    device, empty the monitor's GPU columns (:data:`MONITOR_GPU_COLUMNS`, energy method
+    ``none``). Returns the reason when it emptied them, else None."""
+    group.update(packed_devices=",".join(devices), jobs_per_device=per_device)
+    if on_gpu and devices != [gpu_uuid]:
+        group.update({name: None for name in MONITOR_GPU_COLUMNS}, energy_method="none")
+        return "empty: the cell's monitor watches one device of the packing"
+    return None

@@ -57,8 +57,8 @@ CASES = [
                 ("run", "--exp", "D_ens", "--exec", "mp", "--option",
                  "mp.devices=cuda:0,cuda:3"),
                 ("--option mp", "key 'devices'", "'cuda:3'", "2 usable"), _FAKE),
-    _mp('[options.ray]\njobs_per_device = 2\n', "options.ray", "key 'jobs_per_device'",
-        "applies to mp", executors='"ray"', id="packing-on-ray"),
+    _mp('[options.ray]\ndevices = ["cuda:0"]\naddress = "127.0.0.1:9"\n', "options.ray",
+        "key 'devices'", "address", executors='"ray"', id="packing-ray-with-address"),
 ]
 
 

@@ -281,6 +281,18 @@ def mp_packing(tmp: Path) -> list[dict[str, str]]:
                                'jobs_per_device = 2\n')
 
 
+def ray_packing(tmp: Path) -> list[dict[str, str]]:
+    """ray's ``devices`` (issue 27) on the same two fake H200s, as ``"auto"``."""
+    from tests.fixtures.fake_nvml import FakeDevice, FakeNVML
+    from tests.unit.test_packing import fake_host
+
+    nvml = FakeNVML([FakeDevice("GPU-golden-0", name="NVIDIA H200"),
+                     FakeDevice("GPU-golden-1", name="NVIDIA H200")])
+    with fake_host(nvml):
+        return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\nexecutors = ["seq", "ray"]\n'
+                               '[options.ray]\ndevices = "auto"\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -305,6 +317,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "mp_schedulers": mp_schedulers,
     "max_parallel_auto": max_parallel_auto,
     "mp_packing": mp_packing,
+    "ray_packing": ray_packing,
 }
 
 

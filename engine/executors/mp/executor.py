@@ -337,20 +337,13 @@ class MPExecutor(Executor):
                          "placement": [self.devices[k] for k in placement],
                          "trains_on": "cuda:0 of each worker (its pinned device)" if on_gpu
                          else f"{ctx.settings.device} (the cell's device; pinned anyway)"}})
-        group = ctx.group
-        group.update(mps_used=False, mps_thread_pct=None, packed_devices=",".join(self.devices),
-                     jobs_per_device=per)
+        ctx.group.update(mps_used=False, mps_thread_pct=None)
         if not on_gpu:
             ctx.emit("warning", message=f"mp devices on a {ctx.settings.device} cell: the "
                      "workers are pinned to their GPUs but train on the CPU")
-        if on_gpu and self.devices != [ctx.gpu_uuid]:
-            # The monitor saw one device of several: never one device's numbers as the
-            # group's (docs/measurement.md: missing is empty).
-            group.update(energy_group=None, energy_method="none", gpu_util_mean=None,
-                         gpu_util_max=None, vram_peak_mb=None, gpu_power_mean_w=None,
-                         gpu_sm_clock_mean_mhz=None, gpu_temp_max_c=None, power_method=None)
-            self.info["packing"]["gpu_columns"] = ("empty: the cell's monitor watches one "
-                                                   "device of the packing")
+        emptied = packing.group_columns(ctx.group, self.devices, per, on_gpu, ctx.gpu_uuid)
+        if emptied:
+            self.info["packing"]["gpu_columns"] = emptied
 
     def _no_mps(self, mode: str, compute: str | None, index: int, reason: str) -> None:
         """MPS cannot run: refuse where that is required, else record plain processes."""
