@@ -245,6 +245,13 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         if found:
             key, reason = found
             raise ConfigError(f"{where}: options.{executor}: key '{key}': {reason}")
+    packed_hpo = [e for e in experiments if catalogue.get(e).type == "hpo"]
+    if ("ray" in executors and packed_hpo
+            and (options.get("ray") or {}).get("devices") is not None):
+        # ray's packing places actor pools; Ray Tune places hpo's trials itself.
+        raise ConfigError(f"{where}: options.ray: key 'devices': packs ray's actor pools, "
+                          f"not the Tune trials of hpo experiment '{packed_hpo[0]}' (use mp "
+                          "for it, or leave devices out)")
     k_sweep = check_k_sweep(doc.get("k_sweep"), at("k_sweep"),
                             [catalogue.get(e) for e in experiments])
     warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])

@@ -59,6 +59,10 @@ CASES = [
                 ("--option mp", "key 'devices'", "'cuda:3'", "2 usable"), _FAKE),
     _mp('[options.ray]\ndevices = ["cuda:0"]\naddress = "127.0.0.1:9"\n', "options.ray",
         "key 'devices'", "address", executors='"ray"', id="packing-ray-with-address"),
+    matrix.Case("packing-ray-hpo", {"c.toml": 'experiments = "D_hpo"\nexecutors = ["ray"]\n'
+                                              '[options.ray]\ndevices = ["cuda:0"]\n',
+                                    "nvml.json": _TWO},
+                ("--batch", "c.toml"), ("c.toml", "key 'devices'", "'D_hpo'"), _FAKE),
 ]
 
 
