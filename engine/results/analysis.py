@@ -307,10 +307,13 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     seq_rows = all_seq[all_seq["sched"] == FIFO]
     cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys,
                                                  baseline_precision)
-    has_base = _unpack_baselines(cells, ok, has_base)
+    has_base, packed = _unpack_baselines(cells, ok, has_base)
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
     _accuracy(cells, ok, seq_rows, runs.jobs)
     _time_to_best(cells, ok, all_seq, prov, runs.jobs)
+    if packed.any():  # nor a time-to-best speedup over a one-GPU seq
+        cells.loc[packed, "ttb_speedup"] = np.nan
+        cells.loc[packed, "ttb_baseline"] = PACKED_BASELINE
     # Order: provenance key, experiment (each by first appearance), seq first, then cells.
     first = cells.groupby(prov, sort=False)["first_row"].transform("min")
     exp_first = cells.groupby(prov + ["exp_id"], sort=False)["first_row"].transform("min")
@@ -324,21 +327,22 @@ PACKED_BASELINE = "none: packed over several GPUs (no single-GPU seq baseline)"
 
 
 def _unpack_baselines(cells: pd.DataFrame, ok: pd.DataFrame, has_base: np.ndarray
-                      ) -> np.ndarray:
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """Cells whose rows packed their jobs over several GPUs (``packed_devices``, mp's
     ``devices``) lose their speedup: seq ran on one GPU, so the ratio would credit the
     strategy with the extra devices. Their ``baseline`` says so; returns ``has_base``
-    without them (no interval either)."""
+    without them (no interval either) and which cells they are."""
+    none = np.zeros(len(cells), dtype=bool)
     if "packed_devices" not in ok.columns:
-        return has_base
+        return has_base, none
     devices = ok["packed_devices"].fillna("").astype(str)
     packed_codes = set(ok.loc[(devices.str.count(",") >= 1).to_numpy(), "cell"])
     if not packed_codes:
-        return has_base
+        return has_base, none
     packed = cells["cell"].isin(packed_codes).to_numpy()
     cells.loc[packed, "speedup"] = np.nan
     cells.loc[packed, "baseline"] = PACKED_BASELINE
-    return has_base & ~packed
+    return has_base & ~packed, packed
 
 
 def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

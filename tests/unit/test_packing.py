@@ -234,6 +234,12 @@ def test_a_packed_row_never_enters_a_single_gpu_speedup():
     assert pd.isna(table.loc["two", "speedup"]) and table.loc["two", "baseline"] == PACKED_BASELINE
     assert table.loc["solo", "speedup"] == pytest.approx(4 / 3)
     assert table.loc["two", "T_group_mean"] == 1.0  # its own numbers stay
+    # nor a time-to-best speedup (hpo), which divides by a one-GPU seq just the same
+    ttb = [{**r, "time_to_best_s": str(float(r["T_group"]) / 2), "group_id": f"g{i}"}
+           for i, r in enumerate(rows)]
+    table_ttb = speedups(runs_from_frames(pd.DataFrame(ttb)), n_boot=0).set_index("config_key")
+    assert pd.isna(table_ttb.loc["two", "ttb_speedup"])
+    assert table_ttb.loc["two", "ttb_baseline"] == PACKED_BASELINE
     from fugue_tui.report import _cell_values
 
     shown = {r["config_key"]: _cell_values(r)["speedup"]
