@@ -1,9 +1,10 @@
-"""Bad packing input (issue 27: mp's ``devices`` and ``jobs_per_device``) ends like every bad
-input: one line naming the file, key and value, exit 2, nothing written — rows of the
-matrix in tests/unit/test_bad_input_matrix.py, run by its own check (the malformed values
-that need no process, an empty list, a word, a repeated entry: tests/unit/test_packing.py). The device rows plan
-against a fake NVML with two GPUs and a MIG slice (tests/fixtures/fake_nvml), so an unknown
-device is refused while planning, before any cell starts."""
+"""Bad packing input (issue 27: ``devices`` and ``jobs_per_device`` of mp and ray) ends like
+every bad input: one line naming the file, key and value, exit 2, nothing written — rows
+of the matrix in tests/unit/test_bad_input_matrix.py, run by its own check (malformed
+values that need no process, an empty list, a word, a repeated entry:
+tests/unit/test_packing.py). The device rows plan against a fake NVML with two GPUs
+(tests/fixtures/fake_nvml), so an unknown device is refused while planning, before any
+cell starts."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """mp's packing (issue 27) with real worker processes on the CPU, pinned as on GPUs: a cell
 of four jobs over two (fake) devices, one job per device at a time, started from the
 pre-warmed parent (torch imported, CUDA not). A spawned worker pins before torch is
-imported (tests/unit/test_packing.py: nothing before the pin imports torch). The devices are UUIDs, as the runner's plan hands them to the cell
-(tests/unit/test_packing.py resolves them). Workers import torch: few, tiny jobs."""
+imported (tests/unit/test_packing.py: nothing before the pin imports torch). The devices
+are UUIDs, as the runner's plan hands them to the cell (tests/unit/test_packing.py
+resolves them). Workers import torch: few, tiny jobs."""
 
 from __future__ import annotations
 
