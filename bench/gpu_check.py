@@ -672,6 +672,41 @@ def devices_pinning(run: PartRun) -> tuple[str, dict[str, Any]]:
                           for r in rows))
     if bad:
         raise Failed(detail + " — " + "; ".join(bad), numbers)
+@part("packing", budget_s=90, needs=("pynvml", "torch", "psutil", "filelock"),
+      default=False)
+def packing(run: PartRun) -> tuple[str, dict[str, Any]]:
+    """mp's ``devices`` (issue 27) on every GPU this machine lends (``"auto"``), two jobs at
+    once per device, K = 4: each job's worker pinned by UUID (``job_device``, and the
+    ``CUDA_VISIBLE_DEVICES`` the worker saw before CUDA started), the group row naming the
+    devices, the cell ok within the budget. One lent GPU shows the pinning and the
+    per-device bound; the spread over several GPUs needs a host with more."""
+    body = 'experiments = ["G_mp"]\nexecutors = ["mp"]\n[options.mp]\nmps = "off"\n'
+    # Planned in the dry run without devices: "auto" resolves through NVML, which a
+    # machine without a GPU has not.
+    run.campaign("gpu_packing_plan", body, rehearse=False)
+    gpu = run.gpu()
+    camp = run.campaign("gpu_packing", body + 'devices = "auto"\njobs_per_device = 2\n',
+                        rehearse=False)
+    rows = camp.run()
+    row = rows[-1] if rows else {}
+    jobs = [r for r in _read_rows(camp.dir / "runs" / "master_individual.csv")
+            if r.get("campaign_id") == "gpu_packing"]
+    info = json.loads(row.get("executor_info") or "{}")
+    pins = {j: w.get("pin") for j, w in (info.get("workers") or {}).items()}
+    devices = (row.get("packed_devices") or "").split(",")
+    numbers = {"rows": [_keep(r) for r in rows], "packed_devices": devices,
+               "jobs_per_device": row.get("jobs_per_device"),
+               "job_device": {j["job_id"]: j.get("job_device") for j in jobs}, "pins": pins,
+               "max_parallel": row.get("max_parallel")}
+    detail = (f"status {row.get('status')}, devices {devices}, max_parallel "
+              f"{row.get('max_parallel')} (bound {2 * len(devices)}), T_group "
+              f"{row.get('T_group')} s")
+    bad = [j["job_id"] for j in jobs if j.get("job_device") not in devices]
+    bad += [j for j, p in pins.items()
+            if not p or p.get("cuda_initialized") or p.get("visible") not in devices]
+    if (row.get("status") != "ok" or gpu["uuid"] not in devices or len(jobs) != 4 or bad
+            or int(_f(row.get("max_parallel")) or 0) > 2 * len(devices)):
+        raise Failed(f"{detail}; wrong pins: {bad or 'none'}", numbers)
     return detail, numbers
 
 

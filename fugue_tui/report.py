@@ -45,7 +45,9 @@ def _cell_values(row: dict[str, Any]) -> dict[str, str]:
     n = 0 if n is None or (isinstance(n, float) and math.isnan(n)) else int(n)
     speedup = fmt_number(row.get("speedup"), ".3f")
     if speedup == MISSING and n:
-        speedup = "n/a (no seq)"
+        # a cell packed over several GPUs has a seq, but no single-GPU speedup (issue 27)
+        packed = str(row.get("baseline") or "").startswith("none: packed")
+        speedup = "n/a (packed)" if packed else "n/a (no seq)"
     ci = fmt_text(row.get("ci"))
     bad = row.get("not_ok")
     precision = fmt_text(row.get("precision"))

@@ -210,6 +210,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             # the stack as its group row records it (what this cell loaded), so that a
             # job row read without its group still names it (issue 29)
             **{name: group.get(name) for name in JOB_PROVENANCE},
+            "job_device": r.device_uuid,
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

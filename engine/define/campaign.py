@@ -247,6 +247,16 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
             raise ConfigError(f"{where}: options.{executor}: key 'max_parallel': executor "
                               f"'{executor}' runs one job at a time; max_parallel (a number "
                               "or \"auto\") applies to executors that run jobs concurrently")
+        for packing_key in ("devices", "jobs_per_device"):
+            if (packing_key in table
+                    and packing_key not in EXECUTORS.get(executor).option_fields):
+                # Packing pins mp's worker processes to GPUs (engine.executors.packing).
+                how = ("trains in the cell's one process on its one device"
+                       if executor in ("seq", "unified_model")
+                       else "does not pack jobs onto several GPUs (not built for it)")
+                raise ConfigError(f"{where}: options.{executor}: key '{packing_key}': "
+                                  f"executor '{executor}' {how}; devices (packing jobs onto "
+                                  "several GPUs) applies to mp")
         check_table(EXECUTORS.get(executor).option_fields, table, f"{where}: options.{executor}")
     for executor in dict.fromkeys(executors):
         # An executor's own campaign-time check (ray: is the cluster address reachable),
@@ -255,6 +265,13 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         if found:
             key, reason = found
             raise ConfigError(f"{where}: options.{executor}: key '{key}': {reason}")
+    packed_hpo = [e for e in experiments if catalogue.get(e).type == "hpo"]
+    if ("ray" in executors and packed_hpo
+            and (options.get("ray") or {}).get("devices") is not None):
+        # ray's packing places actor pools; Ray Tune places hpo's trials itself.
+        raise ConfigError(f"{where}: options.ray: key 'devices': packs ray's actor pools, "
+                          f"not the Tune trials of hpo experiment '{packed_hpo[0]}' (use mp "
+                          "for it, or leave devices out)")
     k_sweep = check_k_sweep(doc.get("k_sweep"), at("k_sweep"),
                             [catalogue.get(e) for e in experiments])
     warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])

@@ -214,11 +214,13 @@ def check_table(fields: dict[str, OptionField], table: dict[str, Any], where: st
     for key, value in table.items():
         spec = fields[key]
         values = value if isinstance(value, list) else [value]
-        if isinstance(value, list) and not spec.axis:
+        # A list is one value of a list-valued option (mp's devices), else an axis's cells.
+        listed = list in spec.types and not spec.axis
+        if isinstance(value, list) and not spec.axis and not listed:
             raise ConfigError(f"{where}: key '{key}' takes one value, got a list")
         if isinstance(value, list) and not value:
             raise ConfigError(f"{where}: key '{key}' is an empty list")
-        for v in values:
+        for v in ([] if listed else values):
             if spec.choices and v not in spec.choices:
                 raise ConfigError(f"{where}: key '{key}' must be one of "
                                   f"{', '.join(spec.choices)}, got {v!r}"

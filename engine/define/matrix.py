@@ -219,6 +219,7 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
     configs: dict[tuple[Any, ...], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
     parallel = _ParallelResolver(campaign, machine)
+    packing = _PackingResolver()
     for pass_index in range(1, campaign.passes + 1):
         for exp_id, size in ((e, s) for e in campaign.experiments for s in sizes):
             experiment, jobs, texts, workload_key = shared[exp_id, size]
@@ -228,6 +229,9 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                 for point, (precision, hashed) in itertools.product(
                         _variants(campaign, exp_type, executor, given), precisions[exp_id, size]):
                     cell_table = _cell_table(executor, given, point)
+                    # Packing (engine.executors.packing): the cell gets the UUIDs, the key
+                    # the GPU models they resolve to (Cell keys, rule 3).
+                    cell_table, packed_key = packing.resolve_table(cell_table)
                     point = {**point, **hashed}
                     for options, literal, resolved, variant in _option_points(
                             executor, cell_table, exp_type):
@@ -243,6 +247,8 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
 
                             literal, resolved = key_options(
                                 EXECUTORS.get(executor).option_fields, options, exp_type)
+                        if packed_key is not None:
+                            literal = {**literal, "devices": packed_key}
                         config = {"experiment": experiment, "jobs": jobs,
                                   "executor": executor, "options": literal,
                                   "seed": campaign.seed, "pass": pass_index,
@@ -272,6 +278,36 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
     # sha with fewer slots than trials would deadlock at its first rung: refused now.
     check_sha_slots(cells, str(campaign.source) if campaign.source else "campaign")
     return cells
+
+
+class _PackingResolver:
+    """mp's ``devices`` of each cell, resolved once per plan (NVML in this process's
+    environment: an outer ``CUDA_VISIBLE_DEVICES`` is indexed into)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[list[str], list[str]]] = {}
+
+    def resolve_table(self, table: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """``(table with devices as GPU UUIDs, the key's value of devices)``; the table as
+        given and None when it has no ``devices``.
+
+        Raises:
+            ConfigError: a device that does not resolve (the campaign check said so first).
+        """
+        value = table.get("devices")
+        if value is None:
+            return table, None
+        from engine.measure import gpu_pool as packing
+
+        memo = _dumps(value)
+        if memo not in self._memo:
+            try:
+                found = packing.resolve(value)
+            except ValueError as exc:
+                raise ConfigError(f"options: key 'devices': {exc}") from None
+            self._memo[memo] = ([d.uuid for d in found], packing.key_value(found))
+        uuids, keyed = self._memo[memo]
+        return {**table, "devices": list(uuids)}, keyed
 
 
 class _ParallelResolver:

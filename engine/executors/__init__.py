@@ -163,6 +163,18 @@ _AUTO_HELP = ("; auto: as many as this machine's memory profiles say fit (fugue-
               "fugue-tui simulate; without a profile all jobs, with a warning)")
 _PARALLEL_HELP = "most jobs running at once (default: all jobs of the cell)" + _AUTO_HELP
 
+def _check_devices(value: Any) -> None:
+    from engine.executors.packing import check_devices
+
+    check_devices(value)
+
+
+def _check_jobs_per_device(value: Any) -> None:
+    from engine.executors.packing import check_jobs_per_device
+
+    check_jobs_per_device(value)
+
+
 #: How mp starts its workers when a campaign does not say (bench/RESULTS.md, part
 #: strategies, compares both). Keyed when not the legacy "spawn" (docs/measurement.md).
 MP_START_DEFAULT = "forkserver"
@@ -189,11 +201,23 @@ class MPOptions:
              "decision (needs max_parallel >= the trials); a stopped worker ends")
     grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
     reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
+    # Packing (issue 27, engine.executors.packing). No default: absent is the legacy
+    # one-device cell and is not hashed; set, it keys by the GPU models it resolves to.
+    devices: str | list[str] | None = option(
+        check=_check_devices,
+        help="pack the cell's jobs onto several GPUs: \"auto\" (every GPU this process may "
+             "see) or a list of \"cuda:N\" / GPU-... / MIG-... UUIDs; job i runs on device "
+             "i mod n, each worker pinned by CUDA_VISIBLE_DEVICES=<uuid> before CUDA starts")
+    jobs_per_device: int | None = option(
+        minimum=1, check=_check_jobs_per_device,
+        help="with devices: most jobs running at once on one device (default: all of the "
+             "device's jobs)")
 
 
 register_executor(ExecutorSpec(
     name="mp", label="Multiprocess (MPS)", target="engine.executors.mp.executor:MPExecutor",
     concurrent=True, trains_in_workers=True, options=MPOptions,
+    options_check="engine.executors.packing:campaign_check",
     description="one process per job (forked from a pre-warmed parent, or spawned) sharing "
                 "the GPU through a private CUDA MPS daemon"))
 
@@ -229,6 +253,17 @@ class RayOptions:
              "setup (setup_s) and each trial gets a fresh model, optimizer, RNG seed and batch "
              "order; false: a fresh process per trial, started inside T_group (the form "
              "before this option); a list runs one cell each")
+    # Packing (issue 27, engine.executors.packing): as mp's; absent is not hashed.
+    devices: str | list[str] | None = option(
+        check=_check_devices,
+        help="pack the cell's jobs onto several GPUs of the private runtime: \"auto\" or a "
+             "list of \"cuda:N\" / GPU-... / MIG-... UUIDs; job i runs on device i mod n, "
+             "on an actor Ray pinned there (a 1/jobs_per_device GPU share); actor pools "
+             "only (not hpo's Tune trials), not with address")
+    jobs_per_device: int | None = option(
+        minimum=1, check=_check_jobs_per_device,
+        help="with devices: most jobs running at once on one device, the actors per device "
+             "(default: all of the device's jobs)")
 
 
 register_executor(ExecutorSpec(

@@ -281,7 +281,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                                         "throughput_group",
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
                                         "setup_s", "row"]))
-    extra = [c for c in ("time_to_best_s", "best_val_metric") if c in g.columns]
+    extra = [c for c in ("time_to_best_s", "best_val_metric", "packed_devices")
+             if c in g.columns]
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed + extra]
     if not len(ok):
         return pd.DataFrame(columns=keys + [c for c in SPEEDUP_COLUMNS if c not in keys])
@@ -306,15 +307,42 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     seq_rows = all_seq[all_seq["sched"] == FIFO]
     cells, is_seq, has_base = _against_baselines(cells, seq_rows, prov, base_keys,
                                                  baseline_precision)
+    has_base, packed = _unpack_baselines(cells, ok, has_base)
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
     _accuracy(cells, ok, seq_rows, runs.jobs)
     _time_to_best(cells, ok, all_seq, prov, runs.jobs)
+    if packed.any():  # nor a time-to-best speedup over a one-GPU seq
+        cells.loc[packed, "ttb_speedup"] = np.nan
+        cells.loc[packed, "ttb_baseline"] = PACKED_BASELINE
     # Order: provenance key, experiment (each by first appearance), seq first, then cells.
     first = cells.groupby(prov, sort=False)["first_row"].transform("min")
     exp_first = cells.groupby(prov + ["exp_id"], sort=False)["first_row"].transform("min")
     cells = cells.assign(_p=first, _e=exp_first, _s=(~is_seq).astype(int)) \
         .sort_values(["_p", "_e", "_s", "first_row"], kind="stable")
     return cells[keys + [c for c in SPEEDUP_COLUMNS if c not in keys]].reset_index(drop=True)
+
+
+#: The ``baseline`` text of a cell packed over several GPUs (issue 27): no speedup.
+PACKED_BASELINE = "none: packed over several GPUs (no single-GPU seq baseline)"
+
+
+def _unpack_baselines(cells: pd.DataFrame, ok: pd.DataFrame, has_base: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Cells whose rows packed their jobs over several GPUs (``packed_devices``, mp's
+    ``devices``) lose their speedup: seq ran on one GPU, so the ratio would credit the
+    strategy with the extra devices. Their ``baseline`` says so; returns ``has_base``
+    without them (no interval either) and which cells they are."""
+    none = np.zeros(len(cells), dtype=bool)
+    if "packed_devices" not in ok.columns:
+        return has_base, none
+    devices = ok["packed_devices"].fillna("").astype(str)
+    packed_codes = set(ok.loc[(devices.str.count(",") >= 1).to_numpy(), "cell"])
+    if not packed_codes:
+        return has_base, none
+    packed = cells["cell"].isin(packed_codes).to_numpy()
+    cells.loc[packed, "speedup"] = np.nan
+    cells.loc[packed, "baseline"] = PACKED_BASELINE
+    return has_base & ~packed, packed
 
 
 def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

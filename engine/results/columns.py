@@ -408,6 +408,16 @@ _OURS: tuple[Column, ...] = (
     Column("host_concurrent_cells", G, NUMBER,
            "multi-device campaigns: the most cells that ran on this host at once while this "
            "cell ran, itself included; empty with one device (one cell at a time)"),
+    # Packing (issue 27: mp's devices option, engine.executors.packing).
+    Column("packed_devices", G, TEXT,
+           "GPU UUIDs (comma-separated, placement order) mp packed the cell's jobs onto, job "
+           "i on the (i mod n)-th; empty for a one-device cell"),
+    Column("jobs_per_device", G, NUMBER,
+           "with packed_devices: the most jobs allowed at once on one device (as written, "
+           "else the most jobs any device had); empty otherwise"),
+    Column("job_device", I, TEXT,
+           "GPU UUID the job's worker was pinned to (CUDA_VISIBLE_DEVICES) in a packed cell; "
+           "empty otherwise (the group's gpu_uuid)"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -101,6 +101,7 @@ class JobResult:
     early_stopped: bool = False     # a scheduler stopped the trial before its epoch budget
     stop_reason: str = ""           # why it stopped early (scheduler decision), else ""
     worker_pid: int | None = None   # process that trained the job
+    device_uuid: str | None = None  # GPU a packed cell pinned the job's worker to (issue 27)
     torch_peak_allocated_mb: float | None = None  # torch.cuda.max_memory_allocated, MiB
     torch_peak_reserved_mb: float | None = None   # torch.cuda.max_memory_reserved, MiB
     compile_warmup_s: float | None = None         # compile probe(s), s (inside total, not train)

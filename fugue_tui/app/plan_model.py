@@ -218,6 +218,10 @@ def parse_option(value: str, types: tuple[type, ...], axis: bool = False) -> Any
     if axis and "," in text:
         return [parse_option(part, tuple(t for t in types if t is not list)) for part in
                 text.split(",") if part.strip()]
+    if list in types and not axis and text != "auto":
+        # a list-valued option (mp's devices, issue 27): one entry or a comma list
+        return [parse_option(part, tuple(t for t in types if t is not list)) for part in
+                text.split(",") if part.strip()]
     if bool in types:
         if text.lower() in ("true", "yes", "on", "1"):
             return True

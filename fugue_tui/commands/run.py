@@ -204,6 +204,15 @@ def _add_option(options: dict[str, dict[str, Any]], item: str) -> None:
     key, eq, value = rest.partition("=")
     if not dot or not eq or not target or not key.strip():
         raise ConfigError(f"--option: expected EXEC.KEY=VALUE (e.g. seq.key=1), got {item!r}")
+    from engine.registry import EXECUTORS
+
+    field = (EXECUTORS.get(target).option_fields.get(key.strip())
+             if target in EXECUTORS.names() else None)
+    if field is not None and list in field.types and not field.axis and value.strip() != "auto":
+        # a list-valued option (mp's devices): EXEC.KEY=a,b is the list [a, b]
+        options.setdefault(target, {})[key.strip()] = [
+            parse_value(v) for v in value.split(",") if v.strip()]
+        return
     options.setdefault(target, {})[key.strip()] = parse_value(value)
 
 

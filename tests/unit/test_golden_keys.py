@@ -284,6 +284,30 @@ def _write(tmp: Path, text: str) -> Path:
     path = tmp / "golden.toml"
     path.write_text(text)
     return path
+def mp_packing(tmp: Path) -> list[dict[str, str]]:
+    """mp's ``devices`` (issue 27) on two fake H200s: the packed cell keys by the GPU models
+    it resolves to; seq's key is the one it has without packing."""
+    from tests.fixtures.fake_nvml import FakeDevice, FakeNVML
+    from tests.unit.test_packing import fake_host
+
+    nvml = FakeNVML([FakeDevice("GPU-golden-0", name="NVIDIA H200"),
+                     FakeDevice("GPU-golden-1", name="NVIDIA H200")])
+    with fake_host(nvml):
+        return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\nexecutors = ["seq", "mp"]\n'
+                               '[options.mp]\ndevices = ["cuda:0", "cuda:1"]\n'
+                               'jobs_per_device = 2\n')
+
+
+def ray_packing(tmp: Path) -> list[dict[str, str]]:
+    """ray's ``devices`` (issue 27) on the same two fake H200s, as ``"auto"``."""
+    from tests.fixtures.fake_nvml import FakeDevice, FakeNVML
+    from tests.unit.test_packing import fake_host
+
+    nvml = FakeNVML([FakeDevice("GPU-golden-0", name="NVIDIA H200"),
+                     FakeDevice("GPU-golden-1", name="NVIDIA H200")])
+    with fake_host(nvml):
+        return _from_text(tmp, 'name = "g"\nexperiments = "D_ens"\nexecutors = ["seq", "ray"]\n'
+                               '[options.ray]\ndevices = "auto"\n')
 
 
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
@@ -310,6 +334,8 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "mp_schedulers": mp_schedulers,
     "max_parallel_auto": max_parallel_auto,
     "devices_by_model": devices_by_model,
+    "mp_packing": mp_packing,
+    "ray_packing": ray_packing,
 }
 
 

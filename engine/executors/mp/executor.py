@@ -49,6 +49,7 @@ from engine.errors import ConfigError, FugueError
 from engine.events import job_done, job_progress, job_started
 from engine.executors import MPOptions
 from engine.executors.base import CellContext, Executor
+from engine.executors import packing
 from engine.executors.mp import mps, mps_checks
 from engine.executors.mp.parent import PrewarmedParent
 from engine.executors.mp.worker import worker_main
@@ -88,6 +89,10 @@ class _Worker:
     #: stopped it with its result as of that epoch.
     waiting_at: int | None = None
     stopped: tuple[Any, JobResult, float] | None = None
+    #: Packing (issue 27): the GPU UUID the worker is pinned to, and what it saw when it
+    #: set the pin (its ``pin`` message).
+    device: str | None = None
+    pin: dict[str, Any] | None = None
 
 
 def _exit_reason(pid: int | None, code: int | None) -> str:
@@ -226,6 +231,10 @@ class MPExecutor(Executor):
         self.info: dict[str, Any] = {}
         self._record_dir = None
         self.parent: PrewarmedParent | None = None
+        #: Packing (``devices``): the GPU UUIDs, and the slots that bound each device.
+        self.devices: list[str] = []
+        self.per_device: int | None = None
+        self.slots: packing.Slots | None = None
 
     # ------------------------------------------------------------------ setup (setup_s)
     def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
@@ -240,6 +249,10 @@ class MPExecutor(Executor):
         options = from_table(MPOptions, ctx.options)
         start = str(options.start)
         ctx.group["mp_start"] = start
+        # The matrix resolved ``devices`` to GPU UUIDs in the runner (its environment: an
+        # outer CUDA_VISIBLE_DEVICES is indexed there); the cell only pins.
+        self.devices = list(options.devices or [])
+        self.per_device = options.jobs_per_device
         self._setup_mps(jobs, ctx, str(options.mps), start)
         if start == "forkserver":
             self.parent = PrewarmedParent()
@@ -254,6 +267,9 @@ class MPExecutor(Executor):
     def _setup_mps(self, jobs: list[JobSpec], ctx: CellContext, mode: str, start: str) -> None:
         requested = ctx.max_parallel or ctx.options.get("max_parallel")
         self.parallel = max(1, min(int(requested or len(jobs)), len(jobs)))
+        if self.devices:
+            self._setup_packing(jobs, ctx)
+            return
         device = ctx.settings.device
         index = device.index or 0
         on_gpu = device.type == "cuda"
@@ -296,6 +312,39 @@ class MPExecutor(Executor):
         self.info.update(mps_pipe_dir=str(self.daemon.pipe_dir),
                          mps_log_dir=str(self.daemon.log_dir), mps_daemon_pid=self.daemon.pid,
                          mps_start_s=self.daemon.start_s)
+
+    def _setup_packing(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Packing over ``self.devices``: job i on device i mod n, at most
+        ``jobs_per_device`` at once on each, each worker pinned by ``CUDA_VISIBLE_DEVICES``.
+
+        No MPS: the private daemon is started for one device (its clients must see the
+        devices it serves) and a per-device set of daemons is not built; the campaign
+        check refuses ``mps = "on"`` with ``devices``, ``auto`` runs plain processes.
+        The cell's monitor watches the cell's device only, so the group's GPU columns
+        (energy, utilisation, power, VRAM) would describe one device of several: they are
+        left empty unless the packing is that one device."""
+        n = len(self.devices)
+        placement = packing.assign(len(jobs), n)
+        per = self.per_device or max(placement.count(k) for k in range(n))
+        self.parallel = max(1, min(self.parallel, n * per))
+        self.slots = packing.Slots(len(jobs), n, per, self.parallel)
+        on_gpu = ctx.settings.device.type == "cuda"
+        self.info.update(
+            {"spawn": ctx.group["mp_start"], "planned_parallel": self.parallel,
+             "threads_per_worker": ctx.threads, "mps": "off",
+             "mps_reason": f"devices: {n} device(s) packed; the private MPS daemon serves "
+                           "one device, so workers run as plain processes",
+             "packing": {"devices": self.devices, "jobs_per_device": per,
+                         "placement": [self.devices[k] for k in placement],
+                         "trains_on": "cuda:0 of each worker (its pinned device)" if on_gpu
+                         else f"{ctx.settings.device} (the cell's device; pinned anyway)"}})
+        ctx.group.update(mps_used=False, mps_thread_pct=None)
+        if not on_gpu:
+            ctx.emit("warning", message=f"mp devices on a {ctx.settings.device} cell: the "
+                     "workers are pinned to their GPUs but train on the CPU")
+        emptied = packing.group_columns(ctx.group, self.devices, per, on_gpu, ctx.gpu_uuid)
+        if emptied:
+            self.info["packing"]["gpu_columns"] = emptied
 
     def _no_mps(self, mode: str, compute: str | None, index: int, reason: str) -> None:
         """MPS cannot run: refuse where that is required, else record plain processes."""
@@ -347,17 +396,39 @@ class MPExecutor(Executor):
         per_job: dict[str, dict[str, Any]] = {}
         spans: list[tuple[float, float]] = []
         self.stopper = _Stopper.make(jobs, ctx, self.parallel)
+        if self.slots is not None and ctx.settings.device.type == "cuda":
+            settings["device"] = "cuda:0"  # the one device the pinned worker sees
+
+        def take() -> int | None:
+            """The next job to start now, or None (packing: its device's slots)."""
+            if self.slots is not None:
+                return self.slots.next()
+            if pending and len(self.workers) < self.parallel:
+                return pending.popleft()[0]
+            return None
+
+        def waiting() -> bool:
+            return self.slots.waiting() if self.slots is not None else bool(pending)
+
         try:
-            while pending or self.workers:
-                while pending and len(self.workers) < self.parallel:
-                    index, job = pending.popleft()
+            while waiting() or self.workers:
+                while (index := take()) is not None:
+                    job = jobs[index]
                     if self.parent is not None and not self.parent.alive():
                         # never a new parent inside the window (the library would start
                         # one, imports and all): the job fails, saying why
                         results[index] = self._no_parent(job, ctx)
+                        if self.slots is not None:
+                            self.slots.done(index)
                         continue
                     rungs = self.stopper.rungs_of(index) if self.stopper else []
-                    self._spawn(spawn, index, job, {**settings, "rungs": rungs}, env, ctx)
+                    job_env, device = env, None
+                    if self.slots is not None:
+                        device = self.devices[self.slots.placement[index]]
+                        job_env = {**env, packing.PIN_ENV: device}
+                    self._spawn(spawn, index, job, {**settings, "rungs": rungs,
+                                                    "pin": device}, job_env, ctx)
+                    self.workers[index].device = device
                 if not self.workers:
                     continue
                 peak = max(peak, len(self.workers))
@@ -425,6 +496,8 @@ class MPExecutor(Executor):
                     worker.prewarmed = payload.get("prewarmed")
                 elif kind == "cpu":
                     worker.cpu_s = payload
+                elif kind == "pin":
+                    worker.pin = payload
                 elif kind == "epoch":
                     worker.so_far, worker.spans = payload
                     if self.stopper is not None and worker.stopped is None:
@@ -447,6 +520,8 @@ class MPExecutor(Executor):
         code = worker.process.exitcode
         del self.workers[worker.index]
         worker.conn.close()
+        if self.slots is not None:
+            self.slots.done(worker.index)
         result = worker.result
         if result is None and worker.stopped is not None:
             stop, so_far, at = worker.stopped  # stopped early: its result at the decision
@@ -470,9 +545,16 @@ class MPExecutor(Executor):
             result.worker_pid = worker.pid
         if worker.ready_at is not None:  # both on perf_counter: system-wide, monotonic
             result.worker_start_s = worker.ready_at - worker.started
+        ended = time.perf_counter()
         worker.info = {"pid": worker.pid, "exit": code, "start_s": result.worker_start_s,
                        "setup_s": worker.setup_s, "prewarmed": worker.prewarmed,
-                       "cpu_s": worker.cpu_s, "wall_s": time.perf_counter() - worker.started}
+                       "cpu_s": worker.cpu_s, "wall_s": ended - worker.started}
+        if worker.device is not None:
+            result.device_uuid = worker.device
+            # perf_counter stamps of the process's life (system-wide, monotonic): the
+            # per-device concurrency of a packing is checked from them.
+            worker.info.update(device=worker.device, pin=worker.pin,
+                               spawned_at=worker.started, ended_at=ended)
         job_done(result, pid=worker.pid).send(ctx.emit)
         return result
 

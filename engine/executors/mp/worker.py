@@ -53,7 +53,24 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     """
     t0 = time.perf_counter()
     prewarmed = "torch" in sys.modules
+    pin, initialised = settings.get("pin"), False
+    if pin is not None:
+        # Packing (issue 27): pinned by CUDA_VISIBLE_DEVICES, which the driver reads once,
+        # when CUDA initialises; a process where that already happened cannot be re-pinned.
+        from engine.executors.packing import check_repin
+
+        torch_mod = sys.modules.get("torch")
+        initialised = bool(torch_mod is not None and torch_mod.cuda.is_initialized())
+        try:
+            check_repin(pin, os.environ, initialised)
+        except RuntimeError as exc:
+            conn.send(("error", str(exc)))
+            conn.close()
+            sys.exit(1)
     os.environ.update(env)
+    if pin is not None:
+        conn.send(("pin", {"visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                           "torch_imported": prewarmed, "cuda_initialized": initialised}))
     from engine import stacks
     from engine.errors import failure_line
     from engine.processes import die_with_parent

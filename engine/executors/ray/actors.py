@@ -38,6 +38,7 @@ from engine.define.workloads import JobSpec
 from engine.errors import FugueError, first_line
 from engine.events import job_done, job_progress, job_started
 from engine.executors import RayOptions
+from engine.executors import packing
 from engine.executors.base import CellContext, Executor
 from engine.executors.ray import runtime as raytools
 from engine.executors.ray.hub import Hub
@@ -92,6 +93,13 @@ class RayExecutor(Executor):
         self.parallel = 1
         self.per_actor: dict[str, float] = {}
         self._actors_t0 = 0.0
+        #: Packing (``devices``, issue 27): the GPU UUIDs, the jobs at once per device,
+        #: and the device each actor sees (what Ray pinned it to).
+        self.devices: list[str] = []
+        self.per_device = 0
+        self.actor_device: dict[Any, str] = {}
+        self.n_actors = 0
+        self.slots: packing.Slots | None = None
 
     # -- setup ------------------------------------------------------------------------
     def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
@@ -118,11 +126,21 @@ class RayExecutor(Executor):
         device = ctx.settings.device
         address = ctx.options.get("address")
         n_cpus, n_gpus = cores(), (1 if device.type == "cuda" else 0)
+        visible = None if address else cuda_visible(device)
+        self.devices = list(options.devices or [])
+        if self.devices:
+            # The runtime gets exactly the packed GPUs (their UUIDs as Ray's GPU ids), and
+            # Ray pins each actor to the one it assigns (CUDA_VISIBLE_DEVICES).
+            if self.tune or address:
+                raise FugueError("ray: devices packs actor pools of the private runtime; "
+                                 "not hpo's Tune trials nor a cluster (address)")
+            n_gpus, visible = len(self.devices), ",".join(self.devices)
+            self._plan_packing(jobs, ctx, options.jobs_per_device)
         attempt_dir = ctx.attempt_dir or Path.cwd()
         self.runtime = raytools.start_runtime(
             attempt_dir=attempt_dir, num_cpus=None if address else n_cpus,
             num_gpus=None if address else n_gpus, address=address,
-            cuda_visible=None if address else cuda_visible(device))
+            cuda_visible=visible)
         ctx.emit("executor", name="ray", temp_dir=self.runtime.temp_dir, tag=self.runtime.tag,
                  address=self.runtime.address)
         # A runtime we started must show exactly our numbers; a cluster must at least have
@@ -132,8 +150,14 @@ class RayExecutor(Executor):
         # Each actor's share comes from the nodes' own resources, not from this host's
         # cores: on a cluster of 1-CPU nodes an actor asks for at most 1 CPU.
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
-        self.per_actor = raytools.actor_request(nodes, self.parallel, gpu=bool(n_gpus))
-        raytools.check_schedulable(self.per_actor, self.parallel, nodes,
+        if self.devices:
+            # jobs_per_device actors on each device, each a 1/jobs_per_device GPU share: the
+            # shares fill every device exactly, so Ray places the same number on each.
+            self.per_actor = {"CPU": raytools.share(n_cpus, self.n_actors),
+                              "GPU": raytools.share(1.0, self.per_device)}
+        else:
+            self.per_actor = raytools.actor_request(nodes, self.parallel, gpu=bool(n_gpus))
+        raytools.check_schedulable(self.per_actor, self.n_actors or self.parallel, nodes,
                                    "trials" if self.tune else "actors")
         if not self.tune:
             # The pool's actors first: the raylet has one idle worker process per CPU
@@ -155,6 +179,8 @@ class RayExecutor(Executor):
             self._start_tune(jobs, ctx)
         else:
             self._await_actors()
+            if self.devices:
+                self._check_placement(ctx)
         ctx.group.update(scheduler=ctx.scheduler if self.tune else None,
                          max_parallel=self.parallel, executor_info=self.info)
         if not self.tune or self.reuse:
@@ -164,6 +190,44 @@ class RayExecutor(Executor):
             # so it stays empty there.
             loads = self.info.get("actor_data_load_s") or []
             ctx.group["data_load_s"] = max(loads) if loads else None
+
+    def _plan_packing(self, jobs: list[JobSpec], ctx: CellContext,
+                      per_device: int | None) -> None:
+        """Actors and bounds of a packing: job i on device i mod n, ``per_device`` actors on
+        each device (at most its jobs), ``max_parallel`` capping the jobs running at once."""
+        n = len(self.devices)
+        placement = packing.assign(len(jobs), n)
+        most = max(placement.count(d) for d in range(n))
+        self.per_device = min(per_device or most, most)
+        self.n_actors = n * self.per_device
+        self.parallel = max(1, min(self.parallel, self.n_actors))
+        self.slots = packing.Slots(len(jobs), n, self.per_device, self.parallel)
+        on_gpu = ctx.settings.device.type == "cuda"
+        self.info["packing"] = {"devices": self.devices, "jobs_per_device": self.per_device,
+                                "actors": self.n_actors,
+                                "placement": [self.devices[d] for d in placement]}
+        if not on_gpu:
+            ctx.emit("warning", message=f"ray devices on a {ctx.settings.device} cell: the "
+                     "actors are pinned to their GPUs but train on the CPU")
+        emptied = packing.group_columns(ctx.group, self.devices, self.per_device, on_gpu,
+                                        ctx.gpu_uuid)
+        if emptied:
+            self.info["packing"]["gpu_columns"] = emptied
+
+    def _check_placement(self, ctx: CellContext) -> None:
+        """Each actor's device as Ray pinned it; every device must hold ``per_device``.
+
+        Raises:
+            FugueError: Ray placed the actors otherwise (one line with the counts).
+        """
+        seen = self.info.get("actor_visible") or []
+        self.actor_device = dict(zip(self.actors, seen, strict=True))
+        counts = {d: seen.count(d) for d in self.devices}
+        if any(c != self.per_device for c in counts.values()) or len(seen) != self.n_actors:
+            raise FugueError(f"ray: devices: Ray pinned the {self.n_actors} actors as "
+                             f"{seen}, not {self.per_device} on each of {self.devices}")
+        if any(self.info.get("actor_cuda_initialized") or []):
+            raise FugueError("ray: devices: an actor had initialised CUDA before its pin")
 
     def _start_tune(self, jobs: list[JobSpec], ctx: CellContext) -> None:
         """Build the Tune run (``ray.tune`` imported here: job-independent); with
@@ -211,7 +275,8 @@ class RayExecutor(Executor):
     def _submit_actors(self, jobs: list[JobSpec], ctx: CellContext) -> None:
         datasets = list(dict.fromkeys(j.dataset for j in jobs))
         self._actors_t0 = time.perf_counter()
-        self.actors = [self._new_actor(datasets, ctx) for _ in range(self.parallel)]
+        self.actors = [self._new_actor(datasets, ctx)
+                       for _ in range(self.n_actors or self.parallel)]
 
     def _await_actors(self) -> None:
         """Wait for the submitted actors to be prepared (imports, plugins, host datasets).
@@ -234,6 +299,10 @@ class RayExecutor(Executor):
                          actor_pids=[r["pid"] for r in ready],
                          actor_threads=[r["threads"] for r in ready],
                          actor_data_load_s=[round(r["data_load_s"], 3) for r in ready])
+        if self.devices:
+            self.info.update(actor_visible=[r.get("visible") for r in ready],
+                             actor_cuda_initialized=[r.get("cuda_initialized")
+                                                     for r in ready])
 
     def _new_actor(self, datasets: list[str], ctx: CellContext):
         cls = ray.remote(JobActor).options(
@@ -287,6 +356,8 @@ class RayExecutor(Executor):
         return results
 
     def _run_pool(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        if self.devices:
+            return self._run_packed(jobs, ctx)
         results: list[JobResult | None] = [None] * len(jobs)
         todo = list(range(len(jobs)))
         idle = list(self.actors)
@@ -315,6 +386,45 @@ class RayExecutor(Executor):
                     self.actors.append(fresh)
                     idle.append(fresh)
                     replaced += 1
+                self._job_done(ctx, results[i])
+        self._drain(ctx)
+        self.info["actors_replaced"] = replaced
+        return [r for r in results if r is not None]
+
+    def _run_packed(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        """The pool under packing: the next job whose device has a free slot
+        (``packing.Slots``) goes to an idle actor pinned to that device. An actor that dies
+        is replaced by a fresh one, which takes the freed GPU share: the same device."""
+        results: list[JobResult | None] = [None] * len(jobs)
+        idle = {d: [a for a in self.actors if self.actor_device[a] == d] for d in self.devices}
+        running: dict[Any, tuple[int, Any]] = {}
+        datasets = list(dict.fromkeys(j.dataset for j in jobs))
+        replaced = 0
+        while self.slots.waiting() or running:
+            while (i := self.slots.next()) is not None:
+                device = self.devices[self.slots.placement[i]]
+                actor = idle[device].pop(0)
+                running[actor.train.remote(jobs[i].to_dict(), self.hub)] = (i, actor)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+            self._drain(ctx)
+            for ref in ready:
+                i, actor = running.pop(ref)
+                device = self.actor_device[actor]
+                try:
+                    results[i], self.spans[jobs[i].job_id] = ray.get(ref)
+                    idle[device].append(actor)
+                except ray.exceptions.RayError as exc:
+                    results[i] = JobResult(jobs[i], status="failed",
+                                           error=f"ray actor died: {first_line(exc)}")
+                    ray.kill(actor, no_restart=True)
+                    self.actors.remove(actor)
+                    fresh = self._new_actor(datasets, ctx)
+                    self.actors.append(fresh)
+                    self.actor_device[fresh] = device
+                    idle[device].append(fresh)
+                    replaced += 1
+                results[i].device_uuid = device
+                self.slots.done(i)
                 self._job_done(ctx, results[i])
         self._drain(ctx)
         self.info["actors_replaced"] = replaced

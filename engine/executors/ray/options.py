@@ -58,11 +58,21 @@ def validate_options(options: dict[str, Any]) -> str | None:
 
 
 def campaign_check(options: dict[str, Any]) -> tuple[str, str] | None:
-    """:attr:`ExecutorSpec.options_check` of ray: ``("address", reason)`` when an address is
-    set and no cluster answers there, else None.
+    """:attr:`ExecutorSpec.options_check` of ray: ``("devices", reason)`` for a packing
+    that cannot be resolved here or is combined with ``address`` (a cluster places its
+    actors itself), ``("address", reason)`` when an address is set and no cluster answers
+    there, else None.
 
     Raises:
         FugueError: a malformed address.
     """
+    if options.get("devices") is not None and options.get("address"):
+        return ("devices", "packs the GPUs of the private local runtime; with address the "
+                           "cluster places the actors (leave one of them out)")
+    from engine.executors.packing import campaign_check as packing_check
+
+    found = packing_check(options)
+    if found:
+        return found
     reason = validate_options(options)
     return ("address", reason) if reason else None

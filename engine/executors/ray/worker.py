@@ -153,6 +153,10 @@ class JobActor:
     def __init__(self, threads: int, datasets: list[str], settings: TrainSettings,
                  device: str):
         self.info = prepare(threads)
+        # What Ray pinned this process to (set before this code ran): a packed cell
+        # dispatches each device's jobs to the actors that see it (issue 27).
+        self.info["visible"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+        self.info["cuda_initialized"] = torch.cuda.is_initialized()
         self.info["data_load_s"] = load_host(datasets)
         self.threads = threads
         self.device = worker_device(device)
