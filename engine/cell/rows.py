@@ -169,8 +169,11 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
     group.update(executor_group)
     # A multi-device campaign's neighbours (engine.cell.concurrency): how many cells shared
     # the host, and no energy for a MIG slice whose physical GPU another cell used.
+    # (A spec without an events file - rows written outside a runner's attempt folder, as
+    # tools and tests do - had no neighbours to record.)
     shared, shared_warnings, withheld = concurrency_columns(
-        Path(spec["events"]).parent, spec.get("cpus"), group.get("gpu_metrics_missing"))
+        Path(spec["events"]).parent, spec.get("cpus"), group.get("gpu_metrics_missing")
+    ) if spec.get("events") else ({}, [], False)
     group.update(shared)
     rows = []
     for r in results:
