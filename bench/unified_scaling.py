@@ -326,16 +326,19 @@ def main(argv: list[str] | None = None) -> int:
 
         all_jobs = {k: load_jobs(k, args.epochs) for k in ks}
         variants = {k: VARIANTS if k in seq_ks else STACKED for k in ks}
+        # The warm-up and the memory pass are short: 2 epochs, or the run's own when fewer
+        # (a 1-epoch smoke run need not warm up longer than it measures).
+        short_epochs = min(2, args.epochs)
         t_warm = time.perf_counter()
-        for k in ks:  # one untimed warm-up of every variant (short: 2 epochs)
+        for k in ks:  # one untimed warm-up of every variant
             for variant in variants[k]:
-                run(variant, [dataclasses.replace(j, epochs=2) for j in all_jobs[k]])
+                run(variant, [dataclasses.replace(j, epochs=short_epochs) for j in all_jobs[k]])
         print(f"warm-up {time.perf_counter() - t_warm:.1f} s; load "
               f"{os.getloadavg()[0]:.2f}", flush=True)
         memory = {v: {} for v in STACKED}
         for k in ks:  # peak memory: its own 2-epoch pass, never during a timed repetition
             for variant in STACKED:
-                short = [dataclasses.replace(j, epochs=2) for j in all_jobs[k]]
+                short = [dataclasses.replace(j, epochs=short_epochs) for j in all_jobs[k]]
                 memory[variant][k] = peak_memory_mb(lambda v=variant, s=short: run(v, s), device)
             print(f"peak memory K={k}: " + ", ".join(f"{v} {memory[v][k]:.1f} MiB"
                                                       for v in STACKED), flush=True)
@@ -395,10 +398,11 @@ def main(argv: list[str] | None = None) -> int:
              f"target ({TARGET}) by less than this is within the reference's own noise")
     rows += bench_results.figure_rows(PART, spread, {f"K={k}": [reference_spread(
         tp[k]["bare_stacked"])] for k in ks}, run_id, prov)
+    short = "a 2-epoch run (fewer when --epochs is)"
     mem = bench_results.Figure(
-        "peak_memory", "MiB", note=("torch.cuda.max_memory_allocated of a 2-epoch run" if
+        "peak_memory", "MiB", note=(f"torch.cuda.max_memory_allocated of {short}" if
                                     device.type == "cuda" else "growth of the resident set "
-                                    "during a 2-epoch run (2 ms sampling; a lower bound, see "
+                                    f"during {short} (2 ms sampling; a lower bound, see "
                                     "peak_memory_mb)") + "; one measurement per K and variant")
     rows += bench_results.figure_rows(PART, mem, {f"{v} K={k}": [memory[v][k]]
                                                   for k in ks for v in STACKED}, run_id, prov)
