@@ -9,6 +9,7 @@ series at most every :data:`MIN_REDRAW_S` (plotext is the costliest thing on scr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -38,6 +39,24 @@ class DeviceCharts(Static):
         if title != self._title:
             self._title = title
             self.border_title = title
+
+    def show_text(self, what: Any, version: Any, build: Callable[[int, int], Text]) -> bool:
+        """Draw ``build(width, height)`` (the campaign timeline, the loss curves) unless
+        ``what`` at this ``version`` and size is what is shown; a newer version of the same
+        ``what`` at most every :data:`MIN_REDRAW_S`. True when it redrew."""
+        width, height = self.size.width, self.size.height
+        key = ("text", what, version, width, height)
+        if key == self._drawn:
+            return False
+        now = time.monotonic()
+        if (self._drawn is not None and self._drawn[:2] == key[:2]
+                and self._drawn[3:] == key[3:] and now - self._last_draw < MIN_REDRAW_S):
+            return False
+        self._last_draw = now
+        self._drawn = key
+        self.update(build(width, height), layout=False)  # a fixed-size pane
+        self.draws += 1
+        return True
 
     def show(self, series: Series | None, which: tuple[tuple[str, str], ...] | None = None,
              empty: str = "no monitor samples for this cell (yet)", live: bool = True) -> bool:
