@@ -122,8 +122,18 @@ def sampled(points: list[tuple[float, float]], width: int) -> list[float | None]
     return out
 
 
+#: The narrowest scale a job's lines share: 0.01 of the validation metric (accuracy, R²) or
+#: of log10(loss) (2 %). Narrower, float noise between executors (1e-7) would fill the
+#: eight levels and two equal curves would read as opposite.
+MIN_RANGE = 0.01
+
+
 def _scaled(values: list[float | None], low: float, high: float) -> str:
-    """A sparkline on the shared [low, high] scale (:func:`sparkline` scales alone)."""
+    """A sparkline on the shared [low, high] scale (:func:`sparkline` scales alone),
+    widened about its middle to at least :data:`MIN_RANGE`."""
+    if high - low < MIN_RANGE:
+        middle = (high + low) / 2
+        low, high = middle - MIN_RANGE / 2, middle + MIN_RANGE / 2
     return sparkline([low, high, *values])[2:]
 
 
@@ -152,7 +162,7 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
     name_w = min(16, max(len(n) for n in names.values()))
     # name, "loss ", its spark and value (8), the metric's name, its spark, value and the
     # difference from seq (6 + 16)
-    spark = max(6, (width - name_w - 2 - 5 - 8 - len(val_name) - 2 - 6 - 16) // 2)
+    spark = max(6, (width - 2 - name_w - 1 - 5 - 8 - len(val_name) - 2 - 6 - 16) // 2)
     title = " ".join(f"{exp} {config} pass {pass_no}".split())
     title += (f" · loss (log) and {val_name} by progress · {len(cells)} executor"
               f"{'s' if len(cells) != 1 else ''}, one scale per job")

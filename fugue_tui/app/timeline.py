@@ -170,10 +170,9 @@ def legend(cells: list[Span], width: int, lines: int) -> list[str]:
         if line:
             out.append(line)
         line = item[:width]
-        if len(out) == lines - 1:
-            rest = len(items) - i
-            more = f" … +{rest} more"
-            out.append((line[: max(0, width - len(more))] + more) if rest > 1 else line)
+        if len(out) == lines - 1 and i < len(items) - 1:  # the last line: count the rest
+            more = f" … +{len(items) - i - 1} more"
+            out.append(line[: max(0, width - len(more))] + more)
             return out
     if line:
         out.append(line)

@@ -158,10 +158,9 @@ def test_timeline_in_replay_grows_with_the_replay_clock(tmp_path, pinned):
                                  and app.screen, timeout=20, what="the replay")
             await pilot.press("t")
             await until(pilot, lambda: screen.timeline.version > 0
-                        and "cells' CPU % of a core" in screen_text(app),
-                        timeout=20, what="samples replayed")
+                        and "cells' CPU % of a core  now" in screen_text(app),
+                        timeout=20, what="samples replayed, the replay running")
             seen = screen.timeline.version
-            assert "cells' CPU % of a core  now" in screen_text(app)  # the replay runs
             start = screen.view.state.started_ts
             assert len(spans(screen.view.state, start)) < 20  # not replayed yet
             await pilot.press("E")  # the rest at once
@@ -171,3 +170,34 @@ def test_timeline_in_replay_grows_with_the_replay_clock(tmp_path, pinned):
             assert len(spans(screen.view.state, start)) == 20
 
     asyncio.run(scenario())
+
+
+def test_legend_counts_what_it_left_out():
+    from fugue_tui.app.timeline import Span
+
+    cells = [Span(str(i), f"E{i} seq pass 1", 10.0 * i, 10.0 * i + 5) for i in range(1, 5)]
+    lines = legend(cells, 40, 2)
+    assert len(lines) == 2 and lines[-1].endswith("… +2 more")
+    shown = sum(line.count(" seq pass 1") for line in lines)
+    assert shown == 2  # 2 shown + 2 counted = the 4 cells
+    assert legend(cells, 400, 1) == [" · ".join(
+        f"{i} E{i} seq pass 1 0:{10 * i:02d}–0:{10 * i + 5:02d}" for i in range(1, 5))]
+
+
+def test_equal_curves_under_two_executors_draw_alike():
+    """Float noise between executors (1e-7) must not fill the shared scale: two equal
+    validations read the same, not lowest and highest."""
+    state, store = CampaignState(), CurveStore()
+    for n, (key, executor, val) in enumerate((("a", "seq", 0.389), ("b", "mp", 0.3890001))):
+        state.apply({"v": 1, "ts": 1.0 + n, "type": "cell_started", "campaign": "c",
+                     "cell": key, "index": n + 1, "label": f"D_reg {executor} pass 1",
+                     "attempt": 1, "events": "", "log_path": "", "pid": 1})
+        store.add({"type": "started", "cell": key, "attempt": 1, "executor": executor})
+        store.add({"type": "job_progress", "cell": key, "attempt": 1, "job_id": "j0",
+                   "epoch": 1, "epochs": 1, "step": 4, "steps": 4, "loss": 0.5,
+                   "epoch_end": True, "val_acc": val, "val_metric": "r2"})
+    text = curves_text(store, state, state.cells["a"], 80, 10).plain
+    seq, mp = (line for line in text.splitlines() if line.startswith("  seq")
+               or line.startswith("  mp"))
+    assert seq.split("val R²")[1][:12] == mp.split("val R²")[1][:12]
+    assert "(+0.000 vs seq)" in mp and max(len(line) for line in text.splitlines()) <= 80
