@@ -108,17 +108,19 @@ def peers(state: CampaignState, cell: CellState) -> list[CellState]:
 
 
 def sampled(points: list[tuple[float, float]], width: int) -> list[float | None]:
-    """The latest value at or before each of ``width`` even steps of progress (None where
-    none was reported yet)."""
+    """The latest value at or before each of ``width`` even steps of progress: None where
+    none was reported yet, and past the job's last report (a trial an early-stopping
+    scheduler stopped, a job still running: not drawn as if it had gone on)."""
     out: list[float | None] = []
     i, latest = 0, None
     ordered = sorted(points)
+    last = ordered[-1][0] if ordered else 0.0
     for column in range(width):
         edge = (column + 1) / width
         while i < len(ordered) and ordered[i][0] <= edge + 1e-9:
             latest = ordered[i][1]
             i += 1
-        out.append(latest)
+        out.append(latest if column / width < last - 1e-9 else None)
     return out
 
 
@@ -161,11 +163,11 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
     jobs = list(dict.fromkeys(j for c in cells for j in store.cells[c.key].jobs))
     name_w = min(16, max(len(n) for n in names.values()))
     # name, "loss ", its spark and value (8), the metric's name, its spark, value and the
-    # difference from seq (6 + 16)
-    spark = max(6, (width - 2 - name_w - 1 - 5 - 8 - len(val_name) - 2 - 6 - 16) // 2)
+    # difference from seq (6 + 8)
+    spark = max(6, (width - 2 - name_w - 1 - 5 - 8 - len(val_name) - 2 - 6 - 8) // 2)
     title = " ".join(f"{exp} {config} pass {pass_no}".split())
     title += (f" · loss (log) and {val_name} by progress · {len(cells)} executor"
-              f"{'s' if len(cells) != 1 else ''}, one scale per job")
+              f"{'s' if len(cells) != 1 else ''}, one scale per job; Δ: val − seq's")
     text = Text(title[:width] + "\n", style="bold")
     used = 1
     for n, job_id in enumerate(jobs):
@@ -200,7 +202,7 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
                 value = job.val[-1][1]
                 text.append(f" {value:.3f}")
                 if base is not None and names[c.key] != "seq":
-                    text.append(f" ({value - base:+.3f} vs seq)",
+                    text.append(f" Δ{value - base:+.3f}",
                                 style="yellow" if abs(value - base) > 0.02 else "dim")
             else:
                 text.append(" —", style="dim")

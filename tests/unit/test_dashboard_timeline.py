@@ -89,9 +89,11 @@ def test_curves_line_up_by_progress_and_compare_executors():
     assert [c.label for c in peers(state, first)] == ["D_ens seq pass 1",
                                                       "D_ens unified_model pass 1"]
     assert sampled([(0.5, 2.0), (1.0, 1.0)], 4) == [None, 2.0, 2.0, 1.0]
+    # a trial stopped after its first of 12 epochs: nothing drawn past it
+    assert sampled([(1 / 12, 0.5)], 6) == [0.5, None, None, None, None, None]
     text = curves_text(store, state, first, 80, 12).plain
     assert "D_ens_ens_s0" in text and "unified_model" in text
-    assert "(+0.000 vs seq)" in text and "more jobs" in text
+    assert "Δ+0.000" in text and "more jobs" in text
     assert max(len(line) for line in text.splitlines()) <= 80
     # a newer attempt replaces the curves of the older one
     store.add({"type": "started", "cell": first.key, "attempt": 9, "executor": "seq"})
@@ -135,7 +137,7 @@ def test_t_cycles_timeline_and_curves_at_small_sizes(tmp_path, pinned, size):
             assert "1 D_ens seq pass 1 0:00" in text
             assert_snapshot(app, f"run_timeline_{size[0]}x{size[1]}", tmp_path)
             await pilot.press("t")
-            await until(pilot, lambda: "vs seq" in screen_text(app), what="the curves")
+            await until(pilot, lambda: "Δ+0.000" in screen_text(app), what="the curves")
             await pilot.pause(0.6)
             text = screen_text(app)
             assert "D_ens_ens_s0" in text and "unified_model" in text
@@ -200,4 +202,4 @@ def test_equal_curves_under_two_executors_draw_alike():
     seq, mp = (line for line in text.splitlines() if line.startswith("  seq")
                or line.startswith("  mp"))
     assert seq.split("val R²")[1][:12] == mp.split("val R²")[1][:12]
-    assert "(+0.000 vs seq)" in mp and max(len(line) for line in text.splitlines()) <= 80
+    assert "Δ+0.000" in mp and max(len(line) for line in text.splitlines()) <= 80
