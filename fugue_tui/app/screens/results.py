@@ -260,16 +260,17 @@ class ResultsScreen(Screen):
         if row is None:
             pane.update(Text("select a row: its provenance", style="dim"))
             return
-        text = Text("provenance\n", style="bold")
+        text = Text()
+        best = best_curve(row)  # an hpo row: its best-so-far curve first (issue 25; the
+        if best is not None:    # pane is cut at its height, the provenance list is long)
+            ttb = row.get("time_to_best_s")
+            text.append_text(curve_text(best, ttb if isinstance(ttb, (int, float)) else None,
+                                        max(8, pane.content_size.width - 1)))
+            text.append("\n\n")
+        text.append("provenance\n", style="bold")
         for label, value in provenance(row):
             text.append(f"{label:>13} ", style="dim")
             text.append(value + "\n")
-        best = best_curve(row)  # an hpo row: its best-so-far curve (issue 25)
-        if best is not None:
-            ttb = row.get("time_to_best_s")
-            text.append("\n")
-            text.append_text(curve_text(best, ttb if isinstance(ttb, (int, float)) else None,
-                                        max(8, pane.content_size.width - 1)))
         pane.update(text)
 
     # -- charts ---------------------------------------------------------------------------
