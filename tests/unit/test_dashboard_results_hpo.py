@@ -92,3 +92,54 @@ def test_best_so_far_curve_of_an_hpo_row():
     assert "best so far (val_loss, lower is better" in text
     assert "first 0.9 at 0.5 s → best 0.41 at 3.0 s" in text
     assert "time to best (within 1 %): 1.0 s" in text
+
+
+def test_results_screen_k_filter_ttb_columns_and_best_so_far_curve(tmp_path, monkeypatch):
+    """Through the keyboard: the K column, ``k:`` typed into the filter (a bad value says
+    why), the hpo columns, and the selected hpo row's best-so-far curve in view."""
+    import asyncio
+
+    from textual.widgets import DataTable, Static
+
+    from engine.results.columns import GROUPS_FILE
+    from fugue_tui.app.app import FugueApp
+    from fugue_tui.app.screens.results import ResultsScreen
+    from tests.app_screen import screen_text, until
+
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    frame = pd.DataFrame(hpo_runs().groups)
+    keep = ["exp_id", "executor", "scheduler", "pass", "K", "T_group", "throughput_group",
+            "status", "host", "cell_key", "time_to_best_s", "best_trial", "best_val_metric",
+            "executor_info"]
+    frame[keep].to_csv(runs / GROUPS_FILE, index=False)
+
+    async def scenario():
+        app = FugueApp(results=str(runs))
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await until(pilot, lambda: isinstance(app.screen, ResultsScreen)
+                                 and app.screen.results is not None and app.screen,
+                                 timeout=20, what="the rows")
+            table = screen.query_one("#groups", DataTable)
+            await until(pilot, lambda: table.row_count == 6, what="6 rows")
+            at = {key: i for i, (key, _, _) in enumerate(COLUMNS)}
+            rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+            assert [r[at["ttb_speedup"]] for r in rows[:4]] == ["1.00×"] * 2 + ["4.00×"] * 2
+            # the first row is an hpo row: its curve is in the provenance pane, in view
+            pane = screen.query_one("#provenance", Static)
+            await until(pilot, lambda: "best so far (val_loss" in str(pane.render()),
+                        what="the curve")
+            assert "time to best (within 1 %): 4.0 s" in screen_text(app)
+            await pilot.press("slash", *"k:16", "enter")
+            await until(pilot, lambda: table.row_count == 1, what="k:16")
+            assert str(table.get_row_at(0)[at["K"]]) == "16"
+            table.move_cursor(row=0)
+            await until(pilot, lambda: "best so far" not in str(pane.render()),
+                        what="no curve for an ensemble row")
+            await pilot.press("slash", "end", *"x", "enter")  # k:16x: numbers only
+            await until(pilot, lambda: "k takes numbers" in screen_text(app),
+                        what="the filter error")
+
+    asyncio.run(scenario())

@@ -260,14 +260,14 @@ class ResultsScreen(Screen):
         if row is None:
             pane.update(Text("select a row: its provenance", style="dim"))
             return
-        text = Text()
+        text = Text(style="bold")  # the base style the pane always had
         best = best_curve(row)  # an hpo row: its best-so-far curve first (issue 25; the
         if best is not None:    # pane is cut at its height, the provenance list is long)
             ttb = row.get("time_to_best_s")
             text.append_text(curve_text(best, ttb if isinstance(ttb, (int, float)) else None,
                                         max(8, pane.content_size.width - 1)))
             text.append("\n\n")
-        text.append("provenance\n", style="bold")
+        text.append("provenance\n")
         for label, value in provenance(row):
             text.append(f"{label:>13} ", style="dim")
             text.append(value + "\n")
