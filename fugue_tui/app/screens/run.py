@@ -72,6 +72,9 @@ from fugue_tui.live import LiveView, warning_line
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
+#: Seconds between two redraws of the timeline while the campaign runs: it spans the whole
+#: campaign (minutes), and one draw costs 20-90 ms (plotext, binning every cell's samples).
+TIMELINE_REDRAW_S = 5.0
 #: What the monitor pane shows, in turn (``t``).
 MONITOR_VIEWS = ("cell", "timeline", "curves")
 #: The panes ``z`` zooms, in turn (then none: every pane again).
@@ -285,6 +288,8 @@ class RunScreen(Screen):
         if jobs.deferred:
             self.dirty = True  # held back by the rate limit: draw it on a later tick
         self._show_charts(cell, running)
+        if self.query_one(DeviceCharts).deferred:
+            self.dirty = True  # the timeline held back by its rate limit: a later tick
         target = cell.log_path if cell is not None and cell.log_path else None
         if target != self.log_target:
             self.log_target = target
@@ -347,7 +352,8 @@ class RunScreen(Screen):
             charts.show_text(("timeline", color), (self.timeline.version, tick,
                                                    self._spans_signature()),
                              lambda w, h: RichText.from_ansi(render(
-                                 self.timeline, state, self.clock(), w, h, color=color)))
+                                 self.timeline, state, self.clock(), w, h, color=color)),
+                             every=TIMELINE_REDRAW_S)
             return True
         charts.set_title("loss and validation across executors (t: cell monitor)")
         charts.show_text(("curves", cell.key if cell else None),
