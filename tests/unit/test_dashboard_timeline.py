@@ -203,3 +203,25 @@ def test_equal_curves_under_two_executors_draw_alike():
                or line.startswith("  mp"))
     assert seq.split("val R²")[1][:12] == mp.split("val R²")[1][:12]
     assert "Δ+0.000" in mp and max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_gpu_panels_from_the_real_t4_trace():
+    """With GPU samples (the committed Tesla T4 trace) the timeline draws utilisation and
+    VRAM, device-wide readings, with their latest values."""
+    import json
+
+    state, tl = CampaignState(), CampaignTimeline()
+    for line in (FIXTURES / "t4_stream.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        state.apply(event)
+        tl.add(event)
+    assert tl.measured("gpu_util_pct") and tl.measured("mem_used_mib")
+    last = [e for e in map(json.loads, (FIXTURES / "t4_stream.jsonl").read_text()
+                           .splitlines()) if e.get("type") == "sample"][-1]
+    text = render(tl, state, state.ended_ts or last["ts"], 100, 40, color=False)
+    assert "GPU util %  last" in text and "VRAM used MiB  last" in text
+    # the trace carries no process-tree CPU or RSS: said so, not drawn at 0
+    assert "cells' CPU % of a core: not measured" in text
+    vram = f"{last['mem_used_mib']:,.0f}" if last["mem_used_mib"] >= 1000 \
+        else f"{last['mem_used_mib']:.3g}"
+    assert f"VRAM used MiB  last {vram}" in text
