@@ -285,8 +285,9 @@ EVENTS = EventTable([
     _t("job_started", CELL, "job_id", "pid worker_pid", "progress",
        doc="a job starts (worker_pid: the process training it, under mp and ray; pid in recordings of older mp cells)"),
     _t("job_progress", CELL, "job_id epoch epochs step steps samples loss elapsed",
-       "val_loss val_acc epoch_end train_sps", "progress",
-       doc="rate-limited at the source; epoch_end with the epoch's validation"),
+       "val_loss val_acc epoch_end train_sps val_metric", "progress",
+       doc="rate-limited at the source; epoch_end with the epoch's validation (val_metric: "
+           "what val_acc holds, accuracy or r2; absent in older recordings)"),
     _t("job_done", CELL, "job_id status error total_time_s samples final_val_acc",
        "pid early_stopped stop_reason", "progress",
        doc="a job ended (status ok or failed)"),

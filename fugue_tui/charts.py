@@ -480,3 +480,45 @@ def best_so_far_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]],
     if ylabel:
         fig.label(ylabel, axis="y")
     return _render(fig, use_color) + "\n" + f"{BEST_MARKER} time to best   " + "   ".join(key)
+def timeline_chart(span: float, panels: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+                   marks: Sequence[tuple[float, str]], width: int = 80, height: int = 12,
+                   color: bool | None = None, latest: str = "now") -> str:
+    """Stacked line charts over one shared time axis of ``span`` seconds (from 0): each
+    panel ``(title, xs, ys)`` (xs in seconds from 0; NaN ys are gaps, never 0), with a
+    dotted vertical line at each ``(x, label)`` of ``marks`` (cell starts and ends) and the
+    non-empty labels written at the top of the first panel. A panel whose ys are all
+    missing is one line, ``title: not measured``. Each title gets the latest value, said
+    with ``latest``. ``height`` is shared among the drawn panels (each at least 5 rows)."""
+    drawn = [p for p in panels if any(math.isfinite(y) for y in p[2])]
+    out = [f"{title}: not measured" for title, _, ys in panels
+           if not any(math.isfinite(y) for y in ys)]
+    if not drawn:
+        return "\n".join(out) or "(nothing to draw)"
+    each = max(5, int(height) // len(drawn))
+    span = max(float(span), 1.0)
+    use_color = _use_color(color)
+    columns = max(1, int(width) - _FRAME)
+    charts = []
+    for n, (title, xs, ys) in enumerate(drawn):
+        finite = [y for y in ys if math.isfinite(y)]
+        value = next(y for y in reversed(list(ys)) if math.isfinite(y))
+        fig = _figure(width, each, f"{title}  {latest} {_fmt(value)}", use_color)
+        x, y = downsample(xs, ys, columns)
+        fig.draw(fig.signal(x.tolist(), y.tolist(), marker="braille").lines())
+        low, high = min(0.0, min(finite)), max(finite)  # utilisation and memory from 0
+        if high - low < 1e-9 * max(1.0, abs(high)):
+            high = low + max(abs(high) * 0.1, 1.0)
+        ticks, labels = nice_ticks(low, high, 2 if each < 7 else 3, cover=True)
+        low, high = min(low, ticks[0]), max(high, ticks[-1])
+        for at, label in marks:
+            if 0.0 <= at <= span:
+                fig.line(at, orientation="v", style="dotted")
+                if n == 0 and label:
+                    fig.draw(fig.text(at, high, label))
+        fig.ruler("y").lim(low, high)
+        fig.ruler("y").ticks(ticks, labels)
+        fig.ruler("x").lim(0.0, span)
+        xt, xl = nice_ticks(0.0, span, max(2, min(6, columns // 8)))
+        fig.ruler("x").ticks(xt, [f"{t}s" for t in xl])
+        charts.append(_render(fig, use_color))
+    return "\n".join(charts + out)

@@ -235,7 +235,8 @@ class LiveView:
         order = list(dict.fromkeys(cell.planned_jobs + list(cell.jobs)))
         shown = order if len(order) <= self.max_jobs else self._pick(cell, order)
         rows: list[RenderableType] = [
-            JobTable([self._job_cells(cell, job_id, now) for job_id in shown])]
+            JobTable([self._job_cells(cell, job_id, now) for job_id in shown],
+                     val_header(cell.jobs[j].val_metric for j in shown if j in cell.jobs))]
         if len(shown) < len(order):
             finished = sum(1 for j in order if j not in shown and j in cell.jobs
                            and cell.jobs[j].status != "running")
@@ -297,22 +298,40 @@ class LiveView:
                 "elapsed": Text(fmt_duration(elapsed)), "ETA": Text(fmt_duration(eta))}
 
 
+#: The job table's header of the validation metric column, by what the events say it holds.
+VAL_HEADERS = {"accuracy": "val acc", "r2": "val R²"}
+
+
+def val_header(metrics) -> str:
+    """The header of the ``val acc`` column for jobs whose events said ``metrics`` (None:
+    not said, an older recording): "val acc" for classification, "val R²" for regression,
+    "val metric" when one cell mixes them."""
+    said = {m for m in metrics if m}
+    if len(said) == 1:
+        metric = said.pop()
+        return VAL_HEADERS.get(metric, f"val {metric}")
+    return "val metric" if said else "val acc"
+
+
 class JobTable:
     """The job rows as a table that fits the console: on a narrow one the least needed
-    columns go first (step, samples/s, elapsed, val acc), then the job id is shortened."""
+    columns go first (step, samples/s, elapsed, val acc), then the job id is shortened.
+    The ``val acc`` column (its key) is headed ``val_header``: R² for regression."""
 
     COLUMNS = ("job", "epoch", "step", "progress", "%", "loss", "val acc", "samples/s",
                "elapsed", "ETA")
     DROP = ("step", "samples/s", "elapsed", "val acc")
 
-    def __init__(self, rows: list[dict[str, RenderableType]]):
+    def __init__(self, rows: list[dict[str, RenderableType]], val_header: str = "val acc"):
         self.rows = rows
+        self.val_header = val_header
 
     def table(self, columns: tuple[str, ...]) -> Table:
         table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False,
                       header_style="dim")
         for name in columns:
-            table.add_column("  job" if name == "job" else ("" if name == "%" else name),
+            header = {"job": "  job", "%": "", "val acc": self.val_header}.get(name, name)
+            table.add_column(header,
                              justify="left" if name in ("job", "progress") else "right",
                              no_wrap=True, overflow="ellipsis",
                              width=BAR_WIDTH if name == "progress" else None,

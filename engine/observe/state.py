@@ -39,6 +39,9 @@ class JobState:
     loss: float | None = None
     val_loss: float | None = None
     val_acc: float | None = None
+    #: What ``val_acc`` holds (``accuracy``, ``r2``) as the event said; None in older
+    #: recordings (the views then say "val acc", as they always did).
+    val_metric: str | None = None
     elapsed: float | None = None
     train_sps: float | None = None
     #: The job's own elapsed seconds in its latest ``job_started`` (0) or ``job_progress``
@@ -229,6 +232,7 @@ class CampaignState:
                 job.train_sps = event.get("train_sps")
                 if event.get("val_acc") is not None:
                     job.val_loss, job.val_acc = event.get("val_loss"), event["val_acc"]
+                    job.val_metric = event.get("val_metric") or job.val_metric
         elif kind == "job_done":
             job = cell.jobs.setdefault(event["job_id"], JobState(event["job_id"]))
             job.status = event.get("status", "ok")

@@ -240,9 +240,12 @@ def record_epoch(result: JobResult, job: JobSpec, epoch: int, train_s: float,
 
 
 def epoch_progress(result: JobResult, job: JobSpec, order: EpochOrder, record: dict[str, Any],
-                   now: float) -> dict[str, Any]:
-    """The fields of an epoch's ``job_progress`` event (``epoch_end=True``)."""
-    return dict(job_id=job.job_id, epoch=record["epoch"], epochs=job.epochs,
+                   now: float, metric: str | None = None) -> dict[str, Any]:
+    """The fields of an epoch's ``job_progress`` event (``epoch_end=True``); ``metric``: the
+    task's metric name (``accuracy``, ``r2``), sent as ``val_metric`` so the live views label
+    ``val_acc`` by what it holds (R² for regression), not by guess."""
+    extra = {"val_metric": metric} if metric and record.get("val_acc") is not None else {}
+    return dict(**extra, job_id=job.job_id, epoch=record["epoch"], epochs=job.epochs,
                 step=order.n_batches, steps=order.n_batches, samples=result.samples,
                 loss=record["train_loss"], val_loss=record.get("val_loss"),
                 val_acc=record.get("val_acc"), elapsed=now - result.start, epoch_end=True,
@@ -464,7 +467,7 @@ def _epochs(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: P
             validate=lambda: evaluate(model, val_x, val_y, split.val_idx, task, amp))
         now = time.perf_counter()
         last_report = now
-        progress(**epoch_progress(result, job, order, record, now))
+        progress(**epoch_progress(result, job, order, record, now, metric=task.metric))
         if on_epoch_end is not None:
             on_epoch_end(result)
         yield record

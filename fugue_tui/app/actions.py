@@ -83,6 +83,11 @@ RUN = (
     Action("run.zoom", "z", "zoom", "zoom",
            "show one pane on the whole screen, cycling cells, jobs, monitor, log, events, "
            "then all of them again (a small terminal shows the monitor only so)"),
+    Action("run.monitor", "t", "monitor_view", "timeline",
+           "the monitor pane shows, in turn: the selected cell's monitor, the campaign's "
+           "host/device timeline with the cells' starts and ends, and the loss and "
+           "validation curves of the selected cell's jobs across executors (a small "
+           "terminal zooms to the pane)"),
     Action("run.back", "escape", "back", "back",
            "close a replay, or leave a campaign that has ended (the screen before it)"),
 )

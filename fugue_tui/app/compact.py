@@ -15,4 +15,8 @@ def set_compact(screen: Any) -> bool:
     width, height = screen.size
     compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
     screen.set_class(compact, "-compact")
+    from textual.widgets import Footer
+
+    for footer in screen.query(Footer):  # keys closer together: more of them fit
+        footer.compact = compact
     return compact

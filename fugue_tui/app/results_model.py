@@ -5,7 +5,8 @@ Filter syntax (the filter box): space-separated terms, all of which must match (
 insensitive, substring). ``field:text`` matches one column — fields ``experiment`` (or
 ``exp``), ``executor`` (``exec``), ``scheduler``, ``features``, ``gpu``, ``host``,
 ``campaign``, ``status`` — and a bare word matches any of them. ``gpu:none`` matches rows
-without a GPU. Example: ``exec:unified host:epyc D_ens``.
+without a GPU. ``k:8`` matches the rows of K = 8 exactly (``k:8,16`` either; ``k:none``
+rows without a K). Example: ``exec:unified host:epyc D_ens k:16``.
 """
 
 from __future__ import annotations
@@ -25,21 +26,30 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("executor", "executor", "executor"),
     ("scheduler", "scheduler", "scheduler"),
     ("features", "features", "features"),
+    ("K", "K", "K"),
     ("compile", "compile", "compile_mode"),
     ("pass", "pass", "pass"),
     ("status", "status", "status"),
     ("T_group", "T_group s", "T_group"),
     ("throughput", "samples/s", "throughput_group"),
+    # hpo groups (issue 25): time to best, its speedup over seq (the row's cell's), which
+    # trial reached the best; empty outside hpo
+    ("ttb", "ttb s", "time_to_best_s"),
+    ("ttb_speedup", "ttb ×", "ttb_speedup"),
+    ("best_trial", "best trial", "best_trial"),
     ("gpu", "GPU", "gpu_name"),
     ("host", "host", "machine"),
     ("campaign", "campaign", "campaign_id"),
     ("reason", "reason", "error"),
 )
-NUMERIC = {"pass", "T_group", "throughput"}
+NUMERIC = {"pass", "T_group", "throughput", "K", "ttb", "ttb_speedup"}
 FILTER_FIELDS = {"experiment": "exp_id", "exp": "exp_id", "executor": "executor",
                  "exec": "executor", "scheduler": "scheduler", "features": "features",
                  "gpu": "gpu_name", "host": "machine", "campaign": "campaign_id",
-                 "status": "status", "precision": "precision", "reason": "error"}
+                 "status": "status", "precision": "precision", "reason": "error",
+                 "k": "K"}
+#: Filter fields matched as numbers, exactly (``k:8`` must not match K = 18 or 128).
+EXACT_FIELDS = {"K"}
 
 #: The selected row's provenance, in order: (label, column).
 PROVENANCE: tuple[tuple[str, str], ...] = (
@@ -63,8 +73,12 @@ def cell_text(key: str, value: Any) -> str:
         number = finite(value)
         if number is None:
             return MISSING
-        if key == "pass":
+        if key in ("pass", "K"):
             return str(int(number))
+        if key == "ttb_speedup":
+            return fmt_number(number, ".2f") + "×"
+        if key == "ttb":
+            return fmt_number(number, ".2f")
         return fmt_number(number, ".3f") if key == "T_group" else fmt_rate(number)
     text = fmt_text(value)
     if key == "reason":  # why a row is killed or failed; an ok row has none to give
@@ -81,11 +95,16 @@ def row_key(row: dict[str, Any]) -> str:
     return f"{row.get('source', '')}#{row.get('row', '')}"
 
 
-def table_rows(groups: pd.DataFrame) -> dict[str, tuple[str, ...]]:
-    """Row key → the row's cells (:data:`COLUMNS`), in file order."""
+def table_rows(groups: pd.DataFrame, ttb: dict[str, float] | None = None
+               ) -> dict[str, tuple[str, ...]]:
+    """Row key → the row's cells (:data:`COLUMNS`), in file order. ``ttb``: row key → its
+    cell's ``ttb_speedup`` (:func:`fugue_tui.app.hpo_view.ttb_by_row`; the analysis computes
+    it per cell, the group file has no such column)."""
     out = {}
     for row in groups.to_dict("records"):
-        out[row_key(row)] = tuple(cell_text(key, row.get(src)) for key, _, src in COLUMNS)
+        key = row_key(row)
+        row = {**row, "ttb_speedup": (ttb or {}).get(key)}
+        out[key] = tuple(cell_text(k, row.get(src)) for k, _, src in COLUMNS)
     return out
 
 
@@ -100,7 +119,10 @@ class Filter:
     def mask(self, groups: pd.DataFrame) -> pd.Series:
         keep = pd.Series(True, index=groups.index)
         for column, text in self.terms:
-            columns = [column] if column else sorted(set(FILTER_FIELDS.values()))
+            if column in EXACT_FIELDS:
+                keep &= _exact(groups, column, text)
+                continue
+            columns = [column] if column else sorted(set(FILTER_FIELDS.values()) - EXACT_FIELDS)
             hit = pd.Series(False, index=groups.index)
             for name in columns:
                 values = groups[name].fillna("").astype(str).str.lower() \
@@ -111,6 +133,20 @@ class Filter:
                     hit |= values.str.contains(text, regex=False)
             keep &= hit
         return keep
+
+
+def _exact(groups: pd.DataFrame, column: str, text: str) -> pd.Series:
+    """Rows whose number in ``column`` is one of ``text``'s comma-separated values (``none``:
+    rows without one)."""
+    values = pd.to_numeric(groups[column], errors="coerce") if column in groups.columns \
+        else pd.Series(float("nan"), index=groups.index)
+    hit = pd.Series(False, index=groups.index)
+    for part in text.split(","):
+        if part == "none":
+            hit |= values.isna()
+        elif part:
+            hit |= values == float(part)
+    return hit
 
 
 def parse_filter(text: str) -> Filter:
@@ -125,11 +161,24 @@ def parse_filter(text: str) -> Filter:
                 return Filter((), f"unknown filter field '{field}'"
                                   f"{nearest(field.lower(), list(FILTER_FIELDS))}; fields: "
                                   f"{', '.join(sorted(set(FILTER_FIELDS) - {'exp', 'exec'}))}")
+            column = FILTER_FIELDS[field.lower()]
+            if value and column in EXACT_FIELDS and not all(
+                    p == "none" or _is_number(p) for p in value.lower().split(",") if p):
+                return Filter((), f"filter {field}:{value}: {field} takes numbers "
+                                  f"(k:8, k:8,16 or k:none)")
             if value:
-                terms.append((FILTER_FIELDS[field.lower()], value.lower()))
+                terms.append((column, value.lower()))
         else:
             terms.append((None, word.lower()))
     return Filter(tuple(terms))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def apply_filter(runs, flt: Filter):

@@ -10,7 +10,7 @@ import pytest
 from engine.results.load import load_runs, runs_from_frames
 from fugue_tui.app.replay import Replay
 from fugue_tui.app.results_model import (
-    apply_filter, cell_text, parse_filter, provenance, sort_value, table_rows,
+    COLUMNS, apply_filter, cell_text, parse_filter, provenance, sort_value, table_rows,
 )
 from fugue_tui.figures import build, ladder_table
 from fugue_tui.format import MISSING as DASH
@@ -37,7 +37,8 @@ def test_rows_show_missing_as_dash_never_zero_and_sort_numbers_numerically():
     runs = load_runs(HARNESS)
     rows = list(table_rows(runs.groups).values())
     assert rows[0][:3] == ("D_ens", "seq", DASH)
-    assert rows[0][7] == "2.196" and rows[0][9] == "no GPU"
+    at = {key: i for i, (key, _, _) in enumerate(COLUMNS)}
+    assert rows[0][at["T_group"]] == "2.196" and rows[0][at["gpu"]] == "no GPU"
     assert cell_text("T_group", float("nan")) == DASH and cell_text("throughput", "") == DASH
     assert sorted(["10.5", "9.1", DASH], key=lambda t: sort_value("T_group", t)) == \
         ["9.1", "10.5", DASH]

@@ -18,6 +18,7 @@ from engine.results.load import load_runs
 from engine.events import read_events
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.screens.plan import PlanScreen
+from fugue_tui.app.results_model import COLUMNS
 from fugue_tui.app.screens.results import ResultsScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
@@ -216,11 +217,12 @@ def test_results_screen_on_the_harness_files(tmp_path):
             assert "6 of 12 group rows" in screen_text(app)
             screen.sort_by("T_group")
             await pilot.pause(0.2)
-            times = [float(r[7]) for r in _rows(screen.query_one("#groups"))]
+            at = [key for key, _, _ in COLUMNS].index("T_group")
+            times = [float(r[at]) for r in _rows(screen.query_one("#groups"))]
             assert times == sorted(times) and len(times) == 6
             await pilot.press("O")
             await pilot.pause(0.2)
-            assert [float(r[7]) for r in _rows(screen.query_one("#groups"))] == \
+            assert [float(r[at]) for r in _rows(screen.query_one("#groups"))] == \
                 sorted(times, reverse=True)
 
     asyncio.run(scenario())

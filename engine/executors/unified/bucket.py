@@ -188,7 +188,8 @@ class BucketRun(BucketBuild):
             train_score=lambda: task_lib.finalise(self.task, self.route.scores_of(m.index)),
             validate=lambda: evaluate(m.model, m.val_x, m.val_y, m.split.val_idx, self.task,
                                       m.precision))
-        job_progress(**epoch_progress(r, job, order, record, time.perf_counter())).send(self.emit)
+        job_progress(**epoch_progress(r, job, order, record, time.perf_counter(),
+                                     metric=self.task.metric)).send(self.emit)
         if last_epoch:
             self._retire(m)
             sync(self.device)

@@ -42,6 +42,7 @@ from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
 from fugue_tui.app.actions import RESULTS, bindings
+from fugue_tui.app.hpo_view import best_curve, curve_text
 from fugue_tui.app.messages import Notice
 from fugue_tui.app.results_model import (
     COLUMNS,
@@ -94,6 +95,8 @@ class ResultsScreen(Screen):
         self.sort_column = ""
         self.sort_reverse = False
         self._rows: dict[str, tuple[str, ...]] = {}
+        #: Row key → its cell's ttb_speedup (hpo rows with a seq baseline).
+        self._ttb: dict[str, float] = {}
         self._by_key: dict[str, dict[str, Any]] = {}
         self._charts_key: Any = None
         self._wake = threading.Event()
@@ -106,7 +109,7 @@ class ResultsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("", id="results-header")
         yield Input(self.filter_text, id="results-filter",
-                    placeholder="filter: exp:D_ens executor:unified gpu:none host:… "
+                    placeholder="filter: exp:D_ens executor:unified k:8 gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
             yield FittedTable(id="groups", cursor_type="row", zebra_stripes=True)
@@ -135,7 +138,9 @@ class ResultsScreen(Screen):
     @work(thread=True, exclusive=True, group="results")
     def _watch(self) -> None:
         from engine.errors import FugueError
+        from engine.results.analysis import cell_columns
         from engine.results.load import load_runs
+        from fugue_tui.app.hpo_view import ttb_by_row
         from fugue_tui.figures import build
         from fugue_tui.sweep_report import analyse
 
@@ -156,7 +161,9 @@ class ResultsScreen(Screen):
                     flt = parse_filter(self.filter_text)
                     shown = apply_filter(runs, flt)
                     results = build(shown, n_boot=self.n_boot)
-                    sweep = {"sweep": analyse(shown, n_boot=self.n_boot)}
+                    sweep = {"sweep": analyse(shown, n_boot=self.n_boot),
+                             "ttb": ttb_by_row(shown.groups, results.table,
+                                               cell_columns(), row_key)}
                     self.post_message(ResultsLoaded(runs, shown, results, "", flt.error,
                                                     version, sweep))
                 except FugueError as exc:  # no results yet, a file that is not ours
@@ -174,6 +181,7 @@ class ResultsScreen(Screen):
                                                            style="dim"))
             return
         self.runs, self.shown, self.results = message.runs, message.shown, message.results
+        self._ttb = message.extra.get("ttb") or {}
         self.query_one(SweepPanel).set_view(message.extra.get("sweep"))
         total, shown = len(self.runs.groups), len(self.shown.groups)
         line = Text(f"results {self.source} · {shown} of {total} group rows", style="bold")
@@ -197,7 +205,7 @@ class ResultsScreen(Screen):
     def _sync_table(self) -> None:
         table = self.query_one("#groups", DataTable)
         groups = self.shown.groups
-        wanted = table_rows(groups)
+        wanted = table_rows(groups, self._ttb)
         self._by_key = {row_key(r): r for r in groups.to_dict("records")}
         if list(wanted) == list(self._rows) and wanted == self._rows:
             return
@@ -252,7 +260,14 @@ class ResultsScreen(Screen):
         if row is None:
             pane.update(Text("select a row: its provenance", style="dim"))
             return
-        text = Text("provenance\n", style="bold")
+        text = Text(style="bold")  # the base style the pane always had
+        best = best_curve(row)  # an hpo row: its best-so-far curve first (issue 25; the
+        if best is not None:    # pane is cut at its height, the provenance list is long)
+            ttb = row.get("time_to_best_s")
+            text.append_text(curve_text(best, ttb if isinstance(ttb, (int, float)) else None,
+                                        max(8, pane.content_size.width - 1)))
+            text.append("\n\n")
+        text.append("provenance\n")
         for label, value in provenance(row):
             text.append(f"{label:>13} ", style="dim")
             text.append(value + "\n")

@@ -22,7 +22,13 @@ comes. Commands go to the runner through its control channel (:mod:`engine.runne
 | v | run.results | the Results screen of this campaign's rows |
 | d | run.stacks | the selected running cell's stack dumps, process tree and last events |
 | z | run.zoom | one pane on the whole screen, in turn (cells, jobs, monitor, log, events) |
+| t | run.monitor | the monitor pane: cell monitor → campaign timeline → loss/val curves |
 | escape | run.back | close a replay, or leave a campaign that has ended |
+
+The monitor pane has three views (``t``): the selected cell's monitor charts, the
+campaign's host/device timeline with its cells' boundaries (:mod:`fugue_tui.app.timeline`)
+and the selected cell's per-job loss and validation curves across executors
+(:mod:`fugue_tui.app.curves`); both are fed from the same events, live and in replay.
 
 Replay (:mod:`fugue_tui.app.replay`): the same screen over a recorded stream. A replay
 worker, instead of the follow worker, posts the events whose time has come in the same
@@ -48,12 +54,14 @@ from textual.worker import get_current_worker
 from engine.observe.state import CellState
 from fugue_tui.app.actions import REPLAY, RUN, bindings
 from fugue_tui.app.compact import set_compact
+from fugue_tui.app.curves import CurveStore, curves_text
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
 from fugue_tui.app.process import RunnerHandle
 from fugue_tui.app.run_text import campaign_header, confirm_question, note_lifecycle
 from fugue_tui.app.screens.modals import ConfirmScreen
 from fugue_tui.app.series import HOST_PANELS, SampleStore, Series
+from fugue_tui.app.timeline import CampaignTimeline
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -64,6 +72,11 @@ from fugue_tui.live import LiveView, warning_line
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
+#: Seconds between two redraws of the timeline while the campaign runs: it spans the whole
+#: campaign (minutes), and one draw costs 20-90 ms (plotext, binning every cell's samples).
+TIMELINE_REDRAW_S = 5.0
+#: What the monitor pane shows, in turn (``t``).
+MONITOR_VIEWS = ("cell", "timeline", "curves")
 #: The panes ``z`` zooms, in turn (then none: every pane again).
 ZOOMS = ("cells", "jobs", "monitor", "log", "events")
 #: Lifecycle lines kept for the events pane (it shows the newest that fit its height).
@@ -108,6 +121,9 @@ class RunScreen(Screen):
         self.clock = clock
         self.view = LiveView(0, clock=clock, recent=RECENT_KEPT)
         self.samples = SampleStore()
+        self.timeline = CampaignTimeline()  # every cell's samples, for the timeline view
+        self.curves = CurveStore()  # every cell's loss and validation, for the curves
+        self.monitor_view = MONITOR_VIEWS[0]
         self.host = Series()
         self.runner_alive: bool | None = handle.alive() if handle is not None else False
         self.follow_running = True
@@ -168,7 +184,10 @@ class RunScreen(Screen):
             except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop us
                 self.view.recent.append(f"(event {event.get('type')!r} not shown: {exc})")
             self._note(event)
-            self.samples.add(event)
+            if self.samples.add(event):
+                self.timeline.add(event)
+            else:
+                self.curves.add(event)
         if message.host_sample:
             self.host.add(message.host_sample, ("cpu_pct", "rss_mib"))
         if message.log_reset or message.log_lines:
@@ -279,6 +298,8 @@ class RunScreen(Screen):
         if jobs.deferred:
             self.dirty = True  # held back by the rate limit: draw it on a later tick
         self._show_charts(cell, running)
+        if self.query_one(DeviceCharts).deferred:
+            self.dirty = True  # the timeline held back by its rate limit: a later tick
         target = cell.log_path if cell is not None and cell.log_path else None
         if target != self.log_target:
             self.log_target = target
@@ -311,6 +332,8 @@ class RunScreen(Screen):
 
     def _show_charts(self, cell: CellState | None, running: CellState | None) -> None:
         charts = self.query_one(DeviceCharts)
+        if self.monitor_view != "cell" and self._show_view(charts, cell):
+            return
         series = self.samples.get(cell.key, cell.attempt) if cell is not None else None
         if series is not None and len(series.t):
             charts.set_title(f"monitor: {cell.label} attempt {cell.attempt}")
@@ -321,6 +344,52 @@ class RunScreen(Screen):
         else:
             charts.set_title("monitor")
             charts.show(None, empty="no monitor samples for this cell (yet)")
+
+    def _show_view(self, charts: DeviceCharts, cell: CellState | None) -> bool:
+        """The timeline or the curves in the monitor pane (True: drawn or unchanged)."""
+        import os
+
+        from rich.text import Text as RichText
+
+        from fugue_tui.app.timeline import render
+
+        state = self.view.state
+        if self.monitor_view == "timeline":
+            charts.set_title("campaign timeline: cells' CPU, RSS, GPU (t: loss curves)")
+            # the axis grows with the clock while the campaign runs: a second is enough
+            tick = int(self.clock()) if state.state == "running" else None
+            color = "NO_COLOR" not in os.environ
+            charts.show_text(("timeline", color), (self.timeline.version, tick,
+                                                   self._spans_signature()),
+                             lambda w, h: RichText.from_ansi(render(
+                                 self.timeline, state, self.clock(), w, h, color=color)),
+                             every=TIMELINE_REDRAW_S)
+            return True
+        charts.set_title("loss and validation across executors (t: cell monitor)")
+        charts.show_text(("curves", cell.key if cell else None),
+                         (self.curves.version, self._spans_signature()),
+                         lambda w, h: curves_text(self.curves, state, cell, w, h))
+        return True
+
+    def _spans_signature(self) -> tuple:
+        return tuple((c.state, c.attempt) for c in self.view.state.cells.values())
+
+    def action_monitor_view(self) -> None:
+        """The monitor pane's next view; on a small terminal (no monitor pane) the pane
+        is zoomed to, so the view shows."""
+        views = MONITOR_VIEWS
+        self.monitor_view = views[(views.index(self.monitor_view) + 1) % len(views)]
+        if self.has_class("-compact") and self.zoomed != "monitor" \
+                and self.monitor_view != "cell":
+            for pane in ZOOMS:
+                self.set_class(pane == "monitor", f"-zoom-{pane}")
+            self.set_class(True, "-zoom")
+        names = {"cell": "the selected cell's monitor", "timeline": "the campaign timeline",
+                 "curves": "loss and validation across executors"}
+        self.notify(f"monitor: {names[self.monitor_view]} (t: next)", timeout=2,
+                    markup=False)
+        self.dirty = True
+        self.call_after_refresh(self.refresh_view)
 
     def _log_title(self) -> str:
         cell = self.selected_cell()

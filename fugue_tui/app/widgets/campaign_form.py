@@ -27,7 +27,9 @@ from fugue_tui.app.plan_model import format_option, parse_option
 class Field:
     """One campaign setting in the form: ``path`` in the document (``watchdog.action``),
     kind ``text`` | ``int`` | ``float`` | ``select`` | ``list`` (a comma list of names, one
-    cell each; one name is written as a plain value), and the choices of a select or list."""
+    cell each; one name is written as a plain value) | ``ints`` (a comma list of integers,
+    always a list: ``k_sweep``) | ``size`` (``6GiB``, ``512MiB`` or a number of MiB:
+    ``[budget]``), and the choices of a select or list."""
 
     path: str
     kind: str
@@ -59,6 +61,8 @@ def _fields() -> tuple[Field, ...]:
         Field("compile_mode", "select", COMPILE_MODES),
         Field("precision", "list", PRECISIONS,
               help=f"{', '.join(PRECISIONS)}: one, or a comma list (one cell each)"),
+        Field("k_sweep", "ints", help="ensemble sizes to sweep, e.g. 1,2,4,8 (one cell per K; "
+                                      "ensembles only)"),
         Field("runs_dir", "text", help="relative to the working directory"),
         Field("experiments_file", "text", help="a user catalogue merged over the built-in one"),
         Field("watchdog.action", "select", ACTIONS,
@@ -66,6 +70,10 @@ def _fields() -> tuple[Field, ...]:
         Field("watchdog.interval_s", "float", help="seconds between checks"),
         Field("watchdog.suspect_after", "int", help="quiet checks before 'suspect'"),
         Field("watchdog.hung_after", "int", help="quiet checks before 'hung'"),
+        # [budget]: what max_parallel = "auto" may fill (unset: measured on this machine)
+        Field("budget.ram", "size", help="host RAM auto may fill, e.g. 6GiB (unset: measured)"),
+        Field("budget.device", "size", help="device memory auto may fill, e.g. 40GiB"),
+        Field("budget.cores", "int", help="cores auto may use (unset: this machine's)"),
     )
 
 
@@ -98,6 +106,39 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> None:
     else:
         doc[last] = value
 
+
+
+def _checked(spec: Field, text: str) -> tuple[Any] | str | None:
+    """``text`` of a ``k_sweep`` or ``[budget]`` field as the campaign file's value, in a
+    1-tuple; a one-line error (the same words as ``--k-sweep`` and the campaign file's
+    ``[budget]`` check); None for the other fields. The k_sweep rules that depend on the
+    selection (increasing, >= 1, ensembles only) are the preview's, as for a file."""
+    from engine.errors import ConfigError
+
+    if spec.kind == "ints":
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        try:
+            return ([int(p) for p in parts],)
+        except ValueError:
+            return (f"{spec.path}: expected comma-separated integers such as 1,2,4,8, "
+                    f"got {text!r}")
+    if not spec.path.startswith("budget."):
+        return None
+    from engine.profile.budget import parse_cores, parse_size
+
+    key = spec.path.split(".", 1)[1]
+    where = f"budget: key '{key}'"
+    try:
+        if spec.kind == "size":
+            parse_size(text, where)
+            try:  # a bare number is MiB: written as a number, as in a campaign file
+                number = float(text)
+                return (int(number) if number.is_integer() else number,)
+            except ValueError:
+                return (text,)
+        return (parse_cores(text, where),)
+    except ConfigError as exc:
+        return str(exc)
 
 
 class StateCheckbox(Checkbox):
@@ -201,6 +242,13 @@ class CampaignForm(VerticalScroll):
             names = [t.strip() for t in text.split(",") if t.strip()]
             _set(self.doc, spec.path, names[0] if len(names) == 1 else names)
             return
+        checked = _checked(spec, text)
+        if isinstance(checked, str):
+            self.errors[spec.path] = checked
+            return
+        if checked is not None:
+            _set(self.doc, spec.path, checked[0])
+            return
         try:
             value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
         except ValueError:
@@ -284,9 +332,10 @@ class CampaignForm(VerticalScroll):
                     widget = self.query_one(f"#{spec.id}", Select)
                     widget.value = value if value in spec.choices else (
                         Select.NULL if spec.path != "watchdog.action" else "flag")
-                elif spec.kind == "list":
+                elif spec.kind in ("list", "ints"):
                     self.query_one(f"#{spec.id}", Input).value = (
-                        ", ".join(value) if isinstance(value, list) else (value or ""))
+                        ", ".join(map(str, value)) if isinstance(value, list)
+                        else ("" if value is None else str(value)))
                 else:
                     self.query_one(f"#{spec.id}", Input).value = "" if value is None else str(value)
             executors = self.doc.get("executors") or ["seq"]

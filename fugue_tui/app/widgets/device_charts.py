@@ -9,6 +9,7 @@ series at most every :data:`MIN_REDRAW_S` (plotext is the costliest thing on scr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -31,6 +32,8 @@ class DeviceCharts(Static):
         self.draws = 0
         self._last_draw = float("-inf")
         self._title: str | None = None
+        #: True while :meth:`show_text` holds a change back for its rate limit.
+        self.deferred = False
 
     def set_title(self, title: str) -> None:
         """Set the border title; a no-op when unchanged (Textual repaints the whole widget on
@@ -39,11 +42,33 @@ class DeviceCharts(Static):
             self._title = title
             self.border_title = title
 
+    def show_text(self, what: Any, version: Any, build: Callable[[int, int], Text],
+                  every: float = MIN_REDRAW_S) -> bool:
+        """Draw ``build(width, height)`` (the campaign timeline, the loss curves) unless
+        ``what`` at this ``version`` and size is what is shown; a newer version of the same
+        ``what`` at most every ``every`` seconds. True when it redrew."""
+        width, height = self.size.width, self.size.height
+        key = ("text", what, version, width, height)
+        self.deferred = False
+        if key == self._drawn:
+            return False
+        now = time.monotonic()
+        if (self._drawn is not None and self._drawn[:2] == key[:2]
+                and self._drawn[3:] == key[3:] and now - self._last_draw < every):
+            self.deferred = True  # the caller asks again later (the last change must show)
+            return False
+        self._last_draw = now
+        self._drawn = key
+        self.update(build(width, height), layout=False)  # a fixed-size pane
+        self.draws += 1
+        return True
+
     def show(self, series: Series | None, which: tuple[tuple[str, str], ...] | None = None,
              empty: str = "no monitor samples for this cell (yet)", live: bool = True) -> bool:
         """Draw ``series`` (panels chosen by :func:`fugue_tui.app.series.panels` unless
         ``which``); True when it redrew. ``live``: the series is still growing (its latest
         value reads "now"; a cell that ended reads "last")."""
+        self.deferred = False  # only show_text defers (the cell charts catch up on samples)
         width, height = self.size.width, self.size.height
         chosen = which if which is not None else (panels(series) if series else ())
         key = (id(series), series.version if series else None, chosen, width, height, empty,

@@ -1,0 +1,215 @@
+"""The campaign's host/device timeline (issue 30), Textual-free: what every cell's monitor
+measured over the whole campaign, on one time axis, with a dotted line where each cell
+attempt started and ended and the cells' numbers above them (a legend under the chart
+says which cell each number is, with its start and end in campaign time).
+
+Panels: the CPU (% of one core) and RSS (MiB) of the running cells' process trees, summed
+over the cells that ran at the same time (the runner may run several at once), and, where
+a GPU was measured, its utilisation % and VRAM used (MiB) — device-wide readings, so the
+largest any cell saw, not a sum. A GPU panel on a CPU-only machine is one line, "not
+measured", never a line at 0. Samples are binned onto the chart's columns (a mean per cell
+and bin, then summed or maxed across cells); a bin in which no cell sampled is a gap.
+
+Times are Unix seconds (a sample's ``time``, else its event ``ts``) from the campaign's
+start; in replay the clock is the replay's. :class:`CampaignTimeline` keeps the last
+:data:`MAX_POINTS` samples of each cell attempt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.events import is_runner_event
+from engine.observe.state import CampaignState
+
+#: Samples kept per cell attempt (at the monitor's 0.5 s: over an hour).
+MAX_POINTS = 8000
+#: (field, title, how cells running at once combine).
+#: Short titles: plotext leaves out a title wider than its chart.
+PANELS = (("cpu_pct", "cells' CPU % of a core", "sum"),
+          ("rss_mib", "cells' RSS MiB", "sum"),
+          ("gpu_util_pct", "GPU util %", "max"),
+          ("mem_used_mib", "VRAM used MiB", "max"))
+GPU_FIELDS = ("gpu_util_pct", "mem_used_mib")
+
+
+@dataclass
+class _Track:
+    """One cell attempt's samples: Unix time and one column per :data:`PANELS` field."""
+
+    t: deque = field(default_factory=lambda: deque(maxlen=MAX_POINTS))
+    values: dict[str, deque] = field(default_factory=lambda: {
+        name: deque(maxlen=MAX_POINTS) for name, _, _ in PANELS})
+
+
+class CampaignTimeline:
+    """Every cell's monitor samples, for the timeline; ``version`` grows with each."""
+
+    def __init__(self) -> None:
+        self.tracks: dict[tuple[str, int], _Track] = {}
+        self.version = 0
+
+    def add(self, event: dict[str, Any]) -> bool:
+        """Take a cell's ``sample`` event; False for anything else."""
+        if event.get("type") != "sample" or is_runner_event(event) or event.get("cell") is None:
+            return False
+        when = event.get("time") if isinstance(event.get("time"), (int, float)) else event.get("ts")
+        if not isinstance(when, (int, float)):
+            return False
+        track = self.tracks.setdefault((str(event["cell"]), int(event.get("attempt") or 0)),
+                                       _Track())
+        track.t.append(float(when))
+        for name, _, _ in PANELS:
+            value = event.get(name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value)
+            track.values[name].append(float(value) if ok else math.nan)
+        self.version += 1
+        return True
+
+    def measured(self, name: str) -> bool:
+        return any(np.isfinite(np.asarray(tr.values[name], dtype=float)).any()
+                   for tr in self.tracks.values())
+
+    def binned(self, name: str, start: float, span: float, bins: int, how: str
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(bin centres in seconds from ``start``, value per bin: per track the mean of
+        its samples in the bin, then summed or maxed (``how``) over the tracks; NaN where
+        no track sampled)."""
+        edges = np.linspace(0.0, span, bins + 1)
+        total = np.full(bins, np.nan)
+        for track in self.tracks.values():
+            t = np.asarray(track.t, dtype=float) - start
+            v = np.asarray(track.values[name], dtype=float)
+            keep = np.isfinite(v) & (t >= 0) & (t <= span)
+            if not keep.any():
+                continue
+            idx = np.clip(np.searchsorted(edges, t[keep], side="right") - 1, 0, bins - 1)
+            sums = np.bincount(idx, weights=v[keep], minlength=bins)
+            counts = np.bincount(idx, minlength=bins)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+            has = np.isfinite(mean)
+            if how == "sum":
+                total[has] = np.where(np.isfinite(total[has]), total[has], 0.0) + mean[has]
+            else:
+                total[has] = np.fmax(total[has], mean[has])
+        return (edges[:-1] + edges[1:]) / 2, total
+
+
+@dataclass(frozen=True)
+class Span:
+    """One cell attempt on the timeline: its number, label, start and end (seconds from
+    the campaign's start; end None while it runs)."""
+
+    number: str
+    label: str
+    start: float
+    end: float | None
+
+
+def spans(state: CampaignState, start: float) -> list[Span]:
+    """Every attempt that started, in start order (an earlier attempt of a retried cell
+    numbered ``3a1``, its current one ``3``)."""
+    out = []
+    for cell in state.cells.values():
+        for record in cell.history:
+            if record.started_ts is not None:
+                out.append(Span(f"{cell.index}a{record.attempt}", cell.label,
+                                record.started_ts - start,
+                                None if record.ended_ts is None else record.ended_ts - start))
+        if cell.started_ts is not None and cell.state != "queued":
+            out.append(Span(str(cell.index), cell.label, cell.started_ts - start,
+                            None if cell.ended_ts is None or cell.active
+                            else cell.ended_ts - start))
+    return sorted(out, key=lambda s: s.start)
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def marks(cells: list[Span], span: float, columns: int) -> list[tuple[float, str]]:
+    """Dotted lines at starts (labelled with the cell's number) and ends (unlabelled, left
+    out when a start is within a column: the next cell starting as one ends); labels that
+    would overlap the previous one (less than its width apart) are dropped, the line kept."""
+    per_column = span / max(1, columns)
+    starts = [(s.start, s.number) for s in cells]
+    ends = [(s.end, "") for s in cells if s.end is not None
+            and not any(abs(s.end - t) <= per_column for t, _ in starts)]
+    out, last_label_end = [], -math.inf
+    for at, label in sorted(starts + ends):
+        if label:
+            column = at / per_column if per_column else 0.0
+            if column < last_label_end:
+                label = ""
+            else:
+                last_label_end = column + len(label) + 1
+        out.append((at, label))
+    return out
+
+
+def legend(cells: list[Span], width: int, lines: int) -> list[str]:
+    """``number label start–end`` of each attempt, packed into at most ``lines`` lines of
+    ``width`` (the rest counted on the last)."""
+    items = [f"{s.number} {s.label} {_clock(s.start)}–{_clock(s.end) if s.end is not None else 'now'}"
+             for s in cells]
+    out: list[str] = []
+    line = ""
+    for i, item in enumerate(items):
+        candidate = f"{line} · {item}" if line else item
+        if len(candidate) <= width:
+            line = candidate
+            continue
+        if line:
+            out.append(line)
+        line = item[:width]
+        if len(out) == lines - 1 and i < len(items) - 1:  # the last line: count the rest
+            more = f" … +{len(items) - i - 1} more"
+            out.append(line[: max(0, width - len(more))] + more)
+            return out
+    if line:
+        out.append(line)
+    return out[:lines]
+
+
+def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: int,
+           height: int, color: bool | None = None) -> str:
+    """The timeline at ``width`` × ``height`` (see the module docstring)."""
+    from fugue_tui.charts import timeline_chart
+
+    start = state.started_ts
+    if start is None:
+        firsts = [tr.t[0] for tr in timeline.tracks.values() if tr.t]
+        if not firsts:
+            return "no monitor samples yet: the timeline starts with the first cell"
+        start = min(firsts)
+    end = state.ended_ts if state.ended_ts is not None and state.state != "running" else now
+    span = max(1.0, end - start)
+    cells = spans(state, start)
+    legend_lines = 1 if height < 16 else 2 if height < 30 else min(8, height // 6)
+    key = legend(cells, width, legend_lines)
+    columns = max(10, width - 12)
+    panels = []
+    for name, title, how in PANELS:
+        if name in GPU_FIELDS and not timeline.measured(name):
+            if name == "gpu_util_pct":
+                panels.append(("GPU util % and VRAM (no GPU sampled)", [], []))
+            continue
+        xs, ys = timeline.binned(name, start, span, columns, how)
+        panels.append((title, xs.tolist(), ys.tolist()))
+    drawn = sum(1 for _, _, ys in panels if any(math.isfinite(y) for y in ys))
+    if height - len(key) - (len(panels) - drawn) < 5 * max(1, drawn):
+        # too short for every panel: the first ones (CPU, then RSS) that fit
+        keep = max(1, (height - len(key) - 1) // 5)
+        panels = panels[:keep]
+    chart = timeline_chart(span, panels, marks(cells, span, columns), width=width,
+                           height=max(5, height - len(key) - (len(panels) - drawn)),
+                           color=color, latest="now" if state.state == "running" else "last")
+    return "\n".join([chart, *key])
