@@ -143,7 +143,8 @@ def _parallel_text(cell) -> str:
     a profile: every job); "" when nothing limits the cell."""
     if not cell.max_parallel:
         return ""
-    how = {"profile": " auto", "all": " all"}.get(cell.max_parallel_method or "", "")
+    how = {"profile": " auto", "profile-share": " auto", "all": " all"}.get(
+        cell.max_parallel_method or "", "")
     return f"max {cell.max_parallel}{how}"
 
 
