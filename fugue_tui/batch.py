@@ -160,11 +160,13 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     and long experiment ids, compile modes and variants folded inside their column."""
     planned = runner.plan()
     if as_json:  # the plan as a fugue-tui/plan document (docs/json.md)
-        from fugue_tui.jsonout import document, dump, plan_cells
+        from fugue_tui.jsonout import document, dump, plan_cells, plan_devices
 
+        several = len(runner.slots) > 1  # optional keys (docs/json.md): several devices
         dump(document("plan", campaign=runner.campaign_id, source=shown or path,
                       runs_dir=str(runner.runs_dir), device=runner.device,
-                      cells=plan_cells(planned)))
+                      **({"devices": plan_devices(runner.slots)} if several else {}),
+                      cells=plan_cells(planned, runner.slot_of, len(runner.slots))))
         return 0
     variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
     # The precision column only when some cell asks for one: plans without the axis print

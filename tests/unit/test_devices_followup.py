@@ -62,3 +62,49 @@ def test_auto_in_a_multi_device_campaign_budgets_the_cells_core_share(monkeypatc
     # one device (a devices list of one): nothing is split, the whole host's cores
     one = _planned(monkeypatch, tmp_path, '["GPU-a"]').cells[0]
     assert (one.max_parallel, one.max_parallel_method) == (8, "profile")
+
+
+def _plan_json(monkeypatch, tmp_path, capsys, devices: str) -> dict:
+    """The ``--dry-run --json`` plan of D_ens and D_cv under seq and a packed mp (jobs on
+    both T4s, two at a time per device), validated against plan.v1.json."""
+    import io
+
+    from rich.console import Console
+
+    from fugue_tui.batch import dry_run
+    from tests.unit.test_json_outputs import strict
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML([FakeDevice("GPU-a"),
+                                                          FakeDevice("GPU-b")]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    path = tmp_path / "c.toml"
+    path.write_text(f'name = "md"\nexperiments = "D_ens,D_cv"\nexecutors = ["seq", "mp"]\n'
+                    f'devices = {devices}\nruns_dir = "{tmp_path / "runs"}"\n'
+                    '[options.mp]\ndevices = ["cuda:1", "cuda:0"]\njobs_per_device = 2\n')
+    capsys.readouterr()
+    dry_run(Runner(load_campaign(path)), Console(file=io.StringIO()), str(path), as_json=True)
+    return strict(capsys.readouterr().out, "plan")
+
+
+def test_the_json_plan_names_each_cells_device_and_the_packed_devices(monkeypatch, tmp_path,
+                                                                      capsys):
+    doc = _plan_json(monkeypatch, tmp_path, capsys, '"auto"')
+    assert [(d["device"], d["entry"], d["uuid"], d["name"]) for d in doc["devices"]] == [
+        (1, "cuda:0", "GPU-a", "Tesla T4"), (2, "cuda:1", "GPU-b", "Tesla T4")]
+    assert doc["devices"][1]["placement"] == "device 2/2 cuda:1 GPU-b"
+    # the placement rule: every executor of one experiment and pass on one device
+    placed = [(c["exp_id"], c["executor"], c["placement"]["device"], c["placement"]["uuid"])
+              for c in doc["cells"]]
+    assert placed == [("D_ens", "seq", 1, "GPU-a"), ("D_ens", "mp", 1, "GPU-a"),
+                      ("D_cv", "seq", 2, "GPU-b"), ("D_cv", "mp", 2, "GPU-b")]
+    assert doc["cells"][2]["placement"]["placement"] == "device 2/2 cuda:1 GPU-b"
+    # mp packs its jobs over the devices as listed (UUIDs); seq packs nothing
+    mp = [c for c in doc["cells"] if c["executor"] == "mp"]
+    assert all(c["packed_devices"] == ["GPU-b", "GPU-a"] and c["jobs_per_device"] == 2
+               for c in mp)
+    assert not any("packed_devices" in c for c in doc["cells"] if c["executor"] == "seq")
+    assert {c["max_parallel_method"] for c in mp} == {"all"}
+    # one device: no placement keys (the v1 document as before), the packing still said
+    one = _plan_json(monkeypatch, tmp_path, capsys, '["GPU-a"]')
+    assert "devices" not in one and not any("placement" in c for c in one["cells"])
+    assert [c.get("packed_devices") for c in one["cells"]] == [None, ["GPU-b", "GPU-a"]] * 2
