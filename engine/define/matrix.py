@@ -181,8 +181,9 @@ def check_plan_size(campaign: Campaign) -> None:
 class HostShare:
     """What one cell of a multi-device campaign may use of the host (issue 27): the cores of
     its device's share (``engine.runner.placement.split_cores``: the host's cores split
-    between ``devices`` concurrent cells) and a device of the campaign's GPU model, whose
-    total memory budgets ``max_parallel = "auto"`` (every device is of one model)."""
+    between ``devices`` concurrent cells; the host's RAM is split between them too) and a
+    device of the campaign's GPU model, whose total memory budgets ``max_parallel =
+    "auto"`` (every device is of one model)."""
 
     cores: int
     devices: int
@@ -296,8 +297,8 @@ def build_cells(campaign: Campaign, machine: dict[str, Any],
     return cells
 
 
-#: The budget's ``cores`` source when a multi-device campaign's cell share set it.
-SHARE_SOURCE = "share of the host's cores split between {n} devices"
+#: The budget's ``cores`` / ``ram`` source when a multi-device campaign's cell share set it.
+SHARE_SOURCE = "share: the host's {what} split between {n} devices"
 
 
 class _PackingResolver:
@@ -334,13 +335,14 @@ class _ParallelResolver:
     """``max_parallel`` of each cell (``engine.profile.auto``): profiles and the budget are
     read once per plan, and only when some executor asks for ``"auto"``.
 
-    With a :class:`HostShare` (a multi-device campaign) the budget's cores are the cell's
-    share, not the host's (its cells run side by side, each pinned to its own cores: a
-    whole-host budget would let every cell start a process per host core), its device
-    memory that of the campaign's GPU model, and a profile counts when measured on this
-    host and stack with a GPU of that model, whichever device it ran on (the key's rule
-    for these campaigns: host and model, never the UUID). The method is then
-    ``profile-share`` when the share's cores were used (``[budget] cores`` given: ``profile``).
+    With a :class:`HostShare` (a multi-device campaign) the budget's cores and RAM are the
+    cell's share, not the host's (its cells run side by side, each pinned to its own cores
+    and all in one RAM: a whole-host budget would let every cell start a process per host
+    core and fill the host's memory), its device memory that of the campaign's GPU model,
+    and a profile counts when measured on this host and stack with a GPU of that model,
+    whichever device it ran on (the key's rule for these campaigns: host and model, never
+    the UUID). The method is then ``profile-share`` when a share was used (``[budget]``
+    ``cores`` and ``ram`` both given: ``profile``).
     """
 
     def __init__(self, campaign: Campaign, machine: dict[str, Any],
@@ -367,10 +369,17 @@ class _ParallelResolver:
                                  or ident["gpu_uuid"] or None, where=where)
             profiles = read_profiles(self.campaign.runs_dir)
             if share is not None:
-                if given.get("cores") is None and share.devices > 1:
-                    budget = dataclasses.replace(budget, cores=share.cores, sources=tuple(
-                        (r, SHARE_SOURCE.format(n=share.devices) if r == "cores" else how)
-                        for r, how in budget.sources))
+                # What the host measured is shared by the cells running at once (one per
+                # device); a value given in [budget] is one cell's already (make_budget).
+                split = {r: SHARE_SOURCE.format(what=f"{how} {r}", n=share.devices)
+                         for r, how in (("cores", "pinned"), ("ram", "MemTotal"))
+                         if given.get(r) is None and share.devices > 1}
+                if split:
+                    budget = dataclasses.replace(
+                        budget, cores=share.cores if "cores" in split else budget.cores,
+                        ram_mb=budget.ram_mb / share.devices if "ram" in split
+                        else budget.ram_mb,
+                        sources=tuple((r, split.get(r, how)) for r, how in budget.sources))
                 # by model: a profile's UUID is not compared (``ident`` has none)
                 from engine.profile.store import Profile
 
@@ -405,8 +414,10 @@ class _ParallelResolver:
                 ident=ident, budget=budget, mp_start=start, precision=precision)
         found = self._memo[memo]
         method = found.method
-        if method == "profile" and self._context()[1].source("cores").startswith("share"):
-            method = "profile-share"  # estimated with the cell's share of the host's cores
+        budget = self._context()[1]
+        if method == "profile" and any(budget.source(r).startswith("share")
+                                       for r in ("cores", "ram")):
+            method = "profile-share"  # estimated with the cell's share of the host
         return ({**table, "max_parallel": found.k},
                 {"max_parallel_method": method,
                  "max_parallel_profile": ",".join(found.profiles) or None,

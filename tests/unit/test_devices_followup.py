@@ -17,7 +17,7 @@ from tests.unit.test_profile_estimate import WIDE
 HOST_CORES = 8
 
 
-def _planned(monkeypatch, tmp_path, devices: str, budget: str = "") -> Runner:
+def _planned(monkeypatch, tmp_path, devices: str, budget: str = 'ram = "100GiB"\n') -> Runner:
     """A Runner planned (not run) with mp's ``max_parallel = "auto"`` on two T4s (fake NVML)
     of an 8-core host, a profile of W's job measured on another T4 of this host."""
     from engine.define.catalogue import load_catalogue
@@ -43,7 +43,7 @@ def _planned(monkeypatch, tmp_path, devices: str, budget: str = "") -> Runner:
     path = tmp_path / "c.toml"
     path.write_text(f'name = "md"\nexperiments = "W"\nexecutors = ["mp"]\ndevices = {devices}\n'
                     f'experiments_file = "mine.toml"\nruns_dir = "{tmp_path / "runs"}"\n'
-                    f'[options.mp]\nmax_parallel = "auto"\n[budget]\nram = "100GiB"\n{budget}')
+                    f'[options.mp]\nmax_parallel = "auto"\n[budget]\n{budget}')
     return Runner(load_campaign(path))
 
 
@@ -56,8 +56,16 @@ def test_auto_in_a_multi_device_campaign_budgets_the_cells_core_share(monkeypatc
     assert cell.max_parallel_profile  # the profile of another T4 of this host was used
     # the other devices of the same model: the same estimate, the same key (resume skips)
     assert _planned(monkeypatch, tmp_path, '["GPU-c", "GPU-a"]').cells[0].key == cell.key
-    # a [budget] cores given is the user's word: used as written, method profile
-    given = _planned(monkeypatch, tmp_path, '["GPU-a", "GPU-b"]', "cores = 6\n").cells[0]
+    # the host's RAM measured is shared too: 200 MiB, 100 per cell, 90 usable: forkserver
+    # mp's parent 40 + P x 15 -> 3 (the whole host's RAM would allow 9, the cores 4)
+    import engine.profile.budget as budget
+
+    monkeypatch.setattr(budget, "host_ram_mb", lambda: 200.0)
+    ram = _planned(monkeypatch, tmp_path, '["GPU-a", "GPU-b"]', "").cells[0]
+    assert (ram.max_parallel, ram.max_parallel_method) == (3, "profile-share")
+    # [budget] cores and ram given are the user's word (one cell's): as written, profile
+    given = _planned(monkeypatch, tmp_path, '["GPU-a", "GPU-b"]',
+                     'ram = "100GiB"\ncores = 6\n').cells[0]
     assert (given.max_parallel, given.max_parallel_method) == (6, "profile")
     # one device (a devices list of one): nothing is split, the whole host's cores
     one = _planned(monkeypatch, tmp_path, '["GPU-a"]').cells[0]
