@@ -143,7 +143,8 @@ def _parallel_text(cell) -> str:
     a profile: every job); "" when nothing limits the cell."""
     if not cell.max_parallel:
         return ""
-    how = {"profile": " auto", "all": " all"}.get(cell.max_parallel_method or "", "")
+    how = {"profile": " auto", "profile-share": " auto", "all": " all"}.get(
+        cell.max_parallel_method or "", "")
     return f"max {cell.max_parallel}{how}"
 
 
@@ -159,11 +160,13 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     and long experiment ids, compile modes and variants folded inside their column."""
     planned = runner.plan()
     if as_json:  # the plan as a fugue-tui/plan document (docs/json.md)
-        from fugue_tui.jsonout import document, dump, plan_cells
+        from fugue_tui.jsonout import document, dump, plan_cells, plan_devices
 
+        several = len(runner.slots) > 1  # optional keys (docs/json.md): several devices
         dump(document("plan", campaign=runner.campaign_id, source=shown or path,
                       runs_dir=str(runner.runs_dir), device=runner.device,
-                      cells=plan_cells(planned)))
+                      **({"devices": plan_devices(runner.slots)} if several else {}),
+                      cells=plan_cells(planned, runner.slot_of, len(runner.slots))))
         return 0
     variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
     # The precision column only when some cell asks for one: plans without the axis print

@@ -139,11 +139,43 @@ def report_cells(runs, by_campaign: bool = False,
     return cells
 
 
-def plan_cells(planned) -> list[dict[str, Any]]:
-    """A dry run's cells (:meth:`engine.runner.supervisor.Runner.plan`)."""
+def plan_devices(slots) -> list[dict[str, Any]]:
+    """The devices of a multi-device campaign (``engine.runner.placement.Slot``, in the
+    order of ``devices``): ``device`` (1-based), ``entry`` (as written, or ``cuda:N`` for
+    ``"auto"``), ``uuid``, ``name`` (the GPU model NVML gives), ``parent_uuid`` (a MIG
+    slice's physical GPU, else null), ``cpus`` (the host cores its cells are pinned to;
+    null: not pinned) and ``placement`` (the rows' ``placement`` text)."""
+    return [{"device": s.index + 1, "entry": s.gpu.get("entry"), "uuid": s.uuid,
+             "name": s.gpu.get("name"), "parent_uuid": s.gpu.get("parent_uuid"),
+             "cpus": list(s.cpus) or None, "placement": s.describe(len(slots))}
+            for s in slots]
+
+
+def _packing(cell) -> dict[str, Any]:
+    """A packed cell's (mp/ray ``devices`` option) ``packed_devices`` (GPU UUIDs, job i on
+    the (i mod n)-th) and ``jobs_per_device`` (null: not limited); {} when it packs none."""
+    devices = cell.options.get("devices")
+    if not devices:
+        return {}
+    return {"packed_devices": list(devices),
+            "jobs_per_device": cell.options.get("jobs_per_device")}
+
+
+def plan_cells(planned, slot_of=None, n_devices: int = 1) -> list[dict[str, Any]]:
+    """A dry run's cells (:meth:`engine.runner.supervisor.Runner.plan`). With several
+    devices (``n_devices`` > 1, ``slot_of``: a cell's ``Slot``, the runner's
+    ``slot_of``) each cell has ``placement``: ``device`` (1-based), ``uuid`` and the
+    ``placement`` text its rows will carry; a packed cell has :func:`_packing`'s keys."""
     out = []
     for p in planned:
         c = p.cell
+        extra = dict(_packing(c))
+        if slot_of is not None and n_devices > 1:
+            slot = slot_of(c)
+            extra["placement"] = {"device": slot.index + 1, "uuid": slot.uuid,
+                                  "placement": slot.describe(n_devices)}
+        if c.max_parallel_method:
+            extra["max_parallel_method"] = c.max_parallel_method
         out.append({
             "index": c.index, "exp_id": c.exp_id, "executor": c.executor,
             "compile_mode": c.compile_mode, "pass": c.pass_index, "jobs": len(c.jobs),
@@ -155,5 +187,6 @@ def plan_cells(planned) -> list[dict[str, Any]]:
             "reused_from": ({"campaign_id": p.reused.get("campaign_id"),
                              "attempt": p.reused.get("attempt"),
                              "timestamp": p.reused.get("timestamp")} if p.reused else None),
+            **extra,
         })
     return out

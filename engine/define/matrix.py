@@ -23,6 +23,7 @@ an axis too, a list of values runs one cell each (``start = ["forkserver", "spaw
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -176,8 +177,24 @@ def check_plan_size(campaign: Campaign) -> None:
                           "executors or passes, or smaller K")
 
 
-def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
+@dataclass(frozen=True)
+class HostShare:
+    """What one cell of a multi-device campaign may use of the host (issue 27): the cores of
+    its device's share (``engine.runner.placement.split_cores``: the host's cores split
+    between ``devices`` concurrent cells; the host's RAM is split between them too) and a
+    device of the campaign's GPU model, whose total memory budgets ``max_parallel =
+    "auto"`` (every device is of one model)."""
+
+    cores: int
+    devices: int
+    gpu_uuid: str = ""
+
+
+def build_cells(campaign: Campaign, machine: dict[str, Any],
+                share: HostShare | None = None) -> list[CellSpec]:
     """Expand ``campaign`` into its cells (see the module docstring for order and keys).
+    ``share``: a multi-device campaign's per-cell share of the host, which
+    ``max_parallel = "auto"`` budgets with instead of the whole host (None: one device).
 
     Each experiment is expanded and serialised once; the keys of its cells hash the same
     canonical JSON as :func:`cell_key`, the part up to the jobs hashed once per
@@ -218,7 +235,7 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
                 for p in (campaign.precision or [None])]
     configs: dict[tuple[Any, ...], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
-    parallel = _ParallelResolver(campaign, machine)
+    parallel = _ParallelResolver(campaign, machine, share)
     packing = _PackingResolver()
     for pass_index in range(1, campaign.passes + 1):
         for exp_id, size in ((e, s) for e in campaign.experiments for s in sizes):
@@ -280,6 +297,10 @@ def build_cells(campaign: Campaign, machine: dict[str, Any]) -> list[CellSpec]:
     return cells
 
 
+#: The budget's ``cores`` / ``ram`` source when a multi-device campaign's cell share set it.
+SHARE_SOURCE = "share: the host's {what} split between {n} devices"
+
+
 class _PackingResolver:
     """mp's ``devices`` of each cell, resolved once per plan (NVML in this process's
     environment: an outer ``CUDA_VISIBLE_DEVICES`` is indexed into)."""
@@ -312,10 +333,21 @@ class _PackingResolver:
 
 class _ParallelResolver:
     """``max_parallel`` of each cell (``engine.profile.auto``): profiles and the budget are
-    read once per plan, and only when some executor asks for ``"auto"``."""
+    read once per plan, and only when some executor asks for ``"auto"``.
 
-    def __init__(self, campaign: Campaign, machine: dict[str, Any]):
-        self.campaign, self.machine = campaign, machine
+    With a :class:`HostShare` (a multi-device campaign) the budget's cores and RAM are the
+    cell's share, not the host's (its cells run side by side, each pinned to its own cores
+    and all in one RAM: a whole-host budget would let every cell start a process per host
+    core and fill the host's memory), its device memory that of the campaign's GPU model,
+    and a profile counts when measured on this host and stack with a GPU of that model,
+    whichever device it ran on (the key's rule for these campaigns: host and model, never
+    the UUID). The method is then ``profile-share`` when a share was used (``[budget]``
+    ``cores`` and ``ram`` both given: ``profile``).
+    """
+
+    def __init__(self, campaign: Campaign, machine: dict[str, Any],
+                 share: HostShare | None = None):
+        self.campaign, self.machine, self.share = campaign, machine, share
         self._loaded: tuple[Any, Any, dict[str, str]] | None = None
         self._memo: dict[tuple[str, int, str, str], Any] = {}
 
@@ -332,9 +364,27 @@ class _ParallelResolver:
                      "gpu_uuid": str(machine.get("gpu_uuid") or ""),
                      "torch": str(machine.get("torch", "")), "cuda": torch_cuda_version()}
             where = (f"{self.campaign.source}: budget" if self.campaign.source else "budget")
-            budget = make_budget(**self.campaign.budget, gpu_uuid=ident["gpu_uuid"] or None,
-                                 where=where)
-            self._loaded = (read_profiles(self.campaign.runs_dir), budget, ident)
+            share, given = self.share, dict(self.campaign.budget)
+            budget = make_budget(**given, gpu_uuid=(share.gpu_uuid if share else None)
+                                 or ident["gpu_uuid"] or None, where=where)
+            profiles = read_profiles(self.campaign.runs_dir)
+            if share is not None:
+                # What the host measured is shared by the cells running at once (one per
+                # device); a value given in [budget] is one cell's already (make_budget).
+                split = {r: SHARE_SOURCE.format(what=f"{how} {r}", n=share.devices)
+                         for r, how in (("cores", "pinned"), ("ram", "MemTotal"))
+                         if given.get(r) is None and share.devices > 1}
+                if split:
+                    budget = dataclasses.replace(
+                        budget, cores=share.cores if "cores" in split else budget.cores,
+                        ram_mb=budget.ram_mb / share.devices if "ram" in split
+                        else budget.ram_mb,
+                        sources=tuple((r, split.get(r, how)) for r, how in budget.sources))
+                # by model: a profile's UUID is not compared (``ident`` has none)
+                from engine.profile.store import Profile
+
+                profiles = [Profile({**p.row, "gpu_uuid": ""}) for p in profiles]
+            self._loaded = (profiles, budget, ident)
         return self._loaded
 
     def resolve(self, exp_id: str, executor: str, jobs: list[dict[str, Any]],
@@ -363,8 +413,13 @@ class _ParallelResolver:
                 device=str(self.machine.get("device", "cpu")), profiles=profiles,
                 ident=ident, budget=budget, mp_start=start, precision=precision)
         found = self._memo[memo]
+        method = found.method
+        budget = self._context()[1]
+        if method == "profile" and any(budget.source(r).startswith("share")
+                                       for r in ("cores", "ram")):
+            method = "profile-share"  # estimated with the cell's share of the host
         return ({**table, "max_parallel": found.k},
-                {"max_parallel_method": found.method,
+                {"max_parallel_method": method,
                  "max_parallel_profile": ",".join(found.profiles) or None,
                  "notes": list(found.notes)})
 

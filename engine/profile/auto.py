@@ -24,7 +24,9 @@ from engine.profile.estimate import Estimate, fits
 from engine.profile.store import Profile, job_key, key_text, lookup
 
 AUTO = "auto"
-METHODS = ("user", "profile", "all")
+#: ``profile-share``: ``"auto"`` estimated in a multi-device campaign with one cell's share of
+#: the host's cores (``engine.define.matrix.HostShare``), set by the plan, not here.
+METHODS = ("user", "profile", "all", "profile-share")
 
 
 @dataclass

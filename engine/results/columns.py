@@ -382,8 +382,9 @@ _OURS: tuple[Column, ...] = (
            "resolved it, or K); max_parallel is what was measured; empty for seq"),
     Column("max_parallel_method", G, TEXT,
            "how max_parallel_resolved was decided: user (a number written), profile (\"auto\" "
-           "estimated from this machine's profiles) or all (absent, or \"auto\" without a "
-           "profile); empty for seq"),
+           "estimated from this machine's profiles), profile-share (\"auto\" estimated with "
+           "one cell's share of the host's cores and RAM: a multi-device campaign) or all "
+           "(absent, or \"auto\" without a profile); empty for seq"),
     Column("max_parallel_profile", G, TEXT,
            "the profiles (profile_id in <runs_dir>/profiles.csv, comma-separated) the "
            "\"auto\" estimate used; empty otherwise"),

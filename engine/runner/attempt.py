@@ -36,7 +36,7 @@ from engine.runner.cellproc import (
     write_whole,
 )
 from engine.runner.reasons import exit_reason, last_line
-from engine.runner.watchdog import Watchdog
+from engine.runner.watchdog import PackedDevices, Watchdog
 from engine.runner.zygote import ForkedCell
 
 if TYPE_CHECKING:
@@ -188,7 +188,11 @@ class Attempt:
         if idle:
             settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
         on_gpu = str(self.spec.get("device_requested") or self.spec["device"]).startswith("cuda")
-        return Watchdog(settings, proc.pid, proc.pid, has_device=on_gpu)
+        # A packed cell (mp/ray devices: UUIDs by now) is watched on each of its devices.
+        others = [u for u in self.cell.options.get("devices") or []
+                  if u != self.spec.get("gpu_uuid")]
+        return Watchdog(settings, proc.pid, proc.pid, has_device=on_gpu,
+                        packed=PackedDevices(others) if others else None)
 
     def _supervise(self, proc, tail: EventTail, watchdog: Watchdog
                    ) -> tuple[bool, str | None, str]:

@@ -52,7 +52,7 @@ from engine.cell.protocol import CellRunSpec
 from engine.cleanup import run_recorded
 from engine.define.availability import experiment_availability
 from engine.define.campaign import Campaign
-from engine.define.matrix import CellSpec, build_cells
+from engine.define.matrix import CellSpec, HostShare, build_cells
 from engine.errors import ConfigError, FugueError, OutputError
 from engine.events import EventWriter
 from engine.measure.nvml import resolve_gpu, resolve_gpus
@@ -179,7 +179,13 @@ class Runner:
                       for i, gpu in enumerate(gpus)]
         self.device, self.gpu = "cuda", gpus[0]
         self.machine = {**model_identity(gpus[0]), "plugins": self.plugins}
-        self.cells = build_cells(campaign, self.machine)
+        # max_parallel = "auto" budgets one cell's share of the host (its slot's cores; the
+        # smallest share, so a cell's key never depends on which device it was placed on)
+        pinned = {cpu for slot in self.slots for cpu in slot.cpus}
+        share = HostShare(cores=max(1, len(pinned) // len(self.slots)) if pinned
+                          else (os.cpu_count() or 1), devices=len(self.slots),
+                          gpu_uuid=self.slots[0].uuid)
+        self.cells = build_cells(campaign, self.machine, share)
         self.placement = place(self.cells, len(self.slots))
         self._finish_init(campaign)
 

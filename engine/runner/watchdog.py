@@ -20,7 +20,13 @@ runner calls :meth:`Watchdog.check`. A check *strikes* when, since the previous 
    - *unknown* when a cell on a GPU sends neither (no monitor, no sample yet, a device
      that reports nothing): the device condition is dropped and the cell is hung only
      after twice ``hung_after`` strikes, its reason saying "device signal unknown";
-   - a cell without a GPU has no device condition to meet.
+   - a cell without a GPU has no device condition to meet;
+   - a *packed* cell (mp/ray ``devices``: its jobs on several GPUs) is watched on every
+     device it packs onto, not only the one its monitor samples: each other packed GPU is
+     read through NVML at each check (:class:`PackedDevices`: utilisation, else its
+     memory used moving since the previous check), so jobs busy on a second GPU with
+     little host CPU keep the cell alive. The cell is idle only when every device is; any
+     device whose signal is unknown makes the device condition unknown (as above).
 
 After ``suspect_after`` consecutive strikes the cell is *suspect*; after ``hung_after`` (twice
 that while the device signal is unknown) it is *hung*. Any check without a strike resets the
@@ -88,6 +94,72 @@ def tree_cpu_seconds(procs: list[psutil.Process]) -> tuple[float, list[str]]:
 UTILISATION, MEMORY, UNKNOWN, NO_DEVICE = "utilisation", "memory", "unknown", "none"
 
 
+class PackedDevices:
+    """The GPUs a packed cell's jobs run on besides the one its monitor samples, read at
+    each watchdog check (one NVML reading of utilisation and memory per device and check,
+    every ``interval_s``: no sampler, nothing recorded). Torch-free; NVML is opened lazily,
+    in the runner's process (``nvml``: a fake module in tests)."""
+
+    def __init__(self, uuids: list[str], nvml: Any = None):
+        self.uuids = list(uuids)
+        self.nvml = nvml
+        self._devices: dict[str, Any] = {}
+        self._unreadable: dict[str, str] = {}
+        self._mem: dict[str, float] = {}
+
+    def _device(self, uuid: str) -> Any:
+        if uuid not in self._devices and uuid not in self._unreadable:
+            from engine.measure.nvml import open_gpu
+
+            try:
+                self._devices[uuid] = open_gpu(uuid, self.nvml)
+            except RuntimeError as exc:  # said in the verdict: "signal unknown (why)"
+                self._unreadable[uuid] = str(exc)
+        return self._devices.get(uuid)
+
+    def activity(self, busy_pct: float) -> list[tuple[str, str, float | None, bool | None]]:
+        """``(uuid, signal, utilisation, busy)`` of each device now: its utilisation when
+        it reports one (busy at ``busy_pct`` or more), else whether its memory used moved
+        since the previous call (:data:`MEMORY`), else :data:`UNKNOWN` (busy None)."""
+        from engine.measure.nvml import GPU_METRICS
+
+        out: list[tuple[str, str, float | None, bool | None]] = []
+        for uuid in self.uuids:
+            device = self._device(uuid)
+            values: dict[str, float | None] = {}
+            for metric in ("utilization", "memory"):
+                if device is not None and metric in device.supported:
+                    name, reader = GPU_METRICS[metric]
+                    try:
+                        values[name] = reader(device.nvml, device.handle)
+                    except Exception:  # noqa: BLE001 - a driver hiccup: unknown this time
+                        values[name] = None
+            util, mem = values.get("gpu_util_pct"), values.get("mem_used_mib")
+            before = self._mem.pop(uuid, None)
+            if mem is not None:
+                self._mem[uuid] = mem
+            if util is not None:
+                out.append((uuid, UTILISATION, util, util >= busy_pct))
+            elif mem is not None and before is not None:
+                out.append((uuid, MEMORY, None, mem != before))
+            else:
+                out.append((uuid, UNKNOWN, None, None))
+        return out
+
+    def describe(self, seen: list[tuple[str, str, float | None, bool | None]]) -> list[str]:
+        """One note per device for a verdict: ``GPU-b at 0 %``."""
+        notes = []
+        for uuid, signal, util, busy in seen:
+            if signal == UTILISATION:
+                notes.append(f"packed {uuid} at {util:.0f} %")
+            elif signal == MEMORY:
+                notes.append(f"packed {uuid} memory {'changing' if busy else 'unchanged'}")
+            else:
+                why = self._unreadable.get(uuid)
+                notes.append(f"packed {uuid} signal unknown" + (f" ({why})" if why else ""))
+        return notes
+
+
 @dataclass
 class Check:
     """One watchdog verdict: ``state`` ok | suspect | hung, and what was seen.
@@ -123,10 +195,14 @@ class Watchdog:
     """Watches one cell attempt (see the module docstring for the rule)."""
 
     def __init__(self, settings: WatchdogSettings, leader_pid: int, session_id: int,
-                 device_util=None, clock=time.monotonic, has_device: bool = False):
+                 device_util=None, clock=time.monotonic, has_device: bool = False,
+                 packed: PackedDevices | None = None):
         """``has_device``: the cell runs on a GPU (whose silence is then *unknown*, not
-        idle); ``device_util``: a callable returning the utilisation to use (tests)."""
+        idle); ``device_util``: a callable returning the utilisation to use (tests);
+        ``packed``: the other GPUs a packed cell's jobs run on (module docstring)."""
         self.settings = settings
+        self.packed = packed
+        self._packed_notes: list[str] = []
         self.leader_pid = leader_pid
         self.session_id = session_id
         self.has_device = has_device
@@ -178,6 +254,24 @@ class Watchdog:
         """(signal, utilisation, busy) for this check; clears the memory record."""
         moved, samples = self._mem_moved, self._mem_samples
         self._mem_moved, self._mem_samples = False, 0
+        own = self._own_activity(moved, samples)
+        if self.packed is None:
+            return own
+        # A packed cell: busy when any of its devices is; idle only when all are known idle.
+        seen = self.packed.activity(self.settings.gpu_busy_pct)
+        self._packed_notes = self.packed.describe(seen)
+        every = ([own] if own[0] != NO_DEVICE else []) + [s[1:] for s in seen]
+        utils = [u for _, u, _ in every if u is not None]
+        util = max(utils) if utils else None
+        busy = next((e for e in every if e[2]), None)
+        if busy is not None:
+            return busy[0], util, True
+        if any(signal == UNKNOWN for signal, _, _ in every):
+            return UNKNOWN, util, None
+        return (MEMORY if any(s == MEMORY for s, _, _ in every) else UTILISATION), util, False
+
+    def _own_activity(self, moved: bool, samples: int) -> tuple[str, float | None, bool | None]:
+        """The device the cell's monitor samples: (signal, utilisation, busy)."""
         util = self.device_util()
         if util is not None:
             return UTILISATION, util, util >= self.settings.gpu_busy_pct
@@ -209,5 +303,5 @@ class Watchdog:
         hung_after = self.settings.hung_after * (2 if device_signal == UNKNOWN else 1)
         state = ("hung" if self.strikes >= hung_after else
                  "suspect" if self.strikes >= self.settings.suspect_after else "ok")
-        return Check(state, self.strikes, fraction, util, progressed, notes, device_signal,
-                     busy)
+        return Check(state, self.strikes, fraction, util, progressed,
+                     notes + self._packed_notes, device_signal, busy)
