@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     for fig, key, target, note in (
             ("peak_over_budget_auto", "peak_auto_mb", "<=1",
              "measured peak RSS of the unified_model cell run with max_parallel = \"auto\" "
-             "÷ the RAM budget auto was resolved under (a chunked unified cell keeps its "
-             "finished chunks' memory: docs/profiles.md, Chunks)"),
+             "÷ the RAM budget auto was resolved under (a chunked unified cell releases "
+             "each finished chunk before the next: docs/profiles.md, Chunks)"),
             ("peak_over_budget_2k", "peak_2k_mb", ">1",
              "the same cell with twice the auto K: must exceed the budget")):
         rows += bench_results.figure_rows(
