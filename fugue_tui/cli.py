@@ -229,7 +229,7 @@ def _profile_common(parser: argparse.ArgumentParser) -> None:
 def _add_profile(sub) -> None:
     """``profile`` and ``simulate``: memory profiles and how many jobs fit at once."""
     profile = sub.add_parser(
-        "profile", help="measure memory profiles: peak RSS of 1, 2, 4 stacked jobs, device "
+        "profile", help="measure memory profiles: peak RSS of 1, 2, 4, 8 stacked jobs (--ks), device "
                         "memory, step time (per model, dataset, batch, precision, compile, "
                         "optimizer)",
         description="For each distinct (model, dataset, batch size, precision, compile, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,15 +83,21 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
         spec_path.write_text(json.dumps(spec))
         with open(log, "w") as out:
+            # its own session, so a terminal's Ctrl-C reaches only us; we end the whole
+            # group ourselves (the probe forks one child per K), then the temp folder goes
+            proc = subprocess.Popen([sys.executable, "-m", "engine.cell.profile_probe",
+                                     str(spec_path), str(out_path)], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                proc = subprocess.run([sys.executable, "-m", "engine.cell.profile_probe",
-                                       str(spec_path), str(out_path)], env=env,
-                                      stdin=subprocess.DEVNULL, stdout=out,
-                                      stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S,
-                                      start_new_session=True)
+                proc.wait(timeout=PROBE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
+                stop_probe(proc)
                 raise ProfileError(f"the profile probe ran over {PROBE_TIMEOUT_S} s (log: "
                                  f"{log})") from None
+            except BaseException:  # Ctrl-C, SIGTERM (the command turns it into one), ...
+                stop_probe(proc)
+                raise
         try:
             doc = json.loads(out_path.read_text())
         except (OSError, ValueError):
@@ -99,6 +106,35 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
     if "error" in doc:
         raise ProfileError(f"{doc['error']} (log: {log})")
     return doc
+
+
+#: How long the probe's process group gets between SIGTERM and SIGKILL (s).
+STOP_GRACE_S = 2.0
+
+
+def stop_probe(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """End a probe and every process it forked (its process group: the probe started a
+    session of its own): SIGTERM, then SIGKILL after ``grace_s``; waits for the probe.
+    A group that is already gone is fine."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            continue
+        # the leader is gone; its forked children (same group) get the same signal
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        break
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.PathLike[str],
