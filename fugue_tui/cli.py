@@ -616,17 +616,24 @@ def _check_top_level_users(parser: argparse.ArgumentParser, args: argparse.Names
 def _control(args: argparse.Namespace) -> int:
     """``fugue-tui control``: queue the command only for a runner that is running: one
     that starts later discards it (older than its start), so "sent" would be a lie."""
-    from engine.runner.control import check_command, runner_state, send
+    from engine.runner.control import check_command, runner_state, send, waiting_cell
 
     check_command(args.run_dir, args.cmd, args.cell)  # bad input first: exit 2
     state = runner_state(args.run_dir)
+    what = f"{args.cmd} {args.cell}" if args.cell else args.cmd
     if state is False:
-        what = f"{args.cmd} {args.cell}" if args.cell else args.cmd
         print(f"fugue-tui: no runner is running the campaign of {args.run_dir}: '{what}' was "
               "not sent (a runner started later ignores older commands)", file=sys.stderr)
         return 1
+    waiting = waiting_cell(args.run_dir, str(args.cell)) if args.cmd == "retry" else None
+    if waiting is not None:  # a state, not bad input: exit 1 like "no runner"
+        index, key = waiting
+        print(f"fugue-tui: cell {index} ({key}) of {args.run_dir} has not started yet: "
+              f"nothing to retry, it runs when its turn comes ('skip {args.cell}' takes it out "
+              f"of the queue); '{what}' was not sent", file=sys.stderr)
+        return 1
     path = send(args.run_dir, args.cmd, args.cell)
-    print(f"sent {args.cmd} {args.cell or ''} ({path.name})")
+    print(f"sent {what} ({path.name})")
     return 0
 
 
