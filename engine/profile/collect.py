@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
+from engine.measure.host import busy_warning
 from engine.profile.store import (
     COLUMNS,
     append_profile,
@@ -159,6 +160,9 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
                         max_steps=max_steps)
         for line in doc.pop("errors", []):
             say(f"  warning: {line}: left out of the profile")
+        busy = busy_warning((_float(doc.get("load_avg")), _float(doc.get("load_avg_end"))),
+                            int(doc.get("cpu_cores") or 0) or None)
+        doc["load_warning"] = busy or ""
         row = {"profile_id": pid, "timestamp": time.strftime("%Y%m%d_%H%M%S", time.gmtime()),
                **ident, **key, **{k: ("" if v is None else v) for k, v in doc.items()
                                   if k in COLUMNS}}
@@ -167,8 +171,20 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
         say(f"  {pid}: RSS(1) {float(row['rss1_mb']):.0f} MiB, +"
             f"{_num(row.get('rss_per_member_mb'))} MiB per stacked member, step "
             f"{_num(row.get('step_time_ms'), '.1f')} ms ({row['probe_s']} s)")
+        if busy:  # as --batch warns for a cell: the figures are not a quiet machine's
+            say(f"  warning: {busy} (load {_num(row.get('load_avg'), '.1f')} at the start, "
+                f"{_num(row.get('load_avg_end'), '.1f')} at the end): step times and CPU "
+                f"figures of {pid} are inflated; profile again on a quiet machine "
+                f"(the row records load_avg, load_avg_end and load_warning)")
         written.append(row)
     return written
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _num(value: Any, fmt: str = ".0f") -> str:

@@ -161,6 +161,8 @@ def list_profiles(runs_dir, ident: dict[str, str], out) -> int:
             figures += [f"device {_n(dev)} MiB + context {_n(p.num('device_context_mb'))}",
                         f"+{_n(p.num('device_per_member_mb'))} MiB/member"]
         mark = (f"  [ignored here: another {', '.join(other)}]" if other else "")
+        if p.row.get("load_warning"):  # its step time is not a quiet machine's
+            mark += f"  [measured busy: {p.row['load_warning']}]"
         print(f"  {p.id}  {p.row.get('timestamp', '')}  {key_text(p.key)}: "
               f"{', '.join(figures)}{mark}", file=out)
     return 0
