@@ -11,7 +11,7 @@ from pathlib import Path
 from engine.profile.collect import DEFAULT_KS
 from engine.runfolder import RunFolder
 from tests.unit.test_json_outputs import fugue
-from tests.unit.test_knee import TP, _sweep
+from tests.unit.test_knee import _sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
