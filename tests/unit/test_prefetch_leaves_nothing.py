@@ -6,10 +6,12 @@ offline whatever this machine has (every URL through a proxy that refuses)."""
 
 from __future__ import annotations
 
-from tests.unit.test_commands import _offline, fugue, workdir  # noqa: F401 (a fixture)
+from tests.unit.test_commands import _offline, fugue
 
 
-def test_offline_prefetch_removes_the_data_dir_it_created(tmp_path, workdir):
+def test_offline_prefetch_removes_the_data_dir_it_created(tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
     data = tmp_path / "new" / "deeper" / "data"
     result = fugue(workdir, "prefetch", "E05", "--data-dir", str(data), env=_offline(tmp_path))
     assert result.returncode == 2, (result.stdout, result.stderr)
