@@ -457,13 +457,41 @@ def _pipe_closed() -> int:
     return 128 + signal.SIGPIPE
 
 
+#: Options whose value may look like an option (``--ram-budget -1GiB``): argparse would say
+#: "expected one argument" instead of the value's own message ("must be > 0").
+_VALUE_MAY_START_WITH_DASH = ("--ram-budget", "--device-budget", "--cores")
+
+
+def _glue_values(argv: list[str]) -> list[str]:
+    """``--ram-budget -1GiB`` as ``--ram-budget=-1GiB``, so the value reaches its check."""
+    out: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--":
+            out.append(token)
+            out.extend(tokens)
+            break
+        if token in _VALUE_MAY_START_WITH_DASH:
+            following = next(tokens, None)
+            if following is not None and following.startswith("-") and not \
+                    following.startswith("--"):
+                out.append(f"{token}={following}")
+                continue
+            out.append(token)
+            if following is not None:
+                out.append(following)
+            continue
+        out.append(token)
+    return out
+
+
 def _main(argv: list[str]) -> int:
     from engine.plugins import load_builtins
 
     load_builtins()  # the process's entry: every registry lookup below sees the built-ins
     parser = build_parser()
     _check_top_level_tokens(parser, argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glue_values(argv))
     if args.command and args.batch:
         parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
     if args.json and not args.batch:
