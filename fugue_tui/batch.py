@@ -55,13 +55,24 @@ class PlainProgress:
         self.stream = stream or sys.stdout
         #: Cell labels by key, from the runner's events (a cell's warning names its cell).
         self.labels: dict[str, str] = {}
+        #: Campaign indices by cell key (a control line names the cell as [i/N]).
+        self.indices: dict[str, int] = {}
+        #: The index of the cell started last (0: none yet).
+        self.current = 0
+        #: "[i/N] ...: skipped" lines of queued cells skipped by a control command, held
+        #: until their turn (index order), so that [5/6] does not come before [4/6].
+        self.held: dict[int, str] = {}
 
     def __call__(self, event: dict[str, Any]) -> None:
         try:
             if is_runner_event(event) and event.get("label") and event.get("cell"):
                 self.labels[event["cell"]] = event["label"]
+            if is_runner_event(event) and event.get("cell") and isinstance(
+                    event.get("index"), int):
+                self.indices[event["cell"]] = event["index"]
             warning = warning_line(event, self.labels.get(event.get("cell") or "", ""))
             line = self.line(event) if warning is None else None
+            line = self._in_order(event, line)
         except (KeyError, TypeError, ValueError) as exc:  # a display bug must not stop a campaign
             warning = None
             line = f"    (event {event.get('type')!r} not shown: {type(exc).__name__}: {exc})"
@@ -77,7 +88,38 @@ class PlainProgress:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        self._flush(None)  # a campaign stopped early still says what was skipped
         return None
+
+    def _in_order(self, event: dict[str, Any], line: str | None) -> str | None:
+        """Hold a control skip of a queued cell until the cells before it started; print
+        what is held before the next cell's start line and at the campaign's end."""
+        kind = event.get("type")
+        if not is_runner_event(event):
+            return line
+        if (kind == "skipped" and line is not None and isinstance(event.get("index"), int)
+                and event["index"] > self.current + 1
+                and "control command" in str(event.get("reason") or "")):
+            self.held[event["index"]] = line
+            return None
+        if kind == "cell_started" and isinstance(event.get("index"), int):
+            self.current = max(self.current, event["index"])
+            self._flush(event["index"])
+        elif kind in ("campaign_done", "campaign_aborted"):
+            self._flush(None)
+        return line
+
+    def _flush(self, before: int | None) -> None:
+        """Print the held lines of cells before index ``before`` (None: all), in order."""
+        for index in sorted(i for i in self.held if before is None or i < before):
+            print(self.held.pop(index), file=self.stream, flush=True)
+
+    def _cell_text(self, key: str) -> str:
+        """``[5/6] my_cv mp pass 1`` for a cell key the runner announced, else the key."""
+        index, label = self.indices.get(key), self.labels.get(key)
+        if index is None or not label:
+            return key
+        return f"[{index}/{self.total}] {label}"
 
     def line(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
@@ -117,8 +159,12 @@ class PlainProgress:
         if kind == "failed":
             return f"    cell failed: {event.get('error', '')}"
         if kind == "control":
+            # not indented: it is about the cell it names, not the one running now
             state = "applied" if event.get("applied") else f"ignored ({event.get('reason')})"
-            return f"    control {event['cmd']} {event.get('cell') or ''}: {state}"
+            cell = event.get("cell")
+            return " ".join(p for p in ("control", str(event["cmd"]),
+                                        self._cell_text(cell) if cell else "") if p) \
+                + f": {state}"
         return None
 
 

@@ -229,7 +229,7 @@ def _profile_common(parser: argparse.ArgumentParser) -> None:
 def _add_profile(sub) -> None:
     """``profile`` and ``simulate``: memory profiles and how many jobs fit at once."""
     profile = sub.add_parser(
-        "profile", help="measure memory profiles: peak RSS of 1, 2, 4 stacked jobs, device "
+        "profile", help="measure memory profiles: peak RSS of 1, 2, 4, 8 stacked jobs (--ks), device "
                         "memory, step time (per model, dataset, batch, precision, compile, "
                         "optimizer)",
         description="For each distinct (model, dataset, batch size, precision, compile, "
@@ -457,13 +457,41 @@ def _pipe_closed() -> int:
     return 128 + signal.SIGPIPE
 
 
+#: Options whose value may look like an option (``--ram-budget -1GiB``): argparse would say
+#: "expected one argument" instead of the value's own message ("must be > 0").
+_VALUE_MAY_START_WITH_DASH = ("--ram-budget", "--device-budget", "--cores")
+
+
+def _glue_values(argv: list[str]) -> list[str]:
+    """``--ram-budget -1GiB`` as ``--ram-budget=-1GiB``, so the value reaches its check."""
+    out: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--":
+            out.append(token)
+            out.extend(tokens)
+            break
+        if token in _VALUE_MAY_START_WITH_DASH:
+            following = next(tokens, None)
+            if following is not None and following.startswith("-") and not \
+                    following.startswith("--"):
+                out.append(f"{token}={following}")
+                continue
+            out.append(token)
+            if following is not None:
+                out.append(following)
+            continue
+        out.append(token)
+    return out
+
+
 def _main(argv: list[str]) -> int:
     from engine.plugins import load_builtins
 
     load_builtins()  # the process's entry: every registry lookup below sees the built-ins
     parser = build_parser()
     _check_top_level_tokens(parser, argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glue_values(argv))
     if args.command and args.batch:
         parser.error(f"--batch runs a campaign; it cannot be combined with '{args.command}'")
     if args.json and not args.batch:
@@ -616,17 +644,24 @@ def _check_top_level_users(parser: argparse.ArgumentParser, args: argparse.Names
 def _control(args: argparse.Namespace) -> int:
     """``fugue-tui control``: queue the command only for a runner that is running: one
     that starts later discards it (older than its start), so "sent" would be a lie."""
-    from engine.runner.control import check_command, runner_state, send
+    from engine.runner.control import check_command, runner_state, send, waiting_cell
 
     check_command(args.run_dir, args.cmd, args.cell)  # bad input first: exit 2
     state = runner_state(args.run_dir)
+    what = f"{args.cmd} {args.cell}" if args.cell else args.cmd
     if state is False:
-        what = f"{args.cmd} {args.cell}" if args.cell else args.cmd
         print(f"fugue-tui: no runner is running the campaign of {args.run_dir}: '{what}' was "
               "not sent (a runner started later ignores older commands)", file=sys.stderr)
         return 1
+    waiting = waiting_cell(args.run_dir, str(args.cell)) if args.cmd == "retry" else None
+    if waiting is not None:  # a state, not bad input: exit 1 like "no runner"
+        index, key = waiting
+        print(f"fugue-tui: cell {index} ({key}) of {args.run_dir} has not started yet: "
+              f"nothing to retry, it runs when its turn comes ('skip {args.cell}' takes it out "
+              f"of the queue); '{what}' was not sent", file=sys.stderr)
+        return 1
     path = send(args.run_dir, args.cmd, args.cell)
-    print(f"sent {args.cmd} {args.cell or ''} ({path.name})")
+    print(f"sent {what} ({path.name})")
     return 0
 
 

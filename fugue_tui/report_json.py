@@ -78,7 +78,10 @@ def option_entry(option: Any) -> dict[str, Any] | None:
             "score_high": _num(option.score_high), "throughput": _num(option.throughput),
             "energy_per_model_j": _num(option.energy_per_model_j),
             "max_parallel": None if _num(option.max_parallel) is None
-            else int(option.max_parallel)}
+            else int(option.max_parallel),
+            "e2e_speedup": _num(option.e2e_speedup), "e2e_low": _num(option.e2e_low),
+            "e2e_high": _num(option.e2e_high), "setup_s": _num(option.setup_s),
+            "T_group": _num(option.T_group)}
 
 
 def advice_entry(advice: Any) -> dict[str, Any]:

@@ -72,23 +72,41 @@ def charts(view: SweepView, width: int = 80, color: bool | None = None) -> list[
     return out
 
 
-def curve_table(curve: Any) -> Table:
+def curve_table(curve: Any, width: int | None = None) -> Table:
     """One curve as a Rich table: K, passes, throughput [interval], gain per doubling,
-    energy per model, peak memory, T_group, and the knee / best marks."""
+    energy per model, peak memory, T_group, and the knee / best marks. Headers are on one
+    line where the table then fits in ``width`` (None: always), else in the two-line
+    shape an 80-column terminal needs (``report --width 160`` drew the 80-column shape)."""
+    table = _curve_table(curve, wide=True)
+    if width is not None and _natural_width(table) > width:
+        table = _curve_table(curve, wide=False)
+    return table
+
+
+def _natural_width(table: Table) -> int:
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console(width=100_000, color_system=None)
+    return Measurement.get(console, console.options, table).maximum
+
+
+def _curve_table(curve: Any, wide: bool) -> Table:
     from engine.results.knee import curve_table as frame_of
 
     mem = "VRAM MiB" if curve.mem_metric == "vram_peak_mb" else "RSS MiB"
     table = Table(title=f"{curve.exp_id} {curve.label}: knee {curve.knee_text}; best K = "
                         f"{curve.best_k}", title_justify="left")
-    for name in ("K", "n", "samples/s", "95% CI", "gain /\ndoubling", "J/model", mem,
-                 "T_group s", ""):
-        table.add_column(name, justify="left" if name in ("", "95% CI") else "right")
+    gain = "gain / doubling" if wide else "gain /\ndoubling"
+    for name in ("K", "n", "samples/s", "95% CI", gain, "J/model", mem, "T_group s", ""):
+        table.add_column(name, justify="left" if name in ("", "95% CI") else "right",
+                         no_wrap=wide)
     for row in frame_of(curve).to_dict("records"):
         interval = (f"[{row['low']:,.0f}, {row['high']:,.0f}]"
                     if math.isfinite(row["low"]) else "n/a")
-        gain = row["gain_per_doubling"]
+        gain_value = row["gain_per_doubling"]
         table.add_row(str(row["K"]), str(row["n"]), fmt_number(row["throughput"], ",.0f"),
-                      interval, f"{gain:+.0%}" if math.isfinite(gain) else MISSING,
+                      interval, f"{gain_value:+.0%}" if math.isfinite(gain_value) else MISSING,
                       fmt_number(row["energy_per_model_j"], ",.1f"),
                       fmt_number(row["mem_peak_mb"], ",.0f"),
                       fmt_number(row["T_group_mean"], ".2f"), row["mark"])
@@ -111,7 +129,7 @@ def print_sweeps(view: SweepView, console: Any, width: int = 80,
     for chart in charts(view, width=width, color=color):
         console.print(Text.from_ansi(chart) if color else Text(chart))
     for curve in view.curves:
-        console.print(curve_table(curve))
+        console.print(curve_table(curve, width=width))
     for line in rule_lines(view):
         console.print(Text(line))
 

@@ -281,6 +281,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "step_time_ms_by_k": json.dumps({str(k): round(d["step_ms"], 3) for k, d in
                                          per_k.items() if d.get("step_ms") is not None}),
         "steps": first.get("steps"), "load_avg": round(load, 2),
+        "load_avg_end": round(os.getloadavg()[0], 2), "cpu_cores": os.cpu_count(),
         "probe_s": round(time.perf_counter() - t0, 2), "errors": errors,
     }
 

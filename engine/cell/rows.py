@@ -13,6 +13,7 @@ from typing import Any
 from engine.cell.output import say
 from engine.cell.protocol import safe_name
 from engine.errors import OutputError
+from engine.measure.host import busy_warning
 from engine.precision import AMP_PRECISIONS
 from engine.cell.concurrency import concurrency_columns
 from engine.results.rows import JobRow, group_static
@@ -63,9 +64,9 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
     if cpu_s is not None and t_group > 1.0 and cpu_s / t_group < 0.5 * usable:
         out.append(f"the cell used {cpu_s / t_group:.2f} of the {usable} cores it could use "
                    f"({cpu_s:.1f} s of CPU in the {t_group:.1f} s group window)")
-    peak = max((x for x in loads if x is not None), default=None)
-    if peak is not None and peak > cores + 0.5:
-        out.append(f"host load average {peak:.1f} on {cores} cores: the machine was busy")
+    busy = busy_warning(loads, cores)
+    if busy:
+        out.append(busy)
     return out
 
 

@@ -37,9 +37,55 @@ def _catalogue_path() -> Path:
     return Path(__file__).resolve().parents[2] / "experiments.toml"
 
 
+def experiment_problems(table: dict[str, Any], where: str) -> list[str]:
+    """Every unknown key, wrong type and a missing or unknown ``type`` of one experiment
+    table, each as ``<where>: <problem>`` (all of them, not the first: the loader reports
+    a file's problems at once)."""
+    out = [f"{where}: {problem}"
+           for _, problem in tomlfile.key_problems(table, EXPERIMENT_KEYS, ALIASES)]
+    wtype = {**DEFAULTS, **table}.get("type")
+    types = WORKLOADS.names()
+    if wtype is None:
+        out.append(f"{where}: missing key 'type' (one of {', '.join(types)})")
+    elif isinstance(wtype, str) and wtype not in WORKLOADS:
+        out.append(f"{where}: key 'type' must be one of {', '.join(types)}, got {wtype!r}"
+                   f"{nearest(wtype, types)}")
+    return out
+
+
+def _name_problems(table: dict[str, Any], user_keys: frozenset[str], where: str) -> list[str]:
+    """The model, dataset, task and optimizer names a user's file wrote at the top level of
+    an experiment that has other problems and that no registry knows (the message of
+    :func:`engine.define.validate.check_user_names`, which checks an experiment that loads;
+    plugins are loaded before the catalogue, so the registries are complete)."""
+    from engine.define.validate import check_user_name
+
+    out = []
+    for key in ("model", "dataset", "task", "optimizer"):
+        if key in user_keys and isinstance(table.get(key), str):
+            try:
+                check_user_name(key, table[key], where)
+            except ConfigError as exc:
+                out.append(str(exc))
+    return out
+
+
+def _joined(problems: list[str]) -> str:
+    """Several problems as one line: the file named once when they share it."""
+    if len(problems) == 1:
+        return problems[0]
+    files = {p.split(": ", 1)[0] for p in problems}
+    if len(files) == 1 and all(": " in p for p in problems):
+        return (f"{files.pop()}: {len(problems)} problems: "
+                + "; ".join(p.split(": ", 1)[1] for p in problems))
+    return f"{len(problems)} problems: " + "; ".join(problems)
+
+
 def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
                       user_keys: frozenset[str] = frozenset()) -> Experiment:
-    tomlfile.check_keys(table, EXPERIMENT_KEYS, where, ALIASES)
+    problems = experiment_problems(table, where)
+    if problems:
+        raise ConfigError(problems[0])
     values = {**DEFAULTS, **table}
     wtype = values.get("type")
     if wtype not in WORKLOADS:
@@ -187,7 +233,20 @@ def load_catalogue(user_file: str | Path | None = None) -> Catalogue:
         for exp_id, table in _read(extra).items():
             merged = {**tables[exp_id][0], **table} if exp_id in tables else dict(table)
             tables[exp_id] = (merged, str(extra), frozenset(table))
-    experiments = {exp_id: _parse_experiment(exp_id, table, f"{src}: experiments.{exp_id}",
-                                             user_keys)
-                   for exp_id, (table, src, user_keys) in tables.items()}
+    # Every experiment is checked before one is refused, so that a file's problems come
+    # in one line, not one run at a time (a missing key, then after the fix the next one).
+    experiments: dict[str, Experiment] = {}
+    problems: list[str] = []
+    for exp_id, (table, src, user_keys) in tables.items():
+        where = f"{src}: experiments.{exp_id}"
+        found = experiment_problems(table, where)
+        if not found:
+            try:
+                experiments[exp_id] = _parse_experiment(exp_id, table, where, user_keys)
+            except ConfigError as exc:
+                found.append(str(exc))
+        if found:  # with the names the user's file wrote that nothing registers
+            problems.extend(found + _name_problems(table, user_keys, where))
+    if problems:
+        raise ConfigError(_joined(problems))
     return Catalogue(experiments, sources)

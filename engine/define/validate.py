@@ -124,9 +124,21 @@ def check_user_names(exp: Experiment, where: str) -> None:
                   for key in _NAMES
                   for value in search_space.values_of(exp.search_space.get(key, []))]
     for key, name, at in found:
-        if isinstance(name, str) and name not in _NAMES[key]:
-            try:
-                _NAMES[key].get(name, f"{at}: key '{key}'")
-            except ConfigError as exc:
-                raise ConfigError(f"{exc} (plugins named in FUGUE_PLUGINS or installed as "
-                                  f"fugue_tui.plugins entry points may register more)") from None
+        if isinstance(name, str):
+            check_user_name(key, name, at)
+
+
+def check_user_name(key: str, name: str, where: str) -> None:
+    """``name`` (of ``key``: model, dataset, task or optimizer) is registered.
+
+    Raises:
+        ConfigError: ``"<where>: key 'dataset': unknown dataset 'wnie' (did you mean
+            'wine'?); known: ..."``, with where plugins may register more.
+    """
+    if name in _NAMES[key]:
+        return
+    try:
+        _NAMES[key].get(name, f"{where}: key '{key}'")
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (plugins named in FUGUE_PLUGINS or installed as "
+                          f"fugue_tui.plugins entry points may register more)") from None

@@ -143,16 +143,23 @@ def register_workload(name: str, *, description: str = "", replace: bool = False
 
 # -- each type's own keys (the catalogue parses the rest) -----------------------------------
 
+def missing_keys_error(missing: list[str], where: str) -> ConfigError:
+    """``<where>: missing key 'a'`` or, all at once, ``missing keys 'a', 'b'``."""
+    names = ", ".join(f"'{m}'" for m in missing)
+    return ConfigError(f"{where}: missing key{'s' if len(missing) > 1 else ''} {names}")
+
+
 def _needs_model_and_dataset(values: dict[str, Any], where: str) -> None:
-    for need in ("model", "dataset"):
-        if not values.get(need):
-            raise ConfigError(f"{where}: missing key '{need}'")
+    missing = [need for need in ("model", "dataset") if not values.get(need)]
+    if missing:
+        raise missing_keys_error(missing, where)
 
 
 def _needs_hyperparameters(values: dict[str, Any], space: dict[str, Any], where: str) -> None:
-    for need in ("batch_size", "epochs", "lr"):
-        if values.get(need) is None and need not in space:
-            raise ConfigError(f"{where}: missing key '{need}'")
+    missing = [need for need in ("batch_size", "epochs", "lr")
+               if values.get(need) is None and need not in space]
+    if missing:
+        raise missing_keys_error(missing, where)
 
 
 def parse_k_jobs(values: dict[str, Any], table: dict[str, Any], where: str, *,
@@ -267,9 +274,10 @@ def _parse_multi_model(values: dict[str, Any], table: dict[str, Any],
             raise ConfigError(f"{mwhere}: must be a table")
         tomlfile.check_keys(member, JOB_FIELDS, mwhere, ALIASES)
         merged = {key: values.get(key) for key in JOB_FIELDS} | member
-        for need in ("model", "dataset", "batch_size", "epochs", "lr"):
-            if merged.get(need) is None:
-                raise ConfigError(f"{mwhere}: missing key '{need}'")
+        missing = [need for need in ("model", "dataset", "batch_size", "epochs", "lr")
+                   if merged.get(need) is None]
+        if missing:
+            raise missing_keys_error(missing, mwhere)
         check_counts(merged, mwhere)
         members.append(merged)
     # A top-level job field is the members' default; when every member sets its own it

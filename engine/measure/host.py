@@ -68,6 +68,20 @@ class ProcessTree:
         return pct, rss / 2**20
 
 
+def busy_warning(loads: tuple[float | None, ...], cores: int | None = None) -> str | None:
+    """The measured hint that the host was busy: the highest of ``loads`` (1-minute load
+    averages, lagging) above the host's ``cores`` (default: all) plus half a core; the
+    line to tell the user, or None. One rule for cells (``engine.cell.rows``) and
+    profiles (``engine.profile.collect``), so both warn alike."""
+    import os
+
+    cores = cores or os.cpu_count() or 1
+    peak = max((x for x in loads if x is not None), default=None)
+    if peak is not None and peak > cores + 0.5:
+        return f"host load average {peak:.1f} on {cores} cores: the machine was busy"
+    return None
+
+
 def rapl_files() -> list[tuple[Path, int]]:
     """Readable RAPL package counters (``energy_uj`` files) with their wrap range, µJ."""
     out = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
+from engine.measure.host import busy_warning
 from engine.profile.store import (
     COLUMNS,
     append_profile,
@@ -82,15 +84,21 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
         spec_path.write_text(json.dumps(spec))
         with open(log, "w") as out:
+            # its own session, so a terminal's Ctrl-C reaches only us; we end the whole
+            # group ourselves (the probe forks one child per K), then the temp folder goes
+            proc = subprocess.Popen([sys.executable, "-m", "engine.cell.profile_probe",
+                                     str(spec_path), str(out_path)], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                proc = subprocess.run([sys.executable, "-m", "engine.cell.profile_probe",
-                                       str(spec_path), str(out_path)], env=env,
-                                      stdin=subprocess.DEVNULL, stdout=out,
-                                      stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S,
-                                      start_new_session=True)
+                proc.wait(timeout=PROBE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
+                stop_probe(proc)
                 raise ProfileError(f"the profile probe ran over {PROBE_TIMEOUT_S} s (log: "
                                  f"{log})") from None
+            except BaseException:  # Ctrl-C, SIGTERM (the command turns it into one), ...
+                stop_probe(proc)
+                raise
         try:
             doc = json.loads(out_path.read_text())
         except (OSError, ValueError):
@@ -99,6 +107,35 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
     if "error" in doc:
         raise ProfileError(f"{doc['error']} (log: {log})")
     return doc
+
+
+#: How long the probe's process group gets between SIGTERM and SIGKILL (s).
+STOP_GRACE_S = 2.0
+
+
+def stop_probe(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """End a probe and every process it forked (its process group: the probe started a
+    session of its own): SIGTERM, then SIGKILL after ``grace_s``; waits for the probe.
+    A group that is already gone is fine."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            continue
+        # the leader is gone; its forked children (same group) get the same signal
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        break
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.PathLike[str],
@@ -123,6 +160,9 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
                         max_steps=max_steps)
         for line in doc.pop("errors", []):
             say(f"  warning: {line}: left out of the profile")
+        busy = busy_warning((_float(doc.get("load_avg")), _float(doc.get("load_avg_end"))),
+                            int(doc.get("cpu_cores") or 0) or None)
+        doc["load_warning"] = busy or ""
         row = {"profile_id": pid, "timestamp": time.strftime("%Y%m%d_%H%M%S", time.gmtime()),
                **ident, **key, **{k: ("" if v is None else v) for k, v in doc.items()
                                   if k in COLUMNS}}
@@ -131,8 +171,20 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
         say(f"  {pid}: RSS(1) {float(row['rss1_mb']):.0f} MiB, +"
             f"{_num(row.get('rss_per_member_mb'))} MiB per stacked member, step "
             f"{_num(row.get('step_time_ms'), '.1f')} ms ({row['probe_s']} s)")
+        if busy:  # as --batch warns for a cell: the figures are not a quiet machine's
+            say(f"  warning: {busy} (load {_num(row.get('load_avg'), '.1f')} at the start, "
+                f"{_num(row.get('load_avg_end'), '.1f')} at the end): step times and CPU "
+                f"figures of {pid} are inflated; profile again on a quiet machine "
+                f"(the row records load_avg, load_avg_end and load_warning)")
         written.append(row)
     return written
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _num(value: Any, fmt: str = ".0f") -> str:

@@ -79,6 +79,13 @@ COLUMNS: dict[str, str] = {
     "rss_stack_base_mb": "intercept of the stacked line: RSS(K) = base + K x per-member for "
                          "K >= 2, MiB",
     "device_stack_base_mb": "intercept of the stacked line of reserved device memory, MiB",
+    # Load (fresh-user finding 4: a probe at load 12.9 stored a 234.7 ms step for a model
+    # that trains at ~2 ms): the row says how busy the host was, and warns as --batch does.
+    "load_avg_end": "host load average (1 min) when the probe ended",
+    "cpu_cores": "the host's cores (os.cpu_count), what the load averages compare with",
+    "load_warning": "the load warning the profile was measured under (a load average above "
+                    "the cores plus half a core: step times and CPU figures are inflated; "
+                    "re-profile on a quiet machine); empty when the host was quiet",
 }
 IDENTITY = ("host", "device", "gpu_name", "gpu_uuid", "torch", "cuda")
 KEY = ("model", "model_kwargs", "dataset", "batch_size", "precision", "compile_mode",

@@ -321,6 +321,44 @@ def _fill_stack_of_unfinished(g: pd.DataFrame) -> None:
         g.loc[missing, column] = [lookup.get(k, v) for k, v in zip(keys, g.loc[missing, column], strict=True)]
 
 
+#: The variant columns only a running cell records (its executor decides them in set-up:
+#: mp's start method, ray's actor reuse, unified_model's features, the precision that ran).
+VARIANT_COLUMNS = ("mp_start", "tune_actors", "features", "precision")
+
+
+def _fill_variant_of_unfinished(g: pd.DataFrame) -> None:
+    """A row the runner wrote for a cell it killed (Ctrl-C, a retry, the watchdog) lacks the
+    variant columns the cell would have recorded, so the report counted that attempt as a
+    cell of its own (``my_ens mp ok 0 ... variant — ... not ok 1`` beside the cell's
+    ``ok 2``). Take each empty one from the ok rows of the same cell: the same attempt
+    chain (machine, campaign, ``cell_key``: the same pass), else the same configuration
+    (machine, experiment, executor, ``config_key``: any pass) — only where those ok rows
+    agree on one value. Nothing on disk changes; a cell that never ran ok keeps its
+    empty values (it is shown as a cell with ok = 0)."""
+    if not len(g) or "config_key" not in g.columns:
+        return
+    unfinished = g["status"] != "ok"
+    columns = [c for c in VARIANT_COLUMNS if c in g.columns]
+    if not (unfinished & (g[columns] == "").any(axis=1)).any():
+        return
+    ok = g[g["status"] == "ok"]
+    for keys in (["machine", "campaign_id", "cell_key"],
+                 ["machine", "exp_id", "executor", "config_key"]):
+        usable = ok[(ok[keys] != "").all(axis=1)]
+        if not len(usable):
+            continue
+        grouped = usable.groupby(keys, sort=False)
+        for column in columns:
+            missing = unfinished & (g[column] == "") & (g[keys] != "").all(axis=1)
+            if not missing.any():
+                continue
+            agreed = grouped[column].agg(lambda v: v.iloc[0] if v.nunique() == 1 else "")
+            lookup = agreed.to_dict()
+            wanted = [tuple(r) for r in g.loc[missing, keys].itertuples(index=False)]
+            lookup = {(k if isinstance(k, tuple) else (k,)): v for k, v in lookup.items()}
+            g.loc[missing, column] = [lookup.get(k, "") for k in wanted]
+
+
 def _unmeasured_zero(frame: pd.DataFrame, column: str) -> None:
     """The harness's ``0`` energy on a row with no energy method and no GPU: NaN."""
     quirk = (frame[column] == 0) & (frame["energy_method"] == "") & (frame["gpu_name"] == "")
@@ -352,6 +390,7 @@ def runs_from_frames(groups: pd.DataFrame | None, jobs: pd.DataFrame | None = No
     fallback = g["cpu_model"] + " (" + cores + " cores)"
     fallback = fallback.where((g["cpu_model"] != "") | (cores != ""), "unknown machine")
     g["machine"] = g["host"].where(g["host"] != "", fallback)
+    _fill_variant_of_unfinished(g)
     g["precision"] = _precision(g)
     _numeric(g, numeric_columns(GROUPS_FILE))
     _unmeasured_zero(g, "energy_group")

@@ -130,6 +130,36 @@ def check_cell(run_dir: str | Path, command: str, ref: str) -> None:
     raise ConfigError(f"control {command}: no cell '{ref}' in {run_dir} ({valid})")
 
 
+def waiting_cell(run_dir: str | Path, ref: str) -> tuple[int, str] | None:
+    """``(index, key)`` of the cell ``ref`` names when the campaign's last runner session
+    has it queued and not started since (its last event is ``queued``); None when it has
+    started, finished, or cannot be told from the event log. A ``retry`` for such a cell is
+    refused by ``fugue-tui control``: the runner would only apply it once the cell runs —
+    stopping the attempt it had just started and running it again, a pointless killed row."""
+    path = RunFolder(Path(run_dir)).runner_log
+    try:
+        events = list(EventTail(path, last_session_offset(run_dir)).read())
+    except OSError:
+        return None
+    total = next((e.get("cells") for e in events if e.get("type") == "campaign_started"), None)
+    last: dict[str, str] = {}
+    index_of: dict[str, int] = {}
+    for e in events:
+        key = e.get("cell")
+        if not isinstance(key, str) or not key:
+            continue
+        if isinstance(e.get("index"), int):
+            index_of[key] = e["index"]
+        last[key] = str(e.get("type"))
+    if ref.isdigit() and isinstance(total, int) and 1 <= int(ref) <= total:
+        keys = [k for k, i in index_of.items() if i == int(ref)]
+    else:
+        keys = [k for k in last if k.startswith(ref)]
+    if len(keys) != 1 or last.get(keys[0]) != "queued":
+        return None
+    return index_of.get(keys[0], 0), keys[0]
+
+
 class Inbox:
     """The runner's side: commands in arrival order, each consumed once."""
 

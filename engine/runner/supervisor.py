@@ -150,15 +150,18 @@ class Runner:
             self._init_devices(campaign)
             return
         self.device = resolve_device(campaign.device)
+        # the campaign file named (its key 'device', or --device over it), as 'devices' is
+        where = (f"{campaign.source}: device '{campaign.device}'" if campaign.source
+                 else f"device '{campaign.device}'")
         if self.device.startswith("cuda") and not nvml_devices():
-            raise ConfigError(f"device '{campaign.device}': no NVIDIA GPU is visible here "
+            raise ConfigError(f"{where}: no NVIDIA GPU is visible here "
                               "(NVML finds none); use device = \"cpu\" or \"auto\"")
         # The device under test by NVML identity: every cell sees exactly this device
         # (CUDA_VISIBLE_DEVICES=<uuid>), and its monitor opens the same one by UUID.
         try:
             self.gpu = resolve_gpu(self.device, os.environ)
         except ValueError as exc:
-            raise ConfigError(f"device '{campaign.device}': {exc}") from None
+            raise ConfigError(f"{where}: {exc}") from None
         self.machine = {**machine_identity(self.device, self.gpu), "plugins": self.plugins}
         self.cells = build_cells(campaign, self.machine)
         self._finish_init(campaign)

@@ -45,7 +45,6 @@ def prefetch(selector: list[str] | None = None, data_dir: str | None = None,
     Raises:
         ConfigError: unknown experiment, malformed experiments file, unusable data dir.
     """
-    from engine import registry
     from engine.define.workloads import expand
     from engine.parts.dataset_files import data_root
 
@@ -61,12 +60,47 @@ def prefetch(selector: list[str] | None = None, data_dir: str | None = None,
 
     # An empty --data-dir is a mistake, not "the default" (it silently fetched elsewhere).
     root = user_path(data_dir, "argument --data-dir") if data_dir is not None else data_root()
+    created = _missing_folders(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
         if not os.access(root, os.W_OK | os.X_OK):
             raise PermissionError(f"not writable: {root}")
     except OSError as exc:
+        _remove_empty(created)
         raise ConfigError(f"prefetch: data dir {root}: {exc.strerror or exc}") from None
+    try:
+        return _fetch_all(names, ids, root, data_dir, out)
+    finally:
+        # a prefetch that fetched nothing (offline, Ctrl-C) leaves no empty data dir of its
+        # own making behind; a folder that was there, or now holds data, stays
+        _remove_empty(created)
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet, deepest first (what ``mkdir(parents=
+    True)`` will create)."""
+    out = []
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            break
+        out.append(p)
+    return out
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) that is empty; stop at one that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
+def _fetch_all(names: list[str], ids: list[str], root: Path, data_dir: str | None,
+               out) -> int:
+    from engine import registry
+    from engine.parts.dataset_files import data_root
+
     _clean_stale(root)
     note = ""
     if data_dir and root.resolve() != data_root().resolve():

@@ -8,7 +8,9 @@ executor) is one line and exit 2, checked before anything runs or is written.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from typing import Any
 
@@ -111,12 +113,29 @@ def profile(args: Any, out=None) -> int:
 
     preflight(runs_dir)  # an unwritable runs folder: one line, exit 2, nothing measured
     ident = identity(device, gpu)
-    rows = collect(jobs, runs_dir=runs_dir, device=device, ident=ident,
-                   gpu_uuid=(gpu or {}).get("uuid"), compile_mode=compile_mode,
-                   threads=args.threads or 0, ks=ks, max_steps=args.max_steps,
-                   say=lambda line: print(line, file=out, flush=True))
+    with _terminate_as_interrupt():
+        rows = collect(jobs, runs_dir=runs_dir, device=device, ident=ident,
+                       gpu_uuid=(gpu or {}).get("uuid"), compile_mode=compile_mode,
+                       threads=args.threads or 0, ks=ks, max_steps=args.max_steps,
+                       say=lambda line: print(line, file=out, flush=True))
     print(f"{len(rows)} profile(s) written to {runs_dir / 'profiles.csv'}", file=out)
     return 0
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM and SIGHUP (``timeout 10 fugue-tui profile ...``, a closed terminal) stop the
+    profile as Ctrl-C does — the probe's process group ended, its temp folder removed,
+    exit 130 — instead of killing this process and leaving the probe behind."""
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def list_profiles(runs_dir, ident: dict[str, str], out) -> int:
@@ -142,6 +161,8 @@ def list_profiles(runs_dir, ident: dict[str, str], out) -> int:
             figures += [f"device {_n(dev)} MiB + context {_n(p.num('device_context_mb'))}",
                         f"+{_n(p.num('device_per_member_mb'))} MiB/member"]
         mark = (f"  [ignored here: another {', '.join(other)}]" if other else "")
+        if p.row.get("load_warning"):  # its step time is not a quiet machine's
+            mark += f"  [measured busy: {p.row['load_warning']}]"
         print(f"  {p.id}  {p.row.get('timestamp', '')}  {key_text(p.key)}: "
               f"{', '.join(figures)}{mark}", file=out)
     return 0

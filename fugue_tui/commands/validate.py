@@ -85,14 +85,17 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
             print(piece, file=out)
 
     width = max((len(i) for i in ids), default=2)
-    say(f"experiments (data root {data_root()}, {root_note(None)}):")
+    note = root_note(None)
+    say(f"experiments (data root {data_root()}, {note}):")
+    any_fetchable = False
     for exp, ok, reason, fetchable in experiments:
         if ok:
             say(f"  {exp.id:<{width}}  ok")
             continue
-        if fetchable:
-            reason += f" (or: fugue-tui prefetch {exp.id})"
-        say(f"  {exp.id:<{width}}  no: {reason}")
+        any_fetchable |= fetchable
+        say(f"  {exp.id:<{width}}  no: {_short_reason(reason, fetchable, exp.id, note)}")
+    if any_fetchable:  # said once, not under every experiment (README: one line each)
+        say("  missing data: prefetch fetches it into the data root above (details: --json)")
     say()
     say("models: " + ", ".join(f"{n} (needs {needs}: {hint})" if hint else n
                                for n, needs, hint in models))
@@ -105,6 +108,18 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
     say()
     say(f"{runnable} of {len(experiments)} experiments can run here")
     return code
+
+
+def _short_reason(reason: str, fetchable: bool, exp_id: str, note: str) -> str:
+    """An experiment's reason on one line: for a dataset ``prefetch`` fetches, what is
+    missing and the command (the paths and the how-to are in ``--json``; one shared line
+    says where it goes); else the reason without the data root's note and path (the header
+    names them once)."""
+    from engine.parts.dataset_files import data_root
+
+    if fetchable:  # the reason is the dataset's own: "<label> not found: <paths>; <how>"
+        return f"{reason.split(':', 1)[0]} (fugue-tui prefetch {exp_id})"
+    return reason.replace(f" ({note})", "").replace(f"{data_root()}/", "")
 
 
 def _executor_summary(name: str) -> str:

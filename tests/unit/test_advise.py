@@ -28,6 +28,8 @@ def test_harness_csvs_recommend_unified_model_without_inventing_an_interval(tmp_
         assert math.isnan(a.recommended.energy_per_model_j)  # the harness's seq 0 J is unmeasured
     text = "\n".join(advice["D_ens"].lines())
     assert "recommended: unified_model" in text and "1.46×" in text
+    # the harness's rows have no setup_s: ranked on T_group, and the advice says so
+    assert "ranked by speedup over seq (T_group only)" in text
     assert "no interval with 2 passes" in text and "run 3 more" in text
     assert "energy per trained model: not measured" in text
     assert "AMD EPYC (2 cores)" in text
@@ -81,14 +83,15 @@ def test_sweep_recommends_the_knee_of_the_best_strategy(tmp_path):
                   unified_model=dict(TP))
     (a,) = advise(runs)
     assert a.swept and a.recommended.executor == "unified_model" and a.recommended.K == 4
-    assert a.recommended.score == pytest.approx(350)
+    # ranked on the speedup at its K (the printed evidence), throughput kept as information
+    assert a.recommended.score == pytest.approx(3.5) and a.recommended.throughput == 350
     # speedup measured at K = 4: seq T_group 4000/100 over unified 4000/350
     assert a.recommended.speedup == pytest.approx(3.5)
     assert a.recommended.energy_per_model_j == pytest.approx(40.0)
     assert a.runner_up.executor == "seq" and a.runner_up.K == 1
     text = "\n".join(a.lines())
     assert "K = 4 models at once (the knee)" in text
-    assert "best throughput at K = 16" in text
+    assert "best at K = 16" in text
     assert "5%: K = 8" in text and "energy per trained model: 40.0 J" in text
     assert a.cells == 10 and a.rows == 10
 
