@@ -77,6 +77,8 @@ class Attempt:
         #: When the runner decided to run this attempt (``time.perf_counter``): the start of
         #: its ``start_s`` and of the bench's fixed cost.
         self.decided = time.perf_counter()
+        #: The same moment on the wall clock (control commands carry time.time() stamps).
+        self.decided_wall = time.time()
 
     def run(self) -> tuple[str, str, Path, str]:
         """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |

@@ -154,6 +154,8 @@ class _State:
             return
         cell = runner.find(ref)
         if cell is not None and cell.key in runner._running:
+            if runner.stale_retry(command, cell):
+                return
             runner._emit("control", cmd=name, cell=cell.key, applied=True)
             runner._stops[cell.key] = {
                 "kill": ("stop", "killed by control command"),

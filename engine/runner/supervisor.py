@@ -212,6 +212,8 @@ class Runner:
         self._stops: dict[str, tuple[str, str]] = {}
         #: Running cells of a multi-device campaign: cell key → the device it runs on.
         self._running: dict[str, Slot] = {}
+        #: cell key -> wall-clock time its running attempt was decided (attempt_started).
+        self._started_wall: dict[str, float] = {}
         #: Each cell's latest attempt (its folder: the concurrency record goes there).
         self.current_attempt: dict[str, Attempt] = {}
         #: Refreshes the running attempts' concurrency records (engine.runner.concurrent).
@@ -460,6 +462,10 @@ class Runner:
         """Called once an attempt's process runs: with several devices, the concurrency
         records of every running attempt are brought up to date at once (a neighbour that
         starts and ends between two polls is still counted)."""
+        # When it was decided to run (wall clock, as control commands are stamped): a retry
+        # sent before then was meant for a cell that had not started (fugue-tui control
+        # refuses one; the dashboard's key or a race with the cell's start still sends it).
+        self._started_wall[attempt.cell.key] = attempt.decided_wall
         hook = self._concurrency_hook
         if hook is not None:
             with self._lock:
@@ -580,6 +586,8 @@ class Runner:
                 continue
             cell = self.find(ref)
             if cell is not None and running is not None and cell.key == running.key:
+                if self.stale_retry(command, cell):
+                    continue
                 self._emit("control", cmd=name, cell=cell.key, applied=True)
                 stop = {"kill": ("stop", "killed by control command"),
                         "skip": ("stop", "skipped by control command"),
@@ -587,6 +595,17 @@ class Runner:
             else:
                 self._queued_command(name, ref, cell)
         return stop
+
+    def stale_retry(self, command: dict[str, Any], cell: CellSpec) -> bool:
+        """A retry of the running ``cell`` sent before its attempt started (it was queued
+        then): not applied, and said so. Retrying a cell that has not run would only kill
+        its first attempt and record a pointless killed row."""
+        started = self._started_wall.get(cell.key)
+        if command["cmd"] != "retry" or started is None or command.get("ts", started) >= started:
+            return False
+        self._emit("control", cmd="retry", cell=cell.key, applied=False,
+                   reason="the cell had not started when the retry was sent (it runs now)")
+        return True
 
     def _queued_command(self, name: str, ref: str, cell: CellSpec | None) -> None:
         """A command for a cell that is not running: skip a queued one, queue a finished one

@@ -240,7 +240,8 @@ def test_commands_reach_the_running_cell_they_name_and_abort_stops_every_one():
         _running={"a": Slot(0, {"uuid": "GPU-0"}), "b": Slot(1, {"uuid": "GPU-1"})},
         campaign=SimpleNamespace(one_cell_per_host=False), find=cells.get,
         _emit=lambda type, **f: emitted.append((type, f)),
-        _queued_command=lambda name, ref, cell: queued.append((name, ref)))
+        _queued_command=lambda name, ref, cell: queued.append((name, ref)),
+        stale_retry=lambda command, cell: False)
     state = _State(runner)
     state._command({"cmd": "kill", "cell": "b"})
     state._command({"cmd": "retry", "cell": "a"})
