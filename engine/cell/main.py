@@ -296,6 +296,9 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
         setup_s = time.perf_counter() - t_setup
         events.emit("phase", phase="setup", seconds=setup_s)
         host["host_load_start"] = os.getloadavg()[0]
+        # Who else used the CPUs during the window (engine.measure.competitors): read just
+        # before and just after it, never inside.
+        others0 = _others_snapshot()
         try:
             events.emit("phase", phase="group_start")
             if sync_device:
@@ -307,7 +310,8 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
                 torch.cuda.synchronize(device)
             g1 = time.perf_counter()
             t_group = g1 - g0
-            host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0])
+            host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0],
+                        competing_processes=_competitors(others0, t_group))
             # The window's ends on perf_counter (system-wide monotonic): what a check of the
             # window rule compares per-job and runtime timestamps with (docs/measurement.md).
             events.emit("phase", phase="group_end", seconds=t_group, window=[g0, g1])
@@ -354,6 +358,29 @@ def _mps_present() -> bool | None:
     from engine.cell.sidecar import mps_daemon_present
 
     return mps_daemon_present()
+
+
+def _others_snapshot():
+    """CPU times of every process outside this cell's tree (None: not readable here)."""
+    try:
+        from engine.measure.competitors import snapshot
+
+        return snapshot()
+    except Exception:  # noqa: BLE001 - provenance only: never fail a cell over it
+        return None
+
+
+def _competitors(before, seconds: float) -> list | None:
+    """The busiest processes outside this cell's tree over its group window (a list, maybe
+    empty), or None when they could not be read."""
+    if before is None:
+        return None
+    try:
+        from engine.measure.competitors import busiest, snapshot
+
+        return busiest(before, snapshot(), seconds)
+    except Exception:  # noqa: BLE001 - provenance only
+        return None
 
 
 def _own_peak_rss_mb() -> float | None:

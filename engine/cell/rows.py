@@ -46,8 +46,8 @@ def sum_present(values) -> float | None:
 
 
 def load_warnings(t_group: float, cpu_s: float | None, threads: int,
-                  loads: tuple[float | None, float | None], cores: int | None = None
-                  ) -> list[str]:
+                  loads: tuple[float | None, float | None], cores: int | None = None,
+                  competitors: list[dict[str, Any]] | None = None) -> list[str]:
     """Say when the host was not the quiet machine the numbers assume.
 
     The cell's CPU share (``cpu_s / t_group``) is compared with the cores it could use
@@ -56,6 +56,8 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
     been held off the CPU, and nothing here tells those apart. The 1-minute load average
     (lagging, so only a hint) is compared with the cores: that one measures a busy host.
     ``cores``: the cores the cell was pinned to (a multi-device campaign), else all.
+    ``competitors``: the busiest other processes of the window
+    (:func:`engine.measure.competitors.busiest`), named in the busy line when there are any.
     """
     host_cores = os.cpu_count() or 1
     out = []
@@ -66,6 +68,10 @@ def load_warnings(t_group: float, cpu_s: float | None, threads: int,
                    f"({cpu_s:.1f} s of CPU in the {t_group:.1f} s group window)")
     busy = busy_warning(loads, cores)
     if busy:
+        if competitors:
+            from engine.measure.competitors import describe
+
+            busy += f"; busiest other processes: {describe(competitors)}"
         out.append(busy)
     return out
 
@@ -232,7 +238,8 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
         cpu_s = util / 100.0 * t_group if util is not None else None
     warnings = load_warnings(t_group, cpu_s, spec["threads"],
                              (facts.get("host_load_start"), facts.get("host_load_end")),
-                             cores=len(spec["cpus"]) if spec.get("cpus") else None)
+                             cores=len(spec["cpus"]) if spec.get("cpus") else None,
+                             competitors=facts.get("competing_processes"))
     warnings += shared_warnings
     summary = {"group_id": group["group_id"], "status": status, "error": error,
                "T_group": t_group, "total_samples": total_samples,

@@ -419,6 +419,11 @@ _OURS: tuple[Column, ...] = (
     Column("job_device", I, TEXT,
            "GPU UUID the job's worker was pinned to (CUDA_VISIBLE_DEVICES) in a packed cell; "
            "empty otherwise (the group's gpu_uuid)"),
+    # Issue 30: who competed for the host during the group window (engine.measure.competitors)
+    Column("competing_processes", G, JSON,
+           "processes outside the cell's tree that used >= 10 % of a core during the group "
+           "window, busiest first, at most 3: [{pid, name, cpu_pct}] (cpu_pct: % of one "
+           "core over T_group); [] none; empty: not readable"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -102,6 +102,10 @@ class CampaignTimeline:
         return (edges[:-1] + edges[1:]) / 2, total
 
 
+#: How a busy-host warning names the competing processes (engine.cell.rows.load_warnings).
+COMPETITORS = "; busiest other processes: "
+
+
 @dataclass(frozen=True)
 class Span:
     """One cell attempt on the timeline: its number, label, start and end (seconds from
@@ -111,6 +115,9 @@ class Span:
     label: str
     start: float
     end: float | None
+    #: The cell's busy-host warning (the machine was busy, and with what: its busiest other
+    #: processes, engine.measure.competitors), "" when it had none.
+    busy: str = ""
 
 
 def spans(state: CampaignState, start: float) -> list[Span]:
@@ -124,9 +131,10 @@ def spans(state: CampaignState, start: float) -> list[Span]:
                                 record.started_ts - start,
                                 None if record.ended_ts is None else record.ended_ts - start))
         if cell.started_ts is not None and cell.state != "queued":
+            busy = next((w for w in cell.warnings if "the machine was busy" in w), "")
             out.append(Span(str(cell.index), cell.label, cell.started_ts - start,
                             None if cell.ended_ts is None or cell.active
-                            else cell.ended_ts - start))
+                            else cell.ended_ts - start, busy))
     return sorted(out, key=lambda s: s.start)
 
 
@@ -157,26 +165,48 @@ def marks(cells: list[Span], span: float, columns: int) -> list[tuple[float, str
 
 def legend(cells: list[Span], width: int, lines: int) -> list[str]:
     """``number label start–end`` of each attempt, packed into at most ``lines`` lines of
-    ``width`` (the rest counted on the last)."""
-    items = [f"{s.number} {s.label} {_clock(s.start)}–{_clock(s.end) if s.end is not None else 'now'}"
-             for s in cells]
-    out: list[str] = []
-    line = ""
-    for i, item in enumerate(items):
-        candidate = f"{line} · {item}" if line else item
-        if len(candidate) <= width:
-            line = candidate
-            continue
-        if line:
-            out.append(line)
-        line = item[:width]
-        if len(out) == lines - 1 and i < len(items) - 1:  # the last line: count the rest
-            more = f" … +{len(items) - i - 1} more"
-            out.append(line[: max(0, width - len(more))] + more)
-            return out
-    if line:
-        out.append(line)
-    return out[:lines]
+    ``width`` (the rest counted on the last); a cell warned that the host was busy is
+    numbered ``3!`` and, room allowing, gets a line of its own naming the busiest other
+    processes of its window."""
+    items = [f"{s.number}{'!' if s.busy else ''} {s.label} {_clock(s.start)}–"
+             f"{_clock(s.end) if s.end is not None else 'now'}" for s in cells]
+    # A cell warned that the host was busy is marked "!" and, room allowing (up to half the
+    # lines), the processes that competed with it follow (a warning that names none - an
+    # older recording - is the mark only: on a busy machine every cell has one).
+    busy = [f"!{s.number} {_busy_text(s.busy)}"[:width] for s in cells
+            if COMPETITORS in s.busy]
+    if busy and lines >= 2:
+        room = min(len(busy), lines // 2)
+        return _packed(items, width, lines - room) + busy[:room]
+    return _packed(items, width, lines)
+
+
+def _busy_text(warning: str) -> str:
+    """The competing processes first (what the user looks for), else the warning itself."""
+    head, sep, who = warning.partition(COMPETITORS)
+    return f"host busy, busiest other processes: {who}" if sep else head
+
+
+def _packed(items: list[str], width: int, lines: int) -> list[str]:
+    """``items`` joined by `` · `` into at most ``lines`` lines of ``width``; when they do not
+    all fit, the last line ends ``… +N more`` (N: the items left out)."""
+    rows: list[list[str]] = [[]]
+    for item in items:
+        row = rows[-1]
+        if row and len(" · ".join(row + [item])) > width:
+            rows.append([])
+        rows[-1].append(item[:width])
+    if len(rows) <= lines:
+        return [" · ".join(r) for r in rows if r]
+    kept, last = rows[:lines - 1], list(rows[lines - 1])
+    left = sum(len(r) for r in rows[lines - 1:]) - len(last)
+    while True:
+        more = f" … +{left} more"
+        text = " · ".join(last)
+        if len(text) + len(more) <= width or len(last) <= 1:
+            return [" · ".join(r) for r in kept] + [text[: max(0, width - len(more))] + more]
+        last.pop()
+        left += 1
 
 
 def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: int,

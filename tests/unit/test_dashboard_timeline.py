@@ -71,11 +71,14 @@ def test_recorded_cpu_campaign_timeline_has_every_cell_and_no_gpu_line_at_zero()
     text = render(tl, state, state.ended_ts, 80, 20, color=False)
     assert "cells' CPU % of a core  last" in text
     assert "GPU util % and VRAM (no GPU sampled): not measured" in text
-    assert "1 D_ens seq pass 1 0:00–0:11" in text and "more" in text
+    # the recording's cells were warned that the host was busy (load 3.3 on 2 cores, before
+    # competitors were recorded): marked "!", no line of their own
+    assert "1! D_ens seq pass 1 0:00–0:11" in text and "more" in text
+    assert "the machine was busy" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
     assert len(text.splitlines()) <= 20
     wide = render(tl, state, state.ended_ts, 158, 44, color=False)
-    assert "cells' RSS MiB  last" in wide and "20 D_cv unified_model" in wide
+    assert "cells' RSS MiB  last" in wide and "20! D_cv unified_model" in wide
     # live: a cell still running reads "now" and its span ends "now"
     assert legend(spans(state, start)[:1], 80, 1)[0].endswith("0:11")
 
@@ -134,7 +137,7 @@ def test_t_cycles_timeline_and_curves_at_small_sizes(tmp_path, pinned, size):
             await pilot.pause(0.6)
             text = screen_text(app)
             assert "campaign timeline" in text and "not measured" in text
-            assert "1 D_ens seq pass 1 0:00" in text
+            assert "1! D_ens seq pass 1 0:00" in text
             assert_snapshot(app, f"run_timeline_{size[0]}x{size[1]}", tmp_path)
             await pilot.press("t")
             await until(pilot, lambda: "Δ+0.000" in screen_text(app), what="the curves")
