@@ -418,6 +418,10 @@ _OURS: tuple[Column, ...] = (
     Column("job_device", I, TEXT,
            "GPU UUID the job's worker was pinned to (CUDA_VISIBLE_DEVICES) in a packed cell; "
            "empty otherwise (the group's gpu_uuid)"),
+    # A campaign on a Ray cluster (issue 28, engine.cluster).
+    Column("node", G, TEXT,
+           "campaigns on a Ray cluster (cluster): the node the cell ran on, its host name "
+           "and a hash of its address (\"gpu-7 3f2a9c01\"); empty on the runner's own host"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )
