@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -86,13 +87,13 @@ def node_facts() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu_model = line.split(":", 1)[1].strip()
                 break
-    try:
-        import ray
-
-        address = ray.util.get_node_ip_address()
-        node_id = ray.get_runtime_context().get_node_id()
-    except Exception:  # outside Ray (a test of this function)
-        address, node_id = socket.gethostname(), ""
+    address, node_id = socket.gethostname(), ""
+    ray = sys.modules.get("ray")
+    # Only inside a Ray worker: asked elsewhere, Ray would connect to (or start) a runtime.
+    if ray is not None and ray.is_initialized():
+        with contextlib.suppress(Exception):
+            address = ray.util.get_node_ip_address()
+            node_id = ray.get_runtime_context().get_node_id()
     from engine.measure.provenance import nvml_devices
 
     try:
@@ -139,22 +140,33 @@ class CellAgent:
         with self._lock:
             self._last_poll = time.monotonic()
             self.staging = Path(tempfile.mkdtemp(prefix=scratch_prefix() + STAGING_TAG))
-            runs = self.staging / "runs"
-            folder = AttemptFolder(runs / attempt_rel)
-            folder.path.mkdir(parents=True)
-            self.guard = Guard.start(RunFolder.of(runs, spec["campaign_id"]).path)
-            local = {**spec, "runs_dir": str(runs), "events": str(folder.events),
-                     "reason_file": str(folder.reason), "node": self.facts["node"],
-                     "threads": threads}
-            device_env = self._device(local)
-            write_whole(folder.spec, json.dumps(local, indent=1))
-            Path(local["reason_file"]).write_bytes(b" " * REASON_BYTES)
-            self.scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
-            env = {k: v for k, v in cell_env(self.scratch, threads, device_env).items()
-                   if not k.startswith(RAY_ENV_PREFIXES)}
-            self.proc = start_cell(folder.spec, folder.log, env)
-            self.spec, self.folder = local, folder
-            return {"pid": self.proc.pid, "spec": local}
+            try:
+                return self._start(spec, threads, attempt_rel)
+            except BaseException:  # never started: nothing of it stays on the node
+                self._remove()
+                raise
+
+    def _start(self, spec: dict[str, Any], threads: int, attempt_rel: str) -> dict[str, Any]:
+        assert self.staging is not None
+        # The agent's guard watches this process from now on: if the agent dies (its
+        # runner died and Ray ended it), the guard stops the cell's leftovers and removes
+        # the staging and scratch folders (both under this process's scratch prefix).
+        runs = self.staging / "runs"
+        folder = AttemptFolder(runs / attempt_rel)
+        folder.path.mkdir(parents=True)
+        self.guard = _detached_guard(RunFolder.of(runs, spec["campaign_id"]).path)
+        local = {**spec, "runs_dir": str(runs), "events": str(folder.events),
+                 "reason_file": str(folder.reason), "node": self.facts["node"],
+                 "threads": threads}
+        device_env = self._device(local)
+        write_whole(folder.spec, json.dumps(local, indent=1))
+        Path(local["reason_file"]).write_bytes(b" " * REASON_BYTES)
+        self.scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
+        env = {k: v for k, v in cell_env(self.scratch, threads, device_env).items()
+               if not k.startswith(RAY_ENV_PREFIXES)}
+        self.proc = start_cell(folder.spec, folder.log, env)
+        self.spec, self.folder = local, folder
+        return {"pid": self.proc.pid, "spec": local}
 
     def _device(self, spec: dict[str, Any]) -> dict[str, str]:
         """The GPU Ray gave this actor, pinned by UUID for the cell (its ``gpu_uuid``);
@@ -305,3 +317,29 @@ class CellAgent:
                     if self.proc is not None and self.proc.poll() is None:
                         stop_session(self.proc.pid, self.proc, grace=1.0)
                 os._exit(0)
+
+
+def _detached_guard(run_dir: Path) -> Guard:
+    """The agent's guard (:mod:`engine.runner.guard`) for its staging run folder, started
+    through a short-lived intermediate process so that it is no child of the agent: Ray
+    kills a worker's direct children when the worker exits (its
+    ``kill_child_processes_on_worker_exit``), which is exactly when the guard must act.
+    It reads EOF on its stdin when the agent's process ends, however it ends."""
+    import subprocess
+    import sys
+
+    from engine.processes import engine_env
+
+    read, write = os.pipe()
+    launcher = ("import subprocess, sys; subprocess.Popen([sys.executable, '-m', "
+                "'engine.runner.guard', sys.argv[1], sys.argv[2]], stdin=0, "
+                "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)")
+    try:
+        subprocess.run([sys.executable, "-c", launcher, str(run_dir), str(os.getpid())],
+                       stdin=read, env=engine_env(), check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        os.close(write)
+        return Guard(None, None)
+    finally:
+        os.close(read)
+    return Guard(None, write)

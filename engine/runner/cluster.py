@@ -49,7 +49,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from engine.errors import ConfigError
 from engine.events import EventTail, EventWriter
 from engine.processes import engine_env
-from engine.results.columns import RESULT_FILES, header
+from engine.results.columns import header
 from engine.results.store import append_rows
 from engine.runfolder import AttemptFolder
 from engine.runner.agent import CellAgent, node_facts
@@ -125,7 +125,9 @@ class ClusterHead:
             job_config=ray.job_config.JobConfig(code_search_path=[root]))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if self.settings.local:
-            ray.init(include_dashboard=False, **kwargs)
+            # "local" always starts a new runtime (a plain ray.init() would join any
+            # cluster already running on this host)
+            ray.init(address="local", include_dashboard=False, **kwargs)
         else:
             ray.init(address=self.settings.address, **kwargs)
         self.connected = True
@@ -170,7 +172,7 @@ class ClusterHead:
                 nodes = self.nodes()
                 self._refuse_unfit(nodes)
                 fitting = [n for n in nodes if self.fits(n.get("Resources") or {})]
-                for node, facts in zip(fitting, self._probe(fitting)):
+                for node, facts in zip(fitting, self._probe(fitting), strict=True):
                     node["facts"] = facts
                 nodes = fitting
             finally:
@@ -327,7 +329,7 @@ class RemoteCell:
             self._headers[name] = lines.pop(0)
         cols = self._headers.get(name) or []
         known = set(header(name))
-        return [{k: v for k, v in zip(cols, line) if k in known} for line in lines if line]
+        return [{k: v for k, v in zip(cols, line, strict=False) if k in known} for line in lines if line]
 
     def stop(self, dump: bool) -> dict[str, Any]:
         return self._call("stop", dump)

@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     messages = clean_after(run_dir, runner_pid)
-    if messages:
-        _log(run_dir, runner_pid, messages)
+    if messages and run_dir.is_dir():  # a node agent's staging run folder went with its
+        _log(run_dir, runner_pid, messages)  # scratch: its log is not written back
     return 0
 
 
