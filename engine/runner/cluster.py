@@ -109,7 +109,8 @@ class ClusterHead:
             have = float(resources.get(key, 0.0))
             if have < amount:
                 return 0
-            counts.append(1 if key.startswith("accelerator_type:") else int(have // amount))
+            if not key.startswith("accelerator_type:"):  # a model marker (1 per node): not a count
+                counts.append(int(have // amount))
         return min(counts) if counts else 1
 
     # -- connecting -------------------------------------------------------------------------

@@ -182,3 +182,39 @@ def test_sigkilled_runner_takes_its_cells_down_and_resume_finishes(cluster, tmp_
     killed = [r for r in rows if r["status"] == "killed"]
     assert killed and all("took the cell down" in r["error"] for r in killed)
     _nothing_left()
+
+
+def test_a_stopped_campaign_leaves_nothing_on_the_nodes(cluster, tmp_path):
+    """Ctrl-C on the runner: the running cell is stopped through its agent and recorded
+    as killed with the reason; no cell, agent or staging folder stays on any node."""
+    c, _ = cluster
+    campaign = _setup(tmp_path, c.address, ["XM"])
+    runner = _runner(tmp_path, campaign)
+    try:
+        wait_for(lambda: any(e["type"] == "cell_started" for e in _events(tmp_path)),
+                 timeout=120, what="the cell to start")
+        runner.send_signal(signal.SIGINT)
+        out, err = runner.communicate(timeout=120)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, err[-3000:]
+    rows = _rows(tmp_path)
+    assert [r["status"] for r in rows] == ["killed"] and "interrupted" in rows[0]["error"]
+    assert rows[0]["node"]
+    _nothing_left()
+
+
+@pytest.mark.parametrize("keys, needles", [
+    ('gpu = "H100"\n', ("key 'gpu'", "GPU model 'H100'", "models there: L4")),
+    ('device = "cpu"\ncpus_per_cell = 2\n', ("key 'cpus_per_cell'", "can ever hold")),
+], ids=["gpu-model-on-no-node", "cell-no-node-can-hold"])
+def test_what_no_node_offers_is_refused_while_planning(cluster, tmp_path, keys, needles):
+    """Bad input against the real nodes: one line, exit 2, nothing written."""
+    from tests.unit import test_bad_input_matrix as matrix
+
+    c, _ = cluster
+    body = f'experiments = "D_ens"\ncluster = "{c.address}"\n' + keys
+    case = matrix.Case("cluster", {"c.toml": body}, ("--batch", "c.toml", "--dry-run"),
+                       ("c.toml",) + needles)
+    matrix.test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case)
