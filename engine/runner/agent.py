@@ -6,9 +6,9 @@ life. Torch-free; Ray is imported only where a method needs it.
 
 What the agent does on its node is what the runner does on its own host
 (:mod:`engine.runner.cellproc`): it writes the spec into a node-local staging run folder
-(``$TMPDIR/fugue-cell-<agent pid>-node-*``: a node shares no file system with the head), starts ``python
--m engine.cell`` there in a fresh session (never a zygote: the node has none) with a
-parent-death signal on the agent, and the cell's monitor runs beside it as on one host.
+(``$TMPDIR/fugue-cell-<agent pid>-node-*``: a node shares no file system with the head),
+starts ``python -m engine.cell`` there in a fresh session (never a zygote: the node has
+none) with a parent-death signal on the agent, and the cell's monitor runs beside it as on one host.
 The head polls it (:meth:`CellAgent.poll`): the cell's new events, its log, the rows it
 appended to the results files (complete lines only) and its process-tree CPU seconds for
 the head's watchdog; the head writes them into the run folder through the same locked
@@ -63,7 +63,7 @@ STAGING_TAG = "node-"
 #: Environment variables of a Ray worker that must not reach the cell: with them a
 #: ``ray`` executor's ``ray.init()`` would join the campaign's cluster instead of starting
 #: its own private runtime on the node (and schedule its trials onto the campaign's nodes).
-RAY_ENV_PREFIXES = ("RAY_", "RAYLET_")
+RAY_ENV_PREFIXES = ("RAY_", "RAYLET_", "FUGUE_RAY_TAG")
 
 
 def node_name(host: str, address: str) -> str:
@@ -330,16 +330,44 @@ def _detached_guard(run_dir: Path) -> Guard:
 
     from engine.processes import engine_env
 
+    # Without the runtime's tag: a local cluster's own clean-up (which stops every process
+    # carrying it) must not stop the guard before it did its work.
+    env = {k: v for k, v in engine_env().items() if not k.startswith(RAY_ENV_PREFIXES)}
     read, write = os.pipe()
     launcher = ("import subprocess, sys; subprocess.Popen([sys.executable, '-m', "
                 "'engine.runner.guard', sys.argv[1], sys.argv[2]], stdin=0, "
                 "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)")
     try:
         subprocess.run([sys.executable, "-c", launcher, str(run_dir), str(os.getpid())],
-                       stdin=read, env=engine_env(), check=True, timeout=60)
+                       stdin=read, env=env, check=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         os.close(write)
         return Guard(None, None)
     finally:
         os.close(read)
     return Guard(None, write)
+
+
+def stop_processes(info: dict[str, Any]) -> str:
+    """``engine.cleanup`` handler for processes recorded by pid *and* start time (a local
+    cluster's runtime processes, recorded while its raylet still named them: once the
+    raylet is gone, its orphaned agents carry neither its folder nor its tag that
+    :func:`engine.executors.ray.runtime.find_ours` could see). SIGTERM, then SIGKILL after
+    ``grace_s``; a pid now used by another process (other start time) is left alone."""
+    import psutil
+
+    procs = []
+    for pid, started in info.get("processes") or []:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(int(pid))
+            if abs(proc.create_time() - float(started)) < 0.01:
+                procs.append(proc)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=float(info.get("grace_s", 3.0)))
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return (f"stopped {len(procs)} recorded process(es)" if procs
+            else "no recorded process left")

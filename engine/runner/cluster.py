@@ -71,6 +71,10 @@ AGENT_RECORD = "agent.json"
 POLL_TIMEOUT_S = 60.0
 #: Seconds between two looks, while a cell waits for room, at whether any node still fits.
 FIT_CHECK_S = 2.0
+#: ``cluster = "local"``: the folder (in the run folder, one per runner pid) that holds the
+#: local runtime's cleanup record and logs (engine.executors.ray.runtime): the runner's
+#: guard, else the next runner, stops what of it survived the runner.
+LOCAL_PREFIX = "cluster-local-"
 
 
 class NodeLost(Exception):
@@ -86,6 +90,9 @@ class ClusterHead:
         self.on_cpu = campaign.device == "cpu"
         self.connected = False
         self._actor = None
+        #: ``cluster = "local"``: the runtime this runner started, and its folder.
+        self.runtime = None
+        self.local_dir: Path | None = None
 
     # -- what a cell needs ------------------------------------------------------------------
     def need(self) -> dict[str, float]:
@@ -114,30 +121,66 @@ class ClusterHead:
         return min(counts) if counts else 1
 
     # -- connecting -------------------------------------------------------------------------
-    def connect(self) -> None:
-        """Join the cluster as a driver (``local``: start one on this host, ended by
-        :meth:`close`). Cells' code is found on each node through the engine's root."""
+    def connect(self, run_dir: Path | None = None) -> None:
+        """Join the cluster as a driver. ``local``: start a runtime on this host for the
+        campaign, in ``run_dir`` (the project's private runtime, engine.executors.ray.runtime:
+        tagged processes, a cleanup record the runner's guard runs if the runner dies),
+        ended by :meth:`close`. Cells' code is found on each node through the engine's
+        root (``code_search_path``; the local runtime's workers inherit ``PYTHONPATH``)."""
         if self.connected:
             return
         root = str(Path(engine_env()["PYTHONPATH"].split(os.pathsep)[0]))
-        kwargs: dict[str, Any] = dict(
-            namespace=f"fugue-{self.campaign.name}", log_to_driver=False,
-            logging_level=logging.ERROR, configure_logging=False,
-            job_config=ray.job_config.JobConfig(code_search_path=[root]))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if self.settings.local:
-            # "local" always starts a new runtime (a plain ray.init() would join any
-            # cluster already running on this host)
-            ray.init(address="local", include_dashboard=False, **kwargs)
+            from engine.executors.ray.runtime import start_runtime
+            from engine.measure.provenance import nvml_devices
+
+            if run_dir is None:
+                raise ValueError("a local cluster needs the campaign's run folder")
+            os.environ["PYTHONPATH"] = engine_env()["PYTHONPATH"]  # its workers import cells
+            self.local_dir = Path(run_dir) / f"{LOCAL_PREFIX}{os.getpid()}"
+            self.local_dir.mkdir(parents=True, exist_ok=True)
+            self.runtime = start_runtime(attempt_dir=self.local_dir,
+                                         num_cpus=float(os.cpu_count() or 1),
+                                         num_gpus=float(len(nvml_devices())))
+            self._record_local_processes()
         else:
-            ray.init(address=self.settings.address, **kwargs)
+            ray.init(address=self.settings.address, namespace=f"fugue-{self.campaign.name}",
+                     log_to_driver=False, logging_level=logging.ERROR,
+                     job_config=ray.job_config.JobConfig(code_search_path=[root]))
         self.connected = True
 
+    def _record_local_processes(self) -> None:
+        """Every process of the local runtime by pid and start time, while its raylet still
+        names them (engine.runner.agent.stop_processes says why)."""
+        import psutil
+
+        from engine import cleanup
+        from engine.executors.ray.runtime import find_ours
+
+        procs = []
+        for proc in find_ours(self.runtime.temp_dir, self.runtime.tag):
+            with contextlib.suppress(psutil.Error):
+                procs.append((proc.pid, proc.create_time()))
+        cleanup.record(self.local_dir, "processes", "engine.runner.agent:stop_processes",
+                       processes=procs)
+
     def close(self) -> None:
-        if self.connected:
-            with contextlib.suppress(Exception):
-                ray.shutdown()
-            self.connected = False
+        """Leave the cluster (``local``: stop its runtime and everything of it)."""
+        if not self.connected:
+            return
+        self.connected = False
+        if self.runtime is not None and self.local_dir is not None:
+            from engine.executors.ray.runtime import shutdown
+
+            shutdown(self.runtime, self.local_dir)
+            from engine.cleanup import run_recorded
+
+            run_recorded(self.local_dir)  # what outlived the shutdown: stopped and forgotten
+            self.runtime = None
+            return
+        with contextlib.suppress(Exception):
+            ray.shutdown()
 
     def nodes(self) -> list[dict[str, Any]]:
         """The alive nodes (Ray's records: ``NodeID``, ``NodeManagerHostname``, ``Resources``)."""
@@ -330,7 +373,8 @@ class RemoteCell:
             self._headers[name] = lines.pop(0)
         cols = self._headers.get(name) or []
         known = set(header(name))
-        return [{k: v for k, v in zip(cols, line, strict=False) if k in known} for line in lines if line]
+        return [{k: v for k, v in zip(cols, line, strict=False) if k in known}
+                for line in lines if line]
 
     def stop(self, dump: bool) -> dict[str, Any]:
         return self._call("stop", dump)
@@ -447,8 +491,9 @@ class ClusterAttempt(Attempt):
             threads = (runner.campaign.threads or head.settings.cpus_per_cell
                        or max(1, int(facts.get("cores") or 1)))
             self.spec["threads"] = threads
-            started = ray.get(agent.start.remote(
-                self.spec, threads, str(self.dir.relative_to(runner.runs_dir))), timeout=POLL_TIMEOUT_S)
+            rel = str(self.dir.relative_to(runner.runs_dir))
+            started = ray.get(agent.start.remote(self.spec, threads, rel),
+                              timeout=POLL_TIMEOUT_S)
         except (RayActorError, GetTimeoutError) as exc:
             with contextlib.suppress(Exception):
                 ray.kill(agent)
@@ -517,7 +562,8 @@ class ClusterAttempt(Attempt):
 def orphaned_attempts(runner: Runner) -> None:
     """Attempts of an earlier runner of this campaign that never ended (their
     ``agent.json`` is still there: that runner died while they ran): each recorded as
-    killed, once. Their cells went with their agents (the module docstring)."""
+    killed, once. Their cells went with their agents (the module docstring). Then
+    what an earlier runner's ``local`` cluster left is stopped."""
     for attempt in runner.folder.all_attempts():
         record_path = attempt.path / AGENT_RECORD
         try:
@@ -534,6 +580,22 @@ def orphaned_attempts(runner: Runner) -> None:
         runner._emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
                      reason=reason, predecessor=True)
         record_path.unlink(missing_ok=True)
+    messages = clean_local_runtimes(runner.run_dir)
+    if messages:
+        runner._emit("cleanup", messages=messages, predecessor=True)
+
+
+def clean_local_runtimes(run_dir: Path) -> list[str]:
+    """What earlier runners' ``local`` clusters left (their runner died before stopping
+    them and no guard did it): each recorded runtime stopped; one line per thing done."""
+    from engine.cleanup import run_recorded
+
+    messages = []
+    for folder in sorted(Path(run_dir).glob(f"{LOCAL_PREFIX}*")):
+        if folder.name != f"{LOCAL_PREFIX}{os.getpid()}" and any(
+                (folder / "cleanup").glob("*.json")):
+            messages += [f"{folder.name}: {m}" for m in run_recorded(folder)]
+    return messages
 
 
 def _model(name: str) -> str:

@@ -301,7 +301,7 @@ class Runner:
         self.guard = Guard.start(self.run_dir)
         try:
             if self.cluster is not None:
-                self.cluster.connect()
+                self.cluster.connect(self.run_dir)
             return self._run_locked()
         finally:
             if self.cluster is not None:  # agents end with the driver; "local" stops here

@@ -218,3 +218,32 @@ def test_what_no_node_offers_is_refused_while_planning(cluster, tmp_path, keys, 
     case = matrix.Case("cluster", {"c.toml": body}, ("--batch", "c.toml", "--dry-run"),
                        ("c.toml",) + needles)
     matrix.test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case)
+
+
+def test_a_local_cluster_goes_with_its_sigkilled_runner_and_resume_finishes(tmp_path):
+    """``cluster = "local"``: the runner starts a Ray runtime on this host for the campaign.
+    SIGKILLed mid-cell, its guard stops every process of that runtime (recorded by pid and
+    start time while the raylet still named them) and the cell's node side; ``--resume``
+    starts a new one and finishes with one ok row."""
+    campaign = _setup(tmp_path, "local", ["XM"])
+    runner = _runner(tmp_path, campaign)
+    try:
+        wait_for(lambda: any(e["type"] == "cell_started" for e in _events(tmp_path)),
+                 timeout=120, what="the cell to start")
+        record = next((tmp_path / "runs" / "cl").glob("cluster-local-*/cleanup/processes.json"))
+        pids = [pid for pid, _ in json.loads(record.read_text())["info"]["processes"]]
+        assert len(pids) >= 2  # gcs and raylet at least
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.communicate(timeout=30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+                             for p in pids), timeout=60, what="the local runtime to go")
+    _nothing_left()
+    resumed = _runner(tmp_path, campaign, "--resume")
+    out, err = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0, err[-3000:]
+    assert [r["status"] for r in _rows(tmp_path)] == ["killed", "ok"]
+    assert not list((tmp_path / "runs" / "cl").glob("cluster-local-*/cleanup/*.json"))
+    _nothing_left()
