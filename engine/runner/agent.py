@@ -42,7 +42,7 @@ from typing import Any
 from engine.cell.protocol import REASON_BYTES, read_reason
 from engine.cleanup import run_recorded
 from engine.measure.provenance import dist_version
-from engine.runfolder import AttemptFolder, RunFolder
+from engine.runfolder import CELL_LOG, CELL_PID, EVENTS, SPEC, AttemptFolder, RunFolder
 from engine.runner.cellproc import (
     cell_env,
     dump_stacks,
@@ -215,6 +215,28 @@ class CellAgent:
                 out["error"] = str(exc)
             return out
 
+    def attempt_files(self) -> dict[str, bytes]:
+        """The files the cell and its monitor left in its attempt folder on the node, by
+        path relative to it (``monitor.json``: the device facts a killed cell's row needs;
+        ``stacks/*``: stack dumps), without what the head already has (spec, events, log)
+        or must not (``cell.pid`` names a process of this node)."""
+        with self._lock:
+            self._last_poll = time.monotonic()
+            return self._attempt_files()
+
+    def _attempt_files(self) -> dict[str, bytes]:
+        if self.staging is None or self.proc is None:
+            return {}
+        out = {}
+        skip = {SPEC, EVENTS, CELL_LOG, CELL_PID}
+        for path in self.folder.path.rglob("*"):
+            rel = path.relative_to(self.folder.path)
+            if path.is_file() and str(rel) not in skip and not path.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if path.stat().st_size:  # an empty stack file: no dump was written
+                        out[str(rel)] = path.read_bytes()
+        return out
+
     def finish(self) -> dict[str, Any]:
         """The cell ended (or was stopped): what is left of its session is stopped, its
         cleanup records run, and the rest of its output is returned as :meth:`poll` does,
@@ -232,6 +254,7 @@ class CellAgent:
                 out["leftovers"] = [str(exc)]
             out.update(self._collect(final=True))
             out["cleanup"] = run_recorded(self.folder.path)
+            out["attempt_files"] = self._attempt_files()
             forget(self.folder.path)
             out["reason"] = read_reason(self.spec["reason_file"])
             out["files"] = self._whole_files()

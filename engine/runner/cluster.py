@@ -355,14 +355,13 @@ class RemoteCell:
         if data.get("log"):
             with open(attempt.log_path, "a", encoding="utf-8") as fh:
                 fh.write(data["log"])
-        for rel, content in (data.get("files") or {}).items():
-            target = (runner.runs_dir / rel).resolve()
-            if runner.runs_dir.resolve() not in target.parents:
-                continue  # only under the runs folder, whatever a node sends
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".tmp")
-            tmp.write_bytes(content)
-            tmp.replace(target)
+        _write_under(runner.runs_dir, data.get("files") or {})
+        _write_under(attempt.dir, data.get("attempt_files") or {})
+
+    def fetch_attempt_files(self) -> None:
+        """The attempt folder's files from the node now (before a killed cell's row is
+        written: its monitor's device facts)."""
+        _write_under(self.attempt.dir, self._call("attempt_files"))
 
     def _rows(self, name: str, text: str) -> list[dict[str, str]]:
         """Complete CSV lines of results file ``name`` as rows (the first batch of a file
@@ -537,6 +536,7 @@ class ClusterAttempt(Attempt):
                 reason += f" (SIGKILL needed for pids {done['forced']} on node {proc.node})"
             if done.get("error"):
                 reason += f"; {done['error']}"
+            proc.fetch_attempt_files()  # its monitor's facts go into the row, dumps kept
         except NodeLost as lost:
             reason += f"; its node was lost meanwhile: {lost}"
         self.runner._record(self.spec, "killed", reason)
@@ -596,6 +596,20 @@ def clean_local_runtimes(run_dir: Path) -> list[str]:
                 (folder / "cleanup").glob("*.json")):
             messages += [f"{folder.name}: {m}" for m in run_recorded(folder)]
     return messages
+
+
+def _write_under(root: Path, files: dict[str, bytes]) -> None:
+    """Each ``files`` entry (path relative to ``root``: bytes) written whole, only under
+    ``root``, whatever a node sends."""
+    base = Path(root).resolve()
+    for rel, content in files.items():
+        target = (base / rel).resolve()
+        if base not in target.parents:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(content)
+        tmp.replace(target)
 
 
 def _model(name: str) -> str:

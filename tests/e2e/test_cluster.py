@@ -10,6 +10,7 @@ of the campaign left on any node (no cell process, no agent actor, no staging fo
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -26,32 +27,40 @@ import pytest
 
 from engine.results.read import read_rows
 from engine.runner.agent import node_name
-from tests.e2e.conftest import _env, one_job, wait_for
+from tests.e2e.conftest import X_BLOCK, _env, one_job, wait_for
 
 pytestmark = pytest.mark.slow
 
-EXPERIMENTS = (one_job("XA", "mlp", "digits", k=1, batch_size=64, epochs=1, lr=0.01)
+EXPERIMENTS = (X_BLOCK + one_job("XA", "mlp", "digits", k=1, batch_size=64, epochs=1, lr=0.01)
                + one_job("XB", "mlp", "digits", k=1, batch_size=64, epochs=1, lr=0.01)
                # trains for several seconds: long enough to lose its node or its runner
                + one_job("XM", "mlp", "digits", k=1, batch_size=16, epochs=25, lr=0.01))
+
+
+@contextlib.contextmanager
+def _node_env():
+    """The environment a node starts with: the test plugin importable and loaded (as a
+    real node has fugue-tui and the campaign's plugins installed)."""
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in _env().items() if k in ("PYTHONPATH", "FUGUE_PLUGINS")})
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """The shared cluster: (Cluster, [worker nodes]), started once, shut down after."""
     cluster_utils = pytest.importorskip("ray.cluster_utils")
-    saved = dict(os.environ)
-    os.environ.update({k: v for k, v in _env().items() if k in ("PYTHONPATH", "FUGUE_PLUGINS")})
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    try:
+    with _node_env():
         c = cluster_utils.Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "include_dashboard": False})
         workers = [c.add_node(num_cpus=1, resources={"accelerator_type:L4": 1}),
                    c.add_node(num_cpus=1)]
         c.wait_for_nodes()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     try:
         yield c, workers
     finally:
@@ -62,14 +71,15 @@ def _name(node) -> str:
     return node_name(socket.gethostname(), f"{node.node_ip_address}/{node.node_id}")
 
 
-def _setup(tmp: Path, address: str, experiments: list[str], executors=("seq",)) -> Path:
+def _setup(tmp: Path, address: str, experiments: list[str], executors=("seq",),
+           extra: str = "") -> Path:
     (tmp / "experiments.toml").write_text(EXPERIMENTS)
     campaign = tmp / "c.toml"
     campaign.write_text(f'name = "cl"\nexperiments = {json.dumps(experiments)}\n'
                         f'executors = {json.dumps(list(executors))}\ndevice = "cpu"\n'
                         f'cluster = "{address}"\ncpus_per_cell = 1\nthreads = 1\n'
                         'experiments_file = "experiments.toml"\nruns_dir = "runs"\n'
-                        'monitor_interval_s = 0.2\n')
+                        'monitor_interval_s = 0.2\n' + extra)
     return campaign
 
 
@@ -150,7 +160,8 @@ def test_node_lost_mid_cell_is_retried_on_another_node(cluster, tmp_path):
     finally:
         if runner.poll() is None:
             runner.kill()
-        workers.append(c.add_node(num_cpus=1, resources={"accelerator_type:L4": 1}))
+        with _node_env():  # the fixture keeps two workers for the next tests
+            workers.append(c.add_node(num_cpus=1, resources={"accelerator_type:L4": 1}))
     assert runner.returncode == 0, err[-3000:]
     rows = _rows(tmp_path)
     assert [r["status"] for r in rows] == ["killed", "ok"], [r["error"] for r in rows]
@@ -202,6 +213,26 @@ def test_a_stopped_campaign_leaves_nothing_on_the_nodes(cluster, tmp_path):
     rows = _rows(tmp_path)
     assert [r["status"] for r in rows] == ["killed"] and "interrupted" in rows[0]["error"]
     assert rows[0]["node"]
+    _nothing_left()
+
+
+def test_a_hung_cell_on_a_node_is_killed_with_its_stacks_by_the_heads_watchdog(cluster,
+                                                                             tmp_path):
+    """The head's watchdog judges a cell on a node by the process-tree CPU its agent
+    measures there: a cell blocked without progress or CPU is hung, dumped and killed
+    through its agent; the dump lands in the head's attempt folder."""
+    c, _ = cluster
+    campaign = _setup(tmp_path, c.address, ["X_block"],
+                      extra='[watchdog]\ninterval_s = 0.5\nsuspect_after = 1\nhung_after = 2\n')
+    runner = _runner(tmp_path, campaign)
+    out, err = runner.communicate(timeout=180)
+    assert runner.returncode == 1, err[-3000:]
+    rows = _rows(tmp_path)
+    assert [r["status"] for r in rows] == ["killed"] and rows[0]["error"].startswith("hung")
+    assert any(e["type"] == "hung" for e in _events(tmp_path))
+    dumps = list((tmp_path / "runs" / "cl" / "cells").glob("*/attempt-1/stacks/*"))
+    text = "".join(p.read_text(errors="replace") for p in dumps)
+    assert "fugue_test_plugin.py" in text and "in forward" in text, text[:2000]
     _nothing_left()
 
 

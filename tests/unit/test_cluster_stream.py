@@ -21,6 +21,7 @@ def _attempt(tmp):
     runner = SimpleNamespace(runs_dir=runs, _lock=threading.RLock(), warnings=[])
     runner._emit = lambda *a, **k: runner.warnings.append(k)
     return SimpleNamespace(runner=runner, cell=SimpleNamespace(key="k"), number=1,
+                           dir=attempt_dir,
                            spec={"events": str(attempt_dir / "events.jsonl")},
                            log_path=attempt_dir / "cell.log")
 
@@ -35,7 +36,8 @@ def test_rows_events_log_and_files_enter_the_heads_run_folder(tmp_path):
     line = ",".join(row[c] for c in cols) + "\n"
     remote.apply({"rows": {GROUPS_FILE: head_line + line}, "events": ['{"v":1}'],
                   "log": "hello\n", "files": {"samples/g.csv": b"t,v\n0,1\n",
-                                              "../escape.txt": b"no"}})
+                                              "../escape.txt": b"no"},
+                  "attempt_files": {"stacks/123.txt": b"Thread 1", "../../x": b"no"}})
     remote.apply({"rows": {GROUPS_FILE: line}, "events": [],
                   "log": "again\n"})
     rows = read_rows(attempt.runner.runs_dir / GROUPS_FILE)
@@ -45,6 +47,8 @@ def test_rows_events_log_and_files_enter_the_heads_run_folder(tmp_path):
             ).read_text() == '{"v":1}\n'
     assert (tmp_path / "runs" / "samples" / "g.csv").read_bytes() == b"t,v\n0,1\n"
     assert not (tmp_path / "escape.txt").exists()
+    assert (attempt.dir / "stacks" / "123.txt").read_bytes() == b"Thread 1"
+    assert not (attempt.dir.parent.parent / "x").exists()
 
 
 def test_a_column_the_head_does_not_know_is_dropped_not_fatal(tmp_path):
