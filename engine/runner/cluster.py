@@ -138,6 +138,9 @@ class ClusterHead:
             if run_dir is None:
                 raise ValueError("a local cluster needs the campaign's run folder")
             os.environ["PYTHONPATH"] = engine_env()["PYTHONPATH"]  # its workers import cells
+            # Ray's notices (e.g. that its token authentication is on) would be the front
+            # ends' output; errors still show
+            logging.getLogger("ray").setLevel(logging.ERROR)
             self.local_dir = Path(run_dir) / f"{LOCAL_PREFIX}{os.getpid()}"
             self.local_dir.mkdir(parents=True, exist_ok=True)
             self.runtime = start_runtime(attempt_dir=self.local_dir,
