@@ -22,6 +22,8 @@ PARTS: dict[str, str] = {
            "sampled 16-trial space)",
     "profile_estimate": "memory estimate from profiles: per-member RSS prediction error "
                         "K <= 32, max_parallel = \"auto\" within its RAM budget",
+    "cluster_overhead": "a cell's fixed cost through a Ray cluster (a node agent) against "
+                        "the same cell spawned on the runner's host",
 }
 
 

@@ -237,11 +237,13 @@ EVENTS = EventTable([
        doc="a cell will not run (already ok, cannot run here, skipped by control); an ok "
            "row's campaign, attempt and timestamp when resume skipped it for one"),
     _t("cell_started", RUNNER, "cell index label attempt events log_path pid",
-       "start start_s device", "active", "running",
+       "start start_s device node", "active", "running",
        doc="an attempt's process started (start: zygote, forked from the runner's pre-warmed "
            "parent, or spawn, a fresh interpreter; start_s: seconds from the runner's "
            "decision to run the attempt until its process ran; device: in a multi-device "
-           "campaign, the device it was placed on, as the placement column says)"),
+           "campaign, the device it was placed on, as the placement column says; node: on a "
+           "Ray cluster, the node it runs on, as the node column says, and pid is its pid "
+           "there)"),
     _t("suspect", RUNNER, "cell attempt seen", "", "lifecycle active", "suspect",
        doc="no progress for suspect_after checks"),
     _t("hung", RUNNER, "cell attempt seen action", "", "lifecycle active", "hung",
@@ -254,11 +256,14 @@ EVENTS = EventTable([
        doc="an attempt ended ok"),
     _t("failed", RUNNER, "cell attempt exit_code error", "", "lifecycle end final", "failed",
        doc="an attempt failed"),
-    _t("killed", RUNNER, "cell attempt reason", "exit_code predecessor",
+    _t("killed", RUNNER, "cell attempt reason", "exit_code predecessor node_lost",
        "lifecycle end final", "killed",
-       doc="an attempt was stopped (control, watchdog, Ctrl-C, or an earlier runner's)"),
-    _t("retried", RUNNER, "cell attempt manual", "retry retries", "lifecycle", "queued",
-       doc="a failed, hung or killed cell runs again"),
+       doc="an attempt was stopped (control, watchdog, Ctrl-C, or an earlier runner's; "
+           "node_lost: its cluster node was lost while it ran)"),
+    _t("retried", RUNNER, "cell attempt manual", "retry retries node_lost", "lifecycle",
+       "queued",
+       doc="a failed, hung or killed cell runs again (node_lost: on another cluster node, "
+           "without using a retry of the campaign's budget)"),
     _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor guard runner_pid",
        doc="what a cell recorded for cleanup was stopped (guard: by the guard of runner "
            "runner_pid, which had died)"),

@@ -138,6 +138,9 @@ class CellRunSpec:
     #: is pinned to (``os.sched_setaffinity`` before anything else; ``cpu_affinity``).
     placement: str | None = _optional()
     cpus: list[int] | None = _optional()
+    #: A cell of a campaign on a Ray cluster (issue 28; engine.cluster): the node it runs
+    #: on, ``<host name> <hash of its address>`` (the ``node`` column).
+    node: str | None = _optional()
 
     @property
     def attempt_dir(self) -> Path:

@@ -53,6 +53,7 @@ from engine.define.paths import check_campaign_name, user_path
 from engine.define.sha_slots import check_options_sha_slots
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
+from engine.define.cluster import ClusterSettings, parse_cluster
 from engine.define.devices import check_device_pair, parse_devices
 from engine.errors import ConfigError, known, nearest
 from engine.registry import EXECUTORS
@@ -71,6 +72,7 @@ _KEYS: dict[str, tuple[type, ...]] = {
     "k_sweep": (list,),
     "budget": (dict,),
     "devices": (str, list), "one_cell_per_host": (bool,),
+    "cluster": (str,), "gpu": (str,), "cpus_per_cell": (int,),
 }
 #: ``[budget]``: what ``max_parallel = "auto"`` may fill (engine.profile.budget); a missing
 #: key is measured on the machine (its total RAM, the device's total memory, its cores).
@@ -124,6 +126,9 @@ class Campaign:
     #: With ``devices``: run one cell at a time on the host anyway (each still on its
     #: placed device), for measurements that must share no host resources.
     one_cell_per_host: bool = False
+    #: ``cluster`` (issue 28, engine.define.cluster): the Ray cluster the cells run on, with
+    #: its ``gpu`` selector and ``cpus_per_cell``; None: on this host (the runner's own).
+    cluster: ClusterSettings | None = None
 
     def resolved(self) -> dict[str, Any]:
         """The campaign as it runs (after overrides), JSON-able."""
@@ -140,6 +145,7 @@ class Campaign:
                 **({"k_sweep": list(self.k_sweep)} if self.k_sweep else {}),
                 **({"devices": list(self.devices)} if self.devices else {}),
                 **({"one_cell_per_host": True} if self.one_cell_per_host else {}),
+                **(self.cluster.resolved() if self.cluster else {}),
                 **({"budget": self.budget} if self.budget else {})}
 
     def compile_modes(self) -> list[str]:
@@ -234,6 +240,8 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     if not _DEVICE.match(device):
         raise ConfigError(f"{at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
                           f"got {device!r}")
+    # devices = "cpu" (or one cuda:N) is folded into device above: what is left is a list
+    cluster = parse_cluster(doc, device, devices, at)
     options = doc.get("options", {})
     for executor, table in options.items():
         if executor not in EXECUTORS:
@@ -293,6 +301,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         options=options, budget=budget, precision=precision, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
         devices=devices, one_cell_per_host=doc.get("one_cell_per_host", False),
+        cluster=cluster,
         # the file actually merged: the campaign's, or the default one (engine.dirs)
         experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
                                .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))

@@ -424,6 +424,10 @@ _OURS: tuple[Column, ...] = (
            "processes outside the cell's tree that used >= 10 % of a core during the group "
            "window, busiest first, at most 3: [{pid, name, cpu_pct}] (cpu_pct: % of one "
            "core over T_group); [] none; empty: not readable"),
+    # A campaign on a Ray cluster (issue 28, engine.cluster).
+    Column("node", G, TEXT,
+           "campaigns on a Ray cluster (cluster): the node the cell ran on, its host name "
+           "and a hash of its address (\"gpu-7 3f2a9c01\"); empty on the runner's own host"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

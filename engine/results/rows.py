@@ -112,6 +112,8 @@ def group_static(spec: dict[str, Any]) -> GroupRow:
         # A multi-device campaign's placement and core share (issue 27), known from the spec.
         "placement": spec.get("placement"),
         "cpu_affinity": _cpu_list(spec.get("cpus")),
+        # A cluster campaign's node (issue 28), known from the spec the node's agent wrote.
+        "node": spec.get("node"),
         # The T_group rule this version measures under: provenance of the code, like its
         # version, so a row the runner writes for a killed cell carries it too.
         "window_rule": WINDOW_RULE,

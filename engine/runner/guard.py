@@ -99,6 +99,12 @@ def clean_after(run_dir: Path, runner_pid: int) -> list[str]:
         with contextlib.suppress(OSError):
             write_whole(attempt.pid, json.dumps(record))
         messages += [f"{attempt.path.parent.name}/{attempt.path.name}: {m}" for m in done]
+    # A cluster = "local" campaign's Ray runtime (engine.runner.cluster): its record is in
+    # a folder of the run folder named after its runner.
+    local = run_dir / f"cluster-local-{runner_pid}"
+    if any((local / "cleanup").glob("*.json")):
+        messages += [f"{local.name}: {m}"
+                     for m in run_recorded(local, grace_s=GUARD_GRACE_S)]
     messages += [f"removed {p}" for p in remove_scratch(runner_pid)]
     return messages
 
@@ -124,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     messages = clean_after(run_dir, runner_pid)
-    if messages:
-        _log(run_dir, runner_pid, messages)
+    if messages and run_dir.is_dir():  # a node agent's staging run folder went with its
+        _log(run_dir, runner_pid, messages)  # scratch: its log is not written back
     return 0
 
 

@@ -146,6 +146,13 @@ class Runner:
         #: The devices of a multi-device campaign (``devices``; issue 27), one
         #: :class:`Slot` each; empty for a campaign with one ``device`` (today's runner).
         self.slots: list[Slot] = []
+        #: The campaign's Ray cluster (issue 28; engine.runner.cluster), None on one host.
+        self.cluster = None
+        #: What runs one attempt (a cluster campaign's attempts run through node agents).
+        self.attempt_class: type[Attempt] = Attempt
+        if campaign.cluster is not None:
+            self._init_cluster(campaign)
+            return
         if campaign.devices:
             self._init_devices(campaign)
             return
@@ -189,6 +196,24 @@ class Runner:
                           else (os.cpu_count() or 1), devices=len(self.slots),
                           gpu_uuid=self.slots[0].uuid)
         self.cells = build_cells(campaign, self.machine, share)
+        self.placement = place(self.cells, len(self.slots))
+        self._finish_init(campaign)
+
+    def _init_cluster(self, campaign: Campaign) -> None:
+        """The cluster form of ``__init__``: the nodes that fit a cell probed now (a ``gpu``
+        model no node has, a cell no node can hold, nodes of several classes: refused
+        before anything is written), the key's machine part by node class, one lane per
+        cell the fitting nodes hold at once (engine.runner.cluster)."""
+        from engine.runner.cluster import ClusterAttempt, ClusterHead
+
+        self.cluster = ClusterHead(campaign.cluster, campaign)
+        self.machine, lanes = self.cluster.plan()
+        self.machine = {**self.machine, "plugins": self.plugins}
+        self.device, self.gpu = ("cpu" if campaign.device == "cpu" else "cuda"), None
+        self.attempt_class = ClusterAttempt
+        self.cell_start = "spawn"  # cells start on their nodes: no zygote on the head
+        self.cells = build_cells(campaign, self.machine)
+        self.slots = [Slot(i, {}) for i in range(min(lanes, max(len(self.cells), 1)))]
         self.placement = place(self.cells, len(self.slots))
         self._finish_init(campaign)
 
@@ -286,8 +311,12 @@ class Runner:
         # Stops what this runner leaves running if it dies without cleaning up (a SIGKILL).
         self.guard = Guard.start(self.run_dir)
         try:
+            if self.cluster is not None:
+                self.cluster.connect(self.run_dir)
             return self._run_locked()
         finally:
+            if self.cluster is not None:  # agents end with the driver; "local" stops here
+                self.cluster.close()
             self.folder.runner_pid.unlink(missing_ok=True)
             self.guard.release()
             lock.release()
@@ -326,6 +355,7 @@ class Runner:
                 queue.append(cell)
         self.queue = queue
         self.auto_retries: dict[str, int] = {}
+        self.node_losses: dict[str, int] = {}
         self.outcomes: dict[str, CellOutcome] = {}
         stopped: BaseException | None = None
         zygote_wanted = self.cell_start == "zygote"
@@ -480,6 +510,17 @@ class Runner:
         engine.cell`` reads. Public for tools that run one cell by hand (``bench``)."""
         folder = self.folder.attempt(cell.slug, cell.key, attempt)
         slot = self.slot_of(cell)
+        if self.cluster is not None:  # the node's agent adds its node, GPU and threads
+            return CellRunSpec(
+                campaign_id=self.campaign_id, campaign_hash=self.campaign.file_hash,
+                runs_dir=str(self.runs_dir.resolve()), events=str(folder.events),
+                attempt=attempt, reason_file=str(folder.reason), seed=self.campaign.seed,
+                passes=self.campaign.passes, device="cpu" if self.device == "cpu" else "cuda:0",
+                device_requested=self.campaign.device, monitor=self.campaign.monitor,
+                monitor_interval_s=self.campaign.monitor_interval_s,
+                threads=self.campaign.threads or self.campaign.cluster.cpus_per_cell or 1,
+                cell=asdict(cell), plugin_versions=plugin_versions() or None,
+                experiments_file_hash=self.campaign.experiments_file_hash or None)
         if slot is not None:
             return self._slot_spec(cell, attempt, folder, slot)
         return CellRunSpec(
@@ -521,8 +562,18 @@ class Runner:
         """Attempts of one cell until it is ok, out of retries, killed or skipped."""
         while True:
             attempt = self._next_attempt(cell)
-            current = self.current_attempt[cell.key] = Attempt(self, cell, attempt)
+            current = self.attempt_class(self, cell, attempt)
+            self.current_attempt[cell.key] = current
             status, error, log, after = current.run()
+            if after == "node":  # its cluster node was lost: again, on another node
+                from engine.runner.cluster import MAX_NODE_LOSSES
+
+                lost = self.node_losses[cell.key] = self.node_losses.get(cell.key, 0) + 1
+                if lost <= MAX_NODE_LOSSES:
+                    self._emit("retried", cell=cell.key, attempt=attempt + 1, manual=False,
+                               node_lost=True)
+                    continue
+                after = ""  # then the campaign's retries apply
             if status == "ok" or after == "stop":
                 return CellOutcome(cell, status, attempt, error, log)
             if after == "retry":  # manual: does not consume the budget
@@ -650,6 +701,10 @@ class Runner:
             self._record(spec, "killed", reason)
             self._emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
                        reason=reason, predecessor=True)
+        if self.cluster is not None:  # attempts that ran on nodes (engine.runner.cluster)
+            from engine.runner.cluster import orphaned_attempts
+
+            orphaned_attempts(self)
         # After their cells are dead: what those cells started outside their sessions.
         for attempt_dir in [a.path for a in self.folder.all_attempts()
                             if any((a.path / "cleanup").glob("*.json"))]:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -219,6 +219,9 @@ class Watchdog:
         self._last_cpu: float | None = None
         self._last_time = clock()
         self.next_check = self._last_time + settings.interval_s
+        #: Where the cell's process-tree CPU seconds come from when it is not a session on
+        #: this host (a cell on a cluster node: its agent measures them there), else None.
+        self.cpu_seconds: Callable[[], tuple[float, list[str]]] | None = None
 
     def progress(self) -> None:
         """Call for every training-progress or lifecycle event of the cell."""
@@ -286,8 +289,10 @@ class Watchdog:
 
     def check(self) -> Check:
         now = self.clock()
-        procs = session_processes(self.leader_pid, self.session_id)
-        cpu, notes = tree_cpu_seconds(procs)
+        if self.cpu_seconds is not None:
+            cpu, notes = self.cpu_seconds()
+        else:
+            cpu, notes = tree_cpu_seconds(session_processes(self.leader_pid, self.session_id))
         elapsed = max(now - self._last_time, 1e-9)
         fraction = None if self._last_cpu is None else max(cpu - self._last_cpu, 0.0) / elapsed
         self._last_cpu, self._last_time = cpu, now

@@ -310,6 +310,36 @@ def ray_packing(tmp: Path) -> list[dict[str, str]]:
                                '[options.ray]\ndevices = "auto"\n')
 
 
+def _cluster(tmp: Path, text: str, node: dict) -> list[dict[str, str]]:
+    """A campaign on a Ray cluster (issue 28): the machine part is the node's class as
+    engine.runner.cluster.ClusterHead.machine_identity forms it from the node's facts."""
+    from engine.runner.cluster import ClusterHead
+
+    campaign = load_campaign(_write(tmp, text))
+    machine = ClusterHead(campaign.cluster, campaign).machine_identity(node)
+    return [{"slug": c.slug, "key": c.key, "config_key": c.config_key,
+             "workload_key": c.workload_key} for c in build_cells(campaign, machine)]
+
+
+_NODE_FACTS = {"host_class": "Golden CPU @ 2.00GHz x8", "torch": MACHINE["torch"],
+               "host": "golden-node", "cores": 8}
+
+
+def cluster_cpu(tmp: Path) -> list[dict[str, str]]:
+    """A CPU campaign on a cluster: host class, torch and the CPUs each cell holds."""
+    return _cluster(tmp, 'name = "g"\nexperiments = "D_ens,D_cv"\nexecutors = ["seq", "mp"]\n'
+                         'device = "cpu"\ncluster = "local"\ncpus_per_cell = 2\n',
+                    {"Resources": {"CPU": 8.0}, "facts": {**_NODE_FACTS, "gpus": []}})
+
+
+def cluster_gpu_model(tmp: Path) -> list[dict[str, str]]:
+    """A GPU campaign on a cluster restricted to L4 nodes: host class and GPU model."""
+    return _cluster(tmp, 'name = "g"\nexperiments = "D_ens"\nexecutors = ["seq"]\n'
+                         'cluster = "local"\ngpu = "L4"\n',
+                    {"Resources": {"CPU": 8.0, "GPU": 1.0, "accelerator_type:L4": 1.0},
+                     "facts": {**_NODE_FACTS, "gpus": ["NVIDIA L4"]}})
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -336,6 +366,8 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "devices_by_model": devices_by_model,
     "mp_packing": mp_packing,
     "ray_packing": ray_packing,
+    "cluster_cpu": cluster_cpu,
+    "cluster_gpu_model": cluster_gpu_model,
 }
 
 
