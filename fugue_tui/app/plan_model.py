@@ -134,6 +134,18 @@ def save_plan(doc: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
+def default_save_path(doc: dict[str, Any]) -> Path:
+    """Where ``ctrl+s`` proposes to save a plan never saved or loaded: ``<name>.toml`` in
+    the folder that holds the plan's runs folder (``runs`` → the working directory), in
+    its ``campaigns/`` subfolder when there is one already (this repository's layout). A
+    folder is never proposed that would have to be created; the user types another path
+    for that, and is asked (:meth:`PlanScreen._save_to`)."""
+    runs = Path(str(doc.get("runs_dir") or "runs")).expanduser()
+    base = runs.parent
+    name = f"{doc.get('name') or 'campaign'}.toml"
+    return base / "campaigns" / name if (base / "campaigns").is_dir() else base / name
+
+
 def load_plan(path: str | Path) -> dict[str, Any]:
     """Read a campaign TOML file into a plan and validate it.
 
