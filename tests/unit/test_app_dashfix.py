@@ -160,10 +160,14 @@ def test_the_focused_field_is_marked_in_plain_text_and_integers_refuse_letters(t
         app = FugueApp(runs_dir="runs")
         async with app.run_test(size=(160, 48)) as pilot:
             plan = await until(pilot, lambda: isinstance(app.screen, PlanScreen) and app.screen)
+            await until(pilot, lambda: "─ > catalogue ─" in _plain(app), what="the pane's mark")
+            await pilot.press("down", "down")  # the tree's cursor line
+            await until(pilot, lambda: "├─ > ▼ ensemble" in _plain(app), what="the cursor")
             passes = plan.query_one("#f-passes", Input)
             passes.focus()
             await until(pilot, lambda: "> passes" in _plain(app), what="the focus mark")
-            assert "> seed" not in _plain(app)
+            assert "> seed" not in _plain(app) and "> ▼ ensemble" not in _plain(app)
+            assert "─ > settings ─" in _plain(app) and "─ catalogue ─" in _plain(app)
             grace = plan.query_one("#opt-mp-grace_period", Input)
             grace.focus()
             await until(pilot, lambda: "> grace_period" in _plain(app), what="the option's mark")

@@ -46,7 +46,7 @@ from fugue_tui.app.plan_model import (
     save_plan,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
-from fugue_tui.app.widgets.campaign_form import CampaignForm
+from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
 from fugue_tui.app.widgets.cell_table import split_label
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -131,6 +131,19 @@ class PlanScreen(Screen):
         from fugue_tui.app.compact import set_compact
 
         set_compact(self)
+
+    #: The panes and their border titles; the one holding the focus is marked with
+    #: :data:`FOCUS_MARK` (a plain character: a capture without colours shows it too).
+    PANES = {"catalogue": "catalogue", "settings": "settings", "preview-pane": "preview"}
+
+    def on_descendant_focus(self, event: Any) -> None:
+        self._mark_pane(event.widget)
+
+    def _mark_pane(self, focused: Any) -> None:
+        for pane_id, title in self.PANES.items():
+            pane = self.query_one(f"#{pane_id}")
+            inside = focused is pane or pane in focused.ancestors
+            pane.border_title = f"{FOCUS_MARK}{title}" if inside else title
 
     def on_mount(self) -> None:
         self.on_resize()
