@@ -119,6 +119,7 @@ def test_the_export_dialog_is_not_answered_by_keys_typed_ahead(tmp_path, monkeyp
     from fugue_tui.app.screens.modals import PathScreen
     from fugue_tui.app.screens.results import EXPORT_ARM_S, ResultsScreen
 
+    assert 0.3 <= EXPORT_ARM_S <= 1.0  # longer than a typed burst, shorter than reading
     app = _results_app(tmp_path, monkeypatch)
     asked: list[str] = []
 
@@ -128,12 +129,15 @@ def test_the_export_dialog_is_not_answered_by_keys_typed_ahead(tmp_path, monkeyp
                                  and app.screen.results is not None and app.screen,
                                  timeout=20, what="the rows")
             monkeypatch.setattr(screen, "_export", lambda runs, folder: asked.append(folder))
+            # a long arming time: the Enter right after `e` is early however loaded the
+            # machine (with 0.5 s a slow run let it through: the test flaked, not the rule)
+            monkeypatch.setattr("fugue_tui.app.screens.results.EXPORT_ARM_S", 30.0)
             await pilot.press("e", "enter")
             dialog = app.screen
             assert isinstance(dialog, PathScreen) and dialog.early_enters == 1
             assert "Enter came before this dialog was shown" in screen_text(app)
             assert asked == []
-            await pilot.pause(EXPORT_ARM_S + 0.1)
+            dialog._shown_at -= 31.0  # the dialog has been on screen for a while
             await pilot.press("enter")
             await until(pilot, lambda: asked, what="the export")
             assert asked[0].startswith("figures")
@@ -190,6 +194,7 @@ def test_placeholders_read_as_hints_and_are_cut_at_a_word():
     load_plugins()
     hints = {f.path: f.hint for f in _fields()}
     assert hints["precision"].startswith("e.g. fp32")
+    assert hints["device"] == "default auto"  # a blank select read "Select"
     assert option_hint(EXECUTORS.get("mp").option_fields["grace_period"]) == "default 1 · >= 1"
     assert option_hint(EXECUTORS.get("mp").option_fields["devices"]).startswith("unset · ")
     assert fit_hint("e.g. fp32 or fp32,amp-bf16 (unset: fp32)", 30) == "e.g. fp32 or fp32,amp-bf16…"
@@ -266,6 +271,8 @@ def test_a_queued_cell_says_queued_and_an_aborted_campaigns_rest_says_not_run(tm
                    and "pass 1" in line][0]
             assert "not run" in row and "queued" not in row
             assert "campaign aborted: not run" in row
+            header = screen_text(app).splitlines()[0]
+            assert "cells 2/3: 1 done, 1 killed, 1 not run" in header, header
 
     asyncio.run(scenario())
 

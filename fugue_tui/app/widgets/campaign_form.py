@@ -64,9 +64,10 @@ def _fields() -> tuple[Field, ...]:
               hint="e.g. 4 or auto (unset: all jobs)"),
         Field("threads", "int", help="torch threads per cell; 0 = all cores",
               hint="e.g. 1 (0 = all cores)"),
-        Field("device", "select", ("auto", "cpu", "cuda")),
-        Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both"),
-        Field("compile_mode", "select", COMPILE_MODES),
+        Field("device", "select", ("auto", "cpu", "cuda"), hint="default auto"),
+        Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both",
+              hint="default off"),
+        Field("compile_mode", "select", COMPILE_MODES, hint="default: torch's default mode"),
         Field("precision", "list", PRECISIONS,
               help=f"{', '.join(PRECISIONS)}: one, or a comma list (one cell each)",
               hint="e.g. fp32 or fp32,amp-bf16 (unset: fp32)"),
@@ -253,6 +254,8 @@ class CampaignForm(VerticalScroll):
                     yield Select([(c, c) for c in spec.choices], id=spec.id,
                                  value=value if value in spec.choices else Select.NULL,
                                  allow_blank=spec.path != "watchdog.action",
+                                 # Textual's blank reads "Select", as if it were a value
+                                 prompt=spec.hint or "Select",
                                  tooltip=spec.help or None, compact=True)
                 else:
                     if isinstance(value, list):  # a list field: "fp32, bf16"
