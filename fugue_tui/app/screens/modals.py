@@ -105,9 +105,8 @@ class PathScreen(ModalScreen[str | None]):
             self.early_enters += 1
             hint = self.query_one("#path-hint", Label)
             hint.display = True
-            hint.update(Text(
-                "Enter came before this dialog was shown (keys typed ahead?): check the "
-                "path, then Enter again · Escape cancels", style="bold yellow"))
+            hint.update(Text("Enter came too soon (typed ahead?): check, then Enter again",
+                             style="bold yellow"))  # one line of the narrowest dialog
             return
         self.dismiss(event.value.strip() or None)
 

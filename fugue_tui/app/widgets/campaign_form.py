@@ -273,7 +273,7 @@ class CampaignForm(VerticalScroll):
             if spec.description:
                 yield Static(spec.description, classes="help")
             for (option, declared), (_, widget_id, hint) in zip(
-                    spec.option_fields.items(), option_inputs(name)):
+                    spec.option_fields.items(), option_inputs(name), strict=True):
                 with Horizontal(classes="row"):
                     yield Label(f"  {option}", classes="label")
                     yield Input(placeholder=option_hint(declared), id=widget_id, tooltip=hint,
