@@ -228,6 +228,15 @@ def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
     found.sort(key=lambda item: int(item[0].rpartition(":")[2])
                if item[0].rpartition(":")[2].isdigit() else 1 << 30)
     messages = [f"{where}: {problem}" for where, problem in found]
+    # a list of the valid names ("; known: mp, ray, seq, …") once per list: repeated under
+    # each unknown executor it made a 9-problem file too long for an 80x24 screen
+    seen_lists: set[str] = set()
+    for i, message in enumerate(messages):
+        tail = re.search(r"; known: .*$", message)
+        if tail and tail.group(0) in seen_lists:
+            messages[i] = message[:tail.start()]
+        elif tail:
+            seen_lists.add(tail.group(0))
     rest = first.removeprefix(f"{path}: ")
     if not any(problem.endswith(rest) or rest.endswith(problem) for _, problem in found):
         named = re.search(r"key '([A-Za-z0-9_]+)'", rest)

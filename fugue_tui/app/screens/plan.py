@@ -263,6 +263,7 @@ class PlanScreen(Screen):
 
     def _show_summary(self) -> None:
         summary = self.query_one("#preview-summary", Static)
+        summary.set_class(bool(self.load_error), "-load-error")
         if self.load_error:
             summary.update(Text(f"not loaded: {self.load_error}", style="bold red"))
             return
