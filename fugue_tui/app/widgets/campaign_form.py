@@ -70,7 +70,7 @@ def _fields() -> tuple[Field, ...]:
         Field("compile_mode", "select", COMPILE_MODES, hint="default: torch's default mode"),
         Field("precision", "list", PRECISIONS,
               help=f"{', '.join(PRECISIONS)}: one, or a comma list (one cell each)",
-              hint="e.g. fp32 or fp32,amp-bf16 (unset: fp32)"),
+              hint="e.g. fp32 or fp32,amp-bf16 (unset: each experiment's)"),
         Field("k_sweep", "ints", help="ensemble sizes to sweep, e.g. 1,2,4,8 (one cell per K; "
                                       "ensembles only)", hint="e.g. 1,2,4,8 (ensembles)"),
         Field("runs_dir", "text", help="relative to the working directory",
