@@ -134,6 +134,18 @@ def save_plan(doc: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
+def default_save_path(doc: dict[str, Any]) -> Path:
+    """Where ``ctrl+s`` proposes to save a plan never saved or loaded: ``<name>.toml`` in
+    the folder that holds the plan's runs folder (``runs`` → the working directory), in
+    its ``campaigns/`` subfolder when there is one already (this repository's layout). A
+    folder is never proposed that would have to be created; the user types another path
+    for that, and is asked (:meth:`PlanScreen._save_to`)."""
+    runs = Path(str(doc.get("runs_dir") or "runs")).expanduser()
+    base = runs.parent
+    name = f"{doc.get('name') or 'campaign'}.toml"
+    return base / "campaigns" / name if (base / "campaigns").is_dir() else base / name
+
+
 def load_plan(path: str | Path) -> dict[str, Any]:
     """Read a campaign TOML file into a plan and validate it.
 
@@ -165,29 +177,68 @@ def load_plan(path: str | Path) -> dict[str, Any]:
 
 
 def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
-    """Every unknown key and wrong type of a campaign file, one per line, each as
-    ``<file>:<line>: key 'x' must be …`` (the validation stops at the first; a user fixing a
-    file wants them all, and where). ``first``, the validation's own error, is kept — with
-    its line when it names a key of the file — when it is not one of them."""
-    from engine.define.campaign import _KEYS, _WATCHDOG_KEYS
+    """Every problem of a campaign file at once, one per line, each as
+    ``<file>:<line>: <problem>`` where the line is known, under a ``<file>: N problems:``
+    header when there are several.
+
+    The validation stops at its first error; a user fixing a file wants them all, and
+    where. So: every unknown key and wrong type first (:func:`tomlfile.key_problems`), then
+    the value problems (an unknown executor or experiment, a count out of range, a bad
+    option …) found by validating again and again a copy of the file with each problem
+    already reported set aside (:func:`_value_problems`). ``first``, the validation's own
+    error, is always among them."""
+    from engine.define.campaign import _BUDGET_KEYS, _KEYS, _WATCHDOG_KEYS
 
     try:
-        lines = tomlfile.key_lines(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        lines = {}
+        text = ""
+    lines = tomlfile.key_lines(text)
+    # a table's own header (`[options.zzz]`) is where a problem of the whole table is
+    headers = {match.group(1).strip(): number for number, line in
+               enumerate(text.splitlines(), start=1)
+               if (match := re.match(r"^\s*\[\s*([^\[\]]+?)\s*\]", line))}
+
+    renamed: dict[str, str] = {}  # the key meant -> the misspelt key the file has
 
     def at(table: str, key: str) -> str:
-        line = lines.get((table, key))
+        key = renamed.get(key, key) if not table else key
+        line = lines.get((table, key)) or headers.get(f"{table}.{key}" if table else key)
         return f"{path}:{line}" if line else str(path)
 
-    found = [(at("", key), problem) for key, problem in tomlfile.key_problems(doc, _KEYS)]
-    watchdog = doc.get("watchdog")
-    if isinstance(watchdog, dict):
-        found += [(at("watchdog", key), f"watchdog: {problem}")
-                  for key, problem in tomlfile.key_problems(watchdog, _WATCHDOG_KEYS)]
+    found: list[tuple[str, str]] = []
+    repaired = copy.deepcopy(doc)
+    for key, problem in tomlfile.key_problems(doc, _KEYS):
+        found.append((at("", key), problem))
+        value = repaired.pop(key, None)
+        # `experiment = …` for `experiments`: its value is still checked under the key
+        # meant, so a typo in the key does not hide an unknown experiment in its value.
+        meant = re.search(r"did you mean '([A-Za-z0-9_]+)'", problem)
+        if meant and meant.group(1) not in doc and problem.startswith("unknown key"):
+            repaired[meant.group(1)] = value
+            renamed[meant.group(1)] = key
+    for table, allowed in (("watchdog", _WATCHDOG_KEYS), ("budget", _BUDGET_KEYS)):
+        sub = doc.get(table)
+        if isinstance(sub, dict):
+            for key, problem in tomlfile.key_problems(sub, allowed):
+                found.append((at(table, key), f"{table}: {problem}"))
+                repaired[table].pop(key, None)
+    found += _value_problems(path, repaired, at)
+    # in the file's order (a problem without a line last), as an editor would walk them
+    found.sort(key=lambda item: int(item[0].rpartition(":")[2])
+               if item[0].rpartition(":")[2].isdigit() else 1 << 30)
     messages = [f"{where}: {problem}" for where, problem in found]
+    # a list of the valid names ("; known: mp, ray, seq, …") once per list: repeated under
+    # each unknown executor it made a 9-problem file too long for an 80x24 screen
+    seen_lists: set[str] = set()
+    for i, message in enumerate(messages):
+        tail = re.search(r"; known: .*$", message)
+        if tail and tail.group(0) in seen_lists:
+            messages[i] = message[:tail.start()]
+        elif tail:
+            seen_lists.add(tail.group(0))
     rest = first.removeprefix(f"{path}: ")
-    if not any(rest.endswith(problem) for _, problem in found):
+    if not any(problem.endswith(rest) or rest.endswith(problem) for _, problem in found):
         named = re.search(r"key '([A-Za-z0-9_]+)'", rest)
         table = "watchdog" if rest.startswith("watchdog") else ""
         where = at(table, named.group(1)) if named else str(path)
@@ -195,6 +246,91 @@ def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
     if len(messages) > 1:
         messages.insert(0, f"{path}: {len(messages)} problems:")
     return "\n".join(messages)
+
+
+#: How many times a file is validated again to find its next value problem: more than a
+#: campaign file has keys, so only a repair that does not take (a bug) stops it early.
+_MAX_ROUNDS = 40
+_UNKNOWN_EXECUTOR = re.compile(r"^unknown executor '([^']*)'")
+_UNKNOWN_EXPERIMENT = re.compile(r"^experiments: unknown experiment '([^']*)'")
+_OPTION = re.compile(r"^options\.([A-Za-z0-9_-]+)(?:: (?:unknown )?key '([A-Za-z0-9_]+)'|: unknown "
+                     r"executor| must)")
+_TABLE_KEY = re.compile(r"^(watchdog|budget): (?:.*?key '([A-Za-z0-9_]+)'|need 1 <= suspect_after)")
+_KEY = re.compile(r"key '([A-Za-z0-9_]+)'")
+
+
+def _value_problems(path: Path, doc: dict[str, Any], at) -> list[tuple[str, str]]:
+    """The value problems of a campaign table whose key and type problems are already set
+    aside: validate, note the error with its line, set the value it names aside (an
+    unknown executor or experiment leaves its list, a bad key goes back to its default),
+    validate again — until it passes or an error names nothing that can be set aside.
+
+    An experiment list emptied this way is validated with one stand-in experiment (so the
+    checks after the selection still run); errors naming the stand-in are not reported."""
+    from engine.define.campaign import parse_campaign
+    from engine.define.catalogue import load_catalogue
+
+    found: list[tuple[str, str]] = []
+    stand_in = ""
+    for _ in range(_MAX_ROUNDS):
+        try:
+            parse_campaign(clean_doc(doc), str(path))
+            return found
+        except ConfigError as exc:
+            message = str(exc).removeprefix(f"{path}: ")
+        except FugueError:
+            return found
+        if stand_in and f"'{stand_in}'" in message:
+            return found
+        if any(message == problem for _, problem in found):
+            return found  # a repair that did not take: stop rather than loop
+        unknown = _UNKNOWN_EXECUTOR.match(message)
+        experiment = _UNKNOWN_EXPERIMENT.match(message)
+        option = _OPTION.match(message)
+        table = _TABLE_KEY.match(message)
+        if unknown:
+            found.append((at("", "executors"), message))
+            names = doc.get("executors")
+            names = [names] if isinstance(names, str) else list(names or [])
+            doc["executors"] = [n for n in names if str(n) != unknown.group(1)] or ["seq"]
+        elif experiment:
+            found.append((at("", "experiments"), message))
+            doc["experiments"] = _without_experiment(doc.get("experiments"), experiment.group(1))
+            if not doc["experiments"]:
+                try:
+                    stand_in = load_catalogue(doc.get("experiments_file") or None).ids()[0]
+                except FugueError:
+                    return found
+                doc["experiments"] = [stand_in]
+        elif option:
+            executor, key = option.groups()
+            found.append((at(f"options.{executor}", key) if key else at("options", executor),
+                          message))
+            options = doc.get("options") or {}
+            if key and isinstance(options.get(executor), dict):
+                options[executor].pop(key, None)
+            else:
+                options.pop(executor, None)
+        elif table:
+            name, key = table.groups()
+            found.append((at(name, key or "suspect_after"), message))
+            for gone in ([key] if key else ["suspect_after", "hung_after"]):
+                (doc.get(name) or {}).pop(gone, None)
+        else:
+            key = _KEY.search(message)
+            found.append((at("", key.group(1)) if key else str(path), message))
+            if not key or key.group(1) not in doc:
+                return found
+            doc.pop(key.group(1))
+    return found
+
+
+def _without_experiment(selector: Any, token: str) -> list[str]:
+    """An ``experiments`` selector (a string, a list, comma lists) without ``token``."""
+    items = selector if isinstance(selector, list) else [selector]
+    parts = [p.strip() for item in items if isinstance(item, (str, int))
+             for p in str(item).split(",") if p.strip()]
+    return [p for p in parts if p != token and not (p.isdigit() and f"E{int(p):02d}" == token)]
 
 
 def cell_keys(doc: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from engine.events import is_runner_event
 from engine.observe.state import CellState
+from fugue_tui.app.widgets.cell_table import NOT_RUN, STOPPED
 from fugue_tui.format import PENDING, fmt_duration
 from fugue_tui.live import LiveView
 
@@ -35,6 +36,9 @@ def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
     end = state.ended_ts if state.ended_ts is not None else now
     head.append(f" · {fmt_duration(end - state.started_ts) if state.started_ts else PENDING}")
     counts = state.counts()
+    if state.state in STOPPED and counts.get("queued"):
+        # nothing will run them any more: the table's "not run" (issue 30, item 14)
+        counts[NOT_RUN] = counts.pop("queued")
     done = sum(1 for cell in state.cells.values() if cell.finished)
     head.append(f" · cells {done}/{view.total or len(state.cells)}: ")
     head.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")

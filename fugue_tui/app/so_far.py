@@ -18,6 +18,15 @@ from fugue_tui.format import fmt_duration
 def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
     """``speedup so far: D_ens unified_model 1.20× [0.95, 1.51] · …`` for ``campaign``'s
     rows in ``runs_dir`` (empty while no strategy cell has a seq baseline yet)."""
+    parts = speedup_parts(runs_dir, campaign, n_boot)
+    return ("speedup so far: " + " · ".join(" ".join(p) for p in parts)) if parts else ""
+
+
+def speedup_parts(runs_dir: Path, campaign: str,
+                  n_boot: int = 500) -> list[tuple[str, str, str]]:
+    """Each strategy cell's ``(label, "1.20×", "[0.95, 1.51]")`` for ``campaign``'s rows in
+    ``runs_dir`` (the interval ``(n=1/1, no interval yet)`` while a side has too few passes);
+    empty while no strategy cell has a seq baseline yet. :func:`fit_strip` lays them out."""
     from engine.errors import FugueError
     from engine.results.analysis import speedups
     from engine.results.load import Runs, load_runs
@@ -26,10 +35,10 @@ def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
     try:
         runs = load_runs(runs_dir)
     except FugueError:
-        return ""
+        return []
     groups = runs.groups[runs.groups["campaign_id"] == campaign]
     if not len(groups):
-        return ""
+        return []
     jobs = runs.jobs
     if len(jobs):
         jobs = jobs[jobs["group_id"].isin(set(groups["group_id"]))]
@@ -40,11 +49,46 @@ def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
         if row["executor"] == "seq" or value is None or not math.isfinite(value):
             continue
         low, high = row.get("ci_low"), row.get("ci_high")
-        interval = (f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None
+        interval = (f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None
                     and math.isfinite(low) and math.isfinite(high)
-                    else f" (n={int(row['n_strategy'])}/{int(row['n_seq'])}, no interval yet)")
-        parts.append(f"{cell_label(row)} {value:.2f}×{interval}")
-    return ("speedup so far: " + " · ".join(parts)) if parts else ""
+                    else f"(n={int(row['n_strategy'])}/{int(row['n_seq'])}, no interval yet)")
+        parts.append((cell_label(row), f"{value:.2f}×", interval))
+    return parts
+
+
+def fit_strip(parts: list[tuple[str, str, str]], eta: float | None, width: int) -> str:
+    """The run header's strip — each speedup so far and the ETA — in one line of
+    ``width`` cells (the header is at most three lines: a strip that wrapped was cut off,
+    at 160 columns too). Tries, in order: everything; the ETA without its explanation;
+    the speedups without their intervals; without their configuration (experiment and
+    executor only); as many of those as fit and ``+N more (v: results)``. The ETA is kept
+    whole in each."""
+    eta_long = (f"ETA {fmt_duration(eta)} (cells left at their executor's mean)"
+                if eta is not None else "")
+    eta_short = f"ETA {fmt_duration(eta)}" if eta is not None else ""
+    full = [" ".join(p) for p in parts]
+    bare = [f"{label} {value}" for label, value, _ in parts]
+    # the experiment and executor only (a configuration such as vf:1,s:0,fl:0 dropped)
+    short = [" ".join([*label.split()[:2], value]) for label, value, _ in parts]
+
+    def line(head: str, items: list[str], tail: str) -> str:
+        body = (head + " · ".join(items)) if items else ""
+        return " · ".join(p for p in (body, tail) if p)
+
+    for head, items, tail in (("speedup so far: ", full, eta_long),
+                              ("speedup so far: ", full, eta_short),
+                              ("speedup so far: ", bare, eta_short),
+                              ("so far: ", bare, eta_short),
+                              ("so far: ", short, eta_short)):
+        text = line(head, items, tail)
+        if len(text) <= width:
+            return text
+    for shown in range(len(short) - 1, -1, -1):
+        more = f"+{len(short) - shown} more (v: results)"
+        text = line("so far: ", [*short[:shown], more], eta_short)
+        if len(text) <= width or shown == 0:
+            return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+    return line("", [], eta_short)
 
 
 def comparable(state: CampaignState) -> bool:

@@ -71,7 +71,7 @@ def test_load_reports_the_file_and_key(tmp_path):
         load_plan(broken)
     unknown = tmp_path / "unknown.toml"
     unknown.write_text('experiments = "D_nope"\n')
-    with pytest.raises(ConfigError, match=r"unknown\.toml: experiments: unknown experiment "
+    with pytest.raises(ConfigError, match=r"unknown\.toml:1: experiments: unknown experiment "
                                           r"'D_nope'"):
         load_plan(unknown)
     typo = tmp_path / "typo.toml"

@@ -8,7 +8,7 @@ import asyncio
 from textual.widgets import DataTable, Input, Static
 
 from fugue_tui.app.app import FugueApp
-from fugue_tui.app.screens.modals import HelpScreen, PathScreen
+from fugue_tui.app.screens.modals import ConfirmScreen, HelpScreen, PathScreen
 from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from tests.app_screen import screen_text, until
@@ -70,6 +70,9 @@ def test_select_preview_save_and_reload(tmp_path, monkeypatch):
             assert key in keys
             await pilot.press("ctrl+s")
             await _type_path(pilot, str(tmp_path / "saved" / "mine.toml"))
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
+                        what="may the folder saved/ be created")
+            await pilot.press("y")
             await until(pilot, lambda: (tmp_path / "saved" / "mine.toml").exists(), what="save")
             text = (tmp_path / "saved" / "mine.toml").read_text()
             assert 'experiments = [\n    "D_ens",\n]' in text or 'experiments = ["D_ens"]' in text
@@ -105,7 +108,7 @@ def test_bad_campaign_files_are_reported_not_fatal(tmp_path, monkeypatch):
             await pilot.press("ctrl+o")
             await _type_path(pilot, str(unknown))
             await until(pilot, lambda: "D_nope" in _summary(app), what="the unknown id")
-            assert "unknown.toml: experiments: unknown experiment 'D_nope'" in _summary(app)
+            assert "unknown.toml:1: experiments: unknown experiment 'D_nope'" in _summary(app)
             # a bad value typed in the form names the key; the plan is not launched
             await pilot.press("a")
             _plan(app).query_one("#f-passes", Input).value = "0"

@@ -276,10 +276,12 @@ def test_results_export_from_the_dashboard(tmp_path):
                           and app.screen.results is not None, "rows")
             await pilot.press("e")
             from fugue_tui.app.screens.modals import PathScreen
+            from fugue_tui.app.screens.results import EXPORT_ARM_S
             from textual.widgets import Input
 
             await until(pilot, lambda: isinstance(app.screen, PathScreen))
             app.screen.query_one(Input).value = str(tmp_path / "figs")
+            await pilot.pause(EXPORT_ARM_S)  # an Enter typed ahead of the dialog is refused
             await pilot.press("enter")
             await until(pilot, lambda: (tmp_path / "figs" / "results.tex").is_file(),
                         timeout=60, what="the export")
@@ -293,6 +295,7 @@ def test_results_export_from_the_dashboard(tmp_path):
                 await pilot.press("e")
                 await until(pilot, lambda: isinstance(app.screen, PathScreen))
                 app.screen.query_one(Input).value = str(tmp_path / "figs")
+                await pilot.pause(EXPORT_ARM_S)
                 await pilot.press("enter")
                 await until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
                             timeout=60, what="the question")

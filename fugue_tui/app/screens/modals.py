@@ -3,6 +3,8 @@ ask for a file path, and the ``?`` help listing every binding with its id and ke
 
 from __future__ import annotations
 
+import time
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -69,20 +71,43 @@ class QuitScreen(ModalScreen[str]):
 
 
 class PathScreen(ModalScreen[str | None]):
-    """Ask for a file path (Enter accepts, Escape cancels)."""
+    """Ask for a file path (Enter accepts, Escape cancels).
+
+    ``arm_s``: Enter is taken as the answer only once the dialog has been on screen that
+    long. Keys typed ahead (a filter typed while the focus had left the filter box: the
+    ``e`` of "killed" opens the export dialog and the Enter that followed answered it) would
+    otherwise run what the dialog asks before anyone saw it; an early Enter says so instead.
+    """
 
     BINDINGS = [Binding("escape", "cancel", "cancel", id="path.cancel")]
 
-    def __init__(self, title: str, value: str = "") -> None:
+    def __init__(self, title: str, value: str = "", arm_s: float = 0.0) -> None:
         super().__init__()
-        self.title_text, self.value = title, value
+        self.title_text, self.value, self.arm_s = title, value, arm_s
+        self._shown_at = float("inf")
+        #: Enters refused because they came before the dialog could be read (tests read it).
+        self.early_enters = 0
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self.title_text, id="question")
             yield Input(self.value, id="path")
+            hint = Label("", id="path-hint")
+            hint.display = False  # a dialog's size unchanged until it has something to say
+            yield hint
+
+    def on_mount(self) -> None:
+        self._shown_at = time.monotonic()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if time.monotonic() - self._shown_at < self.arm_s:
+            self.early_enters += 1
+            hint = self.query_one("#path-hint", Label)
+            hint.display = True
+            hint.update(Text("Enter came too soon (typed ahead?): check, then Enter again",
+                             style="bold yellow"))  # one line of the narrowest dialog
+            return
         self.dismiss(event.value.strip() or None)
 
     def action_cancel(self) -> None:

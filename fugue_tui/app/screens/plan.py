@@ -39,13 +39,14 @@ from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, Previe
 from fugue_tui.app.plan_model import (
     Preview,
     default_doc,
+    default_save_path,
     load_plan,
     parse_plan,
     preview,
     save_plan,
 )
-from fugue_tui.app.screens.modals import PathScreen
-from fugue_tui.app.widgets.campaign_form import CampaignForm
+from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
+from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
 from fugue_tui.app.widgets.cell_table import split_label
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -130,6 +131,19 @@ class PlanScreen(Screen):
         from fugue_tui.app.compact import set_compact
 
         set_compact(self)
+
+    #: The panes and their border titles; the one holding the focus is marked with
+    #: :data:`FOCUS_MARK` (a plain character: a capture without colours shows it too).
+    PANES = {"catalogue": "catalogue", "settings": "settings", "preview-pane": "preview"}
+
+    def on_descendant_focus(self, event: Any) -> None:
+        self._mark_pane(event.widget)
+
+    def _mark_pane(self, focused: Any) -> None:
+        for pane_id, title in self.PANES.items():
+            pane = self.query_one(f"#{pane_id}")
+            inside = focused is pane or pane in focused.ancestors
+            pane.border_title = f"{FOCUS_MARK}{title}" if inside else title
 
     def on_mount(self) -> None:
         self.on_resize()
@@ -249,6 +263,7 @@ class PlanScreen(Screen):
 
     def _show_summary(self) -> None:
         summary = self.query_one("#preview-summary", Static)
+        summary.set_class(bool(self.load_error), "-load-error")
         if self.load_error:
             summary.update(Text(f"not loaded: {self.load_error}", style="bold red"))
             return
@@ -269,13 +284,25 @@ class PlanScreen(Screen):
 
     # -- files ----------------------------------------------------------------------------
     def action_save(self) -> None:
-        default = str(self.source_path or Path("campaigns") / f"{self.doc.get('name') or 'campaign'}.toml")
+        default = str(self.source_path or default_save_path(self.doc))
         self.app.push_screen(PathScreen("Save the plan as a campaign TOML file:", default),
                              self._save_to)
 
     def _save_to(self, path: str | None) -> None:
-        if path:
-            self._save_worker(copy.deepcopy(self.doc), path)
+        """Save to ``path``; a folder that does not exist is created only once the user
+        said so (a save used to create ``campaigns/`` under any working directory)."""
+        if not path:
+            return
+        folder = Path(path).expanduser().parent
+        doc = copy.deepcopy(self.doc)
+        if not folder.is_dir():
+            self.app.push_screen(
+                ConfirmScreen(f"The folder {folder} does not exist. Create it and save "
+                              f"{Path(path).name} there?", yes="Create"),
+                lambda yes: self._save_worker(doc, path) if yes else self.notify(
+                    "not saved", markup=False))
+            return
+        self._save_worker(doc, path)
 
     @work(thread=True, exclusive=True, group="file")
     def _save_worker(self, doc: dict[str, Any], path: str) -> None:

@@ -63,6 +63,10 @@ from fugue_tui.app.widgets.sweep_panel import SweepPanel
 
 #: Seconds between two checks of the results files.
 POLL_S = 1.0
+#: An export is answered by an Enter that comes this long after its dialog appeared, not by
+#: keys typed ahead of it (:class:`fugue_tui.app.screens.modals.PathScreen`): longer than a
+#: burst of typing (tens of ms a key), shorter than reading the dialog.
+EXPORT_ARM_S = 0.5
 
 
 @dataclass(eq=False)
@@ -291,8 +295,16 @@ class ResultsScreen(Screen):
 
     # -- actions --------------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Apply the filter. A valid one hands the keys back to the table; an invalid one
+        keeps them in the box, its error under it: the keys typed next are the correction,
+        not the table's shortcuts (an ``e`` there opens the export)."""
         self.set_filter(event.value)
-        self.query_one("#groups", DataTable).focus()
+        error = parse_filter(event.value).error
+        box = self.query_one("#results-filter", Input)
+        box.set_class(bool(error), "-bad-filter")
+        box.border_subtitle = error.split(";")[0] if error else ""  # whole in the header
+        if not error:
+            self.query_one("#groups", DataTable).focus()
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
@@ -313,7 +325,8 @@ class ResultsScreen(Screen):
     def action_export(self) -> None:
         default = str(Path("figures") / time.strftime("%Y%m%d_%H%M%S"))
         self.app.push_screen(PathScreen("Write the figures (PNG, SVG) and the LaTeX table "
-                                        "of the rows shown to the folder:", default),
+                                        "of the rows shown to the folder:", default,
+                                        arm_s=EXPORT_ARM_S),
                              self._export_to)
 
     def _export_to(self, folder: str | None) -> None:

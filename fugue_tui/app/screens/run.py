@@ -140,7 +140,8 @@ class RunScreen(Screen):
         self._applicable: Any = None
         self._shown: dict[str, Any] = {}
         #: The "speedup so far" line, and the finished-cell count it was computed for.
-        self.so_far = ""
+        #: The speedups so far, ``(label, "1.20×", interval)`` each (:func:`speedup_parts`).
+        self.so_far: list[tuple[str, str, str]] = []
         self._so_far_done = -1
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
         self.redraws = 0
@@ -316,17 +317,17 @@ class RunScreen(Screen):
 
     @work(thread=True, exclusive=True, group="so-far")
     def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:
-        from fugue_tui.app.so_far import speedup_line
+        from fugue_tui.app.so_far import speedup_parts
 
         try:
-            line = speedup_line(runs_dir, campaign)
+            parts = speedup_parts(runs_dir, campaign)
         except (OSError, ValueError, KeyError) as exc:  # a display aid must not stop us
-            line = f"speedup so far: not computed ({type(exc).__name__}: {exc})"
-        self.app.call_from_thread(self._got_so_far, line)
+            parts = [("speedup so far:", "not computed", f"({type(exc).__name__}: {exc})")]
+        self.app.call_from_thread(self._got_so_far, parts)
 
-    def _got_so_far(self, line: str) -> None:
-        if line != self.so_far:
-            self.so_far = line
+    def _got_so_far(self, parts: list[tuple[str, str, str]]) -> None:
+        if parts != self.so_far:
+            self.so_far = parts
             self.dirty = True
             self.call_after_refresh(self.refresh_view)
 
@@ -402,7 +403,7 @@ class RunScreen(Screen):
                                handle=self.handle, stopping=self.stopping)
 
     def _show_header(self, now: float) -> None:
-        from fugue_tui.app.so_far import comparable, eta_text
+        from fugue_tui.app.so_far import comparable, eta_seconds, fit_strip
 
         text = self.header_text(now)
         state = self.view.state
@@ -411,8 +412,10 @@ class RunScreen(Screen):
             self._so_far_done = done  # rows land as cells finish: recompute then only
             if comparable(state):  # else no speedup yet: spare the analysis' imports
                 self._speedup_so_far(self.run_dir.parent, state.campaign or self.run_dir.name)
-        strip = " · ".join(p for p in (
-            self.so_far, eta_text(state, now) if state.state == "running" else "") if p)
+        # one line of the header's width: a strip that wrapped was cut (issue 30, item 14)
+        strip = fit_strip(self.so_far, eta_seconds(state, now) if state.state == "running"
+                          else None, max(20, self.query_one("#run-header").content_size.width
+                                         or self.app.size.width - 2))
         devices = devices_line(self.running_cells())
         if devices:
             text.append(f"\n{devices}", style="green")

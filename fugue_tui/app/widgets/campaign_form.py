@@ -35,6 +35,9 @@ class Field:
     kind: str
     choices: tuple[str, ...] = ()
     help: str = ""
+    #: The empty field's placeholder: a default or an example, worded so that it cannot be
+    #: taken for a value (a placeholder is dim, which a plain capture does not show).
+    hint: str = ""
 
     @property
     def id(self) -> str:
@@ -44,37 +47,90 @@ class Field:
 def _fields() -> tuple[Field, ...]:
     from engine.define.campaign import COMPILE_CHOICES, COMPILE_MODES
     from engine.define.watchdog_settings import ACTIONS
+    from engine.define.watchdog_settings import WatchdogSettings
     from engine.precision import PRECISIONS
 
     return (
-        Field("name", "text", help="run folder <runs_dir>/<name>"),
-        Field("passes", "int", help="repeats of the whole matrix"),
-        Field("seed", "int", help="job i gets seed + i"),
-        Field("retries", "int", help="automatic retries of a failed or hung cell"),
+        Field("name", "text", help="run folder <runs_dir>/<name>",
+              hint="e.g. tiny2 (its run folder's name)"),
+        Field("passes", "int", help="repeats of the whole matrix", hint="default 1"),
+        Field("seed", "int", help="job i gets seed + i", hint="default 42"),
+        Field("retries", "int", help="automatic retries of a failed or hung cell",
+              hint="default 0"),
         Field("max_parallel", "text", help="most jobs at once, a number or auto (estimated "
                                            "from this machine's profiles), for executors that "
                                            "run jobs concurrently (sets [options.<executor>] "
-                                           "max_parallel)"),
-        Field("threads", "int", help="torch threads per cell; 0 = all cores"),
-        Field("device", "select", ("auto", "cpu", "cuda")),
-        Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both"),
-        Field("compile_mode", "select", COMPILE_MODES),
+                                           "max_parallel)",
+              hint="e.g. 4 or auto (unset: all jobs)"),
+        Field("threads", "int", help="torch threads per cell; 0 = all cores",
+              hint="e.g. 1 (0 = all cores)"),
+        Field("device", "select", ("auto", "cpu", "cuda"), hint="default auto"),
+        Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both",
+              hint="default off"),
+        Field("compile_mode", "select", COMPILE_MODES, hint="default: torch's default mode"),
         Field("precision", "list", PRECISIONS,
-              help=f"{', '.join(PRECISIONS)}: one, or a comma list (one cell each)"),
+              help=f"{', '.join(PRECISIONS)}: one, or a comma list (one cell each)",
+              hint="e.g. fp32 or fp32,amp-bf16 (unset: each experiment's)"),
         Field("k_sweep", "ints", help="ensemble sizes to sweep, e.g. 1,2,4,8 (one cell per K; "
-                                      "ensembles only)"),
-        Field("runs_dir", "text", help="relative to the working directory"),
-        Field("experiments_file", "text", help="a user catalogue merged over the built-in one"),
+                                      "ensembles only)", hint="e.g. 1,2,4,8 (ensembles)"),
+        Field("runs_dir", "text", help="relative to the working directory",
+              hint="default runs"),
+        Field("experiments_file", "text", help="a user catalogue merged over the built-in one",
+              hint="e.g. my_experiments.toml"),
         Field("watchdog.action", "select", ACTIONS,
               help="flag: mark a hung cell and wait for you; kill: kill and retry it"),
-        Field("watchdog.interval_s", "float", help="seconds between checks"),
-        Field("watchdog.suspect_after", "int", help="quiet checks before 'suspect'"),
-        Field("watchdog.hung_after", "int", help="quiet checks before 'hung'"),
+        Field("watchdog.interval_s", "float", help="seconds between checks",
+              hint=f"default {WatchdogSettings.interval_s:g} s"),
+        Field("watchdog.suspect_after", "int", help="quiet checks before 'suspect'",
+              hint=f"default {WatchdogSettings.suspect_after} checks"),
+        Field("watchdog.hung_after", "int", help="quiet checks before 'hung'",
+              hint=f"default {WatchdogSettings.hung_after} checks"),
         # [budget]: what max_parallel = "auto" may fill (unset: measured on this machine)
-        Field("budget.ram", "size", help="host RAM auto may fill, e.g. 6GiB (unset: measured)"),
-        Field("budget.device", "size", help="device memory auto may fill, e.g. 40GiB"),
-        Field("budget.cores", "int", help="cores auto may use (unset: this machine's)"),
+        Field("budget.ram", "size", help="host RAM auto may fill, e.g. 6GiB (unset: measured)",
+              hint="e.g. 6GiB (unset: measured)"),
+        Field("budget.device", "size", help="device memory auto may fill, e.g. 40GiB",
+              hint="e.g. 40GiB (unset: measured)"),
+        Field("budget.cores", "int", help="cores auto may use (unset: this machine's)",
+              hint="e.g. 8 (unset: all cores)"),
     )
+
+
+def option_hint(declared: Any) -> str:
+    """The placeholder of an executor option's field: its default first (``default fifo ·
+    fifo|sha|asha``), or ``unset ·`` and what unset means, so that the dim text cannot be
+    taken for a value."""
+    from engine.define.executor_options import hint
+
+    head = f"default {declared.default_text}" if declared.default is not None else "unset"
+    rest = [("|".join(declared.choices) if declared.choices else ""),
+            (f">= {declared.minimum:g}" if declared.minimum is not None else "")]
+    text = " · ".join(p for p in (head, *rest) if p)
+    return text if declared.default is not None or any(rest) else f"{head} · {hint(declared)}"
+
+
+def input_type(types: tuple[type, ...]) -> str:
+    """Textual's ``Input.type`` for a value of ``types``: ``integer`` and ``number`` refuse
+    other keys as they are typed (a space typed into grace_period was taken); ``text`` where
+    a word is also allowed (max_parallel's auto, a comma list of an axis)."""
+    if set(types) == {int}:
+        return "integer"
+    if set(types) <= {int, float}:
+        return "number"
+    return "text"
+
+
+def fit_hint(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells at a word or separator, with an ellipsis (a hint cut
+    mid-list read as a value: "fp32, tf32, amp-fp16, amp-bf16,")."""
+    if width <= 0 or len(text) <= width:
+        return text
+    cut = text[: max(1, width - 1)]
+    for stop in (" · ", " (", ", ", " "):
+        at = cut.rfind(stop)
+        if at >= width // 3:
+            cut = cut[:at]
+            break
+    return cut.rstrip(" ,·(") + "…"
 
 
 def option_inputs(executor: str) -> list[tuple[str, str, str]]:
@@ -86,6 +142,11 @@ def option_inputs(executor: str) -> list[tuple[str, str, str]]:
 
     return [(option, f"opt-{executor}-{option}", hint(declared))
             for option, declared in EXECUTORS.get(executor).option_fields.items()]
+
+
+#: What marks the focused field's label: a plain character, so that a capture without
+#: colours (tmux capture-pane -p, NO_COLOR) still shows where the keys go.
+FOCUS_MARK = "> "
 
 
 def _get(doc: dict[str, Any], path: str) -> Any:
@@ -193,12 +254,14 @@ class CampaignForm(VerticalScroll):
                     yield Select([(c, c) for c in spec.choices], id=spec.id,
                                  value=value if value in spec.choices else Select.NULL,
                                  allow_blank=spec.path != "watchdog.action",
+                                 # Textual's blank reads "Select", as if it were a value
+                                 prompt=spec.hint or "Select",
                                  tooltip=spec.help or None, compact=True)
                 else:
                     if isinstance(value, list):  # a list field: "fp32, bf16"
                         value = ", ".join(map(str, value))
                     yield Input("" if value is None else str(value), id=spec.id,
-                                placeholder=spec.help,
+                                placeholder=spec.hint or spec.help,
                                 type={"int": "integer", "float": "number"}.get(
                                     spec.kind, "text"), tooltip=spec.help or None,
                                 compact=True)
@@ -209,12 +272,50 @@ class CampaignForm(VerticalScroll):
                                 id=f"exec-{name}", tooltip=spec.description, compact=True)
             if spec.description:
                 yield Static(spec.description, classes="help")
-            for option, widget_id, hint in option_inputs(name):
+            for (option, declared), (_, widget_id, hint) in zip(
+                    spec.option_fields.items(), option_inputs(name), strict=True):
                 with Horizontal(classes="row"):
                     yield Label(f"  {option}", classes="label")
-                    yield Input(placeholder=hint, id=widget_id, tooltip=hint, compact=True)
+                    yield Input(placeholder=option_hint(declared), id=widget_id, tooltip=hint,
+                                type=input_type(declared.types) if not declared.axis
+                                else "text", compact=True)
         yield StateCheckbox("resume: preview and run only cells without an ok row",
                             False, id="resume", compact=True)
+
+    # -- where the keys go, readable without colour ----------------------------------------
+    def on_descendant_focus(self, event: Any) -> None:
+        self._mark(event.widget, True)
+
+    def on_descendant_blur(self, event: Any) -> None:
+        self._mark(event.widget, False)
+
+    def _mark(self, widget: Any, focused: bool) -> None:
+        """``> passes`` on the focused field's label (a checkbox: on its own label)."""
+        if isinstance(widget, Checkbox):
+            base = str(widget.label).removeprefix(FOCUS_MARK)
+            widget.label = FOCUS_MARK + base if focused else base
+            return
+        row = widget.parent
+        if not isinstance(row, Horizontal) or not row.has_class("row"):
+            return
+        label = row.query_one(".label", Label)
+        base = str(label.content).removeprefix(FOCUS_MARK).removeprefix("  ")
+        label.update(FOCUS_MARK + base if focused else ("  " + base if widget.id and
+                                                         widget.id.startswith("opt-")
+                                                         else base))
+
+    def on_resize(self, event: Any = None) -> None:
+        self.call_after_refresh(self._fit_hints)
+
+    def _fit_hints(self) -> None:
+        """Each placeholder cut to its box at a word, with an ellipsis."""
+        for box in self.query(Input):
+            full = getattr(box, "_full_hint", None)
+            if full is None:
+                full = box._full_hint = str(box.placeholder)
+            width = box.content_size.width
+            if width > 0:
+                box.placeholder = fit_hint(full, width)
 
     def _field(self, widget_id: str | None) -> Field | None:
         return next((f for f in self.fields if f.id == widget_id), None)

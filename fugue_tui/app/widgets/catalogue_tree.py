@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import Tree
@@ -141,6 +142,15 @@ class CatalogueTree(Tree[str]):
                 self.set_selected(self.selected | set(ids))
         else:
             self.set_selected(self.selected ^ {node.data})
+
+    def render_label(self, node: TreeNode[str], base_style: Style, style: Style) -> Text:
+        """The cursor's line starts with ``> `` while the tree has the focus: a capture
+        without colours (tmux capture-pane -p, NO_COLOR) shows the cursor by its
+        highlight alone otherwise, that is not at all."""
+        label = super().render_label(node, base_style, style)
+        if self.has_focus and node is self.cursor_node:
+            label = Text.assemble(("> ", "bold"), label)
+        return label
 
     def highlighted_experiment(self) -> ExperimentInfo | None:
         node = self.cursor_node

@@ -66,8 +66,21 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def cell_row(cell: CellState, now: float) -> tuple[Any, ...]:
-    """The row of a cell's current attempt (see :data:`COLUMNS`)."""
+#: The campaign states after which a cell still queued will never run (the runner stopped
+#: taking cells): what its row says instead of "queued".
+STOPPED = {"aborted": "campaign aborted", "interrupted": "campaign interrupted"}
+NOT_RUN = "not run"
+
+
+def not_run_reason(cell: CellState, campaign_state: str) -> str:
+    """Why ``cell`` will not run — "campaign aborted" — when it was still queued as its
+    campaign stopped early; "" otherwise."""
+    return STOPPED.get(campaign_state, "") if cell.state == "queued" else ""
+
+
+def cell_row(cell: CellState, now: float, campaign_state: str = "") -> tuple[Any, ...]:
+    """The row of a cell's current attempt (see :data:`COLUMNS`); ``campaign_state``: the
+    campaign's (a queued cell of an aborted campaign is "not run", not "queued")."""
     exp, executor, config, pass_no = split_label(cell.label)
     if config and pass_no:
         config = f"{config} · pass {pass_no}"
@@ -79,8 +92,11 @@ def cell_row(cell: CellState, now: float) -> tuple[Any, ...]:
     else:
         elapsed = PENDING
     note = cell.watchdog if cell.state in ("suspect", "hung") else cell.error
+    stopped = not_run_reason(cell, campaign_state)
+    state = NOT_RUN if stopped else cell.state
+    note = f"{stopped}: not run" if stopped else note
     return (str(cell.index), exp, executor, config or PENDING,
-            Text(cell.state, style=STATE_STYLE.get(cell.state, "")),
+            Text(state, style="yellow" if stopped else STATE_STYLE.get(state, "")),
             str(cell.attempt) if cell.attempt else PENDING, elapsed, fmt_seconds(cell.T_group),
             _short(note or ""))
 
@@ -140,7 +156,7 @@ class CellTable(FittedTable):
         now = math.floor(now / CLOCK_STEP_S) * CLOCK_STEP_S
         for cell in sorted(state.cells.values(), key=lambda c: c.index):
             wanted.update(history_rows(cell))
-            wanted[cell.key] = cell_row(cell, now)
+            wanted[cell.key] = cell_row(cell, now, state.state)
         updates, added = 0, False
         changed: list[str] = []
         for key, row in wanted.items():

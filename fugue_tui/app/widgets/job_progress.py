@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.observe.state import CellState
+from fugue_tui.app.widgets.cell_table import NOT_RUN, not_run_reason
 from fugue_tui.live import LiveView
 
 #: Seconds between two redraws for new progress of the same cell attempt.
@@ -32,7 +33,8 @@ def job_signature(view: LiveView, cell: CellState | None, now: float) -> Any:
                  for j in cell.jobs.values())
     active = cell.active
     return (cell.key, cell.state, cell.attempt, cell.phase, cell.watchdog, jobs,
-            tuple(cell.planned_jobs), tuple(cell.warnings), int(now) if active else None)
+            tuple(cell.planned_jobs), tuple(cell.warnings), int(now) if active else None,
+            view.state.state)  # an aborted campaign's queued cell: "not run"
 
 
 def prerender(console: Console, renderable: RenderableType, width: int) -> Text:
@@ -120,9 +122,17 @@ class JobProgress(Static):
         if cell is None:
             self._put(Text("no cell selected", style="dim"))
             return True
-        parts: list[Any] = [view.cell_line(cell, now)]  # the live view's renderers
+        stopped = not_run_reason(cell, view.state.state)
+        if cell.state == "queued":  # never started: no attempt, no time ("attempt 0 · –")
+            parts: list[Any] = [Text.assemble(
+                (f"[{cell.index}/{view.total}] ", "bold"), (cell.label, "bold"), " · ",
+                (NOT_RUN, "yellow") if stopped else ("queued", "dim"))]
+        else:
+            parts = [view.cell_line(cell, now)]  # the live view's renderers
         if cell.planned_jobs or cell.jobs:
             parts.append(self._fitted(view.job_rows(cell, now), cell.key))
+        elif stopped:
+            parts.append(Text(f"  not run: {stopped} before this cell started", style="dim"))
         elif cell.state == "queued":
             parts.append(Text("  queued: jobs appear when the cell starts", style="dim"))
         elif cell.error:
