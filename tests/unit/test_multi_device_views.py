@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from engine.observe.state import CampaignState
 from fugue_tui.app.screens.run import RunScreen, devices_line
-from tests.unit.test_live import render, runner, started, view_of
+from tests.unit.test_live import cell, render, runner, started, view_of
 
 D1, D2 = "device 1/2 cuda:0 GPU-aaaa", "device 2/2 cuda:1 GPU-bbbb"
 
@@ -50,3 +50,19 @@ def test_the_run_screen_names_each_devices_cell_and_f_follows_the_chosen_one():
     assert RunScreen.running_cell(screen).key == "c2"
     screen.running_cells = lambda: running[:1]  # c2 ended: back to whichever runs
     assert RunScreen.running_cell(screen).key == "c1"
+
+
+def test_each_devices_line_shows_its_cells_latest_monitor_figures_and_leaves_out_the_missing():
+    """The run screen's per-device pane: one line per device with what its cell's monitor
+    last read; a CPU-only sample shows no GPU figures (never 0)."""
+    state = CampaignState()
+    for event in _events() + [
+            cell("sample", 3.0, "c1", 1, gpu_util_pct=87.4, mem_used_mib=5120.0, cpu_pct=98.2,
+                 rss_mib=900.0),
+            cell("sample", 3.1, "c2", 1, gpu_util_pct=None, mem_used_mib=None, cpu_pct=41.0,
+                 rss_mib=800.0)]:
+        state.apply(event)
+    lines = devices_line([c for c in state.cells.values() if c.active]).splitlines()
+    assert lines[0] == "running on 2 devices:"
+    assert lines[1] == f"  {D1}: D_ens seq pass 1 · GPU 87 % · VRAM 5,120 MiB · CPU 98 %"
+    assert lines[2] == f"  {D2}: D_cv seq pass 1 · CPU 41 %"

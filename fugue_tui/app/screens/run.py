@@ -425,8 +425,11 @@ class RunScreen(Screen):
         if text.plain != before:  # a layout pass only when its height may change
             self._shown["header"] = text.plain
             lines = text.plain.count("\n")
-            self.query_one("#run-header", Static).update(
-                text, layout=before is None or before.count("\n") != lines)
+            header = self.query_one("#run-header", Static)
+            # Three lines (the stylesheet's cap), more with one line per device when cells
+            # run on several devices at once (at most eight of them shown in full).
+            header.styles.max_height = 3 + min(8, devices.count("\n") + 1) if devices else 3
+            header.update(text, layout=before is None or before.count("\n") != lines)
 
     def _show_recent(self) -> None:
         """The newest lifecycle lines that fit the pane, wrapped to its width, oldest at
@@ -622,10 +625,27 @@ class RunScreen(Screen):
 
 
 def devices_line(running: list[CellState]) -> str:
-    """``running on 2 devices: device 1/2 cuda:0 GPU-…: XA seq pass 1 · device 2/2 …``: each
-    device's running cell, when cells run on several devices at once ("" otherwise)."""
+    """Each device's running cell and what its monitor last read, one line per device, when
+    cells run on several devices at once ("" otherwise)::
+
+        running on 2 devices:
+          device 1/2 cuda:0 GPU-…: XA seq pass 1 · GPU 87 % · VRAM 5,120 MiB · CPU 98 %
+
+    A figure the monitor has not measured (no GPU, no sample yet) is left out, never 0."""
     placed = [c for c in running if c.device]
     if len(placed) < 2:
         return ""
-    return f"running on {len(placed)} devices: " + " · ".join(
-        f"{c.device}: {c.label}" for c in placed)
+    return "\n".join([f"running on {len(placed)} devices:"] + [
+        "  " + " · ".join([f"{c.device}: {c.label}", *_device_figures(c.sample or {})])
+        for c in placed])
+
+
+def _device_figures(sample: dict) -> list[str]:
+    """The device pane's figures from a cell's latest monitor sample (measured ones only)."""
+    out = []
+    for name, text in (("gpu_util_pct", "GPU {:.0f} %"), ("mem_used_mib", "VRAM {:,.0f} MiB"),
+                       ("cpu_pct", "CPU {:.0f} %")):
+        value = sample.get(name)
+        if isinstance(value, (int, float)):
+            out.append(text.format(value))
+    return out
