@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -58,28 +59,53 @@ def _key(cell: Any, by_campaign: bool) -> tuple[str, ...]:
     return key_text(values, provenance_columns(by_campaign) + list(CELL_COLUMNS))
 
 
-def ttb_table(title: str, cells: list[Any], speed: dict, by_campaign: bool = False) -> Table:
-    """One workload's hpo cells as a Rich table (module doc)."""
+#: Below this console width the table folds to eight columns (:func:`ttb_table`).
+COMPACT_BELOW = 120
+
+
+def ttb_table(title: str, cells: list[Any], speed: dict, by_campaign: bool = False,
+              compact: bool = False) -> Table:
+    """One workload's hpo cells as a Rich table (module doc). ``compact`` (a console
+    narrower than :data:`COMPACT_BELOW`): the time to best's [min, max] under it, and the
+    ttb speedup's baseline under the speedup, so that ten columns of figures fit 80
+    columns without cutting them."""
     metric = _metric_name(cells)
-    table = Table(title=f"{title}: time to best", title_justify="left")
-    for name in ("strategy", "n", "time to\nbest s", "[min, max]", "ttb\nspeedup",
-                 "ttb baseline", f"best\n{metric}", "best trial\n(passes)", "trials\nstopped",
-                 "T_group\ns"):
+    # compact: no vertical rules (eight columns of figures and their rules need 84 columns)
+    table = Table(title=f"{title}: time to best", title_justify="left",
+                  **({"box": box.SIMPLE_HEAD, "pad_edge": False, "collapse_padding": True}
+                     if compact else {}))
+    names = (("strategy", "n", "time to\nbest s\n(min–max)", "ttb\nspeedup\n(vs)",
+              f"best\n{metric}", "best trial\n(passes)", "trials\nstop-\nped", "T_group\ns")
+             if compact else
+             ("strategy", "n", "time to\nbest s", "[min, max]", "ttb\nspeedup",
+              "ttb baseline", f"best\n{metric}", "best trial\n(passes)", "trials\nstopped",
+              "T_group\ns"))
+    for name in names:
+        # a long strategy label wraps, never loses its end ("unified_…" named nothing)
         table.add_column(Text(name), justify="left" if name in (
-            "strategy", "[min, max]", "ttb baseline", "best trial\n(passes)") else "right")
+            "strategy", "[min, max]", "ttb baseline", "best trial\n(passes)") else "right",
+            overflow="fold" if name == "strategy" else "ellipsis",
+            min_width=min(20, max((len(w) for c in cells for w in c.label.split()), default=8))
+            if name == "strategy" else None)
     for cell in cells:
         low, high = cell.ttb_range
         ratio, baseline = speed.get(_key(cell, by_campaign), (math.nan, ""))
         trial, count = cell.best_trial
         t_group = [p.T_group for p in cell.passes if math.isfinite(p.T_group)]
-        table.add_row(
-            cell.label, str(cell.n), fmt_number(cell.ttb_mean, ".2f"),
-            f"[{low:.2f}, {high:.2f}]" if math.isfinite(low) else MISSING,
-            fmt_number(ratio, ".2f"), baseline or MISSING,
-            fmt_number(cell.best_metric_mean, ".4f"),
-            f"{trial} ({count}/{cell.n})" if trial else MISSING,
-            fmt_number(cell.trials_stopped_mean, ".1f"),
-            fmt_number(sum(t_group) / len(t_group) if t_group else math.nan, ".2f"))
+        spread = f"[{low:.2f}, {high:.2f}]" if math.isfinite(low) else MISSING
+        if compact and math.isfinite(low):
+            spread = f"{low:.2f}–{high:.2f}"
+        ttb, speedup = fmt_number(cell.ttb_mean, ".2f"), fmt_number(ratio, ".2f")
+        rest = (fmt_number(cell.best_metric_mean, ".4f"),
+                f"{trial} ({count}/{cell.n})" if trial else MISSING,
+                fmt_number(cell.trials_stopped_mean, ".1f"),
+                fmt_number(sum(t_group) / len(t_group) if t_group else math.nan, ".2f"))
+        if compact:
+            table.add_row(cell.label, str(cell.n), f"{ttb}\n{spread}",
+                          f"{speedup}\n{baseline or MISSING}", *rest)
+        else:
+            table.add_row(cell.label, str(cell.n), ttb, spread, speedup, baseline or MISSING,
+                          *rest)
     return table
 
 
@@ -116,7 +142,8 @@ def print_hpo(cells: list[Any], speed: dict, console: Any, width: int = 80,
     if not cells:
         return
     for title, group in workloads(cells):
-        console.print(ttb_table(title, group, speed, by_campaign))
+        console.print(ttb_table(title, group, speed, by_campaign,
+                                compact=(console.width or width) < COMPACT_BELOW))
     for line in note_lines():
         console.print(Text(line))
     if chart:

@@ -119,3 +119,18 @@ def test_report_json_carries_the_hpo_curves(tmp_path, capsys):
     assert uni["passes"][3]["curve"] == [] and uni["passes"][3]["time_to_best_s"] is None
     rep = next(p for p in uni["passes"] if p["group_id"] == uni["representative_group_id"])
     assert rep["pass"] == 3
+
+
+def test_at_80_columns_the_time_to_best_table_folds_and_cuts_no_figure(tmp_path):
+    """The main job's report is read at 80 columns: ten columns cut every figure (`0.07…`);
+    folded, each figure of the row is whole."""
+    _runs(tmp_path)
+    out = io.StringIO()
+    print_report(tmp_path, Console(file=out, width=80, color_system=None), chart=False)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if "time to best" in line and "D_hpo" in line)
+    table = lines[start:start + 20]
+    row = next(i for i, line in enumerate(table) if "unified_model" in line and "3.00" in line)
+    assert "3.00" in table[row] and "2.33" in table[row] and "t2 (2/4)" in table[row]
+    assert "2.00–4.00" in table[row + 1] and "seq sha" in table[row + 1]
+    assert all(len(line) <= 80 for line in table)
