@@ -168,3 +168,22 @@ def test_registry_names_the_stacked_forms():
         assert OPTIMIZERS.get(name).stacked_target.startswith("engine.executors.unified.optim:")
     for name in ("classification", "regression"):
         assert TASKS.get(name).stacked_target.startswith("engine.executors.unified.losses:")
+
+
+@pytest.mark.parametrize("kwargs", [{"momentum": 0.9}, {"momentum": 0.9, "dampening": 0.2},
+                                    {"momentum": 0.8, "nesterov": True, "weight_decay": 1e-2},
+                                    {"momentum": 0.9, "maximize": True}])
+def test_shared_momentum_updates_equal_torch_bit_for_bit(kwargs):
+    """Every member with the same SGD hyperparameters takes the in-place path (torch's own
+    ``buf.mul_(m).add_(g, alpha=1 - d)``): parameters and momentum buffers must equal each
+    member's torch.optim.SGD exactly (not within a tolerance), also across a step where a
+    member is frozen (the masked path) and after it resumes."""
+    lrs = [0.05] * K
+    active = [[True] * K, [True] * K, [True, False, True], [True] * K, [True] * K]
+    solo, stacked, opt, solo_opts = _run("sgd", lrs, [kwargs] * K, steps=len(active),
+                                         active_at=lambda step: active[step])
+    for k in range(K):
+        for n in SHAPES:
+            assert torch.equal(stacked[n][k].detach(), solo[k][n].detach()), (k, n)
+            buf = opt.state[n]["momentum_buffer"][k]
+            assert torch.equal(buf, solo_opts[k].state[solo[k][n]]["momentum_buffer"]), (k, n)

@@ -136,3 +136,46 @@ def test_a_step_that_averages_the_members_losses_is_caught():
     assert not torch.equal(grads["fc1.weight"][0], solo_grads[0]["fc1.weight"])
     ratio = (solo_grads[0]["fc2.bias"] / grads["fc2.bias"][0]).mean()
     assert ratio == pytest.approx(k * 1.0, rel=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_reported_cross_entropy_is_each_members_criterion_bit_for_bit(dtype):
+    """The exact path's reported cross-entropy comes from one log-softmax over the stack
+    (losses._cross_entropy_values): it must equal each member's own criterion call, bit
+    for bit, across class counts, batch sizes (nll_loss's cascade sum changes its grouping
+    above 16 and at powers of two) and logit scales."""
+    task = TASKS.get("classification")
+    loss = loss_function(task, fused=False)
+    criterion = task.criterion()
+    for k, b, c in ((1, 1, 2), (5, 17, 3), (8, 64, 10), (3, 257, 100), (2, 1000, 7)):
+        for scale in (1.0, 30.0):
+            g = torch.Generator().manual_seed(k * 7919 + b + c)
+            out = (torch.randn(k, b, c, generator=g) * scale).to(dtype)
+            y = torch.randint(0, c, (k, b), generator=g)
+            solo = torch.stack([criterion(out[i].float() if dtype == torch.bfloat16
+                                          else out[i], y[i]) for i in range(k)])
+            got = loss.values(out, y, loss(out, y))
+            assert got.dtype == solo.dtype and torch.equal(got, solo), (k, b, c, scale)
+
+
+def test_a_cross_entropy_with_options_keeps_the_per_member_criterion():
+    """Label smoothing (or class weights) changes what cross-entropy computes: such a
+    criterion is not the plain one the one-log-softmax report reproduces, so the report
+    calls it per member (its values still equal the criterion's)."""
+    from engine.executors.unified import losses as losses_mod
+
+    assert losses_mod._plain_cross_entropy(nn.CrossEntropyLoss())
+    assert not losses_mod._plain_cross_entropy(nn.CrossEntropyLoss(label_smoothing=0.1))
+    assert not losses_mod._plain_cross_entropy(nn.CrossEntropyLoss(weight=torch.ones(3)))
+    assert not losses_mod._plain_cross_entropy(nn.CrossEntropyLoss(reduction="sum"))
+
+    import dataclasses
+
+    smoothed = dataclasses.replace(TASKS.get("classification"),
+                                   criterion=lambda: nn.CrossEntropyLoss(label_smoothing=0.1))
+    loss = loss_function(smoothed, fused=False)
+    g = torch.Generator().manual_seed(3)
+    out, y = torch.randn(4, 9, 5, generator=g), torch.randint(0, 5, (4, 9), generator=g)
+    want = torch.stack([nn.CrossEntropyLoss(label_smoothing=0.1)(out[i], y[i])
+                        for i in range(4)])
+    assert torch.equal(loss.values(out, y, loss(out, y)), want)

@@ -204,6 +204,13 @@ class StackedOptimizer:
                     state["momentum_buffer"] = buf
                 if all_first:
                     new_buf = g.clone()
+                elif (mask is None and first_mask is None and m_u is not None
+                      and damp_u is not None):
+                    # Every member steps with the same momentum: torch's own in-place
+                    # update (``buf.mul_(m).add_(g, alpha=1 - d)``, _single_tensor_sgd),
+                    # the same arithmetic as below without two (K, ...) temporaries and
+                    # the copy back (a tenth of the step at K = 64 on CPU).
+                    new_buf = buf.mul_(m_u).add_(g, alpha=1 - damp_u)
                 else:
                     scaled = buf * (m_u if m_u is not None else self._static("momentum", p))
                     new_buf = (scaled.add(g, alpha=1 - damp_u) if damp_u is not None
@@ -218,7 +225,8 @@ class StackedOptimizer:
                     d = new_buf
                 if not all_momentum:  # torch keeps no buffer for momentum == 0
                     d = torch.where(self._static("momentum", p) != 0, d, g)
-                self._commit(buf, new_buf, mask)
+                if new_buf is not buf:
+                    self._commit(buf, new_buf, mask)
             else:
                 d = g
             if lr_u is not None:
