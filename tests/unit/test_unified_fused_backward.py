@@ -154,8 +154,10 @@ def test_reported_cross_entropy_is_each_members_criterion_bit_for_bit(dtype):
             y = torch.randint(0, c, (k, b), generator=g)
             solo = torch.stack([criterion(out[i].float() if dtype == torch.bfloat16
                                           else out[i], y[i]) for i in range(k)])
-            got = loss.values(out, y, loss(out, y))
+            got = loss.values(out, y, loss(out, y))  # from the training call's log-softmax
             assert got.dtype == solo.dtype and torch.equal(got, solo), (k, b, c, scale)
+            alone = loss.values(out, y, None)  # no training call before: its own
+            assert torch.equal(alone, solo), (k, b, c, scale)
 
 
 def test_a_cross_entropy_with_options_keeps_the_per_member_criterion():

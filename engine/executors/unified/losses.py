@@ -17,8 +17,8 @@ solo ``reduction="mean"`` backward uses; checked for B = 1…300, K = 1…9, flo
 the task's own criterion called per member under ``no_grad``, exactly as
 ``engine.train.loop`` computes them (the fused forward sums in another order: values differ
 by up to ~5e-7, gradients do not). K forward-only criterion calls instead of K forward +
-backward slices; for the plain cross-entropy one log-softmax over the stack and K
-``nll_loss`` reductions (:func:`_cross_entropy_values`, the same values). A task whose stacked form is not known to be gradient-exact (a plugin's)
+backward slices; for the plain cross-entropy one log-softmax over the stack serves both the
+training loss and the K reported values (:class:`_SharedLogSoftmax`, the same values). A task whose stacked form is not known to be gradient-exact (a plugin's)
 keeps the per-member criterion for both.
 """
 
@@ -98,7 +98,7 @@ class StackedLoss:
         if self._report is None:
             return losses.detach()
         with torch.no_grad():
-            return self._report(out.detach(), target)
+            return self._report(out, target)  # under no_grad: no graph
 
 
 #: Stacked targets whose backward is bit for bit each member's solo criterion backward
@@ -138,7 +138,8 @@ def loss_function(task: Any, fused: bool) -> StackedLoss:
         return torch.stack(losses)
 
     if _plain_cross_entropy(criterion) and task.stacked_target in GRADIENT_EXACT:
-        return StackedLoss(stacked, _cross_entropy_values, fused=False, fused_backward=True)
+        shared = _SharedLogSoftmax()
+        return StackedLoss(shared.train, shared.report, fused=False, fused_backward=True)
 
     if task.stacked_target in GRADIENT_EXACT:
         return StackedLoss(stacked, per_member, fused=False, fused_backward=True)
@@ -154,17 +155,46 @@ def _plain_cross_entropy(criterion: Any) -> bool:
             and criterion.ignore_index == -100)
 
 
-def _cross_entropy_values(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Each member's ``F.cross_entropy(out[k], target[k])``, bit for bit, at a fraction of
-    the cost: ATen's cross-entropy *is* ``nll_loss(log_softmax(x, 1), t)``, and the
-    log-softmax of a row does not depend on the rows around it, so one (K·B, C)
-    log-softmax gives every member's rows; only the mean reduction (nll_loss's cascade
-    sum, in an order no vectorised sum reproduces) stays a call per member. At K = 64 on
-    CPU: one log-softmax and 64 ``nll_loss`` calls instead of 64 of each through the
-    module (checked against the per-member criterion by the tests)."""
-    k, b = target.shape
-    logp = F.log_softmax(upcast_half(out.reshape(k * b, -1)), dim=1).view(k, b, -1)
-    return torch.stack([F.nll_loss(logp[i], target[i]) for i in range(k)])
+class _SharedLogSoftmax:
+    """The exact path's plain cross-entropy, its training loss and its reported values from
+    ONE log-softmax over the stack.
+
+    ATen's cross-entropy *is* ``nll_loss(log_softmax(x, 1), t)`` (also for autograd: it is
+    a composite of those two ops), so :meth:`train` — the same two ops with
+    ``reduction="none"``, then a per-member mean — is bit for bit
+    :func:`stacked_cross_entropy`, gradients included. A row's log-softmax does not depend
+    on the rows around it, so :meth:`report` takes each member's rows from the same
+    (K·B, C) log-probabilities; only the mean reduction (``nll_loss``'s cascade sum, in an
+    order no vectorised sum reproduces) stays a call per member. Each member's value is
+    bit for bit ``F.cross_entropy(out[k], target[k])`` (checked by the tests). At K = 64 on
+    CPU: one log-softmax and 64 ``nll_loss`` calls per step instead of 65 log-softmaxes and
+    64 criterion calls through the module."""
+
+    def __init__(self) -> None:
+        # (the stacked output, its detached (K, B, C) log-probabilities) of the last step
+        self._last: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @staticmethod
+    def _log_probs(out: torch.Tensor, k: int, b: int) -> torch.Tensor:
+        return F.log_softmax(upcast_half(out.reshape(k * b, -1)), dim=1)
+
+    def train(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """(K, B, C) logits, (K, B) class indices → (K,) differentiable mean losses."""
+        k, b = target.shape
+        logp = self._log_probs(out, k, b)
+        self._last = (out, logp.detach().view(k, b, -1))
+        losses = F.nll_loss(logp, target.reshape(k * b), reduction="none")
+        return losses.view(k, b).mean(dim=1)
+
+    def report(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """(K,) each member's cross-entropy, as its own criterion call computes it."""
+        k, b = target.shape
+        last, self._last = self._last, None
+        if last is not None and last[0] is out:
+            logp = last[1]
+        else:  # not the output train() last saw (a caller reporting on its own)
+            logp = self._log_probs(out, k, b).view(k, b, -1)
+        return torch.stack([F.nll_loss(logp[i], target[i]) for i in range(k)])
 
 
 def stacked_score_sums(task: Any, out: torch.Tensor,
