@@ -267,7 +267,11 @@ class BucketBuild:
                 self.stack = Stack([m.model for m in self.members],
                                    [m.generator for m in self.members],
                                    tuple(self.data.in_shape), self.plan.jobs[0].batch_size,
-                                   exact_kernels=self.exact_kernels)
+                                   exact_kernels=self.exact_kernels,
+                                   # the gradient layout probe runs without autocast: under
+                                   # AMP the gradients come through casts, in their own layout
+                                   shared_input=None if self.members[0].precision.amp
+                                   else self.shared)
                 optimizer = build_stacked(
                     self.members[0].job.optimizer, self.stack.params,
                     [m.job.lr for m in self.members],

@@ -107,16 +107,22 @@ class Stack:
         exact_kernels: run BatchNorm and convolutions per member with their native kernels
             (bit-identical to solo runs; ``engine.executors.unified.exact``) instead of vmap's
             batching rules (equal within float rounding, faster).
+        shared_input: how the training steps will call :meth:`forward` (one batch for every
+            member, or one per member); when given, :meth:`adopt_gradient_layout` runs for
+            that form. ``None``: parameters stay as ``stack_module_state`` made them.
 
     Attributes:
         params: name → (K, *shape) leaf tensors (requires_grad), the optimizer's tensors.
         buffers: name → (K, *shape) tensors (running statistics, num_batches_tracked).
         forward_calls: how many times the template was called (one per vectorised call).
+        relaid: the parameters :meth:`adopt_gradient_layout` stored in their gradient's
+            memory layout.
     """
 
     def __init__(self, members: Sequence[nn.Module],
                  generators: Sequence[torch.Generator] | None,
-                 sample_shape: tuple[int, ...], batch_size: int, exact_kernels: bool = False):
+                 sample_shape: tuple[int, ...], batch_size: int, exact_kernels: bool = False,
+                 shared_input: bool | None = None):
         if len(members) < 1:
             raise ValueError("a stack needs at least one member")
         self.members = list(members)
@@ -148,6 +154,10 @@ class Stack:
         self._vmapped: dict[bool, Any] = {}
         #: ``compile(fn)`` wrapper applied to the vectorised call (``set_compiler``), or None.
         self.compiler: Any = None
+        self._shared_input = shared_input
+        self.relaid: list[str] = []
+        if shared_input is not None:
+            self.relaid = self.adopt_gradient_layout(shared_input)
 
     # -- construction ------------------------------------------------------------------
     def _record_dropout_calls(self, ref: nn.Module, sample_shape: tuple[int, ...],
@@ -173,6 +183,71 @@ class Stack:
             for h in hooks:
                 h.remove()
         return calls
+
+    def adopt_gradient_layout(self, shared_input: bool) -> list[str]:
+        """Store each parameter in the memory layout its gradient arrives in; returns the
+        names of the parameters re-laid.
+
+        Why: under vmap, a Linear's weight gradient comes out of the batched matmul's
+        backward transposed ((K, out, in) with strides (out·in, 1, out)). A gradient whose
+        layout differs from its parameter's is copied by autograd's AccumulateGrad into a
+        tensor of the parameter's layout, every step; stored in the gradient's layout, the
+        parameter takes the gradient as it comes. On this CPU that copy was 10-20 % of a
+        stacked MLP step at K = 64 (``bench.unified_scaling`` measures it; the tests count
+        the copies).
+
+        How: one forward and backward in eval mode (no dropout draw, no running-statistic
+        update, the global RNG restored) on a fixed input of the training steps' form
+        (``shared_input``), gradients through ``torch.autograd.grad`` (nothing
+        accumulated). A parameter moves only to a dense layout, and only if the forward
+        with the moved parameters is **bit for bit** the one before (a matmul library may
+        round differently for another operand layout; on this CPU it does not): when it
+        is not, nothing moves. Values never change — a layout is not a value — so
+        results stay bit for bit what they were. Any failure of the probe (an input the
+        model cannot take) leaves the parameters as they are: it is an optimisation.
+        """
+        names = [n for n, p in self.params.items() if p.requires_grad]
+        if not names:
+            return []
+        sample_shape, batch_size, _ = self._args
+        was_training = self.training
+        devices = [self.device] if self.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=devices):
+                self.train(False)
+                gen = torch.Generator(device=self.device).manual_seed(0)
+                shape = ((batch_size, *sample_shape) if shared_input
+                         else (self.k, batch_size, *sample_shape))
+                x = torch.randn(shape, generator=gen, dtype=self.dtype, device=self.device)
+                fn = self._fn(shared_input)
+                out = fn(self.params, self.buffers, (), x)
+                grads = torch.autograd.grad(out, [self.params[n] for n in names],
+                                            grad_outputs=torch.ones_like(out),
+                                            allow_unused=True)
+                moved: dict[str, torch.Tensor] = {}
+                for name, grad in zip(names, grads):
+                    p = self.params[name]
+                    if (grad is None or grad.shape != p.shape or grad.stride() == p.stride()
+                            or not _dense(grad)):
+                        continue
+                    q = torch.empty_strided(p.shape, grad.stride(), dtype=p.dtype,
+                                            device=p.device)
+                    with torch.no_grad():
+                        q.copy_(p)
+                    moved[name] = q.requires_grad_(True)
+                if not moved:
+                    return []
+                with torch.no_grad():
+                    same = torch.equal(fn({**self.params, **moved}, self.buffers, (), x),
+                                       out.detach())
+                if not same:
+                    return []
+        except Exception:  # noqa: BLE001 - an optimisation; the parameters stay as they are
+            return []
+        finally:
+            self.train(was_training)
+        self.params.update(moved)
+        return sorted(moved)
 
     def _replace_dropouts(self, module: nn.Module) -> None:
         for name, child in list(module.named_children()):
@@ -296,7 +371,8 @@ class Stack:
         sample_shape, batch_size, exact = self._args
         new = Stack([self.members[p] for p in positions],
                     None if self.generators is None else [self.generators[p] for p in positions],
-                    sample_shape, batch_size, exact_kernels=exact)
+                    sample_shape, batch_size, exact_kernels=exact,
+                    shared_input=self._shared_input)
         new.train(self.training)
         new.forward_calls = self.forward_calls
         new.compiler = self.compiler
@@ -307,6 +383,19 @@ class Stack:
         state = {n: p[index] for n, p in self.params.items()}
         state.update({n: b[index] for n, b in self.buffers.items()})
         return state
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill its memory without gaps or overlaps in some order of
+    its dimensions (a transpose of a contiguous tensor is; a broadcast or a slice is not)."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda d: d[1]):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def member_generator(device: torch.device) -> torch.Generator:

@@ -1,0 +1,138 @@
+"""The stack stores each parameter in the memory layout its gradient arrives in
+(``Stack.adopt_gradient_layout``): autograd then takes every gradient as it comes instead
+of copying it into the parameter's layout each step. A layout is not a value: training
+must stay bit for bit what it was, the probe must leave no trace (RNG, BatchNorm
+statistics), and where the forward would not be bit for bit the same, nothing moves."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from engine.executors.unified import stack as stack_mod  # noqa: E402
+from engine.executors.unified.optim import build_stacked  # noqa: E402
+from engine.executors.unified.stack import Stack, _dense, member_generator  # noqa: E402
+from engine.parts import nets  # noqa: E402
+
+K, B, IN, C = 4, 16, (1, 8, 8), 10
+
+
+def _stack(shared_input, seed=0):
+    members, gens = [], []
+    for k in range(K):
+        torch.manual_seed(seed + k)
+        members.append(nets.mlp_bn(IN, C, hidden=32, dropout=0.2))
+        gens.append(member_generator(torch.device("cpu")))
+    return Stack(members, gens, IN, B, shared_input=shared_input)
+
+
+def _train(stack, steps=6, shared=False):
+    opt = build_stacked("sgd", stack.params, [0.05] * K, [{"momentum": 0.9}] * K)
+    g = torch.Generator().manual_seed(7)
+    for _ in range(steps):
+        shape = (B, *IN) if shared else (K, B, *IN)
+        x = torch.randn(shape, generator=g)
+        y = torch.randint(0, C, (K, B), generator=g)
+        out = stack(x, shared_input=shared)
+        loss = F.cross_entropy(out.reshape(K * B, -1), y.reshape(-1),
+                               reduction="none").view(K, B).mean(1).sum()
+        opt.zero_grad()
+        copies = _CopyCount()
+        with copies:
+            loss.backward()
+        # autograd took the relaid weights' gradients as they came; the plain stack's
+        # AccumulateGrad copies each transposed Linear weight gradient, every step
+        assert copies.n == (0 if stack.relaid else 3), copies.n
+        opt.step()
+    return opt
+
+
+class _CopyCount(TorchDispatchMode):
+    """Counts the copies made while active (AccumulateGrad's layout copies among them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in ("copy_", "clone", "_to_copy"):
+            self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_linear_weights_take_their_gradients_layout_and_training_is_bit_for_bit(shared):
+    plain, relaid = _stack(None), _stack(shared)
+    assert plain.relaid == []
+    # The three Linear weights (vmap's batched matmul hands their gradients back
+    # transposed); biases and BatchNorm affine parameters already match.
+    assert relaid.relaid == ["1.weight", "5.weight", "9.weight"]
+    for name in relaid.relaid:
+        p = relaid.params[name]
+        assert not p.is_contiguous() and _dense(p) and p.is_leaf and p.requires_grad
+        assert torch.equal(p, plain.params[name])
+    opt_plain, opt_relaid = _train(plain, shared=shared), _train(relaid, shared=shared)
+    for name in plain.params:
+        assert torch.equal(plain.params[name], relaid.params[name]), name
+        assert torch.equal(opt_plain.state[name]["momentum_buffer"],
+                           opt_relaid.state[name]["momentum_buffer"]), name
+    for name in plain.buffers:
+        assert torch.equal(plain.buffers[name], relaid.buffers[name]), name
+
+
+def test_the_probe_leaves_no_trace():
+    """No global RNG draw, no BatchNorm statistic moved, no gradient left on a parameter,
+    the stack back in training mode."""
+    stack = _stack(None)
+    before_rng = torch.get_rng_state()
+    before = {n: b.clone() for n, b in stack.buffers.items()}
+    gens = [g.get_state() for g in stack.generators]
+    assert stack.adopt_gradient_layout(False) == ["1.weight", "5.weight", "9.weight"]
+    assert torch.equal(torch.get_rng_state(), before_rng)
+    assert all(torch.equal(g.get_state(), s) for g, s in zip(stack.generators, gens))
+    for name, value in before.items():
+        assert torch.equal(stack.buffers[name], value), name
+    assert all(p.grad is None for p in stack.params.values())
+    assert stack.training and stack.template.training
+
+
+def test_nothing_moves_when_the_forward_would_not_be_bit_for_bit(monkeypatch):
+    """The guard: a matmul library may round differently for another operand layout. If
+    the forward with the moved parameters differs in any bit, every parameter stays."""
+    real_equal = torch.equal
+    monkeypatch.setattr(stack_mod.torch, "equal",
+                        lambda a, b: False if a.dim() == 3 else real_equal(a, b))
+    stack = _stack(False)
+    assert stack.relaid == []
+    assert all(p.is_contiguous() for p in stack.params.values())
+
+
+def test_a_probe_the_model_cannot_take_changes_nothing():
+    """An input of the wrong shape for the model (its first Linear cannot take it): the
+    probe fails quietly and the stack trains as before."""
+    members = []
+    for k in range(2):
+        torch.manual_seed(k)
+        members.append(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, C)))
+    stack = Stack(members, None, (3, 5), B, shared_input=False)  # not the model's shape
+    assert stack.relaid == []
+    assert all(p.is_contiguous() for p in stack.params.values())
+
+
+def test_restacked_survivors_keep_the_gradients_layout():
+    stack = _stack(False)
+    survivors = stack.subset([0, 2])
+    assert survivors.relaid == stack.relaid
+    for name in survivors.relaid:
+        assert survivors.params[name].stride() != survivors.params[name].contiguous().stride()
+
+
+def test_dense_layouts():
+    t = torch.zeros(4, 3, 5)
+    assert _dense(t) and _dense(t.transpose(1, 2)) and _dense(t.permute(2, 0, 1))
+    assert not _dense(t[:, :2])                      # a slice leaves gaps
+    assert not _dense(torch.zeros(3, 1).expand(3, 4))  # a broadcast overlaps
+    assert _dense(torch.zeros(1, 6)) and _dense(torch.zeros(0, 3))
