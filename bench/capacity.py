@@ -208,6 +208,17 @@ def main(argv: list[str] | None = None) -> int:
                                           prov)
         print(f"unified_model's knee vs the bare loop's: {apart:.0f} doubling(s) apart "
               f"({'agree' if apart <= 1 else 'DISAGREE'} within one doubling)")
+        # One pooled knee is one number: nothing to judge its spread by. Pass i of the
+        # sweep against repetition i of the bare loop gives a knee pair per pass.
+        per_pass = per_pass_apart(runs, ks, bare, args.fraction)
+        if per_pass:
+            by_pass = bench_results.Figure(
+                "knee per pass: unified_model vs bare stacked", "doublings", target="<=1",
+                note="the knee of each pass of the sweep against the knee of the bare loop's "
+                     "repetition of the same index, |log2| as above; judged on their IQR")
+            rows += bench_results.figure_rows(PART, by_pass, {"unified_model": per_pass},
+                                              run_id, prov)
+            print("per pass: " + ", ".join(f"{a:.0f}" for a in per_pass) + " doubling(s)")
     load_fig = bench_results.Figure(
         "load_1min", "load", note="1-minute load average after the sweep and after each bare "
         "repetition; above ~1.5 on a 2-core host other work competed for the CPUs")
@@ -216,6 +227,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     bench_results.publish(PART, rows, args.results_dir)
     return 0
+
+
+def per_pass_apart(runs: Any, ks: list[int], bare: dict[int, list[float]],
+                   fraction: float) -> list[float]:
+    """Per pass i: how many doublings apart unified_model's knee (its pass-i cells) and the
+    bare loop's knee (its repetition i) are; passes missing a K are skipped."""
+    from engine.results.knee import find_knee
+
+    g = runs.groups
+    sel = g[(g["status"] == "ok") & (g["executor"] == "unified_model")
+            & (g["exp_id"] == EXPERIMENT)]
+    out = []
+    for i, (_, cells) in enumerate(sorted(sel.groupby("pass"), key=lambda kv: kv[0])):
+        by_k = dict(zip(cells["K"].astype(int), cells["train_throughput_sps"]))
+        if i >= min(len(v) for v in bare.values()) or any(k not in by_k for k in ks):
+            continue
+        unified_knee = find_knee(ks, [float(by_k[k]) for k in ks], fraction)
+        bare_knee = find_knee(ks, [bare[k][i] for k in ks], fraction)
+        out.append(doublings_apart(unified_knee, bare_knee, ks[-1]))
+    return out
 
 
 def _per_pass(runs: Any, executor: str, k: int) -> list[float]:

@@ -34,3 +34,30 @@ def test_knees_apart_in_doublings():
     assert doublings_apart(4, 16, 64) == 2
     assert doublings_apart(None, 64, 64) == 1  # not reached: one doubling beyond the sweep
     assert doublings_apart(None, None, 64) == 0
+
+
+def test_knees_per_pass_pair_each_pass_with_the_bare_repetition_of_its_index():
+    """Pass 0's cells against the bare loop's repetition 0, pass 1's against repetition 1;
+    a pass with a failed K is left out rather than judged on a hole."""
+    import pandas as pd
+
+    from bench.capacity import EXPERIMENT, per_pass_apart
+
+    ks = [1, 2, 4, 8]
+    flat = [100, 190, 350, 360]      # knee 4
+    steep = [100, 190, 350, 700]     # no knee inside the sweep (→ 16: two doublings from 4)
+    rows = []
+    for p, curve in enumerate([flat, steep, flat]):
+        for k, x in zip(ks, curve):
+            if p == 2 and k == 8:
+                continue  # pass 2 lost its K = 8 cell
+            rows.append({"status": "ok", "executor": "unified_model", "exp_id": EXPERIMENT,
+                         "K": k, "pass": p, "train_throughput_sps": float(x)})
+    rows.append({"status": "ok", "executor": "seq", "exp_id": EXPERIMENT, "K": 1, "pass": 0,
+                 "train_throughput_sps": 5.0})
+
+    class Runs:
+        groups = pd.DataFrame(rows)
+
+    bare = {k: [flat[i], flat[i], flat[i]] for i, k in enumerate(ks)}
+    assert per_pass_apart(Runs(), ks, bare, 0.10) == [0.0, 2.0]
