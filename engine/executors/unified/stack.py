@@ -198,8 +198,10 @@ class Stack:
 
         How: one forward and backward in eval mode (no dropout draw, no running-statistic
         update, the global RNG restored) on a fixed input of the training steps' form
-        (``shared_input``), gradients through ``torch.autograd.grad`` (nothing
-        accumulated). A parameter moves only to a dense layout, and only if the forward
+        (``shared_input``) and :data:`PROBE_ROWS` samples per member (a gradient's layout
+        follows from the backward's formula, not from the batch size; a full batch of a
+        large model would cost a whole training step), gradients through
+        ``torch.autograd.grad`` (nothing accumulated). A parameter moves only to a dense layout, and only if the forward
         with the moved parameters is **bit for bit** the one before (a matmul library may
         round differently for another operand layout; on this CPU it does not): when it
         is not, nothing moves. Values never change — a layout is not a value — so
@@ -216,8 +218,9 @@ class Stack:
             with torch.random.fork_rng(devices=devices):
                 self.train(False)
                 gen = torch.Generator(device=self.device).manual_seed(0)
-                shape = ((batch_size, *sample_shape) if shared_input
-                         else (self.k, batch_size, *sample_shape))
+                rows = min(batch_size, PROBE_ROWS)
+                shape = ((rows, *sample_shape) if shared_input
+                         else (self.k, rows, *sample_shape))
                 x = torch.randn(shape, generator=gen, dtype=self.dtype, device=self.device)
                 fn = self._fn(shared_input)
                 out = fn(self.params, self.buffers, (), x)
@@ -383,6 +386,10 @@ class Stack:
         state = {n: p[index] for n, p in self.params.items()}
         state.update({n: b[index] for n, b in self.buffers.items()})
         return state
+
+
+#: Samples per member of :meth:`Stack.adopt_gradient_layout`'s probe.
+PROBE_ROWS = 8
 
 
 def _dense(t: torch.Tensor) -> bool:
