@@ -181,3 +181,23 @@ def test_a_cross_entropy_with_options_keeps_the_per_member_criterion():
     want = torch.stack([nn.CrossEntropyLoss(label_smoothing=0.1)(out[i], y[i])
                         for i in range(4)])
     assert torch.equal(loss.values(out, y, loss(out, y)), want)
+
+
+def test_the_loss_keeps_no_step_alive():
+    """The shared log-softmax remembers the last step's log-probabilities for the report,
+    never the output itself: an output holds its autograd graph and, through it, every
+    parameter it came from (verification's float64 copies of a large model stayed
+    resident through training when it did)."""
+    import gc
+    import weakref
+
+    task = TASKS.get("classification")
+    loss = loss_function(task, fused=False)
+    w = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    x, y = torch.randn(3, 7, 5, dtype=torch.float64), torch.randint(0, 4, (3, 7))
+    out = torch.bmm(x, w)
+    loss(out, y).sum().backward()  # a step whose values are never reported (a probe's)
+    alive_w, alive_out = weakref.ref(w), weakref.ref(out)
+    del w, out
+    gc.collect()
+    assert alive_w() is None and alive_out() is None

@@ -24,6 +24,7 @@ keeps the per-member criterion for both.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -171,8 +172,11 @@ class _SharedLogSoftmax:
     64 criterion calls through the module."""
 
     def __init__(self) -> None:
-        # (the stacked output, its detached (K, B, C) log-probabilities) of the last step
-        self._last: tuple[torch.Tensor, torch.Tensor] | None = None
+        # (a weak reference to the stacked output, its detached (K, B, C) log-probabilities)
+        # of the last training call. Weak: holding the output itself would keep its autograd
+        # graph — and through it every parameter it was computed from — alive after the
+        # step (verification's float64 copies of a large model: hundreds of MiB).
+        self._last: tuple[weakref.ref, torch.Tensor] | None = None
 
     @staticmethod
     def _log_probs(out: torch.Tensor, k: int, b: int) -> torch.Tensor:
@@ -182,7 +186,7 @@ class _SharedLogSoftmax:
         """(K, B, C) logits, (K, B) class indices → (K,) differentiable mean losses."""
         k, b = target.shape
         logp = self._log_probs(out, k, b)
-        self._last = (out, logp.detach().view(k, b, -1))
+        self._last = (weakref.ref(out), logp.detach().view(k, b, -1))
         losses = F.nll_loss(logp, target.reshape(k * b), reduction="none")
         return losses.view(k, b).mean(dim=1)
 
@@ -190,7 +194,7 @@ class _SharedLogSoftmax:
         """(K,) each member's cross-entropy, as its own criterion call computes it."""
         k, b = target.shape
         last, self._last = self._last, None
-        if last is not None and last[0] is out:
+        if last is not None and last[0]() is out:
             logp = last[1]
         else:  # not the output train() last saw (a caller reporting on its own)
             logp = self._log_probs(out, k, b).view(k, b, -1)
