@@ -136,3 +136,22 @@ def test_dense_layouts():
     assert not _dense(t[:, :2])                      # a slice leaves gaps
     assert not _dense(torch.zeros(3, 1).expand(3, 4))  # a broadcast overlaps
     assert _dense(torch.zeros(1, 6)) and _dense(torch.zeros(0, 3))
+
+
+def test_a_stack_is_freed_by_reference_counting_alone():
+    """No reference cycle through a stack (its cached vmapped functions once held it):
+    dropped, it is gone at once, without waiting for Python's cyclic collector — which
+    a few allocations of huge tensors rarely trigger."""
+    import gc
+    import weakref
+
+    stack = _stack(False)
+    stack(torch.randn(K, B, *IN))          # fills the vmapped-function cache
+    gone = weakref.ref(stack)
+    weight = weakref.ref(stack.params["5.weight"])
+    gc.disable()
+    try:
+        del stack
+        assert gone() is None and weight() is None
+    finally:
+        gc.enable()
