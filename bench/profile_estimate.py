@@ -75,14 +75,22 @@ def probe_once(tmp: Path, threads: int, max_steps: int, rep: int) -> dict:
 
 
 def _profile_of(figures: dict):
-    """The profile a ``fugue-tui profile`` run would have written: only the PROFILED sizes."""
-    from engine.cell.profile_probe import fit, stacked
+    """The profile a ``fugue-tui profile`` run would have written: only the PROFILED sizes
+    (their whole peaks and, where the probe split them, the set-up and training peaks:
+    the same :func:`~engine.cell.profile_probe.memory_lines` the probe fits)."""
+    from engine.cell.profile_probe import memory_lines
     from engine.profile.store import Profile
 
-    rss = {int(k): v for k, v in json.loads(figures["rss_mb"]).items() if int(k) in PROFILED}
-    base, inc = fit(stacked(rss))
-    row = {"rss1_mb": rss[1], "rss_per_member_mb": inc, "rss_stack_base_mb": base,
-           "rss_mb": json.dumps({str(k): v for k, v in rss.items()}),
+    def by_k(column: str) -> dict[int, float]:
+        text = figures.get(column) or ""
+        return {int(k): v for k, v in json.loads(text).items()
+                if int(k) in PROFILED} if text else {}
+
+    rss, setup, train = by_k("rss_mb"), by_k("rss_setup_mb"), by_k("rss_train_mb")
+    per_k = {k: {"rss_mb": v, "rss_setup_mb": setup.get(k), "rss_train_mb": train.get(k)}
+             for k, v in rss.items()}
+    row = {"rss1_mb": rss[1], "rss_mb": json.dumps({str(k): v for k, v in rss.items()}),
+           **memory_lines(per_k),
            "parent_rss_mb": figures.get("parent_rss_mb"), "private1_mb": figures.get(
                "private1_mb")}
     return Profile({k: ("" if v is None else str(v)) for k, v in row.items()})

@@ -92,6 +92,12 @@ def predict(profile: Profile, executor: str, k: int, *, mp_start: str = "forkser
     dev: float | None = None
     if executor == "unified_model":
         ram = _stacked(rss1, base, inc, k)
+        setup_base = profile.num("rss_setup_base_mb")
+        setup_inc = profile.num("rss_setup_per_member_mb")
+        if ram is not None and k >= 2 and setup_base is not None and setup_inc is not None:
+            # Two peaks, one after the other: before training (verification's probe step
+            # holds a constant part) and during it (grows with K the fastest).
+            ram = max(ram, setup_base + k * max(setup_inc, 0.0) * member_scale)
         if on_gpu:
             dev = (ctx or 0.0) + _stacked(reserved1, dbase, max(dinc or 0.0, 0.0), k)
     elif executor == "mp":

@@ -56,7 +56,9 @@ COLUMNS: dict[str, str] = {
     "rss_mb": "JSON {K: peak RSS of a process training K stacked members, MiB}",
     "rss1_mb": "peak RSS of one job alone (K = 1), MiB",
     "rss_per_member_mb": "measured increment of peak RSS per stacked member: least-squares "
-                         "slope over the stacked sizes (K >= 2; K = 1 trains unstacked), MiB",
+                         "slope over the stacked sizes (K >= 2; K = 1 trains unstacked) of "
+                         "the training peaks (rss_train_mb) where the probe split them, else "
+                         "of the whole peaks, MiB",
     "parent_rss_mb": "RSS of the probe's parent (torch, engine and host data loaded, nothing "
                      "trained): what a pre-warmed parent costs once, MiB",
     "private1_mb": "private (unshared) memory of one job forked from that parent: what each "
@@ -86,6 +88,12 @@ COLUMNS: dict[str, str] = {
     "load_warning": "the load warning the profile was measured under (a load average above "
                     "the cores plus half a core: step times and CPU figures are inflated; "
                     "re-profile on a quiet machine); empty when the host was quiet",
+    "rss_setup_mb": "JSON {K: peak RSS before training: models built, verification, the "
+                    "stack}, MiB; empty where the peak could not be reset (not Linux)",
+    "rss_train_mb": "JSON {K: peak RSS during training}, MiB; empty as rss_setup_mb",
+    "rss_setup_base_mb": "intercept of the set-up line (K >= 2); the predicted peak of a "
+                         "K-stack is the higher of the set-up and the training line, MiB",
+    "rss_setup_per_member_mb": "slope of the set-up line (K >= 2), MiB per member",
 }
 IDENTITY = ("host", "device", "gpu_name", "gpu_uuid", "torch", "cuda")
 KEY = ("model", "model_kwargs", "dataset", "batch_size", "precision", "compile_mode",

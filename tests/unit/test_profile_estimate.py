@@ -264,3 +264,54 @@ def test_the_dashboard_preview_warns_once_when_auto_has_no_profile(tmp_path):
     assert shown.error in (None, ""), shown.error
     lines = [w for w in shown.warnings if "no profile" in w]
     assert len(lines) == 1 and "all 5 jobs run at once" in lines[0]
+
+
+def test_a_stack_peaks_at_the_higher_of_its_set_up_and_training_lines():
+    """Measured at mlp hidden 4096 (this project's CPU host): before training the peak is
+    verification's probe step, nearly constant in K (3.4, 3.5, 3.8 GiB at K = 2, 4, 8);
+    during training it grows ~320 MiB per member (1.5, 2.0, 3.4 GiB). One line through
+    the whole peaks follows the plateau and under-predicts K = 32; the two lines do not."""
+    from engine.profile.estimate import predict
+
+    two_lines = _profile(rss1_mb=880, rss_stack_base_mb=840, rss_per_member_mb=320,
+                         rss_setup_base_mb=3270, rss_setup_per_member_mb=62)
+    ram = {k: predict(two_lines, "unified_model", k)[0] for k in (1, 2, 4, 8, 32)}
+    assert ram[1] == 880                      # one member trains unstacked: measured
+    assert ram[2] == pytest.approx(3270 + 2 * 62)   # the set-up plateau
+    assert ram[8] == pytest.approx(3270 + 8 * 62)
+    assert ram[32] == pytest.approx(840 + 32 * 320)  # the training line
+    one_line = _profile(rss1_mb=880, rss_stack_base_mb=840, rss_per_member_mb=320)
+    assert predict(one_line, "unified_model", 2)[0] == pytest.approx(1480)  # no plateau
+
+
+def test_the_probe_fits_two_lines_only_where_every_stacked_size_was_split():
+    from engine.cell.profile_probe import memory_lines
+
+    split = {1: {"rss_mb": 880, "rss_setup_mb": 870, "rss_train_mb": 880},
+             2: {"rss_mb": 3396, "rss_setup_mb": 3396, "rss_train_mb": 1477},
+             4: {"rss_mb": 3510, "rss_setup_mb": 3510, "rss_train_mb": 2011},
+             8: {"rss_mb": 3764, "rss_setup_mb": 3764, "rss_train_mb": 3385}}
+    lines = memory_lines(split)
+    assert lines["rss_per_member_mb"] == pytest.approx(321.6, abs=0.1)  # the training line
+    assert lines["rss_setup_per_member_mb"] == pytest.approx(61.6, abs=0.1)
+    assert lines["rss_stack_base_mb"] + 32 * lines["rss_per_member_mb"] == pytest.approx(
+        11113, rel=0.05)  # K = 32 measured: 11113 MiB
+    unsplit = {k: {"rss_mb": d["rss_mb"]} for k, d in split.items()}
+    one = memory_lines(unsplit)
+    assert one["rss_setup_base_mb"] is None and one["rss_setup_per_member_mb"] is None
+    assert one["rss_per_member_mb"] == pytest.approx(61.6, abs=0.1)  # the plateau's slope
+
+
+def test_the_peak_can_be_restarted_on_this_linux():
+    """The probe reads the set-up peak, restarts the high-water mark and reads the training
+    peak; a restart that did nothing would merge the two again."""
+    import numpy as np
+
+    from engine.cell.profile_probe import _reset_peak, _status_kib
+
+    big = np.ones(200 * 2**20 // 8)
+    del big
+    before = _status_kib("VmHWM")
+    if not _reset_peak():
+        pytest.skip("/proc/self/clear_refs is not writable here")
+    assert _status_kib("VmHWM") < before - 150 * 1024

@@ -34,7 +34,9 @@ def test_a_busy_probe_warns_and_the_row_records_the_load(tmp_path, monkeypatch, 
                                  ident=ident, gpu_uuid=None, say=said.append)
     with open(tmp_path / "profiles.csv", newline="") as f:
         (stored,) = list(csv.DictReader(f))
-    assert list(stored)[-3:] == ["load_avg_end", "cpu_cores", "load_warning"]
+    cols = list(stored)
+    assert (cols.index("load_avg_end") < cols.index("cpu_cores") < cols.index("load_warning")
+            < cols.index("rss_setup_mb"))  # each session's columns after the last ones
     assert list(stored) == list(COLUMNS)  # new columns at the end, append-only
     assert stored["load_avg"] == str(loads[0]) and stored["load_avg_end"] == str(loads[1])
     assert stored["cpu_cores"] == "2"
