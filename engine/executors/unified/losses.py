@@ -18,8 +18,9 @@ the task's own criterion called per member under ``no_grad``, exactly as
 ``engine.train.loop`` computes them (the fused forward sums in another order: values differ
 by up to ~5e-7, gradients do not). K forward-only criterion calls instead of K forward +
 backward slices; for the plain cross-entropy one log-softmax over the stack serves both the
-training loss and the K reported values (:class:`_SharedLogSoftmax`, the same values). A task whose stacked form is not known to be gradient-exact (a plugin's)
-keeps the per-member criterion for both.
+training loss and the K reported values (:class:`_SharedLogSoftmax`, the same values). A
+task whose stacked form is not known to be gradient-exact (a plugin's) keeps the per-member
+criterion for both.
 """
 
 from __future__ import annotations

@@ -201,10 +201,10 @@ class Stack:
         (``shared_input``) and :data:`PROBE_ROWS` samples per member (a gradient's layout
         follows from the backward's formula, not from the batch size; a full batch of a
         large model would cost a whole training step), gradients through
-        ``torch.autograd.grad`` (nothing accumulated). A parameter moves only to a dense layout, and only if the forward
-        with the moved parameters is **bit for bit** the one before (a matmul library may
-        round differently for another operand layout; on this CPU it does not): when it
-        is not, nothing moves. Values never change — a layout is not a value — so
+        ``torch.autograd.grad`` (nothing accumulated). A parameter moves only to a dense
+        layout, and only if the forward with the moved parameters is **bit for bit** the
+        one before (a matmul library may round differently for another operand layout; on
+        this CPU it does not): when it is not, nothing moves. Values never change — a layout is not a value — so
         results stay bit for bit what they were. Any failure of the probe (an input the
         model cannot take) leaves the parameters as they are: it is an optimisation.
         """
