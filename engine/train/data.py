@@ -13,6 +13,8 @@ Only imported inside cell and worker processes (imports torch at module level).
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 import torch
@@ -63,13 +65,21 @@ class JobSplit:
 
 
 def split_for(split: SplitSpec, n_pool: int, n_test: int | None) -> JobSplit:
-    """Resolve a job's split.
+    """Resolve a job's split (cached per process: every member of a stacked ensemble, and
+    every seed of a sweep, shares one split, which took 0.1-0.2 ms of ``randperm`` and
+    sorts per job). The tensors of a cached split are shared between the jobs that
+    resolve it: nothing may modify them in place.
 
     A ``"test"`` split on a dataset without a test split falls back to ``"holdout"``.
     Holdout: the first ``round(n_pool * val_fraction)`` entries of a permutation drawn from
     ``split_seed`` validate, the rest train. Folds: contiguous blocks of such a permutation,
     the first ``n_pool mod folds`` folds one sample larger (docs/fugue-compat.md).
     """
+    return _split_for(split, n_pool, n_test)
+
+
+@functools.lru_cache(maxsize=32)
+def _split_for(split: SplitSpec, n_pool: int, n_test: int | None) -> JobSplit:
     if split.kind == "test" and n_test:
         return JobSplit(torch.arange(n_pool), torch.arange(n_test), "test")
     perm = torch.randperm(n_pool, generator=torch.Generator().manual_seed(split.split_seed))

@@ -201,3 +201,72 @@ def test_the_loss_keeps_no_step_alive():
     del w, out
     gc.collect()
     assert alive_w() is None and alive_out() is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nll_mean_sums_in_the_cpu_kernels_order(dtype):
+    """``losses.nll_mean`` reproduces ATen's CPU ``nll_loss`` mean (its cascade: element 0
+    at the top, runs of 16, groups of 16 runs) bit for bit, for batch sizes on every side
+    of its boundaries, logits that round many elements to exactly 0 (confident rows) and
+    rows of mixed magnitude; a plain ``sum(1) / B`` (the obvious vectorised reduction) must
+    disagree somewhere in the same sweep, or the test could not tell the two apart."""
+    import torch.nn.functional as F
+
+    from engine.executors.unified.losses import nll_mean
+
+    sizes = [*range(1, 70), 255, 256, 257, 272, 273, 511, 4095, 4096, 4097, 4113, 65537]
+    naive_differs = False
+    for b in sizes:
+        g = torch.Generator().manual_seed(b)
+        x = torch.randn(3, b, 7, generator=g, dtype=dtype) * (1000.0 if b % 3 else 0.01)
+        if b % 5 == 0:
+            x[0, :, 2] += 100  # row 0: the targets' log-probabilities round to exactly 0
+        y = torch.randint(0, 7, (3, b), generator=g)
+        y[0] = 2
+        logp = F.log_softmax(x.reshape(3 * b, 7), 1)
+        elements = F.nll_loss(logp, y.reshape(-1), reduction="none").view(3, b)
+        want = torch.stack([F.nll_loss(logp.view(3, b, 7)[i], y[i]) for i in range(3)])
+        got = nll_mean(elements)
+        assert torch.equal(got, want) and not torch.signbit(got).any(), b
+        naive_differs |= not torch.equal(elements.sum(1) / b, want)
+    assert naive_differs
+
+
+def test_deferred_losses_are_the_per_step_values_in_step_order():
+    """On the CPU the bucket lets the route hold the reported losses back and reduce many
+    steps at once (``VectorRoute.step(defer=True)`` / ``take``): the values handed out are,
+    step by step, those the undeferred step returns (same stack, same batches), and a
+    stack re-stacked to a subset scatters each step's values to the slots it had then."""
+    k, b = 4, 19
+    task = TASKS.get("classification")
+
+    def route_of():
+        members = []
+        for i in range(k):
+            torch.manual_seed(i)
+            members.append(Mlp())
+        stack = Stack(members, None, (D,), b)
+        opt = build_stacked("sgd", stack.params, [0.1] * k, [{}] * k)
+        return VectorRoute(stack, opt, loss_function(task, fused=False), task, k)
+
+    g = torch.Generator().manual_seed(5)
+    batches = [(torch.randn(k, b, D, generator=g), torch.randint(0, 4, (k, b), generator=g))
+               for _ in range(5)]
+    now, later = route_of(), route_of()
+    want = [now.step(x, y, [True] * k, False, False) for x, y in batches[:3]]
+    assert all(later.step(x, y, [True] * k, False, False, defer=True) is None
+               for x, y in batches[:3])
+    assert later.pending() == 3
+    got = later.take()
+    assert later.pending() == 0 and len(got) == 3
+    assert all(torch.equal(a, w) for a, w in zip(got, want, strict=True))
+    # members 1 and 3 left: their slots keep their values, the others read 0
+    for route in (now, later):
+        route.restack([1, 3])
+    want = [now.step(x[[1, 3]], y[[1, 3]], [True] * k, False, False) for x, y in batches[3:]]
+    for x, y in batches[3:]:
+        later.step(x[[1, 3]], y[[1, 3]], [True] * k, False, False, defer=True)
+    got = later.take()
+    assert [tuple(v.shape) for v in got] == [(k,), (k,)]
+    assert all(torch.equal(a, w) for a, w in zip(got, want, strict=True))
+    assert float(got[0][0]) == 0.0 and float(got[0][1]) > 0.0

@@ -301,3 +301,43 @@ def test_a_type_that_breaks_the_seed_contract_is_refused(tmp_path):
             expand(cat.get("B1"))
     finally:
         WORKLOADS.items.pop("zz_bad_seeds", None)
+
+
+def test_a_resolved_split_is_shared_and_equals_a_fresh_resolution():
+    """``split_for`` is cached per process (every member of a stacked ensemble resolves
+    the same split): the same arguments give the same object, whose tensors equal an
+    uncached resolution; another seed, fold or pool size is another split."""
+    from engine.train import data as data_mod
+
+    spec = SplitSpec("holdout", 3, 0.2)
+    a, b = split_for(spec, 500, None), split_for(SplitSpec("holdout", 3, 0.2), 500, None)
+    assert a is b
+    fresh = data_mod._split_for.__wrapped__(spec, 500, None)
+    assert torch.equal(a.train_idx, fresh.train_idx) and torch.equal(a.val_idx, fresh.val_idx)
+    assert not torch.equal(split_for(SplitSpec("holdout", 4, 0.2), 500, None).val_idx,
+                           a.val_idx)
+    assert len(split_for(spec, 400, None).train_idx) == 320
+    folds = [split_for(SplitSpec("fold", 0, 0.2, i, 5), 500, None) for i in range(5)]
+    assert len({id(f) for f in folds}) == 5
+
+
+def test_seed_job_seeds_what_torch_manual_seed_seeds_for_the_job():
+    """A CPU job: the CPU generator exactly as ``torch.manual_seed`` leaves it (the model's
+    initial weights and dropout draws follow from it); a job on another device goes
+    through ``torch.manual_seed`` itself (its device's generators too)."""
+    from engine.train import loop
+
+    torch.manual_seed(11)
+    want = torch.get_rng_state()
+    torch.manual_seed(0)
+    loop.seed_job(11, torch.device("cpu"))
+    assert torch.equal(torch.get_rng_state(), want)
+    calls = []
+    real = torch.manual_seed
+    try:
+        torch.manual_seed = lambda seed: calls.append(seed) or real(seed)
+        loop.seed_job(12, torch.device("cuda", 0))
+        loop.seed_job(13, torch.device("cpu"))
+    finally:
+        torch.manual_seed = real
+    assert calls == [12] if not torch.cuda.is_initialized() else calls == [12, 13]

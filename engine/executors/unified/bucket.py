@@ -56,6 +56,10 @@ from engine.train.loop import (
     sync,
 )
 
+#: Steps whose reported losses a route may hold back (CPU) before the bucket accounts for
+#: them: bounds the (K, B) per-element losses kept (64 steps of K = 64, B = 1024: 16 MiB).
+MAX_PENDING = 64
+
 
 class BucketRun(BucketBuild):
     """Train the jobs of one bucket (``plan``) on ``data``: :meth:`build` builds the
@@ -76,6 +80,7 @@ class BucketRun(BucketBuild):
         self.active_mask = [m.active for m in self.members]
         self.route.set_active(self.active_mask)
         self.loss_sums = torch.zeros(k_all, device=self.device)
+        self.defer = self.device.type == "cpu"
         self.shared_order = (EpochOrder(self.members[0].job, self.members[0].split.train_idx)
                              if self.shared else None)
         self._shared_state: dict[str, Any] = {"epoch": -1, "batches": None}
@@ -122,22 +127,40 @@ class BucketRun(BucketBuild):
         xb, yb = self.data.pool_x[idx], self.data.pool_y[idx]
         if self.shared:
             yb = yb.expand(len(self.route.slots), *yb.shape)
-        losses = self.route.step(xb, yb, self.active_mask, self.shared, self._scoring)
-        self.loss_sums += losses
+        # On the CPU the route may hold the reported losses back and reduce many steps'
+        # at once (routes.VectorRoute.take); on CUDA they are added here, on the bucket's
+        # stream (a tensor read on another stream after its own is freed could be reused).
+        losses = self.route.step(xb, yb, self.active_mask, self.shared, self._scoring,
+                                 defer=self.defer)
+        if losses is not None:
+            self.loss_sums += losses
         now = time.perf_counter()
         if now - self._last_report >= PROGRESS_INTERVAL_S:
             self._last_report = now
-            values = losses.tolist()
+            values = (losses if losses is not None else self._account()).tolist()
             for m in self._live:
                 done = m.result.samples + (m.step + i + 1) * m.order.batch_size
                 job_progress(job_id=m.job.job_id, epoch=m.epoch + 1, epochs=m.job.epochs,
                              step=m.step + i + 1, steps=m.order.n_batches, samples=done,
                              loss=values[m.index],
                              elapsed=now - m.result.start).send(self.emit)
+        elif self.defer and self.route.pending() >= MAX_PENDING:
+            self._account()
+
+    def _account(self) -> torch.Tensor | None:
+        """Add the steps' reported losses the route still holds to ``loss_sums`` (step by
+        step, in step order: the sums are the ones a per-step addition makes); returns the
+        last step's (K_all,) losses."""
+        last = None
+        for losses in self.route.take():
+            self.loss_sums += losses
+            last = losses
+        return last
 
     def finish(self, length: int) -> None:
-        """After a segment: advance the members, end their epochs, retire the finished
-        ones and (``retire = "remove"``) re-stack the survivors."""
+        """After a segment: account for its losses, advance the members, end their epochs,
+        retire the finished ones and (``retire = "remove"``) re-stack the survivors."""
+        self._account()
         for m in self._live:
             m.step += length
         for m in self._live:

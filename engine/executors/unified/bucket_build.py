@@ -50,7 +50,14 @@ from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
 from engine.train.data import DeviceData
-from engine.train.loop import JobResult, TrainSettings, job_split, record_precision, sync
+from engine.train.loop import (
+    JobResult,
+    TrainSettings,
+    job_split,
+    record_precision,
+    seed_job,
+    sync,
+)
 from engine.train.precision import (
     JobPrecision,
     SkipCounter,
@@ -133,7 +140,7 @@ class BucketBuild:
         sync(device)
         result.worker_pid = os.getpid()
         result.start = time.perf_counter()
-        torch.manual_seed(job.seed)  # initial weights and dropout: the job seed, as in seq
+        seed_job(job.seed, device)  # initial weights and dropout: the job seed, as in seq
         # Built here, not through loop.start_job: the parity tests watch where each
         # executor builds its models.
         model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,

@@ -102,6 +102,23 @@ class StackedLoss:
         with torch.no_grad():
             return self._report(out, target)  # under no_grad: no graph
 
+    def deferred(self, out: torch.Tensor) -> torch.Tensor | None:
+        """This step's (K, B) per-element losses when its reported values can be reduced
+        later, many steps at once (:meth:`reduce`), else ``None`` (call :meth:`values`).
+        Only the exact path's plain cross-entropy on the CPU defers (:func:`nll_mean`)."""
+        defer = getattr(self._report, "__self__", None)
+        if not isinstance(defer, _SharedLogSoftmax):
+            return None
+        return defer.elements(out)
+
+    @staticmethod
+    def reduce(elements: list[torch.Tensor]) -> torch.Tensor:
+        """(L, K) reported values of L deferred steps (each (K, B) from :meth:`deferred`),
+        in step order; bit for bit what :meth:`values` gave for each step."""
+        if len({tuple(e.shape) for e in elements}) == 1:
+            return nll_mean(torch.cat(elements)).view(len(elements), -1)
+        return torch.stack([nll_mean(e) for e in elements])
+
 
 #: Stacked targets whose backward is bit for bit each member's solo criterion backward
 #: (checked by tests/unit/test_unified_fused_backward.py): the exact path backpropagates
@@ -177,7 +194,7 @@ class _SharedLogSoftmax:
         # of the last training call. Weak: holding the output itself would keep its autograd
         # graph — and through it every parameter it was computed from — alive after the
         # step (verification's float64 copies of a large model: hundreds of MiB).
-        self._last: tuple[weakref.ref, torch.Tensor] | None = None
+        self._last: tuple[weakref.ref, torch.Tensor, torch.Tensor] | None = None
 
     @staticmethod
     def _log_probs(out: torch.Tensor, k: int, b: int) -> torch.Tensor:
@@ -187,19 +204,89 @@ class _SharedLogSoftmax:
         """(K, B, C) logits, (K, B) class indices → (K,) differentiable mean losses."""
         k, b = target.shape
         logp = self._log_probs(out, k, b)
-        self._last = (weakref.ref(out), logp.detach().view(k, b, -1))
         losses = F.nll_loss(logp, target.reshape(k * b), reduction="none")
+        self._last = (weakref.ref(out), logp.detach().view(k, b, -1),
+                      losses.detach().view(k, b))
         return losses.view(k, b).mean(dim=1)
+
+    def elements(self, out: torch.Tensor) -> torch.Tensor | None:
+        """The (K, B) per-element losses of the last :meth:`train` call when it was on
+        ``out`` and :func:`nll_mean` reproduces their means (CPU, float32 or float64);
+        else ``None``. Consumes the saved call."""
+        last = self._last
+        if (last is None or last[0]() is not out or last[2].device.type != "cpu"
+                or last[2].dtype not in (torch.float32, torch.float64)):
+            return None
+        self._last = None
+        return last[2]
 
     def report(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """(K,) each member's cross-entropy, as its own criterion call computes it."""
         k, b = target.shape
         last, self._last = self._last, None
         if last is not None and last[0]() is out:
+            if last[2].device.type == "cpu" and last[2].dtype in (torch.float32, torch.float64):
+                return nll_mean(last[2])
             logp = last[1]
         else:  # not the output train() last saw (a caller reporting on its own)
             logp = self._log_probs(out, k, b).view(k, b, -1)
         return torch.stack([F.nll_loss(logp[i], target[i]) for i in range(k)])
+
+
+def _ceil_log2(n: int) -> int:
+    """ATen's ``CeilLog2`` (``ATen/native/cpu/utils.h``): 1 for n <= 2."""
+    return 1 if n <= 2 else (n - 1).bit_length()
+
+
+def nll_mean(elements: torch.Tensor) -> torch.Tensor:
+    """Row means of per-element losses, summed in the order of ATen's CPU ``nll_loss``
+    with ``reduction="mean"``: (N, B) float32/float64 → (N,), row n bit for bit
+    ``F.nll_loss(logp_n, t_n)`` where ``elements[n] = F.nll_loss(logp_n, t_n,
+    reduction="none")`` (no class weights, no ignored targets: the plain cross-entropy of
+    :func:`_plain_cross_entropy` over class indices).
+
+    Why: the kernel (``nll_loss_out_frame``, ``aten/src/ATen/native/LossNLL.cpp``) sums a
+    row in a cascade — element 0 straight to the top of 8 levels, then runs of
+    ``2**p`` elements (``p = max(4, CeilLog2(B) // 8)``: 16 for any real batch) summed one
+    after the other, each completed run added to the level above, each completed group of
+    ``2**p`` runs added further up, the levels' leftovers added bottom to top at the end,
+    then divided by B — an order no vectorised sum follows. Reproduced here with one op per
+    position in a run for **all** rows at once (~25 small ops for B = 64, whatever N is),
+    instead of one ``nll_loss`` call per row: the exact path reports K members' losses of
+    many steps in one call (``routes.VectorRoute``). A run padded with ``+0.0`` is the
+    same sum (nothing here is ever ``-0.0``: every partial sum starts from ``+0.0``).
+    ``tests/unit/test_unified_fused_backward.py`` compares it with ``F.nll_loss`` over
+    B = 1…300 and larger, float32 and float64, and the runtime caller uses it only where it
+    has been checked (the CPU). CUDA's kernel reduces in another order: not this function.
+    """
+    n, b = elements.shape
+    run = 1 << max(4, _ceil_log2(b) // 8)
+    zero = elements.new_zeros(n)
+    top = zero + elements[:, 0]  # element 0: pushed through every level at once
+    leftovers: list[torch.Tensor] = []
+    items = elements[:, 1:]
+    level = 0
+    while items.shape[1]:
+        full, rest = divmod(items.shape[1], run)
+        groups = full + (1 if rest else 0)
+        runs = items.new_zeros(n, groups * run)
+        runs[:, :items.shape[1]] = items
+        # (run, N, groups): position i of every run of every row, one contiguous slice
+        cols = runs.view(n, groups, run).permute(2, 0, 1).contiguous()
+        acc = zero.unsqueeze(1) + cols[0]
+        for i in range(1, run):
+            acc += cols[i]
+        if rest:  # the last run is not complete: it stays at this level
+            leftovers.append(acc[:, full])
+        items = acc[:, :full]
+        level += 1
+        if level == 7 and items.shape[1]:  # pushed onto element 0's level: not reproduced
+            raise ValueError(f"nll_mean: a batch of {b} reaches the cascade's top level")
+    out = zero
+    for leftover in leftovers:
+        out = out + leftover
+    out = out + top
+    return out / b
 
 
 def stacked_score_sums(task: Any, out: torch.Tensor,

@@ -105,6 +105,8 @@ class VectorRoute:
         self.scores: dict[str, torch.Tensor] | None = None
         self._mask: torch.Tensor | None = None
         self._live: list[bool] | None = None
+        #: deferred steps: ((K, B) per-element losses, slot index) or (None, ready losses)
+        self._pending: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []
 
     def set_active(self, active: list[bool]) -> None:
         live = [active[s] for s in self.slots]
@@ -112,7 +114,12 @@ class VectorRoute:
         self._mask = None if all(live) else torch.tensor(live, dtype=torch.bool,
                                                          device=self.stack.device)
 
-    def step(self, xb, yb, active: list[bool], shared: bool, scoring: bool) -> torch.Tensor:
+    def step(self, xb, yb, active: list[bool], shared: bool, scoring: bool,
+             defer: bool = False) -> torch.Tensor | None:
+        """One stacked step of every active member. Returns the (K_all,) reported losses,
+        or with ``defer`` queues them (:meth:`take`) and returns ``None``: on the exact
+        path's plain cross-entropy on the CPU the per-member means of many steps are then
+        reduced in one call (``losses.nll_mean``), the same values."""
         with autocast(self.stack.device, self.precision):
             out = self.stack(cast_input(xb, self.precision), shared_input=shared,
                              active=self._live)
@@ -139,14 +146,54 @@ class VectorRoute:
                 key: self.scores[key] + value for key, value in sums.items()}
         # What each member reports: on the exact path the solo criterion's values (forward
         # only); the backward above ran once through the fused loss (losses.StackedLoss).
+        later = getattr(self.loss_fn, "deferred", None)
+        elements = later(out) if defer and later is not None else None
+        if elements is not None:
+            self._pending.append((elements, self._slot_index))
+            return None
         values = getattr(self.loss_fn, "values", None)
         with autocast(self.stack.device, self.precision):
             losses = values(out, yb, losses) if values is not None else losses.detach()
-        if self._slot_index is None:
+        full = self._full(losses, self._slot_index)
+        if defer:
+            self._pending.append((None, full))
+            return None
+        return full
+
+    def _full(self, losses: torch.Tensor, slot_index: torch.Tensor | None) -> torch.Tensor:
+        """(S,) losses of the stack's slots → (K_all,) with zeros for the bucket's others."""
+        if slot_index is None:
             return losses
         full = losses.new_zeros(self.k_all)
-        full[self._slot_index] = losses
+        full[slot_index] = losses
         return full
+
+    def pending(self) -> int:
+        """Steps whose losses :meth:`take` has not handed out yet."""
+        return len(self._pending)
+
+    def take(self) -> list[torch.Tensor]:
+        """The (K_all,) reported losses of the deferred steps, in step order; consecutive
+        deferred steps are reduced together (``StackedLoss.reduce``)."""
+        out: list[torch.Tensor] = []
+        run: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+
+        def reduce_run() -> None:
+            if run:
+                values = self.loss_fn.reduce([elements for elements, _ in run])
+                out.extend(self._full(v, slots) for v, (_, slots) in zip(values, run,
+                                                                          strict=True))
+                run.clear()
+
+        for elements, ready in self._pending:
+            if elements is None:
+                reduce_run()
+                out.append(ready)
+            else:
+                run.append((elements, ready))
+        reduce_run()
+        self._pending = []
+        return out
 
     def reset_scores(self, k: int) -> None:
         if self.scores is not None and k in self.slots:
@@ -226,6 +273,7 @@ class EagerRoute:
         self.criterion = task_lib.loss_fn(task).criterion
         self.device = device
         self.slots = [m.index for m in members]
+        self._pending: list[torch.Tensor] = []
 
     def set_active(self, active: list[bool]) -> None:
         pass
@@ -247,7 +295,10 @@ class EagerRoute:
             m.generator.set_state(torch.cuda.get_rng_state(self.device))
             torch.cuda.set_rng_state(saved, self.device)
 
-    def step(self, xb, yb, active: list[bool], shared: bool, scoring: bool) -> torch.Tensor:
+    def step(self, xb, yb, active: list[bool], shared: bool, scoring: bool,
+             defer: bool = False) -> torch.Tensor | None:
+        """One step of each active member, in member order; the (K,) losses, or with
+        ``defer`` queued for :meth:`take` (as ``VectorRoute.step``)."""
         losses: torch.Tensor | None = None
         for m in self.members:
             k = m.index
@@ -283,7 +334,17 @@ class EagerRoute:
                         m.scores[key] = m.scores[key] + value if key in m.scores else value
         if losses is None:
             losses = torch.zeros(len(self.members), device=self.device)
+        if defer:
+            self._pending.append(losses)
+            return None
         return losses
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def take(self) -> list[torch.Tensor]:
+        out, self._pending = self._pending, []
+        return out
 
     def reset_scores(self, k: int) -> None:
         self.members[k].scores = {}
