@@ -64,6 +64,14 @@ class JobSplit:
     val_source: str
 
 
+def rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``t[idx]`` for an integer index tensor of any shape: (*idx.shape, *t.shape[1:]),
+    the same values, gathered with ``index_select`` (a row copy) instead of advanced
+    indexing (an element-wise gather): 172 -> 62 us for a (64, 64) batch of 8x8 images on
+    this CPU, every step of every executor."""
+    return t.index_select(0, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
+
+
 def split_for(split: SplitSpec, n_pool: int, n_test: int | None) -> JobSplit:
     """Resolve a job's split (cached per process: every member of a stacked ensemble, and
     every seed of a sweep, shares one split, which took 0.1-0.2 ms of ``randperm`` and

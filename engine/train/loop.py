@@ -37,7 +37,7 @@ from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
 from engine.train.backend import apply_backend_flags
 from engine.train.compile_probe import compile_callable, probe_compiled
-from engine.train.data import DeviceData, EpochOrder, JobSplit, split_for
+from engine.train.data import DeviceData, EpochOrder, JobSplit, rows, split_for
 from engine.train.precision import (  # noqa: F401 - autocast: re-exported for the executors
     JobPrecision,
     SkipCounter,
@@ -145,8 +145,8 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torc
     with torch.no_grad(), autocast(x.device, amp):
         for start in range(0, len(idx), EVAL_BATCH):
             batch = idx[start:start + EVAL_BATCH]
-            xb = x[batch] if isinstance(amp, bool) else cast_input(x[batch], amp)
-            out, target = task_lib.prepare(task, model(xb), y[batch])
+            xb = rows(x, batch) if isinstance(amp, bool) else cast_input(rows(x, batch), amp)
+            out, target = task_lib.prepare(task, model(xb), rows(y, batch))
             loss_sum += criterion(out.float(), target) * len(batch)
             for key, value in task_lib.score_sums(task, out.float(), target).items():
                 sums[key] = sums[key] + value if key in sums else value
@@ -451,7 +451,7 @@ def _epochs(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: P
         t_epoch = time.perf_counter()
         for step in range(order.n_batches):
             idx = batches[step]
-            xb, yb = x_all[idx], y_all[idx]
+            xb, yb = rows(x_all, idx), rows(y_all, idx)
             with autocast(device, amp):
                 out, target = task_lib.prepare(task, forward(cast_input(xb, amp)), yb)
                 loss = criterion(out.float() if out.dtype in (torch.float16, torch.bfloat16) else out, target)

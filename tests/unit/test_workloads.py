@@ -341,3 +341,19 @@ def test_seed_job_seeds_what_torch_manual_seed_seeds_for_the_job():
     finally:
         torch.manual_seed = real
     assert calls == [12] if not torch.cuda.is_initialized() else calls == [12, 13]
+
+
+def test_rows_gathers_what_advanced_indexing_gathers():
+    """``engine.train.data.rows`` (``index_select`` on the flattened index) is ``t[idx]``:
+    same values, dtype and shape, for (K, B) and (B,) indices into images, labels and
+    regression columns, repeated and unsorted indices included."""
+    from engine.train.data import rows
+
+    g = torch.Generator().manual_seed(0)
+    for t in (torch.randn(50, 1, 8, 8, generator=g), torch.randint(0, 10, (50,), generator=g),
+              torch.randn(50, 3, generator=g, dtype=torch.float64)):
+        for idx in (torch.randint(0, 50, (4, 7), generator=g), torch.tensor([3, 3, 0, 49]),
+                    torch.randint(0, 50, (11,), generator=g)):
+            got = rows(t, idx)
+            assert got.dtype == t.dtype and got.shape == t[idx].shape
+            assert torch.equal(got, t[idx])

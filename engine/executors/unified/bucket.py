@@ -45,7 +45,7 @@ from engine.executors.unified.interleave import Clock, Interleave
 from engine.executors.unified.routes import Member, VectorRoute
 from engine.parts import tasks as task_lib
 from engine.train.compile_probe import compile_callable
-from engine.train.data import EpochOrder
+from engine.train.data import EpochOrder, rows
 from engine.train.loop import (
     PROGRESS_INTERVAL_S,
     JobResult,
@@ -124,7 +124,7 @@ class BucketRun(BucketBuild):
     def step(self, i: int) -> None:
         """Global step ``i`` of the prepared segment: one step of every active member."""
         idx = self._seg[i]
-        xb, yb = self.data.pool_x[idx], self.data.pool_y[idx]
+        xb, yb = rows(self.data.pool_x, idx), rows(self.data.pool_y, idx)
         if self.shared:
             yb = yb.expand(len(self.route.slots), *yb.shape)
         # On the CPU the route may hold the reported losses back and reduce many steps'
