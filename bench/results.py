@@ -253,7 +253,12 @@ def _table_rows(run: list[dict[str, str]]) -> tuple[list[list[str]], list[tuple[
         if baseline in series:  # the baseline first
             variants.remove(baseline)
             variants.insert(0, baseline)
+        # A target is a row's: one figure may bound some variants and not others (peers
+        # bounds the two peer tools' stacked times, not ours); the figure's first row is
+        # its baseline's, which has none.
+        targets = {r["variant"]: r.get("target", "") for r in frows if r.get("target")}
         for variant in variants:
+            target = targets.get(variant, meta.get("target", ""))
             values = [series[variant][k] for k in sorted(series[variant])]
             median = statistics.median(values)
             q1, q3 = iqr(values)

@@ -172,3 +172,21 @@ def test_targets_summary_lists_every_target_of_the_latest_runs(tmp_path):
     empty = tmp_path / "none"
     _write(empty, "plain", br.Figure("untargeted", "s"), {"x": [1.0, 2.0]})
     assert "## Targets" not in br.render(empty)
+
+
+def test_a_target_on_some_variants_of_a_figure_is_theirs(tmp_path):
+    """One figure may bound some of its variants and not others (``bench.peers`` bounds
+    the peers' stacked times against ours): each variant is judged against its own rows'
+    target, not the baseline's (which has none), and a variant without one is not."""
+    time_fig = br.Figure("time", "s", baseline="ours")
+    rows = br.figure_rows("demo", time_fig, {"ours": [1.0, 1.0, 1.0, 1.0, 1.0]}, "run1", PROV)
+    rows += br.figure_rows("demo", br.Figure("time", "s", "ours", ">1"),
+                           {"peer": [1.2, 1.1, 1.15, 1.3, 1.12]}, "run1", PROV)
+    rows += br.figure_rows("demo", time_fig, {"other": [0.9, 1.1, 1.0, 1.05, 0.95]}, "run1",
+                           PROV)
+    br.append("demo", rows, tmp_path)
+    text = br.render(tmp_path)
+    peer, other = _row(text, "time", "peer"), _row(text, "time", "other")
+    assert peer[10:] == [">1", "met"]
+    assert other[10] == "—" and other[11] == br.NOT_RESOLVABLE
+    assert "| demo | time | peer | ratio 1.150 | >1 | met |" in text
