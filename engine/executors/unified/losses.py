@@ -183,11 +183,13 @@ class _SharedLogSoftmax:
     ``reduction="none"``, then a per-member mean — is bit for bit
     :func:`stacked_cross_entropy`, gradients included. A row's log-softmax does not depend
     on the rows around it, so :meth:`report` takes each member's rows from the same
-    (K·B, C) log-probabilities; only the mean reduction (``nll_loss``'s cascade sum, in an
-    order no vectorised sum reproduces) stays a call per member. Each member's value is
-    bit for bit ``F.cross_entropy(out[k], target[k])`` (checked by the tests). At K = 64 on
-    CPU: one log-softmax and 64 ``nll_loss`` calls per step instead of 65 log-softmaxes and
-    64 criterion calls through the module."""
+    (K·B, C) log-probabilities, and each member's value is bit for bit
+    ``F.cross_entropy(out[k], target[k])`` (checked by the tests): on the CPU the mean of
+    the per-element losses :meth:`train` already computed, in ``nll_loss``'s own summation
+    order (:func:`nll_mean`, all K members at once, or many steps at once through
+    :meth:`elements`); elsewhere one ``nll_loss`` call per member. At K = 64 on the CPU: one
+    log-softmax per step, and ~25 small ops per up to 64 steps for the reported values,
+    instead of 65 log-softmaxes and 64 criterion calls through the module per step."""
 
     def __init__(self) -> None:
         # (a weak reference to the stacked output, its detached (K, B, C) log-probabilities)
