@@ -3,9 +3,13 @@
 
 Each member's update is the arithmetic of ``torch.optim``'s single-tensor implementation
 (``torch/optim/sgd.py::_single_tensor_sgd``, ``torch/optim/adam.py::_single_tensor_adam``),
-with the per-member scalars computed in float64 and cast to the parameter dtype, as torch
-does with its Python-float hyperparameters. So K stacked steps equal K independent torch
-optimizers within float rounding (``tests/unit/test_stacked_optim.py``).
+op for op with the same Python-float scalars: a hyperparameter every member shares goes
+through torch's scalar kernels once for the whole stack, and per-member values once per run
+of consecutive members that share one (a fused multiply-add with a scalar ``alpha`` rounds
+once; a (K, 1, ...) tensor of values multiplied and added would round twice). So K stacked
+steps equal K independent torch optimizers **bit for bit**, float32 included
+(``tests/unit/test_stacked_optim.py``); the cost of per-member values is one kernel call per
+run (K at worst, for K different learning rates).
 
 * Per member ((K,) float64 tensors): ``lr``, ``momentum``, ``dampening``, ``weight_decay``
   (SGD); ``lr``, ``beta1``, ``beta2``, ``eps``, ``weight_decay`` (Adam, AdamW).
@@ -159,6 +163,7 @@ class StackedOptimizer:
         if not any(live):
             return
         mask = None if all(live) else torch.tensor(live, dtype=torch.bool, device=self.device)
+        self._live = live
         first = [live[i] and self._steps_host[i] == 0 for i in range(self.k)]
         for i in range(self.k):
             if live[i]:
@@ -174,8 +179,36 @@ class StackedOptimizer:
         values = self._host[key]
         return values[0] if all(v == values[0] for v in values) else None
 
+    def _runs(self, key: str, live: Sequence[bool] | None) -> list[tuple[int, int, float]]:
+        """Maximal runs ``(start, stop, value)`` of consecutive live members sharing the
+        value of hyperparameter ``key`` (inactive members belong to no run)."""
+        runs: list[list[Any]] = []
+        for i, v in enumerate(self._host[key]):
+            if live is not None and not live[i]:
+                continue
+            if runs and runs[-1][1] == i and runs[-1][2] == v:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i, i + 1, v])
+        return [(a, b, v) for a, b, v in runs]
+
+    def _add_scaled_(self, out: torch.Tensor, other: torch.Tensor, key: str, sign: float,
+                     live: Sequence[bool] | None, offset: float = 0.0,
+                     skip_zero: bool = False) -> torch.Tensor:
+        """``out[k] += (offset + sign * value_k) * other[k]`` in place for the live members,
+        with torch's scalar-``alpha`` kernel on each run of equal values: the one rounding of
+        the fused multiply-add ``torch.optim`` applies with its Python-float hyperparameters
+        (a (K, 1, ...) tensor of values would multiply and add in two). One call per run:
+        K calls at worst (every member its own value), one when all share it.
+        ``skip_zero``: runs whose value is 0 are left alone (torch skips weight decay 0)."""
+        for a, b, v in self._runs(key, live):
+            if not (skip_zero and v == 0):
+                out[a:b].add_(other[a:b], alpha=offset + sign * v)
+        return out
+
     def _sgd(self, mask: torch.Tensor | None, first: list[bool]) -> None:
         host = self._host
+        live = None if mask is None else self._live
         any_wd = any(v != 0 for v in host["weight_decay"])
         any_momentum = any(v != 0 for v in host["momentum"])
         all_momentum = all(v != 0 for v in host["momentum"])
@@ -183,19 +216,18 @@ class StackedOptimizer:
         first_mask = None
         if any_first and not all_first:
             first_mask = torch.tensor(first, dtype=torch.bool, device=self.device)
-        # Hyperparameters shared by every member go through torch's own scalar-``alpha``
-        # kernels (fused multiply-add on vectorised CPUs), so the arithmetic is bit for bit
-        # torch.optim's; per-member values use (K, 1, ...) tensors (equal within rounding).
-        lr_u, wd_u, m_u, damp_u = (self._uniform(k) for k in
-                                   ("lr", "weight_decay", "momentum", "dampening"))
+        # Every hyperparameter goes through torch's own scalar-``alpha`` kernels (a fused
+        # multiply-add on vectorised CPUs), once for all members when they share the value,
+        # else once per run of members that do (``_add_scaled_``): the arithmetic is
+        # torch.optim's bit for bit, per-member values included.
+        lr_u, m_u, damp_u = (self._uniform(k) for k in ("lr", "momentum", "dampening"))
         for name, p in self.params.items():
             grad = p.grad
             if grad is None:
                 continue
             g = -grad if self.flags["maximize"] else grad
-            if any_wd:
-                g = (g.add(p, alpha=wd_u) if wd_u is not None
-                     else g + self._static("weight_decay", p) * p)
+            if any_wd:  # torch: grad.add(param, alpha=weight_decay), skipped for 0
+                g = self._add_scaled_(g.clone(), p, "weight_decay", 1.0, None, skip_zero=True)
             if any_momentum:
                 state = self.state[name]
                 buf = state.get("momentum_buffer")
@@ -208,19 +240,16 @@ class StackedOptimizer:
                       and damp_u is not None):
                     # Every member steps with the same momentum: torch's own in-place
                     # update (``buf.mul_(m).add_(g, alpha=1 - d)``, _single_tensor_sgd),
-                    # the same arithmetic as below without two (K, ...) temporaries and
-                    # the copy back (a tenth of the step at K = 64 on CPU).
+                    # without two (K, ...) temporaries and the copy back.
                     new_buf = buf.mul_(m_u).add_(g, alpha=1 - damp_u)
                 else:
                     scaled = buf * (m_u if m_u is not None else self._static("momentum", p))
-                    new_buf = (scaled.add(g, alpha=1 - damp_u) if damp_u is not None
-                               else scaled + (1 - self._static("dampening", p)) * g)
+                    new_buf = self._add_scaled_(scaled, g, "dampening", -1.0, None, 1.0)
                     if first_mask is not None:  # a member's first step: buf = grad
                         new_buf = torch.where(first_mask.view(-1, *([1] * (p.dim() - 1))),
                                               g, new_buf)
-                if self.flags["nesterov"]:
-                    d = (g.add(new_buf, alpha=m_u) if m_u is not None
-                         else g + self._static("momentum", p) * new_buf)
+                if self.flags["nesterov"]:  # torch: grad.add(buf, alpha=momentum)
+                    d = self._add_scaled_(g.clone(), new_buf, "momentum", 1.0, None)
                 else:
                     d = new_buf
                 if not all_momentum:  # torch keeps no buffer for momentum == 0
@@ -229,58 +258,64 @@ class StackedOptimizer:
                     self._commit(buf, new_buf, mask)
             else:
                 d = g
-            if lr_u is not None:
-                if mask is None:
-                    p.add_(d, alpha=-lr_u)
-                else:
-                    self._commit(p, p.add(d, alpha=-lr_u), mask)
-            else:
-                self._commit(p, p - self._static("lr", p) * d, mask)
+            if lr_u is not None and mask is None:
+                p.add_(d, alpha=-lr_u)
+            else:  # per run of live members; a frozen member's slice is never written
+                self._add_scaled_(p, d, "lr", -1.0, live)
 
     def _adam(self, mask: torch.Tensor | None) -> None:
-        h = self.hyper
-        steps = self.steps
-        bc1 = 1 - h["beta1"] ** steps
-        bc2 = 1 - h["beta2"] ** steps
-        # Inactive members that never stepped have bc1 = 0; their values are discarded.
-        step_size = h["lr"] / torch.where(bc1 == 0, torch.ones_like(bc1), bc1)
-        bc2_sqrt = torch.where(bc2 == 0, torch.ones_like(bc2), bc2) ** 0.5
+        """Adam/AdamW as ``torch/optim/adam.py::_single_tensor_adam``, op for op, on each run
+        of consecutive live members sharing lr, betas, eps, weight decay and step count (one
+        run for an ensemble; frozen members belong to none and do not change): the same
+        kernels with the same Python-float scalars, so bit for bit torch's numbers. (The
+        earlier form — (K, 1, ...) tensors of per-member values — multiplied where torch's
+        ``addcmul_`` fuses, and took its bias corrections from a float64 tensor ``pow``.)"""
+        host = self._host
         decoupled = self.kind == "adamw"
-        any_wd = any(v != 0 for v in self._host["weight_decay"])
-        decay = 1 - h["lr"] * h["weight_decay"] if decoupled and any_wd else None
+        amsgrad = self.flags["amsgrad"]
+        live = None if mask is None else self._live
+        keys = list(zip(host["lr"], host["beta1"], host["beta2"], host["eps"],
+                        host["weight_decay"], self._steps_host, strict=True))
+        runs: list[list[Any]] = []
+        for i, key in enumerate(keys):
+            if live is not None and not live[i]:
+                continue
+            if runs and runs[-1][1] == i and runs[-1][2] == key:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i, i + 1, key])
         for name, p in self.params.items():
             grad = p.grad
             if grad is None:
                 continue
-            g = -grad if self.flags["maximize"] else grad
             state = self.state[name]
             if not state:
                 state["exp_avg"] = torch.zeros_like(p)
                 state["exp_avg_sq"] = torch.zeros_like(p)
-                if self.flags["amsgrad"]:
+                if amsgrad:
                     state["max_exp_avg_sq"] = torch.zeros_like(p)
-            base = p
-            if any_wd:
-                if decoupled:
-                    base = p * self._view(decay, p)
+            for a, b, (lr, beta1, beta2, eps, wd, step) in runs:
+                param = p[a:b]
+                g = -grad[a:b] if self.flags["maximize"] else grad[a:b]
+                exp_avg, exp_avg_sq = state["exp_avg"][a:b], state["exp_avg_sq"][a:b]
+                if wd != 0:
+                    if decoupled:
+                        param.mul_(1 - lr * wd)
+                    else:
+                        g = g.add(param, alpha=wd)
+                exp_avg.lerp_(g, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2 = 1 - beta2 ** step
+                step_size = lr / bias_correction1
+                bias_correction2_sqrt = bias_correction2 ** 0.5
+                if amsgrad:
+                    max_sq = state["max_exp_avg_sq"][a:b]
+                    max_sq.copy_(torch.maximum(max_sq, exp_avg_sq))
+                    denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
                 else:
-                    wd_u = self._uniform("weight_decay")
-                    g = (g.add(p, alpha=wd_u) if wd_u is not None
-                         else g + self._static("weight_decay", p) * p)
-            exp_avg = state["exp_avg"].lerp(g, self._view(1 - h["beta1"], p))
-            exp_avg_sq = (state["exp_avg_sq"] * self._static("beta2", p)
-                          + self._view(1 - h["beta2"], p) * g * g)
-            if self.flags["amsgrad"]:
-                max_sq = torch.maximum(state["max_exp_avg_sq"], exp_avg_sq)
-                self._commit(state["max_exp_avg_sq"], max_sq, mask)
-                denom_src = max_sq
-            else:
-                denom_src = exp_avg_sq
-            denom = denom_src.sqrt() / self._view(bc2_sqrt, p) + self._static("eps", p)
-            new_p = base + (self._view(-step_size, p) * exp_avg) / denom
-            self._commit(state["exp_avg"], exp_avg, mask)
-            self._commit(state["exp_avg_sq"], exp_avg_sq, mask)
-            self._commit(p, new_p, mask)
+                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                param.addcdiv_(exp_avg, denom, value=-step_size)
 
     # -- members -----------------------------------------------------------------------
     def subset(self, positions: Sequence[int],
