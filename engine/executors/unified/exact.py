@@ -1,14 +1,20 @@
 """Per-member native kernels for the layers whose vmap batching rule changes the arithmetic.
 
-Under ``vmap``, ``Linear`` becomes a batched matmul that is bit for bit the solo ``addmm``,
-and elementwise ops, pooling and ``Flatten`` fold K into the batch. Two layer families do
-not: BatchNorm's batching rule normalises the (B, K·C) reshaped input and applies the affine
-part separately (outputs differ by an ulp, weight gradients by ~1e-6 relative), and a
-convolution with stacked weights runs as one grouped convolution (another accumulation
-order). Training amplifies such rounding differences chaotically: after a few epochs of
-float32 SGD a member can drift 1e-4 relative from its solo run.
+Under ``vmap``, elementwise ops, pooling and ``Flatten`` fold K into the batch, bit for bit.
+Three layer families do not: BatchNorm's batching rule normalises the (B, K·C) reshaped
+input and applies the affine part separately (outputs differ by an ulp, weight gradients by
+~1e-6 relative); a convolution with stacked weights runs as one grouped convolution
+(another accumulation order); and ``Linear`` becomes a batched matmul plus a bias add,
+which is the solo ``addmm`` bit for bit only for small layers: the solo ``addmm`` starts its
+sums from the bias, which a BLAS blocking a long contraction adds before the later blocks
+(on this CPU from 400 input features on), and a solo matrix-vector product (batch size 1,
+a layer with one output such as a regression head) takes the BLAS's vector path, which
+sums in another order (both measured on this CPU's MKL, session 9). Training amplifies such
+rounding differences chaotically: after a few epochs of float32 SGD a member can drift 1e-4
+relative from its solo run.
 
-With ``kernels = "exact"`` the stack's template swaps these layers for subclasses whose
+With ``kernels = "exact"`` the stack's template swaps these layers (every ``Linear``: which
+ones a BLAS rounds differently is the library's business) for subclasses whose
 functional core is an ``autograd.Function`` with a custom ``vmap`` rule: under vmap it
 calls the native kernel once per member on that member's slice (the solo run's exact
 call), so forward, backward and running statistics equal seq's bit for bit. The cost is K
@@ -125,6 +131,39 @@ class _ExactConv:
                                     padding, self.dilation, self.groups)
 
 
+class _PerMemberLinear(torch.autograd.Function):
+    """``F.linear`` whose vmap rule loops over members (each member's ``addmm``/``mm``, and
+    in the backward the solo run's matrix products)."""
+
+    generate_vmap_rule = False
+
+    @staticmethod
+    def forward(x, weight, bias):
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):  # pragma: no cover - only ever called under vmap
+        raise RuntimeError("per-member linear is differentiated through its vmap rule")
+
+    @staticmethod
+    def vmap(info, in_dims, x, weight, bias):
+        k = info.batch_size
+        x, w, b = (_physical(t, d, k) for t, d in zip((x, weight, bias), in_dims))
+        return torch.stack([F.linear(x[i], w[i], None if b is None else b[i])
+                            for i in range(k)]), 0
+
+
+class _ExactLinear:
+    """Mixin over ``nn.Linear``: ``forward`` through :class:`_PerMemberLinear`."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return _PerMemberLinear.apply(input, self.weight, self.bias)
+
+
 _SWAPS: dict[type, type] = {}
 for _base in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
     _SWAPS[_base] = type(f"Exact{_base.__name__}", (_ExactBatchNorm, _base), {})
@@ -133,12 +172,18 @@ for _base, _fn in _CONV.items():
                          {"_functional": staticmethod(_fn)})
 
 
-def use_exact_kernels(template: nn.Module) -> list[str]:
-    """Swap, in place, the class of every BatchNorm and Conv submodule of ``template`` for
-    its per-member-kernel subclass. Returns the swapped submodules' names."""
+_EXACT_LINEAR = type("ExactLinear", (_ExactLinear, nn.Linear), {})
+
+
+def use_exact_kernels(template: nn.Module, linear: bool = True) -> list[str]:
+    """Swap, in place, the class of every BatchNorm and Conv submodule of ``template`` — and
+    with ``linear`` of every ``nn.Linear`` — for its per-member-kernel subclass. Returns the
+    swapped submodules' names."""
     swapped = []
     for name, sub in template.named_modules():
         cls = _SWAPS.get(type(sub))
+        if cls is None and linear and type(sub) is nn.Linear:
+            cls = _EXACT_LINEAR
         if cls is not None:
             sub.__class__ = cls
             swapped.append(name)

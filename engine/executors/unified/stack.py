@@ -104,9 +104,10 @@ class Stack:
             ``None`` to use vmap's per-member randomness for dropout.
         sample_shape: one member's input sample shape, e.g. (1, 8, 8); with ``batch_size``
             used once to record the dropout layers' call order and input shapes.
-        exact_kernels: run BatchNorm and convolutions per member with their native kernels
-            (bit-identical to solo runs; ``engine.executors.unified.exact``) instead of vmap's
-            batching rules (equal within float rounding, faster).
+        exact_kernels: run BatchNorm, convolutions and Linear layers per member with their
+            native kernels (bit-identical to solo runs; ``engine.executors.unified.exact``)
+            instead of vmap's batching rules (equal within float rounding, faster);
+            ``exact_linear=False`` keeps vmap's Linear (a check with a tolerance).
         shared_input: how the training steps will call :meth:`forward` (one batch for every
             member, or one per member); when given, :meth:`adopt_gradient_layout` runs for
             that form. ``None``: parameters stay as ``stack_module_state`` made them.
@@ -122,12 +123,13 @@ class Stack:
     def __init__(self, members: Sequence[nn.Module],
                  generators: Sequence[torch.Generator] | None,
                  sample_shape: tuple[int, ...], batch_size: int, exact_kernels: bool = False,
-                 shared_input: bool | None = None):
+                 shared_input: bool | None = None, exact_linear: bool = True):
         if len(members) < 1:
             raise ValueError("a stack needs at least one member")
         self.members = list(members)
         self.k = len(self.members)
         self._args = (tuple(sample_shape), batch_size, exact_kernels)
+        self._exact_linear = exact_linear
         params, buffers = stack_module_state(self.members)
         self.params: dict[str, torch.Tensor] = params
         self.buffers: dict[str, torch.Tensor] = buffers
@@ -145,7 +147,7 @@ class Stack:
         if exact_kernels:
             from engine.executors.unified.exact import use_exact_kernels
 
-            self.exact_layers = use_exact_kernels(self.template)
+            self.exact_layers = use_exact_kernels(self.template, linear=exact_linear)
         self.generators = list(generators) if generators is not None else None
         self.training = True
         self.template.train()
@@ -372,7 +374,7 @@ class Stack:
         new = Stack([self.members[p] for p in positions],
                     None if self.generators is None else [self.generators[p] for p in positions],
                     sample_shape, batch_size, exact_kernels=exact,
-                    shared_input=self._shared_input)
+                    shared_input=self._shared_input, exact_linear=self._exact_linear)
         new.train(self.training)
         new.forward_calls = self.forward_calls
         new.compiler = self.compiler
