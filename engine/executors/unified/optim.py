@@ -220,14 +220,16 @@ class StackedOptimizer:
         # multiply-add on vectorised CPUs), once for all members when they share the value,
         # else once per run of members that do (``_add_scaled_``): the arithmetic is
         # torch.optim's bit for bit, per-member values included.
-        lr_u, m_u, damp_u = (self._uniform(k) for k in ("lr", "momentum", "dampening"))
+        lr_u, wd_u, m_u, damp_u = (self._uniform(k) for k in
+                                   ("lr", "weight_decay", "momentum", "dampening"))
         for name, p in self.params.items():
             grad = p.grad
             if grad is None:
                 continue
             g = -grad if self.flags["maximize"] else grad
             if any_wd:  # torch: grad.add(param, alpha=weight_decay), skipped for 0
-                g = self._add_scaled_(g.clone(), p, "weight_decay", 1.0, None, skip_zero=True)
+                g = (g.add(p, alpha=wd_u) if wd_u is not None else
+                     self._add_scaled_(g.clone(), p, "weight_decay", 1.0, None, skip_zero=True))
             if any_momentum:
                 state = self.state[name]
                 buf = state.get("momentum_buffer")
@@ -244,12 +246,14 @@ class StackedOptimizer:
                     new_buf = buf.mul_(m_u).add_(g, alpha=1 - damp_u)
                 else:
                     scaled = buf * (m_u if m_u is not None else self._static("momentum", p))
-                    new_buf = self._add_scaled_(scaled, g, "dampening", -1.0, None, 1.0)
+                    new_buf = (scaled.add_(g, alpha=1 - damp_u) if damp_u is not None else
+                               self._add_scaled_(scaled, g, "dampening", -1.0, None, 1.0))
                     if first_mask is not None:  # a member's first step: buf = grad
                         new_buf = torch.where(first_mask.view(-1, *([1] * (p.dim() - 1))),
                                               g, new_buf)
                 if self.flags["nesterov"]:  # torch: grad.add(buf, alpha=momentum)
-                    d = self._add_scaled_(g.clone(), new_buf, "momentum", 1.0, None)
+                    d = (g.add(new_buf, alpha=m_u) if m_u is not None else
+                         self._add_scaled_(g.clone(), new_buf, "momentum", 1.0, None))
                 else:
                     d = new_buf
                 if not all_momentum:  # torch keeps no buffer for momentum == 0
