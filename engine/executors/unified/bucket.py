@@ -99,6 +99,8 @@ class BucketRun(BucketBuild):
             m.batches = m.order.batches(self.device)
         m.step = 0
         m.clock0 = self.clock.s
+        if self.defer:  # steps still held back belong to the epoch before: add them first
+            self._account()
         self.loss_sums[m.index] = 0
         if m.epoch == m.job.epochs - 1:
             self.route.reset_scores(m.index)
