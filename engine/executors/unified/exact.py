@@ -48,15 +48,12 @@ def _members(t: torch.Tensor | None, k: int) -> list[torch.Tensor | None]:
     return [None] * k if t is None else list(t.unbind(0))
 
 
-class _PerMemberBatchNorm(torch.autograd.Function):
-    """``F.batch_norm`` whose vmap rule loops over members (running stats updated in the
-    member's slice of the stacked buffer, in place, as the solo kernel does)."""
+class _PerMember(torch.autograd.Function):
+    """A functional layer whose vmap rule (the subclass's ``vmap``) calls the native kernel
+    once per member. Outside vmap it is never differentiated: under vmap autograd records
+    the per-member calls the rule makes, and differentiates those."""
 
     generate_vmap_rule = False
-
-    @staticmethod
-    def forward(x, running_mean, running_var, weight, bias, training, momentum, eps):
-        return F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -64,7 +61,16 @@ class _PerMemberBatchNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # pragma: no cover - only ever called under vmap
-        raise RuntimeError("per-member BatchNorm is differentiated through its vmap rule")
+        raise RuntimeError("a per-member kernel is differentiated through its vmap rule")
+
+
+class _PerMemberBatchNorm(_PerMember):
+    """``F.batch_norm`` whose vmap rule loops over members (running stats updated in the
+    member's slice of the stacked buffer, in place, as the solo kernel does)."""
+
+    @staticmethod
+    def forward(x, running_mean, running_var, weight, bias, training, momentum, eps):
+        return F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
 
     @staticmethod
     def vmap(info, in_dims, x, running_mean, running_var, weight, bias, training, momentum,
@@ -94,22 +100,12 @@ class _ExactBatchNorm:
             factor, self.eps)
 
 
-class _PerMemberConv(torch.autograd.Function):
+class _PerMemberConv(_PerMember):
     """``F.conv{1,2,3}d`` whose vmap rule loops over members."""
-
-    generate_vmap_rule = False
 
     @staticmethod
     def forward(x, weight, bias, conv, stride, padding, dilation, groups):
         return conv(x, weight, bias, stride, padding, dilation, groups)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    @staticmethod
-    def backward(ctx, grad):  # pragma: no cover - only ever called under vmap
-        raise RuntimeError("per-member convolution is differentiated through its vmap rule")
 
     @staticmethod
     def vmap(info, in_dims, x, weight, bias, conv, stride, padding, dilation, groups):
@@ -138,23 +134,13 @@ class _ExactConv:
                                     padding, self.dilation, self.groups)
 
 
-class _PerMemberLinear(torch.autograd.Function):
+class _PerMemberLinear(_PerMember):
     """``F.linear`` whose vmap rule loops over members (each member's ``addmm``/``mm``, and
     in the backward the solo run's matrix products)."""
-
-    generate_vmap_rule = False
 
     @staticmethod
     def forward(x, weight, bias):
         return F.linear(x, weight, bias)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    @staticmethod
-    def backward(ctx, grad):  # pragma: no cover - only ever called under vmap
-        raise RuntimeError("per-member linear is differentiated through its vmap rule")
 
     @staticmethod
     def vmap(info, in_dims, x, weight, bias):

@@ -46,6 +46,20 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def _runs(values: Sequence[Any], live: Sequence[bool] | None) -> list[tuple[int, int, Any]]:
+    """Maximal runs ``(start, stop, value)`` of consecutive live members sharing a value
+    (inactive members belong to no run): the slices one scalar-kernel call updates."""
+    runs: list[list[Any]] = []
+    for i, v in enumerate(values):
+        if live is not None and not live[i]:
+            continue
+        if runs and runs[-1][1] == i and runs[-1][2] == v:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1, v])
+    return [(a, b, v) for a, b, v in runs]
+
+
 class StackedOptimizer:
     """One optimizer over stacked parameters ``name → (K, *shape)``.
 
@@ -179,18 +193,9 @@ class StackedOptimizer:
         values = self._host[key]
         return values[0] if all(v == values[0] for v in values) else None
 
-    def _runs(self, key: str, live: Sequence[bool] | None) -> list[tuple[int, int, float]]:
-        """Maximal runs ``(start, stop, value)`` of consecutive live members sharing the
-        value of hyperparameter ``key`` (inactive members belong to no run)."""
-        runs: list[list[Any]] = []
-        for i, v in enumerate(self._host[key]):
-            if live is not None and not live[i]:
-                continue
-            if runs and runs[-1][1] == i and runs[-1][2] == v:
-                runs[-1][1] = i + 1
-            else:
-                runs.append([i, i + 1, v])
-        return [(a, b, v) for a, b, v in runs]
+    def _runs(self, key: str, live: Sequence[bool] | None) -> list[tuple[int, int, Any]]:
+        """:func:`_runs` of hyperparameter ``key``'s per-member values."""
+        return _runs(self._host[key], live)
 
     def _add_scaled_(self, out: torch.Tensor, other: torch.Tensor, key: str, sign: float,
                      live: Sequence[bool] | None, offset: float = 0.0,
@@ -278,16 +283,8 @@ class StackedOptimizer:
         decoupled = self.kind == "adamw"
         amsgrad = self.flags["amsgrad"]
         live = None if mask is None else self._live
-        keys = list(zip(host["lr"], host["beta1"], host["beta2"], host["eps"],
-                        host["weight_decay"], self._steps_host, strict=True))
-        runs: list[list[Any]] = []
-        for i, key in enumerate(keys):
-            if live is not None and not live[i]:
-                continue
-            if runs and runs[-1][1] == i and runs[-1][2] == key:
-                runs[-1][1] = i + 1
-            else:
-                runs.append([i, i + 1, key])
+        runs = _runs(list(zip(host["lr"], host["beta1"], host["beta2"], host["eps"],
+                              host["weight_decay"], self._steps_host, strict=True)), live)
         for name, p in self.params.items():
             grad = p.grad
             if grad is None:
