@@ -102,6 +102,26 @@ def recent_text(lines: list[str], width: int, height: int, console: Any) -> Text
     return Text("\n").join(rows)
 
 
+class RecentLines(Static):
+    """The recent lifecycle lines, laid out at paint time for the pane's size then (the
+    newest that fit, :func:`recent_text`): laid out when they changed, a pane that the
+    layout resized afterwards (the header grows a row when a device appears) kept rows
+    sized for its old height, and clipped the newest line at the bottom."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("", **kwargs)
+        self._lines: list[str] = []
+
+    def set_lines(self, lines: list[str]) -> None:
+        if lines != self._lines:
+            self._lines = lines
+            self.refresh()
+
+    def render(self) -> Text:
+        size = self.content_size
+        return recent_text(self._lines, size.width, size.height, self.app.console)
+
+
 class RunScreen(Screen):
     """One campaign's run folder, followed live; see the module docstring."""
 
@@ -156,7 +176,7 @@ class RunScreen(Screen):
             yield DeviceCharts(id="charts")
         with Horizontal(id="run-bottom"):
             yield LogPane(id="log")
-            yield Static("", id="recent")
+            yield RecentLines(id="recent")
         yield KeyFooter()
 
     def on_mount(self) -> None:
@@ -433,20 +453,12 @@ class RunScreen(Screen):
 
     def _show_recent(self) -> None:
         """The newest lifecycle lines that fit the pane, wrapped to its width, oldest at
-        the top (the pane used to show the oldest and cut the newest one or two)."""
-        pane = self.query_one("#recent", Static)
-        lines = list(self.view.recent)
-        width, height = pane.content_size.width, pane.content_size.height
-        key = ("\n".join(lines), width, height)
-        if key == self._shown.get("recent"):
-            return
-        self._shown["recent"] = key
-        pane.update(recent_text(lines, width, height, self.app.console),
-                    layout=False)  # a fixed-size pane
+        the top (the pane used to show the oldest and cut the newest one or two); laid out
+        by the pane itself at its size when it paints (:class:`RecentLines`)."""
+        self.query_one("#recent", RecentLines).set_lines(list(self.view.recent))
 
     def on_resize(self, event: Any = None) -> None:
         set_compact(self)
-        self._shown.pop("recent", None)  # lay the events out again at the new size
         self.dirty = True
 
     @property
@@ -466,7 +478,6 @@ class RunScreen(Screen):
             self.query_one(CellTable).focus()
         self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
                     timeout=2, markup=False)
-        self._shown.pop("recent", None)
         self.dirty = True
         self.call_after_refresh(self.refresh_view)
 
