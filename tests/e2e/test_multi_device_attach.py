@@ -51,6 +51,12 @@ def test_attach_to_two_running_cells_follow_skip_one_then_stop(tmp_path, monkeyp
                             what="two running cells")
                 await until(pilot, lambda: f"runner pid {runner.pid} (attached to)"
                             in screen_text(app), what="the runner named")
+                # the header names the devices once it has drawn both running cells (a
+                # later paint than the runner's pid on a loaded host: asserting right after
+                # the pid failed in a full CI run); a header that never names them still fails
+                await until(pilot, lambda: "running on 2 devices" in screen_text(app)
+                            and "device 2/2 MIG-s2: X_block2 seq pass 1" in screen_text(app),
+                            what="the header naming both devices' cells")
                 text = screen_text(app)
                 assert "running on 2 devices" in text
                 assert "device 1/2 MIG-s1: X_block seq pass 1" in text
