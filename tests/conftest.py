@@ -30,3 +30,33 @@ def pytest_collection_modifyitems(config, items):
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
+
+
+# -- parity probes (tests/parity.py; the kernel-dispatch matrix, scripts/parity-matrix) --
+_PARITY_RECORDS = pytest.StashKey[list]()
+
+
+@pytest.fixture
+def parity(request):
+    """Compare through the parity contract and record what was compared (tests/parity.py).
+    Imported here, not at the top: collecting tests must not import torch."""
+    from tests.parity import Parity
+
+    records = request.config.stash.setdefault(_PARITY_RECORDS, [])
+    return Parity(request.node.nodeid, records)
+
+
+def pytest_itemcollected(item):
+    # A test that compares through the contract is parity-sensitive: the matrix re-runs it.
+    if "parity" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.parity)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import os
+
+    target = os.environ.get("FUGUE_PARITY_RECORD")
+    if target:
+        from tests.parity import write
+
+        write(session.config.stash.get(_PARITY_RECORDS, []), target)

@@ -1,8 +1,13 @@
 """The stack stores each parameter in the memory layout its gradient arrives in
 (``Stack.adopt_gradient_layout``): autograd then takes every gradient as it comes instead
-of copying it into the parameter's layout each step. A layout is not a value: training
-must stay bit for bit what it was, the probe must leave no trace (RNG, BatchNorm
-statistics), and where the forward would not be bit for bit the same, nothing moves."""
+of copying it into the parameter's layout each step. A layout is not a value, but another
+operand layout may pick another GEMM: the probe adopts the layout only where the forward
+stays bit for bit (``stack.layout_keeps_values``), and that answer is the host's (MKL says
+yes on an Intel AVX-512 host, no on an AMD EPYC one). So every test here forces the branch
+it tests through that gate, and training with the moved parameters is asserted within the
+parity contract's rounding bound (engine.executors.unified.contract), not bit for bit: the
+gate sees one forward, not every kernel of training. The probe must leave no trace (RNG,
+BatchNorm statistics) in either branch, and where the gate says no, nothing moves."""
 
 from __future__ import annotations
 
@@ -13,11 +18,27 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from engine.executors.unified import stack as stack_mod  # noqa: E402
+from engine.executors.unified.contract import rounding_bound  # noqa: E402
 from engine.executors.unified.optim import build_stacked  # noqa: E402
 from engine.executors.unified.stack import Stack, _dense, member_generator  # noqa: E402
 from engine.parts import nets  # noqa: E402
+from tests.parity import scale_of  # noqa: E402
 
 K, B, IN, C = 4, 16, (1, 8, 8), 10
+LINEAR_WEIGHTS = ["1.weight", "5.weight", "9.weight"]
+STEPS = 6
+#: Relaid against plain: the three Linear layers' GEMMs may differ (NN against NT), the
+#: longest reduction is the 64 input features, six steps.
+BOUND = rounding_bound(STEPS, 3, 64)
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    """``gate(True)`` / ``gate(False)``: the layout gate answers so, whatever this host's
+    BLAS would say."""
+    def force(adopt: bool) -> None:
+        monkeypatch.setattr(stack_mod, "layout_keeps_values", lambda relaid, plain: adopt)
+    return force
 
 
 def _stack(shared_input, seed=0):
@@ -29,7 +50,7 @@ def _stack(shared_input, seed=0):
     return Stack(members, gens, IN, B, shared_input=shared_input)
 
 
-def _train(stack, steps=6, shared=False):
+def _train(stack, steps=STEPS, shared=False):
     opt = build_stacked("sgd", stack.params, [0.05] * K, [{"momentum": 0.9}] * K)
     g = torch.Generator().manual_seed(7)
     for _ in range(steps):
@@ -64,33 +85,64 @@ class _CopyCount(TorchDispatchMode):
 
 
 @pytest.mark.parametrize("shared", [False, True])
-def test_linear_weights_take_their_gradients_layout_and_training_is_bit_for_bit(shared):
-    plain, relaid = _stack(None), _stack(shared)
+def test_linear_weights_take_their_gradients_layout_and_train_within_the_bound(
+        shared, gate, parity):
+    gate(False)
+    plain = _stack(None) if not shared else _stack(shared)
     assert plain.relaid == []
+    gate(True)
+    relaid = _stack(shared)
     # The three Linear weights (vmap's batched matmul hands their gradients back
     # transposed); biases and BatchNorm affine parameters already match.
-    assert relaid.relaid == ["1.weight", "5.weight", "9.weight"]
+    assert relaid.relaid == LINEAR_WEIGHTS
     for name in relaid.relaid:
         p = relaid.params[name]
         assert not p.is_contiguous() and _dense(p) and p.is_leaf and p.requires_grad
-        assert torch.equal(p, plain.params[name])
+        parity.same(f"moved {name}", p, plain.params[name])  # a copy: the same values
     opt_plain, opt_relaid = _train(plain, shared=shared), _train(relaid, shared=shared)
+    momenta = {n: opt_plain.state[n]["momentum_buffer"] for n in plain.params}
     for name in plain.params:
-        assert torch.equal(plain.params[name], relaid.params[name]), name
-        assert torch.equal(opt_plain.state[name]["momentum_buffer"],
-                           opt_relaid.state[name]["momentum_buffer"]), name
+        parity.within(f"param {name}", relaid.params[name], plain.params[name], BOUND)
+        # normwise over the model: the biases before BatchNorm have gradients that are
+        # zero in exact arithmetic (all rounding noise)
+        parity.within(f"momentum {name}", opt_relaid.state[name]["momentum_buffer"],
+                      momenta[name], BOUND, scale=scale_of(momenta))
     for name in plain.buffers:
-        assert torch.equal(plain.buffers[name], relaid.buffers[name]), name
+        if plain.buffers[name].is_floating_point():
+            parity.within(f"buffer {name}", relaid.buffers[name], plain.buffers[name],
+                          BOUND)
+        else:  # num_batches_tracked
+            parity.same(f"buffer {name}", relaid.buffers[name], plain.buffers[name])
 
 
-def test_the_probe_leaves_no_trace():
-    """No global RNG draw, no BatchNorm statistic moved, no gradient left on a parameter,
-    the stack back in training mode."""
+def test_unforced_the_host_decides_and_the_stack_follows(monkeypatch, parity):
+    """Unforced, the gate is this host's answer (recorded: the matrix shows under which
+    kernel-dispatch settings the BLAS keeps the forward's bits for the moved layout), and
+    the stack moves its Linear weights exactly when it says yes."""
+    answers = []
+    real = stack_mod.layout_keeps_values
+
+    def spy(relaid, plain):
+        answers.append(real(relaid, plain))
+        return answers[-1]
+
+    monkeypatch.setattr(stack_mod, "layout_keeps_values", spy)
+    stack = _stack(False)
+    assert len(answers) == 1
+    assert stack.relaid == (LINEAR_WEIGHTS if answers[0] else [])
+    parity.record("host keeps the forward's bits", answers[0])
+
+
+@pytest.mark.parametrize("adopt", [True, False])
+def test_the_probe_leaves_no_trace(adopt, gate):
+    """Either branch: no global RNG draw, no BatchNorm statistic moved, no gradient left on
+    a parameter, the stack back in training mode."""
     stack = _stack(None)
+    gate(adopt)
     before_rng = torch.get_rng_state()
     before = {n: b.clone() for n, b in stack.buffers.items()}
     gens = [g.get_state() for g in stack.generators]
-    assert stack.adopt_gradient_layout(False) == ["1.weight", "5.weight", "9.weight"]
+    assert stack.adopt_gradient_layout(False) == (LINEAR_WEIGHTS if adopt else [])
     assert torch.equal(torch.get_rng_state(), before_rng)
     assert all(torch.equal(g.get_state(), s) for g, s in zip(stack.generators, gens))
     for name, value in before.items():
@@ -101,11 +153,20 @@ def test_the_probe_leaves_no_trace():
 
 def test_nothing_moves_when_the_forward_would_not_be_bit_for_bit(monkeypatch):
     """The guard: a matmul library may round differently for another operand layout. If
-    the forward with the moved parameters differs in any bit, every parameter stays."""
-    real_equal = torch.equal
-    monkeypatch.setattr(stack_mod.torch, "equal",
-                        lambda a, b: False if a.dim() == 3 else real_equal(a, b))
+    the forward with the moved parameters differs in any bit, every parameter stays: the
+    real gate sees a forward that differs (one bit flipped in the moved side's output)."""
+    real = stack_mod.layout_keeps_values
+    seen = []
+
+    def flipped(relaid, plain):
+        off = relaid.clone()
+        off.view(-1)[0] = torch.nextafter(off.view(-1)[0], torch.tensor(float("inf")))
+        seen.append(real(off, plain))
+        return seen[-1]
+
+    monkeypatch.setattr(stack_mod, "layout_keeps_values", flipped)
     stack = _stack(False)
+    assert seen == [False]
     assert stack.relaid == []
     assert all(p.is_contiguous() for p in stack.params.values())
 
@@ -122,10 +183,11 @@ def test_a_probe_the_model_cannot_take_changes_nothing():
     assert all(p.is_contiguous() for p in stack.params.values())
 
 
-def test_restacked_survivors_keep_the_gradients_layout():
+def test_restacked_survivors_keep_the_gradients_layout(gate):
+    gate(True)
     stack = _stack(False)
     survivors = stack.subset([0, 2])
-    assert survivors.relaid == stack.relaid
+    assert survivors.relaid == stack.relaid == LINEAR_WEIGHTS
     for name in survivors.relaid:
         assert survivors.params[name].stride() != survivors.params[name].contiguous().stride()
 

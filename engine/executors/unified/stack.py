@@ -205,10 +205,14 @@ class Stack:
         large model would cost a whole training step), gradients through
         ``torch.autograd.grad`` (nothing accumulated). A parameter moves only to a dense
         layout, and only if the forward with the moved parameters is **bit for bit** the
-        one before (a matmul library may round differently for another operand layout; on
-        this CPU it does not): when it is not, nothing moves. Values never change — a layout is not a value — so
-        results stay bit for bit what they were. Any failure of the probe (an input the
-        model cannot take) leaves the parameters as they are: it is an optimisation.
+        one before (:func:`layout_keeps_values`: a matmul library may round differently
+        for another operand layout — MKL does on AMD EPYC hosts, not on Intel AVX-512
+        ones): when it is not, nothing moves. Values never change — a layout is not a
+        value. The gate sees the probe's forward only: training with the moved
+        parameters is bit for bit where the BLAS rounds both layouts alike, and within
+        the contract's rounding bound elsewhere (engine.executors.unified.contract). Any
+        failure of the probe (an input the model cannot take) leaves the parameters as
+        they are: it is an optimisation.
         """
         names = [n for n, p in self.params.items() if p.requires_grad]
         if not names:
@@ -247,8 +251,9 @@ class Stack:
                 if not moved:
                     return []
                 with torch.no_grad():
-                    same = torch.equal(fn({**self.params, **moved}, self.buffers, (), x),
-                                       fn(self.params, self.buffers, (), x))
+                    same = layout_keeps_values(
+                        fn({**self.params, **moved}, self.buffers, (), x),
+                        fn(self.params, self.buffers, (), x))
                 if not same:
                     return []
         except Exception:  # noqa: BLE001 - an optimisation; the parameters stay as they are
@@ -405,6 +410,17 @@ def _template_call(template: nn.Module, queue: _NoiseQueue):
             queue.items = []
 
     return call
+
+
+def layout_keeps_values(relaid: torch.Tensor, plain: torch.Tensor) -> bool:
+    """The gate of :meth:`Stack.adopt_gradient_layout`: the probe's forward with the
+    parameters moved (``relaid``) against the one before (``plain``), bit for bit.
+
+    Why a function of its own: whether another operand layout keeps a GEMM's bits depends
+    on the BLAS and the CPU (MKL keeps them on an Intel AVX-512 host and not on an AMD EPYC
+    one), so tests force each branch through it instead of depending on the host's answer.
+    """
+    return torch.equal(relaid, plain)
 
 
 #: Samples per member of :meth:`Stack.adopt_gradient_layout`'s probe.

@@ -1,0 +1,212 @@
+"""The parity contract: for every training path, whether it trains what ``seq`` trains bit
+for bit **by construction** or only within a bound derived from float rounding.
+
+"By construction" means both sides call the same kernel on the same shapes and values in
+the same order, so no BLAS, ISA or vendor can make them differ. Everything else (vmap's
+batched matmul against the solo ``addmm``, grouped convolutions, BatchNorm's batching rule,
+another operand layout) agrees only where the BLAS happens to pick kernels that round
+alike: on one CPU it may be bit for bit, on another it is not (an Intel AVX-512 host and an
+AMD EPYC host running the same MKL disagree). Those paths promise :func:`rounding_bound`.
+
+The table is data so that the documentation (docs/fidelity.md, "The parity contract",
+rendered by :func:`render_table` and pinned by ``tests/unit/test_parity_contract.py``), the
+tests and the self-check read one source. Torch-free: it is imported by code that must not
+import torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: Unit roundoff u (half the distance from 1 to the next float) per dtype.
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
+
+#: Confidence multiplier of the probabilistic rounding model (see :func:`rounding_bound`).
+LAMBDA = 3.0
+
+#: The ceiling the issue that introduced the contract set for fp32 after 10 steps on the
+#: tests' MLPs: a bound looser than this would hide a real defect.
+FP32_CEILING_10_STEPS = 1e-5
+
+
+def rounding_bound(steps: int, layers: int, reduction: int, dtype: str = "float32") -> float:
+    """Relative bound on how far two computations of the same training may drift apart when
+    they sum the same products in different orders (another kernel, blocking or layout).
+
+    Returns ``LAMBDA * sqrt(steps * layers * reduction) * u``, to be read against the
+    compared tensor's largest magnitude: ``max|a - b| <= bound * max|b|``.
+
+    Derivation (Higham & Mary's probabilistic rounding-error model, SIAM J. Sci. Comput.
+    41(5), 2019): a reduction of length ``n`` evaluated in two orders differs by a sum of
+    ``n`` independent, zero-mean rounding errors, each at most ``u`` relative, so by
+    ``sqrt(n) * u`` times a confidence factor (Hoeffding: ``LAMBDA = 3`` exceeds with
+    probability <= 2e^-4.5 per element); each of the ``layers`` layers whose kernel differs
+    adds an independent such term per step, and over the first ``steps`` steps of training
+    the terms add up without amplification (the update's Jacobian ``I - lr H`` is close to
+    the identity): ``steps * layers * n`` independent terms in all. Beyond a few tens of
+    steps training amplifies differences chaotically and comparisons become statistical
+    (final metrics within the accuracy band, docs/fidelity.md).
+
+    Args:
+        steps: optimizer steps both sides ran (>= 1; one for a single forward/backward).
+        layers: layers whose kernel differs between the two sides (Linear layers under
+            vmap, convolutions, BatchNorm).
+        reduction: the longest reduction on the path: max of the batch size (weight
+            gradients), fan-in (forward) and fan-out (input gradients).
+        dtype: ``"float32"`` or ``"float64"``.
+
+    Raises:
+        ValueError: a count below 1 or an unknown dtype.
+    """
+    if min(steps, layers, reduction) < 1:
+        raise ValueError(f"steps, layers and reduction must be >= 1: {steps}, {layers}, "
+                         f"{reduction}")
+    if dtype not in UNIT_ROUNDOFF:
+        raise ValueError(f"no unit roundoff for dtype {dtype!r}: one of {sorted(UNIT_ROUNDOFF)}")
+    return LAMBDA * math.sqrt(steps * layers * reduction) * UNIT_ROUNDOFF[dtype]
+
+
+def summation_bound(n: int, dtype: str = "float32") -> float:
+    """Relative bound between two summations of the same ``n`` non-negative terms in any
+    two orders, a mean's division included: ``2 * gamma_n`` with ``gamma_n = n u / (1 - n u)``.
+
+    Deterministic (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §4.2:
+    any order of recursive summation is within ``gamma_{n-1} * sum|x_i|`` of the exact
+    sum, one more rounding for the division by ``n``), and for non-negative terms
+    ``sum|x_i|`` is the sum itself, so the bound is relative to the value. Used where a
+    path differs from seq by one reduction and nothing else (the fused loss's reported
+    values): the probabilistic :func:`rounding_bound` would leave too little headroom over
+    what such a reduction typically shows.
+
+    Raises:
+        ValueError: ``n < 1``, an unknown dtype, or ``n u >= 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1: {n}")
+    if dtype not in UNIT_ROUNDOFF:
+        raise ValueError(f"no unit roundoff for dtype {dtype!r}: one of {sorted(UNIT_ROUNDOFF)}")
+    nu = n * UNIT_ROUNDOFF[dtype]
+    if nu >= 1:
+        raise ValueError(f"n = {n} is too long for {dtype}: n u >= 1")
+    return 2 * nu / (1 - nu)
+
+
+#: The bound of each half precision, absolute on the parameters (max |Δ| after one step,
+#: after one epoch of 10 steps), SGD: a few quanta of the format at the weights' scale.
+HALF_PRECISION_BOUNDS = {
+    "amp-fp16": (2.0 ** -10, 2.0 ** -6),
+    "amp-bf16": (2.0 ** -8, 2.0 ** -5),
+    "bf16": (2.0 ** -8, 2.0 ** -5),
+}
+
+
+@dataclass(frozen=True)
+class Path:
+    """One row of the contract.
+
+    Attributes:
+        name: the path as a user names it.
+        holds: ``"construction"`` (bit for bit on any host), ``"bound"`` (within
+            ``bound``) or ``"statistical"`` (no per-value bound: the accuracy band).
+        why: the kernels on each side: why it is by construction, or which kernels differ.
+        bound: the bound as written in the table ("" for construction).
+        tests: the tests that assert it (module names under tests/unit).
+    """
+
+    name: str
+    holds: str
+    why: str
+    bound: str
+    tests: str
+
+
+_R = "rounding_bound(T, L, n)"
+
+PATHS: tuple[Path, ...] = (
+    Path("seq, mp, ray (one job per model)", "construction",
+         "the same solo kernels on the same shapes, at the same torch thread count (set per "
+         "job); another process changes nothing", "",
+         "e2e/test_ray_reuse (ray against seq, the final loss's last bit)"),
+    Path("unified_model, kernels = \"exact\"", "construction",
+         "Linear, convolutions and BatchNorm run per member with their native kernel on the "
+         "member's slice (engine.executors.unified.exact)", "",
+         "test_exact_kernels, test_stacked_stack, test_unified_fused_backward, "
+         "test_precision_training, test_hpo_unified_schedulers"),
+    Path("unified_model, kernels = \"batched\" (default): Linear", "bound",
+         "vmap's batched matmul (MKL sgemm_batch) against the solo addmm: other blocking; "
+         "the solo addmm adds the bias before later blocks of a long contraction; "
+         "matrix-vector products at batch 1", _R,
+         "test_unified_fused_backward, test_precision_training; float64: test_unified_parity"),
+    Path("batched: convolutions", "bound",
+         "one grouped convolution (oneDNN) against K solo convolutions", _R,
+         "float64: test_unified_parity (cv folds, simplecnn)"),
+    Path("batched: BatchNorm", "bound",
+         "vmap's BatchNorm batching rule (one reduction over the stacked batch) against the "
+         "solo kernel", _R, "test_stack_layout; float64: test_unified_parity"),
+    Path("gradient layout (relaid Linear weights)", "bound",
+         "adopted only when the probe's forward is bit for bit; otherwise another operand "
+         "layout picks another GEMM (NN against NT): refused on AMD EPYC + MKL", _R,
+         "test_stack_layout"),
+    Path("exact-path loss (fl:0): gradients and reported values", "construction",
+         "one cross-entropy/MSE over K*B then a per-member mean whose backward hands every "
+         "element the solo 1/B; reported values: the solo log-softmax rows and ATen's "
+         "nll_loss cascade reproduced add for add (losses.nll_mean)", "",
+         "test_unified_fused_backward"),
+    Path("fused loss (fl:1): reported values", "bound",
+         "one vectorised reduction of the K losses: another summation order than the "
+         "solo criterion's cascade (its gradients are the exact path's)",
+         "summation_bound(B)", "test_unified_fused_backward"),
+    Path("stacked optimizers (SGD, momentum, nesterov, weight decay, Adam, AdamW, "
+         "amsgrad), per-member values", "construction",
+         "torch's own scalar kernels (add_, mul_, addcmul_, lerp_, sqrt) once per run of "
+         "members sharing a value: elementwise, each element computed alone (the matrix's "
+         "ATen ISA setting moves the vector body/tail split)", "",
+         "test_stacked_optim"),
+    Path("per-member GradScaler (amp-fp16 stacked)", "construction",
+         "the same elementwise unscale, inf check and scale update as torch.amp.GradScaler, "
+         "per member", "", "test_unified_amp_scaler"),
+    Path("dropout masks on the CPU", "construction",
+         "per-member generators continuing from the member's build seed: the same "
+         "bernoulli_ draws on the same shapes", "",
+         "test_stacked_stack (exact kernels, mlp_bn with dropout: outputs bit for bit)"),
+    Path("dropout masks on CUDA", "statistical",
+         "differ from seq's by design (recorded in the plan's dropout_masks): no bitwise "
+         "or rounding bound", "final metrics within the accuracy band (0.05)",
+         "tests/gpu (needs a GPU)"),
+    Path("precision fp32, tf32 (fp32 on a CPU)", "bound",
+         "follows the kernels: exact is by construction, batched within the bound",
+         _R, "test_precision_training"),
+    Path("precision amp-fp16", "bound",
+         "autocast around the vmapped call rounds a batched matmul's result otherwise",
+         "2^-10 one step, 2^-6 one epoch (absolute)", "test_precision_training"),
+    Path("precision amp-bf16, bf16", "bound",
+         "one float32 ulp can round a bfloat16 result the other way",
+         "2^-8 one step, 2^-5 one epoch (absolute)", "test_precision_training"),
+    Path("compiled buckets", "bound",
+         "inductor fuses and reorders; checked on the probe batch only", "1e-4 relative "
+         "(probe)", "test_compile_probe"),
+)
+
+
+def path(name: str) -> Path:
+    """The contract row called ``name``.
+
+    Raises:
+        KeyError: no such path, with the known names.
+    """
+    for p in PATHS:
+        if p.name == name:
+            return p
+    raise KeyError(f"no parity path {name!r}: {[p.name for p in PATHS]}")
+
+
+def render_table() -> str:
+    """The contract as the Markdown table docs/fidelity.md carries (pinned by a test)."""
+    lines = ["| path | holds | kernels (why) | bound (relative to max\\|ref\\|) | asserted by |",
+             "|---|---|---|---|---|"]
+    for p in PATHS:
+        holds = {"construction": "by construction", "bound": "within a bound",
+                 "statistical": "statistically"}[p.holds]
+        lines.append(f"| {p.name} | {holds} | {p.why} | {p.bound or '—'} | {p.tests} |")
+    return "\n".join(lines)
