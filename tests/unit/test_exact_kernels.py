@@ -25,7 +25,7 @@ def _mlp(seed: int, n_in: int, n_out: int) -> nn.Module:
 
 
 @pytest.mark.parametrize("batch,n_in,n_out", [(64, 1024, 10), (1, 13, 3), (32, 10, 1)])
-def test_exact_linear_is_each_solo_step_bit_for_bit(batch, n_in, n_out):
+def test_exact_linear_is_each_solo_step_bit_for_bit(batch, n_in, n_out, parity):
     members = [_mlp(k, n_in, n_out) for k in range(K)]
     solo = [copy.deepcopy(m) for m in members]
     stack = Stack(members, None, (n_in,), batch, exact_kernels=True)
@@ -37,10 +37,10 @@ def test_exact_linear_is_each_solo_step_bit_for_bit(batch, n_in, n_out):
     out.backward(grad_out)
     for k, m in enumerate(solo):
         o = m(x[k])
-        assert torch.equal(o, out[k]), k
+        parity.same(f"output {k}", out[k], o)
         o.backward(grad_out[k])
         for name, p in m.named_parameters():
-            assert torch.equal(p.grad, stack.params[name].grad[k]), (k, name)
+            parity.same(f"grad {k} {name}", stack.params[name].grad[k], p.grad)
 
 
 def test_the_verification_twins_keep_vmaps_linear():

@@ -11,6 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+#: parity-sensitive: scripts/parity_matrix.py re-runs this module under other kernels
+pytestmark = pytest.mark.parity
+
 from engine.errors import ConfigError  # noqa: E402
 from engine.executors.base import CellContext  # noqa: E402
 from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402

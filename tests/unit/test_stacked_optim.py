@@ -14,6 +14,19 @@ from engine.parts.optimizers import build_optimizer  # noqa: E402
 from engine.executors.unified.optim import StackedOptimizer  # noqa: E402
 
 K = 3
+#: this module's probes (tests/parity.py): every test here is parity-sensitive (the
+#: stacked optimizers are bit for bit by construction: torch's own elementwise kernels)
+PARITY = None
+
+
+@pytest.fixture(autouse=True)
+def _parity(parity):
+    global PARITY
+    PARITY = parity
+    yield
+    PARITY = None
+
+
 SHAPES = {"w": (4, 3), "b": (4,), "s": ()}
 
 CASES = {
@@ -71,11 +84,10 @@ def _run(kind, lrs, kwargs, steps, active_at=lambda step: [True] * K, dtype=torc
     return solo, stacked, opt, solo_opts
 
 
-def _assert_equal(solo, stacked, rtol=0.0, atol=0.0):
+def _assert_equal(solo, stacked):
     for k in range(K):
         for n in SHAPES:
-            torch.testing.assert_close(stacked[n][k].detach(), solo[k][n].detach(),
-                                       rtol=rtol, atol=atol, msg=f"member {k} param {n}")
+            PARITY.same(f"member {k} param {n}", stacked[n][k].detach(), solo[k][n].detach())
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -205,6 +217,7 @@ def test_shared_momentum_updates_equal_torch_bit_for_bit(kwargs):
                                          active_at=lambda step: active[step])
     for k in range(K):
         for n in SHAPES:
-            assert torch.equal(stacked[n][k].detach(), solo[k][n].detach()), (k, n)
+            PARITY.same(f"member {k} param {n}", stacked[n][k].detach(), solo[k][n].detach())
             buf = opt.state[n]["momentum_buffer"][k]
-            assert torch.equal(buf, solo_opts[k].state[solo[k][n]]["momentum_buffer"]), (k, n)
+            PARITY.same(f"member {k} momentum {n}", buf,
+                        solo_opts[k].state[solo[k][n]]["momentum_buffer"])

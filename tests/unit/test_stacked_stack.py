@@ -181,7 +181,7 @@ def _conv_bn(seed: int) -> nn.Module:
 
 
 @pytest.mark.parametrize("model", ["conv_bn", "mlp_bn"])
-def test_exact_kernels_make_batchnorm_and_convolutions_bit_identical(model):
+def test_exact_kernels_make_batchnorm_and_convolutions_bit_identical(model, parity):
     """kernels = "exact": BatchNorm and convolutions run per member with their native
     kernels, so outputs, gradients and running statistics equal a solo run's bit for bit
     (float32). (Batched matmuls of some Linear shapes are not bit-identical to solo ones,
@@ -209,10 +209,10 @@ def test_exact_kernels_make_batchnorm_and_convolutions_bit_identical(model):
     for k, m in enumerate(solo):
         torch.set_rng_state(states[k])
         o = m(x[k])
-        assert torch.equal(o, out[k])
+        parity.same(f"output {k}", out[k], o)
         o.backward(grad_out[k])
         for name, p in m.named_parameters():
             if name.rsplit(".", 1)[0] in stack.exact_layers:
-                assert torch.equal(p.grad, stack.params[name].grad[k]), name
+                parity.same(f"grad {k} {name}", stack.params[name].grad[k], p.grad)
         for name, b in m.named_buffers():
-            assert torch.equal(b, stack.buffers[name][k]), name
+            parity.same(f"buffer {k} {name}", stack.buffers[name][k], b)

@@ -8,6 +8,9 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
+
+#: parity-sensitive: scripts/parity_matrix.py re-runs this module under other kernels
+pytestmark = pytest.mark.parity
 from torch import nn  # noqa: E402
 
 from engine.executors.unified.losses import loss_function  # noqa: E402

@@ -27,6 +27,16 @@ from engine.train.loop import TrainSettings  # noqa: E402
 from engine.define.workloads import JobSpec, SplitSpec  # noqa: E402
 
 TOL = 1e-6
+#: this module's probes (tests/parity.py): the matrix records what each case trained
+PARITY = None
+
+
+@pytest.fixture(autouse=True)
+def _parity(parity):
+    global PARITY
+    PARITY = parity
+    yield
+    PARITY = None
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +109,10 @@ def _close(a, b, what):
     assert abs(a - b) <= TOL * max(1.0, abs(b)), f"{what}: {a} vs {b}"
 
 
-def _assert_parity(seq, uni, captured):
+def _assert_parity(seq, uni, captured, parity=None):
+    """``parity``: the probes to record through (tests/parity.py); this module's own
+    tests record through theirs by default."""
+    probe = parity or PARITY
     for s, u in zip(seq, uni):
         jid = s.job.job_id
         assert u.job.job_id == jid
@@ -117,8 +130,8 @@ def _assert_parity(seq, uni, captured):
         ms, mu = captured["seq"][jid].state_dict(), captured["unified"][jid].state_dict()
         assert set(ms) == set(mu)
         for name, value in ms.items():
-            diff = float((value.double() - mu[name].double()).abs().max())
-            assert diff <= TOL, f"{jid} {name}: max |Δ| {diff}"
+            probe.within(f"{jid} {name}", mu[name].double(), value.double(), TOL,
+                          absolute=True, kind="tolerance")
         assert u.train_time_s and u.total_time_s and u.total_time_s >= u.train_time_s
 
 

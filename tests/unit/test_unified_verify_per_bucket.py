@@ -196,10 +196,10 @@ def test_checks_leave_the_members_as_found():
     assert torch.equal(torch.get_rng_state(), rng)
 
 
-def test_the_bucket_records_its_probed_representatives_and_trains_as_seq(captured):  # noqa: F811
+def test_the_bucket_records_its_probed_representatives_and_trains_as_seq(captured, parity):  # noqa: F811
     jobs = [_job(i, epochs=2) for i in range(4)]
     seq, uni, executor, ctx, _, _ = _run_both(jobs, _data(), captured)
-    _assert_parity(seq, uni, captured)
+    _assert_parity(seq, uni, captured, parity)
     plan = ctx.group["executor_info"]["plan"][0]
     assert (plan["route"], plan["check"]) == ("vectorised", "verified")
     assert plan["probed"] == ["j0", "j3"] and plan["verify_s"] > 0
