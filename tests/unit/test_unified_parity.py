@@ -111,8 +111,11 @@ def _close(a, b, what):
 
 def _assert_parity(seq, uni, captured, parity=None):
     """``parity``: the probes to record through (tests/parity.py); this module's own
-    tests record through theirs by default."""
-    probe = parity or PARITY
+    tests record through theirs by default, other modules' tests that pass none compare
+    through a probe that records nowhere (the same assertions)."""
+    from tests.parity import Parity
+
+    probe = parity or PARITY or Parity("", [])
     for s, u in zip(seq, uni):
         jid = s.job.job_id
         assert u.job.job_id == jid
