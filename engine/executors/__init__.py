@@ -297,8 +297,9 @@ class UnifiedOptions:
              "bucket when the members' training sets are identical")
     kernels: str = option(
         "batched", choices=("batched", "exact"),
-        help="batched: vmap's batching rules; exact: BatchNorm, convolutions and Linear "
-             "layers run per member with their native kernels (bit-identical to seq, slower)")
+        help="batched: vmap's batching rules; exact: Linear, convolutions, BatchNorm, "
+             "LayerNorm and GroupNorm run per member with their native kernels (bit-identical "
+             "to seq on any host; other layers with parameters are named in the plan; slower)")
     baseline: bool = option(False, help="true: every extension and compile off (the paper's "
                                         "model, rung A)")
     retire: str = option(

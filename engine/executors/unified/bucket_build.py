@@ -279,6 +279,8 @@ class BucketBuild:
                                    # AMP the gradients come through casts, in their own layout
                                    shared_input=None if self.members[0].precision.amp
                                    else self.shared)
+                if self.exact_kernels:
+                    self.plan.exact_kernels_skipped = list(self.stack.vmapped_layers)
                 optimizer = build_stacked(
                     self.members[0].job.optimizer, self.stack.params,
                     [m.job.lr for m in self.members],

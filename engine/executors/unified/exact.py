@@ -1,7 +1,8 @@
 """Per-member native kernels for the layers whose vmap batching rule changes the arithmetic.
 
 Under ``vmap``, elementwise ops, pooling and ``Flatten`` fold K into the batch, bit for bit.
-Three layer families do not: BatchNorm's batching rule normalises the (B, K·C) reshaped
+These layer families do not (LayerNorm and GroupNorm too: their batching rules reduce the
+affine gradients, or regroup the channels, over all K members at once): BatchNorm's batching rule normalises the (B, K·C) reshaped
 input and applies the affine part separately (outputs differ by an ulp, weight gradients by
 ~1e-6 relative); a convolution with stacked weights runs as one grouped convolution
 (another accumulation order); and ``Linear`` becomes a batched matmul plus a bias add,
@@ -22,7 +23,9 @@ kernel launches per layer instead of one (``bench/RESULTS.md`` measures it);
 ``kernels = "batched"`` keeps vmap's rules.
 
 Only exact classes are swapped (``type(m) is nn.BatchNorm2d``...), never subclasses that
-may override ``forward``.
+may override ``forward``. Any other layer with parameters keeps vmap's rule, so it is not bit
+for bit by construction: :func:`vmapped_layers` names them and the bucket's plan records
+them (``exact_kernels_skipped``).
 """
 
 from __future__ import annotations
@@ -156,7 +159,60 @@ class _ExactLinear:
         return _PerMemberLinear.apply(input, self.weight, self.bias)
 
 
+class _PerMemberLayerNorm(_PerMember):
+    """``F.layer_norm`` whose vmap rule loops over members: vmap's own rule folds K into
+    the batch and reduces the affine parameters' gradients over the K·B rows at once (their
+    gradients differ from the solo run's by ~1e-7 relative)."""
+
+    @staticmethod
+    def forward(x, normalized_shape, weight, bias, eps):
+        return F.layer_norm(x, normalized_shape, weight, bias, eps)
+
+    @staticmethod
+    def vmap(info, in_dims, x, normalized_shape, weight, bias, eps):
+        k = info.batch_size
+        x, w, b = (_members(_physical(t, d, k), k) for t, d in
+                   zip((x, weight, bias), (in_dims[0], in_dims[2], in_dims[3])))
+        return torch.stack([F.layer_norm(x[i], normalized_shape, w[i], b[i], eps)
+                            for i in range(k)]), 0
+
+
+class _ExactLayerNorm:
+    """Mixin over ``nn.LayerNorm``: ``forward`` through :class:`_PerMemberLayerNorm`."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return _PerMemberLayerNorm.apply(input, self.normalized_shape, self.weight, self.bias,
+                                         self.eps)
+
+
+class _PerMemberGroupNorm(_PerMember):
+    """``F.group_norm`` whose vmap rule loops over members (vmap's rule regroups the K·C
+    channels: outputs differ from the solo run's by ~1e-7 relative)."""
+
+    @staticmethod
+    def forward(x, num_groups, weight, bias, eps):
+        return F.group_norm(x, num_groups, weight, bias, eps)
+
+    @staticmethod
+    def vmap(info, in_dims, x, num_groups, weight, bias, eps):
+        k = info.batch_size
+        x, w, b = (_members(_physical(t, d, k), k) for t, d in
+                   zip((x, weight, bias), (in_dims[0], in_dims[2], in_dims[3])))
+        return torch.stack([F.group_norm(x[i], num_groups, w[i], b[i], eps)
+                            for i in range(k)]), 0
+
+
+class _ExactGroupNorm:
+    """Mixin over ``nn.GroupNorm``: ``forward`` through :class:`_PerMemberGroupNorm`."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return _PerMemberGroupNorm.apply(input, self.num_groups, self.weight, self.bias,
+                                         self.eps)
+
+
 _SWAPS: dict[type, type] = {}
+_SWAPS[nn.LayerNorm] = type("ExactLayerNorm", (_ExactLayerNorm, nn.LayerNorm), {})
+_SWAPS[nn.GroupNorm] = type("ExactGroupNorm", (_ExactGroupNorm, nn.GroupNorm), {})
 for _base in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
     _SWAPS[_base] = type(f"Exact{_base.__name__}", (_ExactBatchNorm, _base), {})
 for _base, _fn in _CONV.items():
@@ -167,10 +223,20 @@ for _base, _fn in _CONV.items():
 _EXACT_LINEAR = type("ExactLinear", (_ExactLinear, nn.Linear), {})
 
 
+def vmapped_layers(template: nn.Module) -> list[str]:
+    """Submodules with parameters of their own that :func:`use_exact_kernels` left to vmap's
+    batching rules (``"name (Type)"``): under ``kernels = "exact"`` they are not bit for bit
+    seq's by construction (a PReLU's weight gradient, MultiheadAttention's projections, a
+    plugin's own layer), only within the parity contract's rounding bound."""
+    swapped = set(_SWAPS.values()) | {_EXACT_LINEAR}
+    return [f"{name} ({type(sub).__name__})" for name, sub in template.named_modules()
+            if type(sub) not in swapped and any(True for _ in sub.parameters(recurse=False))]
+
+
 def use_exact_kernels(template: nn.Module, linear: bool = True) -> list[str]:
-    """Swap, in place, the class of every BatchNorm and Conv submodule of ``template`` — and
-    with ``linear`` of every ``nn.Linear`` — for its per-member-kernel subclass. Returns the
-    swapped submodules' names."""
+    """Swap, in place, the class of every BatchNorm, Conv, LayerNorm and GroupNorm submodule
+    of ``template`` — and with ``linear`` of every ``nn.Linear`` — for its per-member-kernel
+    subclass. Returns the swapped submodules' names."""
     swapped = []
     for name, sub in template.named_modules():
         cls = _SWAPS.get(type(sub))

@@ -64,6 +64,10 @@ class BucketPlan:
     #: job ids whose training step verification probed (the bucket's representatives);
     #: None when no probe ran
     probed: list[str] | None = None
+    #: under ``kernels = "exact"``: the layers with parameters that kept vmap's batching
+    #: rule (not bit for bit seq's by construction, docs/fidelity.md "The parity
+    #: contract"); None when the bucket does not stack with exact kernels
+    exact_kernels_skipped: list[str] | None = None
 
     def line(self) -> str:
         n = len(self.jobs)
@@ -84,7 +88,9 @@ class BucketPlan:
                 "chunk": self.chunk, "compile": self.compile,
                 "compile_warmup_s": None if self.compile_warmup_s is None
                 else round(self.compile_warmup_s, 4), "restacks": list(self.restacks),
-                "probed": None if self.probed is None else list(self.probed)}
+                "probed": None if self.probed is None else list(self.probed),
+                "exact_kernels_skipped": None if self.exact_kernels_skipped is None
+                else list(self.exact_kernels_skipped)}
 
 
 @dataclass

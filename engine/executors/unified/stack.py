@@ -104,8 +104,9 @@ class Stack:
             ``None`` to use vmap's per-member randomness for dropout.
         sample_shape: one member's input sample shape, e.g. (1, 8, 8); with ``batch_size``
             used once to record the dropout layers' call order and input shapes.
-        exact_kernels: run BatchNorm, convolutions and Linear layers per member with their
-            native kernels (bit-identical to solo runs; ``engine.executors.unified.exact``)
+        exact_kernels: run Linear, convolutions, BatchNorm, LayerNorm and GroupNorm per
+            member with their native kernels (bit-identical to solo runs; other layers with
+            parameters are listed in ``vmapped_layers``; ``engine.executors.unified.exact``)
             instead of vmap's batching rules (equal within float rounding, faster);
             ``exact_linear=False`` keeps vmap's Linear (a check with a tolerance).
         shared_input: how the training steps will call :meth:`forward` (one batch for every
@@ -144,10 +145,14 @@ class Stack:
         self._replace_dropouts(self.template)
         #: submodules running per-member native kernels (``engine.executors.unified.exact``)
         self.exact_layers: list[str] = []
+        #: under exact kernels, the submodules with parameters left to vmap's rules (not bit
+        #: for bit by construction; ``engine.executors.unified.exact.vmapped_layers``)
+        self.vmapped_layers: list[str] = []
         if exact_kernels:
-            from engine.executors.unified.exact import use_exact_kernels
+            from engine.executors.unified.exact import use_exact_kernels, vmapped_layers
 
             self.exact_layers = use_exact_kernels(self.template, linear=exact_linear)
+            self.vmapped_layers = vmapped_layers(self.template)
         self.generators = list(generators) if generators is not None else None
         self.training = True
         self.template.train()
