@@ -111,9 +111,9 @@ class Parity:
         bias before BatchNorm) is rounding noise, and against its own magnitude any two
         summation orders differ by ~100 %.
 
-        ``kind``: where the bound comes from — ``"rounding"`` or ``"summation"`` (the
-        contract's ``rounding_bound`` / ``summation_bound``, which must keep 10x headroom
-        over what any matrix setting shows), ``"half"`` (a half precision's table bound) or ``"tolerance"`` (a test's
+        ``kind``: where the bound comes from — ``"rounding"``, ``"pass"`` or ``"adam"``
+        (the contract's ``rounding_bound`` / ``pass_bound`` / ``adam_bound``, which must
+        keep 10x headroom over what any matrix setting shows), ``"half"`` (a half precision's table bound) or ``"tolerance"`` (a test's
         own tolerance, e.g. the float64 training-logic checks)."""
         if absolute:
             d = float((got.detach().double() - want.detach().double()).abs().max())

@@ -30,31 +30,45 @@ def test_the_docs_table_is_the_contract():
 
 def test_the_rounding_bound_is_the_documented_formula():
     u = 2.0 ** -24
-    assert contract.rounding_bound(1, 1, 1) == pytest.approx(3 * u)
-    assert contract.rounding_bound(10, 3, 64) == pytest.approx(3 * math.sqrt(1920) * u)
-    assert contract.rounding_bound(1, 1, 4, "float64") == pytest.approx(6 * 2.0 ** -53)
-    # grows with every argument, like the number of rounding terms
-    assert contract.rounding_bound(2, 1, 1) > contract.rounding_bound(1, 1, 1)
-    assert contract.rounding_bound(1, 2, 1) > contract.rounding_bound(1, 1, 1)
-    assert contract.rounding_bound(1, 1, 2) > contract.rounding_bound(1, 1, 1)
-    # not looser than the ceiling for fp32 after 10 steps on the tests' MLPs
-    assert contract.rounding_bound(10, 3, 64) <= contract.FP32_CEILING_10_STEPS
-    for bad in ((0, 1, 1), (1, 0, 1), (1, 1, 0)):
+    assert contract.rounding_bound(1, 1) == pytest.approx(3 * u)
+    assert contract.rounding_bound(10, 128) == pytest.approx(3 * math.sqrt(1280) * u)
+    assert contract.rounding_bound(1, 4, "float64") == pytest.approx(6 * 2.0 ** -53)
+    # grows with the steps and the reduction, like the number of rounding terms
+    assert contract.rounding_bound(2, 1) > contract.rounding_bound(1, 1)
+    assert contract.rounding_bound(1, 2) > contract.rounding_bound(1, 1)
+    assert contract.layer_reduction(64, 32, 16) == 64 and contract.layer_reduction(6, 4, 32) == 32
+    # not looser than the ceiling for fp32 after 10 steps on the tests' MLPs (three Linear
+    # layers 64 -> 32 -> 32 -> 4 at batch 32, or two BatchNorm layers more)
+    mlp = 64 + 32 + 32
+    assert contract.rounding_bound(10, mlp) <= contract.FP32_CEILING_10_STEPS
+    assert contract.rounding_bound(10, mlp + 2 * 32) <= contract.FP32_CEILING_10_STEPS
+    for bad in ((0, 1), (1, 0)):
         with pytest.raises(ValueError, match="must be >= 1"):
             contract.rounding_bound(*bad)
     with pytest.raises(ValueError, match="float16"):
-        contract.rounding_bound(1, 1, 1, "float16")
+        contract.rounding_bound(1, 1, "float16")
 
 
-def test_the_summation_bound_is_twice_gamma_n():
+def test_the_pass_bound_is_twice_gamma_n_per_layer():
     u = 2.0 ** -24
-    assert contract.summation_bound(1) == pytest.approx(2 * u / (1 - u))
-    assert contract.summation_bound(64) == pytest.approx(2 * 64 * u / (1 - 64 * u))
-    assert contract.summation_bound(64, "float64") < contract.summation_bound(64) * 1e-8
+    assert contract.pass_bound(1) == pytest.approx(2 * u / (1 - u))
+    assert contract.pass_bound(64) == pytest.approx(2 * 64 * u / (1 - 64 * u))
+    assert contract.pass_bound(32, layers=2) == pytest.approx(2 * contract.pass_bound(32))
+    assert contract.pass_bound(64, dtype="float64") < contract.pass_bound(64) * 1e-8
     with pytest.raises(ValueError, match="must be >= 1"):
-        contract.summation_bound(0)
+        contract.pass_bound(0)
     with pytest.raises(ValueError, match="too long"):
-        contract.summation_bound(2 ** 24)
+        contract.pass_bound(2 ** 24)
+
+
+def test_the_adam_bound_is_twice_the_largest_step_per_step():
+    # default betas: (1 - 0.9) / sqrt(1 - 0.999) = 3.16 > 1
+    assert contract.adam_bound(10, 1e-3) == pytest.approx(2 * 10 * 1e-3 * 0.1 / math.sqrt(1e-3))
+    # (1 - 0.5) / sqrt(1 - 0.5) < 1: the step is at most lr
+    assert contract.adam_bound(3, 0.1, (0.5, 0.5)) == pytest.approx(2 * 3 * 0.1)
+    for bad in ((0, 1e-3, (0.9, 0.999)), (1, 0.0, (0.9, 0.999)), (1, 1e-3, (1.0, 0.999))):
+        with pytest.raises(ValueError, match="need steps"):
+            contract.adam_bound(*bad)
 
 
 def test_every_path_is_classified_and_names_tests_that_exist():

@@ -18,7 +18,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from engine.executors.unified import stack as stack_mod  # noqa: E402
-from engine.executors.unified.contract import rounding_bound  # noqa: E402
+from engine.executors.unified.contract import layer_reduction, rounding_bound  # noqa: E402
 from engine.executors.unified.optim import build_stacked  # noqa: E402
 from engine.executors.unified.stack import Stack, _dense, member_generator  # noqa: E402
 from engine.parts import nets  # noqa: E402
@@ -27,9 +27,10 @@ from tests.parity import scale_of  # noqa: E402
 K, B, IN, C = 4, 16, (1, 8, 8), 10
 LINEAR_WEIGHTS = ["1.weight", "5.weight", "9.weight"]
 STEPS = 6
-#: Relaid against plain: the three Linear layers' GEMMs may differ (NN against NT), the
-#: longest reduction is the 64 input features, six steps.
-BOUND = rounding_bound(STEPS, 3, 64)
+#: Relaid against plain: the three Linear layers' GEMMs may differ (NN against NT), six
+#: steps (mlp_bn 64 → 32 → 32 → 10, batch 16).
+BOUND = rounding_bound(STEPS, layer_reduction(64, 32, B) + layer_reduction(32, 32, B)
+                       + layer_reduction(32, C, B))
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from engine.executors.unified.contract import rounding_bound, summation_bound  # noqa: E402
+from engine.executors.unified.contract import layer_reduction, pass_bound  # noqa: E402
+from engine.executors.unified.contract import rounding_bound  # noqa: E402
 from engine.executors.unified.losses import GRADIENT_EXACT, loss_function  # noqa: E402
 from engine.executors.unified.optim import build_stacked  # noqa: E402
 from engine.executors.unified.routes import VectorRoute  # noqa: E402
@@ -143,22 +144,26 @@ def test_the_exact_stacked_step_trains_each_member_exactly_as_seq(parity):
             parity.same(f"param {i} {n}", stack.params[n][i].detach(), p.detach())
 
 
-#: One step, the two Linear layers' GEMMs batched, longest reduction the batch of 32.
-ONE_STEP = rounding_bound(1, 2, 32)
+#: One step of the MLP (6 → 16 → 4, batch 32), both Linear layers' GEMMs batched: the
+#: gradients and reported losses are one pass (two chained reductions of length <= 32),
+#: the parameters after the step one step of training.
+ONE_PASS = pass_bound(32, layers=2)
+ONE_STEP = rounding_bound(1, layer_reduction(D, 16, 32) + layer_reduction(16, 4, 32))
 
 
 def test_the_batched_stacked_step_trains_each_member_as_seq_within_the_bound(parity):
-    """The default batched kernels: the contract's rounding bound (one step, two layers,
-    the batch of 32 the longest reduction); gradients normwise over each member's model."""
+    """The default batched kernels: the contract's bounds (the gradients and reported
+    losses one pass, the parameters one step of training); gradients normwise over each
+    member's model."""
     k = 5
     stack, grads, reported, solo, solo_grads, solo_losses = _stacked_step(k, 32)
     assert stack.exact_layers == []
-    parity.within("reported", reported, solo_losses, ONE_STEP)
+    parity.within("reported", reported, solo_losses, ONE_PASS, kind="pass")
     for i, m in enumerate(solo):
         scale = scale_of(solo_grads[i])
         for n, p in m.named_parameters():
-            parity.within(f"grad {i} {n}", grads[n][i], solo_grads[i][n], ONE_STEP,
-                          scale=scale)
+            parity.within(f"grad {i} {n}", grads[n][i], solo_grads[i][n], ONE_PASS,
+                          scale=scale, kind="pass")
             parity.within(f"param {i} {n}", stack.params[n][i].detach(), p.detach(),
                           ONE_STEP)
 
@@ -312,8 +317,9 @@ def test_fused_loss_values_are_each_members_criterion_within_the_bound(task_name
                                                                        parity):
     """``fl:1`` reports the fused loss's own values: one vectorised reduction of each
     member's B per-element losses, another summation order than the solo criterion's
-    cascade, so the contract bounds them by one summation of B non-negative terms
-    (float32); its gradients are the exact path's (the same fused backward)."""
+    cascade, so the contract bounds them by one pass of one reduction of length B (B
+    non-negative terms: relative to the value); its gradients are the exact path's (the
+    same fused backward)."""
     task = TASKS.get(task_name)
     fused = loss_function(task, fused=True)
     assert fused.fused and fused.fused_backward
@@ -324,4 +330,4 @@ def test_fused_loss_values_are_each_members_criterion_within_the_bound(task_name
         losses.sum().backward()
         parity.same(f"gradient k={k} b={b}", out.grad, solo)
         parity.within(f"values k={k} b={b}", fused.values(out, y, losses), solo_values,
-                      summation_bound(b), kind="summation")
+                      pass_bound(b), kind="pass")

@@ -30,66 +30,104 @@ LAMBDA = 3.0
 FP32_CEILING_10_STEPS = 1e-5
 
 
-def rounding_bound(steps: int, layers: int, reduction: int, dtype: str = "float32") -> float:
-    """Relative bound on how far two computations of the same training may drift apart when
-    they sum the same products in different orders (another kernel, blocking or layout).
+def _u(dtype: str) -> float:
+    if dtype not in UNIT_ROUNDOFF:
+        raise ValueError(f"no unit roundoff for dtype {dtype!r}: one of {sorted(UNIT_ROUNDOFF)}")
+    return UNIT_ROUNDOFF[dtype]
 
-    Returns ``LAMBDA * sqrt(steps * layers * reduction) * u``, to be read against the
-    compared tensor's largest magnitude: ``max|a - b| <= bound * max|b|``.
+
+def layer_reduction(fan_in: int, fan_out: int, batch: int) -> int:
+    """The longest reduction of one layer's forward and backward: fan-in (its output),
+    batch size (its weight gradient), fan-out (its input gradient)."""
+    return max(fan_in, fan_out, batch)
+
+
+def rounding_bound(steps: int, reduction: int, dtype: str = "float32") -> float:
+    """Relative bound on how far two computations of the same **training** may drift apart
+    in their first ``steps`` steps when they sum the same products in different orders
+    (another GEMM, blocking, layout, batching rule).
+
+    Returns ``LAMBDA * sqrt(steps * reduction) * u``, read against the compared tensor's
+    largest magnitude: ``max|a - b| <= bound * max|b|`` (parameters, buffers, losses).
 
     Derivation (Higham & Mary's probabilistic rounding-error model, SIAM J. Sci. Comput.
     41(5), 2019): a reduction of length ``n`` evaluated in two orders differs by a sum of
-    ``n`` independent, zero-mean rounding errors, each at most ``u`` relative, so by
-    ``sqrt(n) * u`` times a confidence factor (Hoeffding: ``LAMBDA = 3`` exceeds with
-    probability <= 2e^-4.5 per element); each of the ``layers`` layers whose kernel differs
-    adds an independent such term per step, and over the first ``steps`` steps of training
-    the terms add up without amplification (the update's Jacobian ``I - lr H`` is close to
-    the identity): ``steps * layers * n`` independent terms in all. Beyond a few tens of
-    steps training amplifies differences chaotically and comparisons become statistical
-    (final metrics within the accuracy band, docs/fidelity.md).
+    about ``n`` independent, zero-mean rounding errors of at most ``u`` relative, so by about
+    ``sqrt(n) * u``; the layers whose kernels differ add independent terms, ``reduction``
+    of them per step (the sum over those layers of :func:`layer_reduction`), and over the
+    first steps the terms of every step add up without amplification (the update's
+    Jacobian ``I - lr H`` is close to the identity): ``steps * reduction`` terms in all.
+    ``LAMBDA = 3``: a sum of independent bounded terms exceeds ``3 sqrt(m) u`` with
+    probability <= 2e^-4.5 per element (Hoeffding). Beyond a few tens of steps training
+    amplifies differences chaotically and comparisons become statistical (the accuracy
+    band, docs/fidelity.md). SGD-family updates only: Adam's step is scale-invariant
+    (:func:`adam_bound`).
 
     Args:
-        steps: optimizer steps both sides ran (>= 1; one for a single forward/backward).
-        layers: layers whose kernel differs between the two sides (Linear layers under
-            vmap, convolutions, BatchNorm).
-        reduction: the longest reduction on the path: max of the batch size (weight
-            gradients), fan-in (forward) and fan-out (input gradients).
+        steps: optimizer steps both sides ran (>= 1).
+        reduction: the summed longest reductions of the layers whose kernels differ.
         dtype: ``"float32"`` or ``"float64"``.
 
     Raises:
         ValueError: a count below 1 or an unknown dtype.
     """
-    if min(steps, layers, reduction) < 1:
-        raise ValueError(f"steps, layers and reduction must be >= 1: {steps}, {layers}, "
-                         f"{reduction}")
-    if dtype not in UNIT_ROUNDOFF:
-        raise ValueError(f"no unit roundoff for dtype {dtype!r}: one of {sorted(UNIT_ROUNDOFF)}")
-    return LAMBDA * math.sqrt(steps * layers * reduction) * UNIT_ROUNDOFF[dtype]
+    if min(steps, reduction) < 1:
+        raise ValueError(f"steps and reduction must be >= 1: {steps}, {reduction}")
+    return LAMBDA * math.sqrt(steps * reduction) * _u(dtype)
 
 
-def summation_bound(n: int, dtype: str = "float32") -> float:
-    """Relative bound between two summations of the same ``n`` non-negative terms in any
-    two orders, a mean's division included: ``2 * gamma_n`` with ``gamma_n = n u / (1 - n u)``.
+def pass_bound(n: int, layers: int = 1, dtype: str = "float32") -> float:
+    """Relative bound between two evaluations of **one pass** (a forward, its backward, a
+    reduction of losses) that sum the same terms in different orders: ``layers`` chained
+    reductions of length at most ``n``, each side within ``gamma_n`` of the exact value.
 
-    Deterministic (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §4.2:
-    any order of recursive summation is within ``gamma_{n-1} * sum|x_i|`` of the exact
-    sum, one more rounding for the division by ``n``), and for non-negative terms
-    ``sum|x_i|`` is the sum itself, so the bound is relative to the value. Used where a
-    path differs from seq by one reduction and nothing else (the fused loss's reported
-    values): the probabilistic :func:`rounding_bound` would leave too little headroom over
-    what such a reduction typically shows.
+    Returns ``2 * layers * gamma_n``, ``gamma_n = n u / (1 - n u)``, read against the
+    largest magnitude of the compared quantity (gradients: over the whole model).
+
+    Deterministic, to first order (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, 2nd ed., §3.1 and §4.2: any order of summing ``n`` terms is within
+    ``gamma_n * sum|x_i|`` of the exact sum; two orders within twice that; each layer of a
+    chain adds its own). Relative to the value only where the terms do not cancel much
+    (non-negative losses exactly; gradients normwise over the model). One pass does not
+    accumulate over steps, so the worst case stays small where the probabilistic
+    :func:`rounding_bound` would leave too little headroom over what a single reduction
+    typically shows (~3 u at n = 32 to 64).
 
     Raises:
-        ValueError: ``n < 1``, an unknown dtype, or ``n u >= 1``.
+        ValueError: ``n`` or ``layers`` below 1, an unknown dtype, or ``n u >= 1``.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1: {n}")
-    if dtype not in UNIT_ROUNDOFF:
-        raise ValueError(f"no unit roundoff for dtype {dtype!r}: one of {sorted(UNIT_ROUNDOFF)}")
-    nu = n * UNIT_ROUNDOFF[dtype]
+    if min(n, layers) < 1:
+        raise ValueError(f"n and layers must be >= 1: {n}, {layers}")
+    nu = n * _u(dtype)
     if nu >= 1:
         raise ValueError(f"n = {n} is too long for {dtype}: n u >= 1")
-    return 2 * nu / (1 - nu)
+    return 2 * layers * nu / (1 - nu)
+
+
+def adam_bound(steps: int, lr: float, betas: tuple[float, float] = (0.9, 0.999)) -> float:
+    """Absolute bound on how far Adam/AdamW (amsgrad too) may move one parameter apart in
+    two runs whose gradients differ by rounding, after ``steps`` steps (every parameter:
+    :func:`rounding_bound` holds for SGD, not here).
+
+    Returns ``2 * steps * lr * max(1, (1 - beta1) / sqrt(1 - beta2))``.
+
+    Why a bound of its own: Adam's step ``lr * m / (sqrt(v) + eps)`` is invariant to the
+    gradient's scale, so a gradient element's *relative* rounding error becomes the step's,
+    and that error has no limit where the element's terms cancel — for a parameter whose
+    gradient is zero in exact arithmetic (a bias just before BatchNorm, which the
+    normalisation cancels) the gradient is rounding noise, and two summation orders give
+    noise of other signs. What is bounded is the step's size (Kingma & Ba 2015, §2.1: at
+    most ``lr * (1 - beta1) / sqrt(1 - beta2)`` when that exceeds ``lr``, else ``lr``):
+    each run steps up to that size in its own direction, twice it apart per step. What integrates such a parameter (BatchNorm's running mean,
+    eval-mode outputs) follows statistically.
+
+    Raises:
+        ValueError: ``steps < 1``, ``lr <= 0`` or a beta outside [0, 1).
+    """
+    b1, b2 = betas
+    if steps < 1 or not lr > 0 or not (0 <= b1 < 1 and 0 <= b2 < 1):
+        raise ValueError(f"need steps >= 1, lr > 0, betas in [0, 1): {steps}, {lr}, {betas}")
+    return 2 * steps * lr * max(1.0, (1 - b1) / math.sqrt(1 - b2))
 
 
 #: The bound of each half precision, absolute on the parameters (max |Δ| after one step,
@@ -121,7 +159,7 @@ class Path:
     tests: str
 
 
-_R = "rounding_bound(T, L, n)"
+_R = "training: rounding_bound(T, n); one pass: pass_bound(n, L)"
 
 PATHS: tuple[Path, ...] = (
     Path("seq, mp, ray (one job per model)", "construction",
@@ -129,8 +167,10 @@ PATHS: tuple[Path, ...] = (
          "job); another process changes nothing", "",
          "e2e/test_ray_reuse (ray against seq, the final loss's last bit)"),
     Path("unified_model, kernels = \"exact\"", "construction",
-         "Linear, convolutions and BatchNorm run per member with their native kernel on the "
-         "member's slice (engine.executors.unified.exact)", "",
+         "Linear, convolutions, BatchNorm, LayerNorm and GroupNorm run per member with their "
+         "native kernel on the member's slice (engine.executors.unified.exact), at seq's "
+         "thread count; any other layer with parameters keeps vmap's rule and is named in "
+         "the plan (exact_kernels_skipped): within the batched bound", "",
          "test_exact_kernels, test_stacked_stack, test_unified_fused_backward, "
          "test_precision_training, test_hpo_unified_schedulers"),
     Path("unified_model, kernels = \"batched\" (default): Linear", "bound",
@@ -153,10 +193,17 @@ PATHS: tuple[Path, ...] = (
          "element the solo 1/B; reported values: the solo log-softmax rows and ATen's "
          "nll_loss cascade reproduced add for add (losses.nll_mean)", "",
          "test_unified_fused_backward"),
+    Path("batched, Adam/AdamW", "bound",
+         "Adam's step turns a gradient element's relative rounding error into the step's: "
+         "unbounded relative to the gradient where its terms cancel (a bias just before "
+         "BatchNorm has zero gradient in exact arithmetic: all rounding), while the step's "
+         "size is bounded; BatchNorm running statistics and eval-mode outputs, which "
+         "integrate it, follow statistically",
+         "adam_bound(T, lr, betas) per element (absolute)", "test_precision_training"),
     Path("fused loss (fl:1): reported values", "bound",
          "one vectorised reduction of the K losses: another summation order than the "
          "solo criterion's cascade (its gradients are the exact path's)",
-         "summation_bound(B)", "test_unified_fused_backward"),
+         "pass_bound(B)", "test_unified_fused_backward"),
     Path("stacked optimizers (SGD, momentum, nesterov, weight decay, Adam, AdamW, "
          "amsgrad), per-member values", "construction",
          "torch's own scalar kernels (add_, mul_, addcmul_, lerp_, sqrt) once per run of "
