@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from any folder: the engine beside it
+
+from engine.measure.provenance import cpu_model, cpu_vendor  # noqa: E402
 
 #: Variables that steer kernel dispatch: cleared for the default run, so that a caller's
 #: own setting cannot make "default" something else.
@@ -43,27 +46,6 @@ CONTRACT_KINDS = ("rounding", "pass", "adam")
 
 DISPATCH_VARS = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
                  "MKL_DEBUG_CPU_TYPE")
-
-
-def cpu_vendor() -> str:
-    """``vendor_id`` of /proc/cpuinfo (``GenuineIntel``, ``AuthenticAMD``), else ``""``."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def host_setting(vendor: str, isa: str) -> tuple[dict[str, str], str]:

@@ -46,6 +46,15 @@ def parity(request):
     return Parity(request.node.nodeid, records)
 
 
+@pytest.fixture
+def module_parity(request, parity):
+    """The test's probes as its module's ``PARITY`` global, for modules whose helpers
+    compare through them (``pytestmark = pytest.mark.usefixtures("module_parity")``)."""
+    request.module.PARITY = parity
+    yield parity
+    request.module.PARITY = None
+
+
 def pytest_itemcollected(item):
     # A test that compares through the contract is parity-sensitive: the matrix re-runs it.
     if "parity" in getattr(item, "fixturenames", ()):

@@ -25,16 +25,29 @@ from engine import __version__
 WINDOW_RULE = "2"
 
 
-@functools.cache
-def cpu_model() -> str:
-    """CPU model name from ``/proc/cpuinfo`` (``platform.processor()`` elsewhere)."""
+def _cpuinfo(field: str) -> str:
+    """The first ``field`` of ``/proc/cpuinfo``, or ``""`` (no such file or field)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or ""
+    return ""
+
+
+@functools.cache
+def cpu_model() -> str:
+    """CPU model name from ``/proc/cpuinfo`` (``platform.processor()`` elsewhere)."""
+    return _cpuinfo("model name") or platform.processor() or ""
+
+
+@functools.cache
+def cpu_vendor() -> str:
+    """CPU vendor from ``/proc/cpuinfo`` (``GenuineIntel``, ``AuthenticAMD``), or ``""``:
+    BLAS libraries pick their kernels by vendor as well as ISA (MKL rounds some GEMMs
+    otherwise on AMD than on Intel, docs/fidelity.md "The parity contract")."""
+    return _cpuinfo("vendor_id")
 
 
 @functools.cache

@@ -30,8 +30,14 @@ def test_exact_linear_is_each_solo_step_bit_for_bit(batch, n_in, n_out, parity):
     solo = [copy.deepcopy(m) for m in members]
     stack = Stack(members, None, (n_in,), batch, exact_kernels=True)
     assert stack.exact_layers == ["0", "2", "4"]
+    _assert_each_solo(stack, solo, batch, (n_in,), parity)
+
+
+def _assert_each_solo(stack, solo, batch, shape, parity):
+    """One stacked forward and backward against each solo module's, bit for bit: outputs
+    and every parameter's gradient."""
     g = torch.Generator().manual_seed(batch)
-    x = torch.randn(K, batch, n_in, generator=g)
+    x = torch.randn(K, batch, *shape, generator=g)
     out = stack(x)
     grad_out = torch.randn(out.shape, generator=g)
     out.backward(grad_out)
@@ -70,17 +76,7 @@ def test_exact_layer_and_group_norm_are_each_solo_step_bit_for_bit(batch, parity
     stack = Stack(members, None, (1, 6, 6), batch, exact_kernels=True)
     assert stack.exact_layers == ["0", "1", "4", "5", "7", "8"]
     assert stack.vmapped_layers == []
-    g = torch.Generator().manual_seed(batch)
-    x = torch.randn(K, batch, 1, 6, 6, generator=g)
-    out = stack(x)
-    grad_out = torch.randn(out.shape, generator=g)
-    out.backward(grad_out)
-    for k, m in enumerate(solo):
-        o = m(x[k])
-        parity.same(f"output {k}", out[k], o)
-        o.backward(grad_out[k])
-        for name, p in m.named_parameters():
-            parity.same(f"grad {k} {name}", stack.params[name].grad[k], p.grad)
+    _assert_each_solo(stack, solo, batch, (1, 6, 6), parity)
 
 
 def test_layers_left_to_vmap_are_named_and_recorded_in_the_plan():

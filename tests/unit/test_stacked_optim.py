@@ -16,15 +16,8 @@ from engine.executors.unified.optim import StackedOptimizer  # noqa: E402
 K = 3
 #: this module's probes (tests/parity.py): every test here is parity-sensitive (the
 #: stacked optimizers are bit for bit by construction: torch's own elementwise kernels)
-PARITY = None
-
-
-@pytest.fixture(autouse=True)
-def _parity(parity):
-    global PARITY
-    PARITY = parity
-    yield
-    PARITY = None
+PARITY = None  # set per test by the module_parity fixture (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("module_parity")
 
 
 SHAPES = {"w": (4, 3), "b": (4,), "s": ()}

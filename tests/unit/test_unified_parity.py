@@ -28,15 +28,8 @@ from engine.define.workloads import JobSpec, SplitSpec  # noqa: E402
 
 TOL = 1e-6
 #: this module's probes (tests/parity.py): the matrix records what each case trained
-PARITY = None
-
-
-@pytest.fixture(autouse=True)
-def _parity(parity):
-    global PARITY
-    PARITY = parity
-    yield
-    PARITY = None
+PARITY = None  # set per test by the module_parity fixture (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("module_parity")
 
 
 @pytest.fixture(autouse=True)

@@ -159,55 +159,38 @@ class _ExactLinear:
         return _PerMemberLinear.apply(input, self.weight, self.bias)
 
 
-class _PerMemberLayerNorm(_PerMember):
-    """``F.layer_norm`` whose vmap rule loops over members: vmap's own rule folds K into
-    the batch and reduces the affine parameters' gradients over the K·B rows at once (their
-    gradients differ from the solo run's by ~1e-7 relative)."""
+class _PerMemberNorm(_PerMember):
+    """``F.layer_norm`` or ``F.group_norm`` (``norm``, with its ``normalized_shape`` or
+    ``num_groups`` as ``arg``) whose vmap rule loops over members: vmap's own rules reduce
+    LayerNorm's affine gradients over all K·B rows at once and regroup GroupNorm's K·C
+    channels (each ~1e-7 relative off the solo run)."""
 
     @staticmethod
-    def forward(x, normalized_shape, weight, bias, eps):
-        return F.layer_norm(x, normalized_shape, weight, bias, eps)
+    def forward(x, norm, arg, weight, bias, eps):
+        return norm(x, arg, weight, bias, eps)
 
     @staticmethod
-    def vmap(info, in_dims, x, normalized_shape, weight, bias, eps):
+    def vmap(info, in_dims, x, norm, arg, weight, bias, eps):
         k = info.batch_size
         x, w, b = (_members(_physical(t, d, k), k) for t, d in
-                   zip((x, weight, bias), (in_dims[0], in_dims[2], in_dims[3])))
-        return torch.stack([F.layer_norm(x[i], normalized_shape, w[i], b[i], eps)
-                            for i in range(k)]), 0
+                   zip((x, weight, bias), (in_dims[0], in_dims[3], in_dims[4])))
+        return torch.stack([norm(x[i], arg, w[i], b[i], eps) for i in range(k)]), 0
 
 
 class _ExactLayerNorm:
-    """Mixin over ``nn.LayerNorm``: ``forward`` through :class:`_PerMemberLayerNorm`."""
+    """Mixin over ``nn.LayerNorm``: ``forward`` through :class:`_PerMemberNorm`."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return _PerMemberLayerNorm.apply(input, self.normalized_shape, self.weight, self.bias,
-                                         self.eps)
-
-
-class _PerMemberGroupNorm(_PerMember):
-    """``F.group_norm`` whose vmap rule loops over members (vmap's rule regroups the K·C
-    channels: outputs differ from the solo run's by ~1e-7 relative)."""
-
-    @staticmethod
-    def forward(x, num_groups, weight, bias, eps):
-        return F.group_norm(x, num_groups, weight, bias, eps)
-
-    @staticmethod
-    def vmap(info, in_dims, x, num_groups, weight, bias, eps):
-        k = info.batch_size
-        x, w, b = (_members(_physical(t, d, k), k) for t, d in
-                   zip((x, weight, bias), (in_dims[0], in_dims[2], in_dims[3])))
-        return torch.stack([F.group_norm(x[i], num_groups, w[i], b[i], eps)
-                            for i in range(k)]), 0
+        return _PerMemberNorm.apply(input, F.layer_norm, self.normalized_shape, self.weight,
+                                    self.bias, self.eps)
 
 
 class _ExactGroupNorm:
-    """Mixin over ``nn.GroupNorm``: ``forward`` through :class:`_PerMemberGroupNorm`."""
+    """Mixin over ``nn.GroupNorm``: ``forward`` through :class:`_PerMemberNorm`."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return _PerMemberGroupNorm.apply(input, self.num_groups, self.weight, self.bias,
-                                         self.eps)
+        return _PerMemberNorm.apply(input, F.group_norm, self.num_groups, self.weight,
+                                    self.bias, self.eps)
 
 
 _SWAPS: dict[type, type] = {}
