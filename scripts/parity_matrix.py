@@ -19,7 +19,11 @@ bound. Exit 1 when a run fails, or when ``COMPATIBLE`` changes no probed result 
 matrix would test nothing); 0 otherwise. Without MKL (torch not built with it, e.g. on
 aarch64) the MKL settings mean nothing: it says so and exits 0.
 
-Usage: ``.venv/bin/python scripts/parity_matrix.py [--keep DIR] [--verbose]``
+Usage: ``.venv/bin/python scripts/parity_matrix.py [--keep DIR] [--verbose] [PYTEST_ARGS]``
+(pytest's own arguments pass through: paths, ``-k EXPR``; after ``--`` anything goes).
+Exit 0: every setting passed; 1: a parity test failed, no parity test was selected, or
+``COMPATIBLE`` changed nothing; 2: pytest could not run (a path that does not exist, a bad
+option) or a bad argument here.
 """
 
 from __future__ import annotations
@@ -118,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", type=Path, help="write each setting's records into DIR")
     ap.add_argument("--verbose", action="store_true", help="list the probes that differ")
-    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (paths, -k)")
-    args = ap.parse_args(argv)
+    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (paths, -k EXPR)")
+    args, unknown = ap.parse_known_args(argv)
+    args.pytest_args = [*unknown, *args.pytest_args]
     python = sys.executable
     facts = _torch_facts(python)
     vendor, isa = cpu_vendor(), facts["isa"]
@@ -136,12 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="parity-matrix-"))
     folder.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
-    failed = False
+    codes: dict[str, int] = {}
     print(f"{'setting':<42} {'tests':<28} {'probes differing':<22} {'contract diff/bound':<15}")
     for label, setting, why in settings:
         record = folder / f"{label}.json"
         code, last, secs = run_setting(python, setting, record, args.pytest_args)
-        failed |= code != 0
+        codes[label] = code
         records = json.loads(record.read_text()) if record.exists() else {}
         results[label] = records
         name = " ".join(f"{k}={v}" for k, v in setting.items()) or "default"
@@ -153,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             results[label + ":differing"] = {"keys": keys}
         worst, key = worst_margin(records)
         tests = ", ".join(w.strip() for w in last.split(" in ")[0].split(",")
-                          if "deselected" not in w)
+                          if "deselected" not in w) or "none selected"
         print(f"{name:<42} {tests[:27]:<28} {differ:<22} {worst:<15.3g}  ({secs:.0f} s; {why})")
         if worst > 0.1:
             print(f"  note: {key} is at {worst:.2f} of its bound (the contract wants 10x "
@@ -162,7 +167,17 @@ def main(argv: list[str] | None = None) -> int:
             for k in results[label + ":differing"]["keys"]:
                 print(f"  differs: {k}")
     n_compat = len(results.get("COMPATIBLE:differing", {}).get("keys", []))
-    if failed:
+    # pytest's exit codes: 1 tests failed, 2 interrupted or usage error, 4 usage error
+    # (a path that does not exist), 5 no test collected
+    if any(c in (2, 3, 4) for c in codes.values()):
+        print("parity matrix: pytest could not run (exit "
+              f"{sorted(set(codes.values()))}: a bad path or option, printed above)")
+        return 2
+    if any(c == 5 for c in codes.values()):
+        print("parity matrix: FAILED: no parity test selected (the paths or -k given hold "
+              "none marked parity)")
+        return 1
+    if any(codes.values()):
         print("parity matrix: FAILED: a parity test fails under a setting above (its output "
               "is printed before the table)")
         return 1

@@ -132,6 +132,27 @@ def test_the_matrix_fails_when_compatible_changes_nothing(tmp_path, monkeypatch,
     outcome["code"] = 1
     assert parity_matrix.main(["--keep", str(tmp_path / "c")]) == 1
     assert "a parity test fails" in capsys.readouterr().out
+    outcome["code"] = 5  # pytest: nothing collected
+    assert parity_matrix.main(["--keep", str(tmp_path / "d")]) == 1
+    assert "no parity test selected" in capsys.readouterr().out
+    outcome["code"] = 4  # pytest: a path that does not exist
+    assert parity_matrix.main(["--keep", str(tmp_path / "e"), "nowhere.py"]) == 2
+    assert "could not run" in capsys.readouterr().out
+
+
+def test_the_matrix_passes_pytest_options_through(tmp_path, monkeypatch):
+    monkeypatch.setattr(parity_matrix, "_torch_facts",
+                        lambda python: {"torch": "x", "isa": "AVX512", "mkl": True})
+    seen = []
+
+    def fake_run(python, setting, record, extra):
+        seen.append(list(extra))
+        record.write_text(json.dumps({"t::p": {"key": "t::p", "digest": str(len(seen))}}))
+        return 0, "1 passed in 1.0s", 1.0
+
+    monkeypatch.setattr(parity_matrix, "run_setting", fake_run)
+    assert parity_matrix.main(["--keep", str(tmp_path), "tests/unit", "-k", "layout"]) == 0
+    assert seen == [["-k", "layout", "tests/unit"]] * 3
 
 
 def test_the_matrix_skips_without_mkl(monkeypatch, capsys):

@@ -161,6 +161,22 @@ def test_batchnorm_momentum_none_is_refused_by_name():
     assert unsupported_reason(_net(0)) is None
 
 
+@pytest.mark.parametrize("layer", [nn.Dropout1d(0.2), nn.Dropout2d(0.3), nn.AlphaDropout(0.1)])
+def test_random_layers_without_a_member_generator_are_refused_by_name(layer):
+    """Only nn.Dropout draws from the member's own generator in the stack: another random
+    layer would draw through vmap's randomness, never seq's masks (a reviewer measured
+    outputs 2.0 apart under exact kernels). Refused by name, so the bucket trains eagerly
+    with seq's masks; a stack built directly names it among the layers left to vmap."""
+    net = nn.Sequential(nn.Linear(D, 6), layer, nn.Linear(6, C))
+    reason = unsupported_reason(net)
+    assert reason is not None and f"'1' ({type(layer).__name__})" in reason
+    assert "not be seq's" in reason
+    stack = Stack([copy.deepcopy(net) for _ in range(K)], None, (D,), B, exact_kernels=True)
+    assert stack.vmapped_layers == [f"1 ({type(layer).__name__})"]
+    off = nn.Sequential(nn.Linear(D, 6), type(layer)(0.0), nn.Linear(6, C))
+    assert unsupported_reason(off) is None  # p = 0 draws nothing
+
+
 def test_template_holds_no_data_and_optimizer_owns_only_stacked_tensors():
     from engine.executors.unified.optim import StackedOptimizer
 

@@ -207,13 +207,24 @@ _EXACT_LINEAR = type("ExactLinear", (_ExactLinear, nn.Linear), {})
 
 
 def vmapped_layers(template: nn.Module) -> list[str]:
-    """Submodules with parameters of their own that :func:`use_exact_kernels` left to vmap's
-    batching rules (``"name (Type)"``): under ``kernels = "exact"`` they are not bit for bit
-    seq's by construction (a PReLU's weight gradient, MultiheadAttention's projections, a
-    plugin's own layer), only within the parity contract's rounding bound."""
+    """Submodules that :func:`use_exact_kernels` left to vmap (``"name (Type)"``): those
+    with parameters of their own and no per-member kernel (a PReLU's weight gradient,
+    MultiheadAttention's projections, a plugin's own layer: within the parity contract's
+    bound, not bit for bit by construction) and random layers drawing through vmap's
+    randomness (:func:`_vmap_random`)."""
     swapped = set(_SWAPS.values()) | {_EXACT_LINEAR}
     return [f"{name} ({type(sub).__name__})" for name, sub in template.named_modules()
-            if type(sub) not in swapped and any(True for _ in sub.parameters(recurse=False))]
+            if (type(sub) not in swapped and any(True for _ in sub.parameters(recurse=False)))
+            or _vmap_random(sub)]
+
+
+def _vmap_random(sub: nn.Module) -> bool:
+    """A random layer the stack does not give the member's own generator (``Dropout2d``,
+    ``AlphaDropout``...: only ``nn.Dropout`` becomes ``stack.MemberDropout``): its masks
+    come from vmap's randomness, never seq's. The executor refuses such a bucket
+    (``stack.unsupported_reason``); a stack built directly says so here."""
+    return (isinstance(sub, nn.modules.dropout._DropoutNd) and type(sub) is not nn.Dropout
+            and sub.p > 0)
 
 
 def use_exact_kernels(template: nn.Module, linear: bool = True) -> list[str]:

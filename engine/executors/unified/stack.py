@@ -44,13 +44,20 @@ def unsupported_reason(module: nn.Module) -> str | None:
     """Why ``module`` cannot be trained stacked, or ``None``.
 
     Known refusals: BatchNorm with ``momentum=None`` (cumulative moving average: the
-    factor ``1 / num_batches_tracked`` is read as a Python float inside the forward).
+    factor ``1 / num_batches_tracked`` is read as a Python float inside the forward); a
+    random layer other than ``nn.Dropout`` (``Dropout1d/2d/3d``, ``AlphaDropout``...): only
+    ``nn.Dropout`` draws from the member's own generator in the stack, the others would
+    draw through vmap's randomness, never seq's masks.
     """
     for name, sub in module.named_modules():
         if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.momentum is None \
                 and sub.track_running_stats:
             return (f"BatchNorm '{name}' has momentum=None (cumulative moving average), "
                     "which has no vectorised form")
+        if isinstance(sub, nn.modules.dropout._DropoutNd) and type(sub) is not nn.Dropout \
+                and sub.p > 0:
+            return (f"'{name}' ({type(sub).__name__}) would draw its masks through vmap's "
+                    "randomness, not the member's own generator: they would not be seq's")
     return None
 
 
