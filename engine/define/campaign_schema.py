@@ -342,7 +342,8 @@ def flag_help(k: CampaignKey) -> str:
         return k.flag.help
     parts = [f"one of {', '.join(k.choices)}"] if k.choices else []
     if k.default_text:
-        parts.append(f"default {k.default_text}")
+        # a choice quoted: "default 'default'" is compile_mode's default mode
+        parts.append(f"default {k.default_text!r}" if k.choices else f"default {k.default_text}")
     return k.doc + (f" ({'; '.join(parts)})" if parts else "")
 
 

@@ -35,10 +35,15 @@ DEFAULT_WATCHDOG_ACTION = "flag"
 
 
 def default_doc(runs_dir: str = "runs") -> dict[str, Any]:
-    """A new plan: nothing selected, seq, one pass, one torch thread per cell."""
-    return {"name": "dashboard", "experiments": [], "executors": ["seq"], "passes": 1,
-            "seed": 42, "retries": 0, "device": "auto", "compile": "off",
-            "compile_mode": "default", "threads": 1, "runs_dir": runs_dir,
+    """A new plan: nothing selected, the declared defaults (seq, one pass, seed 42, ...:
+    ``engine.define.campaign_schema``) but one torch thread per cell, and a watchdog that
+    flags a hung cell."""
+    from engine.define.campaign_schema import default
+
+    return {"name": "dashboard", "experiments": [],
+            **{key: default(key) for key in ("executors", "passes", "seed", "retries",
+                                              "device", "compile", "compile_mode")},
+            "threads": 1, "runs_dir": runs_dir,
             "watchdog": {"action": DEFAULT_WATCHDOG_ACTION}}
 
 
