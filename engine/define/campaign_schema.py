@@ -23,6 +23,7 @@ Torch-free; imports nothing of the engine but the bounds, the precision names an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -360,7 +361,7 @@ def form_hint(k: CampaignKey) -> str:
 
 def _cell(text: str) -> str:
     """``text`` safe in a Markdown table cell: ``|`` escaped, ``<name>`` not read as HTML."""
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"<([A-Za-z_][^<>]*)>", r"&lt;\1&gt;", text.replace("|", "\\|"))
 
 
 def markdown_table() -> str:
