@@ -56,8 +56,7 @@ from engine.define.campaign_schema import (
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.cluster import ClusterSettings, parse_cluster
 from engine.define.devices import check_device_pair, parse_devices
-from engine.define.executor_options import check_table
-from engine.define.experiment import Experiment
+from engine.define.campaign_options import axis_warnings, check_options
 from engine.define.ksweep import check_k_sweep
 from engine.define.paths import check_campaign_name, user_path
 from engine.define.sha_slots import check_options_sha_slots
@@ -197,9 +196,9 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     doc, device, devices = _placement(doc, src)
     # devices = "cpu" (or one cuda:N) is folded into device above: what is left is a list
     cluster = parse_cluster(doc, device, devices, src.at)
-    options = _options(value_of(doc, "options") or {}, executors, exps, where)
+    options = check_options(value_of(doc, "options") or {}, executors, exps, where)
     k_sweep = check_k_sweep(doc.get("k_sweep"), src.at("k_sweep"), exps)
-    warnings = _axis_warnings(options, executors, exps)
+    warnings = axis_warnings(options, executors, exps)
     # sha with fewer slots than trials would deadlock at its first rung: refused now.
     check_options_sha_slots(options, executors, exps, seed, where)
     budget = _budget(value_of(doc, "budget"), f"{where}: budget")
@@ -286,73 +285,6 @@ def _placement(doc: dict[str, Any], src: _Source) -> tuple[dict[str, Any], str, 
         raise ConfigError(f"{src.at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
                           f"got {device!r}")
     return doc, device, devices
-
-
-def _options(options: dict[str, Any], executors: list[str], exps: list[Experiment],
-             where: str) -> dict[str, dict[str, Any]]:
-    """``[options.<executor>]``: each table checked against its executor's declared options,
-    then each executor's own campaign-time check (ray: is the cluster reachable)."""
-    for executor, table in options.items():
-        _check_options_table(executor, table, where)
-    for executor in dict.fromkeys(executors):
-        # An executor's own campaign-time check (ray: is the cluster address reachable),
-        # named by its declaration so that definitions never import an executor's code.
-        found = EXECUTORS.get(executor).check_options(options.get(executor, {}))
-        if found:
-            key, reason = found
-            raise ConfigError(f"{where}: options.{executor}: key '{key}': {reason}")
-    packed_hpo = [e.id for e in exps if e.type == "hpo"]
-    if ("ray" in executors and packed_hpo
-            and (options.get("ray") or {}).get("devices") is not None):
-        # ray's packing places actor pools; Ray Tune places hpo's trials itself.
-        raise ConfigError(f"{where}: options.ray: key 'devices': packs ray's actor pools, "
-                          f"not the Tune trials of hpo experiment '{packed_hpo[0]}' (use mp "
-                          "for it, or leave devices out)")
-    return options
-
-
-def _check_options_table(executor: str, table: Any, where: str) -> None:
-    """One ``[options.<executor>]`` table: a registered executor, a table, no option the
-    executor does not run with (said in its words), then its declared options."""
-    if executor not in EXECUTORS:
-        raise ConfigError(f"{where}: options.{executor}: unknown executor"
-                          f"{nearest(executor, EXECUTORS.names())}; {known(EXECUTORS.names())}")
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: options.{executor} must be a table")
-    declared = EXECUTORS.get(executor).option_fields
-    if "max_parallel" in table and "max_parallel" not in declared:
-        # seq's answer is always 1: "auto" (or a number) has nothing to decide there.
-        raise ConfigError(f"{where}: options.{executor}: key 'max_parallel': executor "
-                          f"'{executor}' runs one job at a time; max_parallel (a number "
-                          "or \"auto\") applies to executors that run jobs concurrently")
-    for packing_key in ("devices", "jobs_per_device"):
-        if packing_key in table and packing_key not in declared:
-            # Packing pins mp's worker processes to GPUs (engine.executors.packing).
-            how = ("trains in the cell's one process on its one device"
-                   if executor in ("seq", "unified_model")
-                   else "does not pack jobs onto several GPUs (not built for it)")
-            raise ConfigError(f"{where}: options.{executor}: key '{packing_key}': "
-                              f"executor '{executor}' {how}; devices (packing jobs onto "
-                              "several GPUs) applies to mp")
-    check_table(declared, table, f"{where}: options.{executor}")
-
-
-def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],
-                   experiments: list[Any]) -> list[str]:
-    """Settings that will not do what they seem to (run anyway, once, and say so)."""
-    out = []
-    ray_opts = options.get("ray", {})
-    if "scheduler" in ray_opts:
-        if "ray" not in executors:
-            out.append("options.ray.scheduler is set but executor 'ray' is not in this "
-                       "campaign: no scheduler runs")
-        elif not any(e.type == "hpo" for e in experiments):
-            out.append("options.ray.scheduler applies to hpo experiments only; none is "
-                       "selected, so ray runs each experiment once without a scheduler")
-    if "sweep" in options.get("unified_model", {}) and "unified_model" not in executors:
-        out.append("options.unified_model.sweep is set but executor 'unified_model' is not in "
-                   "this campaign")
-    return out
 
 
 def _budget(table: dict[str, Any], where: str) -> dict[str, Any]:
