@@ -1,35 +1,18 @@
-"""Campaign files: what to run, how often and where (a TOML file, ``campaigns/*.toml``).
+"""Campaign files: what to run, how often and where (a TOML file, ``campaigns/*.toml``)::
 
-::
-
-    name = "quick"                      # run folder runs/<name>/ (engine.define.paths)
     experiments = "D_ens,D_cv"          # the harness's selection syntax, or a list
-    executors = ["seq"]
-    passes = 1                          # repeats of the whole matrix
-    seed = 42                           # job i gets seed + i
-    runs_dir = "runs"                   # relative to the working directory; ~ expanded
-    device = "auto"                     # auto | cpu | cuda | cuda:N
-    compile = "off"                     # off | on | both
-    compile_mode = "default"            # torch.compile mode when compile is on
-    precision = ["fp32", "bf16"]        # fp32 | tf32 | amp-fp16 | amp-bf16 | bf16, or a
-                                        # list (one cell each); amp = true = "amp-fp16"
-    threads = 0                         # torch threads per cell process; 0 = all cores
-    retries = 0                         # automatic retries of a failed or hung cell
-    monitor = true                      # the per-cell sampler (engine/measure/monitor.py)
-    monitor_interval_s = 0.5            # seconds between monitor samples
+    executors = ["seq", "mp"]
+    passes = 3
     [watchdog]                          # hung-cell detection (engine/runner/watchdog.py)
-    interval_s = 10.0                   # seconds between checks
-    suspect_after = 3                   # checks without progress before "suspect"
-    hung_after = 6                      # ... before "hung"
-    cpu_fraction = 0.05                 # below this share of one core the tree counts as idle
-    action = "kill"                     # kill (then retry) | flag (wait for a command)
-    experiments_file = "my.toml"        # optional user catalogue, merged over the built-in one
+    action = "flag"
     [options.ray]                       # per-executor options: each executor declares
     scheduler = ["fifo", "asha"]        # its own (engine/executors/__init__.py; the table
-    [options.unified_model]             # of them all: docs/executors.md)
-    max_parallel = 8                    # or "auto" (engine.profile.auto)
-    [budget]                            # what "auto" may fill (default: measured here)
-    ram = "6GiB"                        # host RAM; device = "40GiB"; cores = 8
+                                        # of them all: docs/executors.md)
+
+Every key, with its type, default, bound or choices and meaning, is declared once in
+:mod:`engine.define.campaign_schema` (README's "Campaigns" lists them, generated from
+there); this module checks a campaign against that declaration (:func:`parse_campaign`)
+and holds the result (:class:`Campaign`).
 
 Torch-free.
 """
