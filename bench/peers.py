@@ -62,6 +62,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import DEFAULT_SEED
+
 PART = "peers"
 REPO = Path(__file__).resolve().parents[1]
 ENV_VAR = "FUGUE_PEERS_ENV"
@@ -141,7 +143,7 @@ def load_jobs(k: int, epochs: int):
     exp = dataclasses.replace(load_catalogue().get("D_ens"), k=k, epochs=epochs, model=MODEL,
                               model_kwargs={}, lr=LR, batch_size=BATCH, optimizer="sgd",
                               optimizer_kwargs={})
-    return expand(exp, seed=42)
+    return expand(exp, seed=DEFAULT_SEED)
 
 
 def training_tensors(jobs, data):
@@ -165,7 +167,7 @@ def run_chorus(k: int, epochs: int, x, y, stacked: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
     report = chorus.ensemble(model_fn, TensorDataset(x, y), n=k, epochs=epochs,
                              batch_size=BATCH, lr=LR, optimizer="sgd", device="cpu",
-                             num_workers=0, seed=42, verbose=False, vectorize=stacked)
+                             num_workers=0, seed=DEFAULT_SEED, verbose=False, vectorize=stacked)
     wall = time.perf_counter() - t0
     samples = sum(r.samples for r in report.results)
     return {"time_s": report.seconds, "wall_s": wall, "samples": samples}

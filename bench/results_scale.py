@@ -44,6 +44,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.executors.ray.options import TUNE_SCHEDULERS
+
 PART = "results_scale"
 #: speedups() variants: no interval; intervals (default n_boot); intervals per campaign file.
 VARIANTS = ("no_ci", "bootstrap", "bootstrap_by_campaign")
@@ -56,7 +58,7 @@ def _speedups(runs, variant: str):
         return speedups(runs, n_boot=0)
     return speedups(runs, by_campaign=variant == "bootstrap_by_campaign")
 
-_SCHEDULERS = ("fifo", "asha", "median", "hyperband")
+_SCHEDULERS = TUNE_SCHEDULERS  # Ray Tune's (engine.executors.ray.options)
 _RUNGS = ("vf:0,s:0,fl:0", "vf:1,s:0,fl:0", "vf:1,s:1,fl:0", "vf:1,s:1,fl:1",
           "vf:1,s:0,fl:1", "vf:0,s:1,fl:0")
 #: (executor, scheduler, features, relative T_group) of the 12 strategy cells.

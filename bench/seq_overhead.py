@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import DEFAULT_SEED
+
 PART = "seq_overhead"
 EXPERIMENT = "D_ens"
 TARGET = ">=0.9"
@@ -77,7 +79,7 @@ def _figures():
     return throughput, best, group, load
 
 
-def load_jobs(epochs: int | None, seed: int = 42):
+def load_jobs(epochs: int | None, seed: int = DEFAULT_SEED):
     from engine.define.catalogue import load_catalogue
     from engine.define.workloads import expand
 
@@ -155,7 +157,7 @@ def run_seq(jobs, host_data, settings, threads: int, events_path: Path) -> dict[
         executor = EXECUTORS.get("seq").load()()
         ctx = CellContext(settings=settings, datasets=datasets,
                           emit=lambda type, **f: events.emit(type, **f), threads=threads,
-                          options={}, seed=42)
+                          options={}, seed=DEFAULT_SEED)
         executor.setup(jobs, ctx)
         try:
             t0 = time.perf_counter()

@@ -57,6 +57,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import DEFAULT_SEED
+
 PART = "unified_scaling"
 EXPERIMENT = "D_ens"
 VARIANTS = ("bare_seq", "seq", "bare_stacked", "unified")
@@ -89,7 +91,7 @@ def _figures(k: int):
     ]
 
 
-def load_jobs(k: int, epochs: int, seed: int = 42):
+def load_jobs(k: int, epochs: int, seed: int = DEFAULT_SEED):
     from engine.define.catalogue import load_catalogue
     from engine.define.workloads import expand
 
@@ -167,7 +169,7 @@ def run_executor(name, jobs, host_data, settings, threads: int, events_path: Pat
         executor = EXECUTORS.get(name).load()()
         ctx = CellContext(settings=settings, datasets=datasets,
                           emit=lambda type, **f: events.emit(type, **f), threads=threads,
-                          options=dict(options or {}), seed=42,
+                          options=dict(options or {}), seed=DEFAULT_SEED,
                           features="vf:1,s:0,fl:0" if name == "unified_model" else None)
         executor.setup(jobs, ctx)
         try:

@@ -32,6 +32,10 @@ MAX_CELLS = 10_000
 MAX_PLANNED_JOBS = 1_000_000
 #: Job seeds are ``seed + i`` and must fit torch's 64-bit generator seed.
 MAX_SEED = 2**63 - 1
+#: A campaign's ``seed`` when it sets none (job i gets ``seed + i``), and so the seed of
+#: every tool that expands an experiment outside a campaign (``profile``, ``simulate``,
+#: ``validate``): written here once, read everywhere.
+DEFAULT_SEED = 42
 
 
 @dataclass(frozen=True)
@@ -113,13 +117,21 @@ OPTIMIZER: dict[str, Bound] = {
     "eps": Bound(0, 1, why="adam, adamw"),
     "betas": Bound(0, 1, high_open=True, why="adam, adamw: each of the two"),
 }
-#: A campaign's own counts (command-line overrides included).
+#: A campaign's own counts and numbers (command-line overrides included; a table's key
+#: dotted: ``watchdog.interval_s``). ``engine.define.campaign_schema`` names each key's bound.
 CAMPAIGN: dict[str, Bound] = {
     "passes": count(1, 1000, "repeats of the whole matrix"),
     "threads": count(0, 1024, "torch threads per cell (0 = all cores); 100,000 crashed the "
                               "cell"),
     "retries": count(0, 100, "automatic retries of one failed or hung cell"),
     "seed": count(0, MAX_SEED, "job i's seed, seed + i, must fit too"),
+    "monitor_interval_s": Bound(0.05, 60, why="seconds between monitor samples: faster "
+                                              "loads the machine it measures"),
+    "watchdog.interval_s": Bound(0, None, low_open=True,
+                                 why="seconds between hung-cell checks"),
+    "watchdog.cpu_fraction": Bound(0, 1, high_open=True,
+                                   why="a share of one core: a cell training on one core stays above it"),
+    "watchdog.gpu_busy_pct": Bound(0, 100, why="a percentage of GPU utilisation"),
 }
 #: The size of a campaign's plan, checked before any cell is built.
 PLAN: dict[str, Bound] = {

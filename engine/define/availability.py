@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from engine.bounds import DEFAULT_SEED
 from engine import registry
 from engine.define.catalogue import Catalogue, Experiment
 from engine.define.validate import check_experiment
@@ -88,7 +89,7 @@ def catalogue_availability(catalogue: Catalogue, ids: list[str] | None = None,
             out.append((exp, *experiment_availability(exp)))
             continue
         try:
-            check_experiment(exp, 42, f"experiment {exp.id}")
+            check_experiment(exp, DEFAULT_SEED, f"experiment {exp.id}")
             ok, reason = experiment_availability(exp)
         except FugueError as exc:
             ok, reason = False, f"invalid: {exc}"

@@ -1,35 +1,18 @@
-"""Campaign files: what to run, how often and where (a TOML file, ``campaigns/*.toml``).
+"""Campaign files: what to run, how often and where (a TOML file, ``campaigns/*.toml``)::
 
-::
-
-    name = "quick"                      # run folder runs/<name>/ (engine.define.paths)
     experiments = "D_ens,D_cv"          # the harness's selection syntax, or a list
-    executors = ["seq"]
-    passes = 1                          # repeats of the whole matrix
-    seed = 42                           # job i gets seed + i
-    runs_dir = "runs"                   # relative to the working directory; ~ expanded
-    device = "auto"                     # auto | cpu | cuda | cuda:N
-    compile = "off"                     # off | on | both
-    compile_mode = "default"            # torch.compile mode when compile is on
-    precision = ["fp32", "bf16"]        # fp32 | tf32 | amp-fp16 | amp-bf16 | bf16, or a
-                                        # list (one cell each); amp = true = "amp-fp16"
-    threads = 0                         # torch threads per cell process; 0 = all cores
-    retries = 0                         # automatic retries of a failed or hung cell
-    monitor = true                      # the per-cell sampler (engine/measure/monitor.py)
-    monitor_interval_s = 0.5            # seconds between monitor samples
+    executors = ["seq", "mp"]
+    passes = 3
     [watchdog]                          # hung-cell detection (engine/runner/watchdog.py)
-    interval_s = 10.0                   # seconds between checks
-    suspect_after = 3                   # checks without progress before "suspect"
-    hung_after = 6                      # ... before "hung"
-    cpu_fraction = 0.05                 # below this share of one core the tree counts as idle
-    action = "kill"                     # kill (then retry) | flag (wait for a command)
-    experiments_file = "my.toml"        # optional user catalogue, merged over the built-in one
+    action = "flag"
     [options.ray]                       # per-executor options: each executor declares
     scheduler = ["fifo", "asha"]        # its own (engine/executors/__init__.py; the table
-    [options.unified_model]             # of them all: docs/executors.md)
-    max_parallel = 8                    # or "auto" (engine.profile.auto)
-    [budget]                            # what "auto" may fill (default: measured here)
-    ram = "6GiB"                        # host RAM; device = "40GiB"; cores = 8
+                                        # of them all: docs/executors.md)
+
+Every key, with its type, default, bound or choices and meaning, is declared once in
+:mod:`engine.define.campaign_schema` (README's "Campaigns" lists them, generated from
+there); this module checks a campaign against that declaration (:func:`parse_campaign`)
+and holds the result (:class:`Campaign`).
 
 Torch-free.
 """
@@ -37,7 +20,6 @@ Torch-free.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,64 +27,55 @@ from typing import Any
 
 from engine.bounds import CAMPAIGN
 from engine.define import tomlfile
+from engine.define.campaign_schema import (
+    COMPILE_CHOICES,
+    COMPILE_MODES,
+    KEYS,
+    CampaignKey,
+    default,
+    key_types,
+    value_of,
+)
 from engine.define.catalogue import Catalogue, load_catalogue
-from engine.define.executor_options import check_table
-from engine.precision import parse_axis
+from engine.define.cluster import ClusterSettings, parse_cluster
+from engine.define.devices import check_device_pair, parse_devices
+from engine.define.campaign_options import axis_warnings, check_options
 from engine.define.ksweep import check_k_sweep
 from engine.define.paths import check_campaign_name, user_path
 from engine.define.sha_slots import check_options_sha_slots
 from engine.define.validate import check_experiment
-from engine.define.watchdog_settings import ACTIONS, WatchdogSettings
-from engine.define.cluster import ClusterSettings, parse_cluster
-from engine.define.devices import check_device_pair, parse_devices
+from engine.define.watchdog_settings import WatchdogSettings
 from engine.errors import ConfigError, known, nearest
+from engine.precision import parse_axis
 from engine.registry import EXECUTORS
 
-COMPILE_CHOICES = ("off", "on", "both")
 #: Passes repeat the whole matrix; more than this is a typo, not a measurement plan.
-MAX_PASSES = int(CAMPAIGN["passes"].high)  # the bounds of engine.bounds
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-_KEYS: dict[str, tuple[type, ...]] = {
-    "name": (str,), "experiments": (str, list, int), "executors": (list, str),
-    "passes": (int,), "seed": (int,), "runs_dir": (str,), "device": (str,),
-    "compile": (str,), "compile_mode": (str,), "threads": (int,),
-    "experiments_file": (str,), "options": (dict,), "description": (str,),
-    "retries": (int,), "watchdog": (dict,), "monitor": (bool,), "monitor_interval_s": (float,),
-    "precision": (str, list), "amp": (bool,),
-    "k_sweep": (list,),
-    "budget": (dict,),
-    "devices": (str, list), "one_cell_per_host": (bool,),
-    "cluster": (str,), "gpu": (str,), "cpus_per_cell": (int,),
-}
-#: ``[budget]``: what ``max_parallel = "auto"`` may fill (engine.profile.budget); a missing
-#: key is measured on the machine (its total RAM, the device's total memory, its cores).
-_BUDGET_KEYS: dict[str, tuple[type, ...]] = {"ram": (str, int, float),
-                                             "device": (str, int, float), "cores": (int,)}
-_WATCHDOG_KEYS: dict[str, tuple[type, ...]] = {
-    "interval_s": (float,), "suspect_after": (int,), "hung_after": (int,),
-    "cpu_fraction": (float,), "gpu_busy_pct": (float,), "action": (str,),
-}
+MAX_PASSES = int(CAMPAIGN["passes"].high or 0)  # the bounds of engine.bounds
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+#: Keys whose bound is checked by a check of their own: the seed's range depends on the
+#: experiments' job counts (``check_experiment``: job i's seed + i must fit too).
+_OWN_BOUND_CHECK = ("seed",)
 
 
 @dataclass(frozen=True)
 class Campaign:
-    """A validated campaign. ``experiments`` holds resolved ids in selection order."""
+    """A validated campaign. ``experiments`` holds resolved ids in selection order.
+    Defaults are the declared ones (``engine.define.campaign_schema``)."""
 
     name: str
     experiments: list[str]
     executors: list[str]
-    passes: int = 1
-    seed: int = 42
-    runs_dir: Path = Path("runs")
-    device: str = "auto"
-    compile: str = "off"
-    compile_mode: str = "default"
-    threads: int = 0
-    retries: int = 0
+    passes: int = default("passes")
+    seed: int = default("seed")
+    runs_dir: Path = Path(default("runs_dir"))
+    device: str = default("device")
+    compile: str = default("compile")
+    compile_mode: str = default("compile_mode")
+    threads: int = default("threads")
+    retries: int = default("retries")
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
-    monitor: bool = True
-    monitor_interval_s: float = 0.5
+    monitor: bool = default("monitor")
+    monitor_interval_s: float = default("monitor_interval_s")
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The precision axis (``engine.precision``): one cell per value, in order;
     #: None when the campaign sets none (each experiment's default or legacy amp flag).
@@ -125,7 +98,7 @@ class Campaign:
     devices: tuple[str, ...] = ()
     #: With ``devices``: run one cell at a time on the host anyway (each still on its
     #: placed device), for measurements that must share no host resources.
-    one_cell_per_host: bool = False
+    one_cell_per_host: bool = default("one_cell_per_host")
     #: ``cluster`` (issue 28, engine.define.cluster): the Ray cluster the cells run on, with
     #: its ``gpu`` selector and ``cpus_per_cell``; None: on this host (the runner's own).
     cluster: ClusterSettings | None = None
@@ -154,6 +127,19 @@ class Campaign:
                 "both": ["off", self.compile_mode]}[self.compile]
 
 
+@dataclass(frozen=True)
+class _Source:
+    """Where a campaign's values come from: the file (``where``) or, for the keys in
+    ``given``, the command line."""
+
+    where: str
+    given: dict[str, Any]
+
+    def at(self, key: str) -> str:
+        """Where ``key``'s value came from: its command-line flag, else the file."""
+        return f"argument --{key.replace('_', '-')}" if key in self.given else self.where
+
+
 def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                    source: Path | None = None, overrides: dict[str, Any] | None = None,
                    base_dir: Path | None = None) -> Campaign:
@@ -162,6 +148,9 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     ``overrides`` (command-line values) replace file values before validation. The names
     it may use are those registered: each process loads the built-ins and the user's
     plugins at its entry (:func:`engine.plugins.load_plugins`) before calling this.
+    The keys, their types, defaults, choices and bounds are those declared in
+    :mod:`engine.define.campaign_schema`; each group of keys is checked by one function
+    below, in this order (the first problem is the one reported).
 
     Raises:
         ConfigError: unknown key (nearest name), wrong type, unknown experiment or
@@ -169,36 +158,70 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     """
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     doc = {**doc, **given}
-
-    def at(key: str) -> str:
-        """Where ``key``'s value came from: its command-line flag, else the file."""
-        return f"argument --{key.replace('_', '-')}" if key in given else where
-
-    tomlfile.check_keys(doc, _KEYS, where)
+    src = _Source(where, given)
+    tomlfile.check_keys(doc, key_types(), where)
     # Where results go, expanded once, here: the pre-flight check, the dry run, the runner
     # and the cells all use this path (engine.define.paths).
-    runs_dir = user_path(doc.get("runs_dir", "runs"), at("runs_dir") if "runs_dir" in given
+    runs_dir = user_path(value_of(doc, "runs_dir"), src.at("runs_dir") if "runs_dir" in given
                          else f"{where}: key 'runs_dir'")
-    user_file = doc.get("experiments_file")
-    if user_file:
-        user_file = str(user_path(user_file, at("experiments_file")))
-    # The file's value is relative to the campaign file; a command-line value to the
-    # working directory (where the shell, and the argument check, resolved it).
-    if (user_file and base_dir is not None and "experiments_file" not in given
-            and not Path(user_file).is_absolute()):
-        user_file = str(base_dir / user_file)
-    if user_file and not Path(user_file).is_file():
-        raise ConfigError(f"{at('experiments_file')}: key 'experiments_file': no such file "
-                          f"{user_file}")
-    catalogue = load_catalogue(user_file)
+    catalogue = load_catalogue(_experiments_file(doc, src, base_dir))
     if "experiments" not in doc:
         raise ConfigError(f"{where}: missing key 'experiments' (e.g. experiments = \"D_ens\")")
     experiments = catalogue.select(doc["experiments"], where=f"{where}: experiments")
-    seed = doc.get("seed", 42)
-    for exp_id in experiments:
-        check_experiment(catalogue.get(exp_id), seed, at("seed"))
-    executors = doc.get("executors", ["seq"])
-    executors = [executors] if isinstance(executors, str) else executors
+    exps = [catalogue.get(exp_id) for exp_id in experiments]
+    seed = value_of(doc, "seed")
+    for exp in exps:
+        check_experiment(exp, seed, src.at("seed"))
+    executors = _executors(value_of(doc, "executors"), where)
+    _check_declared(doc, src)
+    watchdog = _watchdog(value_of(doc, "watchdog"), f"{where}: watchdog")
+    precision = parse_axis(doc, src.at("precision"))
+    doc, device, devices = _placement(doc, src)
+    # devices = "cpu" (or one cuda:N) is folded into device above: what is left is a list
+    cluster = parse_cluster(doc, device, devices, src.at)
+    options = check_options(value_of(doc, "options") or {}, executors, exps, where)
+    k_sweep = check_k_sweep(doc.get("k_sweep"), src.at("k_sweep"), exps)
+    warnings = axis_warnings(options, executors, exps)
+    # sha with fewer slots than trials would deadlock at its first rung: refused now.
+    check_options_sha_slots(options, executors, exps, seed, where)
+    budget = _budget(value_of(doc, "budget"), f"{where}: budget")
+    name = check_campaign_name(doc.get("name"), where, source.stem if source else None)
+    return Campaign(
+        name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
+        passes=value_of(doc, "passes"), seed=seed, runs_dir=runs_dir, device=device,
+        compile=value_of(doc, "compile"), compile_mode=value_of(doc, "compile_mode"),
+        threads=value_of(doc, "threads"), retries=value_of(doc, "retries"), watchdog=watchdog,
+        monitor=value_of(doc, "monitor"),
+        monitor_interval_s=float(value_of(doc, "monitor_interval_s")),
+        options=options, budget=budget, precision=precision, source=source,
+        file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
+        devices=devices, one_cell_per_host=value_of(doc, "one_cell_per_host"),
+        cluster=cluster,
+        # the file actually merged: the campaign's, or the default one (engine.dirs)
+        experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
+                               .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))
+
+
+def _experiments_file(doc: dict[str, Any], src: _Source, base_dir: Path | None) -> str | None:
+    """``experiments_file``, expanded and checked to exist (None: none). The file's value is
+    relative to the campaign file; a command-line value to the working directory (where
+    the shell, and the argument check, resolved it)."""
+    user_file = doc.get("experiments_file")
+    if not user_file:
+        return None
+    user_file = str(user_path(user_file, src.at("experiments_file")))
+    if (base_dir is not None and "experiments_file" not in src.given
+            and not Path(user_file).is_absolute()):
+        user_file = str(base_dir / user_file)
+    if not Path(user_file).is_file():
+        raise ConfigError(f"{src.at('experiments_file')}: key 'experiments_file': no such file "
+                          f"{user_file}")
+    return user_file
+
+
+def _executors(value: str | list[Any], where: str) -> list[str]:
+    """``executors`` as a list of registered names (one name is a list of one)."""
+    executors = [value] if isinstance(value, str) else value
     if not executors:
         raise ConfigError(f"{where}: key 'executors' must name at least one executor; "
                           f"{known(EXECUTORS.names())}")
@@ -206,130 +229,52 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         if not isinstance(name, str) or name not in EXECUTORS:
             raise ConfigError(f"{where}: unknown executor {name!r}"
                               f"{nearest(str(name), EXECUTORS.names())}; {known(EXECUTORS.names())}")
-    passes = doc.get("passes", 1)
-    if not 1 <= passes <= MAX_PASSES:
-        raise ConfigError(f"{at('passes')}: key 'passes' must be between 1 and {MAX_PASSES}, "
-                          f"got {passes}")
-    retries = doc.get("retries", 0)
-    if retries < 0:
-        raise ConfigError(f"{at('retries')}: key 'retries' must be >= 0, got {retries}")
-    CAMPAIGN["retries"].check(retries, at("retries"), "key 'retries'")
-    watchdog = _watchdog(doc.get("watchdog", {}), f"{where}: watchdog")
-    threads = doc.get("threads", 0)
-    if threads < 0:
-        raise ConfigError(f"{where}: key 'threads' must be >= 0 (0 = all cores), got {threads}")
-    CAMPAIGN["threads"].check(threads, where, "key 'threads'")
-    compile_choice = doc.get("compile", "off")
-    if compile_choice not in COMPILE_CHOICES:
-        raise ConfigError(f"{where}: key 'compile' must be one of {', '.join(COMPILE_CHOICES)}, "
-                          f"got {compile_choice!r}{nearest(compile_choice, COMPILE_CHOICES)}")
-    compile_mode = doc.get("compile_mode", "default")
-    if compile_mode not in COMPILE_MODES:
-        raise ConfigError(f"{where}: key 'compile_mode' must be one of {', '.join(COMPILE_MODES)}, "
-                          f"got {compile_mode!r}{nearest(compile_mode, COMPILE_MODES)}")
-    precision = parse_axis(doc, at("precision") if "precision" in given else where)
-    doc = check_device_pair(doc, given, where)
+    return executors
+
+
+def _check_declared(doc: dict[str, Any], src: _Source) -> None:
+    """Each top-level key the campaign sets that declares choices or a bound, checked
+    against them in declaration order (``passes``, ``retries``, ``threads``, ``compile``,
+    ``compile_mode``, ``monitor_interval_s``, ...): a key added to the declaration with a
+    bound is checked here without more code."""
+    for k in KEYS.values():
+        if k.table or k.name not in doc or k.name in _OWN_BOUND_CHECK:
+            continue
+        if k.choices or k.bound is not None:
+            _refuse_threads_below_zero(k, doc[k.name], src)
+            k.refuse(doc[k.name], src.at(k.name))
+
+
+def _refuse_threads_below_zero(k: CampaignKey, value: Any, src: _Source) -> None:
+    """``threads`` below 0, in words that say what 0 means."""
+    if k.name == "threads" and value < 0:
+        raise ConfigError(f"{src.at('threads')}: key 'threads' must be >= 0 (0 = all cores), "
+                          f"got {value}")
+
+
+def _placement(doc: dict[str, Any], src: _Source) -> tuple[dict[str, Any], str, tuple[str, ...]]:
+    """``device`` and ``devices`` checked (one of them; one cpu or cuda:N device is exactly
+    ``device``): ``doc`` without the replaced key, the device, the devices (a list)."""
+    doc = check_device_pair(doc, src.given, src.where)
     devices: tuple[str, ...] = ()
     if "devices" in doc:
-        devices = parse_devices(doc["devices"], at("devices"))
+        devices = parse_devices(doc["devices"], src.at("devices"))
         if len(devices) == 1 and _DEVICE.match(devices[0]) and devices[0] != "auto":
             # one cpu or cuda:N device: exactly today's `device` (same keys, same runner)
             doc = {**doc, "device": devices[0]}
             devices = ()
-    device = doc.get("device", "auto")
+    device = value_of(doc, "device")
     if not _DEVICE.match(device):
-        raise ConfigError(f"{at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
+        raise ConfigError(f"{src.at('device')}: key 'device' must be auto, cpu, cuda or cuda:N, "
                           f"got {device!r}")
-    # devices = "cpu" (or one cuda:N) is folded into device above: what is left is a list
-    cluster = parse_cluster(doc, device, devices, at)
-    options = doc.get("options", {})
-    for executor, table in options.items():
-        if executor not in EXECUTORS:
-            raise ConfigError(f"{where}: options.{executor}: unknown executor"
-                              f"{nearest(executor, EXECUTORS.names())}; {known(EXECUTORS.names())}")
-        if not isinstance(table, dict):
-            raise ConfigError(f"{where}: options.{executor} must be a table")
-        if ("max_parallel" in table
-                and "max_parallel" not in EXECUTORS.get(executor).option_fields):
-            # seq's answer is always 1: "auto" (or a number) has nothing to decide there.
-            raise ConfigError(f"{where}: options.{executor}: key 'max_parallel': executor "
-                              f"'{executor}' runs one job at a time; max_parallel (a number "
-                              "or \"auto\") applies to executors that run jobs concurrently")
-        for packing_key in ("devices", "jobs_per_device"):
-            if (packing_key in table
-                    and packing_key not in EXECUTORS.get(executor).option_fields):
-                # Packing pins mp's worker processes to GPUs (engine.executors.packing).
-                how = ("trains in the cell's one process on its one device"
-                       if executor in ("seq", "unified_model")
-                       else "does not pack jobs onto several GPUs (not built for it)")
-                raise ConfigError(f"{where}: options.{executor}: key '{packing_key}': "
-                                  f"executor '{executor}' {how}; devices (packing jobs onto "
-                                  "several GPUs) applies to mp")
-        check_table(EXECUTORS.get(executor).option_fields, table, f"{where}: options.{executor}")
-    for executor in dict.fromkeys(executors):
-        # An executor's own campaign-time check (ray: is the cluster address reachable),
-        # named by its declaration so that definitions never import an executor's code.
-        found = EXECUTORS.get(executor).check_options(options.get(executor, {}))
-        if found:
-            key, reason = found
-            raise ConfigError(f"{where}: options.{executor}: key '{key}': {reason}")
-    packed_hpo = [e for e in experiments if catalogue.get(e).type == "hpo"]
-    if ("ray" in executors and packed_hpo
-            and (options.get("ray") or {}).get("devices") is not None):
-        # ray's packing places actor pools; Ray Tune places hpo's trials itself.
-        raise ConfigError(f"{where}: options.ray: key 'devices': packs ray's actor pools, "
-                          f"not the Tune trials of hpo experiment '{packed_hpo[0]}' (use mp "
-                          "for it, or leave devices out)")
-    k_sweep = check_k_sweep(doc.get("k_sweep"), at("k_sweep"),
-                            [catalogue.get(e) for e in experiments])
-    warnings = _axis_warnings(options, executors, [catalogue.get(e) for e in experiments])
-    # sha with fewer slots than trials would deadlock at its first rung: refused now.
-    check_options_sha_slots(options, executors, [catalogue.get(e) for e in experiments],
-                            doc.get("seed", 42), where)
-    interval = float(doc.get("monitor_interval_s", 0.5))
-    if not (math.isfinite(interval) and 0.05 <= interval <= 60):
-        raise ConfigError(f"{where}: key 'monitor_interval_s' must be between 0.05 and 60 "
-                          f"seconds, got {doc.get('monitor_interval_s')!r}")
-    budget = _budget(doc.get("budget", {}), f"{where}: budget")
-    name = check_campaign_name(doc.get("name"), where, source.stem if source else None)
-    return Campaign(
-        name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
-        passes=doc.get("passes", 1), seed=doc.get("seed", 42),
-        runs_dir=runs_dir, device=device, compile=compile_choice,
-        compile_mode=compile_mode, threads=threads, retries=retries, watchdog=watchdog,
-        monitor=doc.get("monitor", True), monitor_interval_s=interval,
-        options=options, budget=budget, precision=precision, source=source,
-        file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
-        devices=devices, one_cell_per_host=doc.get("one_cell_per_host", False),
-        cluster=cluster,
-        # the file actually merged: the campaign's, or the default one (engine.dirs)
-        experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
-                               .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))
-
-
-def _axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],
-                   experiments: list[Any]) -> list[str]:
-    """Settings that will not do what they seem to (run anyway, once, and say so)."""
-    out = []
-    ray_opts = options.get("ray", {})
-    if "scheduler" in ray_opts:
-        if "ray" not in executors:
-            out.append("options.ray.scheduler is set but executor 'ray' is not in this "
-                       "campaign: no scheduler runs")
-        elif not any(e.type == "hpo" for e in experiments):
-            out.append("options.ray.scheduler applies to hpo experiments only; none is "
-                       "selected, so ray runs each experiment once without a scheduler")
-    if "sweep" in options.get("unified_model", {}) and "unified_model" not in executors:
-        out.append("options.unified_model.sweep is set but executor 'unified_model' is not in "
-                   "this campaign")
-    return out
+    return doc, device, devices
 
 
 def _budget(table: dict[str, Any], where: str) -> dict[str, Any]:
     """``[budget]`` checked: known keys, sizes (``6GiB``, MiB) > 0, cores >= 1."""
     from engine.profile.budget import parse_cores, parse_size
 
-    tomlfile.check_keys(table, _BUDGET_KEYS, where)
+    tomlfile.check_keys(table, key_types("budget"), where)
     for key, value in table.items():
         if key == "cores":
             parse_cores(value, f"{where}: key 'cores'")
@@ -339,23 +284,20 @@ def _budget(table: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:
-    tomlfile.check_keys(table, _WATCHDOG_KEYS, where)
-    settings = WatchdogSettings(**{k: (float(v) if isinstance(v, int) and _WATCHDOG_KEYS[k] == (float,)
-                                       else v) for k, v in table.items()})
-    if not (math.isfinite(settings.interval_s) and settings.interval_s > 0):
-        raise ConfigError(f"{where}: key 'interval_s' must be a finite number > 0, "
-                          f"got {settings.interval_s}")
+    """``[watchdog]`` checked: known keys and types, each declared bound and choice, and
+    ``1 <= suspect_after <= hung_after``."""
+    types = key_types("watchdog")
+    tomlfile.check_keys(table, types, where)
+    # TOML writes 10 for 10.0: a number key holds a float from here on
+    values: dict[str, Any] = {k: (float(v) if isinstance(v, int) and types[k] == (float,)
+                                  else v) for k, v in table.items()}
+    settings = WatchdogSettings(**values)
+    KEYS["watchdog.interval_s"].refuse(settings.interval_s, where)
     if not 1 <= settings.suspect_after <= settings.hung_after:
         raise ConfigError(f"{where}: need 1 <= suspect_after <= hung_after, got "
                           f"{settings.suspect_after} and {settings.hung_after}")
-    if not 0 <= settings.cpu_fraction < 1:
-        raise ConfigError(f"{where}: key 'cpu_fraction' must be in [0, 1), got {settings.cpu_fraction}")
-    if not 0 <= settings.gpu_busy_pct <= 100:
-        raise ConfigError(f"{where}: key 'gpu_busy_pct' must be in [0, 100], got "
-                          f"{settings.gpu_busy_pct}")
-    if settings.action not in ACTIONS:
-        raise ConfigError(f"{where}: key 'action' must be one of {', '.join(ACTIONS)}, got "
-                          f"{settings.action!r}{nearest(settings.action, ACTIONS)}")
+    for key in ("cpu_fraction", "gpu_busy_pct", "action"):
+        KEYS[f"watchdog.{key}"].refuse(getattr(settings, key), where)
     return settings
 
 
@@ -366,3 +308,9 @@ def load_campaign(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     file_hash = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return parse_campaign(doc, str(path), file_hash=file_hash, source=path,
                           overrides=overrides, base_dir=path.parent)
+
+
+# COMPILE_CHOICES and COMPILE_MODES are declared in engine.define.campaign_schema; they are
+# re-exported here, where importers found them before.
+__all__ = ["COMPILE_CHOICES", "COMPILE_MODES", "MAX_PASSES", "Campaign", "load_campaign",
+           "parse_campaign"]

@@ -88,7 +88,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
         raise ConfigError(problems[0])
     values = {**DEFAULTS, **table}
     wtype = values.get("type")
-    if wtype not in WORKLOADS:
+    if not isinstance(wtype, str) or wtype not in WORKLOADS:
         types = WORKLOADS.names()
         raise ConfigError(f"{where}: key 'type' must be one of {', '.join(types)}, "
                           f"got {wtype!r}{nearest(str(wtype), types)}")
@@ -225,7 +225,9 @@ def load_catalogue(user_file: str | Path | None = None) -> Catalogue:
         ConfigError: unreadable or malformed file, unknown key, wrong type.
     """
     base_path = _catalogue_path()
-    tables = {k: (dict(v), str(base_path), frozenset()) for k, v in _read(base_path).items()}
+    #: id -> (its table, the file it came from, the keys the user's file set)
+    tables: dict[str, tuple[dict[str, Any], str, frozenset[str]]] = {
+        k: (dict(v), str(base_path), frozenset()) for k, v in _read(base_path).items()}
     sources = [base_path]
     extra = user_catalogue_path(user_file)
     if extra is not None:

@@ -214,6 +214,8 @@ def build_cells(campaign: Campaign, machine: dict[str, Any],
     shared: dict[tuple[str, int | None],
                  tuple[dict[str, Any], list[dict[str, Any]], dict[str, str], str]] = {}
     precisions: dict[tuple[str, int | None], list[tuple[str | None, dict[str, str]]]] = {}
+    # the campaign's precisions, or one None: each experiment's own
+    requested: list[str | None] = list(campaign.precision) if campaign.precision else [None]
     for exp_id in campaign.experiments:
         for size in sizes:
             exp = campaign.catalogue.get(exp_id)
@@ -231,8 +233,10 @@ def build_cells(campaign: Campaign, machine: dict[str, Any],
             jobs_amp = [bool(j.get("amp")) for j in jobs]
             precisions[exp_id, size] = [
                 (p or exp.precision,
-                 {"precision": p} if precision_lib.hashed(p, jobs_amp, exp.precision) else {})
-                for p in (campaign.precision or [None])]
+                 # hashed() is False for None: said again for the type
+                 {"precision": p} if p is not None
+                 and precision_lib.hashed(p, jobs_amp, exp.precision) else {})
+                for p in requested]
     configs: dict[tuple[Any, ...], tuple[Any, str]] = {}
     cells: list[CellSpec] = []
     parallel = _ParallelResolver(campaign, machine, share)
@@ -349,7 +353,8 @@ class _ParallelResolver:
                  share: HostShare | None = None):
         self.campaign, self.machine, self.share = campaign, machine, share
         self._loaded: tuple[Any, Any, dict[str, str]] | None = None
-        self._memo: dict[tuple[str, int, str, str], Any] = {}
+        #: (experiment, jobs, executor, compile mode, mp start, precision) -> the resolution
+        self._memo: dict[tuple[str, int, str, str, str, str | None], Any] = {}
 
     def _context(self) -> tuple[Any, Any, dict[str, str]]:
         if self._loaded is None:

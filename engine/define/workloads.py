@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.bounds import JOB
+from engine.bounds import DEFAULT_SEED, JOB
 from engine.define import search_space, tomlfile
 from engine.define.experiment import (
     ALIASES,
@@ -298,7 +298,7 @@ def base_fields(exp: Experiment) -> dict[str, Any]:
     return {key: getattr(exp, key) for key in JOB_FIELDS}
 
 
-def expand(exp: Experiment, seed: int = 42) -> list[JobSpec]:
+def expand(exp: Experiment, seed: int = DEFAULT_SEED) -> list[JobSpec]:
     """Expand ``exp`` into its jobs through the workload registry (see the module docstring
     for ids, seeds and splits).
 

@@ -23,6 +23,7 @@ from engine.define.executor_options import (
     fields_of,
     option,
 )
+from engine.executors.ray.options import RAY_SCHEDULERS, TUNE_SCHEDULERS
 from engine.registry import EXECUTORS
 
 
@@ -114,8 +115,11 @@ def register_executor(spec: ExecutorSpec) -> ExecutorSpec:
 
 
 #: Early-stopping schedulers of executors other than ray (``engine.train.early_stop``):
-#: ``sha`` synchronous, the others asynchronous. ``fifo`` (no early stopping) is the legacy.
-SCHEDULER_CHOICES = ("fifo", "sha", "asha", "median", "hyperband")
+#: ``sha`` synchronous, the others asynchronous (the rules Ray Tune's schedulers of the same
+#: names follow). ``fifo`` (no early stopping) is the legacy. ``engine.train.early_stop.
+#: SCHEDULERS`` lists the same (the training side may not import this package: a test pins
+#: the two equal).
+SCHEDULER_CHOICES = ("fifo", "sha", *(s for s in TUNE_SCHEDULERS if s != "fifo"))
 _SCHEDULER_HELP = ("hpo: early stopping on the per-epoch validation metric (val_loss, or R² "
                    "for regression): sha rung-synchronous successive halving (the same "
                    "decisions under every executor), asha/median/hyperband asynchronous "
@@ -237,7 +241,7 @@ class RayOptions:
         minimum=1, check=check_max_parallel,
         help="actors (or concurrent Tune trials); default: all jobs" + _AUTO_HELP)
     scheduler: str | list[str] = option(
-        "fifo", choices=("fifo", "asha", "median", "hyperband", "sha"), axis=True,
+        "fifo", choices=RAY_SCHEDULERS, axis=True,
         help="Ray Tune trial scheduler for hpo experiments (asha and hyperband asynchronous) "
              "on the task's per-epoch validation metric (val_loss; regression: the R²); "
              "sha: rung-synchronous successive halving decided by the cell (trials wait at "

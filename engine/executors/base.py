@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import DEFAULT_SEED
 from engine.define.workloads import JobSpec
 from engine.results.rows import GroupRow
 from engine.train.loop import JobResult, TrainSettings
@@ -34,7 +35,7 @@ class CellContext:
     emit: Callable[..., Any]
     threads: int
     options: dict[str, Any] = field(default_factory=dict)
-    seed: int = 42
+    seed: int = DEFAULT_SEED
     #: Matrix axes of the cell: the Ray Tune scheduler (hpo cells under ray, else None),
     #: the unified ablation rung and feature string, and the cell's max_parallel request.
     scheduler: str | None = None

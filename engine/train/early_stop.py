@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.bounds import DEFAULT_SEED
+
 #: Every scheduler name, ``fifo`` first (the legacy: no early stopping).
 SCHEDULERS = ("fifo", "sha", "asha", "median", "hyperband")
 #: The synchronous one: decisions independent of arrival order.
@@ -236,7 +238,7 @@ class Asha:
     rule = "asha"
 
     def __init__(self, max_t: int, mode: str, grace_period: int, reduction_factor: int,
-                 brackets: int = 1, seed: int = 42) -> None:
+                 brackets: int = 1, seed: int = DEFAULT_SEED) -> None:
         self.max_t, self.sign = max_t, (-1.0 if mode == "min" else 1.0)
         grace = max(1, min(grace_period, max_t))
         self.brackets = [_Bracket(grace, max_t, reduction_factor, s) for s in range(brackets)]
@@ -311,7 +313,7 @@ def bracket_record(decider: Asha | Median | None, job_ids: Sequence[str]) -> dic
 
 
 def asynchronous(name: str, max_t: int, mode: str, grace_period: int,
-                 reduction_factor: int, seed: int = 42) -> Asha | Median | None:
+                 reduction_factor: int, seed: int = DEFAULT_SEED) -> Asha | Median | None:
     """The decider of an asynchronous scheduler (None for ``fifo`` and ``sha``); ``seed``
     (the campaign seed) draws hyperband's brackets."""
     if name == "asha":

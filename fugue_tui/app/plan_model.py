@@ -35,10 +35,15 @@ DEFAULT_WATCHDOG_ACTION = "flag"
 
 
 def default_doc(runs_dir: str = "runs") -> dict[str, Any]:
-    """A new plan: nothing selected, seq, one pass, one torch thread per cell."""
-    return {"name": "dashboard", "experiments": [], "executors": ["seq"], "passes": 1,
-            "seed": 42, "retries": 0, "device": "auto", "compile": "off",
-            "compile_mode": "default", "threads": 1, "runs_dir": runs_dir,
+    """A new plan: nothing selected, the declared defaults (seq, one pass, seed 42, ...:
+    ``engine.define.campaign_schema``) but one torch thread per cell, and a watchdog that
+    flags a hung cell."""
+    from engine.define.campaign_schema import default
+
+    return {"name": "dashboard", "experiments": [],
+            **{key: default(key) for key in ("executors", "passes", "seed", "retries",
+                                              "device", "compile", "compile_mode")},
+            "threads": 1, "runs_dir": runs_dir,
             "watchdog": {"action": DEFAULT_WATCHDOG_ACTION}}
 
 
@@ -187,7 +192,7 @@ def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
     option …) found by validating again and again a copy of the file with each problem
     already reported set aside (:func:`_value_problems`). ``first``, the validation's own
     error, is always among them."""
-    from engine.define.campaign import _BUDGET_KEYS, _KEYS, _WATCHDOG_KEYS
+    from engine.define.campaign_schema import TABLES, key_types
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -208,7 +213,7 @@ def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
 
     found: list[tuple[str, str]] = []
     repaired = copy.deepcopy(doc)
-    for key, problem in tomlfile.key_problems(doc, _KEYS):
+    for key, problem in tomlfile.key_problems(doc, key_types()):
         found.append((at("", key), problem))
         value = repaired.pop(key, None)
         # `experiment = …` for `experiments`: its value is still checked under the key
@@ -217,7 +222,7 @@ def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
         if meant and meant.group(1) not in doc and problem.startswith("unknown key"):
             repaired[meant.group(1)] = value
             renamed[meant.group(1)] = key
-    for table, allowed in (("watchdog", _WATCHDOG_KEYS), ("budget", _BUDGET_KEYS)):
+    for table, allowed in ((t, key_types(t)) for t in TABLES):
         sub = doc.get(table)
         if isinstance(sub, dict):
             for key, problem in tomlfile.key_problems(sub, allowed):

@@ -14,6 +14,7 @@ import signal
 import sys
 from typing import Any
 
+from engine.bounds import DEFAULT_SEED
 from engine.errors import ConfigError, known, nearest
 
 SIMULATED = ("seq", "mp", "ray", "unified_model")
@@ -107,7 +108,7 @@ def profile(args: Any, out=None) -> int:
     ks = _ks(args.ks)
     compile_mode = _compile(args.compile)
     jobs = _jobs(args.selector, args.experiments_file_sub or args.experiments_file,
-                 args.seed or 42, "profile")
+                 args.seed or DEFAULT_SEED, "profile")
     device, gpu = _machine(args.profile_device or args.device)
     from engine.results.preflight import preflight
 
@@ -198,7 +199,7 @@ def simulate(args: Any, out=None) -> int:
     starts = _starts(args.mp_start)
     own: dict[str, str | None] = {}
     jobs = _jobs(args.selector, args.experiments_file_sub or args.experiments_file,
-                 args.seed or 42, "simulate", own)
+                 args.seed or DEFAULT_SEED, "simulate", own)
     device, gpu = _machine(args.profile_device or args.device)
     ident = identity(device, gpu)
     budget = make_budget(**budget_args, gpu_uuid=(gpu or {}).get("uuid"), where="simulate")

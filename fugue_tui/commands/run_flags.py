@@ -72,27 +72,7 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     from engine.registry import EXECUTORS
 
     sel = run.add_argument_group("what to run (the product is the run matrix)")
-    sel.add_argument("--exp", dest="run_exp", nargs="+", action="extend", metavar="SELECTOR",
-                     help="catalogue experiments: E01, 1, E08:E10, E08:, :E05, 1,4,5 or all "
-                          "(several allowed)")
-    sel.add_argument("--exec", dest="run_exec", nargs="+", action="extend", metavar="EXECUTOR",
-                     help="executors (several allowed; default seq): see below")
-    sel.add_argument("--compile", dest="run_compile", nargs="?", const="on",
-                     choices=("off", "on", "both"),
-                     help="torch.compile: off (default), on (the flag alone), or both")
-    sel.add_argument("--precision", dest="run_precision", nargs="+", action="extend",
-                     type=_precisions, metavar="PRECISION",
-                     help="numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16; several "
-                          "(or a comma list) run one cell each (default: each experiment's)")
-    sel.add_argument("--compile-mode", dest="run_compile_mode", metavar="MODE",
-                     help="torch.compile mode (default, reduce-overhead, max-autotune, "
-                          "max-autotune-no-cudagraphs)")
-    sel.add_argument("--passes", dest="run_passes", metavar="N", type=at_least(1),
-                     help="repeats of the whole matrix (default 1)")
-    sel.add_argument("--k-sweep", dest="run_k_sweep", metavar="K1,K2,...",
-                     help="ensembles only: run each at these sizes K (increasing, e.g. "
-                          "1,2,4,8,16), one cell per K per executor; `report --advise` finds "
-                          "the knee (campaign key k_sweep)")
+    add_campaign_flags(sel, "what", at_least)
     sel.add_argument("--option", dest="run_option", action="append", default=[],
                      metavar="EXEC.KEY=VALUE", help="an executor option (see below)")
     for flag, key, targets in PLANNED_FLAGS:
@@ -116,9 +96,7 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                          help=f"for {' and '.join(targets)} only" + (
                              "" if all(t in EXECUTORS for t in targets) else " (not built yet)"))
     how = run.add_argument_group("how and where")
-    how.add_argument("--seed", dest="run_seed", metavar="N", type=int, help="job i gets seed + i (default 42)")
-    how.add_argument("--retries", dest="run_retries", metavar="N", type=at_least(0),
-                     help="retries of a failed or hung cell (default 0)")
+    add_campaign_flags(how, "how", at_least)
     how.add_argument("--resume", dest="run_resume", action="store_true",
                      help="skip cells whose key already has an ok row of this campaign")
     how.add_argument("--reuse-from-any-campaign", dest="run_reuse_any", action="store_true",
@@ -126,21 +104,11 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                           "counts too")
     how.add_argument("--since", dest="run_since", metavar="YYYYmmdd_HHMMSS",
                      help="with --resume: only ok rows at or after this time count")
-    how.add_argument("--runs-dir", dest="run_runs_dir", metavar="DIR",
-                     help="results folder (default runs)")
-    how.add_argument("--device", dest="run_device", metavar="DEVICE", help="auto (default), cpu, cuda, cuda:N")
-    how.add_argument("--devices", dest="run_devices", metavar="LIST",
-                     help="several devices, one cell on each at once: auto (every visible "
-                          "GPU), cpu, or a comma list of cuda:N / GPU-… / MIG-… UUIDs")
-    how.add_argument("--threads", dest="run_threads", metavar="N", type=at_least(0),
-                     help="torch threads per cell process (default 0 = all cores)")
     how.add_argument("--dry-run", dest="run_dry_run", action="store_true",
                      help="print the cells and their keys, run nothing, write nothing")
     how.add_argument("--json", dest="run_json", action="store_true",
                      help="with --dry-run: the plan as JSON (schema fugue-tui/plan, "
                           "docs/json.md)")
-    how.add_argument("--experiments-file", dest="run_experiments_file", metavar="FILE",
-                     help="a user experiments file merged over the catalogue")
     adhoc = run.add_argument_group(
         "an ad-hoc experiment (not in the catalogue; rows carry exp_id adhoc or --name)")
     adhoc.add_argument("--model", dest="run_model", metavar="MODEL", nargs="+", action="extend", default=[],
@@ -170,6 +138,35 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     adhoc.add_argument("--name", dest="run_name", metavar="ID", help="the experiment id (default adhoc)")
 
 
+def add_campaign_flags(group: Any, which: str, at_least: Callable[[int], Any]) -> None:
+    """The flags of the campaign keys declared as ``run`` flags of group ``which``
+    (``what``, ``how``: :func:`engine.define.campaign_schema.flags`), in declaration order:
+    each flag's spelling, metavar, help, and its parsing from the key's types — a count
+    that argparse checks takes its bound's low end (``--passes``: >= 1), a checked choice
+    its choices (``--compile``); a many-valued flag extends a list."""
+    from engine.define.campaign_schema import flag_help, flags
+
+    for key in flags(which):
+        flag = key.flag
+        assert flag is not None  # flags() returns only keys with one
+        kwargs: dict[str, Any] = {"dest": flag.dest, "help": flag_help(key)}
+        if flag.metavar:
+            kwargs["metavar"] = flag.metavar
+        if flag.many:
+            kwargs.update(nargs="+", action="extend")
+        if flag.const is not None:
+            kwargs.update(nargs="?", const=flag.const)
+        if flag.checked and key.choices:
+            kwargs["choices"] = key.choices
+        parse = _FLAG_TYPES.get(key.name)
+        if parse is None and int in key.types and list not in key.types:
+            low = key.bound.low if key.bound is not None else None
+            parse = at_least(int(low)) if flag.checked and low is not None else int
+        if parse is not None:
+            kwargs["type"] = parse
+        group.add_argument(flag.spelling, **kwargs)
+
+
 def _precisions(text: str) -> list[str]:
     """``--precision`` values: one name or a comma list, each checked (one line on error)."""
     import argparse
@@ -186,3 +183,7 @@ def _precisions(text: str) -> list[str]:
                                              f"{nearest(name, PRECISIONS)}; known: "
                                              f"{', '.join(PRECISIONS)}")
     return names
+
+
+#: Flags whose words need more than their key's type to parse: the key, the parser.
+_FLAG_TYPES: dict[str, Callable[[str], Any]] = {"precision": _precisions}

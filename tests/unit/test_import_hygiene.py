@@ -29,7 +29,8 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "engine.measure.samples", "engine.cleanup", "engine.measure.spans",
                "engine.define.axes", "engine.executors.mp.mps", "engine.executors.mp.mps_checks",
                "engine.executors.ray.runtime", "engine.define.executor_options",
-               "engine.executors.docs"]
+               "engine.executors.docs", "engine.define.campaign_schema", "engine.define.campaign_docs",
+               "engine.define.campaign_options"]
 
 
 def test_runner_side_modules_do_not_import_torch():

@@ -42,6 +42,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.bounds import DEFAULT_SEED
 from engine import cleanup
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
@@ -128,7 +129,7 @@ class _Stopper:
     """
 
     def __init__(self, name: str, jobs: list[JobSpec], metric: str, mode: str, grace: int,
-                 factor: int, seed: int = 42) -> None:
+                 factor: int, seed: int = DEFAULT_SEED) -> None:
         self.name, self.jobs, self.metric, self.mode = name, jobs, metric, mode
         self.grace, self.factor = grace, factor
         budgets = {i: j.epochs for i, j in enumerate(jobs)}

@@ -1,4 +1,4 @@
-"""Campaign-time checks of ``[options.ray]``: torch-free and Ray-free, so that the
+"""The scheduler names of ``[options.ray]`` and its campaign-time checks: torch-free and Ray-free, so that the
 campaign's validation (``engine.define.campaign``) can refuse a bad cluster address before
 anything is written, without importing the runtime module."""
 
@@ -8,6 +8,13 @@ import socket
 from typing import Any
 
 from engine.errors import FugueError
+
+#: Ray Tune's own trial schedulers, ``fifo`` first (no early stopping: the comparison with
+#: seq); ``engine.executors.ray.tune.make_scheduler`` builds each. Declared here, torch- and
+#: Ray-free, so that the options' declaration, the docs and the benches read one list.
+TUNE_SCHEDULERS = ("fifo", "asha", "median", "hyperband")
+#: ray's ``scheduler`` choices: Tune's, then ``sha`` (rung-synchronous, decided by the cell).
+RAY_SCHEDULERS = (*TUNE_SCHEDULERS, "sha")
 
 #: Seconds to wait for a TCP connection to an existing cluster before calling it unreachable.
 CONNECT_TIMEOUT_S = 3.0

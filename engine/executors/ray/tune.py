@@ -56,6 +56,7 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 
+from engine.bounds import DEFAULT_SEED
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
 from engine.errors import ConfigError
@@ -92,7 +93,7 @@ class RecordingAsyncHyperBand(_Recording, AsyncHyperBandScheduler):
     """Tune's asynchronous HyperBand, each trial in the bracket ``early_stop`` assigns it
     (``fugue_seed``: the campaign seed; trial i = the trial of job i)."""
 
-    fugue_seed: int = 42
+    fugue_seed: int = DEFAULT_SEED
 
     def on_trial_add(self, tune_controller, trial):
         super().on_trial_add(tune_controller, trial)  # validates metric/mode; draws (unused)
@@ -118,7 +119,7 @@ class RecordingMedian(_Recording, MedianStoppingRule):
 
 
 def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: int,
-                   seed: int = 42, trials: int = 0) -> tuple[TrialScheduler, dict[str, Any]]:
+                   seed: int = DEFAULT_SEED, trials: int = 0) -> tuple[TrialScheduler, dict[str, Any]]:
     """The scheduler for ``name`` and what to record of it (class and parameters; for
     hyperband the seed and the brackets of the ``trials`` jobs)."""
     grace = max(1, min(grace_period, max_t))

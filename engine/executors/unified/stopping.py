@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from engine.bounds import DEFAULT_SEED
 from engine.train import early_stop
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ class MemberStopper:
     """The cell's decisions over its members (see the module docstring)."""
 
     def __init__(self, name: str, jobs: list[JobSpec], metric: str, mode: str,
-                 grace_period: int, reduction_factor: int, seed: int = 42) -> None:
+                 grace_period: int, reduction_factor: int, seed: int = DEFAULT_SEED) -> None:
         self.name, self.metric, self.mode = name, metric, mode
         self.trial = {job.job_id: i for i, job in enumerate(jobs)}
         self.jobs = jobs

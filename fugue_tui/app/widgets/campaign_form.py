@@ -44,55 +44,31 @@ class Field:
         return "f-" + self.path.replace(".", "-").replace("_", "-")
 
 
-def _fields() -> tuple[Field, ...]:
-    from engine.define.campaign import COMPILE_CHOICES, COMPILE_MODES
-    from engine.define.watchdog_settings import ACTIONS
-    from engine.define.watchdog_settings import WatchdogSettings
-    from engine.precision import PRECISIONS
+#: The form's one field that is no campaign key: ``max_parallel``, written into every
+#: selected executor that declares the option (:meth:`CampaignForm._max_parallel`), shown
+#: after this key.
+_MAX_PARALLEL_AFTER = "retries"
 
-    return (
-        Field("name", "text", help="run folder <runs_dir>/<name>",
-              hint="e.g. tiny2 (its run folder's name)"),
-        Field("passes", "int", help="repeats of the whole matrix", hint="default 1"),
-        Field("seed", "int", help="job i gets seed + i", hint="default 42"),
-        Field("retries", "int", help="automatic retries of a failed or hung cell",
-              hint="default 0"),
-        Field("max_parallel", "text", help="most jobs at once, a number or auto (estimated "
-                                           "from this machine's profiles), for executors that "
-                                           "run jobs concurrently (sets [options.<executor>] "
-                                           "max_parallel)",
-              hint="e.g. 4 or auto (unset: all jobs)"),
-        Field("threads", "int", help="torch threads per cell; 0 = all cores",
-              hint="e.g. 1 (0 = all cores)"),
-        Field("device", "select", ("auto", "cpu", "cuda"), hint="default auto"),
-        Field("compile", "select", COMPILE_CHOICES, help="torch.compile: off, on or both",
-              hint="default off"),
-        Field("compile_mode", "select", COMPILE_MODES, hint="default: torch's default mode"),
-        Field("precision", "list", PRECISIONS,
-              help=f"{', '.join(PRECISIONS)}: one, or a comma list (one cell each)",
-              hint="e.g. fp32 or fp32,amp-bf16 (unset: each experiment's)"),
-        Field("k_sweep", "ints", help="ensemble sizes to sweep, e.g. 1,2,4,8 (one cell per K; "
-                                      "ensembles only)", hint="e.g. 1,2,4,8 (ensembles)"),
-        Field("runs_dir", "text", help="relative to the working directory",
-              hint="default runs"),
-        Field("experiments_file", "text", help="a user catalogue merged over the built-in one",
-              hint="e.g. my_experiments.toml"),
-        Field("watchdog.action", "select", ACTIONS,
-              help="flag: mark a hung cell and wait for you; kill: kill and retry it"),
-        Field("watchdog.interval_s", "float", help="seconds between checks",
-              hint=f"default {WatchdogSettings.interval_s:g} s"),
-        Field("watchdog.suspect_after", "int", help="quiet checks before 'suspect'",
-              hint=f"default {WatchdogSettings.suspect_after} checks"),
-        Field("watchdog.hung_after", "int", help="quiet checks before 'hung'",
-              hint=f"default {WatchdogSettings.hung_after} checks"),
-        # [budget]: what max_parallel = "auto" may fill (unset: measured on this machine)
-        Field("budget.ram", "size", help="host RAM auto may fill, e.g. 6GiB (unset: measured)",
-              hint="e.g. 6GiB (unset: measured)"),
-        Field("budget.device", "size", help="device memory auto may fill, e.g. 40GiB",
-              hint="e.g. 40GiB (unset: measured)"),
-        Field("budget.cores", "int", help="cores auto may use (unset: this machine's)",
-              hint="e.g. 8 (unset: all cores)"),
-    )
+
+def _fields() -> tuple[Field, ...]:
+    """The campaign's fields, generated from the campaign keys declared as form fields
+    (``engine.define.campaign_schema``: kind, choices, help and hint), in declaration
+    order, with ``max_parallel`` after ``retries``."""
+    from engine.define.campaign_schema import KEYS, form_hint
+
+    out = []
+    for key in KEYS.values():
+        if key.form is None:
+            continue
+        out.append(Field(key.name, key.form.kind, key.form.choices or key.choices,
+                         help=key.form.help or key.doc, hint=form_hint(key)))
+        if key.name == _MAX_PARALLEL_AFTER:
+            out.append(Field("max_parallel", "text",
+                             help="most jobs at once, a number or auto (estimated from this "
+                                  "machine's profiles), for executors that run jobs "
+                                  "concurrently (sets [options.<executor>] max_parallel)",
+                             hint="e.g. 4 or auto (unset: all jobs)"))
+    return tuple(out)
 
 
 def option_hint(declared: Any) -> str:
