@@ -136,7 +136,7 @@ def test_energy_per_model_by_hand_on_real_rows_with_energy():
                        rss_peak_mb=np.nan, config_key="")
     curve = build_curve({}, {"exp_id": "D_ens", "executor": "unified_model"}, rows, n_boot=0)
     assert curve is not None
-    at_k = [e / k for e, m in zip(energies, [1, 2, 1, 2, 1]) if m == 1 and not math.isnan(e)]
+    at_k = [e / k for e, m in zip(energies, [1, 2, 1, 2, 1], strict=True) if m == 1 and not math.isnan(e)]
     assert curve.point(int(k)).energy_per_model_j == pytest.approx(_mean(at_k), rel=1e-12)
 
 
