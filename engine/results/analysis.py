@@ -6,6 +6,12 @@ imports pandas and numpy (the runner never imports it) but no UI library and no 
 
 Only rows with ``status == "ok"`` enter any statistic.
 
+Which rows are pooled and compared is decided here; the values formed from them (the
+speedup ratio, energy per model, parity, the time-to-best ratio) are each computed by
+their one function in the derived-metrics registry (:mod:`engine.results.derived`, which
+also declares :data:`BASELINE_EXECUTOR`; re-exported here for the readers that import it
+from this module).
+
 Provenance
     A speedup divides two measurements, which only means something when both come from the
     same machine and software stack. The provenance key is ``machine`` (the ``host``
