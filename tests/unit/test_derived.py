@@ -211,3 +211,19 @@ def test_time_to_best_is_the_stored_columns_rule():
     trials = [("t0", [(1.0, 0.9), (2.0, 0.5), (3.0, 0.499)]), ("t1", [(1.5, 0.7)])]
     assert derived("time_to_best_s").compute(trials, "min") == 2.0  # 0.5 within 1 %
     assert math.isnan(derived("time_to_best_s").compute([("t0", [])], "min"))
+
+
+def test_tensorboard_export_draws_energy_per_model_through_the_registry(tmp_path):
+    pytest.importorskip("tensorboardX")
+    from fugue_tui.export_data import write_tensorboard
+    from tests.unit.test_export_data import _scalars
+
+    runs = load_runs(DASHBOARD)
+    g = runs.groups
+    first = g.index[(g["exp_id"] == "D_cv") & (g["executor"] == "unified_model")][0]
+    g.loc[first, "energy_group"] = 123.0
+    runs = type(runs)(g.loc[[first]], runs.jobs.iloc[0:0], list(runs.sources))
+    write_tensorboard(runs, tmp_path)
+    drawn = [v for folder in tmp_path.rglob("group")
+             for _, v in _scalars(folder).get("group/energy_per_model_j", [])]
+    assert drawn == [pytest.approx(123.0 / float(g.loc[first, "K"]))]
