@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from engine.results.columns import BOOL, COLUMNS, GROUPS_FILE, INDIVIDUAL_FILE, JSON, NUMBER
+from engine.results.derived import derived
 
 DATA_FORMATS = ("parquet", "json", "tensorboard")
 #: The files (and the folder) each data format owns in the export folder.
@@ -165,7 +166,7 @@ def write_tensorboard(runs, out: Path) -> Path:
                                ("group/throughput_sps", row.get("throughput_group")),
                                ("group/setup_s", row.get("setup_s")),
                                ("group/energy_per_model_j",
-                                energy / k if _finite(energy) and _finite(k) and k else None),
+                                derived("energy_per_model_j").compute(energy, k)),
                                ("group/val_acc_mean", job_acc)):
                 if _finite(value):
                     writer.add_scalar(tag, float(value), attempt, walltime=wall)

@@ -116,6 +116,7 @@ def ladder_table(runs, by_campaign: bool = False, n_boot: int = 2000, seed: int 
     (``low``/``high``) only when both sides have >= MIN_BOOT_N rows."""
     from engine.define.axes import ABLATION_LADDER
     from engine.results.analysis import CI_PERCENTILES, MIN_BOOT_N, provenance_columns
+    from engine.results.derived import LADDER_BASE_RUNG, derived
 
     prov = provenance_columns(by_campaign)
     columns = prov + ["exp_id", "rung", "n", "throughput_mean", "relative", "low", "high"]
@@ -130,14 +131,14 @@ def ladder_table(runs, by_campaign: bool = False, n_boot: int = 2000, seed: int 
     out = []
     for key, part in ok.groupby(prov + ["exp_id"], sort=False, dropna=False):
         by_rung = {r: p["throughput_group"].to_numpy(float) for r, p in part.groupby("rung")}
-        base = by_rung.get("A")
+        base = by_rung.get(LADDER_BASE_RUNG)
         for rung in sorted(by_rung, key=lambda r: (order.get(r, len(order)), r)):
             values = by_rung[rung]
             mean = float(values.mean())
             rel = low = high = math.nan
             if base is not None and base.mean() > 0:
-                rel = mean / float(base.mean())
-                if rung != "A" and len(values) >= MIN_BOOT_N and len(base) >= MIN_BOOT_N \
+                rel = derived("relative").compute(mean, float(base.mean()))
+                if rung != LADDER_BASE_RUNG and len(values) >= MIN_BOOT_N and len(base) >= MIN_BOOT_N \
                         and n_boot > 0:
                     rng = np.random.default_rng([seed, len(values), len(base)])
                     num = rng.choice(values, (n_boot, len(values))).mean(axis=1)
@@ -169,12 +170,14 @@ def _slower_but_faster(labelled: list[tuple[str, dict[str, Any]]]) -> list[str]:
     def same(r: dict[str, Any]) -> tuple:  # the seq row of the same workload: K and
         return (r["exp_id"], r.get("machine"), r.get("K"), r.get("precision"))  # precision
 
-    seq = {same(r): r for _, r in labelled if r["executor"] == "seq"}
+    from engine.results.derived import BASELINE_EXECUTOR
+
+    seq = {same(r): r for _, r in labelled if r["executor"] == BASELINE_EXECUTOR}
     out = []
     for label, r in labelled:
         base = seq.get(same(r))
         speedup = finite(r.get("speedup"))
-        if base is None or r["executor"] == "seq" or speedup is None or speedup >= 1:
+        if base is None or r["executor"] == BASELINE_EXECUTOR or speedup is None or speedup >= 1:
             continue
         mine, theirs = (finite(x.get("throughput_group_mean")) for x in (r, base))
         if mine is None or theirs is None or theirs <= 0 or mine <= theirs:

@@ -60,14 +60,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.results.analysis import (
-    BASELINE_EXECUTOR,
-    MIN_BOOT_N,
-    cell_columns,
-    provenance_columns,
-    speedups,
-)
-from engine.results.knee import CURVE_COLUMNS, DEFAULT_FRACTION, Curve, curves
+from engine.results.analysis import MIN_BOOT_N, cell_columns, provenance_columns, speedups
+from engine.results.derived import BASELINE_EXECUTOR, DEFAULT_FRACTION, end_to_end_s
+from engine.results.knee import CURVE_COLUMNS, Curve, curves
 
 #: Executors whose ``max_parallel`` (jobs at once) is worth recommending.
 _PARALLEL = ("mp", "ray")
@@ -290,7 +285,7 @@ def _end_to_end_runs(runs: Any) -> Any:
     if "setup_s" not in groups.columns:
         total = pd.Series(np.nan, index=groups.index)
     else:
-        total = groups["T_group"] + groups["setup_s"]
+        total = end_to_end_s(groups["T_group"], groups["setup_s"])
     return replace(runs, groups=groups.assign(T_group=total))
 
 

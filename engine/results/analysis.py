@@ -6,6 +6,12 @@ imports pandas and numpy (the runner never imports it) but no UI library and no 
 
 Only rows with ``status == "ok"`` enter any statistic.
 
+Which rows are pooled and compared is decided here; the values formed from them (the
+speedup ratio, energy per model, parity, the time-to-best ratio) are each computed by
+their one function in the derived-metrics registry (:mod:`engine.results.derived`, which
+also declares :data:`BASELINE_EXECUTOR`; re-exported here for the readers that import it
+from this module).
+
 Provenance
     A speedup divides two measurements, which only means something when both come from the
     same machine and software stack. The provenance key is ``machine`` (the ``host``
@@ -66,24 +72,22 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from engine.results.derived import (  # noqa: F401 - BASELINE_EXECUTOR, PARITY_*: re-exported
+    BASELINE_EXECUTOR,
+    FIFO,
+    PARITY_NA,
+    PARITY_OUTSIDE,
+    PARITY_WITHIN,
+    derived,
+)
 from engine.results.load import Runs
 
-#: The executor every speedup is over. Fixed on purpose, not read from the executor
-#: registry (``ExecutorSpec.baseline`` is deprecated and ignored): the speedup's
-#: denominator is part of the measurement contract (fugue-compat.md, "Speedup"), a report
-#: reads results files without the plugins that wrote them, and a second baseline would
-#: make speedups from different installs incomparable.
-BASELINE_EXECUTOR = "seq"
 #: Fewest rows on each side (strategy and seq) for a bootstrap interval.
 MIN_BOOT_N = 5
 #: Percentiles of the bootstrap replicates bounding the interval (95 %).
 CI_PERCENTILES = (2.5, 97.5)
 #: The ``ci`` label when no interval is computed.
 NO_CI = "n/a"
-
-PARITY_WITHIN = "within seq spread"
-PARITY_OUTSIDE = "outside seq spread"
-PARITY_NA = "n/a"
 
 #: Provenance columns (see the module doc); ``campaign_hash`` is added with ``by_campaign``.
 PROVENANCE_COLUMNS: tuple[str, ...] = ("machine", "gpu_name", "torch_version", "cuda_version")
@@ -246,9 +250,6 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     # same decisions, and the best trial's metric beside the mean over completed trials.
     "time_to_best_mean", "ttb_speedup", "ttb_baseline", "best_val_metric_mean",
 )
-#: The scheduler of a row for baselines: an empty one (seq before schedulers existed, every
-#: non-hpo row) is fifo.
-FIFO = "fifo"
 
 
 def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
@@ -291,7 +292,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
             ok[column] = np.nan
     sched = ok["scheduler"].fillna("").astype(str)
     ok = ok.assign(cell=_codes(ok, keys),
-                   energy_per_model=ok["energy_group"] / ok["K"].where(ok["K"] > 0),
+                   energy_per_model=derived("energy_per_model_j").compute(ok["energy_group"],
+                                                                          ok["K"]),
                    sched=sched.where(sched != "", FIFO))
     cells = _cell_stats(ok, keys)
     # Seq baselines: pooled seq rows per provenance key × experiment × workload (same
@@ -396,13 +398,11 @@ def _against_baselines(cells: pd.DataFrame, seq_rows: pd.DataFrame, prov: list[s
     cells["baseline"] = np.where(
         use_same, f"{BASELINE_EXECUTOR} compile=" + cells["compile_mode"].astype(str) + shown,
         np.where(has_base, BASELINE_EXECUTOR + pd.Series(shown, index=cells.index), ""))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        speedup = seq_T / cells["T_group_mean"].to_numpy(float)
+    speedup = derived("speedup").compute(seq_T, cells["T_group_mean"].to_numpy(float))
     is_seq = ((cells["executor"] == BASELINE_EXECUTOR)
               & (cells["precision"].astype(str) == base_precision)
               & (cells["sched"] == FIFO)).to_numpy()
-    speedup = np.where(is_seq, 1.0, speedup)
-    cells["speedup"] = np.where(np.isfinite(speedup), speedup, np.nan)
+    cells["speedup"] = np.where(is_seq, 1.0, speedup)  # its own baseline: exactly 1
     cells["n_seq"] = np.nan_to_num(cells["n_seq"].to_numpy(float)).astype(int)  # a count: 0
     return cells, is_seq, has_base
 
@@ -471,7 +471,8 @@ def _time_to_best(cells: pd.DataFrame, ok: pd.DataFrame, all_seq: pd.DataFrame,
             cells.loc[idx, "ttb_baseline"] = f"{label}: decisions differ"
             continue
         cells.loc[idx, "ttb_baseline"] = label
-        cells.loc[idx, "ttb_speedup"] = seq_ttb.loc[key] / cell["time_to_best_mean"]
+        cells.loc[idx, "ttb_speedup"] = derived("ttb_speedup").compute(
+            seq_ttb.loc[key], cell["time_to_best_mean"])
 
 
 def _accuracy(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
@@ -501,11 +502,8 @@ def _accuracy(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
     cells["seq_acc_mean"] = base.map(by_base["mean"])
     cells["seq_acc_min"] = base.map(by_base["min"])
     cells["seq_acc_max"] = base.map(by_base["max"])
-    known = cells["acc_mean"].notna() & cells["seq_acc_min"].notna()
-    within = (cells["acc_mean"] >= cells["seq_acc_min"] - 1e-12) \
-        & (cells["acc_mean"] <= cells["seq_acc_max"] + 1e-12)
-    cells["parity"] = np.where(known, np.where(within, PARITY_WITHIN, PARITY_OUTSIDE),
-                               PARITY_NA)
+    cells["parity"] = derived("parity").compute(cells["acc_mean"], cells["seq_acc_min"],
+                                                cells["seq_acc_max"])
 
 
 def cell_status(runs: Runs, by_campaign: bool = False) -> pd.DataFrame:

@@ -52,9 +52,13 @@ import numpy as np
 import pandas as pd
 
 from engine.results.analysis import CI_PERCENTILES, MIN_BOOT_N, provenance_columns
+from engine.results.derived import (  # noqa: F401 - gain_per_doubling, find_knee: re-exported
+    DEFAULT_FRACTION,
+    derived,
+    find_knee,
+    gain_per_doubling,
+)
 
-#: Default knee rule: the smallest K beyond which a doubling gains < 10 % throughput.
-DEFAULT_FRACTION = 0.10
 #: The fractions :attr:`Curve.knees` reports (how the knee moves with the rule).
 FRACTIONS: tuple[float, ...] = (0.05, 0.10, 0.20, 0.30)
 #: What identifies one strategy's curve within a provenance key (K varies along it).
@@ -146,34 +150,9 @@ def per_doubling_gains(ks: Sequence[float], throughputs: Sequence[float]) -> lis
     """The throughput gain of each step ``ks[i] -> ks[i+1]`` normalised to a doubling of K
     (module doc), as fractions (0.25 = +25 %; negative: throughput fell): the tables'
     "gain / doubling" column."""
-    return [gain_per_doubling(ks[i], throughputs[i], ks[i + 1], throughputs[i + 1])
+    gain = derived("gain_per_doubling").compute
+    return [gain(ks[i], throughputs[i], ks[i + 1], throughputs[i + 1])
             for i in range(len(ks) - 1)]
-
-
-def gain_per_doubling(k0: float, x0: float, k1: float, x1: float) -> float:
-    """The throughput gain from (``k0``, ``x0``) to (``k1``, ``x1``) per doubling of K
-    (module doc); NaN when a throughput is not positive or ``k1 <= k0``."""
-    if not (x0 > 0 and x1 > 0 and k1 > k0):
-        return math.nan
-    return (x1 / x0) ** (1.0 / math.log2(k1 / k0)) - 1.0
-
-
-def find_knee(ks: Sequence[int], throughputs: Sequence[float],
-              fraction: float = DEFAULT_FRACTION) -> int | None:
-    """The smallest K of ``ks`` (increasing) from which the gain per doubling to every
-    larger K is below ``fraction``; None when only the largest K would qualify (the sweep
-    has not shown where growth stops) or there are fewer than two points. Points with no
-    throughput (NaN, not positive) are ignored.
-
-    >>> find_knee([1, 2, 4, 8, 16], [100, 190, 350, 370, 375], 0.10)
-    4
-    """
-    points = [(k, x) for k, x in zip(ks, throughputs, strict=True)
-              if x is not None and math.isfinite(x) and x > 0]
-    for i, (k0, x0) in enumerate(points[:-1]):
-        if all(gain_per_doubling(k0, x0, k1, x1) < fraction for k1, x1 in points[i + 1:]):
-            return int(k0)
-    return None
 
 
 def _mean_intervals(values: list[np.ndarray], ks: list[int], n_boot: int, seed: int
@@ -216,7 +195,8 @@ def build_curve(provenance: dict[str, Any], cell: dict[str, Any], rows: pd.DataF
     replicates = _mean_intervals(samples, ks, n_boot, seed) if enough else None
     points = []
     for i, (k, group) in enumerate(by_k):
-        energy = (group["energy_group"] / k).dropna()
+        energy = derived("energy_per_model_j").compute(group["energy_group"],
+                                                       group["K"]).dropna()
         low = high = math.nan
         if replicates is not None:
             low, high = (float(x) for x in np.percentile(replicates[i], CI_PERCENTILES))
@@ -228,11 +208,12 @@ def build_curve(provenance: dict[str, Any], cell: dict[str, Any], rows: pd.DataF
             else math.nan,
             T_group_mean=float(group["T_group"].mean()),
             configs=max(1, group["config_key"].replace("", np.nan).nunique())))
-    knee = find_knee(ks, means, fraction)
-    best = ks[int(np.argmax(means))]
+    knee_of = derived("knee").compute
+    knee = knee_of(ks, means, fraction)
+    best = derived("best_k").compute(ks, means)
     extra: dict[str, Any] = {}
     if replicates is not None:
-        knees = np.array([find_knee(ks, replicates[:, b], fraction) or -1
+        knees = np.array([knee_of(ks, replicates[:, b], fraction) or -1
                           for b in range(replicates.shape[1])])
         bests = np.array(ks)[np.argmax(replicates, axis=0)]
         extra = dict(zip(("knee_low", "knee_high"), _k_bounds(knees, ks), strict=True))
@@ -241,7 +222,7 @@ def build_curve(provenance: dict[str, Any], cell: dict[str, Any], rows: pd.DataF
     return Curve(provenance=provenance, cell=cell, metric=metric, mem_metric=mem_metric,
                  points=tuple(points), fraction=fraction,
                  gains=tuple(per_doubling_gains(ks, means)), knee=knee, best_k=best,
-                 knees={f: find_knee(ks, means, f) for f in FRACTIONS}, **extra)
+                 knees={f: knee_of(ks, means, f) for f in FRACTIONS}, **extra)
 
 
 def curves(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = False,
