@@ -25,6 +25,11 @@ spec sets it) and reports:
   after the copy) and ``torch.cuda.max_memory_reserved`` / ``max_memory_allocated``;
 * the median step time after ``warmup`` steps (a device sync around each step).
 
+It measures inside the training loop through the executor's step hook (a
+:class:`ProbeObserver` as ``CellContext.step_observer``,
+:mod:`engine.executors.step_observer`): each bucket step timed, the set-up peak read where
+training starts. Nothing of the executor is patched.
+
 A last child imports ray (when installed) and reports the RSS it added: what an actor
 process carries over a plain worker. Children run one at a time, so no two measurements
 share the machine's memory. A child that dies (the kernel's OOM killer, a crash) leaves
@@ -40,6 +45,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from engine.executors.step_observer import StepObserver
 
 
 def _status_kib(field: str) -> float | None:
@@ -92,10 +99,65 @@ def _nvml_used_mib(uuid: str | None) -> float | None:
 
 
 class _Enough(BaseException):
-    """Raised by the timed step after ``max_steps``: the measurement has what it needs
+    """Raised by the probe's observer after ``max_steps`` steps: the measurement has what it needs
     (the peak is reached within the first steps: parameters, gradients, optimizer state
     and activations all exist after one). A BaseException, so that no per-member failure
     handling of the executor takes it for a job's error."""
+
+
+class ProbeObserver(StepObserver):
+    """What the probe measures inside the executor's training loop, through its step hook
+    (``CellContext.step_observer``, :mod:`engine.executors.step_observer`).
+
+    * ``times``: each step's wall time, seconds, the device drained before and after (on
+      CUDA) so that it is the step's own;
+    * ``private``: for K = 1, the private memory (MiB) after every fourth step from the
+      first (the peak of a forked worker's own pages);
+    * ``setup_hwm_kib`` / ``setup_reset``: the set-up peak (``VmHWM``, KiB; builds,
+      verification, the stack), read where the first chunk's training starts, and whether
+      the high-water mark could then be restarted for the training peak.
+
+    After ``max_steps`` steps (when set), :class:`_Enough` ends the training."""
+
+    def __init__(self, device: Any, *, k: int, max_steps: int | None) -> None:
+        import torch
+
+        self.device = device
+        # The drain, looked up once: nothing but the step and the sync in the window.
+        self._sync = torch.cuda.synchronize if device.type == "cuda" else None
+        self.k = k
+        self.max_steps = max_steps
+        self.times: list[float] = []
+        self.private: list[float] = []
+        self.setup_hwm_kib: float | None = None
+        self.setup_reset = False
+        self._started = False
+        self._t0 = 0.0
+
+    def training_starts(self) -> None:
+        # The set-up peak (builds, verification, the stack) ends where training starts:
+        # read it there, then restart the high-water mark for the training peak.
+        if self._started:
+            return
+        self._started = True
+        self.setup_hwm_kib = _status_kib("VmHWM")
+        self.setup_reset = _reset_peak()
+
+    def step_starts(self) -> None:
+        if self._sync is not None:
+            self._sync(self.device)
+        self._t0 = time.perf_counter()
+
+    def step_ends(self) -> None:
+        if self._sync is not None:
+            self._sync(self.device)
+        self.times.append(time.perf_counter() - self._t0)
+        if self.max_steps and len(self.times) >= self.max_steps:
+            raise _Enough
+        if self.k == 1 and len(self.times) % 4 == 1:
+            p = _private_mib()
+            if p is not None:
+                self.private.append(p)
 
 
 def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
@@ -104,7 +166,6 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
 
     from engine.define.workloads import JobSpec
     from engine.executors.base import CellContext
-    from engine.executors.unified import bucket as bucket_mod
     from engine.executors.unified.executor import UnifiedExecutor
     from engine.train.data import to_device
     from engine.train.loop import TrainSettings
@@ -132,45 +193,13 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
     jobs = [JobSpec.from_dict({**base, "job_id": f"profile-{i}", "index": i,
                                "seed": int(base["seed"]) + i, "epochs": 1,
                                "validate_every_epoch": False}) for i in range(k)]
-    times: list[float] = []
-    private: list[float] = []
-    original = bucket_mod.BucketRun.step
-
-    def timed_step(self, i):  # the stacked step, timed with the device drained
-        if cuda:
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        original(self, i)
-        if cuda:
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t0)
-        if spec.get("max_steps") and len(times) >= int(spec["max_steps"]):
-            raise _Enough
-        if k == 1 and len(times) % 4 == 1:
-            p = _private_mib()
-            if p is not None:
-                private.append(p)
-
-    bucket_mod.BucketRun.step = timed_step
-    # The set-up peak (builds, verification, the stack) ends where training starts: read
-    # it there, then restart the high-water mark for the training peak.
-    from engine.executors.unified import interleave as interleave_mod
-
-    setup: dict[str, Any] = {}
-    original_run = interleave_mod.Interleave.run
-
-    def measured_run(self):
-        if not setup:
-            setup["hwm"] = _status_kib("VmHWM")
-            setup["reset"] = _reset_peak()
-        return original_run(self)
-
-    interleave_mod.Interleave.run = measured_run
+    observer = ProbeObserver(device, k=k, max_steps=int(spec["max_steps"])
+                             if spec.get("max_steps") else None)
     settings = TrainSettings(device=device, compile_mode=spec.get("compile_mode", "off"),
                              amp_allowed=cuda)
     ctx = CellContext(settings=settings, datasets=lambda name: data,
                       emit=lambda type, **f: None, threads=int(spec["threads"]),
-                      options={}, seed=int(base["seed"]))
+                      options={}, seed=int(base["seed"]), step_observer=observer)
     try:
         results = UnifiedExecutor().run(jobs, ctx)
     except _Enough:
@@ -178,14 +207,16 @@ def _measure_k(spec: dict[str, Any], host_data: Any, k: int) -> dict[str, Any]:
     failed = [r for r in results if r.status != "ok"]
     if failed:
         raise RuntimeError(f"{failed[0].job.job_id}: {failed[0].error}")
+    times, private = observer.times, observer.private
     p = _private_mib()
     if p is not None:
         private.append(p)
     warm = times[int(spec.get("warmup", 3)):] or times
     hwm = _status_kib("VmHWM")
-    if setup.get("reset") and setup.get("hwm") and hwm:
-        out.update(rss_setup_mb=setup["hwm"] / 1024 + unmapped, rss_train_mb=hwm / 1024 + unmapped)
-        hwm = max(hwm, setup["hwm"])
+    setup_hwm = observer.setup_hwm_kib
+    if observer.setup_reset and setup_hwm and hwm:
+        out.update(rss_setup_mb=setup_hwm / 1024 + unmapped, rss_train_mb=hwm / 1024 + unmapped)
+        hwm = max(hwm, setup_hwm)
     out.update(rss_mb=hwm / 1024 + unmapped if hwm else None,
                step_ms=statistics.median(warm) * 1000 if warm else None, steps=len(warm),
                private_mb=max(private) if private else None)

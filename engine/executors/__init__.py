@@ -23,7 +23,9 @@ from engine.define.executor_options import (
     fields_of,
     option,
 )
+from engine.executors import memory_models
 from engine.executors.ray.options import RAY_SCHEDULERS, TUNE_SCHEDULERS
+from engine.profile.memory_model import MemoryModel
 from engine.registry import EXECUTORS
 
 
@@ -74,12 +76,21 @@ class ExecutorSpec:
     #: ``module:function`` of a campaign-time check of this executor's options table beyond
     #: types and bounds (torch-free, cheap): ``check(options) -> None | (key, reason)``.
     options_check: str | None = None
+    #: How this executor's peak host RAM and device memory add up from a memory profile
+    #: (``fugue-tui simulate``, ``max_parallel = "auto"``): a torch-free
+    #: :class:`~engine.profile.memory_model.MemoryModel` (``docs/executors.md``, "Memory
+    #: model"). None: the estimate takes one job at a time and says so in a note.
+    memory_model: MemoryModel | None = None
     #: Every option, read from ``options`` (see the class docstring), in declaration order.
     option_fields: dict[str, OptionField] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.target:
             raise TypeError(f"ExecutorSpec {self.name!r}: target ('module:Class') is required")
+        if self.memory_model is not None and not isinstance(self.memory_model, MemoryModel):
+            raise TypeError(f"ExecutorSpec {self.name!r}: memory_model must be an "
+                            f"engine.profile.memory_model.MemoryModel, got "
+                            f"{type(self.memory_model).__name__}")
         if isinstance(self.options, type) and dataclasses.is_dataclass(self.options):
             found = fields_of(self.options)
         else:
@@ -142,7 +153,7 @@ class SeqOptions:
 
 register_executor(ExecutorSpec(
     name="seq", label="Sequential", target="engine.executors.seq:SeqExecutor",
-    options=SeqOptions,
+    options=SeqOptions, memory_model=memory_models.SEQ,
     description="one job after another in the cell's process: the denominator of speedups"))
 
 def check_max_parallel(value: Any) -> None:
@@ -220,7 +231,7 @@ class MPOptions:
 
 register_executor(ExecutorSpec(
     name="mp", label="Multiprocess (MPS)", target="engine.executors.mp.executor:MPExecutor",
-    concurrent=True, trains_in_workers=True, options=MPOptions,
+    concurrent=True, trains_in_workers=True, options=MPOptions, memory_model=memory_models.MP,
     options_check="engine.executors.packing:campaign_check",
     description="one process per job (forked from a pre-warmed parent, or spawned) sharing "
                 "the GPU through a private CUDA MPS daemon"))
@@ -273,6 +284,7 @@ class RayOptions:
 register_executor(ExecutorSpec(
     name="ray", label="Ray", target="engine.executors.ray.actors:RayExecutor",
     concurrent=True, trains_in_workers=True, idle_cpu_fraction=0.10, options=RayOptions,
+    memory_model=memory_models.RAY,
     options_check="engine.executors.ray.options:campaign_check",
     description="Ray actors (ensemble, cv, multi_model) or Ray Tune trials (hpo)"))
 
@@ -325,6 +337,6 @@ class UnifiedOptions:
 register_executor(ExecutorSpec(
     name="unified_model", label="Unified model",
     target="engine.executors.unified.executor:UnifiedExecutor", concurrent=True,
-    options=UnifiedOptions,
+    options=UnifiedOptions, memory_model=memory_models.UNIFIED,
     description="all jobs in one process, identical models stacked into one vectorised "
                 "module (torch.func vmap)"))

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.bounds import DEFAULT_SEED
 from engine.define.workloads import JobSpec
+from engine.executors.step_observer import StepObserver
 from engine.results.rows import GroupRow
 from engine.train.loop import JobResult, TrainSettings
 
@@ -55,6 +56,10 @@ class CellContext:
     #: ``max_parallel``): the columns are :mod:`engine.results.columns`. A plain dict given
     #: here is wrapped (and checked).
     group: GroupRow = field(default_factory=GroupRow)
+    #: Called around each training step by the executors that declare it
+    #: (:mod:`engine.executors.step_observer`: unified_model); None: not observed. The
+    #: profile probe times steps and reads memory peaks through it; a cell sets none.
+    step_observer: StepObserver | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.group, GroupRow):

@@ -7,6 +7,9 @@ simulate``, ``max_parallel = "auto"``).
   by the machine identity); torch-free.
 * :mod:`.estimate`: how many jobs fit at once per executor, from a profile and a budget;
   torch-free.
+* :mod:`.memory_model`: what an executor declares about its memory (``MemoryModel``: how
+  a profile's figures add up at K jobs at once; the built-ins' in
+  ``engine.executors.memory_models``); torch-free, imports nothing of the engine.
 * :mod:`.auto`: ``max_parallel = "auto"`` resolved at plan time (the number enters the cell
   key, never the word); torch-free.
 * :mod:`.collect`: runs the probe for each distinct profile key and appends the rows;

@@ -41,6 +41,7 @@ from engine.define.workloads import JobSpec
 from engine.errors import ConfigError
 from engine.executors import UnifiedOptions
 from engine.executors.base import CellContext, Executor
+from engine.executors.step_observer import StepObserver
 from engine.executors.unified.features import (
     BASELINE_FEATURES,
     DEFAULT_FEATURES,
@@ -154,7 +155,7 @@ class UnifiedExecutor(Executor):
             # single stack of 8, docs/profiles.md "Chunks")
             release(finished)
             interleave, runs = self._train_chunk(part, bucket_run, settings, decide_streams,
-                                                 results)
+                                                 results, getattr(ctx, "step_observer", None))
             train_clock += interleave.train_clock_s
             samples += sum(r.samples for r in runs)
             largest = max(largest, sum(len(b.jobs) for b in part))
@@ -218,10 +219,11 @@ class UnifiedExecutor(Executor):
         return MemberStopper(name, jobs, metric, mode, grace, factor, seed=ctx.seed)
 
     def _train_chunk(self, part, bucket_run, settings, decide_streams,
-                     results: dict[str, JobResult]):
+                     results: dict[str, JobResult], observer: StepObserver | None = None):
         """Build the chunk's buckets (their results land in ``results``) and train them
-        interleaved step by step; returns the :class:`Interleave` that ran them and the
-        chunk's bucket runs (all of them: the interleave keeps only those that trained)."""
+        interleaved step by step, told to ``observer`` (the context's ``step_observer``);
+        returns the :class:`Interleave` that ran them and the chunk's bucket runs (all of
+        them: the interleave keeps only those that trained)."""
         from engine.executors.unified.interleave import Interleave
 
         runs = []
@@ -235,7 +237,8 @@ class UnifiedExecutor(Executor):
             for result in results.values():
                 if result.status != "ok":
                     stopper.forget_job(result.job.job_id)
-        interleave = Interleave(runs, settings.device, streams=decide_streams, trace=self.trace)
+        interleave = Interleave(runs, settings.device, streams=decide_streams, trace=self.trace,
+                                observer=observer)
         interleave.run()
         if stopper is not None:
             stopper.abandon()

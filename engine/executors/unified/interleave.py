@@ -19,6 +19,10 @@ stream before any bookkeeping reads losses or parameters.
 ``Interleave.train_clock_s`` (the shared :class:`Clock`) is the chunk's training-step wall
 time (the denominator of the group's ``train_throughput_sps``); each bucket also adds it to
 its own ``train_clock_s`` while it has active members.
+
+``observer`` (:class:`~engine.executors.step_observer.StepObserver`, the cell context's
+``step_observer``): told when the loop starts and around each bucket step (the profile
+probe's timings and peaks); None costs one test per step.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import torch
 from engine.train.loop import sync
 
 if TYPE_CHECKING:
+    from engine.executors.step_observer import StepObserver
     from engine.executors.unified.bucket import BucketRun
 
 
@@ -50,16 +55,17 @@ class Interleave:
     ``streams``: one CUDA stream per bucket (CUDA only), or a callable deciding it from
     the runs once their compile probes are done (streams never meet CUDA-graph capture).
     ``trace``: when a list, one ``(bucket index, member job ids stepped)`` tuple is
-    appended per bucket step (tests)."""
+    appended per bucket step (tests). ``observer``: see the module docstring."""
 
     def __init__(self, runs: Sequence[BucketRun], device: torch.device, *,
                  streams: bool | Callable[[list[BucketRun]], bool] = False,
-                 trace: list | None = None):
+                 trace: list | None = None, observer: StepObserver | None = None):
         self.runs = [r for r in runs if r.route is not None and r.active]
         self.device = device
         self._streams = streams
         self.streams = False
         self.trace = trace
+        self.observer = observer
         self.clock = Clock()
 
     def _probe(self, runs: list[BucketRun]) -> None:
@@ -76,6 +82,9 @@ class Interleave:
         return self.clock.s
 
     def run(self) -> None:
+        observer = self.observer
+        if observer is not None:
+            observer.training_starts()
         runs = self.runs
         for r in runs:
             try:
@@ -114,9 +123,9 @@ class Interleave:
                     try:
                         if main is not None:
                             with torch.cuda.stream(r.stream):
-                                r.step(i)
+                                _step(r, i, observer)
                         else:
-                            r.step(i)
+                            _step(r, i, observer)
                     except Exception as exc:  # noqa: BLE001 - that bucket broke
                         traceback.print_exc()
                         broken.add(j)
@@ -139,3 +148,14 @@ class Interleave:
                 except Exception as exc:  # noqa: BLE001
                     traceback.print_exc()
                     r.fail_all(exc)
+
+
+def _step(run: BucketRun, i: int, observer: StepObserver | None) -> None:
+    """Bucket step ``i``, observed when there is an observer (the window an observer
+    sees is the step's call alone: on its stream, after the segment's set-up)."""
+    if observer is None:
+        run.step(i)
+        return
+    observer.step_starts()
+    run.step(i)
+    observer.step_ends()
