@@ -143,7 +143,9 @@ class RunnerEvent(Event):
         return dict.get(self, "campaign")
 
 
-class _AttemptEvent(Event):
+class AttemptEvent(Event):
+    """An event of a cell's attempt: the cell's own or its monitor's (``events.jsonl``)."""
+
     __slots__ = ()
 
     @property
@@ -157,14 +159,14 @@ class _AttemptEvent(Event):
         return dict.get(self, "attempt")
 
 
-class CellEvent(_AttemptEvent):
+class CellEvent(AttemptEvent):
     """An event of a cell (its attempt's ``events.jsonl``)."""
 
     __slots__ = ()
     source: ClassVar[str] = CELL
 
 
-class MonitorEvent(_AttemptEvent):
+class MonitorEvent(AttemptEvent):
     """An event of a cell's monitor (its attempt's ``events.jsonl``)."""
 
     __slots__ = ()

@@ -35,6 +35,7 @@ from engine.event_base import (  # noqa: F401 - re-exported: engine.events names
     ABSENT,
     BASES,
     CELL,
+    AttemptEvent,
     COMMON,
     ENVELOPE,
     MONITOR,

@@ -298,7 +298,7 @@ def run_cell(spec: CellRunSpec | LegacySpec, events: CellEvents) -> str:
     from engine.plugins import plugin_versions
 
     host: dict[str, Any] = {"plugins": ",".join(plugins) or None,
-            "plugin_versions": plugin_versions() or None}
+                            "plugin_versions": plugin_versions() or None}
     try:
         t_setup = time.perf_counter()
         executor.setup(jobs, ctx)
