@@ -118,8 +118,8 @@ class Event(dict[str, Any]):
 
     # -- read-only -----------------------------------------------------------------------
     __setitem__ = __delitem__ = _read_only
-    pop = popitem = clear = update = setdefault = _read_only  # type: ignore[assignment]
-    __ior__ = _read_only  # type: ignore[assignment]
+    pop = popitem = clear = update = setdefault = _read_only
+    __ior__ = _read_only
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickle, copy: through the class, not setitem
         return (type(self).of, (dict(self),))

@@ -1,17 +1,24 @@
 """Structured events: one versioned JSON object per line, appended to the runner's
 ``runner.jsonl`` and to each cell attempt's ``events.jsonl`` in the campaign's run folder.
 
-Every event type is declared once, in :data:`EVENTS` (its source, its fields, its roles);
-the sets the rest of the code branches on are derived from that table: lifecycle events
-(fsync'ed at once, and a cell fails when it cannot write one), the cell events the watchdog
-counts as progress, the runner events that end an attempt, and the cell states those
-events lead to (active, ended, finished). ``docs/events.md`` is generated from it
-(:meth:`EventTable.markdown`). The builders (:func:`job_started`, :func:`job_progress`,
-:func:`job_done`) return an :class:`Event`, sent through any ``emit(type, **fields)``:
-``job_done(result).send(ctx.emit)``. Progress events are flushed to the OS (readers see them
-within one write) without paying a disk sync on the training path. Every reader goes
-through :class:`EventTail`, which tolerates torn lines and a file cut or replaced under it.
-Torch-free.
+Every event type is declared once, in :data:`EVENTS` (its source, its fields, its roles),
+its fields' types in :data:`FIELD_TYPES`; the sets the rest of the code branches on are
+derived from that table: lifecycle events (fsync'ed at once, and a cell fails when it
+cannot write one), the cell events the watchdog counts as progress, the runner events that
+end an attempt, and the cell states those events lead to (active, ended, finished).
+``docs/events.md`` is generated from it (:meth:`EventTable.markdown`), and so is
+:mod:`engine.event_types`, one typed class per event type (:func:`types_module`).
+
+This is the events' protocol module: the only one that reads and writes their JSON. In
+memory an event is its typed class (:mod:`engine.event_base`): :func:`parse_event` turns
+a document into one, :class:`EventTail` and :func:`read_events` yield them,
+:meth:`EventWriter.emit` returns the one it wrote and :meth:`EventWriter.write` writes one
+built with a generated constructor. The builders (:func:`job_started`,
+:func:`job_progress`, :func:`job_done`) return a typed event, sent through any
+``emit(type, **fields)``: ``job_done(result).send(ctx.emit)``. Progress events are flushed
+to the OS (readers see them within one write) without paying a disk sync on the training
+path. Every reader goes through :class:`EventTail`, which tolerates torn lines and a file
+cut or replaced under it. Torch-free.
 """
 
 from __future__ import annotations
@@ -211,6 +218,13 @@ class EventTable:
             + f" (schema version {SCHEMA_VERSION}); the runner's also `campaign` "
             "(`runner.jsonl`), a cell's and its monitor's also `cell` and `attempt` (the "
             "attempt's `events.jsonl`).", "",
+            "In Python each event type is a class of `engine/event_types.py`, generated "
+            "from this table (`python -m engine.events --types > engine/event_types.py`): "
+            "`Runner`, `Cell` or `Monitor` followed by the type in CamelCase "
+            "(`RunnerCellStarted`, `CellJobProgress`), its fields typed properties. "
+            "`engine.events.parse_event` reads a line's object as one, `EventTail` and "
+            "`read_events` yield them, `EventWriter.write` writes one; each is also the "
+            "read-only dict of its line.", "",
             "Roles: " + "; ".join(f"**{name}**: {doc}" for name, doc in ROLES.items()) + ".",
             "",
             "A cell that ended well is `done` in the events and in the campaign state "
