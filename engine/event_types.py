@@ -1,7 +1,7 @@
 """The typed events: one class per event type of the table (engine.events.EVENTS).
 
 GENERATED from engine/events.py (EVENTS, FIELD_TYPES); do not edit. After changing
-the table, run:  python -m engine.events --types > engine/event_types.py
+the table, run:  python -m engine.event_codegen > engine/event_types.py
 (tests/unit/test_event_types.py fails while this file and the table differ).
 
 Each class reads its declared fields as typed properties (None when a document

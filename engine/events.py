@@ -7,7 +7,7 @@ derived from that table: lifecycle events (fsync'ed at once, and a cell fails wh
 cannot write one), the cell events the watchdog counts as progress, the runner events that
 end an attempt, and the cell states those events lead to (active, ended, finished).
 ``docs/events.md`` is generated from it (:meth:`EventTable.markdown`), and so is
-:mod:`engine.event_types`, one typed class per event type (:func:`types_module`).
+:mod:`engine.event_types`, one typed class per event type (:mod:`engine.event_codegen`).
 
 This is the events' protocol module: the only one that reads and writes their JSON. In
 memory an event is its typed class (:mod:`engine.event_base`): :func:`parse_event` turns
@@ -219,7 +219,7 @@ class EventTable:
             "(`runner.jsonl`), a cell's and its monitor's also `cell` and `attempt` (the "
             "attempt's `events.jsonl`).", "",
             "In Python each event type is a class of `engine/event_types.py`, generated "
-            "from this table (`python -m engine.events --types > engine/event_types.py`): "
+            "from this table (`python -m engine.event_codegen > engine/event_types.py`): "
             "`Runner`, `Cell` or `Monitor` followed by the type in CamelCase "
             "(`RunnerCellStarted`, `CellJobProgress`), its fields typed properties. "
             "`engine.events.parse_event` reads a line's object as one, `EventTail` and "
@@ -419,7 +419,7 @@ def source_of(event: Mapping[str, Any]) -> str:
 # One class per declared (source, type), generated from the table into engine.event_types
 # (checked in, so that mypy sees the classes and their typed fields; tests/unit/
 # test_event_types.py fails when the table and the module drift). Regenerate with
-#     python -m engine.events --types > engine/event_types.py
+#     python -m engine.event_codegen > engine/event_types.py
 
 
 def event_class(source: str, type: object) -> builtins.type[Event]:
@@ -446,76 +446,6 @@ def event_to_json(event: Mapping[str, Any]) -> str:
     """One line of an events file (without its newline): compact JSON in the event's key
     order, values JSON cannot hold as their ``str``."""
     return json.dumps(event, separators=(",", ":"), default=str)
-
-
-def types_module() -> str:
-    """The source of :mod:`engine.event_types`: one class per event type of :data:`EVENTS`,
-    its fields as typed properties (:data:`FIELD_TYPES`) and a keyword constructor (the
-    declared fields required, the optional ones :data:`ABSENT` by default).
-
-    Raises:
-        KeyError: a field without a type; ValueError: a field whose name an event already
-            uses (``type``, ``get``, ...).
-    """
-    lines = [
-        '"""The typed events: one class per event type of the table (engine.events.EVENTS).',
-        "",
-        "GENERATED from engine/events.py (EVENTS, FIELD_TYPES); do not edit. After changing",
-        "the table, run:  python -m engine.events --types > engine/event_types.py",
-        "(tests/unit/test_event_types.py fails while this file and the table differ).",
-        "",
-        "Each class reads its declared fields as typed properties (None when a document",
-        "lacks one: engine.event_base) and builds an event to write from keyword arguments",
-        "(the envelope and the writer's common fields are added when it is written).",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "from typing import Any, ClassVar",
-        "",
-        "from engine.event_base import (ABSENT, CELL, MONITOR, RUNNER, CellEvent, Event,",
-        "                               MonitorEvent, RunnerEvent, _Absent, draft)",
-        "",
-        "__all__ = [",
-    ]
-    names: list[tuple[EventType, str]] = []
-    for t in EVENTS:
-        names.append((t, t.source.capitalize() + "".join(
-            part.capitalize() for part in t.type.split("_"))))
-    lines += [f'    "{name}",' for _, name in names] + ['    "CLASSES",', "]"]
-    base = {RUNNER: "RunnerEvent", CELL: "CellEvent", MONITOR: "MonitorEvent"}
-    for t, name in names:
-        own = t.fields + t.optional
-        for field in own:
-            if field in dir(BASES[t.source]) or not field.isidentifier():
-                raise ValueError(f"{t.source} event {t.type!r}: field {field!r} cannot be "
-                                 "a property of an event")
-        lines += ["", "", f"class {name}({base[t.source]}):",
-                  f'    """{t.doc or t.type}"""', "",
-                  "    __slots__ = ()",
-                  f'    TYPE: ClassVar[str] = "{t.type}"', ""]
-        params = [f"{f}: {field_type(t.source, t.type, f)}" for f in t.fields]
-        params += [f"{f}: {field_type(t.source, t.type, f)} | _Absent = ABSENT"
-                   for f in t.optional]
-        if params:
-            lines.append("    def __init__(self, *, " + ", ".join(params) + ") -> None:")
-            args = ", ".join(f'"{f}": {f}' for f in own)
-            lines.append(f'        super().__init__(draft("{t.type}", {{{args}}}))')
-        else:
-            lines.append("    def __init__(self) -> None:")
-            lines.append(f'        super().__init__(draft("{t.type}", {{}}))')
-        for field in own:
-            annotation = field_type(t.source, t.type, field)
-            if "None" not in annotation.split(" | "):
-                annotation += " | None"
-            lines += ["", "    @property", f"    def {field}(self) -> {annotation}:",
-                      f'        return dict.get(self, "{field}")']
-    lines += ["", "", "#: The class of each declared (source, type).",
-              "CLASSES: dict[tuple[str, str], type[Event]] = {"]
-    const = {RUNNER: "RUNNER", CELL: "CELL", MONITOR: "MONITOR"}
-    lines += [f'    ({const[t.source]}, "{t.type}"): {name},' for t, name in names]
-    lines += ["}", ""]
-    return "\n".join(lines)
 
 
 # -- builders --------------------------------------------------------------------------
@@ -756,10 +686,5 @@ def read_events(path: str | Path) -> list[Event]:
     return list(EventTail(path).read())
 
 
-if __name__ == "__main__":
-    # python -m engine.events > docs/events.md
-    # python -m engine.events --types > engine/event_types.py
-    import sys
-
-    print(types_module() if sys.argv[1:] == ["--types"] else EVENTS.markdown(), end=(
-        "" if sys.argv[1:] == ["--types"] else "\n"))
+if __name__ == "__main__":  # python -m engine.events > docs/events.md
+    print(EVENTS.markdown())

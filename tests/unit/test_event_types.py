@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import event_types, events
+from engine import event_codegen, event_types, events
 from engine.event_base import ABSENT
 from engine.events import (
     CELL,
@@ -49,27 +49,27 @@ RECORDED = sorted(glob.glob(str(ROOT / "tests/fixtures/**/*.jsonl"), recursive=T
 def test_the_generated_module_is_the_tables():
     """Regenerate and compare: a type, field or field type changed in engine/events.py
     without running ``python -m engine.events --types > engine/event_types.py`` fails."""
-    assert (ROOT / "engine" / "event_types.py").read_text() == events.types_module()
+    assert (ROOT / "engine" / "event_types.py").read_text() == event_codegen.types_module()
 
 
 def test_the_generator_follows_the_table():
     EVENTS.add(EventType("paused", RUNNER, ("cell", "attempt"), ("reason",)))
     try:
-        source = events.types_module()
+        source = event_codegen.types_module()
     finally:
         EVENTS.remove(RUNNER, "paused")
     assert "class RunnerPaused(RunnerEvent):" in source
     assert ("    def __init__(self, *, cell: str, attempt: int, reason: str | _Absent = ABSENT)"
             " -> None:") in source
     assert '(RUNNER, "paused"): RunnerPaused,' in source
-    assert source != events.types_module()
+    assert source != event_codegen.types_module()
 
 
 def test_a_field_without_a_type_is_refused_by_the_generator():
     EVENTS.add(EventType("paused", RUNNER, ("cell", "whyy")))
     try:
         with pytest.raises(KeyError, match="'whyy' has no type"):
-            events.types_module()
+            event_codegen.types_module()
     finally:
         EVENTS.remove(RUNNER, "paused")
 
