@@ -681,6 +681,24 @@ def _decode(line: bytes) -> dict[str, Any] | None:
     return None
 
 
+def last_line_of(path: str | Path, type: str) -> int:
+    """Byte offset of the start of the last line of events file ``path`` holding an event of
+    ``type`` (0 when none, or no file). Scans the bytes for the writer's own spelling of the
+    type (:func:`event_to_json`: compact), without parsing every line: ``runner.jsonl``
+    grows by a session each run."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return 0
+    needle = f'"type":{json.dumps(type)}'.encode()
+    offset, last = 0, 0
+    for line in data.splitlines(keepends=True):
+        if needle in line:
+            last = offset
+        offset += len(line)
+    return last
+
+
 def read_events(path: str | Path) -> list[Event]:
     """All whole events of a file, typed (a torn last line is ignored)."""
     return list(EventTail(path).read())

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.event_types import RunnerCellStarted, RunnerDone, RunnerFailed, RunnerKilled
-from engine.events import Event, EventTail
+from engine.event_types import (
+    RunnerCampaignStarted,
+    RunnerCellStarted,
+    RunnerDone,
+    RunnerFailed,
+    RunnerKilled,
+)
+from engine.events import Event, EventTail, last_line_of
 from engine.runfolder import RunFolder
 
 END_EVENTS = frozenset({"done", "failed", "killed"})
@@ -55,14 +61,4 @@ class CampaignFollower:
 
 def last_session_offset(run_dir: str | Path) -> int:
     """Byte offset of the last ``campaign_started`` line of ``runner.jsonl`` (0 if none)."""
-    path = RunFolder(Path(run_dir)).runner_log
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    offset, last = 0, 0
-    for line in data.splitlines(keepends=True):
-        if b'"type":"campaign_started"' in line:
-            last = offset
-        offset += len(line)
-    return last
+    return last_line_of(RunFolder(Path(run_dir)).runner_log, RunnerCampaignStarted.TYPE)

@@ -193,3 +193,19 @@ def test_the_builders_return_the_typed_classes():
     assert isinstance(events.build("sample", MONITOR, t=1.0), MonitorSample)
     assert isinstance(events.build("done", CELL, error="", group_written=True), CellDone)
     assert Event.of({"type": "x"}).type == "x"
+
+
+def test_the_last_line_of_a_type_is_found_by_its_offset(tmp_path):
+    path = tmp_path / "runner.jsonl"
+    assert events.last_line_of(path, "campaign_started") == 0  # no file
+    writer = EventWriter(path, campaign="c")
+    writer.emit("campaign_started", cells=1, run_dir="r", device="cpu", runner_pid=1,
+                resume=False)
+    writer.emit("warning", message='"type":"campaign_started" quoted is not the type')
+    second = path.stat().st_size
+    writer.emit("campaign_started", cells=1, run_dir="r", device="cpu", runner_pid=2,
+                resume=True)
+    writer.emit("campaign_done", ok=True, exit_code=0, failed=0)
+    writer.close()
+    assert events.last_line_of(path, "campaign_started") == second
+    assert events.last_line_of(path, "queued") == 0
