@@ -132,8 +132,8 @@ class CellRunSpec:
     monitor: bool = True
     monitor_interval_s: float | None = _optional()
     threads: int | None = _optional()
-    cell: CellSpec = dataclasses.field(default_factory=lambda: CellSpec(
-        0, "", "", "off", 1, "", {}, []))
+    # (required, by keyword: it follows fields with defaults in the document's order)
+    cell: CellSpec = dataclasses.field(kw_only=True)
     schema: int = SPEC_SCHEMA
     job_env: dict[str, str] | None = _optional()
     group_id: str | None = _optional()
