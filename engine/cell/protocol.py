@@ -234,10 +234,23 @@ class CellRunSpec:
             ConfigError: unreadable, not JSON, or not a schema-1 spec (one line).
         """
         try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
+            text = Path(path).read_text()
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
             raise ConfigError(f"{path}: cannot read the cell spec: {exc}") from None
-        return cls.from_dict(doc, str(path))
+        return cls.from_json(text, str(path))
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str = "cell spec") -> CellRunSpec:
+        """Validate the text of a spec (:meth:`to_json`'s, a ``spec.json``'s).
+
+        Raises:
+            ConfigError: not JSON, or not a schema-1 spec (one line naming ``where``).
+        """
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: cannot read the cell spec: {exc}") from None
+        return cls.from_dict(doc, where)
 
 
 #: A cell spec as a dict: what the runner and tests passed before :class:`CellRunSpec`

@@ -81,3 +81,13 @@ def test_a_legacy_dict_is_read_leniently(runner):
     assert partial.campaign_id == "c" and partial.runs_dir is None and partial.seed == 42
     assert partial.cell.exp_id == "X" and partial.cell.index is None
     assert partial.cell.options == {} and partial.monitor is True
+
+
+def test_the_text_of_a_spec_round_trips_and_bad_text_is_one_line(runner):
+    from engine.errors import ConfigError
+
+    spec = runner.cell_spec(runner.cells[0], 1)
+    assert CellRunSpec.from_json(spec.to_json()) == spec
+    assert CellRunSpec.from_json(spec.to_json().encode(), "x") == spec
+    with pytest.raises(ConfigError, match="^agent: cannot read the cell spec: "):
+        CellRunSpec.from_json("{not json", "agent")
