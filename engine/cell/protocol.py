@@ -216,17 +216,6 @@ class CellRunSpec:
         return cls(**{**doc, "cell": CellSpec(**doc["cell"])})
 
     @classmethod
-    def from_legacy_dict(cls, doc: Mapping[str, Any]) -> CellRunSpec:
-        """Deprecated (issue 40, until the runner passes :class:`CellRunSpec` everywhere): a
-        spec dict as the functions that took one used to read it, unchecked: a key it
-        lacks is at its default, or None when it has none (hand-made dicts in tests hold
-        only what the code under test reads); keys of neither class are ignored."""
-        cell = doc.get("cell") or {}
-        if isinstance(cell, Mapping):
-            cell = CellSpec(**_lenient(CellSpec, cell))
-        return cls(**{**_lenient(cls, doc), "cell": cell})
-
-    @classmethod
     def read(cls, path: str | Path) -> CellRunSpec:
         """Read and validate ``spec.json``.
 
@@ -255,14 +244,21 @@ class CellRunSpec:
 
 #: A cell spec as a dict: what the runner and tests passed before :class:`CellRunSpec`
 #: flowed everywhere. Deprecated (issue 40): accepted only through :func:`as_spec` by the
-#: functions the runner still calls with one; removed once it passes CellRunSpec.
+#: functions still called with one (tests, tools); removed once none is.
 LegacySpec = Mapping[str, Any]
 
 
 def as_spec(spec: CellRunSpec | LegacySpec) -> CellRunSpec:
-    """``spec`` itself, or a legacy spec dict as a CellRunSpec
-    (:meth:`CellRunSpec.from_legacy_dict`)."""
-    return spec if isinstance(spec, CellRunSpec) else CellRunSpec.from_legacy_dict(spec)
+    """``spec`` itself, or a legacy spec dict as a CellRunSpec, read as the functions that
+    took one used to read it, unchecked: a key it lacks is at its default, or None when it
+    has none (hand-made dicts in tests hold only what the code under test reads); keys of
+    neither class are ignored. Deprecated with :data:`LegacySpec`."""
+    if isinstance(spec, CellRunSpec):
+        return spec
+    cell = spec.get("cell") or {}
+    if isinstance(cell, Mapping):
+        cell = CellSpec(**_lenient(CellSpec, cell))
+    return CellRunSpec(**{**_lenient(CellRunSpec, spec), "cell": cell})
 
 
 def _lenient(cls: type, doc: Mapping[str, Any]) -> dict[str, Any]:
