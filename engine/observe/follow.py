@@ -11,16 +11,25 @@ killed) last.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from engine.events import EventTail
+from engine.event_types import (
+    RunnerCampaignStarted,
+    RunnerCellStarted,
+    RunnerDone,
+    RunnerFailed,
+    RunnerKilled,
+)
+from engine.events import Event, EventTail, last_line_of
 from engine.runfolder import RunFolder
 
 END_EVENTS = frozenset({"done", "failed", "killed"})
+#: The runner's events that end an attempt (the types of :data:`END_EVENTS`).
+_END = (RunnerDone, RunnerFailed, RunnerKilled)
 
 
 class CampaignFollower:
-    """``poll()`` returns the events that appeared since the previous call.
+    """``poll()`` returns the events that appeared since the previous call, typed
+    (:mod:`engine.event_types`; each is also the read-only dict of its JSON line).
 
     ``offset`` is where to start in ``runner.jsonl`` (a runner appends a new session to the
     same file each time it runs a campaign): 0 replays every session, and
@@ -30,20 +39,20 @@ class CampaignFollower:
     def __init__(self, run_dir: str | Path, offset: int = 0):
         self.run_dir = Path(run_dir)
         self.runner = EventTail(RunFolder(self.run_dir).runner_log, offset)
-        self.cells: dict[tuple[str, int], EventTail] = {}
+        self.cells: dict[tuple[str | None, int | None], EventTail] = {}
 
-    def poll(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def poll(self) -> list[Event]:
+        out: list[Event] = []
         for tail in self.cells.values():
             out.extend(tail.read())
         for event in self.runner.read():
-            ident = (event.get("cell"), event.get("attempt"))
-            if event["type"] == "cell_started":
+            if isinstance(event, RunnerCellStarted) and event.events is not None:
                 out.append(event)
-                tail = self.cells[ident] = EventTail(event["events"])
+                tail = self.cells[(event.cell, event.attempt)] = EventTail(event.events)
                 out.extend(tail.read())
-            elif event["type"] in END_EVENTS and ident in self.cells:
-                out.extend(self.cells[ident].read())  # the cell's last words come first
+            elif isinstance(event, _END) and (event.cell, event.attempt) in self.cells:
+                # the cell's last words come first
+                out.extend(self.cells[(event.cell, event.attempt)].read())
                 out.append(event)
             else:
                 out.append(event)
@@ -52,14 +61,4 @@ class CampaignFollower:
 
 def last_session_offset(run_dir: str | Path) -> int:
     """Byte offset of the last ``campaign_started`` line of ``runner.jsonl`` (0 if none)."""
-    path = RunFolder(Path(run_dir)).runner_log
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    offset, last = 0, 0
-    for line in data.splitlines(keepends=True):
-        if b'"type":"campaign_started"' in line:
-            last = offset
-        offset += len(line)
-    return last
+    return last_line_of(RunFolder(Path(run_dir)).runner_log, RunnerCampaignStarted.TYPE)

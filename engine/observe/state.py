@@ -11,6 +11,13 @@ Cell states: queued, running, suspect, hung, done, failed, killed, skipped (each
 its earlier attempts in ``history`` with how each ended, so a front end can still show the
 killed attempt under the new one.
 
+The reducer dispatches on the event classes generated from the table
+(:mod:`engine.event_types`) and reads their typed fields; a plain JSON document given to
+:meth:`CampaignState.apply` (a front end or a test that builds one) is read as its typed
+event first. Only what every event type may carry, including types this version does not
+declare (a newer writer's, one added to :data:`engine.events.EVENTS` at run time), is read
+by key: the cell it is about, the index and label that make a cell known.
+
 Names: a cell that ended well is in state ``done`` here (after the runner's ``done``
 event); its CSV rows say ``status = ok``, and the front ends show it as "ok". A job's
 ``status`` is the rows' word (running, ok, failed).
@@ -22,7 +29,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.events import EVENTS, RUNNER, is_runner_event
+from engine.event_types import (
+    CellJobDone,
+    CellJobProgress,
+    CellJobStarted,
+    CellPhase,
+    CellStarted,
+    CellSummary,
+    CellWarning,
+    MonitorSample,
+    RunnerCampaignAborted,
+    RunnerCampaignDone,
+    RunnerCampaignInterrupted,
+    RunnerCampaignStarted,
+    RunnerCellStarted,
+    RunnerDone,
+    RunnerFailed,
+    RunnerHung,
+    RunnerKilled,
+    RunnerQueued,
+    RunnerResumed,
+    RunnerRetried,
+    RunnerSkipped,
+    RunnerSuspect,
+    RunnerWarning,
+)
+from engine.events import EVENTS, RUNNER, AttemptEvent, Event, RunnerEvent, parse_event
 from engine.measure.samples import LATEST_SAMPLE_FIELDS
 from engine.observe.follow import CampaignFollower, last_session_offset
 
@@ -146,26 +178,30 @@ class CampaignState:
     #: The runner's ``warning`` messages, in order (a results file it repaired or upgraded).
     warnings: list[str] = field(default_factory=list)
 
-    def apply(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        from_runner = is_runner_event(event)
-        key = event.get("cell")
-        if kind == "campaign_started":
-            self.campaign, self.state, self.device = event["campaign"], "running", event["device"]
-            self.runner_pid = event.get("runner_pid")
-            self.started_ts, self.ended_ts = event.get("ts"), None
+    def apply(self, event: Event) -> None:
+        """Fold ``event`` into the state (a JSON document is read as its typed event:
+        :func:`engine.events.parse_event`)."""
+        event = parse_event(event)
+        if isinstance(event, RunnerCampaignStarted):
+            self.campaign, self.state = event.campaign or "", "running"
+            self.device = event.device or ""
+            self.runner_pid = event.runner_pid
+            self.started_ts, self.ended_ts = event.ts, None
             return
-        if kind in ("campaign_interrupted", "campaign_aborted"):
-            self.state = kind.split("_")[1]
+        if isinstance(event, (RunnerCampaignInterrupted, RunnerCampaignAborted)):
+            self.state = event.type.split("_")[1]
             return
-        if kind == "campaign_done":
-            self.exit_code = event.get("exit_code")
-            self.ended_ts = event.get("ts")
+        if isinstance(event, RunnerCampaignDone):
+            self.exit_code = event.exit_code
+            self.ended_ts = event.ts
             if self.state == "running":
                 self.state = "done"
             return
-        if kind == "warning" and from_runner:
-            self.warnings.append(str(event.get("message", "")))
+        if isinstance(event, RunnerWarning):
+            self.warnings.append(str(event.message if "message" in event else ""))
+        # The cell an event is about, and the index and label that make a cell known: read
+        # by key, as any type may carry them (also one this version does not declare).
+        key = event.get("cell")
         if key is None:
             return
         cell = self.cells.get(key)
@@ -173,74 +209,78 @@ class CampaignState:
             if "index" not in event:
                 return
             cell = self.cells[key] = CellState(key, event["index"], event.get("label", ""))
-        if from_runner:
-            self._runner_event(cell, kind, event)
-        else:
-            self._cell_event(cell, kind, event)
+        if isinstance(event, RunnerEvent):
+            self._runner_event(cell, event)
+        elif isinstance(event, AttemptEvent):
+            self._cell_event(cell, event)
 
-    def _runner_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
-        declared = EVENTS.get(kind, RUNNER)
+    def _runner_event(self, cell: CellState, event: RunnerEvent) -> None:
+        # the cell's state after the event: the table's (also for a type added to it)
+        declared = EVENTS.get(event.type, RUNNER)
         after = declared.cell_state if declared is not None else None
-        if kind == "queued":
+        if isinstance(event, RunnerQueued):
             cell.archive()  # a manual retry of a cell that had ended
             cell.error, cell.watchdog = "", ""
-        elif kind == "skipped":
-            cell.error = event.get("reason", "")
-        elif kind == "cell_started":
-            cell.attempt, cell.pid = event["attempt"], event.get("pid")
-            cell.started_ts, cell.ended_ts, cell.T_group = event["ts"], None, None
+        elif isinstance(event, RunnerSkipped):
+            cell.error = event.reason or ""
+        elif isinstance(event, RunnerCellStarted):
+            cell.attempt, cell.pid = event.attempt or 0, event.pid
+            cell.started_ts, cell.ended_ts, cell.T_group = event.ts, None, None
             cell.error, cell.watchdog, cell.jobs = "", "", {}
             cell.planned_jobs, cell.phase, cell.warnings, cell.sample = [], "", [], None
             cell.stage = "starting"
-            cell.log_path = event.get("log_path", "")
-            cell.device = event.get("device", "")
+            cell.log_path = event.log_path or ""
+            cell.device = event.device or ""
             self.current = cell.key
-        elif kind in ("suspect", "hung"):
-            cell.watchdog = event.get("seen", "")
-        elif kind == "resumed":
+        elif isinstance(event, (RunnerSuspect, RunnerHung)):
+            cell.watchdog = event.seen or ""
+        elif isinstance(event, RunnerResumed):
             cell.watchdog = ""
-        elif kind == "retried":
+        elif isinstance(event, RunnerRetried):
             cell.archive()
-        elif kind in EVENTS.end:
-            cell.ended_ts = event["ts"]
-            cell.error = event.get("error") or event.get("reason") or ""
-        elif kind == "warning" and event.get("attempt") in (None, cell.attempt):
-            _add_warning(cell, event.get("message"))
+        elif event.type in EVENTS.end:  # the table's role (done, failed, killed)
+            cell.ended_ts = event.ts
+            cell.error = _end_error(event)
+        elif isinstance(event, RunnerWarning) and event.attempt in (None, cell.attempt):
+            _add_warning(cell, event.message)
         if after is not None:
             cell.state = after
 
-    def _cell_event(self, cell: CellState, kind: str, event: dict[str, Any]) -> None:
-        if event.get("attempt") != cell.attempt:
+    def _cell_event(self, cell: CellState, event: AttemptEvent) -> None:
+        if event.attempt != cell.attempt:
             return  # a stale attempt's late lines
-        if kind == "sample":
+        if isinstance(event, MonitorSample):
+            # the sample columns the views show, by name (the monitor's table of them)
             cell.sample = {name: event.get(name) for name in SAMPLE_FIELDS}
-        elif kind == "started":
-            cell.planned_jobs = [str(j) for j in event.get("jobs") or []]
+        elif isinstance(event, CellStarted):
+            cell.planned_jobs = [str(j) for j in event.jobs or []]
             cell.stage = "starting"  # imports and data loading
-        elif kind == "phase":
-            cell.phase = str(event.get("phase") or "")
+        elif isinstance(event, CellPhase):
+            cell.phase = str(event.phase or "")
             cell.stage = PHASE_STAGES.get(cell.phase, cell.stage)
-        elif kind == "job_started":
-            job = cell.jobs[event["job_id"]] = JobState(event["job_id"])
-            job.reported_elapsed, job.reported_ts = event.get("elapsed", 0.0), event.get("ts")
-        elif kind == "job_progress":
-            job = cell.jobs.setdefault(event["job_id"], JobState(event["job_id"]))
-            for name in ("epoch", "epochs", "step", "steps", "samples", "loss", "elapsed"):
-                setattr(job, name, event.get(name, getattr(job, name)))
-            job.reported_elapsed, job.reported_ts = event.get("elapsed", 0.0), event.get("ts")
-            if event.get("epoch_end"):
-                job.train_sps = event.get("train_sps")
-                if event.get("val_acc") is not None:
-                    job.val_loss, job.val_acc = event.get("val_loss"), event["val_acc"]
-                    job.val_metric = event.get("val_metric") or job.val_metric
-        elif kind == "job_done":
-            job = cell.jobs.setdefault(event["job_id"], JobState(event["job_id"]))
-            job.status = event.get("status", "ok")
-        elif kind == "warning":
-            _add_warning(cell, event.get("message"))
-        elif kind == "summary":
-            cell.T_group = event.get("T_group")
-            for warning in event.get("warnings") or []:
+        elif isinstance(event, CellJobStarted) and event.job_id is not None:
+            job = cell.jobs[event.job_id] = JobState(event.job_id)
+            job.reported_elapsed, job.reported_ts = 0.0, event.ts  # its own clock starts
+        elif isinstance(event, CellJobProgress) and event.job_id is not None:
+            job = cell.jobs.setdefault(event.job_id, JobState(event.job_id))
+            for name in _PROGRESS_FIELDS:
+                if name in event:  # a report without one keeps the job's value
+                    setattr(job, name, getattr(event, name))
+            job.reported_elapsed = event.elapsed if "elapsed" in event else 0.0
+            job.reported_ts = event.ts
+            if event.epoch_end:
+                job.train_sps = event.train_sps
+                if event.val_acc is not None:
+                    job.val_loss, job.val_acc = event.val_loss, event.val_acc
+                    job.val_metric = event.val_metric or job.val_metric
+        elif isinstance(event, CellJobDone) and event.job_id is not None:
+            job = cell.jobs.setdefault(event.job_id, JobState(event.job_id))
+            job.status = event.status or "ok"
+        elif isinstance(event, CellWarning):
+            _add_warning(cell, event.message)
+        elif isinstance(event, CellSummary):
+            cell.T_group = event.T_group
+            for warning in event.warnings or []:
                 _add_warning(cell, warning)
             cell.stage = "finishing"
 
@@ -249,6 +289,19 @@ class CampaignState:
         for cell in self.cells.values():
             out[cell.state] = out.get(cell.state, 0) + 1
         return out
+
+
+#: The fields of a ``job_progress`` report that replace the job's (JobState's names).
+_PROGRESS_FIELDS = ("epoch", "epochs", "step", "steps", "samples", "loss", "elapsed")
+
+
+def _end_error(event: RunnerEvent) -> str:
+    """Why an attempt ended: a done or failed event's error, a killed one's reason."""
+    if isinstance(event, (RunnerDone, RunnerFailed)):
+        return event.error or ""
+    if isinstance(event, RunnerKilled):
+        return event.reason or ""
+    return str(event.get("error") or event.get("reason") or "")  # a type added to the table
 
 
 def _add_warning(cell: CellState, message: Any) -> None:
