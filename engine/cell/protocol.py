@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.bounds import CAMPAIGN, JOB, MAX_JOBS, Bound
+from engine.bounds import CAMPAIGN, DEFAULT_SEED, JOB, MAX_JOBS, Bound
 from engine.define.matrix import CellSpec
 from engine.errors import ConfigError, OutputError
 
@@ -124,7 +124,7 @@ class CellRunSpec:
     # Keys that specs of older runners may lack: the cell has always read them with a
     # default, and so must a runner reading a predecessor's spec (written when not None).
     reason_file: str | None = _optional()
-    seed: int = 42
+    seed: int = DEFAULT_SEED
     passes: int = 1
     device: str = "cpu"
     device_requested: str | None = _optional()
