@@ -14,21 +14,13 @@ Torch-free.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-#: The record's file name in the attempt folder (engine.runner.concurrent.HOST_CELLS).
-HOST_CELLS = "host_cells.json"
+# The record's format belongs to the runner-cell protocol (its writer is the runner's).
+from engine.cell.protocol import HOST_CELLS, read_host_cells as read_record
 
-
-def read_record(attempt_dir: str | Path) -> dict[str, Any] | None:
-    """The runner's record for this attempt, or None (one-device campaign, unreadable)."""
-    try:
-        doc = json.loads((Path(attempt_dir) / HOST_CELLS).read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+__all__ = ["HOST_CELLS", "read_record", "concurrency_columns"]
 
 
 def concurrency_columns(attempt_dir: str | Path, cpus: list[int] | None,

@@ -80,6 +80,30 @@ def read_reason(path: str | Path) -> str:
         return ""
 
 
+#: The runner's concurrency record in the attempt folder of a multi-device campaign's cell
+#: (issue 27): ``{"max": cells at once on this host, "mig_shared": [MIG slices' UUIDs of the
+#: same physical GPU that ran meanwhile]}``, written by engine.runner.concurrent while cells
+#: overlap, read by the cell when it writes its rows (engine.cell.concurrency).
+HOST_CELLS = "host_cells.json"
+
+
+def write_host_cells(attempt_dir: str | Path, most: int, mig_shared: list[str]) -> None:
+    """Replace the record atomically (a temporary file renamed over it: the cell reads a
+    whole record or the previous one). Raises OSError (the runner tries again next poll)."""
+    tmp = Path(attempt_dir) / (HOST_CELLS + ".tmp")
+    tmp.write_text(json.dumps({"max": most, "mig_shared": list(mig_shared)}))
+    tmp.replace(Path(attempt_dir) / HOST_CELLS)
+
+
+def read_host_cells(attempt_dir: str | Path) -> dict[str, Any] | None:
+    """The record, or None (a one-device campaign has none; unreadable counts as none)."""
+    try:
+        doc = json.loads((Path(attempt_dir) / HOST_CELLS).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def safe_name(name: str) -> str:
     """``name`` as one file-name component: characters other than letters, digits and
     ``._-`` become ``_`` (a job id in a samples path)."""
