@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cell.protocol import REASON_BYTES, read_reason
 from engine.cleanup import run_recorded
@@ -54,6 +54,11 @@ from engine.runner.cellproc import (
 )
 from engine.runner.guard import Guard
 from engine.runner.watchdog import session_processes, tree_cpu_seconds
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from engine.runner.zygote import ForkedCell
 
 #: Seconds without a poll from the head after which the agent stops its cell and exits.
 HEAD_SILENT_S = 30.0
@@ -100,7 +105,7 @@ def node_facts() -> dict[str, Any]:
         gpus = [str(d.get("name") or "") for d in nvml_devices()]
     except Exception:
         gpus = []
-    facts = {"host": socket.gethostname(), "address": address, "node_id": node_id,
+    facts: dict[str, Any] = {"host": socket.gethostname(), "address": address, "node_id": node_id,
              "cpu_model": cpu_model or os.uname().machine, "cores": os.cpu_count() or 1,
              "torch": dist_version("torch"), "gpus": gpus}
     facts["node"] = node_name(facts["host"], f"{address}/{node_id}")
@@ -112,11 +117,11 @@ class CellAgent:
     """One cell attempt on this node (see the module docstring). Created by the head with
     ``ray.remote(CellAgent).options(num_cpus=…, num_gpus=…, resources=…)``."""
 
-    def __init__(self, runner: dict[str, Any]):
+    def __init__(self, runner_info: dict[str, Any]):
         #: Who runs the campaign (pid, host, campaign): named in what the agent writes.
-        self.runner = runner
+        self.runner = runner_info
         self.facts = node_facts()
-        self.proc = None
+        self.proc: subprocess.Popen | ForkedCell | None = None
         self.spec: dict[str, Any] = {}
         self.staging: Path | None = None
         self.scratch: Path | None = None

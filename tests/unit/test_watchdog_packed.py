@@ -59,7 +59,7 @@ def test_a_cell_idle_on_every_device_is_still_suspected_then_hung(idle_pid):  # 
 def test_the_attempt_watches_the_packed_devices_besides_its_own():
     def dog(options, gpu_uuid="GPU-a"):
         attempt = SimpleNamespace(
-            runner=SimpleNamespace(campaign=SimpleNamespace(watchdog=FAST)),
+            settings=SimpleNamespace(watchdog=FAST),
             cell=SimpleNamespace(executor="mp", options=options),
             spec={"device": "cuda:0", "device_requested": "cuda:0", "gpu_uuid": gpu_uuid})
         return Attempt._watchdog(attempt, SimpleNamespace(pid=1))
