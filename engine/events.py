@@ -16,6 +16,7 @@ Torch-free.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import json
@@ -23,20 +24,30 @@ import os
 import time
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-SCHEMA_VERSION = 1
-
-#: Where an event comes from, and the fields every event of that source carries (besides
-#: the envelope ``v``, ``ts``, ``type``). The runner's events name the campaign; a cell's
-#: and its monitor's name the cell and the attempt.
-RUNNER, CELL, MONITOR = "runner", "cell", "monitor"
-SOURCES = (RUNNER, CELL, MONITOR)
-ENVELOPE = ("v", "ts", "type")
-COMMON = {RUNNER: ("campaign",), CELL: ("cell", "attempt"), MONITOR: ("cell", "attempt")}
+# The sources, the envelope and each source's common fields live with the event classes
+# (engine.event_base: the generated module imports them without this one).
+from engine.event_base import (  # noqa: F401 - re-exported: engine.events names them
+    ABSENT,
+    BASES,
+    CELL,
+    COMMON,
+    ENVELOPE,
+    MONITOR,
+    RUNNER,
+    SCHEMA_VERSION,
+    SOURCES,
+    CellEvent,
+    Event,
+    MonitorEvent,
+    RunnerEvent,
+    draft,
+)
+from engine.event_types import CLASSES, CellJobDone, CellJobProgress, CellJobStarted
 
 #: Roles an event type may have (see :class:`EventType`).
 ROLES = {
@@ -313,6 +324,66 @@ EVENTS = EventTable([
 ])
 
 
+#: The type of each field, as its annotation in the generated classes
+#: (:mod:`engine.event_types`): what writers put there (``None`` included where they write
+#: null). A field added to the table needs its type here (the generator says so).
+FIELD_TYPES: dict[str, str] = {
+    # common
+    "campaign": "str", "cell": "str", "attempt": "int",
+    # the runner's
+    "cells": "int", "run_dir": "str", "device": "str", "runner_pid": "int", "resume": "bool",
+    "reuse_any": "bool", "guard_pid": "int | None", "devices": "list[str]",
+    "pid": "int | None", "warm_s": "float", "imports_s": "float", "threads": "int",
+    "python_threads": "int", "cuda_initialized": "bool", "error": "str | None",
+    "index": "int", "label": "str", "manual_retry": "bool", "reason": "str",
+    "from_campaign": "str", "from_attempt": "int", "from_timestamp": "str",
+    "events": "str", "log_path": "str", "start": "str", "start_s": "float",
+    "node": "str | None", "seen": "str", "action": "str", "pids": "list[int]",
+    "exit_code": "int | None", "predecessor": "bool", "node_lost": "bool",
+    "manual": "bool", "retry": "int", "retries": "int", "messages": "list[str]",
+    "attempt_dir": "str", "guard": "bool", "cmd": "str", "applied": "bool",
+    "message": "str", "ok": "bool", "failed": "int",
+    # a cell's
+    "exp_id": "str", "executor": "str", "jobs": "list[str]", "phase": "str",
+    "seconds": "float | None", "window": "list[float]", "name": "str",
+    "temp_dir": "str | None", "tag": "str | None", "address": "str | None",
+    "job_id": "str", "worker_pid": "int | None", "epoch": "int", "epochs": "int",
+    "step": "int", "steps": "int", "samples": "int", "loss": "float | None",
+    "elapsed": "float", "val_loss": "float | None", "val_acc": "float | None",
+    "epoch_end": "bool", "train_sps": "float | None", "val_metric": "str | None",
+    "status": "str", "total_time_s": "float | None", "final_val_acc": "float | None",
+    "early_stopped": "bool", "stop_reason": "str | None", "group_id": "str",
+    "T_group": "float", "total_samples": "int", "throughput_group": "float | None",
+    "setup_s": "float", "data_load_s": "float | None", "warnings": "list[str]",
+    "group_written": "bool", "output_error": "bool",
+    # a monitor's (GPU fields null without a GPU)
+    "t": "float", "time": "float", "gpu_util_pct": "float | None",
+    "mem_used_mib": "float | None", "power_w": "float | None", "energy_mj": "float | None",
+    "sm_clock_mhz": "float | None", "temp_c": "float | None", "cpu_pct": "float | None",
+    "rss_mib": "float | None", "host_mem_available_mib": "float | None",
+}
+#: Fields whose type differs between event types: ``(source, type, field)``.
+FIELD_TYPES_BY_EVENT: dict[tuple[str, str, str], str] = {
+    (CELL, "summary", "jobs"): "list[dict[str, Any]]",  # each job's status and history
+    (CELL, "summary", "error"): "str",
+    (CELL, "job_done", "error"): "str",
+    (RUNNER, "campaign_done", "failed"): "int",
+}
+
+
+def field_type(source: str, type: str, name: str) -> str:
+    """The annotation of field ``name`` of events ``type`` of ``source``.
+
+    Raises:
+        KeyError: a field without a declared type (add it to :data:`FIELD_TYPES`).
+    """
+    found = FIELD_TYPES_BY_EVENT.get((source, type, name)) or FIELD_TYPES.get(name)
+    if found is None:
+        raise KeyError(f"{source} event {type!r}: field {name!r} has no type in "
+                       "engine.events.FIELD_TYPES")
+    return found
+
+
 def is_runner_event(event: Mapping[str, Any]) -> bool:
     """Whether ``event`` comes from the runner (``runner.jsonl``) rather than a cell or its
     monitor: the runner's events name the campaign."""
@@ -329,6 +400,109 @@ def source_of(event: Mapping[str, Any]) -> str:
     return CELL
 
 
+# -- the typed events ------------------------------------------------------------------
+# One class per declared (source, type), generated from the table into engine.event_types
+# (checked in, so that mypy sees the classes and their typed fields; tests/unit/
+# test_event_types.py fails when the table and the module drift). Regenerate with
+#     python -m engine.events --types > engine/event_types.py
+
+
+def event_class(source: str, type: object) -> builtins.type[Event]:
+    """The class of events ``type`` of ``source``: the generated one, else (a type this
+    version does not know, or one added to :data:`EVENTS` at run time) the source's base
+    class."""
+    found = CLASSES.get((source, type)) if isinstance(type, str) else None
+    return found or BASES[source]
+
+
+def parse_event(doc: Mapping[str, Any]) -> Event:
+    """The typed event of a JSON document (a copy of it: same keys, same order). Tolerant:
+    a document of an unknown type is its source's base class, missing and undeclared fields
+    are kept as they are (:mod:`engine.event_base`). An :class:`Event` is returned as it is."""
+    if isinstance(doc, Event):
+        return doc
+    kind = doc.get("type")
+    source = source_of(doc) if isinstance(kind, str) or kind is None else (
+        RUNNER if is_runner_event(doc) else CELL)
+    return event_class(source, kind).of(doc)
+
+
+def event_to_json(event: Mapping[str, Any]) -> str:
+    """One line of an events file (without its newline): compact JSON in the event's key
+    order, values JSON cannot hold as their ``str``."""
+    return json.dumps(event, separators=(",", ":"), default=str)
+
+
+def types_module() -> str:
+    """The source of :mod:`engine.event_types`: one class per event type of :data:`EVENTS`,
+    its fields as typed properties (:data:`FIELD_TYPES`) and a keyword constructor (the
+    declared fields required, the optional ones :data:`ABSENT` by default).
+
+    Raises:
+        KeyError: a field without a type; ValueError: a field whose name an event already
+            uses (``type``, ``get``, ...).
+    """
+    lines = [
+        '"""The typed events: one class per event type of the table (engine.events.EVENTS).',
+        "",
+        "GENERATED from engine/events.py (EVENTS, FIELD_TYPES); do not edit. After changing",
+        "the table, run:  python -m engine.events --types > engine/event_types.py",
+        "(tests/unit/test_event_types.py fails while this file and the table differ).",
+        "",
+        "Each class reads its declared fields as typed properties (None when a document",
+        "lacks one: engine.event_base) and builds an event to write from keyword arguments",
+        "(the envelope and the writer's common fields are added when it is written).",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from typing import Any, ClassVar",
+        "",
+        "from engine.event_base import (ABSENT, CELL, MONITOR, RUNNER, CellEvent, Event,",
+        "                               MonitorEvent, RunnerEvent, _Absent, draft)",
+        "",
+        "__all__ = [",
+    ]
+    names: list[tuple[EventType, str]] = []
+    for t in EVENTS:
+        names.append((t, t.source.capitalize() + "".join(
+            part.capitalize() for part in t.type.split("_"))))
+    lines += [f'    "{name}",' for _, name in names] + ['    "CLASSES",', "]"]
+    base = {RUNNER: "RunnerEvent", CELL: "CellEvent", MONITOR: "MonitorEvent"}
+    for t, name in names:
+        own = t.fields + t.optional
+        for field in own:
+            if field in dir(BASES[t.source]) or not field.isidentifier():
+                raise ValueError(f"{t.source} event {t.type!r}: field {field!r} cannot be "
+                                 "a property of an event")
+        lines += ["", "", f"class {name}({base[t.source]}):",
+                  f'    """{t.doc or t.type}"""', "",
+                  "    __slots__ = ()",
+                  f'    TYPE: ClassVar[str] = "{t.type}"', ""]
+        params = [f"{f}: {field_type(t.source, t.type, f)}" for f in t.fields]
+        params += [f"{f}: {field_type(t.source, t.type, f)} | _Absent = ABSENT"
+                   for f in t.optional]
+        if params:
+            lines.append("    def __init__(self, *, " + ", ".join(params) + ") -> None:")
+            args = ", ".join(f'"{f}": {f}' for f in own)
+            lines.append(f'        super().__init__(draft("{t.type}", {{{args}}}))')
+        else:
+            lines.append("    def __init__(self) -> None:")
+            lines.append(f'        super().__init__(draft("{t.type}", {{}}))')
+        for field in own:
+            annotation = field_type(t.source, t.type, field)
+            if "None" not in annotation.split(" | "):
+                annotation += " | None"
+            lines += ["", "    @property", f"    def {field}(self) -> {annotation}:",
+                      f'        return dict.get(self, "{field}")']
+    lines += ["", "", "#: The class of each declared (source, type).",
+              "CLASSES: dict[tuple[str, str], type[Event]] = {"]
+    const = {RUNNER: "RUNNER", CELL: "CELL", MONITOR: "MONITOR"}
+    lines += [f'    ({const[t.source]}, "{t.type}"): {name},' for t, name in names]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
 # -- builders --------------------------------------------------------------------------
 
 class _JobResult(Protocol):
@@ -340,47 +514,36 @@ class _JobResult(Protocol):
     final_val_acc: float | None
 
 
-@dataclass(frozen=True)
-class Event:
-    """A built event: its type and its fields, in the order they are written."""
-
-    type: str
-    fields: dict[str, Any]
-
-    def send(self, emit: Callable[..., Any]) -> Any:
-        """Write it through ``emit(type, **fields)`` (a cell's ``ctx.emit``, an
-        :class:`EventWriter`'s ``emit``); returns what ``emit`` returns."""
-        return emit(self.type, **self.fields)
-
-
 def build(type: str, source: str, /, **fields: Any) -> Event:
-    """An event of a declared type. Raises ValueError for an undeclared type or field (a
-    typo fails where it is made)."""
+    """An event of a declared type, not yet written (its type and ``fields``, in that
+    order: :meth:`Event.send`, :meth:`EventWriter.write`). Raises ValueError for an
+    undeclared type or field (a typo fails where it is made)."""
     declared = EVENTS.get(type, source)
     if declared is None:
         raise ValueError(f"unknown {source} event type {type!r}")
     unknown = [name for name in fields if name not in declared.declared or name in ENVELOPE]
     if unknown:
         raise ValueError(f"{source} event {type!r}: undeclared fields {unknown}")
-    return Event(type, fields)
+    return event_class(source, type).of(draft(type, fields))
 
 
-def job_started(job_id: str, **extra: Any) -> Event:
+def job_started(job_id: str, **extra: Any) -> CellJobStarted:
     """A job starts (``extra``: ``worker_pid`` of the mp or ray worker that trains it)."""
-    return build("job_started", CELL, job_id=job_id, **extra)
+    return cast(CellJobStarted, build("job_started", CELL, job_id=job_id, **extra))
 
 
-def job_progress(**fields: Any) -> Event:
+def job_progress(**fields: Any) -> CellJobProgress:
     """A job's progress report, as the training loops pass it to their ``progress``."""
-    return build("job_progress", CELL, **fields)
+    return cast(CellJobProgress, build("job_progress", CELL, **fields))
 
 
-def job_done(result: _JobResult, **extra: Any) -> Event:
+def job_done(result: _JobResult, **extra: Any) -> CellJobDone:
     """A job ended: its status, error, time, samples and final validation accuracy, from its
     result (``extra``: ``pid``, ``early_stopped``, ``stop_reason``)."""
-    return build("job_done", CELL, job_id=result.job.job_id, status=result.status,
-                 error=result.error, total_time_s=result.total_time_s,
-                 samples=result.samples, final_val_acc=result.final_val_acc, **extra)
+    return cast(CellJobDone, build(
+        "job_done", CELL, job_id=result.job.job_id, status=result.status, error=result.error,
+        total_time_s=result.total_time_s, samples=result.samples,
+        final_val_acc=result.final_val_acc, **extra))
 
 
 class EventWriter:
@@ -401,12 +564,23 @@ class EventWriter:
                                        | os.O_CLOEXEC, 0o666)
         self.common = common
 
-    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
-        event = {"v": SCHEMA_VERSION, "ts": time.time(), "type": type, **self.common, **fields}
-        self._append((json.dumps(event, separators=(",", ":"), default=str) + "\n").encode())
+    def emit(self, type: str, **fields: Any) -> Event:
+        """Append one event: the envelope, this writer's common fields, then ``fields`` in
+        the order given. Returns it as written (typed: :func:`parse_event`).
+
+        Raises:
+            OSError: the line could not be written (see the class); ValueError: closed.
+        """
+        doc = {"v": SCHEMA_VERSION, "ts": time.time(), "type": type, **self.common, **fields}
+        self._append((event_to_json(doc) + "\n").encode())
         if type in EVENTS.lifecycle:
             os.fsync(self._require())
-        return event
+        return parse_event(doc)
+
+    def write(self, event: Event) -> Event:
+        """Append ``event`` (built, not yet written: a generated class's constructor,
+        :func:`build`): :meth:`emit` of its type and fields."""
+        return self.emit(event.type, **event.fields)
 
     def _require(self) -> int:
         if self._fd is None:
@@ -476,16 +650,18 @@ class EventTail:
         self._lengths = array("I")  # of the lines read since _start, in order
         self._hashes = array("i")
 
-    def read(self) -> Iterator[dict[str, Any]]:
+    def read(self) -> Iterator[Event]:
+        """The whole events appended since the last call, typed (:func:`parse_event`;
+        each is also the read-only dict of its JSON line)."""
         try:
             with open(self.path, "rb") as handle:
                 lines = self._new_lines(handle)
         except FileNotFoundError:
             return
         for line in lines:
-            event = _decode(line)
-            if event is not None:
-                yield event
+            doc = _decode(line)
+            if doc is not None:
+                yield parse_event(doc)
 
     def _new_lines(self, handle) -> list[bytes]:
         """The whole lines after the last one read; moves past them."""
@@ -560,10 +736,15 @@ def _decode(line: bytes) -> dict[str, Any] | None:
     return None
 
 
-def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """All whole events of a file (a torn last line is ignored)."""
+def read_events(path: str | Path) -> list[Event]:
+    """All whole events of a file, typed (a torn last line is ignored)."""
     return list(EventTail(path).read())
 
 
-if __name__ == "__main__":  # python -m engine.events > docs/events.md
-    print(EVENTS.markdown())
+if __name__ == "__main__":
+    # python -m engine.events > docs/events.md
+    # python -m engine.events --types > engine/event_types.py
+    import sys
+
+    print(types_module() if sys.argv[1:] == ["--types"] else EVENTS.markdown(), end=(
+        "" if sys.argv[1:] == ["--types"] else "\n"))

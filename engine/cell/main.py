@@ -26,6 +26,7 @@ This entry point is stable: the runner and later front ends depend on it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import importlib
 import os
@@ -34,20 +35,27 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import stacks
 from engine.cell.output import CellEvents, say
 from engine.cell.protocol import (
     EXIT_OUTPUT,
     CellRunSpec,
+    LegacySpec,
+    as_spec,
     output_failure,
     write_reason,
 )
 from engine.cell.rows import max_present, tell_repairs, write_rows
 from engine.errors import FugueError, OutputError, failure_line
+from engine.event_base import ABSENT
+from engine.event_types import CellFailed, CellPhase, CellStarted
 from engine.results.rows import failed_group_row
 from engine.results.values import new_group_id
+
+if TYPE_CHECKING:
+    from engine.cell.sidecar import CellMonitor
 
 
 def main(argv: list[str] | None = None, start: str = "spawn") -> int:
@@ -65,65 +73,66 @@ def main(argv: list[str] | None = None, start: str = "spawn") -> int:
     if len(argv) != 1:
         print("usage: python -m engine.cell SPEC.json", file=sys.stderr)
         return 2
-    try:  # the runner's spec, validated (engine.cell.protocol.CellRunSpec); used as its dict
-        spec = CellRunSpec.read(argv[0]).to_dict()
+    try:  # the runner's spec, validated (engine.cell.protocol.CellRunSpec)
+        spec = CellRunSpec.read(argv[0])
     except FugueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     # A multi-device campaign splits the host's cores between concurrent cells: this one
     # and every process it starts (workers inherit the affinity) stay on its share.
-    if spec.get("cpus") and hasattr(os, "sched_setaffinity"):
+    if spec.cpus and hasattr(os, "sched_setaffinity"):
         try:
-            os.sched_setaffinity(0, spec["cpus"])
+            os.sched_setaffinity(0, spec.cpus)
         except OSError:  # cores gone (a hot-unplug): unpinned, and the row says none
-            spec["cpus"] = None
-    # Known from the start: the monitor's samples file is named after the group.
-    spec["group_id"] = spec.get("group_id") or new_group_id(spec["cell"]["executor"])
-    spec["cell_start"] = start  # provenance of every row the cell writes (group_static)
+            spec = dataclasses.replace(spec, cpus=None)
+    # Known from the start: the monitor's samples file is named after the group. How this
+    # process began is the provenance of every row the cell writes (group_static).
+    spec = dataclasses.replace(spec, group_id=spec.group_id or new_group_id(spec.cell.executor),
+                               cell_start=start)
     try:
-        events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
+        events = CellEvents(spec.events, cell=spec.cell.key, attempt=spec.attempt)
     except OutputError as exc:
         say(str(exc))
         return EXIT_OUTPUT
     try:
-        events.emit("started", pid=os.getpid(), exp_id=spec["cell"]["exp_id"],
-                    executor=spec["cell"]["executor"],
-                    jobs=[j["job_id"] for j in spec["cell"]["jobs"]])
+        CellStarted(pid=os.getpid(), exp_id=spec.cell.exp_id, executor=spec.cell.executor,
+                    jobs=[j["job_id"] for j in spec.cell.jobs]).send(events.emit)
         status = run_cell(spec, events)
         if events.failure is not None:  # rows written, but progress events were lost
             say(f"warning: events lost: {events.failure}")
     except BaseException as exc:
-        reason = output_failure(exc, where=spec["runs_dir"])
+        reason = output_failure(exc, where=spec.runs_dir)
         if reason is not None:  # the output cannot be written: one line, naming the file
             write_reason(spec, reason)
             say(reason)
-            _record_failure(spec, events, "failed", reason, output_error=True)
+            _record_failure(spec, events, reason, output_error=True)
             return EXIT_OUTPUT
         if isinstance(exc, FugueError):
             say(str(exc))
-            _record_failure(spec, events, "failed", str(exc))
+            _record_failure(spec, events, str(exc))
             return 2
         # internal error: keep the traceback in the log
         with contextlib.suppress(OSError, ValueError):
             traceback.print_exc()
-        _record_failure(spec, events, "failed", failure_line(exc, None))
+        _record_failure(spec, events, failure_line(exc, None))
         return 3
     finally:
         events.close()
     return 0 if status == "ok" else 1
 
 
-def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error: str,
-                    **flags: Any) -> None:
+def _record_failure(spec: CellRunSpec, events: CellEvents, error: str,
+                    output_error: bool = False) -> None:
     """Best effort on a disk that may be full: the failed group row (all or nothing), then
-    the event saying whether it was written. Never raises."""
+    the ``failed`` event saying whether it was written (``output_error``: the cell's output
+    could not be written). Never raises."""
     from engine.results.columns import GROUPS_FILE, header
     from engine.results.store import append_rows
 
     repaired: list[str] = []
     try:
-        repaired = append_rows(Path(spec["runs_dir"]) / GROUPS_FILE,
-                               [failed_group_row(spec, status, error)], header(GROUPS_FILE))
+        repaired = append_rows(Path(spec.runs_dir) / GROUPS_FILE,
+                               [failed_group_row(spec, "failed", error)], header(GROUPS_FILE))
         written = True
     except FugueError as exc:
         if str(exc) != error:
@@ -135,7 +144,8 @@ def _record_failure(spec: dict[str, Any], events: CellEvents, status: str, error
     with contextlib.suppress(FugueError, OSError):
         tell_repairs(events, repaired)
     with contextlib.suppress(FugueError, OSError):
-        events.emit(status, error=error, group_written=written, **flags)
+        CellFailed(error=error, group_written=written,
+                   output_error=True if output_error else ABSENT).send(events.emit)
 
 
 #: The engine modules a cell uses, imported inside the ``imports`` phase.
@@ -181,7 +191,7 @@ def _import_torch(threads: int, events: CellEvents) -> list[str]:
     # first (docs/measurement.md).
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     plugins = load_plugins()
-    events.emit("phase", phase="imports", seconds=time.perf_counter() - t_imports)
+    CellPhase(phase="imports", seconds=time.perf_counter() - t_imports).send(events.emit)
     return plugins
 
 
@@ -197,7 +207,7 @@ def _load_data(jobs: list, device: Any, in_workers: bool, events: CellEvents
     host_data = {} if in_workers else {
         name: dataset_lib.load_dataset(name) for name in dict.fromkeys(j.dataset for j in jobs)}
     data_load_s = None if in_workers else time.perf_counter() - t0
-    events.emit("phase", phase="data_load", seconds=data_load_s or 0.0)
+    CellPhase(phase="data_load", seconds=data_load_s or 0.0).send(events.emit)
     device_data: dict[str, Any] = {}
 
     def datasets(name: str):
@@ -208,27 +218,27 @@ def _load_data(jobs: list, device: Any, in_workers: bool, events: CellEvents
     return datasets, data_load_s
 
 
-def _start_monitor(spec: dict[str, Any]):
+def _start_monitor(spec: CellRunSpec) -> CellMonitor | None:
     """The cell's monitor sidecar, started (None when the spec turns it off). Started before
     setup: its start-up is outside every timed phase, and its first sample precedes the
     window (energy interpolates the window's ends)."""
-    if not spec.get("monitor", True):
+    if not spec.monitor:
         return None
     from engine.cell.sidecar import CellMonitor
     from engine.measure.monitor import DEFAULT_INTERVAL_S
 
-    monitor = CellMonitor(spec["runs_dir"], spec["group_id"], spec["events"],
-                          spec["cell"]["key"], spec["attempt"], spec.get("gpu_uuid"),
-                          spec.get("monitor_interval_s") or DEFAULT_INTERVAL_S)
+    monitor = CellMonitor(spec.runs_dir, spec.group_id or "", spec.events, spec.cell.key,
+                          spec.attempt, spec.gpu_uuid,
+                          spec.monitor_interval_s or DEFAULT_INTERVAL_S)
     if not monitor.start():
         monitor.check_complete()  # it could not write its samples: a full disk fails the cell
         print(f"warning: {monitor.problem}; monitor columns stay empty", file=sys.stderr)
     return monitor
 
 
-def _group_facts(spec: dict[str, Any], device: Any, in_workers: bool, host: dict[str, Any],
-                 monitor, group: dict[str, Any], window: tuple[float, float]
-                 ) -> dict[str, Any]:
+def _group_facts(spec: CellRunSpec, device: Any, in_workers: bool, host: dict[str, Any],
+                 monitor: CellMonitor | None, group: dict[str, Any],
+                 window: tuple[float, float]) -> dict[str, Any]:
     """The group row's facts measured around the group: torch's and the host's, the
     monitor's provenance and window columns (or NVML's device facts without a monitor),
     MPS presence and the peak RSS."""
@@ -239,8 +249,8 @@ def _group_facts(spec: dict[str, Any], device: Any, in_workers: bool, host: dict
     # torch's view of the device would initialise CUDA in a parent that must not hold a
     # context; NVML (the monitor) names the device then.
     facts = {**torch_facts(torch.device("cpu") if in_workers else device), **host}
-    if monitor is None and spec.get("gpu_uuid"):
-        facts.update(_nvml_facts(spec["gpu_uuid"]))
+    if monitor is None and spec.gpu_uuid:
+        facts.update(_nvml_facts(spec.gpu_uuid))
     if monitor is not None:
         facts.update(monitor.provenance())
         facts.update(monitor.group_columns(*window))
@@ -249,10 +259,12 @@ def _group_facts(spec: dict[str, Any], device: Any, in_workers: bool, host: dict
     return facts
 
 
-def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
-    """Run the cell's group and write its rows; return the group status (ok | failed)."""
-    threads = int(spec.get("threads") or 0) or (os.cpu_count() or 1)
-    spec = {**spec, "threads": threads}
+def run_cell(spec: CellRunSpec | LegacySpec, events: CellEvents) -> str:
+    """Run the cell's group and write its rows; return the group status (ok | failed).
+    (A spec dict is deprecated: :func:`engine.cell.protocol.as_spec`.)"""
+    spec = as_spec(spec)
+    threads = int(spec.threads or 0) or (os.cpu_count() or 1)
+    spec = dataclasses.replace(spec, threads=threads)
     plugins = _import_torch(threads, events)
     import torch
 
@@ -261,17 +273,15 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     from engine.registry import EXECUTORS
     from engine.train.loop import TrainSettings
 
-    cell = spec["cell"]
-    device = torch.device(spec["device"])
+    cell = spec.cell
+    device = torch.device(spec.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise FugueError(f"device '{spec['device']}' requested but torch sees no CUDA device "
+        raise FugueError(f"device '{spec.device}' requested but torch sees no CUDA device "
                          f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
-    compile_mode = cell["compile_mode"]
-    settings = TrainSettings(device=device, compile_mode=compile_mode,
-                             amp_allowed=device.type == "cuda",
-                             precision=cell.get("precision"))
-    jobs = [JobSpec.from_dict(j) for j in cell["jobs"]]
-    spec_exec = EXECUTORS.get(cell["executor"])
+    settings = TrainSettings(device=device, compile_mode=cell.compile_mode,
+                             amp_allowed=device.type == "cuda", precision=cell.precision)
+    jobs = [JobSpec.from_dict(j) for j in cell.jobs]
+    spec_exec = EXECUTORS.get(cell.executor)
     # Executors whose workers load their own data and own the device (mp, ray): the
     # parent loads nothing and never creates a CUDA context (docs/measurement.md).
     in_workers = spec_exec.trains_in_workers
@@ -281,26 +291,25 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
     executor = spec_exec.load()()
     ctx = CellContext(settings=settings, datasets=datasets,
                       emit=lambda type, **f: events.emit(type, **f), threads=threads,
-                      options=cell.get("options", {}), seed=spec["seed"],
-                      scheduler=cell.get("scheduler"), rung=cell.get("rung"),
-                      features=cell.get("features"), max_parallel=cell.get("max_parallel"),
-                      attempt_dir=Path(spec["events"]).parent,
-                      job_env=dict(spec.get("job_env") or {}), gpu_uuid=spec.get("gpu_uuid"))
+                      options=cell.options, seed=spec.seed, scheduler=cell.scheduler,
+                      rung=cell.rung, features=cell.features, max_parallel=cell.max_parallel,
+                      attempt_dir=spec.attempt_dir, job_env=dict(spec.job_env or {}),
+                      gpu_uuid=spec.gpu_uuid)
     from engine.plugins import plugin_versions
 
-    host = {"plugins": ",".join(plugins) or None,
+    host: dict[str, Any] = {"plugins": ",".join(plugins) or None,
             "plugin_versions": plugin_versions() or None}
     try:
         t_setup = time.perf_counter()
         executor.setup(jobs, ctx)
         setup_s = time.perf_counter() - t_setup
-        events.emit("phase", phase="setup", seconds=setup_s)
+        CellPhase(phase="setup", seconds=setup_s).send(events.emit)
         host["host_load_start"] = os.getloadavg()[0]
         # Who else used the CPUs during the window (engine.measure.competitors): read just
         # before and just after it, never inside.
         others0 = _others_snapshot()
         try:
-            events.emit("phase", phase="group_start")
+            CellPhase(phase="group_start").send(events.emit)
             if sync_device:
                 torch.cuda.synchronize(device)
             cpu0 = _cpu_seconds()
@@ -314,13 +323,14 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
                         competing_processes=_competitors(others0, t_group))
             # The window's ends on perf_counter (system-wide monotonic): what a check of the
             # window rule compares per-job and runtime timestamps with (docs/measurement.md).
-            events.emit("phase", phase="group_end", seconds=t_group, window=[g0, g1])
+            CellPhase(phase="group_end", seconds=t_group, window=[g0, g1]).send(events.emit)
         finally:
             if monitor is not None:
                 monitor.stop()  # one last sample after the window closed
             t_teardown = time.perf_counter()
             executor.teardown(ctx)
-            events.emit("phase", phase="teardown", seconds=time.perf_counter() - t_teardown)
+            CellPhase(phase="teardown",
+                      seconds=time.perf_counter() - t_teardown).send(events.emit)
     finally:
         if monitor is not None and monitor.proc is not None and monitor.proc.poll() is None:
             monitor.stop()
@@ -328,7 +338,7 @@ def run_cell(spec: dict[str, Any], events: CellEvents) -> str:
         # Samples cut by a write that failed (a disk that filled during the cell): no row
         # may be computed from them; the cell fails naming the file, --resume reruns it.
         monitor.check_complete()
-    if cell.get("experiment", {}).get("type") == "hpo":  # time to best (issue 25)
+    if cell.experiment.get("type") == "hpo":  # time to best (issue 25)
         from engine.cell.rows import hpo_columns
 
         found = hpo_columns(results, g0)

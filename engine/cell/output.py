@@ -7,10 +7,10 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engine.errors import OutputError
-from engine.events import EVENTS, EventWriter
+from engine.events import EVENTS, Event, EventWriter, parse_event
 
 
 class CellEvents:
@@ -37,14 +37,24 @@ class CellEvents:
             self.failure = error
         return error
 
-    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+    def emit(self, type: str, **fields: Any) -> Event:
+        """Write one event (:meth:`EventWriter.emit`); returns it (one that was dropped:
+        as built, without the envelope).
+
+        Raises:
+            OutputError: a lifecycle event or the summary could not be written.
+        """
         try:
             return self._writer.emit(type, **fields)
         except OSError as exc:
             error = self._error(exc)
             if type in EVENTS.required:  # the runner and front ends depend on them
                 raise error from exc
-            return {"type": type, **fields}
+            return parse_event({"type": type, **fields})
+
+    def write(self, event: Event) -> Event:
+        """:meth:`emit` of a built event (a generated class's constructor)."""
+        return self.emit(event.type, **event.fields)
 
     def close(self) -> None:
         try:
@@ -73,6 +83,13 @@ class TolerantStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class Emitter(Protocol):
+    """What writes a cell's events: :class:`CellEvents`, or anything with its ``emit``
+    (``ctx.emit``'s owner; a stub in tests)."""
+
+    def emit(self, type: str, **fields: Any) -> Any: ...
 
 
 def say(line: str) -> None:

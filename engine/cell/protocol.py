@@ -17,10 +17,12 @@ import re
 import types
 import typing
 from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from engine.bounds import CAMPAIGN, JOB, MAX_JOBS, Bound
+from engine.define.matrix import CellSpec
 from engine.errors import ConfigError, OutputError
 
 SPEC_SCHEMA = 1
@@ -53,10 +55,10 @@ def output_failure(exc: BaseException, where: str | os.PathLike[str] | None = No
     return None
 
 
-def write_reason(spec: dict[str, Any], line: str) -> None:
+def write_reason(spec: CellRunSpec | LegacySpec, line: str) -> None:
     """Overwrite the runner's pre-allocated ``reason_file`` with ``line`` (never extends
     it: no new block is needed). Best effort; absent in specs of older runners."""
-    path = spec.get("reason_file")
+    path = as_spec(spec).reason_file
     if not path:
         return
     data = line.replace("\n", " ").encode("utf-8", "replace")[:REASON_BYTES - 1] + b"\n"
@@ -99,13 +101,19 @@ class CellRunSpec:
     Paths are absolute strings (the cell may run in another working folder). ``device`` is
     what the cell uses (``cuda:0`` when the runner pinned the device under test with
     ``CUDA_VISIBLE_DEVICES``), ``device_requested`` what the campaign asked; ``threads`` is
-    already resolved (>= 1); ``cell`` is the :class:`engine.define.matrix.CellSpec` as a dict.
+    already resolved (>= 1); ``cell`` is the :class:`engine.define.matrix.CellSpec` (in the
+    document: ``dataclasses.asdict`` of it; a dict given here is taken as that document).
     ``group_id``: the group the attempt runs as; the runner draws one per attempt
     (:class:`engine.runner.attempt.Attempt`), so the row it writes for a cell that it killed
     or that died names the cell's samples file; unset (a tool's spec, an older runner's),
-    the cell draws its own. ``job_env`` (extra environment for worker processes) is for
-    tools. Optional keys left unset are not written. Keys older runners did not write are
-    optional, with the defaults the cell has always applied.
+    the cell draws its own. ``cell_start``: how the attempt's process began (``spawn``,
+    ``zygote``: the rows' ``cell_start``), set in memory by whoever knows it (the cell, the
+    runner after starting it) with :func:`dataclasses.replace`. ``job_env`` (extra
+    environment for worker processes) is for tools. Optional keys left unset are not
+    written. Keys older runners did not write are optional, with the defaults the cell has
+    always applied.
+
+    Immutable: a changed spec is a new one (``dataclasses.replace(spec, group_id=...)``).
     """
 
     campaign_id: str
@@ -124,7 +132,8 @@ class CellRunSpec:
     monitor: bool = True
     monitor_interval_s: float | None = _optional()
     threads: int | None = _optional()
-    cell: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cell: CellSpec = dataclasses.field(default_factory=lambda: CellSpec(
+        0, "", "", "off", 1, "", {}, []))
     schema: int = SPEC_SCHEMA
     job_env: dict[str, str] | None = _optional()
     group_id: str | None = _optional()
@@ -141,22 +150,38 @@ class CellRunSpec:
     #: A cell of a campaign on a Ray cluster (issue 28; engine.cluster): the node it runs
     #: on, ``<host name> <hash of its address>`` (the ``node`` column).
     node: str | None = _optional()
+    #: How the attempt's process began (see the class); the runner's spec.json never holds
+    #: it (left out while None, as every optional key).
+    cell_start: str | None = _optional()
+
+    def __post_init__(self) -> None:
+        # The cell's matrix point as its JSON document (the form runners built specs
+        # with, ``cell=asdict(cell)``): typed here, so every reader gets a CellSpec.
+        if isinstance(self.cell, Mapping):
+            object.__setattr__(self, "cell", CellSpec(**self.cell))
 
     @property
     def attempt_dir(self) -> Path:
         return Path(self.events).parent
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document, keys in the order schema 1 has always had them."""
+        """The JSON document, keys in the order schema 1 has always had them (``cell``:
+        ``dataclasses.asdict`` of the CellSpec, its fields' order)."""
         doc: dict[str, Any] = {"schema": self.schema}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name == "cell":
+                value = dataclasses.asdict(value)
             if f.name != "schema" and not (f.metadata.get("optional") and value is None):
                 doc[f.name] = value
         return doc
 
+    def to_json(self) -> str:
+        """The text of ``spec.json``."""
+        return json.dumps(self.to_dict(), indent=1)
+
     def write(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        Path(path).write_text(self.to_json())
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], where: str = "cell spec") -> CellRunSpec:
@@ -188,7 +213,18 @@ class CellRunSpec:
             raise ConfigError(f"{where}: key 'cell' must be an object (the cell's matrix "
                               f"point), got {type(doc['cell']).__name__}")
         check_values(doc, where)
-        return cls(**doc)
+        return cls(**{**doc, "cell": CellSpec(**doc["cell"])})
+
+    @classmethod
+    def from_legacy_dict(cls, doc: Mapping[str, Any]) -> CellRunSpec:
+        """Deprecated (issue 40, until the runner passes :class:`CellRunSpec` everywhere): a
+        spec dict as the functions that took one used to read it, unchecked: a key it
+        lacks is at its default, or None when it has none (hand-made dicts in tests hold
+        only what the code under test reads); keys of neither class are ignored."""
+        cell = doc.get("cell") or {}
+        if isinstance(cell, Mapping):
+            cell = CellSpec(**_lenient(CellSpec, cell))
+        return cls(**{**_lenient(cls, doc), "cell": cell})
 
     @classmethod
     def read(cls, path: str | Path) -> CellRunSpec:
@@ -202,6 +238,34 @@ class CellRunSpec:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{path}: cannot read the cell spec: {exc}") from None
         return cls.from_dict(doc, str(path))
+
+
+#: A cell spec as a dict: what the runner and tests passed before :class:`CellRunSpec`
+#: flowed everywhere. Deprecated (issue 40): accepted only through :func:`as_spec` by the
+#: functions the runner still calls with one; removed once it passes CellRunSpec.
+LegacySpec = Mapping[str, Any]
+
+
+def as_spec(spec: CellRunSpec | LegacySpec) -> CellRunSpec:
+    """``spec`` itself, or a legacy spec dict as a CellRunSpec
+    (:meth:`CellRunSpec.from_legacy_dict`)."""
+    return spec if isinstance(spec, CellRunSpec) else CellRunSpec.from_legacy_dict(spec)
+
+
+def _lenient(cls: type, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc``'s values of the dataclass ``cls``'s fields; a missing one at its default,
+    else None."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in doc:
+            out[f.name] = doc[f.name]
+        elif f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        else:
+            out[f.name] = None
+    return out
 
 
 # -- the values of a spec ---------------------------------------------------------------------
@@ -235,7 +299,6 @@ def check_values(doc: dict[str, Any], where: str) -> None:
         ConfigError: one line, ``"<where>: key 'cell.jobs[0].epochs' must be >= 1, got
             0"``.
     """
-    from engine.define.matrix import CellSpec
     from engine.define.validate import check_optimizer_values
     from engine.define.workloads import JobSpec, SplitSpec
 

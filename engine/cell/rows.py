@@ -8,19 +8,23 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.cell.output import say
-from engine.cell.protocol import safe_name
+from engine.cell.output import Emitter, say
+from engine.cell.protocol import CellRunSpec, LegacySpec, as_spec, safe_name
 from engine.errors import OutputError
 from engine.measure.host import busy_warning
 from engine.precision import AMP_PRECISIONS
 from engine.cell.concurrency import concurrency_columns
+from engine.event_types import CellSummary, CellWarning
 from engine.results.rows import JobRow, group_static
 
+if TYPE_CHECKING:
+    from engine.cell.sidecar import CellMonitor
 
-def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
-                         shared: bool) -> dict[str, Any]:
+
+def _job_monitor_columns(monitor: CellMonitor, spec: CellRunSpec, job_id: str, t0: float,
+                         t1: float, shared: bool) -> dict[str, Any]:
     """The job's monitor columns; its samples slice (a file of its own) that cannot be
     written (a full disk) leaves them empty with a warning naming the file, and the rows
     still go on (they decide whether the cell's output was written)."""
@@ -28,7 +32,7 @@ def _job_monitor_columns(monitor, spec: dict[str, Any], job_id: str, t0, t1,
         return monitor.job_columns(job_id, t0, t1, shared=shared)
     except OSError as exc:
 
-        path = Path(spec["runs_dir"]) / "samples" / spec["group_id"] / f"{safe_name(job_id)}.csv"
+        path = Path(spec.runs_dir) / "samples" / str(spec.group_id) / f"{safe_name(job_id)}.csv"
         with contextlib.suppress(OSError):
             path.with_name(path.name + ".tmp").unlink(missing_ok=True)
         say(f"warning: {path}: {exc.strerror or exc}; the job's monitor columns stay empty")
@@ -135,12 +139,19 @@ JOB_PROVENANCE = ("torch_version", "cuda_version", "numpy_version", "sklearn_ver
                   "cudnn_version", "ray_version", "plugin_versions", "experiments_file_hash")
 
 
-def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
-                executor_group: dict[str, Any], monitor=None) -> str:
+def write_rows(spec: CellRunSpec | LegacySpec, events: Emitter, results: list[Any],
+               t_group: float, setup_s: float, data_load_s: float | None,
+               facts: dict[str, Any], settings: Any, executor_group: dict[str, Any],
+               monitor: CellMonitor | None = None) -> str:
+    """The group row and one row per job, appended together, then the ``summary`` and the
+    end event; returns the group's status (ok | failed). (A spec dict is deprecated:
+    :func:`engine.cell.protocol.as_spec`.)"""
     from engine.registry import EXECUTORS
     from engine.results.store import append_group
 
-    cell = spec["cell"]
+    spec = as_spec(spec)
+    cell = spec.cell
+    threads = spec.threads
     group = group_static(spec)
     failed = [r for r in results if r.status != "ok"]
     status = "failed" if failed else "ok"
@@ -150,7 +161,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
     amp_applied = any(r.amp_applied for r in results)
     precision = group_precision(results)
     compiled = [r.compile_mode for r in results if r.compile_mode != "off"]
-    spec_exec = EXECUTORS.get(cell["executor"])
+    spec_exec = EXECUTORS.get(cell.executor)
     train_wall = (sum(r.train_time_s or 0.0 for r in results)
                   if not spec_exec.concurrent else None)
     group.update(facts)
@@ -162,7 +173,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
         train_throughput_sps=(total_samples / train_wall) if train_wall and measured else None,
         max_parallel=1 if not spec_exec.concurrent else None,
         compile=bool(compiled), compile_mode=compiled[0] if compiled else "off",
-        amp=amp_applied, precision=precision, threads=spec["threads"],
+        amp=amp_applied, precision=precision, threads=threads,
         param_count=sum(r.param_count or 0 for r in results) or None,
         energy_method=facts.get("energy_method") or "none",
         torch_peak_allocated_mb=max_present(r.torch_peak_allocated_mb for r in results),
@@ -179,15 +190,15 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
     # (A spec without an events file - rows written outside a runner's attempt folder, as
     # tools and tests do - had no neighbours to record.)
     shared, shared_warnings, withheld = concurrency_columns(
-        Path(spec["events"]).parent, spec.get("cpus"), group.get("gpu_metrics_missing")
-    ) if spec.get("events") else ({}, [], False)
+        spec.attempt_dir, spec.cpus, group.get("gpu_metrics_missing")
+    ) if spec.events else ({}, [], False)
     group.update(shared)
     rows = []
     for r in results:
         job = r.job
         rows.append(JobRow({
             "group_id": group["group_id"], "job_id": job.job_id, "exp_id": job.exp_id,
-            "dataset": job.dataset, "model": job.model, "executor": cell["executor"],
+            "dataset": job.dataset, "model": job.model, "executor": cell.executor,
             "compile": r.compile_mode != "off", "num_workers": 0,
             "total_time_s": r.total_time_s,
             "total_samples": r.samples if r.samples or r.status == "ok" else None,
@@ -200,12 +211,12 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "final_train_loss": r.final_train_loss, "final_train_acc": r.final_train_acc,
             "final_val_loss": r.final_val_loss, "final_val_acc": r.final_val_acc,
             "seed": job.seed, "batch_size": job.batch_size, "epochs": job.epochs, "lr": job.lr,
-            "amp": r.amp_applied, "campaign_id": spec["campaign_id"], "cell_key": cell["key"],
-            "pass": cell["pass_index"], "attempt": spec["attempt"], "status": r.status,
+            "amp": r.amp_applied, "campaign_id": spec.campaign_id, "cell_key": cell.key,
+            "pass": cell.pass_index, "attempt": spec.attempt, "status": r.status,
             "error": r.error or None, "train_time_s": r.train_time_s,
             "train_throughput_sps": r.train_throughput_sps if r.status == "ok" else None,
             "val_time_s": r.val_time_s,
-            "threads": spec["threads"], "compile_mode": r.compile_mode,
+            "threads": threads, "compile_mode": r.compile_mode,
             # what the job was asked to run: the legacy flag, or an autocast precision
             "amp_requested": r.precision_requested in AMP_PRECISIONS,
             "param_count": r.param_count,
@@ -216,7 +227,7 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
             "gpu_metrics_method": None,
             "host": group["host"], "samples_dropped": r.samples_dropped,
             "split": r.val_source or None, "worker_start_s": r.worker_start_s,
-            "trial_config": trial_config_of(cell.get("experiment") or {}, job),
+            "trial_config": trial_config_of(cell.experiment or {}, job),
             # the stack as its group row records it (what this cell loaded), so that a
             # job row read without its group still names it (issue 29)
             **{name: group.get(name) for name in JOB_PROVENANCE},
@@ -229,39 +240,40 @@ def write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, sett
         for row in rows:
             row["energy_j"] = None
     # Both files or neither: a job row never stays without its group row.
-    repaired = append_group(spec["runs_dir"], group, rows)
+    repaired = append_group(spec.runs_dir, group, rows)
     cpu_s = facts.get("cell_cpu_s")
     if spec_exec.trains_in_workers:
         # Workers outside this process's accounting (Ray's are not its children): the
         # monitor's process-tree CPU says what the cell used, or nothing is claimed.
         util = facts.get("cpu_util_mean")
         cpu_s = util / 100.0 * t_group if util is not None else None
-    warnings = load_warnings(t_group, cpu_s, spec["threads"],
+    warnings = load_warnings(t_group, cpu_s, threads or 1,
                              (facts.get("host_load_start"), facts.get("host_load_end")),
-                             cores=len(spec["cpus"]) if spec.get("cpus") else None,
+                             cores=len(spec.cpus) if spec.cpus else None,
                              competitors=facts.get("competing_processes"))
     warnings += shared_warnings
-    summary = {"group_id": group["group_id"], "status": status, "error": error,
-               "T_group": t_group, "total_samples": total_samples,
-               "throughput_group": group["throughput_group"], "setup_s": setup_s,
-               "data_load_s": data_load_s, "warnings": warnings,
-               "jobs": [{"job_id": r.job.job_id, "status": r.status,
-                         "final_val_acc": r.final_val_acc, "history": r.history,
-                         "early_stopped": r.early_stopped, "stop_reason": r.stop_reason}
-                        for r in results]}
+    summary = CellSummary(
+        group_id=group["group_id"], status=status, error=error, T_group=t_group,
+        total_samples=total_samples, throughput_group=group["throughput_group"],
+        setup_s=setup_s, data_load_s=data_load_s, warnings=warnings,
+        jobs=[{"job_id": r.job.job_id, "status": r.status, "final_val_acc": r.final_val_acc,
+               "history": r.history, "early_stopped": r.early_stopped,
+               "stop_reason": r.stop_reason} for r in results])
     # The rows are written: an event lost now (a full disk) is only a warning (main says
     # so), and the runner finds the rows (it never records a second one for the attempt).
     with contextlib.suppress(OutputError):
         tell_repairs(events, repaired)
-        events.emit("summary", **summary)
+        summary.send(events.emit)
+        # (emit, not CellDone/CellFailed: their constructors would write error first, and
+        # the line keeps the key order it has always had)
         events.emit("done" if status == "ok" else "failed", group_written=True, error=error)
     return status
 
 
-def tell_repairs(events, lines: list[str]) -> None:
+def tell_repairs(events: Emitter, lines: list[str]) -> None:
     """What appending the rows upgraded or repaired (``engine.results.store``: the file,
     what was done, where the backup is): in the cell's log, and as ``warning`` events,
     which the front ends show as they come."""
     for line in lines:
         say(f"warning: {line}")
-        events.emit("warning", message=line)
+        CellWarning(message=line).send(events.emit)

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.precision import AMP_PRECISIONS, applied, legacy_request
 from engine.measure.provenance import WINDOW_RULE, backend_flags, host_facts, stack_versions
 from engine.measure.samples import MONITOR_META, samples_on_disk
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, header
 from engine.results.values import new_group_id, timestamp_now
+
+if TYPE_CHECKING:  # engine.cell imports this module: the spec's class only for the types
+    from engine.cell.protocol import CellRunSpec, LegacySpec
+    from engine.define.matrix import CellSpec
 
 
 class CheckedRow(dict):
@@ -76,102 +81,125 @@ def _cpu_list(cpus: list[int] | None) -> str | None:
     return cpu_list(cpus)
 
 
-def group_static(spec: dict[str, Any]) -> GroupRow:
-    """Group-row columns known from the cell spec alone (see ``engine.cell.main`` for the spec)."""
-    cell = spec["cell"]
-    exp = cell["experiment"]
+class _LegacySpecView:
+    """Deprecated (issue 40): a cell spec dict read by attribute, as the functions here
+    read a :class:`engine.cell.protocol.CellRunSpec` (a missing key reads None; ``cell``
+    is read the same way). For the runner's and tests' dicts until the runner passes
+    CellRunSpec (this module cannot import the spec's class: engine.cell imports it)."""
+
+    def __init__(self, doc: Mapping[str, Any]):
+        self._doc = doc
+
+    def __getattr__(self, name: str) -> Any:
+        value = self._doc.get(name)
+        return _LegacySpecView(value) if name == "cell" and isinstance(value, Mapping) else value
+
+
+def _typed(spec: CellRunSpec | LegacySpec) -> CellRunSpec:
+    return cast("CellRunSpec", _LegacySpecView(spec)) if isinstance(spec, Mapping) else spec
+
+
+def group_static(spec: CellRunSpec | LegacySpec) -> GroupRow:
+    """Group-row columns known from the cell spec alone (see ``engine.cell.main`` for the
+    spec; a spec dict is deprecated)."""
+    spec = _typed(spec)
+    cell = spec.cell
+    exp = cell.experiment
     facts = host_facts()
     # The cell's requested precision (None: the jobs' legacy amp flags) and, for the
     # backend flags every process of the cell sets, the one that runs on its device.
-    requested = cell.get("precision")
-    ran = applied(requested, str(spec["device"]).split(":")[0], True)[0] if requested else None
+    requested = cell.precision
+    ran = applied(requested, str(spec.device).split(":")[0], True)[0] if requested else None
     return GroupRow({
-        "group_id": spec.get("group_id") or new_group_id(cell["executor"]),
-        "exp_id": cell["exp_id"], "executor": cell["executor"],
-        "compile": cell["compile_mode"] != "off", "mode": exp["type"], "size": exp["size"] or None,
-        "K": len(cell["jobs"]), "max_parallel": None, "num_workers": 0,
-        "scheduler": cell.get("scheduler"), "features": None,
-        "scheduler_requested": cell.get("scheduler"), "features_requested": cell.get("features"),
-        "rung": cell.get("rung"), "config_key": cell.get("config_key") or None,
-        "workload_key": cell.get("workload_key") or None,
+        "group_id": spec.group_id or new_group_id(cell.executor),
+        "exp_id": cell.exp_id, "executor": cell.executor,
+        "compile": cell.compile_mode != "off", "mode": exp["type"], "size": exp["size"] or None,
+        "K": len(cell.jobs), "max_parallel": None, "num_workers": 0,
+        "scheduler": cell.scheduler, "features": None,
+        "scheduler_requested": cell.scheduler, "features_requested": cell.features,
+        "rung": cell.rung, "config_key": cell.config_key or None,
+        "workload_key": cell.workload_key or None,
         "timestamp": timestamp_now(), "cpu_model": facts["cpu_model"],
-        "cpu_cores": facts["cpu_cores"], "campaign_id": spec["campaign_id"],
-        "cell_key": cell["key"], "pass": cell["pass_index"], "attempt": spec["attempt"],
-        "compile_requested": cell["compile_mode"],
+        "cpu_cores": facts["cpu_cores"], "campaign_id": spec.campaign_id,
+        "cell_key": cell.key, "pass": cell.pass_index, "attempt": spec.attempt,
+        "compile_requested": cell.compile_mode,
         "amp_requested": requested in AMP_PRECISIONS if requested else any(
-            j["amp"] for j in cell["jobs"]),
-        "precision_requested": requested or legacy_request(any(j["amp"] for j in cell["jobs"])),
+            j["amp"] for j in cell.jobs),
+        "precision_requested": requested or legacy_request(any(j["amp"] for j in cell.jobs)),
         "host": facts["host"], "python_version": facts["python_version"],
         "fugue_tui_version": facts["fugue_tui_version"],
-        "fugue_tui_commit": facts["fugue_tui_commit"], "campaign_hash": spec["campaign_hash"],
-        "device": spec.get("device_requested") or spec["device"], "seed": spec["seed"], "passes": spec["passes"],
-        "backend_flags": backend_flags(ran), "threads": spec.get("threads"),
+        "fugue_tui_commit": facts["fugue_tui_commit"], "campaign_hash": spec.campaign_hash,
+        "device": spec.device_requested or spec.device, "seed": spec.seed,
+        "passes": spec.passes, "backend_flags": backend_flags(ran), "threads": spec.threads,
         # The device under test as the runner resolved it (NVML's UUID): known before the
         # cell starts, so even a cell that died first is recorded on its device.
-        "gpu_uuid": spec.get("gpu_uuid"),
+        "gpu_uuid": spec.gpu_uuid,
         # A multi-device campaign's placement and core share (issue 27), known from the spec.
-        "placement": spec.get("placement"),
-        "cpu_affinity": _cpu_list(spec.get("cpus")),
+        "placement": spec.placement,
+        "cpu_affinity": _cpu_list(spec.cpus),
         # A cluster campaign's node (issue 28), known from the spec the node's agent wrote.
-        "node": spec.get("node"),
+        "node": spec.node,
         # The T_group rule this version measures under: provenance of the code, like its
         # version, so a row the runner writes for a killed cell carries it too.
         "window_rule": WINDOW_RULE,
         # How the cell's process began (engine.cell.zygote); the runner adds it to the rows
         # it writes for its attempts, a cell to its own.
-        "cell_start": spec.get("cell_start"),
+        "cell_start": spec.cell_start,
         # The stack's versions, torch-free (issue 29): a row the runner writes for a cell
         # killed before it reported carries them too (torch's from its version.py); the
         # cell's own torch facts replace torch's and cuDNN's with what it loaded.
         **stack_versions(),
         # the runner's plugins (the cell's own replace them in the rows it writes)
-        "plugin_versions": spec.get("plugin_versions") or None,
+        "plugin_versions": spec.plugin_versions or None,
         # The user experiments file's bytes, apart from campaign_hash (which --by-campaign
         # groups by): an edited experiment definition shows here.
-        "experiments_file_hash": spec.get("experiments_file_hash"),
+        "experiments_file_hash": spec.experiments_file_hash,
         # How many jobs the plan let run at once and how that was decided (user, profile,
         # all: engine.profile.auto); "all" is the cell's K. Empty for seq (no such option).
         **_parallel_plan(cell),
     })
 
 
-def _parallel_plan(cell: dict[str, Any]) -> dict[str, Any]:
-    method = cell.get("max_parallel_method")
+def _parallel_plan(cell: CellSpec) -> dict[str, Any]:
+    method = cell.max_parallel_method
     if not method:
         return {}
-    k = len(cell["jobs"])
-    planned = cell.get("max_parallel")
+    k = len(cell.jobs)
+    planned = cell.max_parallel
     return {"max_parallel_resolved": min(planned, k) if planned else k,
             "max_parallel_method": method,
-            "max_parallel_profile": cell.get("max_parallel_profile") or None}
+            "max_parallel_profile": cell.max_parallel_profile or None}
 
 
-def failed_group_row(spec: dict[str, Any], status: str, error: str,
+def failed_group_row(spec: CellRunSpec | LegacySpec, status: str, error: str,
                      extra: dict[str, Any] | None = None) -> GroupRow:
     """A group row for a cell that ended without writing its own (crash, kill, bad input):
     the spec's columns (its ``group_id`` is the one the cell ran as), what the cell's
-    monitor left (:func:`monitor_leftovers`), then ``extra``."""
+    monitor left (:func:`monitor_leftovers`), then ``extra``. (A spec dict is
+    deprecated.)"""
+    spec = _typed(spec)
     row = group_static(spec)
     row.update(monitor_leftovers(spec))
     row.update(status=status, error=error[:500], **(extra or {}))
     return row
 
 
-def monitor_leftovers(spec: dict[str, Any]) -> dict[str, Any]:
+def monitor_leftovers(spec: CellRunSpec | LegacySpec) -> dict[str, Any]:
     """What the monitor of the spec's attempt left on disk, as group columns: the samples
     file it wrote (``samples_file``, relative to the runs folder, under the name it has:
     ``.csv.partial`` when its sampler never finished it — :mod:`engine.measure.samples`),
     its interval and the device facts it read from NVML (``monitor.json`` in the attempt
     folder). Nothing when no monitor started (or the spec names no group)."""
+    spec = _typed(spec)
     out: dict[str, Any] = {}
-    group_id = spec.get("group_id")
+    group_id = spec.group_id
     if not group_id:
         return out
-    samples = samples_on_disk(spec["runs_dir"], group_id)
+    samples = samples_on_disk(spec.runs_dir, group_id)
     if samples is not None:
-        out["samples_file"] = os.path.relpath(samples, spec["runs_dir"])
+        out["samples_file"] = os.path.relpath(samples, spec.runs_dir)
     try:
-        meta = json.loads((Path(spec["events"]).parent / MONITOR_META).read_text())
+        meta = json.loads((Path(spec.events).parent / MONITOR_META).read_text())
     except (OSError, ValueError):
         return out
     if not isinstance(meta, dict):

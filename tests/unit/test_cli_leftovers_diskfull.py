@@ -56,9 +56,10 @@ def _spec(tmp_path: Path) -> Path:
 
 
 def _writes_rows(spec, events):
-    """What a cell does at the end of its group: its job rows and group row, as one unit."""
+    """What a cell does at the end of its group: its job rows and group row, as one unit
+    (``spec``: the typed CellRunSpec main passes)."""
     events.emit("job_progress", job_id="D_ens_m0", epoch=1)
-    results.append_group(spec["runs_dir"], {"group_id": "seq_00000001", "exp_id": "D_ens",
+    results.append_group(spec.runs_dir, {"group_id": "seq_00000001", "exp_id": "D_ens",
                                             "status": "ok", "cell_key": "aaaa"},
                          [{"job_id": "D_ens_m0", "exp_id": "D_ens"}])
     return "ok"

@@ -1,0 +1,83 @@
+"""The cell spec typed in memory (issue 40): ``CellRunSpec.cell`` is the matrix's
+``CellSpec``, ``cell_start`` and ``group_id`` are declared (optional) keys set with
+``dataclasses.replace``, and the document (spec.json) is byte for byte what runners wrote."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from engine.cell.protocol import CellRunSpec, as_spec
+from engine.define.campaign import load_campaign
+from engine.define.matrix import CellSpec
+from engine.runner.supervisor import Runner
+
+
+@pytest.fixture
+def runner(tmp_path):
+    (tmp_path / "c.toml").write_text('name = "c"\nexperiments = ["D_ens"]\nexecutors = ["seq"]\n'
+                                     f'runs_dir = "{tmp_path / "runs"}"\nthreads = 1\n')
+    return Runner(load_campaign(tmp_path / "c.toml"))
+
+
+def _old_document(spec: CellRunSpec, cell: CellSpec) -> str:
+    """spec.json as the runner wrote it before the spec was typed: its fields in order,
+    ``cell = asdict(cell)``, optional keys left out while None."""
+    doc = {"schema": spec.schema}
+    for f in dataclasses.fields(spec):
+        value = dataclasses.asdict(cell) if f.name == "cell" else getattr(spec, f.name)
+        if f.name != "schema" and not (f.metadata.get("optional") and value is None):
+            doc[f.name] = value
+    return json.dumps(doc, indent=1)
+
+
+def test_the_cell_is_typed_and_the_document_is_unchanged(runner, tmp_path):
+    cell = runner.cells[0]
+    spec = runner.cell_spec(cell, 1)
+    assert isinstance(spec.cell, CellSpec) and spec.cell == cell
+    assert spec.cell.key == cell.key and spec.cell.jobs[0]["job_id"] == cell.jobs[0]["job_id"]
+    text = spec.to_json()
+    assert text == _old_document(spec, cell)
+    assert "cell_start" not in json.loads(text) and "group_id" not in json.loads(text)
+    path = tmp_path / "spec.json"
+    spec.write(path)
+    read = CellRunSpec.read(path)
+    assert read == spec and isinstance(read.cell, CellSpec)
+    assert read.to_json() == path.read_text() == text  # byte for byte, through the file
+
+
+def test_cell_start_and_group_id_are_declared_and_round_trip(runner, tmp_path):
+    spec = runner.cell_spec(runner.cells[0], 1)
+    started = dataclasses.replace(spec, group_id="seq_0000beef", cell_start="zygote")
+    assert (started.group_id, started.cell_start) == ("seq_0000beef", "zygote")
+    assert (spec.group_id, spec.cell_start) == (None, None)  # immutable: a new spec
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.cell_start = "spawn"  # type: ignore[misc]
+    doc = started.to_dict()
+    assert list(doc)[-1] == "cell_start"  # after every key older runners wrote
+    assert doc["cell_start"] == "zygote" and doc["group_id"] == "seq_0000beef"
+    path = tmp_path / "spec.json"
+    started.write(path)
+    assert CellRunSpec.read(path) == started
+    with pytest.raises(Exception, match="cell_start"):
+        CellRunSpec.from_dict({**doc, "cell_start": 3})
+
+
+def test_a_cell_given_as_its_document_is_typed(runner):
+    spec = runner.cell_spec(runner.cells[0], 1)
+    doc = spec.to_dict()
+    assert CellRunSpec(**{k: v for k, v in doc.items()}) == spec
+    assert isinstance(dataclasses.replace(spec, cell=doc["cell"]).cell, CellSpec)
+
+
+def test_a_legacy_dict_is_read_leniently(runner):
+    spec = runner.cell_spec(runner.cells[0], 1)
+    assert as_spec(spec) is spec
+    assert as_spec(spec.to_dict()) == spec
+    partial = as_spec({"campaign_id": "c", "cell": {"exp_id": "X", "jobs": [{"amp": False}]},
+                       "unknown": 1})
+    assert partial.campaign_id == "c" and partial.runs_dir is None and partial.seed == 42
+    assert partial.cell.exp_id == "X" and partial.cell.index is None
+    assert partial.cell.options == {} and partial.monitor is True
