@@ -48,6 +48,7 @@ from engine.define.campaign import Campaign
 from engine.define.cluster import ClusterSettings
 from engine.define.matrix import CellSpec, build_cells
 from engine.errors import ConfigError
+from engine.event_types import CellKilled, RunnerCleanup, RunnerKilled
 from engine.events import EventWriter
 from engine.processes import engine_env
 from engine.runfolder import AttemptFolder, RunFolder
@@ -364,21 +365,21 @@ def orphaned_attempts(folder: RunFolder, journal: Journal) -> None:
         record_path = attempt.path / AGENT_RECORD
         try:
             record = json.loads(record_path.read_text())
-            spec = json.loads(AttemptFolder(attempt.path).spec.read_text())
-        except (OSError, ValueError):
+            spec = CellRunSpec.read(AttemptFolder(attempt.path).spec)
+        except (OSError, ValueError, ConfigError):
             continue
         reason = (f"runner pid {record.get('runner_pid')} ended while this attempt ran on "
                   f"node {record.get('node')}; its agent took the cell down (Ray ends the "
                   "actors of a runner that died, and the cell dies with its agent)")
-        EventWriter(spec["events"], cell=spec["cell"]["key"],
-                    attempt=spec["attempt"]).emit("killed", reason=reason)
+        key = spec.cell.key
+        EventWriter(spec.events, cell=key, attempt=spec.attempt).write(CellKilled(reason=reason))
         journal.record(spec, "killed", reason)
-        journal.emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
-                     reason=reason, predecessor=True)
+        journal.emit(RunnerKilled(cell=key, attempt=spec.attempt, reason=reason,
+                                  predecessor=True))
         record_path.unlink(missing_ok=True)
     messages = clean_local_runtimes(folder.path)
     if messages:
-        journal.emit("cleanup", messages=messages, predecessor=True)
+        journal.emit(RunnerCleanup(messages=messages, predecessor=True))
 
 
 def clean_local_runtimes(run_dir: Path) -> list[str]:

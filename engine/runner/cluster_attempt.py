@@ -18,15 +18,18 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
+from engine.event_types import RunnerCellStarted, RunnerFailed, RunnerKilled
 from engine.events import EventTail
 from engine.results.columns import header
-from engine.runner.attempt import INTERRUPTED_BY, POLL_S, Aborted, Attempt, Crew
+from engine.runner.agent import Started
+from engine.runner.attempt import INTERRUPTED_BY, POLL_S, Aborted, Attempt, Crew, cleanup_event
 from engine.runner.cellproc import write_whole
 from engine.runner.watchdog import Watchdog
 
@@ -103,7 +106,7 @@ class RemoteCell:
             if rows:
                 attempt.journal.append(name, rows, attempt.cell.key, attempt.number)
         if data.get("events"):
-            with open(attempt.spec["events"], "a", encoding="utf-8") as fh:
+            with open(attempt.spec.events, "a", encoding="utf-8") as fh:
                 fh.write("".join(line + "\n" for line in data["events"]))
         if data.get("log"):
             with open(attempt.log_path, "a", encoding="utf-8") as fh:
@@ -161,14 +164,15 @@ class ClusterAttempt(Attempt):
             self._forget()
             return placed
         proc = placed
-        tail = EventTail(self.spec["events"])
+        tail = EventTail(self.spec.events)
         self.crew.started(self)
         watchdog = self._watchdog(proc)
         try:
-            journal.emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
-                         attempt=number, events=self.spec["events"],
-                         log_path=str(self.log_path), pid=proc.pid, start="spawn",
-                         start_s=round(time.perf_counter() - self.decided, 4), node=proc.node)
+            journal.emit(RunnerCellStarted(
+                cell=cell.key, index=cell.index, label=cell.label, attempt=number,
+                events=self.spec.events, log_path=str(self.log_path), pid=proc.pid,
+                start="spawn", start_s=round(time.perf_counter() - self.decided, 4),
+                node=proc.node))
             written, verdict, after = self._supervise(proc, tail, watchdog)
         except NodeLost as lost:
             return self._lost(proc, tail, str(lost))
@@ -194,7 +198,7 @@ class ClusterAttempt(Attempt):
         proc.dispose()
         self._forget()
         if final.get("cleanup"):
-            journal.emit("cleanup", cell=cell.key, attempt=number, messages=final["cleanup"])
+            journal.emit(cleanup_event(cell.key, number, final["cleanup"]))
         if after == "abort":
             raise Aborted()
         if verdict is not None:
@@ -207,9 +211,9 @@ class ClusterAttempt(Attempt):
         """The attempt's folder on the head with its spec (what ``--resume`` and the rows the
         head writes read) and an empty log and events file the agent's batches extend."""
         self.dir.mkdir(parents=True)
-        write_whole(self.folder.spec, json.dumps(self.spec, indent=1))
+        write_whole(self.folder.spec, self.spec.to_json())
         self.log_path.touch()
-        Path(self.spec["events"]).touch()
+        Path(self.spec.events).touch()
 
     def _place(self) -> RemoteCell | tuple[str, str, Path, str]:
         """Create the agent, wait until Ray placed it (commands for the waiting cell apply;
@@ -229,8 +233,8 @@ class ClusterAttempt(Attempt):
                 if command[0] == "abort":
                     raise Aborted()
                 journal.record(self.spec, "killed", command[1])
-                journal.emit("killed", cell=self.cell.key, attempt=self.number,
-                             reason=command[1], exit_code=None)
+                journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number,
+                                          reason=command[1], exit_code=None))
                 return "killed", command[1], self.log_path, command[0]
             if time.monotonic() >= next_fit:
                 next_fit = time.monotonic() + FIT_CHECK_S
@@ -239,44 +243,44 @@ class ClusterAttempt(Attempt):
                     error = (f"no node of cluster {head.settings.address!r} can hold this cell "
                              f"any more ({head.describe_need()}): the nodes that could are gone")
                     journal.record(self.spec, "failed", error)
-                    journal.emit("failed", cell=self.cell.key, attempt=self.number,
-                                 exit_code=None, error=error)
+                    journal.emit(RunnerFailed(cell=self.cell.key, attempt=self.number,
+                                              exit_code=None, error=error))
                     return "failed", error, self.log_path, "stop"
         try:
-            facts = {}
+            facts: dict[str, Any] = {}
             facts = ray.get(hello)
             threads = (settings.threads or head.settings.cpus_per_cell
                        or max(1, int(facts.get("cores") or 1)))
-            self.spec["threads"] = threads
+            self.spec = replace(self.spec, threads=threads)
             rel = str(self.dir.relative_to(settings.runs_dir))
-            started = ray.get(agent.start.remote(self.spec, threads, rel),
-                              timeout=POLL_TIMEOUT_S)
+            started: Started = ray.get(agent.start.remote(self.spec, threads, rel),
+                                       timeout=POLL_TIMEOUT_S)
         except (RayActorError, GetTimeoutError) as exc:
             with contextlib.suppress(Exception):
                 ray.kill(agent)
             reason = f"node lost before the cell started: {error_line(exc)}"
             journal.record(self.spec, "killed", reason)
-            journal.emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
-                         exit_code=None)
+            journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
+                                      exit_code=None))
             return "killed", reason, self.log_path, "node"
         except RayError as exc:  # the agent could not start the cell there (its error)
             with contextlib.suppress(Exception):
                 ray.kill(agent)
             error = f"the agent on node {facts.get('node')} could not start the cell: {error_line(exc)}"
             journal.record(self.spec, "failed", error)
-            journal.emit("failed", cell=self.cell.key, attempt=self.number, exit_code=None,
-                         error=error)
+            journal.emit(RunnerFailed(cell=self.cell.key, attempt=self.number, exit_code=None,
+                                      error=error))
             return "failed", error, self.log_path, ""
-        on_node = started["spec"]
+        on_node = started.spec
         # What the head records for this attempt names the node, its GPU and its threads.
-        for key in ("node", "gpu_uuid", "device", "threads"):
-            if on_node.get(key) is not None:
-                self.spec[key] = on_node[key]
-        write_whole(self.folder.spec, json.dumps(self.spec, indent=1))
+        self.spec = replace(self.spec, **{
+            key: getattr(on_node, key) for key in ("node", "gpu_uuid", "device", "threads")
+            if getattr(on_node, key) is not None})
+        write_whole(self.folder.spec, self.spec.to_json())
         write_whole(self.dir / AGENT_RECORD, json.dumps(
             {"runner_pid": os.getpid(), "host": socket.gethostname(), "node": facts["node"],
-             "node_host": facts["host"], "pid": started["pid"], "started": time.time()}))
-        return RemoteCell(self, agent, started["pid"], facts["node"])
+             "node_host": facts["host"], "pid": started.pid, "started": time.time()}))
+        return RemoteCell(self, agent, started.pid, facts["node"])
 
     def _watchdog(self, proc) -> Watchdog:
         watchdog = super()._watchdog(proc)
@@ -298,8 +302,8 @@ class ClusterAttempt(Attempt):
         except NodeLost as lost:
             reason += f"; its node was lost meanwhile: {lost}"
         self.journal.record(self.spec, "killed", reason)
-        self.journal.emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
-                          exit_code=proc.returncode)
+        self.journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
+                                       exit_code=proc.returncode))
         return reason
 
     def _lost(self, proc: RemoteCell, tail: EventTail, why: str):
@@ -309,8 +313,8 @@ class ClusterAttempt(Attempt):
             ray.kill(proc.agent)
         self._forget()
         self.journal.record(self.spec, "killed", reason)
-        self.journal.emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
-                          exit_code=None, node_lost=True)
+        self.journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
+                                       exit_code=None, node_lost=True))
         return "killed", reason, self.log_path, "node"
 
     def _forget(self) -> None:

@@ -17,9 +17,12 @@ attempt takes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from engine.define.matrix import CellSpec
+from engine.event_base import RUNNER
+from engine.event_types import RunnerControl, RunnerQueued
+from engine.events import build
 from engine.runner.attempt import Aborted
 from engine.runner.board import Board
 from engine.runner.journal import Journal
@@ -78,7 +81,7 @@ class Commands:
         for command in self.poll():
             name, ref = command["cmd"], str(command.get("cell") or "")
             if name == "abort":
-                self.journal.emit("control", cmd=name, applied=True)
+                self._answer(cmd=name, applied=True)
                 if running is None:
                     raise Aborted()
                 stop = ("abort", _abort_reason(command))
@@ -87,7 +90,7 @@ class Commands:
             if cell is not None and running is not None and cell.key == running.key:
                 if self.stale_retry(command, cell):
                     continue
-                self.journal.emit("control", cmd=name, cell=cell.key, applied=True)
+                self._answer(cmd=name, cell=cell.key, applied=True)
                 stop = STOPS[name]
             else:
                 self.queued(name, ref, cell)
@@ -99,13 +102,13 @@ class Commands:
         reason to stop every running cell with (an abort), else None."""
         name, ref = command["cmd"], str(command.get("cell") or "")
         if name == "abort":
-            self.journal.emit("control", cmd=name, applied=True)
+            self._answer(cmd=name, applied=True)
             return _abort_reason(command)
         cell = self.find(ref)
         if cell is not None and cell.key in self.board.running:
             if self.stale_retry(command, cell):
                 return None
-            self.journal.emit("control", cmd=name, cell=cell.key, applied=True)
+            self._answer(cmd=name, cell=cell.key, applied=True)
             self.board.stops[cell.key] = STOPS[name]
             return None
         # Unknown, queued or finished cells: exactly the one-lane handling.
@@ -119,8 +122,8 @@ class Commands:
         started = self.board.started_wall.get(cell.key)
         if command["cmd"] != "retry" or started is None or command.get("ts", started) >= started:
             return False
-        self.journal.emit("control", cmd="retry", cell=cell.key, applied=False,
-                          reason="the cell had not started when the retry was sent (it runs now)")
+        self._answer(cmd="retry", cell=cell.key, applied=False,
+                     reason="the cell had not started when the retry was sent (it runs now)")
         return True
 
     def queued(self, name: str, ref: str, cell: CellSpec | None) -> None:
@@ -128,21 +131,35 @@ class Commands:
         again for a retry; anything else is said to be not applicable."""
         board = self.board
         if cell is None:
-            self.journal.emit("control", cmd=name, cell=ref, applied=False,
-                              reason="no such cell (or an ambiguous key prefix)")
+            self._answer(cmd=name, cell=ref, applied=False,
+                         reason="no such cell (or an ambiguous key prefix)")
         elif name == "skip" and cell in board.queue:
             board.queue.remove(cell)
             board.outcomes[cell.key] = self.skip(cell, "skipped by control command")
-            self.journal.emit("control", cmd=name, cell=cell.key, applied=True)
+            self._answer(cmd=name, cell=cell.key, applied=True)
         elif name == "retry" and cell not in board.queue and cell.key not in board.running:
             board.queue.appendleft(cell)
             board.outcomes.pop(cell.key, None)
-            self.journal.emit("queued", cell=cell.key, index=cell.index, label=cell.label,
-                              manual_retry=True)
-            self.journal.emit("control", cmd=name, cell=cell.key, applied=True)
+            self.journal.emit(RunnerQueued(cell=cell.key, index=cell.index, label=cell.label,
+                                           manual_retry=True))
+            self._answer(cmd=name, cell=cell.key, applied=True)
         else:
-            self.journal.emit("control", cmd=name, cell=cell.key, applied=False,
-                              reason="not applicable to the cell's current state")
+            self._answer(cmd=name, cell=cell.key, applied=False,
+                         reason="not applicable to the cell's current state")
+
+
+    def _answer(self, cmd: str, applied: bool, cell: str | None = None,
+                reason: str | None = None) -> None:
+        """The ``control`` event answering a command: applied or not (with why). Its fields
+        in the order the runner has always written them (cmd, cell, applied, reason; the
+        class's constructor puts applied first), through the table's checked builder."""
+        fields: dict[str, Any] = {"cmd": cmd}
+        if cell is not None:
+            fields["cell"] = cell
+        fields["applied"] = applied
+        if reason is not None:
+            fields["reason"] = reason
+        self.journal.emit(cast(RunnerControl, build("control", RUNNER, **fields)))
 
 
 def _abort_reason(command: dict[str, Any]) -> str:

@@ -6,7 +6,9 @@ those writes whole and in order when several attempts run at once. Torch-free.
 Every event the runner writes, and every cell event an attempt forwards, goes to the
 runner's ``on_event`` callback from here, in order (front ends in other processes follow
 the files instead). Attempts, the concurrent lanes and the placement strategies write
-through a :class:`Journal`, never through the runner.
+through a :class:`Journal`, never through the runner. Events are typed objects
+(:mod:`engine.event_types`) and specs :class:`~engine.cell.protocol.CellRunSpec` here;
+JSON is written by :mod:`engine.events` and :mod:`engine.results.store` only.
 """
 
 from __future__ import annotations
@@ -17,15 +19,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.cell.protocol import CellRunSpec
 from engine.errors import FugueError, OutputError
+from engine.event_base import Event
 from engine.events import EventWriter
+from engine.event_types import RunnerWarning
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.read import read_rows
 from engine.results.rows import failed_group_row
 from engine.results.store import append_rows
 
-#: A receiver of events (the runner's ``on_event``): each event as its JSON document.
-EventFn = Callable[[dict[str, Any]], None]
+#: A receiver of events (the runner's ``on_event``): each typed event (a read-only dict of
+#: its JSON document, :mod:`engine.event_base`).
+EventFn = Callable[[Event], None]
 #: The NVML identity of the device a spec's ``gpu_uuid`` names (None: no GPU known).
 GpuFor = Callable[[str | None], Mapping[str, Any] | None]
 
@@ -59,8 +65,10 @@ class Journal:
             with contextlib.suppress(OSError):
                 self._log.close()
 
-    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
-        """Append a runner event and pass it to ``on_event``; returns it.
+    def emit(self, event: Event) -> Event:
+        """Append a runner event (built, not yet written: a class of
+        :mod:`engine.event_types`) and pass it to ``on_event``; returns it as written (its
+        envelope and the campaign added).
 
         Raises:
             OutputError: ``runner.jsonl`` cannot be written (a full disk), naming it.
@@ -70,13 +78,13 @@ class Journal:
             raise RuntimeError("the runner's event log is not open")
         with self.lock:  # concurrent attempts: one whole line at a time, in order
             try:
-                event = self._log.emit(type, **fields)
+                written = self._log.write(event)
             except OSError as exc:
                 raise OutputError(f"{self._log.path}: {exc.strerror or exc}") from exc
-            self.on_event(event)
-        return event
+            self.on_event(written)
+        return written
 
-    def forward(self, event: dict[str, Any]) -> None:
+    def forward(self, event: Event) -> None:
         """Pass a cell's event on to ``on_event`` (several attempts forward at once with
         several devices: one call at a time)."""
         with self.lock:
@@ -95,23 +103,23 @@ class Journal:
         with self.lock:
             repaired = append_rows(self.runs_dir / name, rows, header(name))
         for line in repaired:
-            self.emit("warning", message=line, cell=cell, attempt=attempt)
+            self.emit(RunnerWarning(message=line, cell=cell, attempt=attempt))
 
-    def record(self, spec: dict[str, Any], status: str, error: str) -> None:
+    def record(self, spec: CellRunSpec, status: str, error: str) -> None:
         """The group row of an attempt that ended without writing its own (``status``
-        killed, failed or skipped; ``error`` its one line), from its spec document."""
+        killed, failed or skipped; ``error`` its one line), from its spec."""
         # The device's name as NVML gave it to the runner (the same NVML device the
         # cell's monitor reads by UUID): the row of a cell that died before its monitor
         # started still says which GPU it ran on.
-        gpu = self.gpu_for(spec.get("gpu_uuid"))
+        gpu = self.gpu_for(spec.gpu_uuid)
         extra = {"gpu_name": gpu["name"]} if gpu and gpu.get("name") else {}
         self.append(GROUPS_FILE, [failed_group_row(spec, status, error, extra)],
-                    spec["cell"]["key"], spec["attempt"])
+                    spec.cell.key, spec.attempt)
 
-    def has_row(self, spec: dict[str, Any]) -> bool:
+    def has_row(self, spec: CellRunSpec) -> bool:
         """Whether the attempt already has its group row (a cell that wrote its rows but
         could not send the event saying so): the runner never adds a second one."""
-        key, attempt = spec["cell"]["key"], str(spec["attempt"])
+        key, attempt = spec.cell.key, str(spec.attempt)
         try:
             rows = read_rows(self.runs_dir / GROUPS_FILE)
         except (OSError, FugueError):

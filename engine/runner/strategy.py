@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -113,7 +112,7 @@ class Placement:
             passes=campaign.passes, device=device, device_requested=device_requested,
             gpu_uuid=gpu_uuid, monitor=campaign.monitor,
             monitor_interval_s=campaign.monitor_interval_s, threads=threads,
-            cell=asdict(cell), plugin_versions=plugin_versions() or None,
+            cell=cell, plugin_versions=plugin_versions() or None,
             experiments_file_hash=campaign.experiments_file_hash or None,
             placement=placement, cpus=cpus)
 
@@ -163,9 +162,10 @@ class Placement:
         """Record what earlier runners of the campaign left running in this mode's own way
         (the runner cleans up local attempts itself)."""
 
-    def describe(self) -> dict[str, Any]:
-        """The ``campaign_started`` event's fields of the placement (its lanes)."""
-        return {"devices": [s.describe(len(self.slots)) for s in self.slots]} if self.slots else {}
+    def devices(self) -> list[str]:
+        """Each lane as the ``placement`` column names it (the ``campaign_started`` event's
+        ``devices``); empty with one device."""
+        return [s.describe(len(self.slots)) for s in self.slots]
 
 
 class OneDevice(Placement):

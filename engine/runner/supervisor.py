@@ -42,8 +42,9 @@ import os
 import sys
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from filelock import FileLock, Timeout
 
@@ -54,7 +55,12 @@ from engine.define.campaign import Campaign
 from engine.define.catalogue import Catalogue
 from engine.define.matrix import CellSpec
 from engine.errors import ConfigError, FugueError, OutputError
-from engine.events import EventWriter
+from engine.event_base import ABSENT, RUNNER, Event
+from engine.event_types import (CellKilled, RunnerCampaignAborted, RunnerCampaignDone,
+                                RunnerCampaignInterrupted, RunnerCampaignStarted,
+                                RunnerCleanup, RunnerKilled, RunnerQueued, RunnerRetried,
+                                RunnerSkipped)
+from engine.events import EventWriter, build
 from engine.plugins import load_plugins
 from engine.precision import device_refusal
 from engine.results.columns import GROUPS_FILE
@@ -136,7 +142,7 @@ class Runner:
         self.warm = WarmStart(self.journal, self.run_dir, self.cell_environment)
         self.board = Board(self.journal.lock)
 
-    def _forward(self, event: dict[str, Any]) -> None:
+    def _forward(self, event: Event) -> None:
         self.on_event(event)  # read when called: a caller may set on_event later
 
     # -- planning -------------------------------------------------------------------------
@@ -248,9 +254,10 @@ class Runner:
         self.inbox = Inbox(self.run_dir, since=started)
         outcome = CampaignOutcome(self.campaign_id, self.run_dir)
         emit = self.journal.emit
-        emit("campaign_started", cells=len(self.cells), run_dir=str(self.run_dir),
-             device=self.device, runner_pid=os.getpid(), resume=self.resume,
-             reuse_any=self.reuse_any, guard_pid=self.guard.pid, **self.strategy.describe())
+        emit(RunnerCampaignStarted(
+            cells=len(self.cells), run_dir=str(self.run_dir), device=self.device,
+            runner_pid=os.getpid(), resume=self.resume, reuse_any=self.reuse_any,
+            guard_pid=self.guard.pid, devices=self.strategy.devices() or ABSENT))
         self._clean_predecessors()
         board = self.board
         board.queue = self._queue(outcome)
@@ -266,22 +273,23 @@ class Runner:
             self.strategy.run_cells(board, self.commands, self._run_cell, warm_up)
         except KeyboardInterrupt:
             outcome.interrupted = True
-            emit("campaign_interrupted")
+            emit(RunnerCampaignInterrupted())
         except Aborted:
             outcome.aborted = True
-            emit("campaign_aborted")
+            emit(RunnerCampaignAborted())
         except BaseException as exc:  # e.g. OutputError: a full disk stops the campaign
             stopped = exc
             raise
         finally:
             outcome.outcomes.extend(board.outcomes.values())
-            done: dict[str, Any] = {"ok": outcome.exit_code == 0 and stopped is None,
-                                    "exit_code": outcome.exit_code,
-                                    "failed": sum(o.status != "ok" for o in outcome.outcomes)}
-            if isinstance(stopped, FugueError):
-                done.update(exit_code=stopped.exit_code, error=str(stopped))
+            error = stopped if isinstance(stopped, FugueError) else None
+            done = RunnerCampaignDone(
+                ok=outcome.exit_code == 0 and stopped is None,
+                exit_code=error.exit_code if error is not None else outcome.exit_code,
+                failed=sum(o.status != "ok" for o in outcome.outcomes),
+                error=str(error) if error is not None else ABSENT)
             try:
-                emit("campaign_done", **done)
+                emit(done)
             except OutputError:
                 if stopped is None:
                     raise
@@ -297,24 +305,26 @@ class Runner:
         for planned in self.plan():
             cell = planned.cell
             if planned.reused is not None:
-                self.journal.emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
-                                  reason=planned.skip,
-                                  from_campaign=planned.reused["campaign_id"],
-                                  from_attempt=planned.reused["attempt"],
-                                  from_timestamp=planned.reused["timestamp"])
+                # from_attempt as the row has it (its CSV text; the table says int),
+                # through the table's checked builder: the line is what it always was
+                self.journal.emit(build(
+                    "skipped", RUNNER, cell=cell.key, index=cell.index, label=cell.label,
+                    reason=planned.skip, from_campaign=planned.reused["campaign_id"],
+                    from_attempt=planned.reused["attempt"],
+                    from_timestamp=planned.reused["timestamp"]))
             elif planned.skip:
                 outcome.outcomes.append(self._skip(cell, planned.skip))
             else:
-                self.journal.emit("queued", cell=cell.key, index=cell.index, label=cell.label)
+                self.journal.emit(RunnerQueued(cell=cell.key, index=cell.index,
+                                               label=cell.label))
                 queue.append(cell)
         return queue
 
     def _skip(self, cell: CellSpec, reason: str) -> CellOutcome:
         """A cell that will not run: its skipped row (as its next attempt) and event."""
-        self.journal.record(self.cell_spec(cell, self._next_attempt(cell)).to_dict(),
-                            "skipped", reason)
-        self.journal.emit("skipped", cell=cell.key, index=cell.index, label=cell.label,
-                          reason=reason)
+        self.journal.record(self.cell_spec(cell, self._next_attempt(cell)), "skipped", reason)
+        self.journal.emit(RunnerSkipped(cell=cell.key, index=cell.index, label=cell.label,
+                                        reason=reason))
         return CellOutcome(cell, "skipped", 0, reason)
 
     def _next_attempt(self, cell: CellSpec) -> int:
@@ -333,21 +343,21 @@ class Runner:
             if after == "node":  # its cluster node was lost: again, on another node
                 lost = board.node_losses[cell.key] = board.node_losses.get(cell.key, 0) + 1
                 if lost <= self.strategy.max_node_losses:
-                    emit("retried", cell=cell.key, attempt=attempt + 1, manual=False,
-                         node_lost=True)
+                    emit(RunnerRetried(cell=cell.key, attempt=attempt + 1, manual=False,
+                                       node_lost=True))
                     continue
                 after = ""  # then the campaign's retries apply
             if status == "ok" or after == "stop":
                 return CellOutcome(cell, status, attempt, error, log)
             if after == "retry":  # manual: does not consume the budget
-                emit("retried", cell=cell.key, attempt=attempt + 1, manual=True)
+                emit(RunnerRetried(cell=cell.key, attempt=attempt + 1, manual=True))
                 continue
             used = board.auto_retries.get(cell.key, 0)
             if used >= self.campaign.retries:
                 return CellOutcome(cell, status, attempt, error, log)
             board.auto_retries[cell.key] = used + 1
-            emit("retried", cell=cell.key, attempt=attempt + 1, manual=False,
-                 retry=used + 1, retries=self.campaign.retries)
+            emit(RunnerRetried(cell=cell.key, attempt=attempt + 1, manual=False,
+                               retry=used + 1, retries=self.campaign.retries))
 
     def _write_run_files(self, started: float) -> None:
         """runner.pid, the campaign as given and as resolved, the runner's event log; each
@@ -370,20 +380,22 @@ class Runner:
         for record in reap_leftovers(self.run_dir):
             attempt_dir = record["attempt_dir"]
             try:
-                spec = CellRunSpec.read(AttemptFolder(attempt_dir).spec).to_dict()
+                spec = CellRunSpec.read(AttemptFolder(attempt_dir).spec)
             except ConfigError:  # unreadable or not a spec: nothing to record for it
                 continue
-            spec["cell_start"] = record.get("start")  # how that runner started it, if it said
+            # how that runner started it, if it said
+            spec = replace(spec, cell_start=record.get("start"))
             reason = f"runner pid {record['runner_pid']} ended while this attempt ran"
             guarded = guard_account(record)
             reason += guarded or "; cleaned up by the next runner"
             if record["killed"]:
                 reason += f" (killed leftover pids {record['killed']})"
-            EventWriter(spec["events"], cell=spec["cell"]["key"],
-                        attempt=spec["attempt"]).emit("killed", reason=reason)
+            key = spec.cell.key
+            EventWriter(spec.events, cell=key, attempt=spec.attempt).write(
+                CellKilled(reason=reason))
             self.journal.record(spec, "killed", reason)
-            self.journal.emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
-                              reason=reason, predecessor=True)
+            self.journal.emit(RunnerKilled(cell=key, attempt=spec.attempt, reason=reason,
+                                           predecessor=True))
         # attempts that ran elsewhere (a cluster's nodes: engine.runner.cluster)
         self.strategy.clean_predecessors(self.folder, self.journal)
         # After their cells are dead: what those cells started outside their sessions.
@@ -391,8 +403,11 @@ class Runner:
                             if any((a.path / "cleanup").glob("*.json"))]:
             messages = run_recorded(attempt_dir)
             if messages:
-                self.journal.emit("cleanup", attempt_dir=str(attempt_dir), messages=messages,
-                                  predecessor=True)
+                # its fields in the order the runner has always written them (the
+                # class's constructor puts messages first)
+                self.journal.emit(cast(RunnerCleanup, build(
+                    "cleanup", RUNNER, attempt_dir=str(attempt_dir), messages=messages,
+                    predecessor=True)))
 
 
 def placement_for(campaign: Campaign, plugins: list[str]) -> Placement:

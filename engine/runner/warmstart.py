@@ -11,9 +11,11 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+from engine.event_types import RunnerWarning, RunnerZygote
 from engine.runner.cellproc import scratch_prefix
 from engine.runner.journal import Journal
 from engine.runner.zygote import Zygote, ZygoteError
@@ -51,10 +53,12 @@ class WarmStart:
         except ZygoteError as exc:
             self._lost(self.zygote.pid if self.zygote else None, str(exc))
             return
-        facts = {k: zygote.facts.get(k) for k in ("imports_s", "threads", "python_threads",
-                                                  "cuda_initialized")}
-        self.journal.emit("zygote", pid=zygote.pid,
-                          warm_s=round(time.perf_counter() - t0, 3), **facts)
+        facts = zygote.facts
+        self.journal.emit(RunnerZygote(
+            pid=zygote.pid, warm_s=round(time.perf_counter() - t0, 3),
+            imports_s=_said(facts, "imports_s"), threads=_said(facts, "threads"),
+            python_threads=_said(facts, "python_threads"),
+            cuda_initialized=_said(facts, "cuda_initialized")))
 
     def failed(self, zygote: Zygote) -> None:
         """``zygote`` stopped serving while a cell started (that cell and the rest start
@@ -65,8 +69,9 @@ class WarmStart:
     def _lost(self, pid: int | None, why: str) -> None:
         """No zygote from now on: the event, and the warning every front end shows."""
         self.zygote = None
-        self.journal.emit("zygote", pid=pid, error=why)
-        self.journal.emit("warning", message=f"cells start as fresh interpreters from now on: {why}")
+        self.journal.emit(RunnerZygote(pid=pid, error=why))
+        self.journal.emit(RunnerWarning(
+            message=f"cells start as fresh interpreters from now on: {why}"))
 
     def stop(self) -> None:
         """Stop the zygote (if it runs) and remove its scratch folder."""
@@ -76,3 +81,9 @@ class WarmStart:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+def _said(facts: Mapping[str, Any], key: str) -> Any:
+    """One fact of the zygote's ``ready`` message (JSON from its process: untyped; None
+    where it did not say, as the event has always had it)."""
+    return facts.get(key)

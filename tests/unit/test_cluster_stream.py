@@ -23,7 +23,7 @@ def _attempt(tmp):
     journal.open(runs / "c" / "runner.jsonl")
     return SimpleNamespace(journal=journal, settings=SimpleNamespace(runs_dir=runs),
                            cell=SimpleNamespace(key="k"), number=1, dir=attempt_dir,
-                           spec={"events": str(attempt_dir / "events.jsonl")},
+                           spec=SimpleNamespace(events=str(attempt_dir / "events.jsonl")),
                            log_path=attempt_dir / "cell.log")
 
 

@@ -20,7 +20,7 @@ def _commands(emitted: list, commands: list, started: float, running: dict | Non
     cell = SimpleNamespace(key="k1", index=1, label="D_ens seq")
     board = Board(threading.RLock(), running=running or {}, started_wall={"k1": started})
     inbox = SimpleNamespace(poll=lambda: [commands.pop(0)] if commands else [])
-    journal = SimpleNamespace(emit=lambda type, **f: emitted.append((type, f)))
+    journal = SimpleNamespace(emit=lambda event: emitted.append((event.type, event.fields)))
     applied = Commands(inbox, journal, board, find=lambda ref: cell if ref == "k1" else None,
                        skip=None, lanes=running is not None)
     applied.queued = lambda *a: emitted.append(("queued_command", a))
@@ -35,6 +35,8 @@ def test_one_device_a_retry_sent_before_the_start_is_not_applied():
     assert emitted == [("control", {"cmd": "retry", "cell": "k1", "applied": False,
                                     "reason": "the cell had not started when the retry was "
                                               "sent (it runs now)"})]
+    # the line keeps the key order the runner has always written (not the table's)
+    assert list(emitted[0][1]) == ["cmd", "cell", "applied", "reason"]
 
 
 def test_one_device_a_retry_sent_after_the_start_stops_for_the_retry():

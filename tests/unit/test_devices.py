@@ -238,7 +238,7 @@ def test_commands_reach_the_running_cell_they_name_and_abort_stops_every_one():
     cells = {"a": _Cell("a", "A", 1), "b": _Cell("b", "B", 1), "c": _Cell("c", "C", 1)}
     board = Board(threading.RLock(), queue=deque([cells["c"]]),
                   running={"a": Slot(0, {"uuid": "GPU-0"}), "b": Slot(1, {"uuid": "GPU-1"})})
-    journal = SimpleNamespace(emit=lambda type, **f: emitted.append((type, f)))
+    journal = SimpleNamespace(emit=lambda event: emitted.append((event.type, event.fields)))
     commands = Commands(SimpleNamespace(poll=list), journal, board, find=cells.get, skip=None,
                         lanes=True)
     commands.queued = lambda name, ref, cell: queued.append((name, ref))

@@ -1,7 +1,9 @@
 """The runner split by role (issue 40): attempts, lanes, placement strategies, the journal
 and the commands get narrow collaborators, never the :class:`Runner`, and no module of
-``engine/runner`` reaches into another object's private attributes. Checked on the source
-(AST), and each check is shown to catch an offending snippet."""
+``engine/runner`` reaches into another object's private attributes; the runner keeps the
+cell spec and its events typed (no ``spec["…"]``, no ``spec.to_dict()``, no spec or event
+parameter typed as a dict). Checked on the source (AST), and each check is shown to catch
+an offending snippet."""
 
 from __future__ import annotations
 
@@ -61,6 +63,36 @@ def _private_reach_ins(tree: ast.Module) -> list[str]:
     return found
 
 
+#: Names of parameters that carry a cell spec or an event.
+SPEC_OR_EVENT = {"spec", "event", "events", "sample", "last_sample", "failure"}
+
+
+def _spec_or_event_as_dict(tree: ast.Module) -> list[str]:
+    """Each ``spec[...]`` read, each ``<...>spec.to_dict()`` call, and each parameter or
+    return that carries a spec or an event annotated as a dict."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else (
+                owner.attr if isinstance(owner, ast.Attribute) else "")
+            if name in ("spec", "on_node", "local"):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "to_dict" and "spec" in ast.unparse(node.func.value)):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                annotation = ast.unparse(arg.annotation) if arg.annotation else ""
+                if arg.arg in SPEC_OR_EVENT and re.search(r"\bdict\b|Mapping", annotation):
+                    found.append(f"line {node.lineno}: {node.name}({arg.arg}: {annotation})")
+            returns = ast.unparse(node.returns) if node.returns else ""
+            if re.search(r"(spec|event)", node.name) and re.search(r"\bdict\b", returns):
+                found.append(f"line {node.lineno}: {node.name} -> {returns}")
+    return found
+
+
 def _modules() -> list[Path]:
     return sorted(RUNNER.glob("*.py"))
 
@@ -80,6 +112,25 @@ def test_no_class_or_function_outside_the_runners_module_takes_the_runner(path):
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)
 def test_no_module_reaches_into_another_objects_private_attributes(path):
     assert _private_reach_ins(ast.parse(path.read_text())) == []
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)
+def test_the_runner_keeps_specs_and_events_typed(path):
+    assert _spec_or_event_as_dict(ast.parse(path.read_text())) == []
+
+
+@pytest.mark.parametrize("source, caught", [
+    ("def f(spec):\n    return spec['cell']['key']\n", True),
+    ("class A:\n    def f(self):\n        return self.spec['events']\n", True),
+    ("def f(a):\n    return a.spec.to_dict()\n", True),
+    ("def f(event: dict[str, Any]) -> None: ...\n", True),
+    ("def f(spec: Mapping[str, Any]) -> None: ...\n", True),
+    ("def cell_spec(c) -> dict[str, Any]: ...\n", True),
+    ("def f(spec: CellRunSpec, event: RunnerEvent) -> Event:\n    return spec.events\n", False),
+    ("def f(command: dict[str, Any]) -> None: ...\n", False),
+])
+def test_the_typed_check_catches_a_spec_or_an_event_as_a_dict(source, caught):
+    assert bool(_spec_or_event_as_dict(ast.parse(source))) is caught
 
 
 @pytest.mark.parametrize("source", [
