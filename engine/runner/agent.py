@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import socket
@@ -36,10 +35,11 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.cell.protocol import REASON_BYTES, read_reason
+from engine.cell.protocol import REASON_BYTES, CellRunSpec, read_reason
 from engine.cleanup import run_recorded
 from engine.measure.provenance import dist_version
 from engine.runfolder import CELL_LOG, CELL_PID, EVENTS, SPEC, AttemptFolder, RunFolder
@@ -54,6 +54,11 @@ from engine.runner.cellproc import (
 )
 from engine.runner.guard import Guard
 from engine.runner.watchdog import session_processes, tree_cpu_seconds
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from engine.runner.zygote import ForkedCell
 
 #: Seconds without a poll from the head after which the agent stops its cell and exits.
 HEAD_SILENT_S = 30.0
@@ -100,7 +105,7 @@ def node_facts() -> dict[str, Any]:
         gpus = [str(d.get("name") or "") for d in nvml_devices()]
     except Exception:
         gpus = []
-    facts = {"host": socket.gethostname(), "address": address, "node_id": node_id,
+    facts: dict[str, Any] = {"host": socket.gethostname(), "address": address, "node_id": node_id,
              "cpu_model": cpu_model or os.uname().machine, "cores": os.cpu_count() or 1,
              "torch": dist_version("torch"), "gpus": gpus}
     facts["node"] = node_name(facts["host"], f"{address}/{node_id}")
@@ -108,16 +113,25 @@ def node_facts() -> dict[str, Any]:
     return facts
 
 
+@dataclass(frozen=True)
+class Started:
+    """A cell the agent started: its pid on the node and the spec as the cell got it (its
+    ``node``, and on a GPU node its ``gpu_uuid``; paths in the node's staging folder)."""
+
+    pid: int
+    spec: CellRunSpec
+
+
 class CellAgent:
     """One cell attempt on this node (see the module docstring). Created by the head with
     ``ray.remote(CellAgent).options(num_cpus=…, num_gpus=…, resources=…)``."""
 
-    def __init__(self, runner: dict[str, Any]):
+    def __init__(self, runner_info: dict[str, Any]):
         #: Who runs the campaign (pid, host, campaign): named in what the agent writes.
-        self.runner = runner
+        self.runner = runner_info
         self.facts = node_facts()
-        self.proc = None
-        self.spec: dict[str, Any] = {}
+        self.proc: subprocess.Popen | ForkedCell | None = None
+        self.spec: CellRunSpec | None = None
         self.staging: Path | None = None
         self.scratch: Path | None = None
         self.guard: Guard | None = None
@@ -132,11 +146,10 @@ class CellAgent:
         self._last_poll = time.monotonic()
         return dict(self.facts)
 
-    def start(self, spec: dict[str, Any], threads: int, attempt_rel: str) -> dict[str, Any]:
+    def start(self, spec: CellRunSpec, threads: int, attempt_rel: str) -> Started:
         """Start the cell of ``spec`` (the head's spec; its paths are rewritten into this
         node's staging folder, the attempt's folder at ``attempt_rel`` under its runs
-        folder as on the head) with ``threads`` threads. Returns ``{"pid", "spec"}``: the
-        spec as the cell got it (its ``node``, and on a GPU node its ``gpu_uuid``)."""
+        folder as on the head) with ``threads`` threads."""
         with self._lock:
             self._last_poll = time.monotonic()
             self.staging = Path(tempfile.mkdtemp(prefix=scratch_prefix() + STAGING_TAG))
@@ -146,7 +159,7 @@ class CellAgent:
                 self._remove()
                 raise
 
-    def _start(self, spec: dict[str, Any], threads: int, attempt_rel: str) -> dict[str, Any]:
+    def _start(self, spec: CellRunSpec, threads: int, attempt_rel: str) -> Started:
         assert self.staging is not None
         # The agent's guard watches this process from now on: if the agent dies (its
         # runner died and Ray ended it), the guard stops the cell's leftovers and removes
@@ -154,29 +167,28 @@ class CellAgent:
         runs = self.staging / "runs"
         folder = AttemptFolder(runs / attempt_rel)
         folder.path.mkdir(parents=True)
-        self.guard = _detached_guard(RunFolder.of(runs, spec["campaign_id"]).path)
-        local = {**spec, "runs_dir": str(runs), "events": str(folder.events),
-                 "reason_file": str(folder.reason), "node": self.facts["node"],
-                 "threads": threads}
-        device_env = self._device(local)
-        write_whole(folder.spec, json.dumps(local, indent=1))
-        Path(local["reason_file"]).write_bytes(b" " * REASON_BYTES)
+        self.guard = _detached_guard(RunFolder.of(runs, spec.campaign_id).path)
+        local, device_env = self._device(replace(
+            spec, runs_dir=str(runs), events=str(folder.events),
+            reason_file=str(folder.reason), node=self.facts["node"], threads=threads))
+        write_whole(folder.spec, local.to_json())
+        folder.reason.write_bytes(b" " * REASON_BYTES)
         self.scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
         env = {k: v for k, v in cell_env(self.scratch, threads, device_env).items()
                if not k.startswith(RAY_ENV_PREFIXES)}
         self.proc = start_cell(folder.spec, folder.log, env)
         self.spec, self.folder = local, folder
-        return {"pid": self.proc.pid, "spec": local}
+        return Started(self.proc.pid, local)
 
-    def _device(self, spec: dict[str, Any]) -> dict[str, str]:
-        """The GPU Ray gave this actor, pinned by UUID for the cell (its ``gpu_uuid``);
-        nothing for a CPU cell. ``FUGUE_CELLS_ON_CPU=1``: trains on the CPU while Ray still
+    def _device(self, spec: CellRunSpec) -> tuple[CellRunSpec, dict[str, str]]:
+        """The GPU Ray gave this actor, pinned by UUID for the cell (the spec with its
+        ``gpu_uuid`` and device, and the environment that pins it); nothing for a CPU cell. ``FUGUE_CELLS_ON_CPU=1``: trains on the CPU while Ray still
         places the cell by GPU (a check of placement on a cluster whose GPUs stay free)."""
         import ray
 
         ids = [str(i) for i in ray.get_gpu_ids()]
         if not ids:
-            return {"CUDA_VISIBLE_DEVICES": ""} if spec.get("device") == "cpu" else {}
+            return spec, {"CUDA_VISIBLE_DEVICES": ""} if spec.device == "cpu" else {}
         from engine.measure.nvml import resolve_gpu
 
         on_cpu = os.environ.get("FUGUE_CELLS_ON_CPU") == "1"
@@ -184,11 +196,10 @@ class CellAgent:
             gpu = resolve_gpu("cuda:0", {**os.environ, "CUDA_VISIBLE_DEVICES": ids[0]})
         except ValueError:
             gpu = None
-        if gpu:
-            spec["gpu_uuid"] = gpu["uuid"]
-        spec["device"] = "cpu" if on_cpu else "cuda:0"
-        return {"CUDA_VISIBLE_DEVICES": gpu["uuid"] if gpu else ids[0],
-                "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        spec = replace(spec, gpu_uuid=gpu["uuid"] if gpu else spec.gpu_uuid,
+                       device="cpu" if on_cpu else "cuda:0")
+        return spec, {"CUDA_VISIBLE_DEVICES": gpu["uuid"] if gpu else ids[0],
+                      "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
     def poll(self) -> dict[str, Any]:
         """What is new since the last poll: ``events`` (whole lines), ``log`` (text),
@@ -256,7 +267,7 @@ class CellAgent:
             out["cleanup"] = run_recorded(self.folder.path)
             out["attempt_files"] = self._attempt_files()
             forget(self.folder.path)
-            out["reason"] = read_reason(self.spec["reason_file"])
+            out["reason"] = read_reason(self.folder.reason)
             out["files"] = self._whole_files()
             self._remove()
             return out
@@ -283,7 +294,7 @@ class CellAgent:
         from engine.results.columns import RESULT_FILES
 
         for name in RESULT_FILES:
-            chunk = self._new(Path(self.spec["runs_dir"]) / name, whole_lines=True)
+            chunk = self._new(self._runs() / name, whole_lines=True)
             if chunk:
                 rows[name] = chunk
         return {"events": events.splitlines(), "log": log, "rows": rows, "cpu_s": cpu,
@@ -310,9 +321,9 @@ class CellAgent:
         (sent as rows) and its run folder (events, log: sent as they grew)."""
         from engine.results.columns import RESULT_FILES
 
-        runs = Path(self.spec["runs_dir"])
+        runs = self._runs()
         skip = {runs / name for name in RESULT_FILES}
-        run_dir = RunFolder.of(runs, self.spec["campaign_id"]).path
+        run_dir = RunFolder.of(runs, self._started().campaign_id).path
         out = {}
         for path in runs.rglob("*"):
             if (path.is_file() and path not in skip and run_dir not in path.parents
@@ -320,6 +331,16 @@ class CellAgent:
                 with contextlib.suppress(OSError):
                     out[str(path.relative_to(runs))] = path.read_bytes()
         return out
+
+    def _started(self) -> CellRunSpec:
+        """The spec of the cell this agent started (a call before :meth:`start` is a bug)."""
+        if self.spec is None:
+            raise RuntimeError("the agent has not started a cell")
+        return self.spec
+
+    def _runs(self) -> Path:
+        """The staging runs folder the cell writes its results into."""
+        return Path(self._started().runs_dir)
 
     def _remove(self) -> None:
         for folder in (self.scratch, self.staging):

@@ -1,30 +1,40 @@
 """One attempt of one cell, from its spec on disk to its verdict. Torch-free.
 
-The runner (:mod:`engine.runner.supervisor`) decides *which* attempt runs; an
-:class:`Attempt` runs it: writes ``spec.json`` and the pre-allocated reason file, starts
+The runner (:mod:`engine.runner.supervisor`) decides *which* attempt runs and its
+placement strategy (:mod:`engine.runner.strategy`) makes it; an :class:`Attempt` runs it:
+writes ``spec.json`` and the pre-allocated reason file, starts
 ``python -m engine.cell`` in a session of its own with a fresh scratch folder, forwards the
 cell's events, lets the watchdog and the control channel stop it, then cleans up what the
 cell left (its session, cleanup records, the scratch folder) and says what happened:
 ok, failed (with the cell's own one line where it left one) or killed (with why).
+
+An attempt never sees the runner: it gets its spec and a :class:`Crew` (the journal it
+writes events and rows through, the source of the stops asked for it, the zygote handle,
+the campaign's settings, the hook that says it started).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, cast
 
-from engine.cell.protocol import EXIT_OUTPUT, REASON_BYTES, read_reason
+from engine.cell.protocol import EXIT_OUTPUT, REASON_BYTES, CellRunSpec, read_reason
 from engine.cleanup import run_recorded
 from engine.errors import OutputError
-from engine.events import EVENTS, EventTail
+from engine.event_base import ABSENT, RUNNER
+from engine.event_types import (CellDone, CellFailed, MonitorSample, RunnerCellStarted,
+                                RunnerCleanup, RunnerDone, RunnerFailed, RunnerHung,
+                                RunnerKilled, RunnerResumed, RunnerSuspect)
+from engine.events import EVENTS, EventTail, build
 from engine.registry import EXECUTORS
 from engine.results.values import new_group_id
 from engine.runner.cellproc import (
@@ -35,13 +45,15 @@ from engine.runner.cellproc import (
     stop_session,
     write_whole,
 )
+from engine.runner.journal import Journal
 from engine.runner.reasons import exit_reason, last_line
-from engine.runner.watchdog import PackedDevices, Watchdog
+from engine.runner.warmstart import WarmStart
+from engine.runner.watchdog import PackedDevices, Watchdog, WatchdogSettings
 from engine.runner.zygote import ForkedCell
 
 if TYPE_CHECKING:
     from engine.define.matrix import CellSpec
-    from engine.runner.supervisor import Runner
+    from engine.runfolder import AttemptFolder
 
 #: Seconds between two looks at a running cell (events, commands, watchdog).
 POLL_S = 0.1
@@ -57,23 +69,61 @@ class Aborted(Exception):
     """The control channel asked to abort the campaign."""
 
 
-class Attempt:
-    """Attempt ``number`` of ``cell`` under ``runner`` (see the module docstring)."""
+class StopSource(Protocol):
+    """Where a running attempt learns that it must stop (:class:`engine.runner.commands.Commands`)."""
 
-    def __init__(self, runner: Runner, cell: CellSpec, number: int):
-        self.runner, self.cell, self.number = runner, cell, number
-        self.folder = runner.folder.attempt(cell.slug, cell.key, number)
-        #: The spec as its JSON document (what the cell reads; what failed rows are built from).
-        self.spec: dict[str, Any] = runner.cell_spec(cell, number).to_dict()
-        # The group id is drawn here, not by the cell: the row the runner writes for a cell
-        # it killed (or that died) then names the same group as the cell's samples file.
-        self.spec["group_id"] = new_group_id(cell.executor)
+    def stop_for(self, cell: CellSpec) -> tuple[str, str] | None:
+        """``(what next, reason)`` when ``cell`` must stop: what next ``"stop"``,
+        ``"retry"`` or ``"abort"``; None: it goes on."""
+        ...
+
+
+@dataclass(frozen=True)
+class AttemptSettings:
+    """What an attempt applies of its campaign: the watchdog's settings, the runs folder
+    (its disk is named when a cell could not write), the campaign's id and ``threads``
+    (0: each cell's share; a cluster node's attempt resolves it there)."""
+
+    watchdog: WatchdogSettings
+    runs_dir: Path
+    campaign_id: str
+    threads: int = 0
+
+
+@dataclass(frozen=True)
+class Crew:
+    """What every attempt of a campaign works with (never the runner itself)."""
+
+    #: Where its events and its rows go (and the cell's events, forwarded).
+    journal: Journal
+    #: The stops asked for it (control commands).
+    stops: StopSource
+    #: The runner's zygote, when cells start from one.
+    warm: WarmStart
+    settings: AttemptSettings
+    #: Called once the attempt's process runs (its start time; concurrency records).
+    started: Callable[[Attempt], None]
+
+
+class Attempt:
+    """Attempt ``number`` of ``cell`` (see the module docstring): its ``folder``, the
+    ``spec`` it starts with, its ``crew``, and ``env(scratch)``, the environment of its
+    process with compile caches in ``scratch`` (its device the only one CUDA sees)."""
+
+    def __init__(self, cell: CellSpec, number: int, folder: AttemptFolder, spec: CellRunSpec,
+                 crew: Crew, env: Callable[[Path], dict[str, str]]):
+        self.cell, self.number, self.folder, self.crew, self.env = cell, number, folder, crew, env
+        self.journal, self.settings = crew.journal, crew.settings
+        #: The spec (what the cell reads from ``spec.json``; what failed rows are built from).
+        #: The group id is drawn here, not by the cell: the row the runner writes for a cell
+        #: it killed (or that died) then names the same group as the cell's samples file.
+        self.spec: CellRunSpec = replace(spec, group_id=new_group_id(cell.executor))
         self.dir = self.folder.path
         self.log_path = self.folder.log
         #: The cell's ``failed`` event (its one-line error), once it sent one.
-        self.failure: dict[str, Any] = {}
+        self.failure: CellFailed | None = None
         #: The monitor's last ``sample`` event (memory figures for a cell killed from outside).
-        self.last_sample: dict[str, Any] | None = None
+        self.last_sample: MonitorSample | None = None
         #: When the runner decided to run this attempt (``time.perf_counter``): the start of
         #: its ``start_s`` and of the bench's fixed cost.
         self.decided = time.perf_counter()
@@ -84,21 +134,22 @@ class Attempt:
         """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |
         "stop"). Raises :class:`Aborted` on an abort command, ``KeyboardInterrupt`` after
         stopping and recording the cell, :class:`OutputError` when output cannot be written."""
-        runner, cell, attempt = self.runner, self.cell, self.number
+        cell, attempt = self.cell, self.number
         spec, attempt_dir, log_path = self.spec, self.dir, self.log_path
         scratch = self._prepare()
-        tail = EventTail(spec["events"])
-        proc = self._start(scratch)
-        runner.attempt_started(self)
+        tail = EventTail(spec.events)
+        proc, how = self._start(scratch)
+        self.crew.started(self)
         watchdog = self._watchdog(proc)
         try:
             if self.zygote_lost is not None:
-                runner.zygote_failed(self.zygote_lost)
-            runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
-                       attempt=attempt, events=spec["events"], log_path=str(log_path),
-                       pid=proc.pid, start=spec["cell_start"],
-                       start_s=round(time.perf_counter() - self.decided, 4),
-                       **({"device": spec["placement"]} if spec.get("placement") else {}))
+                self.crew.warm.failed(self.zygote_lost)
+            self.journal.emit(RunnerCellStarted(
+                cell=cell.key, index=cell.index, label=cell.label, attempt=attempt,
+                events=spec.events, log_path=str(log_path), pid=proc.pid,
+                start=how,
+                start_s=round(time.perf_counter() - self.decided, 4),
+                device=spec.placement if spec.placement else ABSENT))
             written, verdict, after = self._supervise(proc, tail, watchdog)
         except KeyboardInterrupt:
             self.stop(proc, f"interrupted ({INTERRUPTED_BY[0]})", dump=False)
@@ -117,7 +168,7 @@ class Attempt:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
         written |= self.forward(tail, None)
-        leftovers = []
+        leftovers: Sequence[int | str] = []
         if verdict is None:  # the leader exited by itself: nothing of its session may stay
             try:
                 leftovers = stop_session(proc.pid, None, grace=1.0)
@@ -126,49 +177,51 @@ class Attempt:
         self.cleanup()
         forget(attempt_dir)
         shutil.rmtree(scratch, ignore_errors=True)
-        said_there = read_reason(spec["reason_file"])
+        said_there = read_reason(self.folder.reason)
         if not said_there:  # kept only when the cell left its reason there
             with contextlib.suppress(OSError):
-                Path(spec["reason_file"]).unlink(missing_ok=True)
+                self.folder.reason.unlink(missing_ok=True)
         if after == "abort":
             raise Aborted()
         if verdict is not None:  # "" (watchdog kill: retries apply), "stop" or "retry"
             return "killed", verdict, log_path, after
-        return self._exited(proc.returncode, written, said_there, leftovers)
+        # it exited by itself (the loop saw it): wait() returns its status at once
+        return self._exited(proc.wait(), written, said_there, leftovers)
 
     def _prepare(self) -> Path:
         """The attempt's folder with its spec, the reason file's reserved blocks, and a
         scratch folder for the cell (returned). When any of it cannot be written, the
         attempt's folder is removed again: an attempt that never ran leaves no empty
         ``spec.json`` for a later runner to stumble on."""
-        spec = self.spec
-        spec_path = self.folder.spec
+        spec_path, reason_file = self.folder.spec, self.folder.reason
         try:
             with _writing(spec_path):
                 self.dir.mkdir(parents=True)
-                write_whole(spec_path, json.dumps(spec, indent=1))
-            with _writing(Path(spec["reason_file"])):  # blocks the cell's last line can reuse
-                Path(spec["reason_file"]).write_bytes(b" " * REASON_BYTES)
+                write_whole(spec_path, self.spec.to_json())
+            with _writing(reason_file):  # blocks the cell's last line can reuse
+                reason_file.write_bytes(b" " * REASON_BYTES)
             with _writing(Path(tempfile.gettempdir())):
                 return Path(tempfile.mkdtemp(prefix=scratch_prefix()))
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
-    def _start(self, scratch: Path):
+    def _start(self, scratch: Path) -> tuple[subprocess.Popen | ForkedCell, str]:
         """The cell process, started on the campaign's device, forked by the runner's
         zygote when it has one, else spawned (its scratch folder and the attempt's folder
-        removed when it cannot start: it never ran). How it began goes into the spec's
-        dict (``cell_start``: the rows the runner writes for this attempt say it too)."""
-        runner = self.runner
-        zygote = runner.zygote
+        removed when it cannot start: it never ran). Returns it and how it began
+        (``zygote`` or ``spawn``), which also goes into the spec (``cell_start``: the rows
+        the runner writes for this attempt say it too; not into ``spec.json``, written
+        before)."""
+        warm = self.crew.warm
+        zygote = warm.zygote
         try:
             with _writing(self.log_path):  # start_cell's OSError names cell.pid where that failed
-                env = runner.cell_environment(scratch, runner.slot_of(self.cell))
+                env = self.env(scratch)
                 if zygote is None:
                     proc = start_cell(self.folder.spec, self.log_path, env)
                 else:
-                    with runner._lock:  # one request at a time on the zygote's socket
+                    with warm.lock:  # one request at a time on the zygote's socket
                         proc = start_cell(self.folder.spec, self.log_path, env, zygote=zygote)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -177,22 +230,23 @@ class Attempt:
         #: The zygote when it failed this start (said in run(), where a failing write stops
         #: the cell that started the old way instead).
         self.zygote_lost = zygote if zygote is not None and zygote.broken else None
-        self.spec["cell_start"] = "zygote" if isinstance(proc, ForkedCell) else "spawn"
-        return proc
+        how = "zygote" if isinstance(proc, ForkedCell) else "spawn"
+        self.spec = replace(self.spec, cell_start=how)
+        return proc, how
 
     def _watchdog(self, proc) -> Watchdog:
         """The cell's watchdog: the campaign's settings, with the CPU its executor's runtime
         keeps busy when jobs hang added. Device utilisation comes from the cell's own
         monitor samples (never a second NVML sampler on the device); a cell on a GPU whose
         samples say nothing about it has an unknown device signal, not an idle one."""
-        settings = self.runner.campaign.watchdog
+        settings = self.settings.watchdog
         idle = EXECUTORS.get(self.cell.executor).idle_cpu_fraction
         if idle:
             settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
-        on_gpu = str(self.spec.get("device_requested") or self.spec["device"]).startswith("cuda")
+        on_gpu = str(self.spec.device_requested or self.spec.device).startswith("cuda")
         # A packed cell (mp/ray devices: UUIDs by now) is watched on each of its devices.
         others = [u for u in self.cell.options.get("devices") or []
-                  if u != self.spec.get("gpu_uuid")]
+                  if u != self.spec.gpu_uuid]
         return Watchdog(settings, proc.pid, proc.pid, has_device=on_gpu,
                         packed=PackedDevices(others) if others else None)
 
@@ -201,11 +255,12 @@ class Attempt:
         """Forward the cell's events, obey control commands and apply the watchdog until the
         cell exits or is stopped. Returns (its group row was written, the stop's verdict or
         None when it exited by itself, what next after a command)."""
-        runner, cell, attempt = self.runner, self.cell, self.number
+        key, attempt, emit = self.cell.key, self.number, self.journal.emit
+        settings = self.settings.watchdog
         written, hung, after, verdict = False, False, "", None
         while proc.poll() is None:
             written |= self.forward(tail, watchdog)
-            command = runner._handle_commands(running=cell)
+            command = self.crew.stops.stop_for(self.cell)
             if command:
                 verdict = self.stop(proc, command[1], dump=False)
                 after = command[0]
@@ -214,45 +269,46 @@ class Attempt:
                 check = watchdog.check()
                 if check.state == "ok" and hung:
                     hung = False
-                    runner._emit("resumed", cell=cell.key, attempt=attempt)
-                elif check.state == "suspect" and check.strikes == runner.campaign.watchdog.suspect_after:
-                    runner._emit("suspect", cell=cell.key, attempt=attempt, seen=check.describe())
+                    emit(RunnerResumed(cell=key, attempt=attempt))
+                elif check.state == "suspect" and check.strikes == settings.suspect_after:
+                    emit(RunnerSuspect(cell=key, attempt=attempt, seen=check.describe()))
                 elif check.state == "hung" and not hung:
                     hung = True
-                    runner._emit("hung", cell=cell.key, attempt=attempt, seen=check.describe(),
-                               action=runner.campaign.watchdog.action)
-                    if runner.campaign.watchdog.action == "kill":
+                    emit(RunnerHung(cell=key, attempt=attempt, seen=check.describe(),
+                                    action=settings.action))
+                    if settings.action == "kill":
                         verdict = self.stop(proc, f"hung: {check.describe()}",
                                              dump=True)
                         break
             time.sleep(POLL_S)
         return written, verdict, after
 
-    def _exited(self, code: int, written: bool, said_there: str, leftovers: list
-                ) -> tuple[str, str, Path, str]:
+    def _exited(self, code: int, written: bool, said_there: str,
+                leftovers: Sequence[int | str]) -> tuple[str, str, Path, str]:
         """The outcome of a cell that exited by itself with ``code``: its status and error
         (the cell's own line first), the failed row recorded when the cell wrote none, the
         runner's events; a cell that could not write its output stops the campaign."""
-        runner, cell, attempt, spec, log_path = (self.runner, self.cell, self.number,
-                                                  self.spec, self.log_path)
-        said = self.failure.get("error") or ""
+        journal, cell, attempt, spec, log_path = (self.journal, self.cell, self.number,
+                                                   self.spec, self.log_path)
+        said = (self.failure.error if self.failure is not None else None) or ""
         if code == 0:
             status, error = "ok", ""
         elif code == EXIT_OUTPUT:  # the cell's own one line (it names the file) comes first
             status = "failed"
             error = (said or said_there or last_line(log_path)
-                     or _unwritable(runner.runs_dir, code, log_path))
-            if not written and not runner._has_row(spec):  # may raise: the runner's own line
-                runner._record(spec, "failed", error)
+                     or _unwritable(self.settings.runs_dir, code, log_path))
+            if not written and not journal.has_row(spec):  # may raise: the runner's own line
+                journal.record(spec, "failed", error)
         else:
             status = "failed"
             error = exit_reason(code, said or said_there, log_path, self.last_sample)
-            if not written and not runner._has_row(spec):
-                runner._record(spec, "failed", error)
-        if leftovers:
-            runner._emit("leftovers_killed", cell=cell.key, attempt=attempt, pids=leftovers)
-        runner._emit("done" if status == "ok" else "failed", cell=cell.key, attempt=attempt,
-                   exit_code=code, error=error)
+            if not written and not journal.has_row(spec):
+                journal.record(spec, "failed", error)
+        if leftovers:  # the pids, or the line saying what could not be stopped
+            journal.emit(build("leftovers_killed", RUNNER, cell=cell.key, attempt=attempt,
+                               pids=list(leftovers)))
+        ended = RunnerDone if status == "ok" else RunnerFailed
+        journal.emit(ended(cell=cell.key, attempt=attempt, exit_code=code, error=error))
         if code == EXIT_OUTPUT:  # every later cell would fail the same way
             raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; the "
                               f"campaign stopped: make room, then run it again with --resume)")
@@ -262,7 +318,7 @@ class Attempt:
         """Stop what the cell started outside its session (``engine.cleanup``)."""
         messages = run_recorded(self.dir)
         if messages:
-            self.runner._emit("cleanup", cell=self.cell.key, attempt=self.number, messages=messages)
+            self.journal.emit(cleanup_event(self.cell.key, self.number, messages))
 
     def stop(self, proc, reason: str, dump: bool) -> str:
         """Stop a running attempt's whole session and record it as killed."""
@@ -274,9 +330,9 @@ class Attempt:
                 reason += f" (SIGKILL needed for pids {forced})"
         except RuntimeError as exc:
             reason += f"; {exc}"
-        self.runner._record(self.spec, "killed", reason)
-        self.runner._emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
-                          exit_code=proc.returncode)
+        self.journal.record(self.spec, "killed", reason)
+        self.journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
+                                       exit_code=proc.returncode))
         return reason
 
     def forward(self, tail: EventTail, watchdog: Watchdog | None) -> bool:
@@ -284,19 +340,25 @@ class Attempt:
         ``failed`` event (its one-line error) is kept in :attr:`failure`."""
         written = False
         for event in tail.read():
-            written |= bool(event.get("group_written"))
-            if event.get("type") == "failed":
+            if isinstance(event, (CellDone, CellFailed)):
+                written |= bool(event.group_written)
+            if isinstance(event, CellFailed):
                 self.failure = event
-            elif event.get("type") == "sample":
+            elif isinstance(event, MonitorSample):
                 self.last_sample = event
-            if watchdog is not None and event.get("type") in EVENTS.progress:
+            if watchdog is not None and event.type in EVENTS.progress:
                 watchdog.progress()
-            elif watchdog is not None and event.get("type") == "sample":
+            elif watchdog is not None and isinstance(event, MonitorSample):
                 watchdog.sample(event)
-            # Several attempts forward at once (several devices): one call at a time.
-            with getattr(self.runner, "_lock", None) or contextlib.nullcontext():
-                self.runner.on_event(event)
+            self.journal.forward(event)
         return written
+
+
+def cleanup_event(cell: str, attempt: int, messages: list[str]) -> RunnerCleanup:
+    """The ``cleanup`` event of an attempt, its fields in the order the runner has always
+    written them (the class's constructor puts ``messages`` first)."""
+    return cast(RunnerCleanup, build("cleanup", RUNNER, cell=cell, attempt=attempt,
+                                     messages=messages))
 
 
 @contextlib.contextmanager

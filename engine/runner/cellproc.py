@@ -130,7 +130,7 @@ def _create_time(pid: int) -> float | None:
         return None
 
 
-def stop_session(session_id: int, leader: subprocess.Popen | None = None,
+def stop_session(session_id: int, leader: subprocess.Popen | ForkedCell | None = None,
                  grace: float = TERM_GRACE_S) -> list[int]:
     """SIGTERM every process of the session, wait up to ``grace`` s, SIGKILL survivors, and
     verify that none is left (a zombie counts as gone: it runs nothing). Returns the pids

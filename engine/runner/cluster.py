@@ -33,52 +33,47 @@ killed and runs their cells again.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import logging
 import os
-import socket
-import time
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.exceptions import GetTimeoutError, RayError
 
+from engine.cell.protocol import CellRunSpec
+from engine.define.campaign import Campaign
+from engine.define.cluster import ClusterSettings
+from engine.define.matrix import CellSpec, build_cells
 from engine.errors import ConfigError
-from engine.events import EventTail, EventWriter
+from engine.event_types import CellKilled, RunnerCleanup, RunnerKilled
+from engine.events import EventWriter
 from engine.processes import engine_env
-from engine.results.columns import header
-from engine.results.store import append_rows
-from engine.runfolder import AttemptFolder
+from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.agent import CellAgent, node_facts
-from engine.runner.attempt import INTERRUPTED_BY, POLL_S, Aborted, Attempt
-from engine.runner.cellproc import write_whole
-from engine.runner.watchdog import Watchdog
-
-if TYPE_CHECKING:
-    from engine.define.campaign import Campaign
-    from engine.define.cluster import ClusterSettings
-    from engine.runner.supervisor import Runner
+from engine.runner.attempt import Attempt, Crew
+from engine.runner.cluster_attempt import (
+    AGENT_RECORD,
+    FIT_CHECK_S,
+    POLL_TIMEOUT_S,
+    ClusterAttempt,
+    NodeLost,
+    RemoteCell,
+    error_line,
+)
+from engine.runner.journal import Journal
+from engine.runner.placement import Slot, place
+from engine.runner.strategy import Placement
 
 #: Times a cell is run again because its node was lost before the campaign's ``retries``
 #: apply (a cell that keeps losing its node is likely what brings the nodes down).
 MAX_NODE_LOSSES = 2
-#: The record an attempt of a cluster cell keeps in its attempt folder while it runs.
-AGENT_RECORD = "agent.json"
-#: Seconds one poll of an agent may take before its node counts as unresponsive.
-POLL_TIMEOUT_S = 60.0
-#: Seconds between two looks, while a cell waits for room, at whether any node still fits.
-FIT_CHECK_S = 2.0
 #: ``cluster = "local"``: the folder (in the run folder, one per runner pid) that holds the
 #: local runtime's cleanup record and logs (engine.executors.ray.runtime): the runner's
 #: guard, else the next runner, stops what of it survived the runner.
 LOCAL_PREFIX = "cluster-local-"
-
-
-class NodeLost(Exception):
-    """The agent of a running attempt died with (or lost) its node."""
 
 
 class ClusterHead:
@@ -89,9 +84,9 @@ class ClusterHead:
         self.where = str(campaign.source) if campaign.source else "campaign"
         self.on_cpu = campaign.device == "cpu"
         self.connected = False
-        self._actor = None
+        self._actor: Any = None
         #: ``cluster = "local"``: the runtime this runner started, and its folder.
-        self.runtime = None
+        self.runtime: Any = None
         self.local_dir: Path | None = None
 
     # -- what a cell needs ------------------------------------------------------------------
@@ -161,6 +156,8 @@ class ClusterHead:
         from engine import cleanup
         from engine.executors.ray.runtime import find_ours
 
+        if self.local_dir is None:
+            raise ValueError("the local runtime has no folder")
         procs = []
         for proc in find_ours(self.runtime.temp_dir, self.runtime.tag):
             with contextlib.suppress(psutil.Error):
@@ -212,7 +209,8 @@ class ClusterHead:
             for gpu in gpus:
                 model = _model(str(gpu.get("name") or ""))
                 resources[f"accelerator_type:{model}"] = 1.0
-            nodes = [{"NodeID": "", "Resources": resources, "facts": facts}]
+            nodes: list[dict[str, Any]] = [{"NodeID": "", "Resources": resources,
+                                            "facts": facts}]
         else:
             self.connect()
             try:
@@ -226,7 +224,7 @@ class ClusterHead:
                 self.close()
         self._refuse_unfit(nodes)
         fitting = [n for n in nodes if self.fits(n.get("Resources") or {})]
-        classes = {}
+        classes: dict[str, dict[str, Any]] = {}
         for node in fitting:
             ident = self.machine_identity(node)
             classes.setdefault(json.dumps(ident, sort_keys=True), ident)
@@ -275,7 +273,7 @@ class ClusterHead:
         except (RayError, GetTimeoutError) as exc:
             raise ConfigError(f"{self.where}: key 'cluster': a node of cluster "
                               f"{self.settings.address!r} did not answer the campaign's "
-                              f"probe (is fugue-tui installed there?): {_line(exc)}") from None
+                              f"probe (is fugue-tui installed there?): {error_line(exc)}") from None
 
     def machine_identity(self, node: dict[str, Any]) -> dict[str, Any]:
         """The machine part of the keys of cells that run on ``node``: host class, GPU
@@ -291,7 +289,7 @@ class ClusterHead:
                            if k.startswith("accelerator_type:"))
             gpu_name = (",".join(wanted) if wanted
                         else self.settings.gpu or ",".join(types))
-        ident = {"host": str(facts.get("host_class") or ""),
+        ident: dict[str, Any] = {"host": str(facts.get("host_class") or ""),
                  "device": "cpu" if self.on_cpu else "cuda", "gpu_uuid": "",
                  "gpu_name": gpu_name, "torch": str(facts.get("torch") or ""),
                  "cluster": "by-class"}
@@ -311,281 +309,77 @@ class ClusterHead:
             max_restarts=0, max_concurrency=1).remote(runner_info)
 
 
-class RemoteCell:
-    """A cell running on a node, seen from the head like a local cell process (what
-    :meth:`Attempt._supervise` polls): :meth:`poll` fetches what the agent collected,
-    writes it into the run folder, and returns the exit code once the cell ended."""
+class ClusterPlacement(Placement):
+    """The placement strategy of a campaign with ``cluster`` (:mod:`engine.runner.strategy`):
+    the nodes that fit a cell probed now (a ``gpu`` model no node has, a cell no node can
+    hold, nodes of several classes: refused before anything is written), the key's machine
+    part by node class, one lane per cell the fitting nodes hold at once, each attempt a
+    :class:`ClusterAttempt` (its cell starts on its node: no zygote on the head).
 
-    def __init__(self, attempt: ClusterAttempt, agent, pid: int, node: str):
-        self.attempt, self.agent, self.pid, self.node = attempt, agent, pid, node
-        self.returncode: int | None = None
-        self.cpu_s = 0.0
-        self._headers: dict[str, list[str]] = {}
+    Raises:
+        ConfigError: the cluster cannot run the campaign (one line, :meth:`ClusterHead.plan`).
+    """
 
-    def _call(self, method: str, *args):
-        try:
-            return ray.get(getattr(self.agent, method).remote(*args), timeout=POLL_TIMEOUT_S)
-        except RayActorError as exc:
-            raise NodeLost(_line(exc)) from None
-        except GetTimeoutError:
-            raise NodeLost(f"its agent did not answer for {POLL_TIMEOUT_S:g} s") from None
+    zygote_allowed = False  # cells start on their nodes
+    max_node_losses = MAX_NODE_LOSSES
 
-    def poll(self) -> int | None:
-        data = self._call("poll")
-        self.apply(data)
-        if data["cpu_s"] is not None:
-            self.cpu_s = float(data["cpu_s"])
-        if data["exit"] is not None:
-            self.returncode = int(data["exit"])
-        return self.returncode
+    def __init__(self, campaign: Campaign, settings: ClusterSettings, plugins: list[str]):
+        super().__init__(campaign)
+        self.head = ClusterHead(settings, campaign)
+        machine, lanes = self.head.plan()
+        self.machine = {**machine, "plugins": plugins}
+        self.device, self.gpu = ("cpu" if campaign.device == "cpu" else "cuda"), None
+        self.cells = build_cells(campaign, self.machine)
+        self.slots = [Slot(i, {}) for i in range(min(lanes, max(len(self.cells), 1)))]
+        self.lane_of = place(self.cells, len(self.slots))
 
-    def apply(self, data: dict[str, Any]) -> None:
-        """Rows first (the cell's ``group_written`` event may be in the same batch), then
-        events and log, then (at the end) the files the cell wrote whole."""
-        attempt = self.attempt
-        runner = attempt.runner
-        for name, text in (data.get("rows") or {}).items():
-            rows = self._rows(name, text)
-            if rows:
-                with runner._lock:
-                    repaired = append_rows(runner.runs_dir / name, rows, header(name))
-                for line in repaired:
-                    runner._emit("warning", message=line, cell=attempt.cell.key,
-                                 attempt=attempt.number)
-        if data.get("events"):
-            with open(attempt.spec["events"], "a", encoding="utf-8") as fh:
-                fh.write("".join(line + "\n" for line in data["events"]))
-        if data.get("log"):
-            with open(attempt.log_path, "a", encoding="utf-8") as fh:
-                fh.write(data["log"])
-        _write_under(runner.runs_dir, data.get("files") or {})
-        _write_under(attempt.dir, data.get("attempt_files") or {})
+    def cell_spec(self, cell: CellSpec, attempt: int, folder: AttemptFolder) -> CellRunSpec:
+        """The spec on the head; the node's agent adds its node, GPU and threads."""
+        campaign = self.campaign
+        return self.spec(cell, attempt, folder,
+                         device="cpu" if self.device == "cpu" else "cuda:0",
+                         device_requested=campaign.device,
+                         threads=campaign.threads or self.head.settings.cpus_per_cell or 1)
 
-    def fetch_attempt_files(self) -> None:
-        """The attempt folder's files from the node now (before a killed cell's row is
-        written: its monitor's device facts)."""
-        _write_under(self.attempt.dir, self._call("attempt_files"))
+    def new_attempt(self, cell: CellSpec, number: int, folder: AttemptFolder,
+                    crew: Crew) -> Attempt:
+        return ClusterAttempt(cell, number, folder, self.cell_spec(cell, number, folder), crew,
+                              partial(self.environment, slot=self.slot_of(cell)), self.head)
 
-    def _rows(self, name: str, text: str) -> list[dict[str, str]]:
-        """Complete CSV lines of results file ``name`` as rows (the first batch of a file
-        starts with its header: the cell created the file on the node)."""
-        reader = csv.reader(io.StringIO(text))
-        lines = list(reader)
-        if name not in self._headers and lines:
-            self._headers[name] = lines.pop(0)
-        cols = self._headers.get(name) or []
-        known = set(header(name))
-        return [{k: v for k, v in zip(cols, line, strict=False) if k in known}
-                for line in lines if line]
+    def connect(self, run_dir: Path) -> None:
+        self.head.connect(run_dir)
 
-    def stop(self, dump: bool) -> dict[str, Any]:
-        return self._call("stop", dump)
+    def close(self) -> None:
+        self.head.close()  # agents end with the driver; "local" stops here
 
-    def finish(self) -> dict[str, Any]:
-        data = self._call("finish")
-        self.apply(data)
-        return data
-
-    def dispose(self) -> None:
-        """Nothing of the attempt stays on its node; the actor (and its resources) go."""
-        with contextlib.suppress(Exception):
-            ray.get(self.agent.dispose.remote(), timeout=10)
-        with contextlib.suppress(Exception):
-            ray.kill(self.agent)
+    def clean_predecessors(self, folder: RunFolder, journal: Journal) -> None:
+        orphaned_attempts(folder, journal)
 
 
-class ClusterAttempt(Attempt):
-    """One attempt of a cell on a cluster node: :class:`Attempt`'s lifecycle, with the cell
-    started and stopped by its agent (see the module docstring)."""
-
-    def run(self) -> tuple[str, str, Path, str]:
-        runner, cell, number = self.runner, self.cell, self.number
-        self._prepare_head()
-        placed = self._place()
-        if isinstance(placed, tuple):  # never started: failed (no node) or stopped
-            self._forget()
-            return placed
-        proc = placed
-        tail = EventTail(self.spec["events"])
-        runner.attempt_started(self)
-        watchdog = self._watchdog(proc)
-        try:
-            runner._emit("cell_started", cell=cell.key, index=cell.index, label=cell.label,
-                         attempt=number, events=self.spec["events"],
-                         log_path=str(self.log_path), pid=proc.pid, start="spawn",
-                         start_s=round(time.perf_counter() - self.decided, 4), node=proc.node)
-            written, verdict, after = self._supervise(proc, tail, watchdog)
-        except NodeLost as lost:
-            return self._lost(proc, tail, str(lost))
-        except KeyboardInterrupt:
-            with contextlib.suppress(NodeLost):
-                self.stop(proc, f"interrupted ({INTERRUPTED_BY[0]})", dump=False)
-                proc.finish()
-            self.forward(tail, None)
-            proc.dispose()
-            self._forget()
-            raise
-        except BaseException:
-            proc.dispose()
-            self._forget()
-            raise
-        try:
-            final = proc.finish()
-        except NodeLost as lost:
-            if verdict is None:
-                return self._lost(proc, tail, str(lost))
-            final = {}
-        written |= self.forward(tail, None)
-        proc.dispose()
-        self._forget()
-        if final.get("cleanup"):
-            runner._emit("cleanup", cell=cell.key, attempt=number, messages=final["cleanup"])
-        if after == "abort":
-            raise Aborted()
-        if verdict is not None:
-            return "killed", verdict, self.log_path, after
-        return self._exited(proc.returncode or 0, written, final.get("reason") or "",
-                            final.get("leftovers") or [])
-
-    # -- steps ------------------------------------------------------------------------------
-    def _prepare_head(self) -> None:
-        """The attempt's folder on the head with its spec (what ``--resume`` and the rows the
-        head writes read) and an empty log and events file the agent's batches extend."""
-        self.dir.mkdir(parents=True)
-        write_whole(self.folder.spec, json.dumps(self.spec, indent=1))
-        self.log_path.touch()
-        Path(self.spec["events"]).touch()
-
-    def _place(self) -> RemoteCell | tuple[str, str, Path, str]:
-        """Create the agent, wait until Ray placed it (commands for the waiting cell apply;
-        a cell that no alive node can hold any more fails at once), start the cell."""
-        runner, head = self.runner, self.runner.cluster
-        agent = head.new_agent({"pid": os.getpid(), "host": socket.gethostname(),
-                                "campaign": runner.campaign_id})
-        hello = agent.hello.remote()
-        next_fit = time.monotonic() + FIT_CHECK_S
-        while True:
-            ready, _ = ray.wait([hello], timeout=POLL_S * 2)
-            if ready:
-                break
-            command = runner._handle_commands(running=self.cell)
-            if command:
-                ray.kill(agent)
-                if command[0] == "abort":
-                    raise Aborted()
-                runner._record(self.spec, "killed", command[1])
-                runner._emit("killed", cell=self.cell.key, attempt=self.number,
-                             reason=command[1], exit_code=None)
-                return "killed", command[1], self.log_path, command[0]
-            if time.monotonic() >= next_fit:
-                next_fit = time.monotonic() + FIT_CHECK_S
-                if not head.fits_now():
-                    ray.kill(agent)
-                    error = (f"no node of cluster {head.settings.address!r} can hold this cell "
-                             f"any more ({head.describe_need()}): the nodes that could are gone")
-                    runner._record(self.spec, "failed", error)
-                    runner._emit("failed", cell=self.cell.key, attempt=self.number,
-                                 exit_code=None, error=error)
-                    return "failed", error, self.log_path, "stop"
-        try:
-            facts = {}
-            facts = ray.get(hello)
-            threads = (runner.campaign.threads or head.settings.cpus_per_cell
-                       or max(1, int(facts.get("cores") or 1)))
-            self.spec["threads"] = threads
-            rel = str(self.dir.relative_to(runner.runs_dir))
-            started = ray.get(agent.start.remote(self.spec, threads, rel),
-                              timeout=POLL_TIMEOUT_S)
-        except (RayActorError, GetTimeoutError) as exc:
-            with contextlib.suppress(Exception):
-                ray.kill(agent)
-            reason = f"node lost before the cell started: {_line(exc)}"
-            runner._record(self.spec, "killed", reason)
-            runner._emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
-                         exit_code=None)
-            return "killed", reason, self.log_path, "node"
-        except RayError as exc:  # the agent could not start the cell there (its error)
-            with contextlib.suppress(Exception):
-                ray.kill(agent)
-            error = f"the agent on node {facts.get('node')} could not start the cell: {_line(exc)}"
-            runner._record(self.spec, "failed", error)
-            runner._emit("failed", cell=self.cell.key, attempt=self.number, exit_code=None,
-                         error=error)
-            return "failed", error, self.log_path, ""
-        on_node = started["spec"]
-        # What the head records for this attempt names the node, its GPU and its threads.
-        for key in ("node", "gpu_uuid", "device", "threads"):
-            if on_node.get(key) is not None:
-                self.spec[key] = on_node[key]
-        write_whole(self.folder.spec, json.dumps(self.spec, indent=1))
-        write_whole(self.dir / AGENT_RECORD, json.dumps(
-            {"runner_pid": os.getpid(), "host": socket.gethostname(), "node": facts["node"],
-             "node_host": facts["host"], "pid": started["pid"], "started": time.time()}))
-        return RemoteCell(self, agent, started["pid"], facts["node"])
-
-    def _watchdog(self, proc) -> Watchdog:
-        watchdog = super()._watchdog(proc)
-        watchdog.cpu_seconds = lambda: (proc.cpu_s, [])
-        return watchdog
-
-    def stop(self, proc, reason: str, dump: bool) -> str:
-        """Stop the cell through its agent and record it as killed."""
-        try:
-            done = proc.stop(dump)
-            if done.get("dump"):
-                with open(self.log_path, "a", encoding="utf-8") as fh:
-                    fh.write(f"fugue-tui runner: {done['dump']} (on node {proc.node})\n")
-            if done.get("forced"):
-                reason += f" (SIGKILL needed for pids {done['forced']} on node {proc.node})"
-            if done.get("error"):
-                reason += f"; {done['error']}"
-            proc.fetch_attempt_files()  # its monitor's facts go into the row, dumps kept
-        except NodeLost as lost:
-            reason += f"; its node was lost meanwhile: {lost}"
-        self.runner._record(self.spec, "killed", reason)
-        self.runner._emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
-                          exit_code=proc.returncode)
-        return reason
-
-    def _lost(self, proc: RemoteCell, tail: EventTail, why: str):
-        reason = f"node {proc.node} lost while the cell ran ({why})"
-        self.forward(tail, None)
-        with contextlib.suppress(Exception):
-            ray.kill(proc.agent)
-        self._forget()
-        self.runner._record(self.spec, "killed", reason)
-        self.runner._emit("killed", cell=self.cell.key, attempt=self.number, reason=reason,
-                          exit_code=None, node_lost=True)
-        return "killed", reason, self.log_path, "node"
-
-    def _forget(self) -> None:
-        (self.dir / AGENT_RECORD).unlink(missing_ok=True)
-
-
-def orphaned_attempts(runner: Runner) -> None:
-    """Attempts of an earlier runner of this campaign that never ended (their
+def orphaned_attempts(folder: RunFolder, journal: Journal) -> None:
+    """Attempts of an earlier runner of the campaign in ``folder`` that never ended (their
     ``agent.json`` is still there: that runner died while they ran): each recorded as
-    killed, once. Their cells went with their agents (the module docstring). Then
-    what an earlier runner's ``local`` cluster left is stopped."""
-    for attempt in runner.folder.all_attempts():
+    killed, once, through ``journal``. Their cells went with their agents (the module
+    docstring). Then what an earlier runner's ``local`` cluster left is stopped."""
+    for attempt in folder.all_attempts():
         record_path = attempt.path / AGENT_RECORD
         try:
             record = json.loads(record_path.read_text())
-            spec = json.loads(AttemptFolder(attempt.path).spec.read_text())
-        except (OSError, ValueError):
+            spec = CellRunSpec.read(AttemptFolder(attempt.path).spec)
+        except (OSError, ValueError, ConfigError):
             continue
         reason = (f"runner pid {record.get('runner_pid')} ended while this attempt ran on "
                   f"node {record.get('node')}; its agent took the cell down (Ray ends the "
                   "actors of a runner that died, and the cell dies with its agent)")
-        EventWriter(spec["events"], cell=spec["cell"]["key"],
-                    attempt=spec["attempt"]).emit("killed", reason=reason)
-        runner._record(spec, "killed", reason)
-        runner._emit("killed", cell=spec["cell"]["key"], attempt=spec["attempt"],
-                     reason=reason, predecessor=True)
+        key = spec.cell.key
+        EventWriter(spec.events, cell=key, attempt=spec.attempt).write(CellKilled(reason=reason))
+        journal.record(spec, "killed", reason)
+        journal.emit(RunnerKilled(cell=key, attempt=spec.attempt, reason=reason,
+                                  predecessor=True))
         record_path.unlink(missing_ok=True)
-    messages = clean_local_runtimes(runner.run_dir)
+    messages = clean_local_runtimes(folder.path)
     if messages:
-        runner._emit("cleanup", messages=messages, predecessor=True)
+        journal.emit(RunnerCleanup(messages=messages, predecessor=True))
 
 
 def clean_local_runtimes(run_dir: Path) -> list[str]:
@@ -601,20 +395,6 @@ def clean_local_runtimes(run_dir: Path) -> list[str]:
     return messages
 
 
-def _write_under(root: Path, files: dict[str, bytes]) -> None:
-    """Each ``files`` entry (path relative to ``root``: bytes) written whole, only under
-    ``root``, whatever a node sends."""
-    base = Path(root).resolve()
-    for rel, content in files.items():
-        target = (base / rel).resolve()
-        if base not in target.parents:
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(content)
-        tmp.replace(target)
-
-
 def _model(name: str) -> str:
     """Ray's accelerator type for an NVML GPU name: ``NVIDIA L4`` → ``L4``,
     ``NVIDIA A100-SXM4-40GB`` → ``A100`` (the word Ray's ``accelerator_type`` uses)."""
@@ -622,10 +402,7 @@ def _model(name: str) -> str:
     return word.split("-")[0] or name
 
 
-def _line(exc: BaseException) -> str:
-    """One line for a Ray error: the remote exception's own message when there is one."""
-    cause = getattr(exc, "cause", None)
-    if isinstance(cause, BaseException) and str(cause).strip():
-        exc = cause
-    text = [t for t in str(exc).strip().splitlines() if t.strip()][-1:]
-    return text[0][:300] if text else type(exc).__name__
+# What the head's side used to hold, at its old import path (engine.runner.cluster_attempt).
+__all__ = ["AGENT_RECORD", "FIT_CHECK_S", "MAX_NODE_LOSSES", "POLL_TIMEOUT_S", "ClusterAttempt",
+           "ClusterHead", "ClusterPlacement", "NodeLost", "RemoteCell", "clean_local_runtimes",
+           "orphaned_attempts"]

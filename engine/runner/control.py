@@ -62,8 +62,9 @@ def send(run_dir: str | Path, command: str, cell: str | None = None,
         if created:
             with contextlib.suppress(OSError):
                 inbox.rmdir()
-        reason = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
-        raise OutputError(f"{inbox}: cannot queue the command: {reason}") from None
+        why = ("not a directory" if isinstance(exc, FileExistsError)
+               else exc.strerror or str(exc))
+        raise OutputError(f"{inbox}: cannot queue the command: {why}") from None
     return inbox / name
 
 

@@ -15,7 +15,8 @@ import re
 import signal
 import time
 from pathlib import Path
-from typing import Any
+
+from engine.event_types import MonitorSample
 
 #: How much of the end of a cell's log is searched for Python's fatal-error report (bytes).
 LOG_TAIL_BYTES = 64 * 1024
@@ -24,7 +25,7 @@ _FRAME = re.compile(r'^\s*File "[^"]*", line \d+ in \S+')
 
 
 def exit_reason(code: int, said: str, log_path: Path,
-                last_sample: dict[str, Any] | None = None, ended: float | None = None) -> str:
+                last_sample: MonitorSample | None = None, ended: float | None = None) -> str:
     """The error recorded for a cell that exited by itself with ``code`` (non-zero).
 
     ``said``: the cell's own one line (its ``failed`` event or reason file), which wins for
@@ -40,7 +41,7 @@ def exit_reason(code: int, said: str, log_path: Path,
                                                    if line else "")
 
 
-def signal_reason(signum: int, log_path: Path, last_sample: dict[str, Any] | None = None,
+def signal_reason(signum: int, log_path: Path, last_sample: MonitorSample | None = None,
                   ended: float | None = None) -> str:
     """``cell killed by signal 11 (SIGSEGV), not sent by the runner: Fatal Python error:
     Segmentation fault in File "x.py", line 3 in f; last monitor sample 0.4 s before: cell
@@ -72,20 +73,21 @@ def fatal_error(log_path: Path) -> str:
     return f"{found} in {frame}" if frame else found
 
 
-def sample_facts(sample: dict[str, Any] | None, ended: float | None = None) -> str:
+def sample_facts(sample: MonitorSample | None, ended: float | None = None) -> str:
     """``last monitor sample 0.4 s before: cell RSS 2048 MiB, host memory available 97
     MiB`` from a monitor ``sample`` event; "" without one (or without memory figures)."""
     if not sample:
         return ""
-    facts = [f"{label} {sample[key]:.0f} MiB"
-             for key, label in (("rss_mib", "cell RSS"),
-                                ("host_mem_available_mib", "host memory available"))
-             if isinstance(sample.get(key), (int, float))]
+    facts = [f"{label} {value:.0f} MiB"
+             for value, label in ((sample.rss_mib, "cell RSS"),
+                                  (sample.host_mem_available_mib, "host memory available"))
+             if isinstance(value, (int, float))]
     if not facts:
         return ""
     when = ""
-    if isinstance(sample.get("time"), (int, float)):
-        when = f" {max((ended or time.time()) - sample['time'], 0.0):.1f} s before"
+    at = sample.time
+    if isinstance(at, (int, float)):
+        when = f" {max((ended or time.time()) - at, 0.0):.1f} s before"
     return f"last monitor sample{when}: {', '.join(facts)}"
 
 

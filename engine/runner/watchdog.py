@@ -51,6 +51,7 @@ from typing import Any, Callable
 import psutil
 
 from engine.define.watchdog_settings import WatchdogSettings
+from engine.event_types import MonitorSample
 
 
 def session_processes(leader_pid: int, session_id: int) -> list[psutil.Process]:
@@ -227,13 +228,13 @@ class Watchdog:
         """Call for every training-progress or lifecycle event of the cell."""
         self._progressed = True
 
-    def sample(self, event: dict[str, Any]) -> None:
+    def sample(self, event: MonitorSample) -> None:
         """Call for every monitor ``sample`` event of the cell: its device utilisation is
         the watchdog's device input (the monitor is the device's only sampler)."""
         now = self.clock()
-        util = event.get("gpu_util_pct")
+        util = event.gpu_util_pct
         self._device_util = (float(util), now) if util is not None else None
-        mem = event.get("mem_used_mib")
+        mem = event.mem_used_mib
         if mem is None:
             self._device_mem = None
             return

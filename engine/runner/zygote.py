@@ -82,7 +82,7 @@ class ForkedCell:
     def __init__(self, pid: int, go_fd: int):
         self.pid = pid
         self.returncode: int | None = None
-        self._go = go_fd
+        self._go: int | None = go_fd
 
     def go(self) -> None:
         """Let the cell run (it is recorded): it asks for its parent-death signal and
@@ -116,11 +116,11 @@ class ForkedCell:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
+        while (code := self.poll()) is None:
+            if timeout is not None and deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"cell pid {self.pid}", timeout)
             time.sleep(0.005)
-        return self.returncode
+        return code
 
 
 class Zygote:

@@ -32,14 +32,14 @@ def runner(tmp_path):
 
 
 def test_the_runner_builds_a_schema_1_spec_in_the_run_folder(runner, tmp_path, monkeypatch):
-    import engine.runner.supervisor as supervisor
+    import engine.runner.strategy as strategy  # where the runner's specs are built
 
     cell = runner.cells[0]
     # with a plugin loaded (an earlier test in this process may have loaded one), its
     # version follows the schema-1 keys; without, the spec is what runners always wrote
-    monkeypatch.setattr(supervisor, "plugin_versions", lambda: {"my_plugin": "1.2"})
+    monkeypatch.setattr(strategy, "plugin_versions", lambda: {"my_plugin": "1.2"})
     assert list(runner.cell_spec(cell, 2).to_dict()) == SCHEMA_1_KEYS + ["plugin_versions"]
-    monkeypatch.setattr(supervisor, "plugin_versions", dict)
+    monkeypatch.setattr(strategy, "plugin_versions", dict)
     spec = runner.cell_spec(cell, 2)
     doc = spec.to_dict()
     assert list(doc) == SCHEMA_1_KEYS and doc["schema"] == SPEC_SCHEMA == 1

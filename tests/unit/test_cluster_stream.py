@@ -5,12 +5,12 @@ land under the runs folder and nowhere else."""
 
 from __future__ import annotations
 
-import threading
 from types import SimpleNamespace
 
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.read import read_rows
 from engine.runner.cluster import RemoteCell
+from engine.runner.journal import Journal
 
 
 def _attempt(tmp):
@@ -18,11 +18,12 @@ def _attempt(tmp):
     runs.mkdir()
     attempt_dir = runs / "c" / "cells" / "001" / "attempt-1"
     attempt_dir.mkdir(parents=True)
-    runner = SimpleNamespace(runs_dir=runs, _lock=threading.RLock(), warnings=[])
-    runner._emit = lambda *a, **k: runner.warnings.append(k)
-    return SimpleNamespace(runner=runner, cell=SimpleNamespace(key="k"), number=1,
-                           dir=attempt_dir,
-                           spec={"events": str(attempt_dir / "events.jsonl")},
+    # the head's journal: the rows go through its locked append, repairs become warnings
+    journal = Journal(runs, "c", on_event=lambda event: None)
+    journal.open(runs / "c" / "runner.jsonl")
+    return SimpleNamespace(journal=journal, settings=SimpleNamespace(runs_dir=runs),
+                           cell=SimpleNamespace(key="k"), number=1, dir=attempt_dir,
+                           spec=SimpleNamespace(events=str(attempt_dir / "events.jsonl")),
                            log_path=attempt_dir / "cell.log")
 
 
@@ -40,7 +41,7 @@ def test_rows_events_log_and_files_enter_the_heads_run_folder(tmp_path):
                   "attempt_files": {"stacks/123.txt": b"Thread 1", "../../x": b"no"}})
     remote.apply({"rows": {GROUPS_FILE: line}, "events": [],
                   "log": "again\n"})
-    rows = read_rows(attempt.runner.runs_dir / GROUPS_FILE)
+    rows = read_rows(attempt.settings.runs_dir / GROUPS_FILE)
     assert [(r["cell_key"], r["status"], r["node"]) for r in rows] == [("k", "ok", "n 1")] * 2
     assert (attempt.log_path).read_text() == "hello\nagain\n"
     assert (tmp_path / "runs" / "c" / "cells" / "001" / "attempt-1" / "events.jsonl"
@@ -55,5 +56,5 @@ def test_a_column_the_head_does_not_know_is_dropped_not_fatal(tmp_path):
     attempt = _attempt(tmp_path)
     remote = RemoteCell(attempt, agent=None, pid=1, node="n")
     remote.apply({"rows": {GROUPS_FILE: "cell_key,status,from_a_newer_node\nk,ok,x\n"}})
-    rows = read_rows(attempt.runner.runs_dir / GROUPS_FILE)
+    rows = read_rows(attempt.settings.runs_dir / GROUPS_FILE)
     assert rows[0]["cell_key"] == "k" and "from_a_newer_node" not in rows[0]

@@ -201,17 +201,16 @@ def test_one_cell_per_host_keeps_placement_but_runs_one_cell_at_a_time():
     runs on the host when one_cell_per_host is set; otherwise at once."""
     import threading
     from collections import deque
-    from types import SimpleNamespace
 
-    from engine.runner.concurrent import _State
+    from engine.runner.board import Board
+    from engine.runner.concurrent import Lanes, _State
 
     for strict in (True, False):
         cells = [_Cell("a", "A", 1), _Cell("b", "B", 1)]
-        runner = SimpleNamespace(_lock=threading.RLock(), queue=deque(cells), _running={},
-                                 placement={"a": 0, "b": 1},
-                                 campaign=SimpleNamespace(one_cell_per_host=strict))
-        state = _State(runner)
         slots = [Slot(0, {"uuid": "GPU-0"}), Slot(1, {"uuid": "GPU-1"})]
+        board = Board(threading.RLock(), queue=deque(cells))
+        state = _State(Lanes(slots, {"a": 0, "b": 1}, board, commands=None, run_cell=None,
+                             one_at_a_time=strict))
         assert state._next(slots[0]).key == "a"  # a now runs on device 1
         got = []
         waiter = threading.Thread(target=lambda g=got, st=state, sl=slots[1]: g.append(st._next(sl)),
@@ -221,7 +220,7 @@ def test_one_cell_per_host_keeps_placement_but_runs_one_cell_at_a_time():
         assert bool(got) is (not strict)  # strict: b waits for a
         state._ended(cells[0])
         waiter.join(timeout=2)
-        assert got and got[0].key == "b" and runner._running == {"b": slots[1]}
+        assert got and got[0].key == "b" and board.running == {"b": slots[1]}
 
 
 def test_commands_reach_the_running_cell_they_name_and_abort_stops_every_one():
@@ -231,27 +230,32 @@ def test_commands_reach_the_running_cell_they_name_and_abort_stops_every_one():
     from collections import deque
     from types import SimpleNamespace
 
-    from engine.runner.concurrent import _State
+    from engine.runner.board import Board
+    from engine.runner.commands import Commands
+    from engine.runner.concurrent import Lanes, _State
 
     emitted, queued = [], []
     cells = {"a": _Cell("a", "A", 1), "b": _Cell("b", "B", 1), "c": _Cell("c", "C", 1)}
-    runner = SimpleNamespace(
-        _lock=threading.RLock(), queue=deque([cells["c"]]), _stops={},
-        _running={"a": Slot(0, {"uuid": "GPU-0"}), "b": Slot(1, {"uuid": "GPU-1"})},
-        campaign=SimpleNamespace(one_cell_per_host=False), find=cells.get,
-        _emit=lambda type, **f: emitted.append((type, f)),
-        _queued_command=lambda name, ref, cell: queued.append((name, ref)),
-        stale_retry=lambda command, cell: False)
-    state = _State(runner)
+    board = Board(threading.RLock(), queue=deque([cells["c"]]),
+                  running={"a": Slot(0, {"uuid": "GPU-0"}), "b": Slot(1, {"uuid": "GPU-1"})})
+    journal = SimpleNamespace(emit=lambda event: emitted.append((event.type, event.fields)))
+    commands = Commands(SimpleNamespace(poll=list), journal, board, find=cells.get, skip=None,
+                        lanes=True)
+    commands.queued = lambda name, ref, cell: queued.append((name, ref))
+    commands.stale_retry = lambda command, cell: False
+    state = _State(Lanes([], {"c": 0}, board, commands, run_cell=None))
     state._command({"cmd": "kill", "cell": "b"})
     state._command({"cmd": "retry", "cell": "a"})
     state._command({"cmd": "skip", "cell": "c"})  # queued: the one-device handling
-    assert runner._stops == {"b": ("stop", "killed by control command"),
-                             "a": ("retry", "stopped for a retry by control command")}
+    assert board.stops == {"b": ("stop", "killed by control command"),
+                           "a": ("retry", "stopped for a retry by control command")}
     assert queued == [("skip", "c")]
-    runner._stops.clear()
+    # each attempt takes the stop kept for it, once
+    assert commands.stop_for(cells["b"]) == ("stop", "killed by control command")
+    assert commands.stop_for(cells["b"]) is None
+    board.stops.clear()
     state._command({"cmd": "abort", "reason": "wrong data"})
     assert state.aborted and state.halted == "abort"
-    assert {k: v[0] for k, v in runner._stops.items()} == {"a": "abort", "b": "abort"}
-    assert "wrong data" in runner._stops["a"][1]
+    assert {k: v[0] for k, v in board.stops.items()} == {"a": "abort", "b": "abort"}
+    assert "wrong data" in board.stops["a"][1]
     assert state._next(Slot(0, {"uuid": "GPU-0"})) is None  # no new cell after an abort

@@ -157,7 +157,7 @@ def test_a_new_event_type_is_picked_up_everywhere(dummy_types, tmp_path, monkeyp
     # the watchdog counts it as progress
     (tmp_path / "cell.jsonl").write_text(json.dumps({**good}) + "\n")
     seen = []
-    fake = SimpleNamespace(failure=None, runner=SimpleNamespace(on_event=seen.append))
+    fake = SimpleNamespace(failure=None, journal=SimpleNamespace(forward=seen.append))
     watchdog = SimpleNamespace(progress=lambda: seen.append("progress"),
                                sample=lambda event: None)
     Attempt.forward(fake, events.EventTail(tmp_path / "cell.jsonl"), watchdog)

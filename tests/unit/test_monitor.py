@@ -19,6 +19,7 @@ from engine.measure.host import ProcessTree
 from engine.measure.nvml import GpuDevice, open_gpu, resolve_gpu
 from engine.measure.samples import read_samples
 from engine.results.values import format_value
+from engine.event_types import MonitorSample
 from engine.runner.watchdog import Watchdog, WatchdogSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -177,7 +178,7 @@ def test_watchdog_reads_device_utilisation_from_monitor_samples():
     clock = Clock()
     dog = Watchdog(WatchdogSettings(interval_s=1.0), os.getpid(), os.getsid(0), clock=clock)
     assert dog.device_util() is None
-    dog.sample({"type": "sample", "gpu_util_pct": 87.0})
+    dog.sample(MonitorSample.of({"type": "sample", "gpu_util_pct": 87.0}))
     assert dog.device_util() == 87.0
     clock.t = 10.0  # stale samples do not count as a busy device
     assert dog.device_util() is None

@@ -18,6 +18,7 @@ import pytest
 
 from engine.measure.monitor import Sampler
 from engine.measure.nvml import open_gpu
+from engine.event_types import MonitorSample
 from engine.runner.watchdog import Watchdog, WatchdogSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
@@ -61,7 +62,7 @@ def watch(nvml: FakeNVML, pid: int, checks: int):
     for _ in range(checks):
         for _ in range(SAMPLES_PER_CHECK):
             time.sleep(FAST.interval_s / SAMPLES_PER_CHECK)
-            dog.sample({"type": "sample", **sampler.sample()})
+            dog.sample(MonitorSample.of({"type": "sample", **sampler.sample()}))
         out.append(dog.check())
     return out
 

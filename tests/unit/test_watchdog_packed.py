@@ -8,13 +8,14 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from engine.event_types import MonitorSample
 from engine.runner.attempt import Attempt
 from engine.runner.watchdog import MEMORY, UNKNOWN, UTILISATION, PackedDevices, Watchdog
 from tests.fixtures.fake_nvml import FakeDevice, FakeMigDevice, FakeMigGpu, FakeNVML, \
     flat_trace, ramp_trace
 from tests.unit.test_watchdog_mig import FAST, idle_pid  # noqa: F401 - a fixture
 
-IDLE_SAMPLE = {"type": "sample", "gpu_util_pct": 0.0, "mem_used_mib": 900.0}
+IDLE_SAMPLE = MonitorSample.of({"type": "sample", "gpu_util_pct": 0.0, "mem_used_mib": 900.0})
 
 
 def _checks(pid: int, packed: PackedDevices, n: int = 4):
@@ -59,9 +60,9 @@ def test_a_cell_idle_on_every_device_is_still_suspected_then_hung(idle_pid):  # 
 def test_the_attempt_watches_the_packed_devices_besides_its_own():
     def dog(options, gpu_uuid="GPU-a"):
         attempt = SimpleNamespace(
-            runner=SimpleNamespace(campaign=SimpleNamespace(watchdog=FAST)),
+            settings=SimpleNamespace(watchdog=FAST),
             cell=SimpleNamespace(executor="mp", options=options),
-            spec={"device": "cuda:0", "device_requested": "cuda:0", "gpu_uuid": gpu_uuid})
+            spec=SimpleNamespace(device="cuda:0", device_requested="cuda:0", gpu_uuid=gpu_uuid))
         return Attempt._watchdog(attempt, SimpleNamespace(pid=1))
 
     assert dog({"devices": ["GPU-a", "GPU-b", "GPU-c"]}).packed.uuids == ["GPU-b", "GPU-c"]
