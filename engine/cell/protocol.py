@@ -198,6 +198,12 @@ class CellRunSpec:
                 value = dataclasses.asdict(value)
             if f.name != "schema" and not (f.metadata.get("optional") and value is None):
                 doc[f.name] = value
+        # Runners have always drawn the group after building the rest and appended it:
+        # the key stays last, so spec.json is byte for byte what they wrote.
+        # (cell_start, which no runner's file holds, stays after it.)
+        for late in ("group_id", "cell_start"):
+            if late in doc:
+                doc[late] = doc.pop(late)
         return doc
 
     def to_json(self) -> str:

@@ -56,7 +56,12 @@ def test_cell_start_and_group_id_are_declared_and_round_trip(runner, tmp_path):
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.cell_start = "spawn"  # type: ignore[misc]
     doc = started.to_dict()
-    assert list(doc)[-1] == "cell_start"  # after every key older runners wrote
+    assert list(doc)[-2:] == ["group_id", "cell_start"]  # after every key runners wrote
+    # runners appended the group they drew: it stays the last key of spec.json, also for a
+    # placed cell (multi-device, cluster), byte for byte what older runners wrote
+    placed = dataclasses.replace(spec, placement="cuda:1", cpus=[0, 1], node="h 1a2b",
+                                 group_id="seq_0000beef")
+    assert list(placed.to_dict())[-4:] == ["placement", "cpus", "node", "group_id"]
     assert doc["cell_start"] == "zygote" and doc["group_id"] == "seq_0000beef"
     path = tmp_path / "spec.json"
     started.write(path)
