@@ -50,8 +50,8 @@ from engine.runner.cellproc import (
     scratch_prefix,
     start_cell,
     stop_session,
-    write_whole,
 )
+from engine.runner.records import write_whole
 from engine.runner.guard import Guard
 from engine.runner.watchdog import session_processes, tree_cpu_seconds
 

@@ -43,8 +43,8 @@ from engine.runner.cellproc import (
     scratch_prefix,
     start_cell,
     stop_session,
-    write_whole,
 )
+from engine.runner.records import write_whole
 from engine.runner.journal import Journal
 from engine.runner.reasons import exit_reason, last_line
 from engine.runner.warmstart import WarmStart

@@ -15,7 +15,6 @@ and removed by the runner's guard within seconds of the runner's death
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -31,6 +30,7 @@ import psutil
 from engine import stacks
 from engine.processes import die_with_parent, engine_env
 from engine.runfolder import STACKS, AttemptFolder, RunFolder
+from engine.runner.records import cell_pid_record, read_record, write_record
 from engine.runner.watchdog import session_processes
 from engine.runner.zygote import ForkedCell, Zygote, ZygoteError
 
@@ -83,12 +83,10 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str],
                 [sys.executable, "-m", "engine.cell", str(spec_path)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True, preexec_fn=die_with_parent(os.getpid()))
-    record = {"pid": proc.pid, "sid": proc.pid, "runner_pid": os.getpid(),
-              "host": socket.gethostname(), "started": time.time(),
-              "create_time": _create_time(proc.pid), "start": how}
+    record = cell_pid_record(proc.pid, how, _create_time(proc.pid))
     pid_path = folder.pid
     try:
-        write_whole(pid_path, json.dumps(record))
+        write_record(pid_path, record)
     except OSError:
         if isinstance(proc, ForkedCell):
             proc.withdraw()  # it exits without running; killed below all the same
@@ -99,20 +97,6 @@ def start_cell(spec_path: Path, log_path: Path, env: dict[str, str],
     if isinstance(proc, ForkedCell):
         proc.go()  # recorded: now it may run
     return proc
-
-
-def write_whole(path: Path, text: str) -> None:
-    """``path`` with ``text``, whole or not at all (a temporary file, then ``os.replace``);
-    an ``OSError`` names ``path`` even where the failed write named no file (a write to a
-    full disk names none)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def forget(attempt_dir: Path) -> None:
@@ -269,9 +253,8 @@ def reap_leftovers(run_dir: Path) -> list[dict[str, Any]]:
     record them."""
     found = []
     for record_path in [a.pid for a in RunFolder(run_dir).all_attempts() if a.pid.exists()]:
-        try:
-            record = json.loads(record_path.read_text())
-        except (OSError, json.JSONDecodeError):
+        record = read_record(record_path)
+        if record is None:
             continue
         if record.get("runner_pid") == os.getpid():
             continue

@@ -33,7 +33,6 @@ killed and runs their cells again.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from functools import partial
@@ -55,7 +54,6 @@ from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.agent import CellAgent, node_facts
 from engine.runner.attempt import Attempt, Crew
 from engine.runner.cluster_attempt import (
-    AGENT_RECORD,
     FIT_CHECK_S,
     POLL_TIMEOUT_S,
     ClusterAttempt,
@@ -64,6 +62,7 @@ from engine.runner.cluster_attempt import (
     error_line,
 )
 from engine.runner.journal import Journal
+from engine.runner.records import AGENT_RECORD, identity_key, read_record
 from engine.runner.placement import Slot, place
 from engine.runner.strategy import Placement
 
@@ -227,7 +226,7 @@ class ClusterHead:
         classes: dict[str, dict[str, Any]] = {}
         for node in fitting:
             ident = self.machine_identity(node)
-            classes.setdefault(json.dumps(ident, sort_keys=True), ident)
+            classes.setdefault(identity_key(ident), ident)
         if len(classes) > 1:
             listed = "; ".join(f"{c['host']} {c['gpu_name']}".strip() for c in classes.values())
             raise ConfigError(f"{self.where}: key 'cluster': the nodes that fit a cell are of "
@@ -364,9 +363,11 @@ def orphaned_attempts(folder: RunFolder, journal: Journal) -> None:
     for attempt in folder.all_attempts():
         record_path = attempt.path / AGENT_RECORD
         try:
-            record = json.loads(record_path.read_text())
+            record = read_record(record_path)
             spec = CellRunSpec.read(AttemptFolder(attempt.path).spec)
         except (OSError, ValueError, ConfigError):
+            continue
+        if record is None:
             continue
         reason = (f"runner pid {record.get('runner_pid')} ended while this attempt ran on "
                   f"node {record.get('node')}; its agent took the cell down (Ray ends the "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import json
 import os
 import socket
 import time
@@ -30,7 +29,7 @@ from engine.events import EventTail
 from engine.results.columns import header
 from engine.runner.agent import Started
 from engine.runner.attempt import INTERRUPTED_BY, POLL_S, Aborted, Attempt, Crew, cleanup_event
-from engine.runner.cellproc import write_whole
+from engine.runner.records import AGENT_RECORD, write_agent_record, write_whole
 from engine.runner.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -39,8 +38,6 @@ if TYPE_CHECKING:
     from engine.define.matrix import CellSpec
     from engine.runfolder import AttemptFolder
 
-#: The record an attempt of a cluster cell keeps in its attempt folder while it runs.
-AGENT_RECORD = "agent.json"
 #: Seconds one poll of an agent may take before its node counts as unresponsive.
 POLL_TIMEOUT_S = 60.0
 #: Seconds between two looks, while a cell waits for room, at whether any node still fits.
@@ -277,9 +274,7 @@ class ClusterAttempt(Attempt):
             key: getattr(on_node, key) for key in ("node", "gpu_uuid", "device", "threads")
             if getattr(on_node, key) is not None})
         write_whole(self.folder.spec, self.spec.to_json())
-        write_whole(self.dir / AGENT_RECORD, json.dumps(
-            {"runner_pid": os.getpid(), "host": socket.gethostname(), "node": facts["node"],
-             "node_host": facts["host"], "pid": started.pid, "started": time.time()}))
+        write_agent_record(self.dir / AGENT_RECORD, facts["node"], facts["host"], started.pid)
         return RemoteCell(self, agent, started.pid, facts["node"])
 
     def _watchdog(self, proc) -> Watchdog:

@@ -21,14 +21,13 @@ with its reason: power belongs to the whole card).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.cell.concurrency import HOST_CELLS
+from engine.cell.protocol import HOST_CELLS, write_host_cells
 from engine.runner.attempt import INTERRUPTED_BY, POLL_S, Aborted
 
 if TYPE_CHECKING:
@@ -201,9 +200,7 @@ class _State:
                         changed = True
             if changed or not record.get("written"):
                 try:
-                    tmp = attempt.dir / (HOST_CELLS + ".tmp")
-                    tmp.write_text(json.dumps({k: record[k] for k in ("max", "mig_shared")}))
-                    tmp.replace(attempt.dir / HOST_CELLS)
+                    write_host_cells(attempt.dir, record["max"], record["mig_shared"])
                     record["written"] = True
                 except OSError:  # the next poll tries again; the cell may then say nothing
                     record["written"] = False

@@ -24,7 +24,6 @@ nothing of that kind is left and the guard exits at once.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -36,7 +35,8 @@ from typing import Any
 from engine.cleanup import run_recorded
 from engine.processes import engine_env
 from engine.runfolder import RunFolder
-from engine.runner.cellproc import kill_recorded_session, remove_scratch, write_whole
+from engine.runner.cellproc import kill_recorded_session, remove_scratch
+from engine.runner.records import read_record, write_record
 
 #: Seconds a cleanup handler waits between SIGTERM and SIGKILL when the guard runs it: the
 #: runner is gone, nothing waits for a graceful end, and the whole clean-up must finish
@@ -86,9 +86,8 @@ def clean_after(run_dir: Path, runner_pid: int) -> list[str]:
     left). Each step is attempted whatever the others did."""
     messages: list[str] = []
     for attempt in RunFolder(run_dir).all_attempts():
-        try:
-            record = json.loads(attempt.pid.read_text())
-        except (OSError, ValueError):
+        record = read_record(attempt.pid)
+        if record is None:
             continue
         if record.get("runner_pid") != runner_pid:
             continue
@@ -97,7 +96,7 @@ def clean_after(run_dir: Path, runner_pid: int) -> list[str]:
         done += run_recorded(attempt.path, grace_s=GUARD_GRACE_S)
         record["guard"] = {"pid": os.getpid(), "at": time.time(), "did": done}
         with contextlib.suppress(OSError):
-            write_whole(attempt.pid, json.dumps(record))
+            write_record(attempt.pid, record)
         messages += [f"{attempt.path.parent.name}/{attempt.path.name}: {m}" for m in done]
     # A cluster = "local" campaign's Ray runtime (engine.runner.cluster): its record is in
     # a folder of the run folder named after its runner.

@@ -37,7 +37,6 @@ never half-written (:mod:`engine.results.store`), so ``--resume`` continues once
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -77,6 +76,12 @@ from engine.runner.guard import describe as guard_account
 from engine.runner.journal import EventFn, Journal
 from engine.runner.outcome import CampaignOutcome, CellOutcome, PlannedCell
 from engine.runner.placement import Slot
+from engine.runner.records import (
+    read_record,
+    write_resolved_campaign,
+    write_runner_record,
+    write_whole,
+)
 from engine.runner.strategy import OneDevice, Placement, SeveralDevices
 from engine.runner.warmstart import WarmStart
 from engine.runner.zygote import start_method
@@ -362,17 +367,15 @@ class Runner:
     def _write_run_files(self, started: float) -> None:
         """runner.pid, the campaign as given and as resolved, the runner's event log; each
         file whole or absent (temporary file, then ``os.replace``)."""
-        _write_whole(self.folder.runner_pid, json.dumps(
-            {"pid": os.getpid(), "host": os.uname().nodename, "started": started,
-             "argv": sys.argv}))
+        write_runner_record(self.folder.runner_pid, started, sys.argv)
         if self.campaign.source is not None:
-            _write_whole(self.folder.campaign_file, self.campaign.source.read_text())
+            write_whole(self.folder.campaign_file, self.campaign.source.read_text())
         # What actually runs, after command-line overrides and with the experiments resolved.
-        _write_whole(self.run_dir / "campaign.resolved.json", json.dumps({
+        write_resolved_campaign(self.run_dir / "campaign.resolved.json", {
             "campaign": self.campaign.resolved(), "device": self.device,
             "machine": self.machine, "resume": self.resume, "since": self.since,
             "experiments": {e: self._catalogue().get(e).to_dict()
-                            for e in self.campaign.experiments}}, indent=1, default=str))
+                            for e in self.campaign.experiments}})
         self.journal.open(self.folder.runner_log)
 
     def _clean_predecessors(self) -> None:
@@ -431,19 +434,11 @@ def _nothing() -> None:
     """No warm-up: cells start as fresh interpreters."""
 
 
-def _write_whole(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _holder(run_dir: Path) -> str:
+    info = read_record(RunFolder(run_dir).runner_pid)
     try:
-        info = json.loads(RunFolder(run_dir).runner_pid.read_text())
+        if info is None:
+            raise ValueError("no runner record")
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"]))
         return f"runner pid {info['pid']} on {info['host']} since {since} ({RunFolder(run_dir).runner_pid})"
     except (OSError, ValueError, KeyError):
