@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from engine.generated_docs import docs_command, replace_part
 from engine.results import columns
 
 DOCS_FILE = Path(__file__).resolve().parents[2] / "docs" / "results.md"
@@ -35,28 +36,13 @@ def with_doc_tables(text: str) -> str:
     Raises:
         ValueError: the markers are missing.
     """
-    head, begin, rest = text.partition(DOC_BEGIN)
-    _, end, tail = rest.partition(DOC_END)
-    if not begin or not end:
-        raise ValueError(f"{DOCS_FILE}: the markers of the generated tables are missing")
-    return f"{head}{DOC_BEGIN}\n\n{doc_tables()}\n{DOC_END}{tail}"
+    return replace_part(text, DOC_BEGIN, DOC_END, doc_tables(), before="\n\n", after="\n",
+                        where=f"{DOCS_FILE}: the columns tables")
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv not in ([], ["--check"]):
-        print("usage: python -m engine.results.columns_doc [--check]", file=sys.stderr)
-        return 2
-    text = DOCS_FILE.read_text(encoding="utf-8")
-    new = with_doc_tables(text)
-    if new == text:
-        return 0
-    if argv:
-        print(f"{DOCS_FILE}: the columns tables are not the registry's; run "
-              "python -m engine.results.columns_doc", file=sys.stderr)
-        return 1
-    DOCS_FILE.write_text(new, encoding="utf-8")
-    return 0
+    return docs_command(argv, DOCS_FILE, with_doc_tables, "python -m engine.results.columns_doc",
+                        "the columns tables")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 
 from engine.define.catalogue import load_catalogue
@@ -43,3 +45,28 @@ def test_quick_campaign_runs_the_whole_offline_family():
     quick = (ROOT / "campaigns" / "quick.toml").read_text()
     assert all(exp_id in quick for exp_id in offline)
     assert {"ensemble", "cv", "hpo", "multi_model"} <= {catalogue.get(e).type for e in offline}
+
+
+def test_every_generated_part_is_replaced_checked_and_refused_alike(tmp_path, capsys):
+    """engine.generated_docs: the one implementation behind the four generated tables."""
+    from engine.generated_docs import docs_command, replace_part
+
+    text = "intro\n<!-- b -->\nold\n<!-- e -->\nend\n"
+    assert replace_part(text, "<!-- b -->", "<!-- e -->", "new\n", where="t") == \
+        "intro\n<!-- b -->\nnew\n<!-- e -->\nend\n"
+    with pytest.raises(ValueError, match="t: the markers"):
+        replace_part("no markers", "<!-- b -->", "<!-- e -->", "x", where="t")
+    doc = tmp_path / "doc.md"
+    doc.write_text(text)
+
+    def rewrite(t):
+        return replace_part(t, "<!-- b -->", "<!-- e -->", "new\n", where="t")
+
+    assert docs_command(["--bogus"], doc, rewrite, "python -m gen", "the table") == 2
+    assert "usage: python -m gen [--check]" in capsys.readouterr().err
+    assert docs_command(["--check"], doc, rewrite, "python -m gen", "the table") == 1
+    assert "the table is out of date; run python -m gen" in capsys.readouterr().err
+    assert doc.read_text() == text  # a check writes nothing
+    assert docs_command([], doc, rewrite, "python -m gen", "the table") == 0
+    assert docs_command(["--check"], doc, rewrite, "python -m gen", "the table") == 0
+    assert "new" in doc.read_text()
