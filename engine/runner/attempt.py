@@ -330,9 +330,8 @@ class Attempt:
                 reason += f" (SIGKILL needed for pids {forced})"
         except RuntimeError as exc:
             reason += f"; {exc}"
-        self.journal.record(self.spec, "killed", reason)
-        self.journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
-                                       exit_code=proc.returncode))
+        self.journal.ended(self.spec, RunnerKilled(cell=self.cell.key, attempt=self.number,
+                                                   reason=reason, exit_code=proc.returncode))
         return reason
 
     def forward(self, tail: EventTail, watchdog: Watchdog | None) -> bool:

@@ -374,9 +374,8 @@ def orphaned_attempts(folder: RunFolder, journal: Journal) -> None:
                   "actors of a runner that died, and the cell dies with its agent)")
         key = spec.cell.key
         EventWriter(spec.events, cell=key, attempt=spec.attempt).write(CellKilled(reason=reason))
-        journal.record(spec, "killed", reason)
-        journal.emit(RunnerKilled(cell=key, attempt=spec.attempt, reason=reason,
-                                  predecessor=True))
+        journal.ended(spec, RunnerKilled(cell=key, attempt=spec.attempt, reason=reason,
+                                         predecessor=True))
         record_path.unlink(missing_ok=True)
     messages = clean_local_runtimes(folder.path)
     if messages:

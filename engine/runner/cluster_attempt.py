@@ -229,9 +229,8 @@ class ClusterAttempt(Attempt):
                 ray.kill(agent)
                 if command[0] == "abort":
                     raise Aborted()
-                journal.record(self.spec, "killed", command[1])
-                journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number,
-                                          reason=command[1], exit_code=None))
+                journal.ended(self.spec, RunnerKilled(cell=self.cell.key, attempt=self.number,
+                                                      reason=command[1], exit_code=None))
                 return "killed", command[1], self.log_path, command[0]
             if time.monotonic() >= next_fit:
                 next_fit = time.monotonic() + FIT_CHECK_S
@@ -239,9 +238,9 @@ class ClusterAttempt(Attempt):
                     ray.kill(agent)
                     error = (f"no node of cluster {head.settings.address!r} can hold this cell "
                              f"any more ({head.describe_need()}): the nodes that could are gone")
-                    journal.record(self.spec, "failed", error)
-                    journal.emit(RunnerFailed(cell=self.cell.key, attempt=self.number,
-                                              exit_code=None, error=error))
+                    journal.ended(self.spec, RunnerFailed(cell=self.cell.key,
+                                                          attempt=self.number, exit_code=None,
+                                                          error=error))
                     return "failed", error, self.log_path, "stop"
         try:
             facts: dict[str, Any] = {}
@@ -256,17 +255,15 @@ class ClusterAttempt(Attempt):
             with contextlib.suppress(Exception):
                 ray.kill(agent)
             reason = f"node lost before the cell started: {error_line(exc)}"
-            journal.record(self.spec, "killed", reason)
-            journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
-                                      exit_code=None))
+            journal.ended(self.spec, RunnerKilled(cell=self.cell.key, attempt=self.number,
+                                                  reason=reason, exit_code=None))
             return "killed", reason, self.log_path, "node"
         except RayError as exc:  # the agent could not start the cell there (its error)
             with contextlib.suppress(Exception):
                 ray.kill(agent)
             error = f"the agent on node {facts.get('node')} could not start the cell: {error_line(exc)}"
-            journal.record(self.spec, "failed", error)
-            journal.emit(RunnerFailed(cell=self.cell.key, attempt=self.number, exit_code=None,
-                                      error=error))
+            journal.ended(self.spec, RunnerFailed(cell=self.cell.key, attempt=self.number,
+                                                  exit_code=None, error=error))
             return "failed", error, self.log_path, ""
         on_node = started.spec
         # What the head records for this attempt names the node, its GPU and its threads.
@@ -296,9 +293,8 @@ class ClusterAttempt(Attempt):
             proc.fetch_attempt_files()  # its monitor's facts go into the row, dumps kept
         except NodeLost as lost:
             reason += f"; its node was lost meanwhile: {lost}"
-        self.journal.record(self.spec, "killed", reason)
-        self.journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
-                                       exit_code=proc.returncode))
+        self.journal.ended(self.spec, RunnerKilled(cell=self.cell.key, attempt=self.number,
+                                                   reason=reason, exit_code=proc.returncode))
         return reason
 
     def _lost(self, proc: RemoteCell, tail: EventTail, why: str):
@@ -307,9 +303,8 @@ class ClusterAttempt(Attempt):
         with contextlib.suppress(Exception):
             ray.kill(proc.agent)
         self._forget()
-        self.journal.record(self.spec, "killed", reason)
-        self.journal.emit(RunnerKilled(cell=self.cell.key, attempt=self.number, reason=reason,
-                                       exit_code=None, node_lost=True))
+        self.journal.ended(self.spec, RunnerKilled(cell=self.cell.key, attempt=self.number,
+                                                   reason=reason, exit_code=None, node_lost=True))
         return "killed", reason, self.log_path, "node"
 
     def _forget(self) -> None:

@@ -23,7 +23,7 @@ from engine.cell.protocol import CellRunSpec
 from engine.errors import FugueError, OutputError
 from engine.event_base import Event
 from engine.events import EventWriter
-from engine.event_types import RunnerWarning
+from engine.event_types import RunnerFailed, RunnerKilled, RunnerSkipped, RunnerWarning
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.read import read_rows
 from engine.results.rows import failed_group_row
@@ -115,6 +115,14 @@ class Journal:
         extra = {"gpu_name": gpu["name"]} if gpu and gpu.get("name") else {}
         self.append(GROUPS_FILE, [failed_group_row(spec, status, error, extra)],
                     spec.cell.key, spec.attempt)
+
+    def ended(self, spec: CellRunSpec, event: RunnerKilled | RunnerFailed | RunnerSkipped) -> None:
+        """The runner ended (or skipped) an attempt itself: its group row (status: the
+        event's type; error: its reason, or its error for ``failed``), then the event, in
+        that order (a front end that sees the event finds the row)."""
+        text = event.error if isinstance(event, RunnerFailed) else event.reason
+        self.record(spec, event.TYPE, text or "")
+        self.emit(event)
 
     def has_row(self, spec: CellRunSpec) -> bool:
         """Whether the attempt already has its group row (a cell that wrote its rows but

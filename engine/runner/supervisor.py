@@ -327,9 +327,9 @@ class Runner:
 
     def _skip(self, cell: CellSpec, reason: str) -> CellOutcome:
         """A cell that will not run: its skipped row (as its next attempt) and event."""
-        self.journal.record(self.cell_spec(cell, self._next_attempt(cell)), "skipped", reason)
-        self.journal.emit(RunnerSkipped(cell=cell.key, index=cell.index, label=cell.label,
-                                        reason=reason))
+        spec = self.cell_spec(cell, self._next_attempt(cell))
+        self.journal.ended(spec, RunnerSkipped(cell=cell.key, index=cell.index,
+                                               label=cell.label, reason=reason))
         return CellOutcome(cell, "skipped", 0, reason)
 
     def _next_attempt(self, cell: CellSpec) -> int:
@@ -396,9 +396,8 @@ class Runner:
             key = spec.cell.key
             EventWriter(spec.events, cell=key, attempt=spec.attempt).write(
                 CellKilled(reason=reason))
-            self.journal.record(spec, "killed", reason)
-            self.journal.emit(RunnerKilled(cell=key, attempt=spec.attempt, reason=reason,
-                                           predecessor=True))
+            self.journal.ended(spec, RunnerKilled(cell=key, attempt=spec.attempt, reason=reason,
+                                                  predecessor=True))
         # attempts that ran elsewhere (a cluster's nodes: engine.runner.cluster)
         self.strategy.clean_predecessors(self.folder, self.journal)
         # After their cells are dead: what those cells started outside their sessions.
