@@ -15,7 +15,8 @@ from engine.events import BASES, CELL, EVENTS, MONITOR, RUNNER, EventType, field
 def types_module() -> str:
     """The source of :mod:`engine.event_types`: one class per event type of :data:`EVENTS`,
     its fields as typed properties (:data:`FIELD_TYPES`) and a keyword constructor (the
-    declared fields required, the optional ones :data:`ABSENT` by default).
+    declared fields required, the optional ones :data:`ABSENT` by default) that writes
+    them in the table's order (:attr:`EventType.written`).
 
     Raises:
         KeyError: a field without a type; ValueError: a field whose name an event already
@@ -49,7 +50,7 @@ def types_module() -> str:
     lines += [f'    "{name}",' for _, name in names] + ['    "CLASSES",', "]"]
     base = {RUNNER: "RunnerEvent", CELL: "CellEvent", MONITOR: "MonitorEvent"}
     for t, name in names:
-        own = t.fields + t.optional
+        own = t.written  # the order of the JSON line's keys
         for field in own:
             if field in dir(BASES[t.source]) or not field.isidentifier():
                 raise ValueError(f"{t.source} event {t.type!r}: field {field!r} cannot be "
@@ -58,9 +59,11 @@ def types_module() -> str:
                   f'    """{t.doc or t.type}"""', "",
                   "    __slots__ = ()",
                   f'    TYPE: ClassVar[str] = "{t.type}"', ""]
-        params = [f"{f}: {field_type(t.source, t.type, f)}" for f in t.fields]
-        params += [f"{f}: {field_type(t.source, t.type, f)} | _Absent = ABSENT"
-                   for f in t.optional]
+        # keyword-only, in the written order (a field without a default may follow one
+        # with: keyword-only parameters allow it)
+        params = [f"{f}: {field_type(t.source, t.type, f)}" if f in t.fields
+                  else f"{f}: {field_type(t.source, t.type, f)} | _Absent = ABSENT"
+                  for f in own]
         if params:
             lines.append("    def __init__(self, *, " + ", ".join(params) + ") -> None:")
             args = ", ".join(f'"{f}": {f}' for f in own)

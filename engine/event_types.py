@@ -164,7 +164,7 @@ class RunnerSkipped(RunnerEvent):
     __slots__ = ()
     TYPE: ClassVar[str] = "skipped"
 
-    def __init__(self, *, cell: str, index: int, label: str, reason: str, from_campaign: str | _Absent = ABSENT, from_attempt: int | _Absent = ABSENT, from_timestamp: str | _Absent = ABSENT) -> None:
+    def __init__(self, *, cell: str, index: int, label: str, reason: str, from_campaign: str | _Absent = ABSENT, from_attempt: str | _Absent = ABSENT, from_timestamp: str | _Absent = ABSENT) -> None:
         super().__init__(draft("skipped", {"cell": cell, "index": index, "label": label, "reason": reason, "from_campaign": from_campaign, "from_attempt": from_attempt, "from_timestamp": from_timestamp}))
 
     @property
@@ -188,7 +188,7 @@ class RunnerSkipped(RunnerEvent):
         return dict.get(self, "from_campaign")
 
     @property
-    def from_attempt(self) -> int | None:
+    def from_attempt(self) -> str | None:
         return dict.get(self, "from_attempt")
 
     @property
@@ -322,7 +322,7 @@ class RunnerLeftoversKilled(RunnerEvent):
     __slots__ = ()
     TYPE: ClassVar[str] = "leftovers_killed"
 
-    def __init__(self, *, cell: str, attempt: int, pids: list[int]) -> None:
+    def __init__(self, *, cell: str, attempt: int, pids: list[int | str]) -> None:
         super().__init__(draft("leftovers_killed", {"cell": cell, "attempt": attempt, "pids": pids}))
 
     @property
@@ -334,7 +334,7 @@ class RunnerLeftoversKilled(RunnerEvent):
         return dict.get(self, "attempt")
 
     @property
-    def pids(self) -> list[int] | None:
+    def pids(self) -> list[int | str] | None:
         return dict.get(self, "pids")
 
 
@@ -464,12 +464,8 @@ class RunnerCleanup(RunnerEvent):
     __slots__ = ()
     TYPE: ClassVar[str] = "cleanup"
 
-    def __init__(self, *, messages: list[str], cell: str | _Absent = ABSENT, attempt: int | _Absent = ABSENT, attempt_dir: str | _Absent = ABSENT, predecessor: bool | _Absent = ABSENT, guard: bool | _Absent = ABSENT, runner_pid: int | _Absent = ABSENT) -> None:
-        super().__init__(draft("cleanup", {"messages": messages, "cell": cell, "attempt": attempt, "attempt_dir": attempt_dir, "predecessor": predecessor, "guard": guard, "runner_pid": runner_pid}))
-
-    @property
-    def messages(self) -> list[str] | None:
-        return dict.get(self, "messages")
+    def __init__(self, *, cell: str | _Absent = ABSENT, attempt: int | _Absent = ABSENT, attempt_dir: str | _Absent = ABSENT, messages: list[str], predecessor: bool | _Absent = ABSENT, guard: bool | _Absent = ABSENT, runner_pid: int | _Absent = ABSENT) -> None:
+        super().__init__(draft("cleanup", {"cell": cell, "attempt": attempt, "attempt_dir": attempt_dir, "messages": messages, "predecessor": predecessor, "guard": guard, "runner_pid": runner_pid}))
 
     @property
     def cell(self) -> str | None:
@@ -482,6 +478,10 @@ class RunnerCleanup(RunnerEvent):
     @property
     def attempt_dir(self) -> str | None:
         return dict.get(self, "attempt_dir")
+
+    @property
+    def messages(self) -> list[str] | None:
+        return dict.get(self, "messages")
 
     @property
     def predecessor(self) -> bool | None:
@@ -502,20 +502,20 @@ class RunnerControl(RunnerEvent):
     __slots__ = ()
     TYPE: ClassVar[str] = "control"
 
-    def __init__(self, *, cmd: str, applied: bool, cell: str | _Absent = ABSENT, reason: str | _Absent = ABSENT) -> None:
-        super().__init__(draft("control", {"cmd": cmd, "applied": applied, "cell": cell, "reason": reason}))
+    def __init__(self, *, cmd: str, cell: str | _Absent = ABSENT, applied: bool, reason: str | _Absent = ABSENT) -> None:
+        super().__init__(draft("control", {"cmd": cmd, "cell": cell, "applied": applied, "reason": reason}))
 
     @property
     def cmd(self) -> str | None:
         return dict.get(self, "cmd")
 
     @property
-    def applied(self) -> bool | None:
-        return dict.get(self, "applied")
-
-    @property
     def cell(self) -> str | None:
         return dict.get(self, "cell")
+
+    @property
+    def applied(self) -> bool | None:
+        return dict.get(self, "applied")
 
     @property
     def reason(self) -> str | None:

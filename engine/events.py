@@ -74,7 +74,13 @@ class EventType:
 
     ``fields``: written in every event of the type; ``optional``: written when they apply.
     ``roles``: among :data:`ROLES`. ``cell_state``: for runner events about a cell, the
-    cell's state after the event (``engine.observe.state``).
+    cell's state after the event (``engine.observe.state``). ``order``: the order the
+    fields are written in, when it is not ``fields`` then ``optional`` (every field once;
+    the generated constructors write that order, so an event's JSON line keeps the key
+    order its writers have always used).
+
+    Raises:
+        ValueError: an unknown source or role; an ``order`` that is not every field once.
     """
 
     type: str
@@ -84,6 +90,7 @@ class EventType:
     roles: frozenset[str] = frozenset()
     cell_state: str | None = None
     doc: str = ""
+    order: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -91,6 +98,15 @@ class EventType:
         unknown = set(self.roles) - set(ROLES)
         if unknown:
             raise ValueError(f"event {self.type!r}: unknown roles {sorted(unknown)}")
+        if self.order and sorted(self.order) != sorted(self.fields + self.optional):
+            raise ValueError(f"event {self.type!r}: order {list(self.order)} must name each "
+                             f"of its fields once: {list(self.fields + self.optional)}")
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """The type's own fields in the order they are written (:attr:`order`, else
+        ``fields`` then ``optional``); an optional field left out keeps the others' order."""
+        return self.order or self.fields + self.optional
 
     @property
     def declared(self) -> frozenset[str]:
@@ -99,9 +115,9 @@ class EventType:
 
 
 def _t(type: str, source: str, fields: str = "", optional: str = "", roles: str = "",
-       state: str | None = None, doc: str = "") -> EventType:
+       state: str | None = None, doc: str = "", order: str = "") -> EventType:
     return EventType(type, source, tuple(fields.split()), tuple(optional.split()),
-                     frozenset(roles.split()), state, doc)
+                     frozenset(roles.split()), state, doc, tuple(order.split()))
 
 
 class EventTable:
@@ -225,6 +241,8 @@ class EventTable:
             "`engine.events.parse_event` reads a line's object as one, `EventTail` and "
             "`read_events` yield them, `EventWriter.write` writes one; each is also the "
             "read-only dict of its line.", "",
+            "An event's fields are written in the order listed, its fields then the optional "
+            "ones that apply, unless its row gives another order.", "",
             "Roles: " + "; ".join(f"**{name}**: {doc}" for name, doc in ROLES.items()) + ".",
             "",
             "A cell that ended well is `done` in the events and in the campaign state "
@@ -238,7 +256,9 @@ class EventTable:
             for t in self.of(source):
                 lines.append("| " + " | ".join([
                     f"`{t.type}`", ", ".join(t.fields), ", ".join(t.optional),
-                    ", ".join(sorted(t.roles)), t.cell_state or "", t.doc]) + " |")
+                    ", ".join(sorted(t.roles)), t.cell_state or "", t.doc + (
+                        f"; written in the order {', '.join(t.order)}" if t.order else "")
+                ]) + " |")
             lines.append("")
         return "\n".join(lines)
 
@@ -290,11 +310,14 @@ EVENTS = EventTable([
        "queued",
        doc="a failed, hung or killed cell runs again (node_lost: on another cluster node, "
            "without using a retry of the campaign's budget)"),
+    # (the attempt's cell, attempt or folder first: how the runner and its guard have
+    # always written it)
     _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor guard runner_pid",
        doc="what a cell recorded for cleanup was stopped (guard: by the guard of runner "
-           "runner_pid, which had died)"),
+           "runner_pid, which had died)",
+       order="cell attempt attempt_dir messages predecessor guard runner_pid"),
     _t("control", RUNNER, "cmd applied", "cell reason",
-       doc="a control command was applied or ignored"),
+       doc="a control command was applied or ignored", order="cmd cell applied reason"),
     _t("warning", RUNNER, "message", "cell attempt",
        doc="something the user must know that stops nothing: a results file the runner "
            "appended to was repaired or upgraded (the file, what was done, the backup)"),
@@ -351,9 +374,11 @@ FIELD_TYPES: dict[str, str] = {
     "pid": "int | None", "warm_s": "float", "imports_s": "float", "threads": "int",
     "python_threads": "int", "cuda_initialized": "bool", "error": "str | None",
     "index": "int", "label": "str", "manual_retry": "bool", "reason": "str",
-    "from_campaign": "str", "from_attempt": "int", "from_timestamp": "str",
+    # from_attempt: the reused row's attempt as its CSV holds it (text, "1")
+    "from_campaign": "str", "from_attempt": "str", "from_timestamp": "str",
     "events": "str", "log_path": "str", "start": "str", "start_s": "float",
-    "node": "str | None", "seen": "str", "action": "str", "pids": "list[int]",
+    # pids: the pids killed, or the one line saying why they could not be stopped
+    "node": "str | None", "seen": "str", "action": "str", "pids": "list[int | str]",
     "exit_code": "int | None", "predecessor": "bool", "node_lost": "bool",
     "manual": "bool", "retry": "int", "retries": "int", "messages": "list[str]",
     "attempt_dir": "str", "guard": "bool", "cmd": "str", "applied": "bool",

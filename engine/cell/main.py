@@ -42,8 +42,6 @@ from engine.cell.output import CellEvents, say
 from engine.cell.protocol import (
     EXIT_OUTPUT,
     CellRunSpec,
-    LegacySpec,
-    as_spec,
     output_failure,
     write_reason,
 )
@@ -259,10 +257,8 @@ def _group_facts(spec: CellRunSpec, device: Any, in_workers: bool, host: dict[st
     return facts
 
 
-def run_cell(spec: CellRunSpec | LegacySpec, events: CellEvents) -> str:
-    """Run the cell's group and write its rows; return the group status (ok | failed).
-    (A spec dict is deprecated: :func:`engine.cell.protocol.as_spec`.)"""
-    spec = as_spec(spec)
+def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
+    """Run the cell's group and write its rows; return the group status (ok | failed)."""
     threads = int(spec.threads or 0) or (os.cpu_count() or 1)
     spec = dataclasses.replace(spec, threads=threads)
     plugins = _import_torch(threads, events)

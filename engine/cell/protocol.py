@@ -55,10 +55,10 @@ def output_failure(exc: BaseException, where: str | os.PathLike[str] | None = No
     return None
 
 
-def write_reason(spec: CellRunSpec | LegacySpec, line: str) -> None:
+def write_reason(spec: CellRunSpec, line: str) -> None:
     """Overwrite the runner's pre-allocated ``reason_file`` with ``line`` (never extends
     it: no new block is needed). Best effort; absent in specs of older runners."""
-    path = as_spec(spec).reason_file
+    path = spec.reason_file
     if not path:
         return
     data = line.replace("\n", " ").encode("utf-8", "replace")[:REASON_BYTES - 1] + b"\n"
@@ -270,41 +270,6 @@ class CellRunSpec:
         except ValueError as exc:
             raise ConfigError(f"{where}: cannot read the cell spec: {exc}") from None
         return cls.from_dict(doc, where)
-
-
-#: A cell spec as a dict: what the runner and tests passed before :class:`CellRunSpec`
-#: flowed everywhere. Deprecated (issue 40): accepted only through :func:`as_spec` by the
-#: functions still called with one (tests, tools); removed once none is.
-LegacySpec = Mapping[str, Any]
-
-
-def as_spec(spec: CellRunSpec | LegacySpec) -> CellRunSpec:
-    """``spec`` itself, or a legacy spec dict as a CellRunSpec, read as the functions that
-    took one used to read it, unchecked: a key it lacks is at its default, or None when it
-    has none (hand-made dicts in tests hold only what the code under test reads); keys of
-    neither class are ignored. Deprecated with :data:`LegacySpec`."""
-    if isinstance(spec, CellRunSpec):
-        return spec
-    cell = spec.get("cell") or {}
-    if isinstance(cell, Mapping):
-        cell = CellSpec(**_lenient(CellSpec, cell))
-    return CellRunSpec(**{**_lenient(CellRunSpec, spec), "cell": cell})
-
-
-def _lenient(cls: type, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """``doc``'s values of the dataclass ``cls``'s fields; a missing one at its default,
-    else None."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name in doc:
-            out[f.name] = doc[f.name]
-        elif f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
-        else:
-            out[f.name] = None
-    return out
 
 
 # -- the values of a spec ---------------------------------------------------------------------

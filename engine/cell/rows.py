@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.cell.output import Emitter, say
-from engine.cell.protocol import CellRunSpec, LegacySpec, as_spec, safe_name
+from engine.cell.protocol import CellRunSpec, safe_name
 from engine.errors import OutputError
 from engine.measure.host import busy_warning
 from engine.precision import AMP_PRECISIONS
@@ -139,17 +139,15 @@ JOB_PROVENANCE = ("torch_version", "cuda_version", "numpy_version", "sklearn_ver
                   "cudnn_version", "ray_version", "plugin_versions", "experiments_file_hash")
 
 
-def write_rows(spec: CellRunSpec | LegacySpec, events: Emitter, results: list[Any],
+def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
                t_group: float, setup_s: float, data_load_s: float | None,
                facts: dict[str, Any], settings: Any, executor_group: dict[str, Any],
                monitor: CellMonitor | None = None) -> str:
     """The group row and one row per job, appended together, then the ``summary`` and the
-    end event; returns the group's status (ok | failed). (A spec dict is deprecated:
-    :func:`engine.cell.protocol.as_spec`.)"""
+    end event; returns the group's status (ok | failed)."""
     from engine.registry import EXECUTORS
     from engine.results.store import append_group
 
-    spec = as_spec(spec)
     cell = spec.cell
     threads = spec.threads
     group = group_static(spec)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from engine.precision import AMP_PRECISIONS, applied, legacy_request
 from engine.measure.provenance import WINDOW_RULE, backend_flags, host_facts, stack_versions
@@ -23,7 +22,7 @@ from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, he
 from engine.results.values import new_group_id, timestamp_now
 
 if TYPE_CHECKING:  # engine.cell imports this module: the spec's class only for the types
-    from engine.cell.protocol import CellRunSpec, LegacySpec
+    from engine.cell.protocol import CellRunSpec
     from engine.define.matrix import CellSpec
 
 
@@ -81,28 +80,9 @@ def _cpu_list(cpus: list[int] | None) -> str | None:
     return cpu_list(cpus)
 
 
-class _LegacySpecView:
-    """Deprecated (issue 40): a cell spec dict read by attribute, as the functions here
-    read a :class:`engine.cell.protocol.CellRunSpec` (a missing key reads None; ``cell``
-    is read the same way). For the runner's and tests' dicts until the runner passes
-    CellRunSpec (this module cannot import the spec's class: engine.cell imports it)."""
-
-    def __init__(self, doc: Mapping[str, Any]):
-        self._doc = doc
-
-    def __getattr__(self, name: str) -> Any:
-        value = self._doc.get(name)
-        return _LegacySpecView(value) if name == "cell" and isinstance(value, Mapping) else value
-
-
-def _typed(spec: CellRunSpec | LegacySpec) -> CellRunSpec:
-    return cast("CellRunSpec", _LegacySpecView(spec)) if isinstance(spec, Mapping) else spec
-
-
-def group_static(spec: CellRunSpec | LegacySpec) -> GroupRow:
+def group_static(spec: CellRunSpec) -> GroupRow:
     """Group-row columns known from the cell spec alone (see ``engine.cell.main`` for the
-    spec; a spec dict is deprecated)."""
-    spec = _typed(spec)
+    spec)."""
     cell = spec.cell
     exp = cell.experiment
     facts = host_facts()
@@ -171,26 +151,23 @@ def _parallel_plan(cell: CellSpec) -> dict[str, Any]:
             "max_parallel_profile": cell.max_parallel_profile or None}
 
 
-def failed_group_row(spec: CellRunSpec | LegacySpec, status: str, error: str,
+def failed_group_row(spec: CellRunSpec, status: str, error: str,
                      extra: dict[str, Any] | None = None) -> GroupRow:
     """A group row for a cell that ended without writing its own (crash, kill, bad input):
     the spec's columns (its ``group_id`` is the one the cell ran as), what the cell's
-    monitor left (:func:`monitor_leftovers`), then ``extra``. (A spec dict is
-    deprecated.)"""
-    spec = _typed(spec)
+    monitor left (:func:`monitor_leftovers`), then ``extra``."""
     row = group_static(spec)
     row.update(monitor_leftovers(spec))
     row.update(status=status, error=error[:500], **(extra or {}))
     return row
 
 
-def monitor_leftovers(spec: CellRunSpec | LegacySpec) -> dict[str, Any]:
+def monitor_leftovers(spec: CellRunSpec) -> dict[str, Any]:
     """What the monitor of the spec's attempt left on disk, as group columns: the samples
     file it wrote (``samples_file``, relative to the runs folder, under the name it has:
     ``.csv.partial`` when its sampler never finished it — :mod:`engine.measure.samples`),
     its interval and the device facts it read from NVML (``monitor.json`` in the attempt
     folder). Nothing when no monitor started (or the spec names no group)."""
-    spec = _typed(spec)
     out: dict[str, Any] = {}
     group_id = spec.group_id
     if not group_id:

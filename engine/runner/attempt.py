@@ -25,16 +25,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from engine.cell.protocol import EXIT_OUTPUT, REASON_BYTES, CellRunSpec, read_reason
 from engine.cleanup import run_recorded
 from engine.errors import OutputError
-from engine.event_base import ABSENT, RUNNER
+from engine.event_base import ABSENT
 from engine.event_types import (CellDone, CellFailed, MonitorSample, RunnerCellStarted,
                                 RunnerCleanup, RunnerDone, RunnerFailed, RunnerHung,
-                                RunnerKilled, RunnerResumed, RunnerSuspect)
-from engine.events import EVENTS, EventTail, build
+                                RunnerKilled, RunnerLeftoversKilled, RunnerResumed,
+                                RunnerSuspect)
+from engine.events import EVENTS, EventTail
 from engine.registry import EXECUTORS
 from engine.results.values import new_group_id
 from engine.runner.cellproc import (
@@ -305,8 +306,8 @@ class Attempt:
             if not written and not journal.has_row(spec):
                 journal.record(spec, "failed", error)
         if leftovers:  # the pids, or the line saying what could not be stopped
-            journal.emit(build("leftovers_killed", RUNNER, cell=cell.key, attempt=attempt,
-                               pids=list(leftovers)))
+            journal.emit(RunnerLeftoversKilled(cell=cell.key, attempt=attempt,
+                                               pids=list(leftovers)))
         ended = RunnerDone if status == "ok" else RunnerFailed
         journal.emit(ended(cell=cell.key, attempt=attempt, exit_code=code, error=error))
         if code == EXIT_OUTPUT:  # every later cell would fail the same way
@@ -354,10 +355,8 @@ class Attempt:
 
 
 def cleanup_event(cell: str, attempt: int, messages: list[str]) -> RunnerCleanup:
-    """The ``cleanup`` event of an attempt, its fields in the order the runner has always
-    written them (the class's constructor puts ``messages`` first)."""
-    return cast(RunnerCleanup, build("cleanup", RUNNER, cell=cell, attempt=attempt,
-                                     messages=messages))
+    """The ``cleanup`` event of an attempt."""
+    return RunnerCleanup(cell=cell, attempt=attempt, messages=messages)
 
 
 @contextlib.contextmanager

@@ -17,12 +17,11 @@ attempt takes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from engine.define.matrix import CellSpec
-from engine.event_base import RUNNER
+from engine.event_base import ABSENT
 from engine.event_types import RunnerControl, RunnerQueued
-from engine.events import build
 from engine.runner.attempt import Aborted
 from engine.runner.board import Board
 from engine.runner.journal import Journal
@@ -150,16 +149,11 @@ class Commands:
 
     def _answer(self, cmd: str, applied: bool, cell: str | None = None,
                 reason: str | None = None) -> None:
-        """The ``control`` event answering a command: applied or not (with why). Its fields
-        in the order the runner has always written them (cmd, cell, applied, reason; the
-        class's constructor puts applied first), through the table's checked builder."""
-        fields: dict[str, Any] = {"cmd": cmd}
-        if cell is not None:
-            fields["cell"] = cell
-        fields["applied"] = applied
-        if reason is not None:
-            fields["reason"] = reason
-        self.journal.emit(cast(RunnerControl, build("control", RUNNER, **fields)))
+        """The ``control`` event answering a command: applied or not (with why; ``cell``
+        and ``reason`` left out when None)."""
+        self.journal.emit(RunnerControl(
+            cmd=cmd, cell=ABSENT if cell is None else cell, applied=applied,
+            reason=ABSENT if reason is None else reason))
 
 
 def _abort_reason(command: dict[str, Any]) -> str:

@@ -43,7 +43,6 @@ import time
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
 
 from filelock import FileLock, Timeout
 
@@ -54,12 +53,12 @@ from engine.define.campaign import Campaign
 from engine.define.catalogue import Catalogue
 from engine.define.matrix import CellSpec
 from engine.errors import ConfigError, FugueError, OutputError
-from engine.event_base import ABSENT, RUNNER, Event
+from engine.event_base import ABSENT, Event
 from engine.event_types import (CellKilled, RunnerCampaignAborted, RunnerCampaignDone,
                                 RunnerCampaignInterrupted, RunnerCampaignStarted,
                                 RunnerCleanup, RunnerKilled, RunnerQueued, RunnerRetried,
                                 RunnerSkipped)
-from engine.events import EventWriter, build
+from engine.events import EventWriter
 from engine.plugins import load_plugins
 from engine.precision import device_refusal
 from engine.results.columns import GROUPS_FILE
@@ -310,10 +309,9 @@ class Runner:
         for planned in self.plan():
             cell = planned.cell
             if planned.reused is not None:
-                # from_attempt as the row has it (its CSV text; the table says int),
-                # through the table's checked builder: the line is what it always was
-                self.journal.emit(build(
-                    "skipped", RUNNER, cell=cell.key, index=cell.index, label=cell.label,
+                # from_attempt as the row has it (its CSV text)
+                self.journal.emit(RunnerSkipped(
+                    cell=cell.key, index=cell.index, label=cell.label,
                     reason=planned.skip, from_campaign=planned.reused["campaign_id"],
                     from_attempt=planned.reused["attempt"],
                     from_timestamp=planned.reused["timestamp"]))
@@ -405,11 +403,8 @@ class Runner:
                             if any((a.path / "cleanup").glob("*.json"))]:
             messages = run_recorded(attempt_dir)
             if messages:
-                # its fields in the order the runner has always written them (the
-                # class's constructor puts messages first)
-                self.journal.emit(cast(RunnerCleanup, build(
-                    "cleanup", RUNNER, attempt_dir=str(attempt_dir), messages=messages,
-                    predecessor=True)))
+                self.journal.emit(RunnerCleanup(attempt_dir=str(attempt_dir),
+                                                messages=messages, predecessor=True))
 
 
 def placement_for(campaign: Campaign, plugins: list[str]) -> Placement:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from engine.cell.protocol import CellRunSpec
 from engine.define.campaign import load_campaign
 from engine.events import read_events
 from engine.executors.ray.runtime import LEAN_SKIPS
@@ -110,7 +112,8 @@ def probe(tmp_path, monkeypatch, cluster):
     apply_backend_flags()  # the probe flips two in the process that trains (seq: this one)
 
 
-def _spec(tmp_path: Path, exp: str, executor: str, options: str = "") -> tuple[Path, dict]:
+def _spec(tmp_path: Path, exp: str, executor: str,
+          options: str = "") -> tuple[Path, CellRunSpec]:
     """A cell's spec (the first cell of a one-executor campaign) and its runs folder."""
     folder = tmp_path / executor
     folder.mkdir()
@@ -120,8 +123,7 @@ def _spec(tmp_path: Path, exp: str, executor: str, options: str = "") -> tuple[P
         f'executors = ["{executor}"]\ndevice = "cpu"\nthreads = 1\nmonitor = false\n'
         f'runs_dir = "{folder / "runs"}"\n' + options)
     runner = Runner(load_campaign(folder / "c.toml"))
-    spec = runner.cell_spec(runner.cells[0], 1).to_dict()
-    spec["group_id"] = f"{executor}_0000000b"
+    spec = replace(runner.cell_spec(runner.cells[0], 1), group_id=f"{executor}_0000000b")
     return folder, spec
 
 
@@ -131,12 +133,12 @@ def _run_cell(tmp_path: Path, exp: str, executor: str, options: str = ""):
     from engine.cell.output import CellEvents
 
     folder, spec = _spec(tmp_path, exp, executor, options)
-    events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=1)
+    events = CellEvents(spec.events, cell=spec.cell.key, attempt=1)
     try:
         status = run_cell(spec, events)
     finally:
         events.close()
-    seen = read_events(spec["events"])
+    seen = read_events(spec.events)
     window = next(e["window"] for e in seen if e.get("phase") == "group_end")
     group, = read_rows(folder / "runs" / "master_groups.csv")
     jobs = read_rows(folder / "runs" / "master_individual.csv")
@@ -222,7 +224,7 @@ def test_prepared_trials_that_are_late_fail_setup_and_never_take_a_job(tmp_path,
     monkeypatch.setattr(actors, "ACTOR_START_TIMEOUT_S", 0.2)
     _, spec = _spec(tmp_path, "R_hpo", "ray", f'[options.ray]\naddress = "{cluster}"\n'
                                               'max_parallel = 2\nreuse_actors = true\n')
-    events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=1)
+    events = CellEvents(spec.events, cell=spec.cell.key, attempt=1)
     try:
         with pytest.raises(FugueError) as info:
             run_cell(spec, events)
@@ -231,7 +233,7 @@ def test_prepared_trials_that_are_late_fail_setup_and_never_take_a_job(tmp_path,
     assert str(info.value) == ("ray: 2 Tune trial actor(s) of {'CPU': 1.0, 'GPU': 0.0} were "
                                "not ready within 0.2 s (FUGUE_RAY_START_TIMEOUT_S)")
     assert not [t for t in threading.enumerate() if t.name == "fugue-tune"]
-    assert not [e for e in read_events(spec["events"]) if e["type"] == "job_started"]
+    assert not [e for e in read_events(spec.events) if e["type"] == "job_started"]
     assert not [r for r in records(folder) if r["what"] == "build"]
 
 

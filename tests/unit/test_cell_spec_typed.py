@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from engine.cell.protocol import CellRunSpec, as_spec
+from engine.cell.protocol import CellRunSpec
 from engine.define.campaign import load_campaign
 from engine.define.matrix import CellSpec
 from engine.runner.supervisor import Runner
@@ -77,15 +77,19 @@ def test_a_cell_given_as_its_document_is_typed(runner):
     assert isinstance(dataclasses.replace(spec, cell=doc["cell"]).cell, CellSpec)
 
 
-def test_a_legacy_dict_is_read_leniently(runner):
+def test_a_spec_dict_is_read_only_as_its_checked_document(runner):
+    """The lenient reading of a spec dict (``as_spec``, issue 40's transition) is gone: a
+    dict becomes a spec through ``from_dict`` alone, which round-trips the runner's
+    document and refuses a partial one, naming every missing key."""
+    import engine.cell.protocol as protocol
+    from engine.errors import ConfigError
+
+    assert not hasattr(protocol, "as_spec") and not hasattr(protocol, "LegacySpec")
     spec = runner.cell_spec(runner.cells[0], 1)
-    assert as_spec(spec) is spec
-    assert as_spec(spec.to_dict()) == spec
-    partial = as_spec({"campaign_id": "c", "cell": {"exp_id": "X", "jobs": [{"amp": False}]},
-                       "unknown": 1})
-    assert partial.campaign_id == "c" and partial.runs_dir is None and partial.seed == 42
-    assert partial.cell.exp_id == "X" and partial.cell.index is None
-    assert partial.cell.options == {} and partial.monitor is True
+    assert CellRunSpec.from_dict(spec.to_dict()) == spec
+    with pytest.raises(ConfigError, match="missing keys 'campaign_hash', 'runs_dir'"):
+        CellRunSpec.from_dict({"schema": 1, "campaign_id": "c",
+                               "cell": {"exp_id": "X", "jobs": [{"amp": False}]}})
 
 
 def test_the_text_of_a_spec_round_trips_and_bad_text_is_one_line(runner):

@@ -49,9 +49,8 @@ def _no_stack_dump_handler(monkeypatch):
 
 def _spec(tmp_path: Path) -> Path:
     spec = real_cell_spec(tmp_path)
-    attempt = Path(spec["events"]).parent
-    path = attempt / "spec.json"
-    path.write_text(json.dumps(spec))
+    path = spec.attempt_dir / "spec.json"
+    spec.write(path)
     return path
 
 
@@ -141,12 +140,12 @@ runs_dir = "{runs}"
 """
 
 FAKE_CELL = """
-import json, sys
-from engine.cell.protocol import write_reason
+import sys
+from engine.cell.protocol import CellRunSpec, write_reason
 from engine.events import EventWriter
-spec = json.load(open(sys.argv[1]))
+spec = CellRunSpec.read(sys.argv[1])
 if sys.argv[3] == "event":
-    EventWriter(spec["events"]).emit("failed", error=sys.argv[2], group_written=False,
+    EventWriter(spec.events).emit("failed", error=sys.argv[2], group_written=False,
                                      output_error=True)
 elif sys.argv[3] == "reason":  # events and log unwritable: only the pre-allocated file
     write_reason(spec, sys.argv[2])

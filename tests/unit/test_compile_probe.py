@@ -250,14 +250,14 @@ def test_the_job_row_says_why_compile_did_not_run(tmp_path, wine, monkeypatch):
     import csv
 
     from engine.cell.rows import write_rows
+    from tests.unit.cell_specs import hand_spec
 
     monkeypatch.setattr(loop_mod, "compile_callable", lambda fn, mode, backend: _raising(fn))
     results = [loop_mod.train_job(_job(0), wine, COMPILED)]
-    spec = {"cell": {"experiment": {"type": "ensemble", "size": None}, "exp_id": "X",
-                     "executor": "seq", "compile_mode": "default", "jobs": [{"amp": False}],
-                     "key": "k", "pass_index": 0},
-            "campaign_id": "c", "attempt": 1, "campaign_hash": "h", "device": "cpu",
-            "seed": 42, "passes": 1, "threads": 1, "runs_dir": str(tmp_path)}
+    spec = hand_spec(tmp_path, cell={"experiment": {"type": "ensemble", "size": None},
+                                     "exp_id": "X", "compile_mode": "default",
+                                     "jobs": [{"amp": False}], "key": "k", "pass_index": 0},
+                     threads=1)
     events = SimpleNamespace(emit=lambda *a, **k: None)
     write_rows(spec, events, results, 1.0, 0.0, 0.0, {}, COMPILED, {})
     with open(tmp_path / "master_individual.csv", newline="") as fh:

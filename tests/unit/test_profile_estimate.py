@@ -6,6 +6,7 @@ probe itself is tested in tests/unit/test_profile_cli.py."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -216,20 +217,20 @@ def test_without_auto_the_method_is_user_or_all_and_seq_has_none(tmp_path):
 
 def test_group_rows_record_the_resolved_number_method_and_profile():
     from engine.results.rows import group_static
+    from tests.unit.cell_specs import hand_spec
 
-    spec = {"cell": {"experiment": {"type": "ensemble", "size": "small"}, "exp_id": "W",
-                     "executor": "unified_model", "compile_mode": "off",
-                     "jobs": [{"amp": False}] * 12,
-                     "key": "k", "pass_index": 1, "max_parallel": 5,
-                     "max_parallel_method": "profile", "max_parallel_profile": "abc"},
-            "campaign_id": "c", "attempt": 1, "campaign_hash": "h", "device": "cpu",
-            "seed": 42, "passes": 1, "group_id": "g"}
+    spec = hand_spec("runs", cell={"exp_id": "W", "executor": "unified_model",
+                                   "jobs": [{"amp": False}] * 12, "key": "k",
+                                   "max_parallel": 5, "max_parallel_method": "profile",
+                                   "max_parallel_profile": "abc"},
+                     group_id="g")
     row = group_static(spec)
     assert (row["max_parallel_resolved"], row["max_parallel_method"],
             row["max_parallel_profile"]) == (5, "profile", "abc")
-    spec["cell"].update(max_parallel=None, max_parallel_method="all", max_parallel_profile=None)
+    spec = replace(spec, cell=replace(spec.cell, max_parallel=None, max_parallel_method="all",
+                                      max_parallel_profile=None))
     assert group_static(spec)["max_parallel_resolved"] == 12
-    spec["cell"].update(executor="seq", max_parallel_method=None)
+    spec = replace(spec, cell=replace(spec.cell, executor="seq", max_parallel_method=None))
     assert "max_parallel_method" not in dict(group_static(spec))
 
 

@@ -78,7 +78,7 @@ def _campaign(tmp_path: Path) -> Path:
 def test_a_killed_cells_row_carries_the_stack_and_the_experiments_file_hash(tmp_path):
     path = _campaign(tmp_path)
     runner = Runner(load_campaign(path))
-    spec = runner.cell_spec(runner.cells[0], 1).to_dict()
+    spec = runner.cell_spec(runner.cells[0], 1)
     row = failed_group_row(spec, "killed", "killed by the user")
     expected = hashlib.sha256((tmp_path / "exp.toml").read_bytes()).hexdigest()[:16]
     assert row["experiments_file_hash"] == expected
@@ -91,9 +91,9 @@ def test_a_killed_cells_row_carries_the_stack_and_the_experiments_file_hash(tmp_
     (tmp_path / "exp.toml").write_text((tmp_path / "exp.toml").read_text().replace(
         "epochs = 1", "epochs = 2"))
     again = Runner(load_campaign(path))
-    spec2 = again.cell_spec(again.cells[0], 1).to_dict()
-    assert spec2["experiments_file_hash"] != expected
-    assert spec2["campaign_hash"] == spec["campaign_hash"]
+    spec2 = again.cell_spec(again.cells[0], 1)
+    assert spec2.experiments_file_hash != expected
+    assert spec2.campaign_hash == spec.campaign_hash
 
 
 def test_plugin_versions_are_recorded(tmp_path):
@@ -112,7 +112,7 @@ def test_plugin_versions_are_recorded(tmp_path):
 def test_report_of_a_campaign_whose_rows_all_failed_names_its_torch(tmp_path):
     path = _campaign(tmp_path)
     runner = Runner(load_campaign(path))
-    spec = runner.cell_spec(runner.cells[0], 1).to_dict()
+    spec = runner.cell_spec(runner.cells[0], 1)
     append_rows(tmp_path / "runs" / "master_groups.csv",
                 [failed_group_row(spec, "killed", "killed by the user")], GROUP_COLUMNS)
     proc = subprocess.run([sys.executable, "-m", "fugue_tui", "report", str(tmp_path / "runs")],

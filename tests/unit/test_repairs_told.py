@@ -6,7 +6,6 @@ Cells are stand-ins here (no torch), except where the cell's own row writer runs
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 import engine.cell.main as cell_mod
 import engine.runner.attempt as attempt_mod
 from engine.cell.output import CellEvents
+from engine.cell.protocol import CellRunSpec
 from engine.define.campaign import load_campaign
 from engine.errors import FugueError
 from engine.events import read_events
@@ -86,7 +86,7 @@ def test_a_group_append_tells_what_it_did_to_either_file(tmp_path):
 
 # --------------------------------------------------------------------------- the cell
 
-def _spec(tmp_path: Path) -> dict:
+def _spec(tmp_path: Path) -> CellRunSpec:
     return real_cell_spec(tmp_path, group_id="seq_0000beef")
 
 
@@ -102,12 +102,12 @@ def test_the_cells_rows_writer_sends_a_repair_as_a_warning_event(tmp_path, capsy
     _torn(tmp_path / "runs" / GROUPS_FILE)
     job = JobSpec(job_id="D_ens_m0", exp_id="D_ens", index=0, seed=42, model="mlp",
                   dataset="wine", task=None, batch_size=16, epochs=1, lr=0.1, optimizer="sgd")
-    events = CellEvents(spec["events"], cell="aaaa", attempt=1)
+    events = CellEvents(spec.events, cell="aaaa", attempt=1)
     status = cell_mod.write_rows(spec, events, [JobResult(job, samples=96, epochs_run=1)],
                                  1.0, 0.1, 0.1, {}, None, {})
     events.close()
     assert status == "ok"
-    (line,) = _warnings(Path(spec["events"]))
+    (line,) = _warnings(Path(spec.events))
     assert "incomplete last line" in line
     _backup_named_in(line, tmp_path / "runs")
     assert f"warning: {line}" in capsys.readouterr().err  # and in the cell's log
@@ -115,8 +115,8 @@ def test_the_cells_rows_writer_sends_a_repair_as_a_warning_event(tmp_path, capsy
 
 def test_a_failed_cells_own_row_sends_a_repair_as_a_warning_event(tmp_path, monkeypatch):
     spec = _spec(tmp_path)
-    path = Path(spec["events"]).with_name("spec.json")
-    path.write_text(json.dumps(spec))
+    path = Path(spec.events).with_name("spec.json")
+    spec.write(path)
     _torn(tmp_path / "runs" / GROUPS_FILE)
 
     def bad_input(spec, events):
@@ -124,7 +124,7 @@ def test_a_failed_cells_own_row_sends_a_repair_as_a_warning_event(tmp_path, monk
 
     monkeypatch.setattr(cell_mod, "run_cell", bad_input)
     assert cell_mod.main([str(path)]) == 2
-    (line,) = _warnings(Path(spec["events"]))
+    (line,) = _warnings(Path(spec.events))
     assert line.startswith(f"{tmp_path / 'runs' / GROUPS_FILE}: ")
     assert [r["status"] for r in read_rows(tmp_path / "runs" / GROUPS_FILE)] == ["ok", "failed"]
 

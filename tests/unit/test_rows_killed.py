@@ -28,6 +28,7 @@ from engine.results.read import read_rows
 from engine.results.rows import failed_group_row
 from engine.runner.control import send
 from engine.runner.supervisor import Runner
+from tests.unit.cell_specs import hand_spec
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
@@ -153,13 +154,7 @@ def test_a_samples_file_its_sampler_never_finished_is_named_as_it_is(tmp_path):
     (attempt / "monitor.json").write_text(json.dumps(
         {"interval_s": 0.5, "state": "running", "gpu": None,
          "samples_file": str(runs / "samples" / "seq_0badf00d.csv")}))
-    spec = {"campaign_id": "c", "campaign_hash": "h", "runs_dir": str(runs),
-            "events": str(attempt / "events.jsonl"), "attempt": 1, "seed": 42, "passes": 1,
-            "device": "cpu", "group_id": "seq_0badf00d",
-            "cell": {"index": 1, "key": "aaaa", "exp_id": "D_ens", "executor": "seq",
-                     "compile_mode": "off", "pass_index": 1,
-                     "experiment": {"type": "ensemble", "size": "small"},
-                     "jobs": [{"job_id": "D_ens_m0", "amp": False}]}}
+    spec = hand_spec(runs, events=str(attempt / "events.jsonl"), group_id="seq_0badf00d")
     row = failed_group_row(spec, "killed", "hung")
     assert row["group_id"] == "seq_0badf00d"
     assert row["samples_file"] == "samples/seq_0badf00d.csv.partial"

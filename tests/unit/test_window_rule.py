@@ -12,6 +12,7 @@ model is built — in the cell, in mp's workers, in mp's pre-warmed parent.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,14 +69,13 @@ def _run_cell(tmp_path: Path, exp: str, executor: str, options: str = ""):
         f'executors = ["{executor}"]\ndevice = "cpu"\nthreads = 1\nmonitor = false\n'
         f'runs_dir = "{tmp_path / "runs"}"\n' + options)
     runner = Runner(load_campaign(tmp_path / "c.toml"))
-    spec = runner.cell_spec(runner.cells[0], 1).to_dict()
-    spec["group_id"] = f"{executor}_0000000a"
-    events = CellEvents(spec["events"], cell=spec["cell"]["key"], attempt=1)
+    spec = replace(runner.cell_spec(runner.cells[0], 1), group_id=f"{executor}_0000000a")
+    events = CellEvents(spec.events, cell=spec.cell.key, attempt=1)
     try:
         assert run_cell(spec, events) == "ok"
     finally:
         events.close()
-    seen = read_events(spec["events"])
+    seen = read_events(spec.events)
     window = next(e["window"] for e in seen if e.get("phase") == "group_end")
     group, = read_rows(tmp_path / "runs" / "master_groups.csv")
     jobs = read_rows(tmp_path / "runs" / "master_individual.csv")
