@@ -346,12 +346,9 @@ def _experiments_file(parser: argparse.ArgumentParser, dest: str) -> None:
 
 
 def _timestamp(text: str) -> str:
-    from engine.results.values import check_timestamp
+    from fugue_tui.commands.run_flags import timestamp
 
-    try:
-        return check_timestamp(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return timestamp(text)
 
 
 def _regular_file(text: str) -> str:

@@ -92,7 +92,9 @@ class CampaignKey:
     ``refusal`` (the out-of-bound message after ``"<where>: "``, a template of ``{low}``,
     ``{high}``, ``{value}``; empty: the bound's own words, ``key 'x' must be >= 0, got
     -1``), ``choices`` (the allowed strings), ``unit`` (``s``, ``checks``: shown after a
-    default), ``flag`` and ``form`` (None: not a ``run`` flag / not a form field)."""
+    default), ``flag`` and ``form`` (None: not a ``run`` flag / not a form field), ``rule``
+    (what a check of the key's own makes of it where no bound or choices say it: a rule
+    across keys, a parsed size; shown in the docs' "allowed" column)."""
 
     name: str
     types: tuple[type, ...]
@@ -105,6 +107,7 @@ class CampaignKey:
     unit: str = ""
     flag: Flag | None = None
     form: FormField | None = None
+    rule: str = ""
 
     @property
     def key(self) -> str:
@@ -142,7 +145,7 @@ class CampaignKey:
             return ", ".join(self.choices)
         if self.bound is not None:
             return ("integer " if self.bound.integer else "") + self.bound.text
-        return ""
+        return self.rule
 
     def refuse(self, value: Any, where: str) -> None:
         """Raise :class:`ConfigError` when ``value`` is outside the key's choices or bound:
@@ -263,10 +266,12 @@ KEYS: dict[str, CampaignKey] = {k.name: k for k in (
                 form=FormField("float", help="seconds between checks")),
     CampaignKey("watchdog.suspect_after", (int,), 3,
                 "checks without progress before a cell is suspect", unit="checks",
+                rule=">= 1 and <= hung_after",
                 form=FormField("int", help="quiet checks before 'suspect'")),
     CampaignKey("watchdog.hung_after", (int,), 6,
                 "checks without progress before a cell is hung (>= suspect_after)",
-                unit="checks", form=FormField("int", help="quiet checks before 'hung'")),
+                unit="checks", rule=">= suspect_after",
+                form=FormField("int", help="quiet checks before 'hung'")),
     CampaignKey("watchdog.cpu_fraction", (float,), 0.05,
                 "below this share of one core the cell's process tree counts as idle",
                 bound=CAMPAIGN["watchdog.cpu_fraction"],
@@ -278,18 +283,22 @@ KEYS: dict[str, CampaignKey] = {k.name: k for k in (
     CampaignKey("budget.ram", (str, int, float),
                 doc="host RAM max_parallel = \"auto\" may fill: 6GiB, 512MiB or MiB (unset: "
                     "measured)",
+                rule="a size > 0",
                 form=FormField("size", hint="e.g. 6GiB (unset: measured)",
                                help="host RAM auto may fill, e.g. 6GiB (unset: measured)")),
     CampaignKey("budget.device", (str, int, float),
                 doc="device memory max_parallel = \"auto\" may fill (unset: measured)",
+                rule="a size > 0",
                 form=FormField("size", hint="e.g. 40GiB (unset: measured)",
                                help="device memory auto may fill, e.g. 40GiB")),
     CampaignKey("budget.cores", (int,), doc="cores max_parallel = \"auto\" may use (unset: "
                                             "this machine's)",
+                rule=">= 1",
                 form=FormField("int", hint="e.g. 8 (unset: all cores)",
                                help="cores auto may use (unset: this machine's)")),
     CampaignKey("cluster", (str,), doc="the Ray cluster the cells run on: \"local\" or "
-                                       "host:port (unset: this host)"),
+                                       "host:port (unset: this host)",
+                rule="\"local\", host:port or ray://host:port"),
     CampaignKey("gpu", (str,), doc="with cluster: the GPU model cells need"),
     CampaignKey("cpus_per_cell", (int,), doc="with cluster: the CPUs each cell holds on its "
                                              "node"),

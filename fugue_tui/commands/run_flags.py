@@ -93,8 +93,7 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                          nargs="+" if declared and declared.axis and list in declared.types
                          else None,
                          choices=choices, type=kind, metavar=key.upper(),
-                         help=f"for {' and '.join(targets)} only" + (
-                             "" if all(t in EXECUTORS for t in targets) else " (not built yet)"))
+                         help=_targets_help(targets, EXECUTORS.names()))
     how = run.add_argument_group("how and where")
     add_campaign_flags(how, "how", at_least)
     how.add_argument("--resume", dest="run_resume", action="store_true",
@@ -102,7 +101,7 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     how.add_argument("--reuse-from-any-campaign", dest="run_reuse_any", action="store_true",
                      help="with --resume: an ok row of any campaign in the runs folder "
                           "counts too")
-    how.add_argument("--since", dest="run_since", metavar="YYYYmmdd_HHMMSS",
+    how.add_argument("--since", dest="run_since", metavar="YYYYmmdd_HHMMSS", type=timestamp,
                      help="with --resume: only ok rows at or after this time count")
     how.add_argument("--dry-run", dest="run_dry_run", action="store_true",
                      help="print the cells and their keys, run nothing, write nothing")
@@ -165,6 +164,27 @@ def add_campaign_flags(group: Any, which: str, at_least: Callable[[int], Any]) -
         if parse is not None:
             kwargs["type"] = parse
         group.add_argument(flag.spelling, **kwargs)
+
+
+def _targets_help(targets: tuple[str, ...] | list[str], registered: list[str]) -> str:
+    """Which executors a planned flag is for: ``for ray only``, ``for seq and mp only``, or
+    ``for every executor`` when it names all that are registered (``--scheduler``)."""
+    if set(registered) <= set(targets):
+        text = "for every executor"
+    else:
+        text = f"for {' and '.join(targets)} only"
+    return text + ("" if all(t in registered for t in targets) else " (not built yet)")
+
+
+def timestamp(text: str) -> str:
+    """``--since``'s value checked as argparse parses it (``--batch`` and ``run`` alike): a
+    bad time is refused with its one line before anything runs."""
+    from engine.results.values import check_timestamp
+
+    try:
+        return check_timestamp(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _precisions(text: str) -> list[str]:

@@ -279,3 +279,17 @@ def test_the_scheduler_names_are_one_list():
     assert EXECUTORS.get("ray").option_fields["scheduler"].choices == RAY_SCHEDULERS
     for name in ("seq", "mp", "unified_model"):
         assert EXECUTORS.get(name).option_fields["scheduler"].choices == SCHEDULER_CHOICES
+
+
+def test_keys_checked_by_a_rule_of_their_own_say_it_in_the_docs():
+    """A key checked across keys or by its parser (no bound, no choices) declares what it
+    allows, so README's "allowed" column is never blank for a checked key."""
+    assert KEYS["watchdog.suspect_after"].allowed_text == ">= 1 and <= hung_after"
+    assert KEYS["budget.cores"].allowed_text == ">= 1"
+    table = campaign_schema.markdown_table()
+    for name in ("watchdog.suspect_after", "watchdog.hung_after", "budget.ram",
+                 "budget.device", "budget.cores", "cluster"):
+        key = KEYS[name]
+        row = next(line for line in table.splitlines() if f"`{key.key}` |" in line
+                   and (not key.table or f"`[{key.table}]`" in line))
+        assert f"| {key.allowed_text} |" in row.replace('\\"', '"') or key.allowed_text in row

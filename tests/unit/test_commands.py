@@ -350,3 +350,12 @@ def test_adhoc_run_end_to_end(tmp_path, workdir):
     assert (runs / ".adhoc" / f"{campaign.stem}.experiments.toml").is_file()
     assert (runs / campaign.stem / "campaign.toml").read_bytes() == campaign.read_bytes()
     assert {g["campaign_id"] for g in groups} == {campaign.stem}
+
+
+def test_a_planned_flag_says_which_executors_it_is_for():
+    from fugue_tui.commands.run_flags import _targets_help
+
+    everyone = ["seq", "mp", "ray", "unified_model"]
+    assert _targets_help(("ray", "seq", "mp", "unified_model"), everyone) == "for every executor"
+    assert _targets_help(("ray",), everyone) == "for ray only"
+    assert _targets_help(("ray", "gpu_pack"), everyone) == "for ray and gpu_pack only (not built yet)"
