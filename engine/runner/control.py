@@ -23,6 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError, OutputError
+from engine.event_types import (
+    RunnerCampaignStarted,
+    RunnerCellStarted,
+    RunnerQueued,
+    RunnerSkipped,
+)
 from engine.events import EventTail
 from engine.observe.follow import last_session_offset
 from engine.runfolder import RunFolder
@@ -96,13 +102,13 @@ def campaign_cells(run_dir: str | Path) -> tuple[int, dict[int, str]] | None:
     starts); None before any runner started."""
     path = RunFolder(Path(run_dir)).runner_log
     events = list(EventTail(path, last_session_offset(run_dir)).read())
-    started = next((e for e in events if e.get("type") == "campaign_started"), None)
-    if started is None or not isinstance(started.get("cells"), int):
+    started = next((e for e in events if isinstance(e, RunnerCampaignStarted)), None)
+    if started is None or not isinstance(started.cells, int):
         return None
-    keys = {int(e["index"]): str(e["cell"]) for e in events
-            if e.get("type") in ("queued", "skipped", "cell_started")
-            and isinstance(e.get("index"), int) and e.get("cell")}
-    return started["cells"], keys
+    keys = {e.index: str(e.cell) for e in events
+            if isinstance(e, (RunnerQueued, RunnerSkipped, RunnerCellStarted))
+            and isinstance(e.index, int) and e.cell}
+    return started.cells, keys
 
 
 def check_cell(run_dir: str | Path, command: str, ref: str) -> None:
@@ -142,7 +148,7 @@ def waiting_cell(run_dir: str | Path, ref: str) -> tuple[int, str] | None:
         events = list(EventTail(path, last_session_offset(run_dir)).read())
     except OSError:
         return None
-    total = next((e.get("cells") for e in events if e.get("type") == "campaign_started"), None)
+    total = next((e.cells for e in events if isinstance(e, RunnerCampaignStarted)), None)
     last: dict[str, str] = {}
     index_of: dict[str, int] = {}
     for e in events:
