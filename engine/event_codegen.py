@@ -9,7 +9,8 @@ differ. Torch-free.
 
 from __future__ import annotations
 
-from engine.events import BASES, CELL, EVENTS, MONITOR, RUNNER, EventType, field_type
+from engine.event_base import BASES, CELL, MONITOR, RUNNER
+from engine.event_table import EVENTS, EventType, field_type
 
 
 def types_module() -> str:
