@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
+
+import pytest
 
 from engine.define.catalogue import load_catalogue
 from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
