@@ -101,11 +101,15 @@ def rows(screen: RunScreen) -> dict[str, list[str]]:
 async def launch(pilot) -> RunScreen:
     app = pilot.app
     plan = app.screen
+    # the preview settled (no edit being previewed: a launch then says "not ready yet")
     await until(pilot, lambda: plan.result is not None and plan.result.cells and
-                plan.source_path is not None, what="the loaded campaign's preview")
+                plan.source_path is not None and not plan._debounce_pending(),
+                what="the loaded campaign's preview")
     await pilot.press("ctrl+r")
+    # The launch parses the campaign, checks the runs folder and starts the runner in a
+    # worker thread: seconds on a loaded 2-core host (a CI run once needed over 10 s).
     return await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen,
-                       what="the run screen")
+                       timeout=30.0, what="the run screen")
 
 
 def lifecycle(state) -> dict:
