@@ -9,7 +9,7 @@ runs folder, step by step:
   normalisation);
 * ``aggregate``: :func:`engine.results.analysis.speedups` with its defaults (the groupby, the
   baseline choice, the ratios and the 2000-replicate bootstrap intervals);
-* ``chart``: :func:`fugue_tui.charts.speedup_chart` of that table, 120 columns, no colour
+* ``chart``: :func:`fugue_tui.report.charts.speedup_chart` of that table, 120 columns, no colour
   (at most ``charts.MAX_BARS`` bars are drawn; the rest are counted on a line);
 * ``total``: the sum of the three, the figure with the target (≤ 1 s at 100 000 rows);
 
@@ -131,7 +131,7 @@ def _figures(sizes: list[int]):
     steps = {n: Figure(f"report_path:{n}", "s",
                        note=f"{n}-row file: load = engine.results.load.load_runs; aggregate = "
                             "engine.results.analysis.speedups (defaults: n_boot=2000); chart = "
-                            "fugue_tui.charts.speedup_chart (120 columns, no colour)")
+                            "fugue_tui.report.charts.speedup_chart (120 columns, no colour)")
              for n in sizes}
     totals = {n: Figure(f"report_path_total:{n}", "s",
                         target="<=1" if n >= TARGET_ROWS else "",
@@ -153,7 +153,7 @@ def _report_path(folder: Path) -> dict[str, float]:
     """Seconds of each step of what ``fugue-tui report`` does with ``folder``."""
     from engine.results.analysis import speedups
     from engine.results.load import load_runs
-    from fugue_tui.charts import speedup_chart
+    from fugue_tui.report.charts import speedup_chart
 
     times = {}
     gc.collect()

@@ -93,7 +93,7 @@ def _add_dashboard(sub) -> None:
     dashboard.add_argument("--replay", metavar="PATH",
                            help="replay a finished campaign (its run folder, or an events "
                                 "file) in the run screen, as it happened")
-    from fugue_tui.app.replay import parse_speed
+    from fugue_tui.app.models.replay import parse_speed
 
     dashboard.add_argument("--speed", type=parse_speed, default=1.0, metavar="X",
                            help="with --replay: campaign seconds per second, 0.1 to 1000 "
@@ -509,7 +509,7 @@ def _main(argv: list[str]) -> int:
         if args.command == "dashboard" or (args.command is None and not args.batch):
             return _dashboard(parser, args)
         if args.command == "list":
-            from fugue_tui.listing import print_catalogue
+            from fugue_tui.commands.listing import print_catalogue
 
             return print_catalogue(args.experiments_file_list or args.experiments_file,
                                    as_json=args.json_sub)
@@ -529,7 +529,7 @@ def _main(argv: list[str]) -> int:
             return run(args)
         if args.command == "report":
             from engine.define.paths import user_path
-            from fugue_tui.report import run_report
+            from fugue_tui.report.tables import run_report
 
             # RUNS_DIR, else --runs-dir (after or before `report`), else runs; "" is
             # refused, "~" expanded (one rule)
@@ -561,7 +561,7 @@ def _main(argv: list[str]) -> int:
             print(shtab.complete(parser, shell=args.shell), end="")
             return 0
         if args.batch:
-            from fugue_tui.batch import run_batch
+            from fugue_tui.console.batch import run_batch
 
             overrides = {"runs_dir": args.runs_dir, "passes": args.passes, "seed": args.seed,
                          "device": args.device, "devices": args.devices,

@@ -4,7 +4,7 @@ runs' plans (``--batch C --dry-run``, ``run --dry-run``).
 Every document is one JSON object with ``"schema"`` (``"fugue-tui/list"``,
 ``"fugue-tui/validate"``, ``"fugue-tui/report"``, ``"fugue-tui/plan"``) and ``"version"``
 (:data:`SCHEMA_VERSION`; ``"fugue-tui/batch"`` is a stream of such objects, one a line:
-:mod:`fugue_tui.batch_json`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
+:mod:`fugue_tui.console.batch_json`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
 described in docs/json.md. A later version adds keys (a reader ignores those it does not
 know); removing or changing the meaning of one raises ``version``.
 

@@ -2,7 +2,7 @@
 Torch-free and UI-free; pure bookkeeping, so live views, restarts and replays agree.
 
 This is the one reducer of the event stream: the batch live view
-(``fugue_tui.live``) and the dashboard render from a :class:`CampaignState` and keep no
+(``fugue_tui.console.live``) and the dashboard render from a :class:`CampaignState` and keep no
 bookkeeping of their own. The event types, and the sets branched on here, come from the
 table in ``engine.events`` (:data:`engine.events.EVENTS`).
 

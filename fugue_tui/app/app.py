@@ -98,7 +98,7 @@ class FugueApp(App):
     def open_replay(self, source: str | Path, paused: bool = False) -> RunScreen | None:
         """Replay a finished campaign's run folder, or an events file, in a run screen."""
         from engine.errors import FugueError
-        from fugue_tui.app.replay import Replay
+        from fugue_tui.app.models.replay import Replay
 
         live = find_runner(source) if Path(source).is_dir() else None
         if live is not None:  # a replay of a campaign still running would end mid-way

@@ -23,7 +23,7 @@ def follow_run(screen: Any, worker: Any) -> None:
     tail of ``screen.log_target``, the runner's liveness and, while ``screen.idle_poll``,
     host samples."""
     from engine.observe.follow import CampaignFollower
-    from fugue_tui.app.series import HostPoller
+    from fugue_tui.app.models.series import HostPoller
 
     follower = CampaignFollower(screen.run_dir, screen.event_offset)
     log = LogTail()

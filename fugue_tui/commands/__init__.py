@@ -14,7 +14,7 @@ module per command (:mod:`fugue_tui.cli` parses the command line and calls them)
   catalogue: ``engine.define.adhoc``), validates both exactly as a campaign file is validated,
   writes them to ``<runs_dir>/.adhoc/run-<selection>-<digest>.toml`` (named after their
   content: :func:`.run_campaign.campaign_name`) and runs them through
-  :func:`fugue_tui.batch.run_batch`, the code behind ``--batch``. Every usage error is one
+  :func:`fugue_tui.console.batch.run_batch`, the code behind ``--batch``. Every usage error is one
   line, exit 2, with nothing written. Its flags and ``--help`` epilog are in
   :mod:`.run_flags`; naming, writing and checking the generated files in
   :mod:`.run_campaign`.

@@ -3,7 +3,7 @@ for an experiment described on the command line, an experiments file merged over
 catalogue: ``engine.define.adhoc``), validates both exactly as a campaign file is validated,
 writes them to ``<runs_dir>/.adhoc/run-<selection>-<digest>.toml`` (named after their content:
 see :func:`fugue_tui.commands.run_campaign.campaign_name`) and runs them through
-:func:`fugue_tui.batch.run_batch`, the code behind ``--batch``. Every usage error is one line,
+:func:`fugue_tui.console.batch.run_batch`, the code behind ``--batch``. Every usage error is one line,
 exit 2, with nothing written. The flags are declared in :mod:`fugue_tui.commands.run_flags`."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from fugue_tui.commands.run_flags import ADHOC_FLAGS, PLANNED_FLAGS
 
 def run(args: argparse.Namespace) -> int:
     """``fugue-tui run``: build, validate, write and run the campaign (see the module
-    docstring). Returns the exit status of :func:`fugue_tui.batch.run_batch`.
+    docstring). Returns the exit status of :func:`fugue_tui.console.batch.run_batch`.
 
     Raises:
         ConfigError: any usage error, before anything is written.
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.define.paths import user_path
     from engine.plugins import load_plugins
     from engine.results.preflight import preflight
-    from fugue_tui.batch import run_batch
+    from fugue_tui.console.batch import run_batch
 
     def pick(own: str, top: str | None = None):
         value = getattr(args, own, None)

@@ -18,7 +18,7 @@ def test_offline_campaign_exits_zero_and_prints_summary(offline_run):
     proc = offline_run.proc
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "[6/6] D_mm seq pass 2" in proc.stdout
-    # the summary table (fugue_tui.report) names every experiment with its executor, ok
+    # the summary table (fugue_tui.report.tables) names every experiment with its executor, ok
     # passes, mean T_group, and seq's speedup of 1 with no interval (2 passes) over itself
     for exp_id in ("D_ens", "D_hpo", "D_mm"):
         assert re.search(rf"{exp_id}\s+│\s+seq\s+│\s+off\s+│\s+2\s+│\s+\d+\.\d\d\s+│.*?"

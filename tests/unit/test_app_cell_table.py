@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.observe.state import CampaignState
-from fugue_tui.app.widgets.cell_table import cell_row, history_rows, split_label
+from fugue_tui.app.models.cells import cell_row, history_rows, split_label
 
 
 def _runner(kind, ts, **fields):

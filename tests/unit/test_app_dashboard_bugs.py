@@ -107,7 +107,7 @@ def test_replay_shows_the_watchdog_states_when_they_happened(tmp_path, monkeypat
     """X_block was suspect from +8 s and hung from +10 s while its monitor sampled on to
     +19 s: a replay at +9 s shows it suspect, at +15 s hung (both were skipped: the runner's
     events came out after the cell's block, with the kill)."""
-    from fugue_tui.app.replay import Replay
+    from fugue_tui.app.models.replay import Replay
 
     monkeypatch.chdir(tmp_path)
     run = recorded_run(tmp_path)
@@ -140,7 +140,7 @@ def test_monitor_axes_start_at_zero_with_round_plain_ticks():
     plain y ticks (plotext wrote 96.0 / 95.5 / 94.0 for even rows, and 4.8e2 style)."""
     import re
 
-    from fugue_tui.charts import metric_panels, nice_ticks
+    from fugue_tui.report.charts import metric_panels, nice_ticks
 
     one = metric_panels([100.0], [("CPU %", [95.0])], width=50, height=8, color=False)
     assert "-" not in one.replace("─", "") and "0.0s" in one and "1.0s" in one
@@ -221,7 +221,7 @@ def test_replay_speed_ladder_and_bad_speeds():
 
     import pytest
 
-    from fugue_tui.app.replay import SPEEDS, Replay, parse_speed
+    from fugue_tui.app.models.replay import SPEEDS, Replay, parse_speed
 
     ratios = [b / a for a, b in zip(SPEEDS, SPEEDS[1:], strict=False)]
     assert all(2.0 <= r <= 2.5 for r in ratios), ratios  # no 100 -> 500 jump
@@ -410,7 +410,7 @@ def test_speedup_so_far_and_the_campaign_eta(tmp_path, monkeypatch):
     from engine.observe.state import CampaignState
     from engine.results.analysis import speedups
     from engine.results.load import load_runs
-    from fugue_tui.app.so_far import eta_seconds
+    from fugue_tui.app.models.so_far import eta_seconds
     from tests.snapshots.helpers import install
 
     monkeypatch.chdir(tmp_path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from fugue_tui.app.app import FugueApp
-from fugue_tui.app.plan_model import load_plan
+from fugue_tui.app.models.plan import load_plan
 from tests.app_screen import screen_text, until
 
 SIZE = (150, 48)
@@ -283,7 +283,7 @@ def test_a_queued_cell_says_queued_and_an_aborted_campaigns_rest_says_not_run(tm
 
 def test_job_pane_of_a_queued_cell_in_a_live_campaign_says_queued():
     from engine.observe.state import CellState
-    from fugue_tui.app.widgets.cell_table import cell_row
+    from fugue_tui.app.models.cells import cell_row
 
     cell = CellState("k", 2, "D_ens mp pass 1")
     assert str(cell_row(cell, 0.0, "running")[4]) == "queued"
@@ -295,7 +295,7 @@ def test_job_pane_of_a_queued_cell_in_a_live_campaign_says_queued():
 
 def test_the_speedup_strip_fits_one_line_at_every_width():
     """At 160 columns the strip wrapped and the header (three lines at most) cut it off."""
-    from fugue_tui.app.so_far import fit_strip
+    from fugue_tui.app.models.so_far import fit_strip
 
     parts = [(f"E{i:02d} unified_model vf:1,s:0,fl:0", f"1.{i:02d}×", f"[0.9{i % 10}, 1.5{i}]")
              for i in range(1, 7)]
@@ -318,7 +318,7 @@ def test_ctrl_s_proposes_a_file_beside_the_runs_folder_and_asks_before_a_new_fol
     campaigns/ there without a word."""
     from textual.widgets import Input
 
-    from fugue_tui.app.plan_model import default_save_path
+    from fugue_tui.app.models.plan import default_save_path
     from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
     from fugue_tui.app.screens.plan import PlanScreen
 

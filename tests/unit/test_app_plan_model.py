@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import ConfigError
-from fugue_tui.app.plan_model import (
+from fugue_tui.app.models.plan import (
     cell_keys,
     default_doc,
     format_option,

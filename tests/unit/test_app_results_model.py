@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from engine.results.load import load_runs, runs_from_frames
-from fugue_tui.app.replay import Replay
-from fugue_tui.app.results_model import (
+from fugue_tui.app.models.replay import Replay
+from fugue_tui.app.models.results import (
     COLUMNS, apply_filter, cell_text, parse_filter, provenance, sort_value, table_rows,
 )
-from fugue_tui.figures import build, ladder_table
+from fugue_tui.report.figures import build, ladder_table
 from fugue_tui.format import MISSING as DASH
 from tests.snapshots.helpers import FIXTURES
 
@@ -109,7 +109,7 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path):
 
 
 def test_an_events_file_replays_exactly_what_the_run_folder_does(tmp_path):
-    from fugue_tui.app.replay import write_stream
+    from fugue_tui.app.models.replay import write_stream
     from tests.snapshots.helpers import install
 
     run = install(tmp_path) / "ladder"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 from engine.results.load import load_runs
-from fugue_tui.app.results_model import COLUMNS, apply_filter, cell_text, parse_filter
-from fugue_tui.charts import bar_chart, figure_chart
-from fugue_tui.figures import Bar, Figure, _slower_but_faster, build
+from fugue_tui.app.models.results import COLUMNS, apply_filter, cell_text, parse_filter
+from fugue_tui.report.charts import bar_chart, figure_chart
+from fugue_tui.report.figures import Bar, Figure, _slower_but_faster, build
 from tests.snapshots.helpers import FIXTURES
 
 

@@ -18,12 +18,12 @@ from engine.results.load import load_runs
 from engine.events import read_events
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.screens.plan import PlanScreen
-from fugue_tui.app.results_model import COLUMNS
+from fugue_tui.app.models.results import COLUMNS
 from fugue_tui.app.screens.results import ResultsScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
-from fugue_tui.figures import build
+from fugue_tui.report.figures import build
 from tests.app_screen import screen_text, until
 from tests.snapshots.helpers import FIXTURES, SIZE, assert_snapshot, install
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from fugue_tui.batch_json import typed_row
+from fugue_tui.console.batch_json import typed_row
 from fugue_tui.jsonout import schema
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""fugue_tui.charts: text charts with labels, missing values listed and never drawn, min/max
+"""fugue_tui.report.charts: text charts with labels, missing values listed and never drawn, min/max
 downsampling, colourless output, and plotext imported nowhere else."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fugue_tui.charts import (MISSING_PREFIX, bar_chart, downsample, line_chart, speedup_chart)
+from fugue_tui.report.charts import (MISSING_PREFIX, bar_chart, downsample, line_chart, speedup_chart)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,12 +134,12 @@ def test_plotext_is_imported_only_by_charts():
                     names = [node.module]
                 if any(n.split(".")[0] == "plotext" for n in names):
                     offenders.append(str(path.relative_to(ROOT)))
-    assert offenders == ["fugue_tui/charts.py"]
+    assert offenders == ["fugue_tui/report/charts.py"]
 
 
 def test_figure_chart_keeps_order_lists_missing_and_draws_intervals():
-    from fugue_tui.charts import figure_chart
-    from fugue_tui.figures import Bar, Figure
+    from fugue_tui.report.charts import figure_chart
+    from fugue_tui.report.figures import Bar, Figure
 
     figure = Figure("speedup", "speedup over seq", "×", [
         Bar("E1 unified_model", 1.5, 1.2, 1.8, "1.500 [1.200, 1.800]"),

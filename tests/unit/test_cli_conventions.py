@@ -261,7 +261,7 @@ def test_report_narrower_than_the_chart_prints_the_table_only_and_says_so():
     assert "┤" not in narrow.stdout  # no bar drawn
     from rich.console import Console
 
-    from fugue_tui.report import print_report
+    from fugue_tui.report.tables import print_report
 
     console = Console(width=100, record=True, color_system=None)  # wide enough: drawn
     print_report(HARNESS, console, width=100)

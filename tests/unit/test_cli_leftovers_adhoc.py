@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import fugue_tui.batch
+import fugue_tui.console.batch
 from fugue_tui.cli import build_parser
 from fugue_tui.commands.run import run
 
@@ -25,7 +25,7 @@ def started(monkeypatch, tmp_path):
         calls.append(Path(path))
         return 0
 
-    monkeypatch.setattr(fugue_tui.batch, "run_batch", fake_run_batch)
+    monkeypatch.setattr(fugue_tui.console.batch, "run_batch", fake_run_batch)
     monkeypatch.chdir(tmp_path)
     return calls
 

@@ -262,7 +262,7 @@ def test_a_runner_events_file_on_a_full_disk_is_one_line_and_no_cell_stays(
 def test_batch_relays_the_runners_stderr_line_by_line(capsys):
     """--batch reads the runner's stderr through a pipe and prints each line on its own
     stderr (above the live view), so the runner's one-line error is seen."""
-    from fugue_tui.batch import _relay
+    from fugue_tui.console.batch import _relay
 
     read, write = os.pipe()
     with os.fdopen(read, "rb") as stream:

@@ -10,7 +10,7 @@ import time
 
 from engine.cell.rows import load_warnings
 from engine.measure.competitors import busiest, describe, snapshot
-from fugue_tui.app.timeline import Span, legend
+from fugue_tui.app.models.timeline import Span, legend
 
 SPIN = "import time\nt = time.time()\nwhile time.time() - t < 30: pass\n"
 

@@ -12,7 +12,7 @@ import tomllib
 from textual.widgets import Input, Static
 
 from fugue_tui.app.app import FugueApp
-from fugue_tui.app.plan_model import load_plan, preview
+from fugue_tui.app.models.plan import load_plan, preview
 from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.widgets.campaign_form import CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
@@ -81,7 +81,7 @@ def test_k_sweep_and_budget_fields(tmp_path, monkeypatch):
             return dict(plan.doc)
 
     doc = asyncio.run(scenario())
-    from fugue_tui.app.plan_model import save_plan
+    from fugue_tui.app.models.plan import save_plan
 
     saved = save_plan(doc, tmp_path / "swept.toml")
     written = tomllib.loads(saved.read_text())

@@ -10,9 +10,9 @@ import pandas as pd
 
 from engine.results.analysis import cell_columns
 from engine.results.load import load_runs, runs_from_frames
-from fugue_tui.app.hpo_view import best_curve, curve_text, sparkline, step_values, ttb_by_row
-from fugue_tui.app.results_model import COLUMNS, apply_filter, parse_filter, row_key, table_rows
-from fugue_tui.figures import build
+from fugue_tui.app.models.hpo import best_curve, curve_text, sparkline, step_values, ttb_by_row
+from fugue_tui.app.models.results import COLUMNS, apply_filter, parse_filter, row_key, table_rows
+from fugue_tui.report.figures import build
 from fugue_tui.format import MISSING as DASH
 from tests.snapshots.helpers import FIXTURES
 

@@ -16,9 +16,9 @@ import pytest
 from engine.events import read_events
 from engine.observe.state import CampaignState
 from fugue_tui.app.app import FugueApp
-from fugue_tui.app.curves import CurveStore, curves_text, peers, sampled
+from fugue_tui.app.models.curves import CurveStore, curves_text, peers, sampled
 from fugue_tui.app.screens.run import RunScreen
-from fugue_tui.app.timeline import CampaignTimeline, legend, marks, render, spans
+from fugue_tui.app.models.timeline import CampaignTimeline, legend, marks, render, spans
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from tests.app_screen import screen_text, until
@@ -178,7 +178,7 @@ def test_timeline_in_replay_grows_with_the_replay_clock(tmp_path, pinned):
 
 
 def test_legend_counts_what_it_left_out():
-    from fugue_tui.app.timeline import Span
+    from fugue_tui.app.models.timeline import Span
 
     cells = [Span(str(i), f"E{i} seq pass 1", 10.0 * i, 10.0 * i + 5) for i in range(1, 5)]
     lines = legend(cells, 40, 2)

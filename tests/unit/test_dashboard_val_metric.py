@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from fugue_tui.live import LiveView, val_header
+from fugue_tui.console.live import LiveView, val_header
 
 
 def ev(type, ts, **fields):

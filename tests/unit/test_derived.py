@@ -185,7 +185,7 @@ def test_end_to_end_speedup_of_the_dashboard_rows_by_hand():
 
 
 def test_ladder_is_relative_to_rung_a_by_hand():
-    from fugue_tui.figures import ladder_table
+    from fugue_tui.report.figures import ladder_table
 
     rows = [r for r in _rows(DASHBOARD) if r["status"] == "ok" and r["rung"]]
     base = _mean(r["throughput_group"] for r in rows if r["rung"] == "A")
@@ -215,7 +215,7 @@ def test_time_to_best_is_the_stored_columns_rule():
 
 def test_tensorboard_export_draws_energy_per_model_through_the_registry(tmp_path):
     pytest.importorskip("tensorboardX")
-    from fugue_tui.export_data import write_tensorboard
+    from fugue_tui.report.export_data import write_tensorboard
     from tests.unit.test_export_data import _scalars
 
     runs = load_runs(DASHBOARD)

@@ -1,4 +1,4 @@
-"""Re-exporting into a folder replaces each file in one rename (``fugue_tui.export.replaced``):
+"""Re-exporting into a folder replaces each file in one rename (``fugue_tui.report.export.replaced``):
 a reader never finds an earlier export's file missing (the dashboard test once read
 ``results.tex`` while a loaded machine was still drawing the PNGs of its replacement), an
 export that fails midway leaves the earlier files whole, and a link is replaced, never
@@ -10,8 +10,8 @@ import pytest
 
 from engine.errors import FugueError
 from engine.results.load import load_runs
-from fugue_tui import export as export_module
-from fugue_tui.report import export_results
+from fugue_tui.report import export as export_module
+from fugue_tui.report.tables import export_results
 from tests.snapshots.helpers import FIXTURES
 
 

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from fugue_tui.export import latex_table
-from fugue_tui.figures import build
+from fugue_tui.report.export import latex_table
+from fugue_tui.report.figures import build
 from tests.unit.test_knee import _sweep
 
 

@@ -90,7 +90,7 @@ def experiments_file(tmp: Path) -> list[dict[str, str]]:
 def adhoc_run(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     """``fugue-tui run --model mlp --dataset wine --type cv --k 3 ... --dry-run``, through the
     command's own code path up to the point where it hands the campaign to the runner."""
-    import fugue_tui.batch
+    import fugue_tui.console.batch
     from fugue_tui.cli import main
 
     seen: list[list[dict[str, str]]] = []
@@ -99,7 +99,7 @@ def adhoc_run(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]
         seen.append(_cells(load_campaign(path, overrides)))
         return 0
 
-    monkeypatch.setattr(fugue_tui.batch, "run_batch", capture)
+    monkeypatch.setattr(fugue_tui.console.batch, "run_batch", capture)
     monkeypatch.chdir(tmp)
     assert main(["run", "--model", "mlp", "--dataset", "wine", "--type", "cv", "--k", "3",
                  "--epochs", "2", "--lr", "0.01", "--exec", "seq", "unified_model",

@@ -12,8 +12,8 @@ from rich.console import Console
 
 from engine.results.hpo_curves import hpo_cells
 from engine.results.load import load_runs
-from fugue_tui.charts import step_points
-from fugue_tui.report import export_results, print_report
+from fugue_tui.report.charts import step_points
+from fugue_tui.report.tables import export_results, print_report
 from tests.unit.test_analysis import job, write
 from tests.unit.test_analysis import group as base_group
 
@@ -106,7 +106,7 @@ def test_report_json_carries_the_hpo_curves(tmp_path, capsys):
     import jsonschema
 
     from fugue_tui.jsonout import schema
-    from fugue_tui.report import run_report
+    from fugue_tui.report.tables import run_report
 
     _runs(tmp_path)
     assert run_report(tmp_path, as_json=True) == 0

@@ -20,11 +20,11 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "engine.define.catalogue", "engine.events", "engine.measure.provenance", "engine.results.rows",
                "engine.plugins", "engine.define.availability", "engine.runner.cellproc", "engine.runner.watchdog",
                "engine.runner.control", "engine.observe.follow", "engine.observe.state", "engine.define.validate",
-               "engine.results.analysis", "fugue_tui.cli", "fugue_tui.batch", "fugue_tui.listing",
-               "fugue_tui.report", "fugue_tui.charts", "fugue_tui.commands.validate",
+               "engine.results.analysis", "fugue_tui.cli", "fugue_tui.console.batch", "fugue_tui.commands.listing",
+               "fugue_tui.report.tables", "fugue_tui.report.charts", "fugue_tui.commands.validate",
                "fugue_tui.commands.prefetch", "fugue_tui.commands.run", "fugue_tui.commands.run_flags",
-               "engine.define.adhoc", "fugue_tui.live", "fugue_tui.progress_math", "fugue_tui.format",
-               "fugue_tui.figures", "engine.measure.monitor", "engine.cell.sidecar",
+               "engine.define.adhoc", "fugue_tui.console.live", "fugue_tui.console.progress_math", "fugue_tui.format",
+               "fugue_tui.report.figures", "engine.measure.monitor", "engine.cell.sidecar",
                "engine.measure.nvml", "engine.measure.host", "engine.measure.energy",
                "engine.measure.samples", "engine.cleanup", "engine.measure.spans",
                "engine.define.axes", "engine.executors.mp.mps", "engine.executors.mp.mps_checks",
@@ -64,8 +64,8 @@ def test_engine_never_imports_ui_libraries():
 
 
 DASHBOARD = ["fugue_tui.app", "fugue_tui.app.app", "fugue_tui.app.actions",
-             "fugue_tui.app.messages", "fugue_tui.app.plan_model", "fugue_tui.app.process",
-             "fugue_tui.app.series", "fugue_tui.app.screens.plan", "fugue_tui.app.screens.run",
+             "fugue_tui.app.messages", "fugue_tui.app.models.plan", "fugue_tui.app.process",
+             "fugue_tui.app.models.series", "fugue_tui.app.screens.plan", "fugue_tui.app.screens.run",
              "fugue_tui.app.screens.modals", "fugue_tui.app.widgets.catalogue_tree",
              "fugue_tui.app.widgets.cell_table", "fugue_tui.app.widgets.job_progress",
              "fugue_tui.app.widgets.device_charts", "fugue_tui.app.widgets.log_pane"]
@@ -78,10 +78,10 @@ def test_dashboard_never_imports_torch():
         "import importlib, json, sys\n"
         f"for name in {DASHBOARD!r}: importlib.import_module(name)\n"
         "from fugue_tui.app.screens.plan import experiment_infos\n"
-        "from fugue_tui.app.plan_model import default_doc, preview\n"
+        "from fugue_tui.app.models.plan import default_doc, preview\n"
         "assert experiment_infos(None)\n"
         "assert preview({**default_doc(), 'experiments': ['D_ens']}).cells\n"
-        "from fugue_tui.charts import metric_panels\n"
+        "from fugue_tui.report.charts import metric_panels\n"
         "metric_panels([0, 1], [('cpu', [1, 2])])\n"
         "heavy = ('torch', 'torchvision', 'sklearn', 'ray')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n")

@@ -88,7 +88,7 @@ def test_report_json_matches_the_tables_and_has_no_nan():
     doc = strict(proc.stdout, "report")
     from rich.console import Console
 
-    from fugue_tui.report import print_report
+    from fugue_tui.report.tables import print_report
 
     console = Console(width=1000, record=True, color_system=None)
     print_report(HARNESS, console)

@@ -9,7 +9,7 @@ import json
 
 from rich.console import Console
 
-from fugue_tui.listing import LEGACY_AMP, print_catalogue
+from fugue_tui.commands.listing import LEGACY_AMP, print_catalogue
 
 
 def _rows(text: str) -> dict[str, list[str]]:

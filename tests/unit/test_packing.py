@@ -89,7 +89,7 @@ def test_the_command_line_takes_devices_as_a_comma_list():
     # the dashboard's option field reads the same text the same way
     from engine.executors import MPOptions  # noqa: F401 - registers mp
     from engine.registry import EXECUTORS
-    from fugue_tui.app.plan_model import format_option, parse_option
+    from fugue_tui.app.models.plan import format_option, parse_option
 
     field = EXECUTORS.get("mp").option_fields["devices"]
     assert parse_option("cuda:0, cuda:1", field.types, field.axis) == ["cuda:0", "cuda:1"]
@@ -240,7 +240,7 @@ def test_a_packed_row_never_enters_a_single_gpu_speedup():
     table_ttb = speedups(runs_from_frames(pd.DataFrame(ttb)), n_boot=0).set_index("config_key")
     assert pd.isna(table_ttb.loc["two", "ttb_speedup"])
     assert table_ttb.loc["two", "ttb_baseline"] == PACKED_BASELINE
-    from fugue_tui.report import _cell_values
+    from fugue_tui.report.tables import _cell_values
 
     shown = {r["config_key"]: _cell_values(r)["speedup"]
              for r in table.reset_index().to_dict("records")}

@@ -153,7 +153,7 @@ def test_an_ampere_gpu_plans_bf16(tmp_path):
 # ------------------------------------------------------------------ front ends
 
 def test_run_precision_builds_the_axis(tmp_path, monkeypatch):
-    import fugue_tui.batch
+    import fugue_tui.console.batch
     from engine.define.campaign import load_campaign
     from fugue_tui.cli import main
 
@@ -163,7 +163,7 @@ def test_run_precision_builds_the_axis(tmp_path, monkeypatch):
         seen.append(load_campaign(path, overrides))
         return 0
 
-    monkeypatch.setattr(fugue_tui.batch, "run_batch", capture)
+    monkeypatch.setattr(fugue_tui.console.batch, "run_batch", capture)
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--exp", "D_ens", "--precision", "amp-bf16,fp32", "bf16",
                  "--dry-run"]) == 0

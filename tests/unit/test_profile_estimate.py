@@ -240,7 +240,7 @@ def test_the_dashboard_option_field_takes_a_number_or_auto():
     from engine.define.executor_options import hint
     from engine.executors import check_max_parallel
     from engine.registry import EXECUTORS
-    from fugue_tui.app.plan_model import parse_option
+    from fugue_tui.app.models.plan import parse_option
 
     for name in ("mp", "ray", "unified_model"):
         declared = EXECUTORS.get(name).option_fields["max_parallel"]
@@ -256,7 +256,7 @@ def test_the_dashboard_option_field_takes_a_number_or_auto():
 def test_the_dashboard_preview_warns_once_when_auto_has_no_profile(tmp_path):
     """The plan screen's preview (the dashboard's path to the runner) says what --batch
     says: one line per cell group without a profile, not one per cell."""
-    from fugue_tui.app.plan_model import preview
+    from fugue_tui.app.models.plan import preview
 
     doc = {"experiments": "D_ens", "executors": ["unified_model"], "passes": 2,
            "runs_dir": str(tmp_path / "runs"), "device": "cpu",

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from engine.results.columns import GROUP_COLUMNS
 from engine.results.store import append_rows
-from fugue_tui.report import print_report
+from fugue_tui.report.tables import print_report
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "tests" / "fixtures" / "fugue-harness-cpu"
@@ -115,7 +115,7 @@ def test_campaign_filter_and_failed_cells(tmp_path):
 
 
 def test_report_exports_figures_and_a_booktabs_table(tmp_path):
-    from fugue_tui.report import run_report
+    from fugue_tui.report.tables import run_report
 
     out = tmp_path / "figs"
     assert run_report(HARNESS, width=100, export_dir=out, formats="svg,tex") == 0

@@ -12,7 +12,7 @@ import jsonschema
 from rich.console import Console
 
 from fugue_tui.jsonout import schema
-from fugue_tui.report import print_report, run_report
+from fugue_tui.report.tables import print_report, run_report
 from tests.unit.test_analysis import HARNESS
 from tests.unit.test_json_outputs import fugue, strict
 from tests.unit.test_knee import TP, _sweep

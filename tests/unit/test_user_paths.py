@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import fugue_tui.batch
+import fugue_tui.console.batch
 from engine.define.campaign import load_campaign
 from engine.errors import ConfigError, FugueError
 from engine.results.preflight import preflight
@@ -89,7 +89,7 @@ def test_the_dry_run_checks_the_folder_the_runner_would_write(home, tmp_path):
 
 def test_fugue_tui_run_writes_its_campaign_under_the_expanded_folder(home, monkeypatch):
     started: list[Path] = []
-    monkeypatch.setattr(fugue_tui.batch, "run_batch",
+    monkeypatch.setattr(fugue_tui.console.batch, "run_batch",
                         lambda path, overrides, **kw: started.append(Path(path)) or 0)
     from fugue_tui.cli import build_parser
     from fugue_tui.commands.run import run
@@ -179,7 +179,7 @@ def test_an_empty_name_is_refused_but_a_missing_one_is_the_file_name(tmp_path):
 # --------------------------------------------------------------------------- report --export
 
 def test_export_replaces_an_earlier_export_only_when_asked(tmp_path):
-    from fugue_tui.report import run_report
+    from fugue_tui.report.tables import run_report
 
     out = tmp_path / "figs"
     assert run_report(HARNESS, width=100, export_dir=out, formats="svg,tex") == 0

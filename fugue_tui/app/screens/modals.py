@@ -190,7 +190,7 @@ _HELP_CACHE: dict = {}
 
 class StackScreen(ModalScreen[None]):
     """A running cell's stack dumps, process tree and last events
-    (:func:`fugue_tui.app.stack_report.cell_report`); Escape closes."""
+    (:func:`fugue_tui.app.models.stack_report.cell_report`); Escape closes."""
 
     BINDINGS = [Binding("escape,q", "close", "close", id="help.close-stacks")]
 

@@ -1,7 +1,7 @@
 """The plan screen: pick experiments and executors, set the campaign, preview its cells,
 save or load it as a campaign TOML file, and launch it.
 
-The plan is a campaign document (:mod:`fugue_tui.app.plan_model`), edited in the settings
+The plan is a campaign document (:mod:`fugue_tui.app.models.plan`), edited in the settings
 form (:class:`fugue_tui.app.widgets.campaign_form.CampaignForm`); every edit re-runs the
 runner's dry run in a thread worker (debounced, stale results dropped by revision), so the
 preview shows exactly the cells, keys and skips the runner would.
@@ -36,7 +36,7 @@ from engine.errors import FugueError
 from engine.runfolder import RunFolder
 from fugue_tui.app.actions import PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, PreviewReady
-from fugue_tui.app.plan_model import (
+from fugue_tui.app.models.plan import (
     Preview,
     default_doc,
     default_save_path,
@@ -48,7 +48,7 @@ from fugue_tui.app.plan_model import (
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
-from fugue_tui.app.widgets.cell_table import split_label
+from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.format import PENDING
 

@@ -8,15 +8,15 @@ load left out (a file's torn last line) is said under the header and notified on
 
 A thread worker watches the results files (size and mtime, every :data:`POLL_S`) and,
 when they changed or the filter did, loads them (:func:`engine.results.load.load_runs`) and
-builds the figures (:func:`fugue_tui.figures.build`, the analysis ``fugue-tui report``
+builds the figures (:func:`fugue_tui.report.figures.build`, the analysis ``fugue-tui report``
 uses); only a :class:`ResultsLoaded` message reaches the widgets. Charts are drawn on the
 UI thread (plotext is not thread-safe) and only when the figures or the pane width changed.
 Export writes the same figures as PNG/SVG and the LaTeX table
-(:func:`fugue_tui.report.export_results`).
+(:func:`fugue_tui.report.tables.export_results`).
 
 | key | binding id | action |
 |---|---|---|
-| / | results.filter | edit the filter (see :mod:`fugue_tui.app.results_model`) |
+| / | results.filter | edit the filter (see :mod:`fugue_tui.app.models.results`) |
 | o | results.sort | sort by the next column (a header click sorts by that column) |
 | O | results.reverse | reverse the sort |
 | e | results.export | write the figures (PNG, SVG) and the LaTeX table to a folder |
@@ -42,9 +42,9 @@ from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
 from fugue_tui.app.actions import RESULTS, bindings
-from fugue_tui.app.hpo_view import best_curve, curve_text
+from fugue_tui.app.models.hpo import best_curve, curve_text
 from fugue_tui.app.messages import Notice
-from fugue_tui.app.results_model import (
+from fugue_tui.app.models.results import (
     COLUMNS,
     Filter,
     apply_filter,
@@ -144,9 +144,9 @@ class ResultsScreen(Screen):
         from engine.errors import FugueError
         from engine.results.analysis import cell_columns
         from engine.results.load import load_runs
-        from fugue_tui.app.hpo_view import ttb_by_row
-        from fugue_tui.figures import build
-        from fugue_tui.sweep_report import analyse
+        from fugue_tui.app.models.hpo import ttb_by_row
+        from fugue_tui.report.figures import build
+        from fugue_tui.report.sweeps import analyse
 
         worker = get_current_worker()
         files = result_files(self.source)
@@ -279,7 +279,7 @@ class ResultsScreen(Screen):
 
     # -- charts ---------------------------------------------------------------------------
     def _draw_charts(self) -> None:
-        from fugue_tui.charts import figure_chart
+        from fugue_tui.report.charts import figure_chart
 
         pane = self.query_one("#figures", Static)
         width = max(40, self.query_one("#figures-pane").size.width - 2)
@@ -336,8 +336,8 @@ class ResultsScreen(Screen):
     @work(thread=True, group="export")
     def _export(self, runs, folder: str, overwrite: bool = False) -> None:
         from engine.errors import FugueError
-        from fugue_tui.export import ExportExists
-        from fugue_tui.report import export_results
+        from fugue_tui.report.export import ExportExists
+        from fugue_tui.report.tables import export_results
 
         try:
             paths = export_results(runs, folder, overwrite=overwrite)

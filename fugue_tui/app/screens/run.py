@@ -4,7 +4,7 @@ A thread worker (:mod:`fugue_tui.app.follow`) follows ``runner.jsonl`` and every
 ``events.jsonl`` (:class:`engine.observe.follow.CampaignFollower`), tails the selected
 cell's log and, when no cell runs, samples the host; it reaches the screen only through
 :class:`Followed` messages. The screen applies events to the shared model
-(:class:`fugue_tui.live.LiveView` over :class:`engine.observe.state.CampaignState`) and
+(:class:`fugue_tui.console.live.LiveView` over :class:`engine.observe.state.CampaignState`) and
 redraws at most :data:`REFRESH_S` apart: the cell table updates only changed cells, the job
 pane and charts redraw only when what they show changed, and nothing is redrawn while
 another screen (help, Results) covers it. The cursor follows the running cell until the user
@@ -26,11 +26,11 @@ comes. Commands go to the runner through its control channel (:mod:`engine.runne
 | escape | run.back | close a replay, or leave a campaign that has ended |
 
 The monitor pane has three views (``t``): the selected cell's monitor charts, the
-campaign's host/device timeline with its cells' boundaries (:mod:`fugue_tui.app.timeline`)
+campaign's host/device timeline with its cells' boundaries (:mod:`fugue_tui.app.models.timeline`)
 and the selected cell's per-job loss and validation curves across executors
-(:mod:`fugue_tui.app.curves`); both are fed from the same events, live and in replay.
+(:mod:`fugue_tui.app.models.curves`); both are fed from the same events, live and in replay.
 
-Replay (:mod:`fugue_tui.app.replay`): the same screen over a recorded stream. A replay
+Replay (:mod:`fugue_tui.app.models.replay`): the same screen over a recorded stream. A replay
 worker, instead of the follow worker, posts the events whose time has come in the same
 :class:`Followed` messages, and the screen's clock is the replay's (campaign time);
 space pauses, ``n`` steps one event, ``+``/``-`` change the speed, ``E`` runs to the end.
@@ -54,21 +54,21 @@ from textual.worker import get_current_worker
 from engine.observe.state import CellState
 from fugue_tui.app.actions import REPLAY, RUN, bindings
 from fugue_tui.app.compact import set_compact
-from fugue_tui.app.curves import CurveStore, curves_text
+from fugue_tui.app.models.curves import CurveStore, curves_text
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
 from fugue_tui.app.process import RunnerHandle
-from fugue_tui.app.run_text import campaign_header, confirm_question, note_lifecycle
+from fugue_tui.app.models.run_text import campaign_header, confirm_question, note_lifecycle
 from fugue_tui.app.screens.modals import ConfirmScreen
-from fugue_tui.app.series import HOST_PANELS, SampleStore, Series
-from fugue_tui.app.timeline import CampaignTimeline
+from fugue_tui.app.models.series import HOST_PANELS, SampleStore, Series
+from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import LogPane
-from fugue_tui.live import LiveView, warning_line
+from fugue_tui.console.live import LiveView, warning_line
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
@@ -337,7 +337,7 @@ class RunScreen(Screen):
 
     @work(thread=True, exclusive=True, group="so-far")
     def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:
-        from fugue_tui.app.so_far import speedup_parts
+        from fugue_tui.app.models.so_far import speedup_parts
 
         try:
             parts = speedup_parts(runs_dir, campaign)
@@ -372,7 +372,7 @@ class RunScreen(Screen):
 
         from rich.text import Text as RichText
 
-        from fugue_tui.app.timeline import render
+        from fugue_tui.app.models.timeline import render
 
         state = self.view.state
         if self.monitor_view == "timeline":
@@ -423,7 +423,7 @@ class RunScreen(Screen):
                                handle=self.handle, stopping=self.stopping)
 
     def _show_header(self, now: float) -> None:
-        from fugue_tui.app.so_far import comparable, eta_seconds, fit_strip
+        from fugue_tui.app.models.so_far import comparable, eta_seconds, fit_strip
 
         text = self.header_text(now)
         state = self.view.state
@@ -564,7 +564,7 @@ class RunScreen(Screen):
     @work(thread=True, group="stacks")
     def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
         from fugue_tui.app.screens.modals import StackScreen
-        from fugue_tui.app.stack_report import cell_report
+        from fugue_tui.app.models.stack_report import cell_report
 
         try:
             report = cell_report(attempt_dir, pid, label)

@@ -3,7 +3,7 @@ seed, retries, max_parallel, threads, device, compile, runs folder, experiments 
 watchdog), then the executors (with their options) and the resume box — the order tab walks
 them in. Checkboxes show their state as ``X`` or blank, readable without colour.
 
-The form edits a campaign document (:mod:`fugue_tui.app.plan_model`) in place, ``doc``, and
+The form edits a campaign document (:mod:`fugue_tui.app.models.plan`) in place, ``doc``, and
 keeps one error per field that does not parse, ``errors``. After every edit it posts
 :class:`CampaignForm.Changed` (the screen re-previews the plan), and when the experiments file
 is set, :class:`CampaignForm.ExperimentsFileChanged` first (the screen reloads the catalogue).
@@ -20,7 +20,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
-from fugue_tui.app.plan_model import format_option, parse_option
+from fugue_tui.app.models.plan import format_option, parse_option
 
 
 @dataclass(frozen=True)

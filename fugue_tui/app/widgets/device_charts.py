@@ -1,7 +1,7 @@
 """Live device charts of the selected cell, from its monitor's ``sample`` events: GPU
 utilisation, VRAM and power with a GPU; without one, the CPU and RSS of the cell's process
 tree (labelled so). When no cell runs, host CPU and memory from the dashboard's own psutil
-polling, labelled "idle polling". Charts are drawn by :func:`fugue_tui.charts.metric_panels`
+polling, labelled "idle polling". Charts are drawn by :func:`fugue_tui.report.charts.metric_panels`
 and redrawn only when their data or the widget's size changed, and new samples of the same
 series at most every :data:`MIN_REDRAW_S` (plotext is the costliest thing on screen).
 """
@@ -15,8 +15,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from fugue_tui.app.series import Series, panels
-from fugue_tui.charts import metric_panels
+from fugue_tui.app.models.series import Series, panels
+from fugue_tui.report.charts import metric_panels
 
 #: Seconds between two redraws for new samples of the same series.
 MIN_REDRAW_S = 2.0
@@ -65,7 +65,7 @@ class DeviceCharts(Static):
 
     def show(self, series: Series | None, which: tuple[tuple[str, str], ...] | None = None,
              empty: str = "no monitor samples for this cell (yet)", live: bool = True) -> bool:
-        """Draw ``series`` (panels chosen by :func:`fugue_tui.app.series.panels` unless
+        """Draw ``series`` (panels chosen by :func:`fugue_tui.app.models.series.panels` unless
         ``which``); True when it redrew. ``live``: the series is still growing (its latest
         value reads "now"; a cell that ended reads "last")."""
         self.deferred = False  # only show_text defers (the cell charts catch up on samples)

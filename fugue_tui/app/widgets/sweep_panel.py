@@ -2,7 +2,7 @@
 workload's throughput-vs-K chart with the knees marked (when the rows form a K sweep) and
 the advice per workload and machine (``fugue-tui report --advise``'s text).
 
-The analysis (:func:`fugue_tui.sweep_report.analyse`: bootstrap intervals, knees, advice)
+The analysis (:func:`fugue_tui.report.sweeps.analyse`: bootstrap intervals, knees, advice)
 runs in the screen's loading worker, off the UI thread; this widget only draws what it is
 given, on the UI thread (plotext is not thread-safe), and only when the analysis or the
 width changed.
@@ -33,12 +33,12 @@ class SweepPanel(Static):
         self.display = False
 
     def set_view(self, view: Any) -> None:
-        """The :class:`fugue_tui.sweep_report.SweepView` of the rows shown (None: none)."""
+        """The :class:`fugue_tui.report.sweeps.SweepView` of the rows shown (None: none)."""
         self.view = view
 
     def draw(self, width: int, color: bool) -> None:
         """Draw the charts and the advice at ``width`` columns (only when changed)."""
-        from fugue_tui.sweep_report import advice_lines, charts, rule_lines
+        from fugue_tui.report.sweeps import advice_lines, charts, rule_lines
 
         key = (id(self.view), width, color)
         if key == self._drawn:

@@ -30,7 +30,7 @@ def speedup_parts(runs_dir: Path, campaign: str,
     from engine.errors import FugueError
     from engine.results.analysis import speedups
     from engine.results.load import Runs, load_runs
-    from fugue_tui.figures import cell_label
+    from fugue_tui.report.figures import cell_label
 
     try:
         runs = load_runs(runs_dir)
@@ -95,7 +95,7 @@ def comparable(state: CampaignState) -> bool:
     """Whether some experiment has a finished seq cell and a finished cell of another
     executor: only then can a speedup exist (loading the rows and the analysis, pandas
     included, cost a dashboard about a second of CPU: not for nothing)."""
-    from fugue_tui.app.widgets.cell_table import split_label
+    from fugue_tui.app.models.cells import split_label
 
     seen: dict[str, set[str]] = {}
     for cell in state.cells.values():
@@ -110,7 +110,7 @@ def eta_seconds(state: CampaignState, now: float) -> float | None:
     costs the mean duration of the ended cells of its executor (of all ended cells when its
     executor has none yet), a running one that less what it has run. None before any cell
     ended."""
-    from fugue_tui.app.widgets.cell_table import split_label
+    from fugue_tui.app.models.cells import split_label
 
     took: dict[str, list[float]] = {}
     for cell in state.cells.values():

@@ -41,7 +41,7 @@ from engine.results.columns import (
     NUMBER,
 )
 from fugue_tui.jsonout import SCHEMA_VERSION, clean
-from fugue_tui.live import warning_line
+from fugue_tui.console.live import warning_line
 
 #: The stream's schema name (``fugue_tui/schemas/batch.v1.json``).
 KIND = "batch"
@@ -61,7 +61,7 @@ def write_line(kind: str, stream=None, **body: Any) -> None:
 def typed_row(row: dict[str, str], file: str) -> dict[str, Any]:
     """A results-file row (text, as :func:`engine.results.read.read_rows` gives it) with the
     registry's types; empty is ``None``, never 0 or ``""``."""
-    from fugue_tui.export_data import INTEGER_COLUMNS
+    from fugue_tui.report.export_data import INTEGER_COLUMNS
 
     kinds = {c.name: c.kind for c in COLUMNS if c.file == file}
     out: dict[str, Any] = {}
@@ -100,7 +100,7 @@ def typed_row(row: dict[str, str], file: str) -> dict[str, Any]:
 
 class JsonProgress:
     """The progress consumer of ``--batch --json`` (the same interface as
-    :class:`fugue_tui.batch.PlainProgress`): each event as an ``event`` line, each warning
+    :class:`fugue_tui.console.batch.PlainProgress`): each event as an ``event`` line, each warning
     also on stderr for a person watching, and after each poll the rows this run appended
     (``row`` lines; :meth:`rows`)."""
 
@@ -181,7 +181,7 @@ def write_summary(exit_code: int, runner: Any, problems: list[dict[str, Any]],
     when it has none) and ``problems``."""
     from engine.errors import FugueError
     from fugue_tui.jsonout import report_cells
-    from fugue_tui.report import select_runs
+    from fugue_tui.report.tables import select_runs
 
     try:
         cells = report_cells(select_runs(runner.runs_dir, runner.campaign_id))

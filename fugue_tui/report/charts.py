@@ -204,8 +204,8 @@ def line_chart(xs: Sequence[float], series: Mapping[str, Sequence[float]], title
 
 
 def speedup_label(row: Mapping[str, Any]) -> str:
-    """``exp executor`` plus what distinguishes the cell (``fugue_tui.figures.cell_label``)."""
-    from fugue_tui.figures import cell_label
+    """``exp executor`` plus what distinguishes the cell (``fugue_tui.report.figures.cell_label``)."""
+    from fugue_tui.report.figures import cell_label
 
     return cell_label(dict(row))
 
@@ -243,7 +243,7 @@ def speedup_chart_width(speedup_df, title: str = SPEEDUP_TITLE) -> int:
 
 def _speedup_bars(speedup_df):
     """``(labels, values, errors)`` of the non-seq rows, bottom bar first; None without."""
-    from fugue_tui.figures import mark_sweeps
+    from fugue_tui.report.figures import mark_sweeps
 
     frame = mark_sweeps(speedup_df)
     frame = frame[frame["executor"] != "seq"]
@@ -344,7 +344,7 @@ def metric_panels(xs: Sequence[float], panels: Sequence[tuple[str, Sequence[floa
 
 
 def figure_chart(figure, width: int = 80, color: bool | None = None) -> str:
-    """A :class:`fugue_tui.figures.Figure` as horizontal bars, in its order from the top:
+    """A :class:`fugue_tui.report.figures.Figure` as horizontal bars, in its order from the top:
     each label ends with the value as the tables print it (interval included), the
     interval is drawn across the bar, the reference line (1 for ratios) is drawn, and bars
     whose value is missing are listed on the ``missing:`` line, never drawn as 0. The

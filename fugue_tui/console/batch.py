@@ -3,11 +3,11 @@
 It validates the campaign, starts the runner process (``python -m engine.runner``), follows
 the campaign's event files (``engine.observe.follow``) and prints one plain line per lifecycle
 event and per job epoch (each warning, the cells' and the runner's, on stderr as it comes:
-an executor's, a results file repaired or upgraded with its backup), then the campaign's report (``fugue_tui.report``: T_group,
+an executor's, a results file repaired or upgraded with its backup), then the campaign's report (``fugue_tui.report.tables``: T_group,
 throughput, speedup over seq with its interval, accuracy parity, per experiment and
 executor, over the campaign's ok rows). The dashboard drives the same runner.
 
-On a terminal the progress is a live view instead (``fugue_tui.live``: the same events
+On a terminal the progress is a live view instead (``fugue_tui.console.live``: the same events
 applied to ``engine.observe.state``); when stdout is not a terminal, or ``FUGUE_PLAIN`` is set to
 anything but "" or "0", the plain lines are printed.
 """
@@ -39,7 +39,7 @@ from engine.results.preflight import check_runs_path, preflight
 from engine.results.read import read_rows
 from engine.runner.cli import runner_argv
 from engine.runner.supervisor import Runner
-from fugue_tui.live import warning_line
+from fugue_tui.console.live import warning_line
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
 RUNNER_STOP_S = 60.0
@@ -48,7 +48,7 @@ RUNNER_STOP_S = 60.0
 class PlainProgress:
     """Event consumer writing short lines (one per lifecycle event and epoch end) to
     ``stream``, and each ``warning`` event (a cell's or the runner's) to stderr as it comes
-    (:func:`fugue_tui.live.warning_line`)."""
+    (:func:`fugue_tui.console.live.warning_line`)."""
 
     def __init__(self, total: int, stream=None):
         self.total = total
@@ -175,11 +175,11 @@ def plain_requested(environ: dict[str, str] | None = None) -> bool:
 
 
 def make_progress(total: int, console: Console, environ: dict[str, str] | None = None):
-    """The progress renderer: the live view (:class:`fugue_tui.live.LiveProgress`) when
+    """The progress renderer: the live view (:class:`fugue_tui.console.live.LiveProgress`) when
     ``console`` writes to a terminal, else (or with ``FUGUE_PLAIN``) :class:`PlainProgress`."""
     if plain_requested(environ) or not console.is_terminal or console.is_dumb_terminal:
         return PlainProgress(total)
-    from fugue_tui.live import LiveProgress
+    from fugue_tui.console.live import LiveProgress
 
     return LiveProgress(total, console)
 
@@ -350,7 +350,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     3 aborted through the control channel; 130 Ctrl-C or SIGTERM.
 
     ``as_json``: with ``dry`` the plan as JSON (:mod:`fugue_tui.jsonout`); else the run as
-    JSON lines on stdout (:mod:`fugue_tui.batch_json`), the same exit status.
+    JSON lines on stdout (:mod:`fugue_tui.console.batch_json`), the same exit status.
 
     ``words``: rewrites a warning about the campaign (``"<path>: <text>"``) in the words
     the user typed (``fugue-tui run`` generates the file: the warning names its flags, not
@@ -378,8 +378,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     started = time.strftime("%Y%m%d_%H%M%S")
     proc = _start_runner(path, overrides, resume, since, reuse_any, as_json)
     relay = _relay(proc.stderr)
-    if as_json:  # JSON lines on stdout, nothing else there (fugue_tui.batch_json)
-        from fugue_tui.batch_json import JsonProgress, write_summary
+    if as_json:  # JSON lines on stdout, nothing else there (fugue_tui.console.batch_json)
+        from fugue_tui.console.batch_json import JsonProgress, write_summary
 
         progress = JsonProgress(runner.runs_dir, runner.campaign_id, started)
     else:
@@ -504,12 +504,12 @@ def _print_problems(runner: Runner, since: str) -> list[dict[str, Any]]:
 
 
 def print_summary(console: Console, groups_csv: Path, campaign_id: str) -> None:
-    """The campaign's report (:func:`fugue_tui.report.print_report`): per experiment ×
+    """The campaign's report (:func:`fugue_tui.report.tables.print_report`): per experiment ×
     executor, T_group, throughput, energy per model, speedup over seq with its interval or
     "n/a", baseline, accuracy parity, and the speedup chart. Never fails the batch run: a
     problem reading the results is printed as one line."""
     from engine.errors import FugueError
-    from fugue_tui.report import NoCampaignRows, print_report
+    from fugue_tui.report.tables import NoCampaignRows, print_report
 
     runs_dir = Path(groups_csv).parent
     try:

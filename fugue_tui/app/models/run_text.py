@@ -1,4 +1,4 @@
-"""What the run screen writes, as functions of the shared model (:class:`fugue_tui.live.LiveView`
+"""What the run screen writes, as functions of the shared model (:class:`fugue_tui.console.live.LiveView`
 over :class:`engine.observe.state.CampaignState`) and of the runner: the campaign header
 line, the lifecycle lines the batch view leaves out, and the questions asked before a cell
 command is sent. No widgets."""
@@ -12,9 +12,9 @@ from rich.text import Text
 
 from engine.events import is_runner_event
 from engine.observe.state import CellState
-from fugue_tui.app.widgets.cell_table import NOT_RUN, STOPPED
+from fugue_tui.app.models.cells import NOT_RUN, STOPPED
 from fugue_tui.format import PENDING, fmt_duration
-from fugue_tui.live import LiveView
+from fugue_tui.console.live import LiveView
 
 _CONFIRM = {
     "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",

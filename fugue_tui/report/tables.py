@@ -201,13 +201,13 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
                  overwrite: bool = False, what: str = "export folder",
                  ) -> tuple[list[str], Path, list[Path]]:
     """The formats (a list or ``"png,svg"``), the export folder and the files in it an
-    export would replace, checked writing nothing (:func:`fugue_tui.export.export_folder`).
+    export would replace, checked writing nothing (:func:`fugue_tui.report.export.export_folder`).
 
     Raises:
-        FugueError: an unknown format, or a folder :func:`~fugue_tui.export.export_folder`
+        FugueError: an unknown format, or a folder :func:`~fugue_tui.report.export.export_folder`
             refuses.
     """
-    from fugue_tui.export import FORMATS, export_folder, planned_files
+    from fugue_tui.report.export import FORMATS, export_folder, planned_files
 
     chosen = [f.strip() for f in formats.split(",")] if isinstance(formats, str) \
         else list(formats)
@@ -215,8 +215,8 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
     if bad or not chosen:
         raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
                          "(comma-separated)")
-    from fugue_tui.hpo_report import planned_files as hpo_files
-    from fugue_tui.sweep_report import planned_files as sweep_files
+    from fugue_tui.report.hpo import planned_files as hpo_files
+    from fugue_tui.report.sweeps import planned_files as sweep_files
 
     out, present = export_folder(out_dir, planned_files(chosen) + sweep_files(chosen)
                                  + hpo_files(chosen), overwrite, what)
@@ -229,8 +229,8 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    what: str = "export folder", baseline: str | None = None,
                    knee_fraction: float = 0.10) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
-    same analysis as the terminal (:func:`fugue_tui.figures.build`), and the rows as data
-    (parquet, json, tensorboard: :mod:`fugue_tui.export_data`); the paths written.
+    same analysis as the terminal (:func:`fugue_tui.report.figures.build`), and the rows as data
+    (parquet, json, tensorboard: :mod:`fugue_tui.report.export_data`); the paths written.
     A figure with nothing measured is not written: ``skipped``, when given, receives
     ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
 
@@ -241,27 +241,27 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     ``baseline``: a precision every cell is compared with (``--baseline fp32``), as in the
     terminal report.
     The dashboard's Results screen calls this too. Rows that form a K sweep also give
-    ``knee.png`` / ``knee.svg`` and ``knee.csv`` (:mod:`fugue_tui.sweep_report`, the knee at
+    ``knee.png`` / ``knee.svg`` and ``knee.csv`` (:mod:`fugue_tui.report.sweeps`, the knee at
     ``knee_fraction``); hpo rows give ``best_so_far.png`` / ``.svg`` and ``best_so_far.csv``
-    (:mod:`fugue_tui.hpo_report`).
+    (:mod:`fugue_tui.report.hpo`).
 
     Raises:
         FugueError: an unknown format, a target that is not a folder, files already there
             (without ``overwrite``), or a write that failed (naming the file).
     """
-    from fugue_tui.export import export, skipped_figures
-    from fugue_tui.figures import build
-    from fugue_tui.sweep_report import analyse, export_sweeps
+    from fugue_tui.report.export import export, skipped_figures
+    from fugue_tui.report.figures import build
+    from fugue_tui.report.sweeps import analyse, export_sweeps
 
     from engine.results.hpo_curves import hpo_cells
-    from fugue_tui.export_data import DATA_FORMATS, export_data
-    from fugue_tui.hpo_report import export_hpo
+    from fugue_tui.report.export_data import DATA_FORMATS, export_data
+    from fugue_tui.report.hpo import export_hpo
 
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
     sweeps = analyse(runs, fraction=knee_fraction, advise=False, by_campaign=by_campaign)
     try:
-        # figures and the table: each file replaced in one rename (fugue_tui.export.replaced),
+        # figures and the table: each file replaced in one rename (fugue_tui.report.export.replaced),
         # never written through a link; then the rest of an earlier export is removed (a
         # figure now skipped, and the knee files, data files and tensorboard/ folder, which
         # are written anew after, so never through a link either)
@@ -302,8 +302,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     against (``--baseline fp32``), instead of seq of the cell's own precision. Rows forming
     a K sweep add each workload's throughput-vs-K chart with the knee marked and a table
     per curve (at ``knee_fraction``); hpo rows a time-to-best table per workload and the
-    best-so-far chart (:mod:`fugue_tui.hpo_report`); ``advise`` adds the advice
-    (:mod:`fugue_tui.sweep_report`). Raises
+    best-so-far chart (:mod:`fugue_tui.report.hpo`); ``advise`` adds the advice
+    (:mod:`fugue_tui.report.sweeps`). Raises
     :class:`engine.results.load.NoResultsError` without ``master_groups.csv``.
     """
     from engine.results.analysis import cell_status, speedups
@@ -324,7 +324,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != "seq").any():
-        from fugue_tui.charts import speedup_chart, speedup_chart_width
+        from fugue_tui.report.charts import speedup_chart, speedup_chart_width
 
         color = (console.is_terminal and not console.no_color
                  and "NO_COLOR" not in os.environ)
@@ -337,13 +337,13 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
         else:
             text = speedup_chart(table, width=chart_width, color=color)
             console.print(Text.from_ansi(text) if color else Text(text))
-    from fugue_tui.sweep_report import analyse, print_advice, print_sweeps
+    from fugue_tui.report.sweeps import analyse, print_advice, print_sweeps
 
     view = analyse(runs, fraction=knee_fraction, advise=advise, by_campaign=by_campaign)
     color = console.is_terminal and not console.no_color and "NO_COLOR" not in os.environ
     if chart:
         print_sweeps(view, console, width=width or min(console.width, 120), color=color)
-    from fugue_tui.hpo_report import analyse as hpo_analyse, print_hpo
+    from fugue_tui.report.hpo import analyse as hpo_analyse, print_hpo
 
     hpo, ttb = hpo_analyse(runs, table, by_campaign)
     print_hpo(hpo, ttb, console, width=width or min(console.width, 120), color=color,
@@ -401,7 +401,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         runs = select_runs(Path(runs_dir), campaign_id)
         for note in runs.notes:
             print(f"fugue-tui: warning: {note}", file=sys.stderr)
-        from fugue_tui.report_json import hpo_section, sweep_sections
+        from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
                       by_campaign=by_campaign,

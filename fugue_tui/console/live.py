@@ -3,7 +3,7 @@ terminal, ``FUGUE_PLAIN`` unset), whose :class:`LiveView` and styles the dashboa
 screen and panes reuse.
 
 One event stream, two renderers: :class:`LiveProgress` takes the same events as
-:class:`fugue_tui.batch.PlainProgress` (from :class:`engine.observe.follow.CampaignFollower`) and
+:class:`fugue_tui.console.batch.PlainProgress` (from :class:`engine.observe.follow.CampaignFollower`) and
 applies them to an :class:`engine.observe.state.CampaignState`, the one reducer every front
 end shares; :class:`LiveView` renders from it and keeps only its display log (the recent
 lifecycle lines, as text). The view shows:
@@ -14,7 +14,7 @@ lifecycle lines, as text). The view shows:
   results file repaired, the summary's: host busy);
 - one bar per job of the current cell: completed fraction of epochs × steps, loss, val acc
   when known, samples/s, elapsed and ETA from the job's own rate
-  (:func:`fugue_tui.progress_math.eta_seconds`);
+  (:func:`fugue_tui.console.progress_math.eta_seconds`);
 - the last few lifecycle lines (killed, retried, skipped, suspect, hung, failed, control,
   warnings).
 
@@ -47,7 +47,7 @@ from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
 from fugue_tui.format import PENDING as DASH
 from fugue_tui.format import fmt_duration, fmt_number, fmt_rate
-from fugue_tui.progress_math import eta_seconds, fraction_done
+from fugue_tui.console.progress_math import eta_seconds, fraction_done
 
 #: Minimum seconds between two redraws (at most 4 per second).
 REFRESH_S = 0.25
@@ -368,7 +368,7 @@ def warning_line(event: dict[str, Any], label: str = "") -> str | None:
 # -- the consumer -------------------------------------------------------------------------
 
 class LiveProgress:
-    """Event consumer with the interface of :class:`fugue_tui.batch.PlainProgress`
+    """Event consumer with the interface of :class:`fugue_tui.console.batch.PlainProgress`
     (``progress(event)``), plus ``tick()`` (redraw when due) and a context manager that
     starts and stops the Rich live display on ``console``."""
 

@@ -98,7 +98,7 @@ def row_key(row: dict[str, Any]) -> str:
 def table_rows(groups: pd.DataFrame, ttb: dict[str, float] | None = None
                ) -> dict[str, tuple[str, ...]]:
     """Row key → the row's cells (:data:`COLUMNS`), in file order. ``ttb``: row key → its
-    cell's ``ttb_speedup`` (:func:`fugue_tui.app.hpo_view.ttb_by_row`; the analysis computes
+    cell's ``ttb_speedup`` (:func:`fugue_tui.app.models.hpo.ttb_by_row`; the analysis computes
     it per cell, the group file has no such column)."""
     out = {}
     for row in groups.to_dict("records"):

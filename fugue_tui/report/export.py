@@ -1,7 +1,7 @@
 """Export the results figures and table to files: PNG/SVG (matplotlib) and a LaTeX table
 (booktabs). The only module that imports matplotlib (Agg backend, no display needed).
 
-Same analysis as the terminal charts: :func:`fugue_tui.figures.build`. A missing value is
+Same analysis as the terminal charts: :func:`fugue_tui.report.figures.build`. A missing value is
 not drawn (never a zero-length bar) and is named under the axes ("missing: ..."); in the
 LaTeX table it is ``--``. Files are reproducible: SVG ids come from a fixed hash salt and
 neither format records a creation date.
@@ -24,7 +24,7 @@ from engine.errors import FugueError
 from fugue_tui.format import fmt_number
 
 #: What ``--format`` takes: the figures and the LaTeX table (this module), the rows as
-#: data (:mod:`fugue_tui.export_data`).
+#: data (:mod:`fugue_tui.report.export_data`).
 FORMATS = ("png", "svg", "tex", "parquet", "json", "tensorboard")
 
 
@@ -101,7 +101,7 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
     rows in the analysis' order; ``--`` for a value not measured. When rows form a K sweep
     (an experiment measured at several K on one machine, issue 23: its cells share the
     experiment id) a ``$K$`` column follows the executor, as in the terminal report."""
-    from fugue_tui.figures import mark_sweeps
+    from fugue_tui.report.figures import mark_sweeps
 
     table = results.table
     swept = bool(len(table)) and bool(mark_sweeps(table)["_swept"].any())
@@ -183,13 +183,13 @@ def skipped_figures(results) -> list[tuple[str, str]]:
 
 def planned_files(formats: Iterable[str]) -> list[str]:
     """Every file name an export in ``formats`` owns: each figure's
-    (:data:`fugue_tui.figures.FIGURE_KEYS`, drawn or skipped: a skipped figure's file from
+    (:data:`fugue_tui.report.figures.FIGURE_KEYS`, drawn or skipped: a skipped figure's file from
     an earlier export would sit beside the new ones, out of step with them) and
     ``results.tex``, and the data formats' files (``groups.parquet``, ..., the
     ``tensorboard`` folder). Known before any result is read, so a bad target fails fast."""
-    from fugue_tui.figures import FIGURE_KEYS
+    from fugue_tui.report.figures import FIGURE_KEYS
 
-    from fugue_tui.export_data import DATA_FILES
+    from fugue_tui.report.export_data import DATA_FILES
 
     formats = list(formats)
     names = [f"{key}.{fmt}" for key in FIGURE_KEYS for fmt in ("png", "svg") if fmt in formats]

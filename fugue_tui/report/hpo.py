@@ -121,7 +121,7 @@ def note_lines() -> list[str]:
 
 def charts(cells: list[Any], width: int = 80, color: bool | None = None) -> list[str]:
     """One terminal chart per workload: each cell's representative best-so-far curve."""
-    from fugue_tui.charts import best_so_far_chart
+    from fugue_tui.report.charts import best_so_far_chart
 
     out = []
     for title, group in workloads(cells):
@@ -200,8 +200,8 @@ def _csv(value: Any) -> str:
 
 
 def _figure(cells: list[Any], path: Path, fmt: str) -> Path:
-    from fugue_tui.charts import step_points
-    from fugue_tui.export import _pyplot
+    from fugue_tui.report.charts import step_points
+    from fugue_tui.report.export import _pyplot
 
     plt = _pyplot()
     groups = workloads(cells)

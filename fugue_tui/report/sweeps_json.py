@@ -107,7 +107,7 @@ def sweep_sections(runs: Any, fraction: float, advise: bool,
     """``sweeps`` (every curve of a K sweep; ``[]`` without one) and ``advice`` (a list
     with ``advise``; ``null`` when not asked for, as the text report prints it only with
     ``--advise``) of ``runs``."""
-    from fugue_tui.sweep_report import analyse
+    from fugue_tui.report.sweeps import analyse
 
     view = analyse(runs, fraction=fraction, advise=advise, by_campaign=by_campaign)
     return {"knee_fraction": float(fraction),

@@ -59,8 +59,8 @@ def analyse(runs: Any, fraction: float = 0.10, advise: bool = True, n_boot: int 
 
 def charts(view: SweepView, width: int = 80, color: bool | None = None) -> list[str]:
     """One terminal chart per workload: each strategy's throughput against K, knees
-    marked (:func:`fugue_tui.charts.knee_chart`)."""
-    from fugue_tui.charts import knee_chart
+    marked (:func:`fugue_tui.report.charts.knee_chart`)."""
+    from fugue_tui.report.charts import knee_chart
 
     out = []
     for title, group in view.workloads():
@@ -198,7 +198,7 @@ def _csv(value: float) -> str:
 
 
 def _figure(view: SweepView, path: Path, fmt: str) -> Path:
-    from fugue_tui.export import _pyplot
+    from fugue_tui.report.export import _pyplot
 
     plt = _pyplot()
     groups = view.workloads()

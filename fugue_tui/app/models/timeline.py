@@ -212,7 +212,7 @@ def _packed(items: list[str], width: int, lines: int) -> list[str]:
 def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: int,
            height: int, color: bool | None = None) -> str:
     """The timeline at ``width`` × ``height`` (see the module docstring)."""
-    from fugue_tui.charts import timeline_chart
+    from fugue_tui.report.charts import timeline_chart
 
     start = state.started_ts
     if start is None:
