@@ -240,7 +240,7 @@ def per_pass_apart(runs: Any, ks: list[int], bare: dict[int, list[float]],
             & (g["exp_id"] == EXPERIMENT)]
     out = []
     for i, (_, cells) in enumerate(sorted(sel.groupby("pass"), key=lambda kv: kv[0])):
-        by_k = dict(zip(cells["K"].astype(int), cells["train_throughput_sps"]))
+        by_k = dict(zip(cells["K"].astype(int), cells["train_throughput_sps"], strict=False))
         if i >= min(len(v) for v in bare.values()) or any(k not in by_k for k in ks):
             continue
         unified_knee = find_knee(ks, [float(by_k[k]) for k in ks], fraction)

@@ -127,7 +127,8 @@ def build_peers_mlp(in_shape, n_outputs, **_: Any):
 
 
 def register_model() -> None:
-    from engine.registry import MODELS, register_model as register
+    from engine.registry import MODELS
+    from engine.registry import register_model as register
 
     if MODEL not in MODELS.items:
         register(MODEL, description="bench.peers: the harness's mlp 64→128→64→n")(

@@ -85,7 +85,7 @@ def synthetic_groups(n_rows: int = 100_000, seed: int = 0) -> pd.DataFrame:
     k = 3 + e % 5
     status = np.where(rng.random(n) < 0.02, "failed", "ok")
     frame = pd.DataFrame({
-        "group_id": [f"{x}_{i:08x}" for x, i in zip(executor, range(n))],
+        "group_id": [f"{x}_{i:08x}" for x, i in zip(executor, range(n), strict=False)],
         "exp_id": np.char.add("E", np.char.zfill((e + 1).astype(str), 2)),
         "executor": executor,
         "compile": np.where(cm == 1, "True", "False"),

@@ -95,8 +95,8 @@ def run_bare(jobs, data, device, keep_models: bool = False) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from engine.train.data import split_for
     from engine.parts.models import build_model
+    from engine.train.data import split_for
 
     # Data set-up outside every timer: each job's training samples, gathered once.
     prepared = []
@@ -140,10 +140,10 @@ def run_bare(jobs, data, device, keep_models: bool = False) -> dict[str, Any]:
 
 def run_seq(jobs, host_data, settings, threads: int, events_path: Path) -> dict[str, Any]:
     """``SeqExecutor.run`` through a CellContext as ``engine/cell/main.py`` builds it."""
-    from engine.train.data import to_device
     from engine.events import EventWriter
     from engine.executors.base import CellContext
     from engine.registry import EXECUTORS
+    from engine.train.data import to_device
 
     device_data: dict[str, Any] = {}
 
@@ -184,7 +184,7 @@ def _check_equivalence(jobs, data, bare_models, seq_results) -> str:
     from engine.train.loop import evaluate
 
     worst = 0.0
-    for job, model, result in zip(jobs, bare_models, seq_results):
+    for job, model, result in zip(jobs, bare_models, seq_results, strict=False):
         split = split_for(job.split, len(data.pool_y),
                           None if data.test_y is None else len(data.test_y))
         val_x, val_y = ((data.test_x, data.test_y) if split.val_source == "test"
@@ -220,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench import results as bench_results
     from engine.parts import datasets as dataset_lib
-    from engine.train.data import to_device
     from engine.train.backend import apply_backend_flags
+    from engine.train.data import to_device
     from engine.train.loop import TrainSettings
 
     torch.set_num_threads(args.threads)

@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.passes < 5:
         print(f"warning: {args.passes} passes (the protocol asks for >= 5)", file=sys.stderr)
     from bench import results as bench_results
-    from engine.processes import engine_env
     from engine.plugins import load_plugins
+    from engine.processes import engine_env
     from engine.registry import EXECUTORS
     from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
     from engine.results.read import read_rows

@@ -152,10 +152,10 @@ def run_bare_stacked(jobs, data, device) -> dict[str, Any]:
 
 def run_executor(name, jobs, host_data, settings, threads: int, events_path: Path,
                  options: dict[str, Any] | None = None):
-    from engine.train.data import to_device
     from engine.events import EventWriter
     from engine.executors.base import CellContext
     from engine.registry import EXECUTORS
+    from engine.train.data import to_device
 
     device_data: dict[str, Any] = {}
 
@@ -293,8 +293,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench import results as bench_results
     from engine.parts import datasets as dataset_lib
-    from engine.train.data import to_device
     from engine.train.backend import apply_backend_flags
+    from engine.train.data import to_device
     from engine.train.loop import TrainSettings
 
     torch.set_num_threads(args.threads)

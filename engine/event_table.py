@@ -11,8 +11,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.event_base import CELL, COMMON, ENVELOPE, MONITOR, RUNNER, SCHEMA_VERSION, SOURCES
-
+from engine.event_base import (
+    CELL,
+    COMMON,
+    ENVELOPE,
+    MONITOR,
+    RUNNER,
+    SCHEMA_VERSION,
+    SOURCES,
+)
 
 #: Roles an event type may have (see :class:`EventType`).
 ROLES = {

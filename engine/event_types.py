@@ -13,8 +13,18 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from engine.event_base import (ABSENT, CELL, MONITOR, RUNNER, CellEvent, Event,
-                               MonitorEvent, RunnerEvent, _Absent, draft)
+from engine.event_base import (
+    ABSENT,
+    CELL,
+    MONITOR,
+    RUNNER,
+    CellEvent,
+    Event,
+    MonitorEvent,
+    RunnerEvent,
+    _Absent,
+    draft,
+)
 
 __all__ = [
     "RunnerCampaignStarted",

@@ -41,20 +41,19 @@ from engine.event_base import (  # noqa: F401 - re-exported: engine.events names
     ABSENT,
     BASES,
     CELL,
-    AttemptEvent,
     COMMON,
     ENVELOPE,
     MONITOR,
     RUNNER,
     SCHEMA_VERSION,
     SOURCES,
+    AttemptEvent,
     CellEvent,
     Event,
     MonitorEvent,
     RunnerEvent,
     draft,
 )
-from engine.event_types import CLASSES, CellJobDone, CellJobProgress, CellJobStarted
 
 # The table (its types, the sets derived from it, the fields' types) has its own module;
 # engine.events names everything in it, as it always has.
@@ -70,7 +69,7 @@ from engine.event_table import (  # noqa: F401 - re-exported: engine.events name
     is_runner_event,
     source_of,
 )
-
+from engine.event_types import CLASSES, CellJobDone, CellJobProgress, CellJobStarted
 
 # -- the typed events ------------------------------------------------------------------
 # One class per declared (source, type), generated from the table into engine.event_types

@@ -19,8 +19,8 @@ if sys.argv[1:2] == [ZYGOTE_FLAG]:
     serve(sys.argv[2:])  # returns only in a forked cell, whose sys.argv is then its own
     start = "zygote"
 
-from engine.cell.main import main  # after the zygote's fork, like any cell
-from engine.cell.output import TolerantStream
+from engine.cell.main import main  # noqa: E402 - after the zygote's fork, like any cell
+from engine.cell.output import TolerantStream  # noqa: E402 - idem
 
 sys.stdout, sys.stderr = TolerantStream(sys.stdout), TolerantStream(sys.stderr)
 code = main(start=start)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 # The record's format belongs to the runner-cell protocol (its writer is the runner's).
-from engine.cell.protocol import HOST_CELLS, read_host_cells as read_record
+from engine.cell.protocol import HOST_CELLS
+from engine.cell.protocol import read_host_cells as read_record
 
 __all__ = ["HOST_CELLS", "read_record", "concurrency_columns"]
 

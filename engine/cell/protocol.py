@@ -16,8 +16,8 @@ import os
 import re
 import types
 import typing
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -10,13 +10,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.cell.concurrency import concurrency_columns
 from engine.cell.output import Emitter, say
 from engine.cell.protocol import CellRunSpec, safe_name
 from engine.errors import OutputError
+from engine.event_types import CellSummary, CellWarning
 from engine.measure.host import busy_warning
 from engine.precision import AMP_PRECISIONS
-from engine.cell.concurrency import concurrency_columns
-from engine.event_types import CellSummary, CellWarning
 from engine.results.rows import JobRow, group_static
 
 if TYPE_CHECKING:

@@ -130,7 +130,7 @@ def adhoc_table(*, models: list[str], datasets: list[str], type: str | None = No
                               f"{len(models)} models and {len(datasets)} datasets")
         n = max(len(models), len(datasets))
         pairs = zip(models * n if len(models) == 1 else models,
-                    datasets * n if len(datasets) == 1 else datasets)
+                    datasets * n if len(datasets) == 1 else datasets, strict=False)
         table["members"] = [{"model": m, "dataset": d} for m, d in pairs]
     else:
         for flag, values in (("--model", models), ("--dataset", datasets)):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from engine.bounds import DEFAULT_SEED
 from engine import registry
+from engine.bounds import DEFAULT_SEED
 from engine.define.catalogue import Catalogue, Experiment
 from engine.define.validate import check_experiment
 from engine.define.workloads import expand

@@ -27,6 +27,7 @@ from typing import Any
 
 from engine.bounds import CAMPAIGN
 from engine.define import tomlfile
+from engine.define.campaign_options import axis_warnings, check_options
 from engine.define.campaign_schema import (
     COMPILE_CHOICES,
     COMPILE_MODES,
@@ -39,7 +40,6 @@ from engine.define.campaign_schema import (
 from engine.define.catalogue import Catalogue, load_catalogue
 from engine.define.cluster import ClusterSettings, parse_cluster
 from engine.define.devices import check_device_pair, parse_devices
-from engine.define.campaign_options import axis_warnings, check_options
 from engine.define.ksweep import check_k_sweep
 from engine.define.paths import check_campaign_name, user_path
 from engine.define.sha_slots import check_options_sha_slots

@@ -25,8 +25,8 @@ from engine.define.experiment import (  # noqa: F401
 )
 from engine.define.paths import check_experiment_id
 from engine.define.workloads import WORKLOADS
-from engine.precision import check_value
 from engine.errors import ConfigError, known, nearest
+from engine.precision import check_value
 
 
 def _catalogue_path() -> Path:

@@ -30,8 +30,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
 from engine import precision as precision_lib
+from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
 from engine.define.campaign import Campaign
 from engine.define.executor_options import NO_LEGACY
 from engine.define.sha_slots import check_sha_slots
@@ -452,9 +452,9 @@ def _option_points(executor: str, table: dict[str, Any], workload: str | None = 
              and isinstance(table.get(name), list) and name != "scheduler"]
     out = []
     for values in itertools.product(*(dict.fromkeys(table[n]) for n in swept)):
-        options = {**table, **dict(zip(swept, values))}
+        options = {**table, **dict(zip(swept, values, strict=False))}
         literal, resolved = key_options(fields, options, workload)
-        variant = "-".join(_variant_text(n, v) for n, v in zip(swept, values)) or None
+        variant = "-".join(_variant_text(n, v) for n, v in zip(swept, values, strict=False)) or None
         out.append((options, literal, resolved, variant))
     return out
 

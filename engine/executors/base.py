@@ -69,12 +69,12 @@ class CellContext:
 class Executor(ABC):
     """A concurrency strategy. Subclasses are registered by ``engine.executors``."""
 
-    def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+    def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:  # noqa: B027 - optional hook
         """Start what the strategy needs (daemons, pools, actors): outside ``T_group``."""
 
     @abstractmethod
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         """Train every job; return their results in job order. This is the group window."""
 
-    def teardown(self, ctx: CellContext) -> None:
+    def teardown(self, ctx: CellContext) -> None:  # noqa: B027 - optional hook
         """Stop what ``setup`` started; always called, even after a failure."""

@@ -31,7 +31,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.measure.gpu_pool import AUTO, PIN_ENV, Device, check_devices, key_value, resolve
+from engine.measure.gpu_pool import (
+    AUTO,
+    PIN_ENV,
+    Device,
+    check_devices,
+    key_value,
+    resolve,
+)
 
 __all__ = ["AUTO", "PIN_ENV", "Device", "assign", "campaign_check", "check_devices",
            "check_jobs_per_device", "check_repin", "key_value", "resolve", "Slots"]

@@ -22,7 +22,7 @@ def _interp(points: list[tuple[float, float]], t: float) -> float | None:
     """Linear interpolation of ``points`` (sorted by time) at ``t``; None outside them."""
     if not points or t < points[0][0] or t > points[-1][0]:
         return None
-    for (ta, va), (tb, vb) in zip(points, points[1:]):
+    for (ta, va), (tb, vb) in zip(points, points[1:], strict=False):
         if ta <= t <= tb:
             return va if tb == ta else va + (vb - va) * (t - ta) / (tb - ta)
     return points[-1][1] if t == points[-1][0] else None
@@ -36,7 +36,7 @@ def integrate(points: list[tuple[float, float]], t0: float, t1: float) -> float 
         return None
     inner = [(t, v) for t, v in points if t0 < t < t1]
     pts = [(t0, a)] + inner + [(t1, b)]
-    return sum((tb - ta) * (va + vb) / 2 for (ta, va), (tb, vb) in zip(pts, pts[1:]))
+    return sum((tb - ta) * (va + vb) / 2 for (ta, va), (tb, vb) in zip(pts, pts[1:], strict=False))
 
 
 def counter_delta(points: list[tuple[float, float]], t0: float, t1: float,

@@ -47,7 +47,6 @@ from engine.parts.dataset_files import (
     cal_housing_home,
     cifar10_available,
     cifar100_available,
-    data_root,
     mnist_available,
     root_dir,
     sklearn_arrays,

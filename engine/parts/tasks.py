@@ -173,7 +173,7 @@ def finalise(task: str | TaskSpec, sums: dict[str, Any] | None) -> float:
     sum_y2 = sums["sum_y2"].cpu().double()
     ss_tot = sum_y2 - sums["sum_y"].cpu().double() ** 2 / n
     scores = []
-    for res, tot, y2 in zip(sse.tolist(), ss_tot.tolist(), sum_y2.tolist()):
+    for res, tot, y2 in zip(sse.tolist(), ss_tot.tolist(), sum_y2.tolist(), strict=False):
         # Σy² - (Σy)²/n of constant targets is a rounding residue, not exactly 0.
         if tot > 1e-12 * max(y2, 1e-300):
             scores.append(1.0 - res / tot)

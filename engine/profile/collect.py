@@ -30,6 +30,7 @@ from engine.profile.store import (
     profile_id,
 )
 
+
 class ProfileError(FugueError):
     """A probe that failed: a measurement, not bad input (exit status 1)."""
 

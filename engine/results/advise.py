@@ -60,7 +60,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.results.analysis import MIN_BOOT_N, cell_columns, provenance_columns, speedups
+from engine.results.analysis import (
+    MIN_BOOT_N,
+    cell_columns,
+    provenance_columns,
+    speedups,
+)
 from engine.results.derived import BASELINE_EXECUTOR, DEFAULT_FRACTION, end_to_end_s
 from engine.results.knee import CURVE_COLUMNS, Curve, curves
 

@@ -215,7 +215,7 @@ def _bootstrap(strategy: pd.DataFrame, seq: pd.DataFrame, cells: np.ndarray, bas
     base_order, base_sizes, base_values = _samples(seq, "base", bases)
     seq_means = _replicate_means(base_values, base_sizes, n_boot, seed, 1, weights)
     base_at = pd.Index(base_order)
-    base_of = dict(zip(cells.tolist(), bases.tolist()))
+    base_of = dict(zip(cells.tolist(), bases.tolist(), strict=False))
     cell_order, cell_sizes, cell_values = _samples(strategy, "cell", cells)
     pair_base = base_at.get_indexer([base_of[c] for c in cell_order.tolist()])
     low = np.empty(len(cell_order))
@@ -424,7 +424,7 @@ def _intervals(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
         cells.loc[boot, "ci_low"] = low
         cells.loc[boot, "ci_high"] = high
     cells["ci"] = [_ci_label(lo, hi) for lo, hi in
-                   zip(cells["ci_low"].to_numpy(), cells["ci_high"].to_numpy())]
+                   zip(cells["ci_low"].to_numpy(), cells["ci_high"].to_numpy(), strict=False)]
 
 
 def decision_sets(jobs: pd.DataFrame) -> pd.Series:

@@ -236,7 +236,7 @@ def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.Path
     group_files, job_files = _resolve(runs_dir_or_files)
     notes: list[str] = []
     groups = [_read_csv(p, notes).assign(source=str(p)) for p in group_files]
-    for path, frame in zip(group_files, groups):
+    for path, frame in zip(group_files, groups, strict=False):
         missing = [c for c in REQUIRED_GROUP_COLUMNS if c not in frame.columns]
         if missing:  # someone else's CSV under our name: refuse it rather than show blanks
             raise NoResultsError(f"{path}: not a results file of fugue or fugue-tui "

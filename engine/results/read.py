@@ -98,7 +98,7 @@ def read_rows_checked(path: str | os.PathLike[str]
             if not record:  # a blank line
                 continue
             if len(record) == len(header):
-                rows.append(dict(zip(header, record)))
+                rows.append(dict(zip(header, record, strict=False)))
                 continue
             notes.append(f"{path}: line {first + 1} has {len(record)} field"
                          f"{'' if len(record) == 1 else 's'} where the header has "

@@ -15,9 +15,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.precision import AMP_PRECISIONS, applied, legacy_request
-from engine.measure.provenance import WINDOW_RULE, backend_flags, host_facts, stack_versions
+from engine.measure.provenance import (
+    WINDOW_RULE,
+    backend_flags,
+    host_facts,
+    stack_versions,
+)
 from engine.measure.samples import MONITOR_META, samples_on_disk
+from engine.precision import AMP_PRECISIONS, applied, legacy_request
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, header
 from engine.results.values import new_group_id, timestamp_now
 

@@ -269,7 +269,7 @@ def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
             raise OutputError(f"{shown}: record {n} has {len(record)} fields but the header "
                               f"has {len(header)}; cannot add columns safely "
                               f"(fix or move the file)")
-        values = dict(zip(header, record))
+        values = dict(zip(header, record, strict=False))
         body.append([values.get(c, "") for c in union])
     backup = _backup(real, data, shown, mode)
     payload = (_encode([union], terminator, "surrogateescape")

@@ -51,8 +51,8 @@ from engine.runner.cellproc import (
     start_cell,
     stop_session,
 )
-from engine.runner.records import write_whole
 from engine.runner.guard import Guard
+from engine.runner.records import write_whole
 from engine.runner.watchdog import session_processes, tree_cpu_seconds
 
 if TYPE_CHECKING:

@@ -31,10 +31,20 @@ from engine.cell.protocol import EXIT_OUTPUT, REASON_BYTES, CellRunSpec, read_re
 from engine.cleanup import run_recorded
 from engine.errors import OutputError
 from engine.event_base import ABSENT
-from engine.event_types import (CellDone, CellFailed, MonitorSample, RunnerCellStarted,
-                                RunnerCleanup, RunnerDone, RunnerFailed, RunnerHung,
-                                RunnerKilled, RunnerLeftoversKilled, RunnerResumed,
-                                RunnerSuspect)
+from engine.event_types import (
+    CellDone,
+    CellFailed,
+    MonitorSample,
+    RunnerCellStarted,
+    RunnerCleanup,
+    RunnerDone,
+    RunnerFailed,
+    RunnerHung,
+    RunnerKilled,
+    RunnerLeftoversKilled,
+    RunnerResumed,
+    RunnerSuspect,
+)
 from engine.events import EVENTS, EventTail
 from engine.registry import EXECUTORS
 from engine.results.values import new_group_id
@@ -45,9 +55,9 @@ from engine.runner.cellproc import (
     start_cell,
     stop_session,
 )
-from engine.runner.records import write_whole
 from engine.runner.journal import Journal
 from engine.runner.reasons import exit_reason, last_line
+from engine.runner.records import write_whole
 from engine.runner.warmstart import WarmStart
 from engine.runner.watchdog import PackedDevices, Watchdog, WatchdogSettings
 from engine.runner.zygote import ForkedCell

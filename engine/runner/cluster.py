@@ -62,8 +62,8 @@ from engine.runner.cluster_attempt import (
     error_line,
 )
 from engine.runner.journal import Journal
-from engine.runner.records import AGENT_RECORD, identity_key, read_record
 from engine.runner.placement import Slot, place
+from engine.runner.records import AGENT_RECORD, identity_key, read_record
 from engine.runner.strategy import Placement
 
 #: Times a cell is run again because its node was lost before the campaign's ``retries``

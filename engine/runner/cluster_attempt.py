@@ -28,7 +28,14 @@ from engine.event_types import RunnerCellStarted, RunnerFailed, RunnerKilled
 from engine.events import EventTail
 from engine.results.columns import header
 from engine.runner.agent import Started
-from engine.runner.attempt import INTERRUPTED_BY, POLL_S, Aborted, Attempt, Crew, cleanup_event
+from engine.runner.attempt import (
+    INTERRUPTED_BY,
+    POLL_S,
+    Aborted,
+    Attempt,
+    Crew,
+    cleanup_event,
+)
 from engine.runner.records import AGENT_RECORD, write_agent_record, write_whole
 from engine.runner.watchdog import Watchdog
 

@@ -22,8 +22,8 @@ from typing import Any
 from engine.cell.protocol import CellRunSpec
 from engine.errors import FugueError, OutputError
 from engine.event_base import Event
-from engine.events import EventWriter
 from engine.event_types import RunnerFailed, RunnerKilled, RunnerSkipped, RunnerWarning
+from engine.events import EventWriter
 from engine.results.columns import GROUPS_FILE, header
 from engine.results.read import read_rows
 from engine.results.rows import failed_group_row

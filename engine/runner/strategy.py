@@ -32,8 +32,12 @@ from engine.define.campaign import Campaign
 from engine.define.matrix import CellSpec, HostShare, build_cells
 from engine.errors import ConfigError
 from engine.measure.nvml import resolve_gpu, resolve_gpus
-from engine.measure.provenance import (machine_identity, model_identity, nvml_devices,
-                                       resolve_device)
+from engine.measure.provenance import (
+    machine_identity,
+    model_identity,
+    nvml_devices,
+    resolve_device,
+)
 from engine.plugins import plugin_versions
 from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.attempt import Attempt, Crew

@@ -54,10 +54,18 @@ from engine.define.catalogue import Catalogue
 from engine.define.matrix import CellSpec
 from engine.errors import ConfigError, FugueError, OutputError
 from engine.event_base import ABSENT, Event
-from engine.event_types import (CellKilled, RunnerCampaignAborted, RunnerCampaignDone,
-                                RunnerCampaignInterrupted, RunnerCampaignStarted,
-                                RunnerCleanup, RunnerKilled, RunnerQueued, RunnerRetried,
-                                RunnerSkipped)
+from engine.event_types import (
+    CellKilled,
+    RunnerCampaignAborted,
+    RunnerCampaignDone,
+    RunnerCampaignInterrupted,
+    RunnerCampaignStarted,
+    RunnerCleanup,
+    RunnerKilled,
+    RunnerQueued,
+    RunnerRetried,
+    RunnerSkipped,
+)
 from engine.events import EventWriter
 from engine.plugins import load_plugins
 from engine.precision import device_refusal

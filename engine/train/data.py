@@ -14,7 +14,6 @@ Only imported inside cell and worker processes (imports torch at module level).
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 import torch

@@ -482,7 +482,7 @@ def _epochs(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: P
         epoch_loss = count_epoch(result, order, epoch, train_s, loss_sum)
         record = record_epoch(
             result, job, epoch, train_s, epoch_loss,
-            train_score=lambda: task_lib.finalise(task, score),
+            train_score=lambda score=score: task_lib.finalise(task, score),
             validate=lambda: evaluate(model, val_x, val_y, split.val_idx, task, amp))
         now = time.perf_counter()
         last_report = now

@@ -40,7 +40,7 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
     for exp, ok, reason in catalogue_availability(catalogue):
         if not ok:
             notes.setdefault(reason, []).append(exp.id)
-        pairs = " + ".join(f"{m}/{d}" for m, d in zip(exp.models(), exp.datasets()))
+        pairs = " + ".join(f"{m}/{d}" for m, d in zip(exp.models(), exp.datasets(), strict=False))
         if exp.type == "hpo":
             pairs += " " + space_text(exp.search_space, exp.num_samples)
         here = "yes" if ok else f"no [{list(notes).index(reason) + 1}]"

@@ -247,7 +247,7 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     if _width(_plan_table(title, columns, _widest(rows), compact),
               "minimum") > console.width:  # too wide even folded: key prefixes
         short = _short_keys([row[-2] for row in rows])
-        rows = [row[:-2] + [key, row[-1]] for row, key in zip(rows, short)]
+        rows = [row[:-2] + [key, row[-1]] for row, key in zip(rows, short, strict=False)]
         table = _plan_table(title, columns, rows, compact=True)
     console.print(table)
     for i, (reason, cells) in enumerate(notes.items(), 1):

@@ -40,8 +40,8 @@ from engine.results.columns import (
     JSON,
     NUMBER,
 )
-from fugue_tui.jsonout import SCHEMA_VERSION, clean
 from fugue_tui.console.live import warning_line
+from fugue_tui.jsonout import SCHEMA_VERSION, clean
 
 #: The stream's schema name (``fugue_tui/schemas/batch.v1.json``).
 KIND = "batch"

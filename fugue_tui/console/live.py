@@ -45,9 +45,9 @@ from rich.text import Text
 
 from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
+from fugue_tui.console.progress_math import eta_seconds, fraction_done
 from fugue_tui.format import PENDING as DASH
 from fugue_tui.format import fmt_duration, fmt_number, fmt_rate
-from fugue_tui.console.progress_math import eta_seconds, fraction_done
 
 #: Minimum seconds between two redraws (at most 4 per second).
 REFRESH_S = 0.25

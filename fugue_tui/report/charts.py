@@ -167,7 +167,7 @@ def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int
     edges = np.linspace(0, len(y), buckets + 1).astype(int)
     out_x: list[np.ndarray] = []
     out_y: list[np.ndarray] = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
         if hi <= lo:
             continue
         seg = y[lo:hi]

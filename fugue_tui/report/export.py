@@ -51,11 +51,11 @@ def figure_file(figure, path: Path, fmt: str) -> Path:
         positions = list(range(len(drawn)))[::-1]  # the first bar on top
         values = [b.value for b in drawn]
         ax.barh(positions, values, height=0.6, color="#4c72b0")
-        for pos, bar in zip(positions, drawn):  # an interval need not contain the bar's end
+        for pos, bar in zip(positions, drawn, strict=False):  # an interval need not contain the bar's end
             if bar.low is not None and bar.high is not None:  # (parity: the seq spread)
                 ax.plot([bar.low, bar.high], [pos, pos], color="#222222", linewidth=1.2,
                         marker="|", markersize=8)
-        for pos, bar in zip(positions, drawn):
+        for pos, bar in zip(positions, drawn, strict=False):
             ax.text(max(bar.value, bar.high if bar.high is not None else bar.value), pos,
                     f"  {bar.text}", va="center", ha="left", fontsize=8)
         ax.set_yticks(positions, labels, fontsize=8)
@@ -187,9 +187,8 @@ def planned_files(formats: Iterable[str]) -> list[str]:
     an earlier export would sit beside the new ones, out of step with them) and
     ``results.tex``, and the data formats' files (``groups.parquet``, ..., the
     ``tensorboard`` folder). Known before any result is read, so a bad target fails fast."""
-    from fugue_tui.report.figures import FIGURE_KEYS
-
     from fugue_tui.report.export_data import DATA_FILES
+    from fugue_tui.report.figures import FIGURE_KEYS
 
     formats = list(formats)
     names = [f"{key}.{fmt}" for key in FIGURE_KEYS for fmt in ("png", "svg") if fmt in formats]

@@ -31,7 +31,14 @@ from typing import Any
 
 import pandas as pd
 
-from engine.results.columns import BOOL, COLUMNS, GROUPS_FILE, INDIVIDUAL_FILE, JSON, NUMBER
+from engine.results.columns import (
+    BOOL,
+    COLUMNS,
+    GROUPS_FILE,
+    INDIVIDUAL_FILE,
+    JSON,
+    NUMBER,
+)
 from engine.results.derived import derived
 
 DATA_FORMATS = ("parquet", "json", "tensorboard")

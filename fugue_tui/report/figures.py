@@ -144,7 +144,7 @@ def ladder_table(runs, by_campaign: bool = False, n_boot: int = 2000, seed: int 
                     num = rng.choice(values, (n_boot, len(values))).mean(axis=1)
                     den = rng.choice(base, (n_boot, len(base))).mean(axis=1)
                     low, high = np.percentile(num / den, CI_PERCENTILES)
-            out.append(dict(zip(prov + ["exp_id"], key)) | {
+            out.append(dict(zip(prov + ["exp_id"], key, strict=False)) | {
                 "rung": rung, "n": len(values), "throughput_mean": mean, "relative": rel,
                 "low": float(low), "high": float(high)})
     return pd.DataFrame(out, columns=columns)

@@ -249,13 +249,12 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
         FugueError: an unknown format, a target that is not a folder, files already there
             (without ``overwrite``), or a write that failed (naming the file).
     """
-    from fugue_tui.report.export import export, skipped_figures
-    from fugue_tui.report.figures import build
-    from fugue_tui.report.sweeps import analyse, export_sweeps
-
     from engine.results.hpo_curves import hpo_cells
+    from fugue_tui.report.export import export, skipped_figures
     from fugue_tui.report.export_data import DATA_FORMATS, export_data
+    from fugue_tui.report.figures import build
     from fugue_tui.report.hpo import export_hpo
+    from fugue_tui.report.sweeps import analyse, export_sweeps
 
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
@@ -343,7 +342,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     color = console.is_terminal and not console.no_color and "NO_COLOR" not in os.environ
     if chart:
         print_sweeps(view, console, width=width or min(console.width, 120), color=color)
-    from fugue_tui.report.hpo import analyse as hpo_analyse, print_hpo
+    from fugue_tui.report.hpo import analyse as hpo_analyse
+    from fugue_tui.report.hpo import print_hpo
 
     hpo, ttb = hpo_analyse(runs, table, by_campaign)
     print_hpo(hpo, ttb, console, width=width or min(console.width, 120), color=color,

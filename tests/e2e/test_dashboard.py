@@ -13,15 +13,22 @@ from pathlib import Path
 import pytest
 
 from engine.events import read_events
-from engine.results.read import read_rows
 from engine.observe.state import rebuild
+from engine.results.read import read_rows
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.process import find_runner
 from fugue_tui.app.screens.modals import ConfirmScreen, QuitScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from tests.app_screen import screen_text, until
-from tests.e2e.conftest import PLUGINS, X_BLOCK, X_SLOW, campaign_text, gone, plugin_vars
+from tests.e2e.conftest import (
+    PLUGINS,
+    X_BLOCK,
+    X_SLOW,
+    campaign_text,
+    gone,
+    plugin_vars,
+)
 
 pytestmark = pytest.mark.slow
 

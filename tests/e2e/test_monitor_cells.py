@@ -15,8 +15,14 @@ from engine.events import read_events
 from engine.measure.samples import read_samples
 from engine.registry import EXECUTORS
 from engine.results.read import read_rows
-from tests.e2e.conftest import (FAMILY_EXECUTORS, FAMILY_MONITOR_S, _env, campaign_text,
-                               one_job, write_campaign)
+from tests.e2e.conftest import (
+    FAMILY_EXECUTORS,
+    FAMILY_MONITOR_S,
+    _env,
+    campaign_text,
+    one_job,
+    write_campaign,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -109,10 +115,10 @@ def test_a_slow_nvml_never_stalls_training(tmp_path):
     samples = [e for e in events if e["type"] == "sample"]
     progress = [e for e in events if e["type"] == "job_progress"]
     assert len(progress) >= 4
-    sample_gaps = [b["t"] - a["t"] for a, b in zip(samples, samples[1:])]
+    sample_gaps = [b["t"] - a["t"] for a, b in zip(samples, samples[1:], strict=False)]
     assert sample_gaps and min(sample_gaps) >= 1.9  # every sample waited 2 s for NVML
     # Training reports every 0.25 s and at each epoch end; the slow sampler cannot hold it.
-    step_gaps = [b["ts"] - a["ts"] for a, b in zip(progress, progress[1:])
+    step_gaps = [b["ts"] - a["ts"] for a, b in zip(progress, progress[1:], strict=False)
                  if a["job_id"] == b["job_id"]]
     assert max(step_gaps) < 1.5, step_gaps
     group = [r for r in read_rows(tmp_path / "runs" / "master_groups.csv")

@@ -23,8 +23,17 @@ import pytest
 
 from engine.events import read_events
 from engine.results.read import read_rows
-from tests.e2e.conftest import (FAMILY, FAMILY_K, _env, campaign_text, gone, one_job, start,
-                               wait_for, write_campaign)
+from tests.e2e.conftest import (
+    FAMILY,
+    FAMILY_K,
+    _env,
+    campaign_text,
+    gone,
+    one_job,
+    start,
+    wait_for,
+    write_campaign,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,14 @@ from engine.events import read_events
 from engine.executors.ray.runtime import TAG_ENV
 from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
 from engine.results.read import read_rows
-from tests.e2e.conftest import (FAMILY_K, X_BLOCK, _env, campaign_text, start,
-                               write_campaign)
+from tests.e2e.conftest import (
+    FAMILY_K,
+    X_BLOCK,
+    _env,
+    campaign_text,
+    start,
+    write_campaign,
+)
 
 pytestmark = pytest.mark.slow
 

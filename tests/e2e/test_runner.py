@@ -12,10 +12,19 @@ import pytest
 
 from engine.events import read_events
 from engine.observe.follow import CampaignFollower
-from engine.results.read import read_rows
 from engine.observe.state import CampaignState, rebuild
-from tests.e2e.conftest import (X_BLOCK, X_SLOW, _env, campaign_text, gone, one_job, start,
-                               wait_for, write_campaign)
+from engine.results.read import read_rows
+from tests.e2e.conftest import (
+    X_BLOCK,
+    X_SLOW,
+    _env,
+    campaign_text,
+    gone,
+    one_job,
+    start,
+    wait_for,
+    write_campaign,
+)
 
 pytestmark = pytest.mark.slow
 

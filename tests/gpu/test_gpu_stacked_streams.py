@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import torch
 
-from engine.train.data import DeviceData
-from engine.executors.unified.executor import UnifiedExecutor
-from engine.train.loop import TrainSettings
 from engine.define.workloads import JobSpec, SplitSpec
+from engine.executors.unified.executor import UnifiedExecutor
+from engine.train.data import DeviceData
+from engine.train.loop import TrainSettings
 
 
 def _data(device: torch.device, n: int = 157, shape=(1, 4, 4), classes: int = 3) -> DeviceData:
@@ -69,6 +69,6 @@ def test_cuda_streams_per_bucket_equal_one_stream():
     without, _, _ = out["vf:1,s:0,fl:0"]
     assert ctx_s.group["features"] == "vf:1,s:1,fl:0" and ctx_s.group["features_reason"] is None
     assert ex_s.interleaves[0].streams and all(r.stream is not None for r in ex_s.runs)
-    for a, b in zip(with_s, without):
+    for a, b in zip(with_s, without, strict=False):
         assert a.status == b.status == "ok", (a.error, b.error)
         assert abs(a.final_train_loss - b.final_train_loss) <= 1e-5 * abs(b.final_train_loss)

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from engine.results.analysis import NO_CI, cell_status, speedups
-from engine.results.load import NoResultsError, Runs, load_runs, runs_from_frames
 from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.load import NoResultsError, Runs, load_runs, runs_from_frames
 from engine.results.store import append_rows
 
 HARNESS = Path(__file__).resolve().parents[1] / "fixtures" / "fugue-harness-cpu"
@@ -404,7 +404,7 @@ def test_arrow_and_pandas_parsers_give_the_same_frame(tmp_path, monkeypatch):
 def test_an_unreadable_number_is_nan_and_its_neighbours_are_read(tmp_path, monkeypatch):
     rows = [group(executor="seq", t=2.0), group(executor="mp", t=None),
             group(executor="ray", t=None), group(executor="unified_model", t=None)]
-    for row, text in zip(rows[1:], ("1.0 s", " 0.5", "nan")):
+    for row, text in zip(rows[1:], ("1.0 s", " 0.5", "nan"), strict=False):
         row["T_group"] = text
     write(tmp_path, rows)
     fast, slow = _both_parsers(tmp_path, monkeypatch)

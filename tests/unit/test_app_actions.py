@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import ConfigError
-from fugue_tui.app.actions import ALL, APP, PLAN, RUN, bindings, keymap_path, load_keymap
+from fugue_tui.app.actions import (
+    ALL,
+    APP,
+    PLAN,
+    RUN,
+    bindings,
+    keymap_path,
+    load_keymap,
+)
 
 
 def test_every_action_has_a_unique_id_and_a_binding_with_it():

@@ -238,9 +238,10 @@ def test_replay_speed_ladder_and_bad_speeds():
 
 
 def test_ctrl_o_lists_every_type_error_with_its_line(tmp_path, monkeypatch):
-    from fugue_tui.app.screens.plan import PlanScreen
-    from fugue_tui.app.screens.modals import PathScreen
     from textual.widgets import Input, Static
+
+    from fugue_tui.app.screens.modals import PathScreen
+    from fugue_tui.app.screens.plan import PlanScreen
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))

@@ -3,17 +3,22 @@ provenance, rows, missing values, the ablation ladder, the replay clock."""
 
 from __future__ import annotations
 
-
 import pandas as pd
 import pytest
 
 from engine.results.load import load_runs, runs_from_frames
 from fugue_tui.app.models.replay import Replay
 from fugue_tui.app.models.results import (
-    COLUMNS, apply_filter, cell_text, parse_filter, provenance, sort_value, table_rows,
+    COLUMNS,
+    apply_filter,
+    cell_text,
+    parse_filter,
+    provenance,
+    sort_value,
+    table_rows,
 )
-from fugue_tui.report.figures import build, ladder_table
 from fugue_tui.format import MISSING as DASH
+from fugue_tui.report.figures import build, ladder_table
 from tests.snapshots.helpers import FIXTURES
 
 HARNESS = FIXTURES / "harness"

@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from engine.results.load import load_runs
 from engine.events import read_events
+from engine.results.load import load_runs
 from fugue_tui.app.app import FugueApp
-from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.models.results import COLUMNS
+from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.screens.results import ResultsScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
@@ -284,9 +284,10 @@ def test_results_export_from_the_dashboard(tmp_path):
             await _settle(pilot, lambda: isinstance(app.screen, ResultsScreen)
                           and app.screen.results is not None, "rows")
             await pilot.press("e")
+            from textual.widgets import Input
+
             from fugue_tui.app.screens.modals import PathScreen
             from fugue_tui.app.screens.results import EXPORT_ARM_S
-            from textual.widgets import Input
 
             await until(pilot, lambda: isinstance(app.screen, PathScreen))
             app.screen.query_one(Input).value = str(tmp_path / "figs")

@@ -48,7 +48,7 @@ def test_knees_per_pass_pair_each_pass_with_the_bare_repetition_of_its_index():
     steep = [100, 190, 350, 700]     # no knee inside the sweep (→ 16: two doublings from 4)
     rows = []
     for p, curve in enumerate([flat, steep, flat]):
-        for k, x in zip(ks, curve):
+        for k, x in zip(ks, curve, strict=False):
             if p == 2 and k == 8:
                 continue  # pass 2 lost its K = 8 cell
             rows.append({"status": "ok", "executor": "unified_model", "exp_id": EXPERIMENT,

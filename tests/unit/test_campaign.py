@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from engine.define.campaign import load_campaign
+from engine.define.matrix import build_cells
 from engine.errors import ConfigError
 from engine.executors import ExecutorSpec, register_executor
-from engine.define.matrix import build_cells
 from engine.plugins import load_builtins
 from engine.registry import EXECUTORS
 

@@ -10,7 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fugue_tui.report.charts import (MISSING_PREFIX, bar_chart, downsample, line_chart, speedup_chart)
+from fugue_tui.report.charts import (
+    MISSING_PREFIX,
+    bar_chart,
+    downsample,
+    line_chart,
+    speedup_chart,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,19 +17,19 @@ from pathlib import Path
 import pytest
 
 import engine.cell.main as cell_mod
-from engine.cell.protocol import REASON_BYTES, read_reason
-from engine.cell.output import TolerantStream
 import engine.results.store as results
 import engine.runner.attempt as attempt_mod
 import engine.runner.cli as runner_cli
 import engine.runner.supervisor as runner_mod
+from engine.cell.output import TolerantStream
+from engine.cell.protocol import REASON_BYTES, read_reason
 from engine.define.campaign import load_campaign
 from engine.errors import OutputError
 from engine.events import EventWriter, read_events
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE
 from engine.results.read import read_rows
-from tests.unit.cell_specs import real_cell_spec
 from engine.runner.supervisor import Runner
+from tests.unit.cell_specs import real_cell_spec
 
 REPO = Path(__file__).resolve().parents[2]
 NOSPACE = os.strerror(errno.ENOSPC)

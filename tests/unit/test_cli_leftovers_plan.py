@@ -54,7 +54,7 @@ def test_quick_plan_fits_80_columns_one_line_per_cell_with_full_keys():
     assert max(len(line) for line in lines) <= 80, "\n".join(lines)
     cells = _cell_lines(lines)
     assert len(cells) == len(runner.cells) == 20, "\n".join(lines)
-    for cell, line in zip(runner.cells, cells):
+    for cell, line in zip(runner.cells, cells, strict=False):
         words = line.split()
         assert words[0] == str(cell.index) and cell.key in words, line
         assert cell.executor in words and words[-1] == "run", line
@@ -68,7 +68,7 @@ def test_a_plan_with_long_values_fits_80_columns_and_skip_reasons_are_notes(tmp_
     assert max(len(line) for line in lines) <= 80, text
     starts = _cell_lines(lines)
     assert [int(line.split()[0]) for line in starts] == [c.index for c in runner.cells]
-    for cell, line in zip(runner.cells, starts):
+    for cell, line in zip(runner.cells, starts, strict=False):
         key = next(w for w in line.split() if re.fullmatch(r"[0-9a-f]{8,16}", w))
         assert cell.key.startswith(key), line  # a prefix that control and resume accept
         assert sum(c.key.startswith(key) for c in runner.cells) == 1

@@ -82,10 +82,10 @@ def dry_cells(result: subprocess.CompletedProcess) -> list[dict[str, str]]:
         parts = [p.strip() for p in line.split("│")[1:-1]]
         if len(parts) == 8 and parts[0].isdigit():
             cells.append(dict(zip(("index", "exp", "executor", "compile", "pass", "jobs", "key",
-                                   "would"), parts)))
+                                   "would"), parts, strict=False)))
         elif len(parts) == 9 and parts[0].isdigit():  # with a variant (scheduler, rung) column
             cells.append(dict(zip(("index", "exp", "executor", "variant", "compile", "pass",
-                                   "jobs", "key", "would"), parts)))
+                                   "jobs", "key", "would"), parts, strict=False)))
     return cells
 
 

@@ -127,7 +127,7 @@ def test_seq_compiles_on_a_probe_and_trains_as_eager(wine):
     jobs = [_job(0, model_kwargs={"hidden": 32, "dropout": 0.3}), _job(1)]
     eager = SeqExecutor().run(jobs, _ctx(wine, EAGER))
     compiled = SeqExecutor().run(jobs, _ctx(wine, COMPILED))
-    for c, e in zip(compiled, eager):
+    for c, e in zip(compiled, eager, strict=False):
         _warmup_apart(c)
         _same_training(c, e)
         assert e.compile_warmup_s is None  # no compile: empty, never 0

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from engine.runner.control import Inbox, send
 from engine.errors import ConfigError
 from engine.events import EventWriter
 from engine.observe.follow import CampaignFollower, last_session_offset
 from engine.observe.state import CampaignState, rebuild
+from engine.runner.control import Inbox, send
 
 
 def _run_dir(tmp_path):

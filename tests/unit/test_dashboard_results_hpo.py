@@ -10,10 +10,22 @@ import pandas as pd
 
 from engine.results.analysis import cell_columns
 from engine.results.load import load_runs, runs_from_frames
-from fugue_tui.app.models.hpo import best_curve, curve_text, sparkline, step_values, ttb_by_row
-from fugue_tui.app.models.results import COLUMNS, apply_filter, parse_filter, row_key, table_rows
-from fugue_tui.report.figures import build
+from fugue_tui.app.models.hpo import (
+    best_curve,
+    curve_text,
+    sparkline,
+    step_values,
+    ttb_by_row,
+)
+from fugue_tui.app.models.results import (
+    COLUMNS,
+    apply_filter,
+    parse_filter,
+    row_key,
+    table_rows,
+)
 from fugue_tui.format import MISSING as DASH
+from fugue_tui.report.figures import build
 from tests.snapshots.helpers import FIXTURES
 
 AT = {key: i for i, (key, _, _) in enumerate(COLUMNS)}

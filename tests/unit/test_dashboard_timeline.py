@@ -17,8 +17,8 @@ from engine.events import read_events
 from engine.observe.state import CampaignState
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.models.curves import CurveStore, curves_text, peers, sampled
-from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.models.timeline import CampaignTimeline, legend, marks, render, spans
+from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from tests.app_screen import screen_text, until

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.parts import dataset_files, datasets
 from engine.errors import ConfigError
+from engine.parts import dataset_files, datasets
 from engine.registry import DATASETS
 
 OFFLINE = {"digits": 1797, "wine": 178, "breast_cancer": 569, "diabetes": 442}
@@ -128,7 +128,7 @@ def test_cached_arrays_equal_scikit_learns_and_the_second_load_skips_it(monkeypa
     monkeypatch.setattr(dataset_files, "_sklearn_fetch", lambda n: calls.append(n))
     second = dataset_files.sklearn_arrays(name)           # must not touch scikit-learn
     assert calls == []
-    for a, b, c in zip(fresh, first, second):
+    for a, b, c in zip(fresh, first, second, strict=False):
         assert a.dtype == c.dtype and a.shape == c.shape
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)

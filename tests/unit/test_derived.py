@@ -18,7 +18,13 @@ from engine.results import derived as registry
 from engine.results.advise import advise
 from engine.results.analysis import SPEEDUP_COLUMNS, speedups
 from engine.results.derived import BASELINE_EXECUTOR, DERIVED, derived
-from engine.results.derived_doc import DOC_BEGIN, DOCS_FILE, doc_table, main, with_doc_table
+from engine.results.derived_doc import (
+    DOC_BEGIN,
+    DOCS_FILE,
+    doc_table,
+    main,
+    with_doc_table,
+)
 from engine.results.knee import build_curve, find_knee, gain_per_doubling
 from engine.results.load import load_runs
 

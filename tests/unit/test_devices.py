@@ -11,8 +11,8 @@ import pytest
 from engine.define.devices import check_device_pair, parse_devices
 from engine.errors import ConfigError
 from engine.measure.nvml import resolve_gpu, resolve_gpus
-from engine.runner.placement import Slot, place, split_cores, units
 from engine.results.values import cpu_list
+from engine.runner.placement import Slot, place, split_cores, units
 from tests.fixtures.fake_nvml import FakeDevice, FakeMigDevice, FakeMigGpu, FakeNVML
 
 

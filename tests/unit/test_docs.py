@@ -8,7 +8,8 @@ import pytest
 
 from engine.define.catalogue import load_catalogue
 from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
-from engine.results.columns_doc import DOCS_FILE, main as columns_doc, with_doc_tables
+from engine.results.columns_doc import DOCS_FILE, with_doc_tables
+from engine.results.columns_doc import main as columns_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -136,7 +136,6 @@ def test_a_new_event_type_is_picked_up_everywhere(dummy_types, tmp_path, monkeyp
     assert cell.state == "paused" and cell.active and not cell.ended
     # the cell's writer syncs it, and a cell that cannot write it fails
     from engine.cell.output import CellEvents
-
     from engine.errors import OutputError
 
     writer = EventWriter(tmp_path / "runner.jsonl", campaign="c")

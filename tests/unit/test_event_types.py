@@ -15,6 +15,15 @@ import pytest
 
 from engine import event_codegen, event_types, events
 from engine.event_base import ABSENT
+from engine.event_types import (
+    CellDone,
+    CellJobProgress,
+    CellStarted,
+    MonitorSample,
+    RunnerCellStarted,
+    RunnerDone,
+    RunnerKilled,
+)
 from engine.events import (
     CELL,
     COMMON,
@@ -31,15 +40,6 @@ from engine.events import (
     event_to_json,
     parse_event,
     read_events,
-)
-from engine.event_types import (
-    CellDone,
-    CellJobProgress,
-    CellStarted,
-    MonitorSample,
-    RunnerCellStarted,
-    RunnerDone,
-    RunnerKilled,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,14 @@ rates are shown."""
 import math
 
 from fugue_tui.format import (
-    MISSING, PENDING, finite, fmt_duration, fmt_number, fmt_rate, fmt_seconds, fmt_text,
+    MISSING,
+    PENDING,
+    finite,
+    fmt_duration,
+    fmt_number,
+    fmt_rate,
+    fmt_seconds,
+    fmt_text,
 )
 
 

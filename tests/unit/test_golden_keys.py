@@ -25,8 +25,14 @@ import pytest
 
 from engine.define.campaign import load_campaign
 from engine.define.matrix import build_cells
+from engine.define.workloads import (
+    WORKLOADS,
+    SplitSpec,
+    base_fields,
+    make_job,
+    register_workload,
+)
 from engine.plugins import load_builtins
-from engine.define.workloads import WORKLOADS, SplitSpec, base_fields, make_job, register_workload
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "fixtures" / "golden_keys.json"
@@ -246,9 +252,14 @@ def max_parallel_auto(tmp: Path) -> list[dict[str, str]]:
     MiB, +100 MiB per member) and a 1000 MiB budget: unified_model resolves to 5 of 8, mp
     (forkserver: parent 400 + 150 per worker) to 2 (cores); the keys hash those numbers as
     if written, never "auto". G_cv has no profile: all of its jobs, keyed as all."""
-    from engine.profile.store import append_profile, job_key, profile_id, torch_cuda_version
-    from engine.define.workloads import expand
     from engine.define.catalogue import load_catalogue
+    from engine.define.workloads import expand
+    from engine.profile.store import (
+        append_profile,
+        job_key,
+        profile_id,
+        torch_cuda_version,
+    )
 
     (tmp / "mine.toml").write_text(_AUTO_EXPERIMENTS)
     job = expand(load_catalogue(str(tmp / "mine.toml")).get("G_wide"), 42)[0].to_dict()

@@ -14,8 +14,10 @@ from engine.executors.base import CellContext  # noqa: E402
 from engine.executors.mp.executor import MPExecutor  # noqa: E402
 from engine.train.loop import TrainSettings  # noqa: E402
 from tests.unit.test_hpo_seq_schedulers import run as seq_run  # noqa: E402
-from tests.unit.test_hpo_seq_schedulers import trials  # noqa: E402
-from tests.unit.test_hpo_seq_schedulers import wine  # noqa: E402,F401 - the fixture
+from tests.unit.test_hpo_seq_schedulers import (  # noqa: E402
+    trials,
+    wine,  # noqa: F401 - the fixture
+)
 
 
 def mp(tmp_path, jobs, scheduler, **options):

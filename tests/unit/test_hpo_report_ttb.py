@@ -14,8 +14,8 @@ from engine.results.hpo_curves import hpo_cells
 from engine.results.load import load_runs
 from fugue_tui.report.charts import step_points
 from fugue_tui.report.tables import export_results, print_report
-from tests.unit.test_analysis import job, write
 from tests.unit.test_analysis import group as base_group
+from tests.unit.test_analysis import job, write
 
 
 def _hpo(executor, n, ttb, curve, best_trial, stopped=0, t=10.0):
@@ -94,9 +94,8 @@ def test_export_writes_the_curves_and_the_figure(tmp_path):
 def test_hpo_rows_without_time_to_best_show_nothing(tmp_path):
     """The fugue harness's hpo rows (and ours from before issue 25) never measured it: no
     empty table, no best_so_far files."""
-    from tests.unit.test_analysis import HARNESS
-
     from engine.results.load import load_runs as load
+    from tests.unit.test_analysis import HARNESS
 
     assert (load(HARNESS).groups["mode"] == "hpo").any()
     assert hpo_cells(load(HARNESS)) == []

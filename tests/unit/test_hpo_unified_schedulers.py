@@ -19,9 +19,13 @@ from engine.executors.base import CellContext  # noqa: E402
 from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
 from engine.train import early_stop  # noqa: E402
 from engine.train.loop import TrainSettings  # noqa: E402
-from tests.unit.test_hpo_seq_schedulers import CPU, EPOCHS, run as seq_run  # noqa: E402
+from tests.unit.test_hpo_seq_schedulers import (  # noqa: E402
+    CPU,
+    EPOCHS,
+    wine,  # noqa: F401 - the fixture
+)
+from tests.unit.test_hpo_seq_schedulers import run as seq_run  # noqa: E402
 from tests.unit.test_hpo_seq_schedulers import trials as seq_trials  # noqa: E402
-from tests.unit.test_hpo_seq_schedulers import wine  # noqa: E402,F401 - the fixture
 
 
 def trials():

@@ -15,11 +15,16 @@ from engine.events import EventWriter
 from engine.observe.follow import CampaignFollower
 from engine.results.columns import GROUP_COLUMNS
 from engine.results.store import append_rows
-from fugue_tui.console.batch import PlainProgress, make_progress, plain_requested, print_summary
+from fugue_tui.console.batch import (
+    PlainProgress,
+    make_progress,
+    plain_requested,
+    print_summary,
+)
 from fugue_tui.console.live import LiveProgress, LiveView
+from fugue_tui.console.progress_math import eta_seconds, fraction_done
 from fugue_tui.format import PENDING as DASH
 from fugue_tui.format import fmt_duration
-from fugue_tui.console.progress_math import eta_seconds, fraction_done
 
 LABELS = {"c1": "D_ens seq pass 1", "c2": "D_cv seq pass 1", "c3": "D_hpo seq pass 1",
           "c4": "E01 seq pass 1"}

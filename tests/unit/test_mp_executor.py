@@ -20,12 +20,12 @@ import psutil
 import pytest
 import torch
 
-from engine.executors.mp import mps_checks
+from engine.define.workloads import JobSpec
 from engine.errors import FugueError
 from engine.executors.base import CellContext
+from engine.executors.mp import mps_checks
 from engine.executors.mp.executor import MPS_RECORD, MPExecutor
 from engine.train.loop import TrainSettings
-from engine.define.workloads import JobSpec
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from engine import cleanup
-from engine.executors.mp import mps, mps_checks
 from engine.errors import FugueError
+from engine.executors.mp import mps, mps_checks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mps"
 sys.path.insert(0, str(FIXTURES))

@@ -20,9 +20,9 @@ from engine.measure.nvml import open_gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
-from fake_nvml import FakeDevice, FakeNVML
+from fake_nvml import FakeDevice, FakeNVML  # noqa: E402
 
-from tests.unit.test_monitor import TIMES, WINDOW, Clock, _sidecar, _wait_for
+from tests.unit.test_monitor import TIMES, WINDOW, Clock, _sidecar, _wait_for  # noqa: E402
 
 
 def _open(**device):

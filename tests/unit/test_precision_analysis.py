@@ -6,12 +6,11 @@ a ``precision`` (the fugue harness's) count as what their ``amp`` says."""
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from engine.results.analysis import speedups
 from engine.results.load import runs_from_frames
-from fugue_tui.report.figures import cell_label
 from fugue_tui.format import MISSING
+from fugue_tui.report.figures import cell_label
 from fugue_tui.report.tables import _cell_values
 
 

@@ -28,9 +28,12 @@ import engine.executors.unified.bucket_build as bucket_build_mod  # noqa: E402
 import engine.train.loop as loop_mod  # noqa: E402
 from engine.define.workloads import JobSpec, SplitSpec  # noqa: E402
 from engine.executors.seq import SeqExecutor  # noqa: E402
-from engine.executors.unified.contract import HALF_PRECISION_BOUNDS  # noqa: E402
-from engine.executors.unified.contract import adam_bound, layer_reduction  # noqa: E402
-from engine.executors.unified.contract import rounding_bound  # noqa: E402
+from engine.executors.unified.contract import (  # noqa: E402
+    HALF_PRECISION_BOUNDS,  # noqa: E402
+    adam_bound,
+    layer_reduction,
+    rounding_bound,  # noqa: E402
+)
 from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
 from engine.measure.provenance import backend_flags  # noqa: E402
 from engine.plugins import load_builtins  # noqa: E402
@@ -46,7 +49,7 @@ ONE_STEP, ONE_EPOCH = HALF_PRECISION_BOUNDS["bf16"]
 LOSS_REL, ACC = 1e-2, 0.05
 #: amp-fp16 stacked (vectorised, a GradScaler per member) against seq: float16 keeps 10
 #: mantissa bits: one step within 2^-10 (bfloat16: 2^-8), an epoch within 2^-6 (docs/fidelity.md).
-FP16_BOUNDS = dict(zip((50, 400), HALF_PRECISION_BOUNDS["amp-fp16"]))
+FP16_BOUNDS = dict(zip((50, 400), HALF_PRECISION_BOUNDS["amp-fp16"], strict=False))
 #: fp32 under the batched kernels: the mlp's three Linear layers (64 → 32 → 32 → 4,
 #: batch 32), one step (50 samples) and one epoch (400: ten steps).
 MLP_REDUCTION = (layer_reduction(64, 32, 32) + layer_reduction(32, 32, 32)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+
 import pytest
 
 import engine.profile.collect as collect_mod

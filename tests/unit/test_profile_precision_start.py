@@ -18,8 +18,14 @@ from engine.profile.auto import estimate_cell
 from engine.profile.budget import Budget
 from engine.profile.estimate import fits, predict
 from engine.profile.store import append_profile, job_key, profile_id
-from tests.unit.test_profile_estimate import IDENT, MACHINE, WIDE, _campaign, _profile
-from tests.unit.test_profile_estimate import _write_profile
+from tests.unit.test_profile_estimate import (
+    IDENT,
+    MACHINE,
+    WIDE,
+    _campaign,
+    _profile,
+    _write_profile,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine.errors import FugueError
 from engine.executors.ray import options as ray_options
 from engine.executors.ray import runtime as raytools
-from engine.errors import FugueError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,9 +179,9 @@ def test_union_of_training_spans():
 
 
 def test_snapshot_round_trip_keeps_the_row_fields():
+    from engine.define.workloads import JobSpec
     from engine.executors.ray.worker import from_snapshot, snapshot
     from engine.train.loop import JobResult
-    from engine.define.workloads import JobSpec
 
     job = JobSpec("j0", "E", 0, 42, "mlp", "wine", None, 16, 3, 0.1, "sgd")
     result = JobResult(job, start=time.perf_counter() - 2.0, samples=96, epochs_run=1,

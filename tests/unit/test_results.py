@@ -19,8 +19,8 @@ from pathlib import Path
 import filelock
 import pytest
 
-from engine.results import store as results
 from engine.errors import OutputError
+from engine.results import store as results
 from engine.results.columns import (
     COLUMN_DOCS,
     EXTRA_GROUP_COLUMNS,
@@ -254,7 +254,7 @@ def test_harness_file_survives_our_appends(tmp_path):
     assert tuple(_records(path)[0]) == GROUP_COLUMNS
     rows = read_rows(path)
     assert len(rows) == 13
-    for old, new in zip(before, rows):
+    for old, new in zip(before, rows, strict=False):
         assert all(new[k] == v for k, v in old.items())
     unified = [r for r in rows[:12] if r["executor"] == "unified_model"]
     assert unified and all(r["features"] == "vf:1,s:1,fl:1" for r in unified)

@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine.parts.optimizers import build_optimizer  # noqa: E402
 from engine.executors.unified.optim import StackedOptimizer  # noqa: E402
+from engine.parts.optimizers import build_optimizer  # noqa: E402
 
 K = 3
 #: this module's probes (tests/parity.py): every test here is parity-sensitive (the
@@ -127,7 +127,7 @@ def test_frozen_member_is_exactly_still_and_equals_solo(case):
     _assert_equal(solo, stacked)
     before = {n: p[1].detach().clone() for n, p in stacked.items()}
     state_before = {n: {k: v[1].clone() for k, v in s.items()} for n, s in opt.state.items()}
-    for n, p in stacked.items():
+    for p in stacked.values():
         p.grad = torch.ones_like(p)
     opt.step([True, False, True])
     for n, p in stacked.items():

@@ -11,7 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from engine.executors.unified.losses import loss_function, stacked_cross_entropy, stacked_mse  # noqa: E402
+from engine.executors.unified.losses import (  # noqa: E402
+    loss_function,
+    stacked_cross_entropy,
+    stacked_mse,
+)
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason  # noqa: E402
 
 K, B, D, C = 3, 8, 5, 4

@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from engine.registry import TASKS  # noqa: E402
 from engine.executors.unified.losses import loss_function  # noqa: E402
 from engine.executors.unified.stack import member_generator  # noqa: E402
 from engine.executors.unified.verify import fingerprint_mismatch, probe  # noqa: E402
+from engine.registry import TASKS  # noqa: E402
 
 K, B, D, C = 3, 8, 5, 4
 
@@ -143,8 +143,8 @@ def test_probe_does_not_touch_the_members_or_their_generators():
     gen_states = [g.get_state() for g in gens]
     rng = torch.get_rng_state()
     _probe(members, gens, optimizer="adamw", kwargs=[{}] * K)
-    for m, s in zip(members, state):
+    for m, s in zip(members, state, strict=False):
         for name, value in m.state_dict().items():
             assert torch.equal(value, s[name]), name
-    assert all(torch.equal(g.get_state(), s) for g, s in zip(gens, gen_states))
+    assert all(torch.equal(g.get_state(), s) for g, s in zip(gens, gen_states, strict=False))
     assert torch.equal(torch.get_rng_state(), rng)

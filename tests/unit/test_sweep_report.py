@@ -10,8 +10,8 @@ import shutil
 
 from rich.console import Console
 
-from fugue_tui.report.tables import export_results, print_report
 from fugue_tui.report.sweeps import analyse, charts
+from fugue_tui.report.tables import export_results, print_report
 from tests.unit.test_analysis import HARNESS
 from tests.unit.test_knee import TP, _sweep
 

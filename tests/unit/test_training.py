@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from engine.define.catalogue import load_catalogue
-from engine.train.data import to_device
-from engine.parts.datasets import load_dataset
-from engine.train.loop import TrainSettings, train_job
 from engine.define.workloads import expand
+from engine.parts.datasets import load_dataset
+from engine.train.data import to_device
+from engine.train.loop import TrainSettings, train_job
 
 CPU = TrainSettings(device=torch.device("cpu"))
 

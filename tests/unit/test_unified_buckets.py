@@ -14,13 +14,19 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import engine.executors.unified.bucket as bucket_mod  # noqa: E402
-from engine.train.data import EpochOrder, split_for  # noqa: E402
 from engine.executors.seq import SeqExecutor  # noqa: E402
 from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
 from engine.executors.unified.features import effective_features, features_string  # noqa: E402
+from engine.train.data import EpochOrder, split_for  # noqa: E402
 from engine.train.loop import TrainSettings  # noqa: E402
-from tests.unit.test_unified_parity import (_assert_parity, _ctx, _data, _job,  # noqa: E402,F401
-                                            captured, float64)
+from tests.unit.test_unified_parity import (  # noqa: E402,F401
+    _assert_parity,
+    _ctx,
+    _data,
+    _job,
+    captured,
+    float64,
+)
 
 N = 157
 
@@ -55,7 +61,7 @@ def _seq(jobs, data):
 
 
 @pytest.mark.parametrize("retire", ["remove", "mask"])
-def test_three_buckets_round_robin_over_active_members(retire, captured):
+def test_three_buckets_round_robin_over_active_members(retire, captured):  # noqa: F811
     jobs = _multi_model()
     data = _data()
     seq = _seq(jobs, data)
@@ -86,7 +92,7 @@ def test_three_buckets_round_robin_over_active_members(retire, captured):
     assert run0.stack.k == (1 if retire == "remove" else 2)
 
 
-def test_chunks_run_one_after_another(captured):
+def test_chunks_run_one_after_another(captured):  # noqa: F811
     jobs = _multi_model()
     data = _data()
     seq = _seq(jobs, data)
@@ -121,7 +127,7 @@ def _raising(fn):
 
 @pytest.mark.parametrize("compiler, why", [(_disagreeing, "outputs differ from eager"),
                                            (_raising, "RuntimeError: backend exploded")])
-def test_compile_probe_fallback_is_recorded_and_leaves_no_trace(compiler, why, captured,
+def test_compile_probe_fallback_is_recorded_and_leaves_no_trace(compiler, why, captured,  # noqa: F811
                                                                 monkeypatch):
     monkeypatch.setattr(bucket_mod, "compile_callable", lambda fn, mode, backend: compiler(fn))
     # BatchNorm and live dropout in the vectorised bucket; one eager bucket.
@@ -150,7 +156,7 @@ def test_compile_probe_fallback_is_recorded_and_leaves_no_trace(compiler, why, c
 
 
 @pytest.mark.slow
-def test_compiled_buckets_train_as_seq(captured):
+def test_compiled_buckets_train_as_seq(captured):  # noqa: F811
     """A real torch.compile (the 'eager' backend: dynamo's graph capture without code
     generation, seconds instead of a minute on this CPU) on a vectorised and an eager
     bucket: recorded as compiled, warm-up apart, results equal seq's."""
@@ -170,7 +176,7 @@ def test_compiled_buckets_train_as_seq(captured):
     assert [p["compile"] for p in g["executor_info"]["plan"]] == ["default", "default"]
 
 
-def test_baseline_switch_turns_everything_off(captured):
+def test_baseline_switch_turns_everything_off(captured):  # noqa: F811
     jobs = _multi_model()
     data = _data()
     seq = _seq(jobs, data)
@@ -184,7 +190,7 @@ def test_baseline_switch_turns_everything_off(captured):
     assert any("baseline" in n for n in g["executor_info"]["notes"])
 
 
-def test_ablation_rungs_record_the_documented_function(captured):
+def test_ablation_rungs_record_the_documented_function(captured):  # noqa: F811
     """The six rungs as the matrix hands them to the executor (requested features, compile
     on or off), on CPU with a compile probe that fails: each group's features and reason
     are effective_features(requested, 'cpu', mode, probe result)."""

@@ -9,8 +9,14 @@ import itertools
 import pytest
 
 from engine.define.axes import ABLATION_LADDER
-from engine.executors.unified.features import (BASELINE_FEATURES, CUDA_GRAPH_MODES, DEFAULT_FEATURES,
-                                     effective_features, features_string, requested_features)
+from engine.executors.unified.features import (
+    BASELINE_FEATURES,
+    CUDA_GRAPH_MODES,
+    DEFAULT_FEATURES,
+    effective_features,
+    features_string,
+    requested_features,
+)
 
 SIGNATURES = [f"vf:{vf},s:{s},fl:{fl}" for vf, s, fl in itertools.product((0, 1), repeat=3)]
 DEVICES = ("cpu", "cuda", "mps")

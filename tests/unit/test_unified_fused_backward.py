@@ -20,8 +20,11 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from engine.executors.unified.contract import layer_reduction, pass_bound  # noqa: E402
-from engine.executors.unified.contract import rounding_bound  # noqa: E402
+from engine.executors.unified.contract import (  # noqa: E402
+    layer_reduction,
+    pass_bound,
+    rounding_bound,  # noqa: E402
+)
 from engine.executors.unified.losses import GRADIENT_EXACT, loss_function  # noqa: E402
 from engine.executors.unified.optim import build_stacked  # noqa: E402
 from engine.executors.unified.routes import VectorRoute  # noqa: E402

@@ -19,12 +19,12 @@ torch = pytest.importorskip("torch")
 
 import engine.executors.unified.bucket_build as bucket_build_mod  # noqa: E402
 import engine.train.loop as training_mod  # noqa: E402
-from engine.train.data import DeviceData, EpochOrder, split_for  # noqa: E402
+from engine.define.workloads import JobSpec, SplitSpec  # noqa: E402
 from engine.errors import ConfigError  # noqa: E402
 from engine.executors.seq import SeqExecutor  # noqa: E402
 from engine.executors.unified.executor import UnifiedExecutor  # noqa: E402
+from engine.train.data import DeviceData, EpochOrder, split_for  # noqa: E402
 from engine.train.loop import TrainSettings  # noqa: E402
-from engine.define.workloads import JobSpec, SplitSpec  # noqa: E402
 
 TOL = 1e-6
 #: this module's probes (tests/parity.py): the matrix records what each case trained
@@ -109,7 +109,7 @@ def _assert_parity(seq, uni, captured, parity=None):
     from tests.parity import Parity
 
     probe = parity or PARITY or Parity("", [])
-    for s, u in zip(seq, uni):
+    for s, u in zip(seq, uni, strict=False):
         jid = s.job.job_id
         assert u.job.job_id == jid
         assert (s.status, u.status) == ("ok", "ok"), (jid, u.error)
@@ -118,7 +118,7 @@ def _assert_parity(seq, uni, captured, parity=None):
         for field in ("final_train_loss", "final_train_acc", "final_val_loss", "final_val_acc"):
             _close(getattr(u, field), getattr(s, field), f"{jid} {field}")
         assert len(s.history) == len(u.history)
-        for hs, hu in zip(s.history, u.history):
+        for hs, hu in zip(s.history, u.history, strict=False):
             assert set(hs) == set(hu), jid
             for key in ("train_loss", "val_loss", "val_acc", "train_acc"):
                 if key in hs:

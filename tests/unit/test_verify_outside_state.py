@@ -15,10 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch import nn
+from torch import nn  # noqa: E402
 
-from engine.registry import MODELS, register_model
-from tests.unit.test_unified_parity import (  # noqa: F401 - captured, float64: fixtures
+from engine.registry import MODELS, register_model  # noqa: E402
+from tests.unit.test_unified_parity import (  # noqa: E402, F401
     _assert_parity,
     _data,
     _job,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from engine.event_types import MonitorSample
 from engine.measure.monitor import Sampler
 from engine.measure.nvml import open_gpu
-from engine.event_types import MonitorSample
 from engine.runner.watchdog import Watchdog, WatchdogSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))

@@ -11,8 +11,14 @@ from types import SimpleNamespace
 from engine.event_types import MonitorSample
 from engine.runner.attempt import Attempt
 from engine.runner.watchdog import MEMORY, UNKNOWN, UTILISATION, PackedDevices, Watchdog
-from tests.fixtures.fake_nvml import FakeDevice, FakeMigDevice, FakeMigGpu, FakeNVML, \
-    flat_trace, ramp_trace
+from tests.fixtures.fake_nvml import (
+    FakeDevice,
+    FakeMigDevice,
+    FakeMigGpu,
+    FakeNVML,
+    flat_trace,
+    ramp_trace,
+)
 from tests.unit.test_watchdog_mig import FAST, idle_pid  # noqa: F401 - a fixture
 
 IDLE_SAMPLE = MonitorSample.of({"type": "sample", "gpu_util_pct": 0.0, "mem_used_mib": 900.0})

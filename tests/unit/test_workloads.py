@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from engine.define.catalogue import load_catalogue
-from engine.train.data import EpochOrder, split_for
-from engine.errors import ConfigError
 from engine.define.workloads import JobSpec, SplitSpec, expand
+from engine.errors import ConfigError
+from engine.train.data import EpochOrder, split_for
 
 CAT = load_catalogue()
 
@@ -174,7 +174,7 @@ def test_folds_independent_of_job_seed_and_stable_across_calls():
     exp = CAT.get("D_cv")
     a = [split_for(j.split, 1797, None) for j in expand(exp, seed=1)]
     b = [split_for(j.split, 1797, None) for j in expand(exp, seed=999)]
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         assert torch.equal(x.val_idx, y.val_idx) and torch.equal(x.train_idx, y.train_idx)
     other = split_for(SplitSpec("fold", 1, 0.2, 0, 5), 1797, None)
     assert not torch.equal(other.val_idx, a[0].val_idx)  # the split seed does matter
@@ -263,7 +263,12 @@ def test_builtin_types_are_registered_in_order():
 
 
 def test_a_registered_type_is_accepted_by_the_catalogue_and_expands(tmp_path):
-    from engine.define.workloads import WORKLOADS, base_fields, make_job, register_workload
+    from engine.define.workloads import (
+        WORKLOADS,
+        base_fields,
+        make_job,
+        register_workload,
+    )
 
     @register_workload("zz_pairs")
     def zz_pairs(exp, seed):
@@ -286,7 +291,12 @@ def test_a_registered_type_is_accepted_by_the_catalogue_and_expands(tmp_path):
 
 
 def test_a_type_that_breaks_the_seed_contract_is_refused(tmp_path):
-    from engine.define.workloads import WORKLOADS, base_fields, make_job, register_workload
+    from engine.define.workloads import (
+        WORKLOADS,
+        base_fields,
+        make_job,
+        register_workload,
+    )
 
     @register_workload("zz_bad_seeds")
     def zz_bad(exp, seed):

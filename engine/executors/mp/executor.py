@@ -42,15 +42,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.bounds import DEFAULT_SEED
 from engine import cleanup
+from engine.bounds import DEFAULT_SEED
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
 from engine.errors import ConfigError, FugueError
 from engine.events import job_done, job_progress, job_started
-from engine.executors import MPOptions
+from engine.executors import MPOptions, packing
 from engine.executors.base import CellContext, Executor
-from engine.executors import packing
 from engine.executors.mp import mps, mps_checks
 from engine.executors.mp.parent import PrewarmedParent
 from engine.executors.mp.worker import worker_main

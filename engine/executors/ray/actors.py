@@ -37,8 +37,7 @@ from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
 from engine.errors import FugueError, first_line
 from engine.events import job_done, job_progress, job_started
-from engine.executors import RayOptions
-from engine.executors import packing
+from engine.executors import RayOptions, packing
 from engine.executors.base import CellContext, Executor
 from engine.executors.ray import runtime as raytools
 from engine.executors.ray.hub import Hub

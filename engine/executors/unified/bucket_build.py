@@ -40,10 +40,10 @@ from engine.define.workloads import JobSpec
 from engine.events import job_done, job_started
 from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
-from engine.executors.unified.scaler import MemberSkips, StackedGradScaler
 from engine.executors.unified.optim import build_stacked
 from engine.executors.unified.plan import BucketPlan
 from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
+from engine.executors.unified.scaler import MemberSkips, StackedGradScaler
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
 from engine.executors.unified.verify import fingerprint_mismatch, verify_bucket
 from engine.parts import tasks as task_lib
@@ -59,7 +59,6 @@ from engine.train.loop import (
     sync,
 )
 from engine.train.precision import (
-    JobPrecision,
     SkipCounter,
     autocast,
     cast_input,

@@ -80,7 +80,7 @@ class _PerMemberBatchNorm(_PerMember):
              eps):
         k = info.batch_size
         x, rm, rv, w, b = (_members(_physical(t, d, k), k) for t, d in
-                           zip((x, running_mean, running_var, weight, bias), in_dims[:5]))
+                           zip((x, running_mean, running_var, weight, bias), in_dims[:5], strict=False))
         outs = [F.batch_norm(x[i], rm[i], rv[i], w[i], b[i], training, momentum, eps)
                 for i in range(k)]
         return torch.stack(outs), 0
@@ -114,7 +114,7 @@ class _PerMemberConv(_PerMember):
     def vmap(info, in_dims, x, weight, bias, conv, stride, padding, dilation, groups):
         k = info.batch_size
         x, w, b = (_members(_physical(t, d, k), k) for t, d in
-                   zip((x, weight, bias), in_dims[:3]))
+                   zip((x, weight, bias), in_dims[:3], strict=False))
         outs = [conv(x[i], w[i], b[i], stride, padding, dilation, groups) for i in range(k)]
         return torch.stack(outs), 0
 
@@ -148,7 +148,7 @@ class _PerMemberLinear(_PerMember):
     @staticmethod
     def vmap(info, in_dims, x, weight, bias):
         k = info.batch_size
-        x, w, b = (_members(_physical(t, d, k), k) for t, d in zip((x, weight, bias), in_dims))
+        x, w, b = (_members(_physical(t, d, k), k) for t, d in zip((x, weight, bias), in_dims, strict=False))
         return torch.stack([F.linear(x[i], w[i], b[i]) for i in range(k)]), 0
 
 
@@ -173,7 +173,7 @@ class _PerMemberNorm(_PerMember):
     def vmap(info, in_dims, x, norm, arg, weight, bias, eps):
         k = info.batch_size
         x, w, b = (_members(_physical(t, d, k), k) for t, d in
-                   zip((x, weight, bias), (in_dims[0], in_dims[3], in_dims[4])))
+                   zip((x, weight, bias), (in_dims[0], in_dims[3], in_dims[4]), strict=False))
         return torch.stack([norm(x[i], arg, w[i], b[i], eps) for i in range(k)]), 0
 
 

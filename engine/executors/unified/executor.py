@@ -34,7 +34,7 @@ time) and ``executor_info`` (the plan).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
@@ -52,6 +52,9 @@ from engine.executors.unified.features import (
 )
 from engine.registry import OPTIMIZERS
 from engine.train.loop import JobResult
+
+if TYPE_CHECKING:  # bucket imports torch at module level; the executor loads it in run()
+    from engine.executors.unified.bucket import BucketRun
 
 __all__ = ["UnifiedExecutor", "DEFAULT_FEATURES", "effective_features", "features_string"]
 

@@ -236,7 +236,7 @@ class VectorRoute:
                 for n, b in stack.buffers.items():
                     b.copy_(buffers[n])
             if gens is not None:
-                for g, st in zip(stack.generators, gens):
+                for g, st in zip(stack.generators, gens, strict=False):
                     g.set_state(st)
             _set_rng_state(stack.device, rng)
 
@@ -364,7 +364,7 @@ class EagerRoute:
             rng = _rng_state(self.device)
             gen = m.generator.get_state()
 
-            def restore() -> None:
+            def restore(m=m, buffers=buffers, gen=gen, rng=rng) -> None:  # bound now (B023)
                 with torch.no_grad():
                     for n, b in m.model.named_buffers():
                         b.copy_(buffers[n])

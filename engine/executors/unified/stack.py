@@ -247,7 +247,7 @@ class Stack:
                                             allow_unused=True)
                 # Only the layouts are needed: the gradients go before any copy is made
                 # (at hidden 4096, K = 32 they are 2 GiB).
-                layouts = {name: tuple(grad.stride()) for name, grad in zip(names, grads)
+                layouts = {name: tuple(grad.stride()) for name, grad in zip(names, grads, strict=False)
                            if grad is not None and grad.shape == self.params[name].shape
                            and _dense(grad)}
                 del grads, out
@@ -323,14 +323,14 @@ class Stack:
         # Member by member, then layer by layer: the order a solo run draws in.
         for k in range(self.k):
             live = active is None or active[k]
-            for (p, _), noise in zip(self._dropout_calls, noises):
+            for (p, _), noise in zip(self._dropout_calls, noises, strict=False):
                 if noise is None:
                     continue
                 if live:
                     noise[k].bernoulli_(1 - p, generator=self.generators[k])
                 else:
                     noise[k].fill_(1.0)
-        for (p, _), noise in zip(self._dropout_calls, noises):
+        for (p, _), noise in zip(self._dropout_calls, noises, strict=False):
             if noise is not None:
                 out.append(noise.div_(1 - p))
         return tuple(out)
@@ -443,7 +443,7 @@ def _dense(t: torch.Tensor) -> bool:
     """Whether ``t``'s elements fill its memory without gaps or overlaps in some order of
     its dimensions (a transpose of a contiguous tensor is; a broadcast or a slice is not)."""
     expected = 1
-    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda d: d[1]):
+    for size, stride in sorted(zip(t.shape, t.stride(), strict=False), key=lambda d: d[1]):
         if size == 1:
             continue
         if stride != expected:

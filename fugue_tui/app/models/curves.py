@@ -22,8 +22,8 @@ from rich.text import Text
 
 from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
-from fugue_tui.app.models.hpo import sparkline
 from fugue_tui.app.models.cells import split_label
+from fugue_tui.app.models.hpo import sparkline
 from fugue_tui.console.live import VAL_HEADERS
 
 

@@ -13,8 +13,8 @@ from rich.text import Text
 from engine.events import is_runner_event
 from engine.observe.state import CellState
 from fugue_tui.app.models.cells import NOT_RUN, STOPPED
-from fugue_tui.format import PENDING, fmt_duration
 from fugue_tui.console.live import LiveView
+from fugue_tui.format import PENDING, fmt_duration
 
 _CONFIRM = {
     "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",

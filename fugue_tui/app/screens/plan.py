@@ -36,6 +36,7 @@ from engine.errors import FugueError
 from engine.runfolder import RunFolder
 from fugue_tui.app.actions import PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, PreviewReady
+from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.models.plan import (
     Preview,
     default_doc,
@@ -48,7 +49,6 @@ from fugue_tui.app.models.plan import (
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
-from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.format import PENDING
 

@@ -42,8 +42,8 @@ from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
 from fugue_tui.app.actions import RESULTS, bindings
-from fugue_tui.app.models.hpo import best_curve, curve_text
 from fugue_tui.app.messages import Notice
+from fugue_tui.app.models.hpo import best_curve, curve_text
 from fugue_tui.app.models.results import (
     COLUMNS,
     Filter,

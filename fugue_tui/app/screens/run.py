@@ -54,14 +54,18 @@ from textual.worker import get_current_worker
 from engine.observe.state import CellState
 from fugue_tui.app.actions import REPLAY, RUN, bindings
 from fugue_tui.app.compact import set_compact
-from fugue_tui.app.models.curves import CurveStore, curves_text
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
-from fugue_tui.app.process import RunnerHandle
-from fugue_tui.app.models.run_text import campaign_header, confirm_question, note_lifecycle
-from fugue_tui.app.screens.modals import ConfirmScreen
+from fugue_tui.app.models.curves import CurveStore, curves_text
+from fugue_tui.app.models.run_text import (
+    campaign_header,
+    confirm_question,
+    note_lifecycle,
+)
 from fugue_tui.app.models.series import HOST_PANELS, SampleStore, Series
 from fugue_tui.app.models.timeline import CampaignTimeline
+from fugue_tui.app.process import RunnerHandle
+from fugue_tui.app.screens.modals import ConfirmScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -563,8 +567,8 @@ class RunScreen(Screen):
 
     @work(thread=True, group="stacks")
     def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
-        from fugue_tui.app.screens.modals import StackScreen
         from fugue_tui.app.models.stack_report import cell_report
+        from fugue_tui.app.screens.modals import StackScreen
 
         try:
             report = cell_report(attempt_dir, pid, label)

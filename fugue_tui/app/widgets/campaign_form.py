@@ -338,9 +338,8 @@ class CampaignForm(VerticalScroll):
     def _max_parallel(self, text: str) -> None:
         """The campaign-wide max_parallel: written into every selected executor that
         declares the option (it is an executor option in the campaign file)."""
-        from engine.registry import EXECUTORS
-
         from engine.executors import check_max_parallel
+        from engine.registry import EXECUTORS
 
         try:
             value: Any = int(text) if text else None

@@ -98,7 +98,7 @@ class CellTable(FittedTable):
             elif old != row:
                 self._rows_only = True
                 try:
-                    for name, before, after in zip(COLUMNS, old, row):
+                    for name, before, after in zip(COLUMNS, old, row, strict=False):
                         if before != after:
                             self.update_cell(key, name, after,
                                              update_width=self._wider(name, after))
