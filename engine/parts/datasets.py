@@ -52,9 +52,10 @@ from engine.parts.dataset_files import (
     sklearn_arrays,
     sklearn_available,
 )
+from engine.parts.dataset_files import (
+    data_root as data_root,  # re-exported: engine.datasets and plugins use it
+)
 from engine.registry import DATASETS, DatasetSpec, register_dataset
-
-# data_root (imported above) stays part of this module's API: engine.datasets and plugins use it.
 
 # Per-channel mean/std of the training images after scaling to [0, 1].
 # CIFAR-10: population std over all 50,000 training images (not the often-copied
