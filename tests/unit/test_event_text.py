@@ -19,7 +19,9 @@ from rich.console import Console
 
 from fugue_tui.app.models.run_text import note_lifecycle
 from fugue_tui.console.batch import PlainProgress
-from fugue_tui.console.live import LiveProgress, LiveView, warning_line
+from fugue_tui.console.live import LiveProgress
+from fugue_tui.live.event_text import warning_line
+from fugue_tui.live.view import LiveView
 
 A, B, C = "aaaaaaaa1111", "bbbbbbbb2222", "cccccccc3333"
 LABELS = {A: "E01 seq pass 1", B: "E01 mp pass 1", C: "E02 seq pass 1"}
