@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from engine.event_base import Event
@@ -20,22 +19,20 @@ from engine.event_types import (
     RunnerSkipped,
 )
 from engine.events import is_runner_event, parse_event
-from fugue_tui.live.event_text import INDENT, Form, event_text, not_shown, warning_line
+from fugue_tui.live.event_text import (
+    INDENT,
+    Form,
+    NamedCell,
+    event_text,
+    not_shown,
+    warning_line,
+)
 
 
 def plain_requested(environ: dict[str, str] | None = None) -> bool:
     """``FUGUE_PLAIN`` set to anything but "" or "0" asks for the plain lines."""
     value = (os.environ if environ is None else environ).get("FUGUE_PLAIN", "")
     return value.strip() not in ("", "0")
-
-
-@dataclass(frozen=True)
-class _Named:
-    """What the plain lines know of a cell: what the runner's events said of it."""
-
-    label: str
-    index: int | None
-    attempt: int | None = None
 
 
 class PlainProgress:
@@ -78,7 +75,7 @@ class PlainProgress:
     def line(self, event: Event) -> str | None:
         """The plain text of ``event`` (several lines joined), None when it says nothing."""
         key = event.get("cell")
-        cell = _Named(self.labels.get(key, ""), self.indices.get(key)) if key else None
+        cell = NamedCell(self.labels.get(key, ""), self.indices.get(key)) if key else None
         lines = event_text(event, Form.PLAIN, cell, self.total)
         return "\n".join(lines) if lines else None
 

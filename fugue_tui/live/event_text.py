@@ -23,6 +23,7 @@ each front end turns into a :func:`not_shown` line instead of stopping a campaig
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
@@ -101,7 +102,7 @@ def event_text(event: Mapping[str, Any], form: Form, cell: KnownCell | None = No
 def warning_line(event: Mapping[str, Any], label: str = "") -> str | None:
     """The stderr line of a ``warning`` event (the cell's or the runner's), or None for any
     other event: ``fugue-tui: warning: <cell label>: <message>`` (no label: none known)."""
-    lines = _warning(parse_event(event), _Named(label))
+    lines = _warning(parse_event(event), NamedCell(label))
     return lines[0] if lines else None
 
 
@@ -111,14 +112,14 @@ def not_shown(event: Mapping[str, Any], exc: Exception) -> str:
     return f"(event {event.get('type')!r} not shown: {type(exc).__name__}: {exc})"
 
 
-class _Named:
-    """A cell known by its label only (what :func:`warning_line`'s callers pass)."""
+@dataclass(frozen=True)
+class NamedCell:
+    """A :class:`KnownCell` from names alone: what a writer without a campaign state (the
+    plain lines, :func:`warning_line`'s callers) collected from the runner's events."""
 
+    label: str = ""
     index: int | None = None
     attempt: int | None = None
-
-    def __init__(self, label: str) -> None:
-        self.label = label
 
 
 # -- the forms ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ own). The table was recorded from the three writers before they became one funct
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
 from collections import deque
@@ -20,7 +21,13 @@ from rich.console import Console
 from fugue_tui.app.models.run_text import note_lifecycle
 from fugue_tui.console.batch import PlainProgress
 from fugue_tui.console.live import LiveProgress
-from fugue_tui.live.event_text import warning_line
+from fugue_tui.live.event_text import (
+    Form,
+    NamedCell,
+    event_text,
+    not_shown,
+    warning_line,
+)
 from fugue_tui.live.view import LiveView
 
 A, B, C = "aaaaaaaa1111", "bbbbbbbb2222", "cccccccc3333"
@@ -163,10 +170,8 @@ def _stamp_free(lines: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def replies(tmp_path_factory) -> list[tuple[list[str], list[str], list[str], list[str]]]:
+def replies() -> list[tuple[list[str], list[str], list[str], list[str]]]:
     """What each writer wrote for each event of :data:`SCRIPT`, in order."""
-    import contextlib
-
     stdout = io.StringIO()
     plain = PlainProgress(3, stream=stdout)
     live = LiveProgress(3, Console(file=io.StringIO()), clock=lambda: 1000.0)
@@ -225,3 +230,37 @@ def test_a_display_bug_is_a_line_not_a_crash() -> None:
     live(runner("killed", cell=["not", "a", "key"], attempt=1, reason="r"))
     assert list(live.view.recent) == [
         "(event 'killed' not shown: TypeError: unhashable type: 'list')"]
+
+
+def test_one_function_gives_each_place_its_text() -> None:
+    """The same event, four places: each form of :func:`event_text` on its own."""
+    killed = runner("killed", cell=A, attempt=1, reason="hung: no progress")
+    known = NamedCell(LABELS[A], 1, 1)
+    assert event_text(killed, Form.PLAIN, known, 3) == ["    cell killed: hung: no progress"]
+    assert event_text(killed, Form.RECENT, known) == ["E01 seq pass 1: killed, hung: no progress"]
+    assert event_text(killed, Form.LIFECYCLE, known) == []
+    assert event_text(killed, Form.WARNING, known) == []
+    warned = cell("warning", A, 1, message="m")
+    assert event_text(warned, Form.WARNING, known) == ["fugue-tui: warning: E01 seq pass 1: m"]
+    assert event_text(warned, Form.WARNING, None) == ["fugue-tui: warning: m"]
+    # the recent lines follow the cell's current attempt: an older one's lines are left out
+    assert event_text(warned, Form.RECENT, NamedCell(LABELS[A], 1, 2)) == []
+
+
+def test_control_names_the_cell_as_each_place_knows_it() -> None:
+    control = runner("control", cmd="retry", cell=B, applied=True)
+    assert event_text(control, Form.PLAIN, NamedCell(LABELS[B], 2), 3) == [
+        "control retry [2/3] E01 mp pass 1: applied"]
+    # the plain line needs both the index and the label, else it names the key
+    assert event_text(control, Form.PLAIN, NamedCell(LABELS[B]), 3) == [
+        f"control retry {B}: applied"]
+    assert event_text(control, Form.RECENT, None) == [f"control retry {B} applied"]
+
+
+def test_a_missing_field_raises_for_the_writer_to_report() -> None:
+    bad = runner("skipped", cell=C, index=3, label=LABELS[C])  # no reason
+    with pytest.raises(KeyError) as raised:
+        event_text(bad, Form.PLAIN, None, 3)
+    assert not_shown(bad, raised.value) == "(event 'skipped' not shown: KeyError: 'reason')"
+    # the recent line reads it leniently, as the live view always did
+    assert event_text(bad, Form.RECENT, NamedCell(LABELS[C], 3)) == ["E02 seq pass 1: skipped, "]
