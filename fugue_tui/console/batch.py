@@ -1,15 +1,18 @@
 """``fugue-tui --batch CAMPAIGN``: the headless front end.
 
 It validates the campaign, starts the runner process (``python -m engine.runner``), follows
-the campaign's event files (``engine.observe.follow``) and prints one plain line per lifecycle
-event and per job epoch (each warning, the cells' and the runner's, on stderr as it comes:
-an executor's, a results file repaired or upgraded with its backup), then the campaign's report (``fugue_tui.report.tables``: T_group,
-throughput, speedup over seq with its interval, accuracy parity, per experiment and
-executor, over the campaign's ok rows). The dashboard drives the same runner.
+the campaign's event files (``engine.observe.follow``) and feeds each event to a progress
+consumer, then prints the campaign's report (``fugue_tui.report.tables``: T_group,
+throughput, speedup over the baseline executor with its interval, accuracy parity, per
+experiment and executor, over the campaign's ok rows) and one line per cell of this run
+that did not end ok. The dashboard drives the same runner.
 
-On a terminal the progress is a live view instead (``fugue_tui.console.live``: the same events
-applied to ``engine.observe.state``); when stdout is not a terminal, or ``FUGUE_PLAIN`` is set to
-anything but "" or "0", the plain lines are printed.
+The progress: on a terminal the live view (:mod:`fugue_tui.console.live`); when stdout is
+not a terminal, or ``FUGUE_PLAIN`` is set to anything but "" or "0", one plain line per
+lifecycle event and per job epoch (:mod:`fugue_tui.console.plain`); with ``--json`` JSON
+lines (:mod:`fugue_tui.console.batch_json`). Each warning, the cells' and the runner's (an
+executor's, a results file repaired or upgraded with its backup), goes to stderr as it
+comes. ``--dry-run``: :mod:`fugue_tui.console.dry_run`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from rich.console import Console
 
@@ -36,15 +40,17 @@ from engine.runner.cli import runner_argv
 from engine.runner.supervisor import Runner
 from fugue_tui.console.dry_run import dry_run
 from fugue_tui.console.plain import PlainProgress, plain_requested
+from fugue_tui.live.event_text import WARNING_PREFIX
 
 #: How long to wait for the runner to stop its cell after Ctrl-C before killing it.
 RUNNER_STOP_S = 60.0
 
 
 class Progress(Protocol):
-    """What the follow loop feeds: :class:`PlainProgress`, :class:`fugue_tui.console.live.LiveProgress` or
-    :class:`fugue_tui.console.batch_json.JsonProgress`. Entered around the whole run
-    (the live view starts and stops its display there)."""
+    """What the follow loop feeds: :class:`PlainProgress`,
+    :class:`fugue_tui.console.live.LiveProgress` or
+    :class:`fugue_tui.console.batch_json.JsonProgress`. Entered around the whole run (the
+    live view starts and stops its display there)."""
 
     def __call__(self, event: Event) -> None: ...  # each event, in the order followed
 
@@ -68,7 +74,8 @@ def make_progress(total: int, console: Console,
 
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
               since: str | None = None, shown: str | None = None,
-              reuse_any: bool = False, words=None, as_json: bool = False) -> int:
+              reuse_any: bool = False, words: Callable[[str], str] | None = None,
+              as_json: bool = False) -> int:
     """Run (or, with ``dry``, list) a campaign; ``resume`` skips cells with an ok row of this
     campaign (``reuse_any``: of any campaign). Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
@@ -88,11 +95,11 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     console = Console()
     for warning in campaign.warnings:
         text = f"{path}: {warning}"
-        print(f"fugue-tui: warning: {words(text) if words else text}", file=sys.stderr)
+        print(f"{WARNING_PREFIX}{words(text) if words else text}", file=sys.stderr)
     # How max_parallel = "auto" was resolved, where it needs saying (no profile, another
     # machine's ignored): each distinct line once, not once per cell.
     for note in dict.fromkeys(n for cell in runner.cells for n in cell.notes):
-        print(f"fugue-tui: warning: {note}", file=sys.stderr)
+        print(f"{WARNING_PREFIX}{note}", file=sys.stderr)
     if dry:  # the real run's checks of the runs folder, writing nothing: exit 2 as it would
         check_runs_path(runner.runs_dir)
         return dry_run(runner, console, path, shown, as_json=as_json)
@@ -102,6 +109,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     # name only them, never an earlier run's rows of the same campaign)
     started = time.strftime("%Y%m%d_%H%M%S")
     proc = _start_runner(path, overrides, resume, since, reuse_any, as_json)
+    assert proc.stderr is not None  # a pipe: _start_runner asks for one
     relay = _relay(proc.stderr)
     progress: Progress
     if as_json:  # JSON lines on stdout, nothing else there (fugue_tui.console.batch_json)
@@ -149,7 +157,7 @@ def _size(path: Path) -> int:
 
 def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
                   since: str | None, reuse_any: bool = False,
-                  quiet_stdout: bool = False) -> subprocess.Popen:
+                  quiet_stdout: bool = False) -> subprocess.Popen[bytes]:
     argv = runner_argv(path, resume=resume, since=since, overrides=overrides,
                        reuse_any=reuse_any)
     env = engine_env()
@@ -161,7 +169,7 @@ def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
                             preexec_fn=die_with_parent(os.getpid()))
 
 
-def _relay(stream) -> threading.Thread:
+def _relay(stream: IO[bytes]) -> threading.Thread:
     """Copy the runner's stderr, line by line, to this process's ``sys.stderr`` as it
     comes: during the live view that is the view's proxy, which prints above the view, so
     a runner's one-line error (a full disk) is not drawn over by the next refresh."""
@@ -180,7 +188,7 @@ def _relay(stream) -> threading.Thread:
     return thread
 
 
-def _follow(proc: subprocess.Popen, follower: CampaignFollower, progress: Progress) -> None:
+def _follow(proc: subprocess.Popen[bytes], follower: CampaignFollower, progress: Progress) -> None:
     """Feed ``progress`` (PlainProgress or LiveProgress) every event until the runner
     exits; Ctrl-C is passed on to the runner, which stops its cell."""
     interrupted_at = None
@@ -231,9 +239,9 @@ def _print_problems(runner: Runner, since: str) -> list[dict[str, Any]]:
 
 def print_summary(console: Console, groups_csv: Path, campaign_id: str) -> None:
     """The campaign's report (:func:`fugue_tui.report.tables.print_report`): per experiment ×
-    executor, T_group, throughput, energy per model, speedup over seq with its interval or
-    "n/a", baseline, accuracy parity, and the speedup chart. Never fails the batch run: a
-    problem reading the results is printed as one line."""
+    executor, T_group, throughput, energy per model, speedup over the baseline executor with
+    its interval or "n/a", baseline, accuracy parity, and the speedup chart. Never fails the
+    batch run: a problem reading the results is printed as one line."""
     from engine.errors import FugueError
     from fugue_tui.report.tables import NoCampaignRows, print_report
 

@@ -16,10 +16,11 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from engine.define.matrix import CellSpec
 from engine.runner.supervisor import Runner
 
 
-def _parallel_text(cell) -> str:
+def _parallel_text(cell: CellSpec) -> str:
     """``max 3``, ``max 3 auto`` (estimated from a profile), ``max 5 all`` ("auto" without
     a profile: every job); "" when nothing limits the cell."""
     if not cell.max_parallel:
@@ -91,7 +92,7 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     return 0
 
 
-def _device_text(runner: Runner, cell) -> str:
+def _device_text(runner: Runner, cell: CellSpec) -> str:
     """``2 cuda:1``: the device a cell is placed on (its number in ``devices``, as written)."""
     slot = runner.slot_of(cell)
     return f"{slot.index + 1} {slot.gpu.get('entry') or slot.uuid}" if slot else ""
