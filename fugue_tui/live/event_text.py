@@ -123,6 +123,9 @@ class NamedCell:
 
 
 # -- the forms ------------------------------------------------------------------------------
+# The plain lines read most fields by key (a missing one makes the writer's "not shown"
+# line), the recent lines with defaults: each as its writer did before they were merged,
+# so that a malformed event reads the same as it always did in each place.
 
 def _warning(event: Event, cell: KnownCell | None) -> list[str]:
     if event.type != "warning":
