@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.event_base import Event
 from engine.events import is_runner_event
 from engine.results.columns import (
     BOOL,
@@ -40,8 +41,8 @@ from engine.results.columns import (
     JSON,
     NUMBER,
 )
-from fugue_tui.console.live import warning_line
 from fugue_tui.jsonout import SCHEMA_VERSION, clean
+from fugue_tui.live.event_text import warning_line
 
 #: The stream's schema name (``fugue_tui/schemas/batch.v1.json``).
 KIND = "batch"
@@ -100,7 +101,7 @@ def typed_row(row: dict[str, str], file: str) -> dict[str, Any]:
 
 class JsonProgress:
     """The progress consumer of ``--batch --json`` (the same interface as
-    :class:`fugue_tui.console.batch.PlainProgress`): each event as an ``event`` line, each warning
+    :class:`fugue_tui.console.plain.PlainProgress`): each event as an ``event`` line, each warning
     also on stderr for a person watching, and after each poll the rows this run appended
     (``row`` lines; :meth:`rows`)."""
 
@@ -115,7 +116,7 @@ class JsonProgress:
         self.jobs: set[tuple[str, str]] = set()
         self._sizes: dict[str, int] = {}
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Event) -> None:
         if is_runner_event(event) and event.get("label") and event.get("cell"):
             self.labels[event["cell"]] = event["label"]
         try:

@@ -13,7 +13,7 @@ from textual.app import App
 
 from engine.observe.state import CellState, JobState
 from fugue_tui.app.widgets import job_progress as jp
-from fugue_tui.console.live import LiveView
+from fugue_tui.live.view import LiveView
 
 
 class PaneApp(App):

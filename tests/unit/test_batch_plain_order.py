@@ -2,13 +2,13 @@
 ``control ... skip 6e52`` sent twice while cell 3 ran, ``[5/6] my_cv mp pass 1: skipped``
 was printed before ``[4/6]`` started, and the duplicate's "ignored" notice sat indented
 under [4/6] as if about it. Events as the runner writes them (its ``runner.jsonl`` types
-and fields), through :class:`fugue_tui.console.batch.PlainProgress`."""
+and fields), through :class:`fugue_tui.console.plain.PlainProgress`."""
 
 from __future__ import annotations
 
 import io
 
-from fugue_tui.console.batch import PlainProgress
+from fugue_tui.console.plain import PlainProgress
 
 LABELS = {1: "my_ens seq pass 1", 2: "my_ens mp pass 1", 3: "my_cv seq pass 1",
           4: "my_cv unified_model pass 1", 5: "my_cv mp pass 1", 6: "my_cv ray pass 1"}

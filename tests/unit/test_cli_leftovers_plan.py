@@ -12,7 +12,7 @@ from rich.console import Console
 
 from engine.define.campaign import load_campaign
 from engine.runner.supervisor import Runner
-from fugue_tui.console.batch import dry_run
+from fugue_tui.console.dry_run import dry_run
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = REPO / "campaigns" / "quick.toml"

@@ -7,7 +7,8 @@ import io
 
 from rich.console import Console
 
-from fugue_tui.console.live import LiveView, val_header
+from fugue_tui.live.job_table import val_header
+from fugue_tui.live.view import LiveView
 
 
 def ev(type, ts, **fields):

@@ -186,7 +186,7 @@ def test_the_dry_run_shows_where_each_cell_is_placed(monkeypatch, tmp_path):
 
     from rich.console import Console
 
-    from fugue_tui.console.batch import dry_run
+    from fugue_tui.console.dry_run import dry_run
 
     runner = _runner_on(monkeypatch, tmp_path, FakeNVML([FakeDevice("GPU-a"), FakeDevice("GPU-b")]))
     console = Console(file=io.StringIO(), width=200, record=True, color_system=None)

@@ -79,7 +79,7 @@ def _plan_json(monkeypatch, tmp_path, capsys, devices: str) -> dict:
 
     from rich.console import Console
 
-    from fugue_tui.console.batch import dry_run
+    from fugue_tui.console.dry_run import dry_run
     from tests.unit.test_json_outputs import strict
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNVML([FakeDevice("GPU-a"),

@@ -166,7 +166,7 @@ def test_a_new_event_type_is_picked_up_everywhere(dummy_types, tmp_path, monkeyp
 def test_the_live_view_renders_a_new_active_state(dummy_types):
     from rich.console import Console
 
-    from fugue_tui.console.live import LiveView
+    from fugue_tui.live.view import LiveView
 
     view = LiveView(1, clock=lambda: 10.0)
     _running_cell(view.state)

@@ -1,4 +1,4 @@
-"""The live view of ``fugue-tui --batch`` (fugue_tui.console.live), its ETA arithmetic, the choice
+"""The live view of ``fugue-tui --batch`` (fugue_tui.console.live over fugue_tui.live.view), its ETA arithmetic, the choice
 between it and the plain lines, NO_COLOR, and the report's chart at the end of a batch run.
 Nothing trains here: the views are driven by recorded events."""
 
@@ -15,16 +15,13 @@ from engine.events import EventWriter
 from engine.observe.follow import CampaignFollower
 from engine.results.columns import GROUP_COLUMNS
 from engine.results.store import append_rows
-from fugue_tui.console.batch import (
-    PlainProgress,
-    make_progress,
-    plain_requested,
-    print_summary,
-)
-from fugue_tui.console.live import LiveProgress, LiveView
-from fugue_tui.console.progress_math import eta_seconds, fraction_done
+from fugue_tui.console.batch import make_progress, print_summary
+from fugue_tui.console.live import LiveProgress
+from fugue_tui.console.plain import PlainProgress, plain_requested
 from fugue_tui.format import PENDING as DASH
 from fugue_tui.format import fmt_duration
+from fugue_tui.live.progress_math import eta_seconds, fraction_done
+from fugue_tui.live.view import LiveView
 
 LABELS = {"c1": "D_ens seq pass 1", "c2": "D_cv seq pass 1", "c3": "D_hpo seq pass 1",
           "c4": "E01 seq pass 1"}

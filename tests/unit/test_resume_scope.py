@@ -18,7 +18,7 @@ from engine.results.store import append_rows
 from engine.runner import cli as runner_cli
 from engine.runner.supervisor import Runner
 from fugue_tui import cli as fugue_cli
-from fugue_tui.console.batch import dry_run
+from fugue_tui.console.dry_run import dry_run
 
 CAMPAIGN = """
 name = "{name}"

@@ -13,8 +13,9 @@ import json
 from rich.console import Console
 
 from engine.observe.state import CampaignState
-from fugue_tui.console.batch import PlainProgress
-from fugue_tui.console.live import LiveProgress, LiveView
+from fugue_tui.console.live import LiveProgress
+from fugue_tui.console.plain import PlainProgress
+from fugue_tui.live.view import LiveView
 from tests.app_screen import screen_text, until
 
 T0 = 1_800_000_000.0

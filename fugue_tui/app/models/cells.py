@@ -9,8 +9,8 @@ from typing import Any
 from rich.text import Text
 
 from engine.observe.state import CellState
-from fugue_tui.console.live import STATE_STYLE
 from fugue_tui.format import PENDING, fmt_duration, fmt_seconds
+from fugue_tui.live.styles import STATE_STYLE
 
 #: The columns of a cell row, in order.
 COLUMNS = ("#", "experiment", "executor", "configuration", "state", "attempt", "elapsed",

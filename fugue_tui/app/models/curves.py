@@ -24,7 +24,7 @@ from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
 from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.models.hpo import sparkline
-from fugue_tui.console.live import VAL_HEADERS
+from fugue_tui.live.job_table import VAL_HEADERS
 
 
 @dataclass

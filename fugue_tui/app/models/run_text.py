@@ -1,7 +1,8 @@
-"""What the run screen writes, as functions of the shared model (:class:`fugue_tui.console.live.LiveView`
-over :class:`engine.observe.state.CampaignState`) and of the runner: the campaign header
-line, the lifecycle lines the batch view leaves out, and the questions asked before a cell
-command is sent. No widgets."""
+"""What the run screen writes, as functions of the shared model
+(:class:`fugue_tui.live.view.LiveView` over :class:`engine.observe.state.CampaignState`) and
+of the runner: the campaign header line, the lifecycle lines the batch view leaves out (their
+text is :func:`fugue_tui.live.event_text.event_text`'s), and the questions asked before a
+cell command is sent. No widgets."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from typing import Any
 
 from rich.text import Text
 
-from engine.events import is_runner_event
+from engine.event_base import Event
+from engine.event_types import RunnerCampaignStarted
+from engine.events import parse_event
 from engine.observe.state import CellState
 from fugue_tui.app.models.cells import NOT_RUN, STOPPED
-from fugue_tui.console.live import LiveView
 from fugue_tui.format import PENDING, fmt_duration
+from fugue_tui.live.event_text import Form, event_text
+from fugue_tui.live.view import LiveView
 
 _CONFIRM = {
     "retry": "Kill '{label}' (attempt {attempt}) and run it again now?",
@@ -66,23 +70,15 @@ def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
     return head
 
 
-def note_lifecycle(view: LiveView, event: dict[str, Any]) -> None:
+def note_lifecycle(view: LiveView, event: Event) -> None:
     """Add to ``view`` the lifecycle lines the batch view leaves out (it shows them
-    elsewhere)."""
-    kind, ts = event.get("type"), event.get("ts")
-    if not is_runner_event(event):
-        return
-    if kind == "campaign_started":
+    elsewhere): :attr:`~fugue_tui.live.event_text.Form.LIFECYCLE`. A campaign's start also
+    sets the view's cell count (the run screen opens before it is known)."""
+    event = parse_event(event)  # a JSON document (a test's) is read as its event
+    if isinstance(event, RunnerCampaignStarted):
         view.total = int(event.get("cells") or 0)
-        view.note(ts, f"campaign started: {event.get('cells')} cells")
-    elif kind in ("cell_started", "done"):
-        cell = view.state.cells.get(event.get("cell"))
-        label = cell.label if cell else str(event.get("cell", ""))[:8]
-        what = (f"started (attempt {event.get('attempt')})" if kind == "cell_started"
-                else "done")
-        view.note(ts, f"{label}: {what}")
-    elif kind == "campaign_done":
-        view.note(ts, f"campaign finished, exit code {event.get('exit_code')}")
+    for line in event_text(event, Form.LIFECYCLE, view.cell_of(event)):
+        view.note(event.get("ts"), line)
 
 
 def confirm_question(command: str, cell: CellState) -> str:

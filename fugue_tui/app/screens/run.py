@@ -72,7 +72,8 @@ from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import LogPane
-from fugue_tui.console.live import LiveView, warning_line
+from fugue_tui.live.event_text import warning_line
+from fugue_tui.live.view import LiveView
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5

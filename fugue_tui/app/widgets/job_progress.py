@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from engine.observe.state import CellState
 from fugue_tui.app.models.cells import NOT_RUN, not_run_reason
-from fugue_tui.console.live import LiveView
+from fugue_tui.live.view import LiveView
 
 #: Seconds between two redraws for new progress of the same cell attempt.
 MIN_REDRAW_S = 1.0
