@@ -22,6 +22,7 @@ from rich.text import Text
 
 from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
+from engine.results.derived import BASELINE_EXECUTOR
 from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.models.hpo import sparkline
 from fugue_tui.console.live import VAL_HEADERS
@@ -183,7 +184,7 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
         log = bool(losses) and min(losses) > 0
         scaled = [v for v in _log(losses, log) if v is not None] or [0.0]
         base = next((j.val[-1][1] for c, j in curves
-                     if j and j.val and names[c.key] == "seq"), None)
+                     if j and j.val and names[c.key] == BASELINE_EXECUTOR), None)
         for c, job in curves:
             text.append(f"  {names[c.key][:name_w]:<{name_w}} ")
             if job is None:
@@ -201,7 +202,7 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
             if job.val:
                 value = job.val[-1][1]
                 text.append(f" {value:.3f}")
-                if base is not None and names[c.key] != "seq":
+                if base is not None and names[c.key] != BASELINE_EXECUTOR:
                     text.append(f" Δ{value - base:+.3f}",
                                 style="yellow" if abs(value - base) > 0.02 else "dim")
             else:
