@@ -57,14 +57,13 @@ class RunModel:
         self.runner_alive = runner_alive
 
     # -- intake ---------------------------------------------------------------------------
-    def apply(self, events: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Fold ``events`` (JSON documents or typed events, in stream order) into every
-        store; returns the warnings among them as lines for the user, in order (the cell's
+    def apply(self, events: Iterable[Event]) -> list[str]:
+        """Fold ``events`` (in stream order) into every store (a JSON document is read as
+        its typed event: :func:`engine.events.parse_event`); returns the warnings among them as lines for the user, in order (the cell's
         label first, no "fugue-tui: warning: " prefix). An event the live view cannot show
         leaves a line in the recent lines instead of stopping the others."""
         notices: list[str] = []
-        for doc in events:
-            event = parse_event(doc)
+        for event in map(parse_event, events):
             self._apply(event)
             line = warning_line(event, self.label_of(event))
             if line is not None:
@@ -99,7 +98,7 @@ class RunModel:
         """The cell of ``key`` (None for no key or an unknown one)."""
         return self.view.state.cells.get(key) if key else None
 
-    def label_of(self, event: Mapping[str, Any]) -> str:
+    def label_of(self, event: Event) -> str:
         """The label of the cell ``event`` names ("" when it names none known)."""
         cell = self.view.state.cells.get(event.get("cell") or "")
         return cell.label if cell is not None else ""

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from engine.event_base import Event
 from engine.event_types import MonitorSample
 from engine.events import parse_event
 
@@ -52,10 +53,9 @@ class Series:
         self.t.append(float(t))
         for name in fields:
             value = sample.get(name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-                math.isfinite(value)
             self.values.setdefault(name, deque(maxlen=MAX_POINTS)).append(
-                float(value) if ok else None)
+                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) else None)
         self.version += 1
 
     def has(self, name: str) -> bool:
@@ -68,11 +68,11 @@ class Series:
         return None
 
 
-def cell_sample(event: Mapping[str, Any]) -> MonitorSample | None:
+def cell_sample(event: Event) -> MonitorSample | None:
     """``event`` as a cell's monitor sample (typed), or None for anything else: the one test
     of which events the sample stores take (:class:`SampleStore`,
     :class:`fugue_tui.app.models.timeline.CampaignTimeline`; a ``sample`` of the runner's or
-    one that names no cell is not a cell's)."""
+    one that names no cell is not a cell's). A JSON document is read as its typed event."""
     typed = parse_event(event)
     return typed if isinstance(typed, MonitorSample) and typed.cell is not None else None
 
@@ -85,7 +85,7 @@ class SampleStore:
     def __init__(self) -> None:
         self.series: dict[tuple[str, int], Series] = {}
 
-    def add(self, event: Mapping[str, Any]) -> bool:
+    def add(self, event: Event) -> bool:
         """Take a cell's ``sample`` event; False for anything else."""
         sample = cell_sample(event)
         if sample is None:

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from engine.event_base import Event
 from engine.event_types import MonitorSample
 from engine.observe.state import CampaignState
 from fugue_tui.app.models.series import cell_sample
@@ -56,7 +55,7 @@ class CampaignTimeline:
         self.tracks: dict[tuple[str, int], _Track] = {}
         self.version = 0
 
-    def add(self, event: Mapping[str, Any]) -> bool:
+    def add(self, event: Event) -> bool:
         """Take a cell's ``sample`` event; False for anything else."""
         sample = cell_sample(event)
         return sample is not None and self.take(sample)
@@ -72,9 +71,9 @@ class CampaignTimeline:
         track.t.append(float(when))
         for name, _, _ in PANELS:
             value = sample.get(name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and math.isfinite(value)
-            track.values[name].append(float(value) if ok else math.nan)
+            track.values[name].append(
+                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) else math.nan)
         self.version += 1
         return True
 
@@ -232,7 +231,7 @@ def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: 
     legend_lines = 1 if height < 16 else 2 if height < 30 else min(8, height // 6)
     key = legend(cells, width, legend_lines)
     columns = max(10, width - 12)
-    panels = []
+    panels: list[tuple[str, list[float], list[float]]] = []
     for name, title, how in PANELS:
         if name in GPU_FIELDS and not timeline.measured(name):
             if name == "gpu_util_pct":
