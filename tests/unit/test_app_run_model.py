@@ -157,3 +157,29 @@ def test_the_run_screens_event_consumers_take_typed_events():
         rel = f"fugue_tui/app/models/{name}.py"
         found += plain_carriers(ROOT / rel, rel)
     assert found == []
+
+
+def test_which_cell_commands_apply():
+    """retry, skip and kill only with a live runner that is not stopping; kill a running
+    cell, skip a running or queued one, retry a running, failed or killed one."""
+    from engine.observe.state import CellState
+    from fugue_tui.app.models.run import command_applies, stacks_available
+
+    def cell_in(state: str) -> CellState:
+        return CellState(key="k", index=1, label="X seq pass 1", state=state)
+
+    table = {"running": {"retry", "skip", "kill"}, "queued": {"skip"},
+             "failed": {"retry"}, "killed": {"retry"}, "done": set()}
+    for state, allowed in table.items():
+        cell = cell_in(state)
+        assert {c for c in ("retry", "skip", "kill")
+                if command_applies(c, cell, True, False)} == allowed, state
+        assert not any(command_applies(c, cell, False, False) for c in allowed)
+        assert not any(command_applies(c, cell, True, True) for c in allowed)
+        assert not any(command_applies(c, cell, None, False) for c in allowed)
+    running = cell_in("running")
+    assert not stacks_available(running)  # no pid, no attempt folder yet
+    running.pid, running.log_path = 123, "runs/x/cells/c/attempt-1/cell.log"
+    assert stacks_available(running)
+    running.state = "done"
+    assert not stacks_available(running)

@@ -119,6 +119,26 @@ class RunModel:
         return tuple((c.state, c.attempt) for c in self.view.state.cells.values())
 
 
+def command_applies(command: str, cell: CellState, runner_alive: bool | None,
+                    stopping: bool) -> bool:
+    """Whether the runner can take ``command`` (retry, skip, kill) for ``cell`` now: never
+    without a live runner or while it stops; kill a running cell, skip a running or queued
+    one, retry a running one or one that failed or was killed."""
+    if not runner_alive or stopping:
+        return False
+    if command == "kill":
+        return cell.active
+    if command == "skip":
+        return cell.active or cell.state == "queued"
+    return cell.active or cell.state in ("failed", "killed")
+
+
+def stacks_available(cell: CellState) -> bool:
+    """Whether ``cell`` has live processes to ask for their stacks: it runs, with a known
+    pid and an attempt folder (its log's)."""
+    return cell.active and bool(cell.pid) and bool(cell.log_path)
+
+
 def devices_line(running: list[CellState]) -> str:
     """Each device's running cell and what its monitor last read, one line per device, when
     cells run on several devices at once ("" otherwise)::

@@ -3,14 +3,18 @@
 A thread worker (:mod:`fugue_tui.app.follow`) follows ``runner.jsonl`` and every cell's
 ``events.jsonl`` (:class:`engine.observe.follow.CampaignFollower`), tails the selected
 cell's log and, when no cell runs, samples the host; it reaches the screen only through
-:class:`Followed` messages. The screen applies events to the shared model
-(:class:`fugue_tui.console.live.LiveView` over :class:`engine.observe.state.CampaignState`) and
-redraws at most :data:`REFRESH_S` apart: the cell table updates only changed cells, the job
-pane and charts redraw only when what they show changed, and nothing is redrawn while
-another screen (help, Results) covers it. The cursor follows the running cell until the user
-moves it (``f`` follows again). Warnings (a cell's ``warning`` events, the runner's, the
-summary's) show under the selected cell and in the recent lines, and each is notified as it
-comes. Commands go to the runner through its control channel (:mod:`engine.runner.control`).
+:class:`Followed` messages. The screen hands each message to its run model
+(:class:`fugue_tui.app.models.run.RunModel`, the one consumer of the events for every
+pane) and redraws at most :data:`REFRESH_S` apart, each pane from the model: the cell
+table updates only changed cells, the job pane and the monitor pane
+(:class:`~fugue_tui.app.widgets.device_charts.DeviceCharts`) redraw only when what they
+show changed, the header (:class:`~fugue_tui.app.widgets.run_header.RunHeader`) and the
+recent lines (:class:`~fugue_tui.app.widgets.recent_lines.RecentLines`) when their text
+did, and nothing is redrawn while another screen (help, Results) covers it. The cursor
+follows the running cell until the user moves it (``f`` follows again). Warnings (a cell's
+``warning`` events, the runner's, the summary's) show under the selected cell and in the
+recent lines, and each is notified as it comes. Commands go to the runner through its
+control channel (:mod:`fugue_tui.app.screens.run_commands`).
 
 | key | binding id | action |
 |---|---|---|
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,31 +61,28 @@ from fugue_tui.app.actions import REPLAY, RUN, bindings
 from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
-from fugue_tui.app.models.curves import CurveStore
-from fugue_tui.app.models.run import RECENT_KEPT, RunModel, devices_line
-from fugue_tui.app.models.run_text import campaign_header, confirm_question
-from fugue_tui.app.models.series import SampleStore, Series
+from fugue_tui.app.models.run import (
+    RunModel,
+    command_applies,
+    devices_line,
+    stacks_available,
+)
+from fugue_tui.app.models.run_text import campaign_header
 from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.app.process import RunnerHandle
-from fugue_tui.app.screens.modals import ConfirmScreen
+from fugue_tui.app.screens.run_commands import CellCommands
 from fugue_tui.app.widgets.cell_table import CellTable
-from fugue_tui.app.widgets.device_charts import (
-    MONITOR_VIEWS,
-    TIMELINE_REDRAW_S,
-    VIEW_NAMES,
-    DeviceCharts,
-)
+from fugue_tui.app.widgets.device_charts import VIEW_NAMES, DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
-from fugue_tui.app.widgets.log_pane import LogPane
-from fugue_tui.app.widgets.recent_lines import RecentLines, recent_text
+from fugue_tui.app.widgets.log_pane import Feed, LogPane, hold
+from fugue_tui.app.widgets.recent_lines import RecentLines
 from fugue_tui.app.widgets.run_header import RunHeader
 from fugue_tui.console.live import LiveView
 
-# Names other modules and tests import from here (the panes and the model moved out).
-__all__ = ["MONITOR_VIEWS", "RECENT_KEPT", "REFRESH_S", "TIMELINE_REDRAW_S", "ZOOMS",
-           "RecentLines", "RunScreen", "devices_line", "recent_text"]
+# devices_line moved to the model; tests still import it from here.
+__all__ = ["REFRESH_S", "ZOOMS", "RunScreen", "devices_line"]
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
@@ -113,6 +115,7 @@ class RunScreen(Screen):
         self.attached = attached
         self.clock = clock
         self.model = RunModel(clock, handle.alive() if handle is not None else False)
+        self.commands = CellCommands(self)
         self.follow_running = True
         #: With several cells running: the one 'f' chose to follow (None: the first).
         self.follow_key: str | None = None
@@ -123,7 +126,7 @@ class RunScreen(Screen):
         self.stopping = False
         self._shown_cell: str | None = None
         #: Log lines that arrived while the screen was hidden (fed on resume).
-        self._hidden_log: list[tuple[list[str], bool, str]] = []
+        self._hidden_log: list[Feed] = []
         self._suspended = False
         self._applicable: tuple[bool, ...] | None = None
         #: Redraws done and table cells written (the CPU benchmark and tests read them).
@@ -136,28 +139,12 @@ class RunScreen(Screen):
         return self.model.view
 
     @property
-    def samples(self) -> SampleStore:
-        return self.model.samples
-
-    @property
     def timeline(self) -> CampaignTimeline:
         return self.model.timeline
 
     @property
-    def curves(self) -> CurveStore:
-        return self.model.curves
-
-    @property
-    def host(self) -> Series:
-        return self.model.host
-
-    @property
     def runner_alive(self) -> bool | None:
         return self.model.runner_alive
-
-    @property
-    def monitor_view(self) -> str:
-        return self.query_one(DeviceCharts).monitor_view
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")
@@ -214,17 +201,8 @@ class RunScreen(Screen):
         self.dirty = True
 
     def _hold_log(self, lines: list[str], reset: bool, title: str) -> None:
-        """Keep log lines for the resume, no more than the pane keeps: what a reset clears
-        goes, and when too many arrived the oldest go and the pane is cleared first (it
-        would have scrolled them out anyway)."""
-        if reset:
-            self._hidden_log.clear()
-        self._hidden_log.append((lines, reset, title))
-        held = sum(len(feed[0]) for feed in self._hidden_log)
-        while held > LOG_LINES and len(self._hidden_log) > 1:
-            held -= len(self._hidden_log.pop(0)[0])
-            lines, _, title = self._hidden_log[0]
-            self._hidden_log[0] = (lines, True, title)
+        """Keep log lines for the resume, no more than the pane keeps (:func:`hold`)."""
+        hold(self._hidden_log, (lines, reset, title), LOG_LINES)
 
     # -- rendering ------------------------------------------------------------------------
     def selected_cell(self) -> CellState | None:
@@ -374,13 +352,8 @@ class RunScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("retry_cell", "skip_cell", "kill_cell"):
             cell = self.selected_cell()
-            if not self.runner_alive or cell is None or self.stopping:
-                return False
-            if action == "kill_cell":
-                return cell.active
-            if action == "skip_cell":
-                return cell.active or cell.state == "queued"
-            return cell.active or cell.state in ("failed", "killed")
+            return cell is not None and command_applies(
+                action.removesuffix("_cell"), cell, self.runner_alive, self.stopping)
         if action == "back_to_plan":
             return not self.runner_alive
         if action == "back":  # a live campaign is left with q (stop or detach)
@@ -388,68 +361,25 @@ class RunScreen(Screen):
                 len(self.app.screen_stack) > 2
         if action == "dump_stacks":  # a live cell of a live runner: something to ask
             cell = self.selected_cell()
-            return (self.replay is None and cell is not None and cell.active
-                    and bool(cell.pid) and bool(cell.log_path))
+            return self.replay is None and cell is not None and stacks_available(cell)
         if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
             return self.replay is not None
         return True
 
     def action_retry_cell(self) -> None:
-        self._confirm("retry")
+        self.commands.confirm("retry")
 
     def action_skip_cell(self) -> None:
-        self._confirm("skip")
+        self.commands.confirm("skip")
 
     def action_kill_cell(self) -> None:
-        self._confirm("kill")
+        self.commands.confirm("kill")
 
-    def _confirm(self, command: str) -> None:
-        cell = self.selected_cell()
-        if cell is None or not self.check_action(f"{command}_cell", ()):
-            return
-        question = confirm_question(command, cell)
-        key = cell.key
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self._send(command, key)
-        self.app.push_screen(ConfirmScreen(question, yes=command), answer)
-
-    @work(thread=True, group="control")
-    def _send(self, command: str, cell_key: str) -> None:
-        from engine.errors import FugueError
-        from engine.runner.control import send
-
-        try:
-            send(self.run_dir, command, cell_key)
-        except FugueError as exc:
-            self.post_message(Notice(str(exc), "error"))
-            return
-        self.post_message(Notice(f"sent {command} for cell {cell_key[:8]}"))
+    def action_dump_stacks(self) -> None:
+        self.commands.dump_stacks()
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
-
-    def action_dump_stacks(self) -> None:
-        cell = self.selected_cell()
-        if cell is None or not self.check_action("dump_stacks", ()):
-            return
-        self.notify(f"asking {cell.label}'s processes for their stacks…", timeout=2,
-                    markup=False)
-        self._dump(Path(cell.log_path).parent, int(cell.pid), cell.label, cell.attempt)
-
-    @work(thread=True, group="stacks")
-    def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
-        from fugue_tui.app.models.stack_report import cell_report
-        from fugue_tui.app.screens.modals import StackScreen
-
-        try:
-            report = cell_report(attempt_dir, pid, label)
-        except OSError as exc:
-            self.post_message(Notice(f"no stack dump of {label}: {exc}", "error"))
-            return
-        self.app.call_from_thread(self.app.push_screen, StackScreen(
-            f"stacks of {label} attempt {attempt} (pid {pid})", report))
 
     def action_follow_running(self) -> None:
         # Several cells running (one per device): 'f' on a running row follows that one.
@@ -474,29 +404,26 @@ class RunScreen(Screen):
         self.app.push_screen(ResultsScreen(self.run_dir.parent, f"campaign:{name}"))
 
     # -- replay ---------------------------------------------------------------------------
-    def _replay_changed(self) -> None:
+    def _replay_do(self, change: Callable[[], object]) -> None:
+        """Change the replay (its clock, speed or position), and show it at once."""
+        change()
         self.dirty = True
         self.refresh_view()
 
     def action_toggle_pause(self) -> None:
-        self.replay.toggle_pause()
-        self._replay_changed()
+        self._replay_do(self.replay.toggle_pause)
 
     def action_step(self) -> None:
-        self.replay.step()
-        self._replay_changed()
+        self._replay_do(self.replay.step)
 
     def action_faster(self) -> None:
-        self.replay.set_speed(True)
-        self._replay_changed()
+        self._replay_do(partial(self.replay.set_speed, True))
 
     def action_slower(self) -> None:
-        self.replay.set_speed(False)
-        self._replay_changed()
+        self._replay_do(partial(self.replay.set_speed, False))
 
     def action_to_end(self) -> None:
-        self.replay.to_end()
-        self._replay_changed()
+        self._replay_do(self.replay.to_end)
 
     # -- stop -----------------------------------------------------------------------------
     def active_pids(self) -> set[int]:
