@@ -16,18 +16,10 @@ follows the running cell until the user moves it (``f`` follows again). Warnings
 recent lines, and each is notified as it comes. Commands go to the runner through its
 control channel (:mod:`fugue_tui.app.screens.run_commands`).
 
-| key | binding id | action |
-|---|---|---|
-| r | run.retry | kill the selected cell and retry it (asks first) |
-| s | run.skip | kill or unqueue the selected cell and go on (asks first) |
-| x | run.kill | kill the selected cell, no retry (asks first) |
-| f | run.follow | follow the running cell |
-| p | run.plan | back to the plan (when the campaign has ended) |
-| v | run.results | the Results screen of this campaign's rows |
-| d | run.stacks | the selected running cell's stack dumps, process tree and last events |
-| z | run.zoom | one pane on the whole screen, in turn (cells, jobs, monitor, log, events) |
-| t | run.monitor | the monitor pane: cell monitor → campaign timeline → loss/val curves |
-| escape | run.back | close a replay, or leave a campaign that has ended |
+Its keys (retry, skip, kill, follow, plan, results, stacks, zoom, monitor view, back; in
+replay pause, step, faster, slower, to end) are declared, with what each does, in
+:data:`fugue_tui.app.actions.RUN` and :data:`~fugue_tui.app.actions.REPLAY` (the help
+screen lists them).
 
 The monitor pane has three views (``t``): the selected cell's monitor charts, the
 campaign's host/device timeline with its cells' boundaries (:mod:`fugue_tui.app.models.timeline`)
@@ -48,7 +40,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
@@ -67,7 +58,6 @@ from fugue_tui.app.models.run import (
     devices_line,
     stacks_available,
 )
-from fugue_tui.app.models.run_text import campaign_header
 from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.app.process import RunnerHandle
 from fugue_tui.app.screens.run_commands import CellCommands
@@ -163,10 +153,7 @@ class RunScreen(Screen):
         self.query_one(CellTable).focus()
         # new speedups so far: show them now, not at the next tick
         self.watch(self.query_one(RunHeader), "so_far", self._redraw_soon, init=False)
-        if self.replay is not None:
-            self._replay()
-        else:
-            self._follow()
+        self._follow()
         self.set_interval(REFRESH_S, self.refresh_view)
 
     def _redraw_soon(self) -> None:
@@ -177,12 +164,9 @@ class RunScreen(Screen):
     # -- the follow worker (no widget access) ---------------------------------------------
     @work(thread=True, exclusive=True, group="follow")
     def _follow(self) -> None:
-        follow_run(self, get_current_worker())
-
-    @work(thread=True, exclusive=True, group="follow")
-    def _replay(self) -> None:
-        """Post the replay's due events as :class:`Followed` messages (as live)."""
-        replay_run(self, get_current_worker())
+        """Post the campaign's news as :class:`Followed` messages: the run folder's, or the
+        replay's due events (as live)."""
+        (follow_run if self.replay is None else replay_run)(self, get_current_worker())
 
     def on_followed(self, message: Followed) -> None:
         """A worker's news: the model takes the events and the facts, the log pane its
@@ -280,10 +264,9 @@ class RunScreen(Screen):
             self.log_target = target
             if target is None:
                 self.query_one(LogPane).feed([], True, "log: no attempt yet")
-        self.query_one(RunHeader).show(
-            self.header_text(now), self.model, now,
-            self.run_dir.parent if self.replay is None else None,  # a replay writes no rows
-            self.view.state.campaign or self.run_dir.name)
+        self.query_one(RunHeader).show(self.model, now, self.run_dir, replay=self.replay,
+                                       attached=self.attached, handle=self.handle,
+                                       stopping=self.stopping)
         # the newest lines that fit, laid out by the pane at its size when it paints
         self.query_one(RecentLines).lines = tuple(self.view.recent)
         # the footer recomposes on refresh_bindings: only when what is offered changed
@@ -298,21 +281,13 @@ class RunScreen(Screen):
         is zoomed to, so the view shows."""
         view = self.query_one(DeviceCharts).next_view()
         if self.has_class("-compact") and self.zoomed != "monitor" and view != "cell":
-            for pane in ZOOMS:
-                self.set_class(pane == "monitor", f"-zoom-{pane}")
-            self.set_class(True, "-zoom")
+            self._zoom_to("monitor")
         self.notify(f"monitor: {VIEW_NAMES[view]} (t: next)", timeout=2, markup=False)
         self._redraw_soon()
 
     def _log_title(self) -> str:
         cell = self.selected_cell()
         return f"log: {cell.label} attempt {cell.attempt}" if cell else "log"
-
-    def header_text(self, now: float) -> Text:
-        """The campaign line: name, device, elapsed, counts, runner and outcome."""
-        return campaign_header(self.view, self.run_dir, now, replay=self.replay,
-                               runner_alive=self.runner_alive, attached=self.attached,
-                               handle=self.handle, stopping=self.stopping)
 
     def on_resize(self, event: Any = None) -> None:
         set_compact(self)
@@ -328,14 +303,18 @@ class RunScreen(Screen):
         now = self.zoomed
         after = ZOOMS[ZOOMS.index(now) + 1] if now and now != ZOOMS[-1] else (
             "" if now else ZOOMS[0])
-        for pane in ZOOMS:
-            self.set_class(pane == after, f"-zoom-{pane}")
-        self.set_class(bool(after), "-zoom")
+        self._zoom_to(after)
         if after == "cells":
             self.query_one(CellTable).focus()
         self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
                     timeout=2, markup=False)
         self._redraw_soon()
+
+    def _zoom_to(self, pane: str) -> None:
+        """Show ``pane`` alone ("": every pane), through the stylesheet's classes."""
+        for name in ZOOMS:
+            self.set_class(name == pane, f"-zoom-{name}")
+        self.set_class(bool(pane), "-zoom")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """The user (or the following) moved the cursor: show the cell now, not at the next

@@ -15,12 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
 from textual import work
 from textual.reactive import var
 from textual.widgets import Static
 
 from fugue_tui.app.models.run import RunModel, devices_line
+from fugue_tui.app.models.run_text import campaign_header
 
 #: Lines of the header without the devices (the stylesheet's cap), and devices shown at most.
 HEADER_LINES = 3
@@ -40,21 +40,24 @@ class RunHeader(Static):
         self._so_far_done = -1
         self._shown: str | None = None
 
-    def show(self, head: Text, model: RunModel, now: float, runs_dir: Path | None,
-             campaign: str) -> None:
-        """Show ``head`` (the campaign line) with the devices and the so-far strip under it;
-        ``now``: the screen's clock (Unix seconds). ``runs_dir``: the runs folder the
-        campaign's rows go to (None in a replay: no rows are being written), ``campaign``
-        the id they carry. A layout pass only when the header's height may change."""
+    def show(self, model: RunModel, now: float, run_dir: Path, *, replay: Any,
+             attached: bool, handle: Any, stopping: bool) -> None:
+        """Show the campaign of ``run_dir`` at the screen's clock ``now`` (Unix seconds):
+        its line (:func:`~fugue_tui.app.models.run_text.campaign_header`: ``replay`` the
+        :class:`~fugue_tui.app.models.replay.Replay` or None, ``attached`` to a runner
+        started elsewhere, its ``handle``, ``stopping`` it), with the devices and the
+        so-far strip under it. A layout pass only when the header's height may change."""
         from fugue_tui.app.models.so_far import comparable, eta_seconds, fit_strip
 
-        text = head  # built for this call: appended to in place
+        text = campaign_header(model.view, run_dir, now, replay=replay,
+                               runner_alive=model.runner_alive, attached=attached,
+                               handle=handle, stopping=stopping)
         state = model.view.state
         done = model.finished_count()
-        if done != self._so_far_done and runs_dir is not None:
+        if done != self._so_far_done and replay is None:  # a replay writes no rows
             self._so_far_done = done  # rows land as cells finish: recompute then only
             if comparable(state):  # else no speedup yet: spare the analysis' imports
-                self._speedup_so_far(runs_dir, campaign)
+                self._speedup_so_far(run_dir.parent, state.campaign or run_dir.name)
         # one line of the header's width: a strip that wrapped was cut (issue 30, item 14)
         strip = fit_strip(self.so_far, eta_seconds(state, now) if state.state == "running"
                           else None, max(20, self.content_size.width
