@@ -7,10 +7,18 @@ plain attributes the UI thread sets."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fugue_tui.app.messages import Followed
 from fugue_tui.app.widgets.log_pane import LogTail
+
+if TYPE_CHECKING:
+    from textual.message import Message
+    from textual.worker import Worker
+
+    from fugue_tui.app.models.replay import Replay
+    from fugue_tui.app.process import RunnerHandle
 
 #: Seconds between two reads of the event files by the follow worker.
 POLL_S = 0.25
@@ -18,7 +26,21 @@ POLL_S = 0.25
 HOST_POLL_S = 1.0
 
 
-def follow_run(screen: Any, worker: Any) -> None:
+class FollowTarget(Protocol):
+    """What the workers read of the run screen (plain attributes the UI thread sets) and
+    the one thing they call on it (``post_message``, thread-safe)."""
+
+    run_dir: Path
+    event_offset: int
+    log_target: str | None
+    idle_poll: bool
+    handle: RunnerHandle | None
+    replay: Replay | None
+
+    def post_message(self, message: Message) -> bool: ...
+
+
+def follow_run(screen: FollowTarget, worker: Worker[Any]) -> None:
     """Follow ``screen.run_dir`` from ``screen.event_offset``: the campaign's events, the
     tail of ``screen.log_target``, the runner's liveness and, while ``screen.idle_poll``,
     host samples."""
@@ -46,9 +68,10 @@ def follow_run(screen: Any, worker: Any) -> None:
         time.sleep(POLL_S)
 
 
-def replay_run(screen: Any, worker: Any) -> None:
+def replay_run(screen: FollowTarget, worker: Worker[Any]) -> None:
     """Post ``screen.replay``'s due events as :class:`Followed` messages (as live)."""
     replay = screen.replay
+    assert replay is not None, "replay_run follows a replay"
     log = LogTail()
     while not worker.is_cancelled:
         events = replay.due()

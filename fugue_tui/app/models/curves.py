@@ -15,13 +15,16 @@ line up. A cell's newer attempt replaces its older one's curves.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
 
+from engine.event_base import Event
 from engine.events import is_runner_event
 from engine.observe.state import CampaignState, CellState
+from engine.results.derived import BASELINE_EXECUTOR
 from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.models.hpo import sparkline
 from fugue_tui.live.job_table import VAL_HEADERS
@@ -43,7 +46,7 @@ class CellCurves:
     jobs: dict[str, JobCurve] = field(default_factory=dict)
 
 
-def _progress(event: dict[str, Any]) -> float | None:
+def _progress(event: Event) -> float | None:
     epochs, epoch = event.get("epochs"), event.get("epoch")
     if not isinstance(epochs, int) or epochs < 1 or not isinstance(epoch, int):
         return None
@@ -67,7 +70,7 @@ class CurveStore:
         self.cells: dict[str, CellCurves] = {}
         self.version = 0
 
-    def add(self, event: dict[str, Any]) -> bool:
+    def add(self, event: Event) -> bool:
         """Take a cell's ``started`` or ``job_progress`` event; False for anything else."""
         kind = event.get("type")
         if kind not in ("started", "job_progress") or is_runner_event(event):
@@ -139,11 +142,11 @@ def _scaled(values: list[float | None], low: float, high: float) -> str:
     return sparkline([low, high, *values])[2:]
 
 
-def _log(values: list[float | None], use: bool) -> list[float | None]:
+def _log(values: Sequence[float | None], use: bool) -> list[float | None]:
     """Losses on a log scale when ``use`` (a loss falls by orders of magnitude: linear, the
     first reports flatten the rest); the caller keeps a job with a loss <= 0 linear."""
     return [None if v is None or not use else math.log10(v) for v in values] if use \
-        else values
+        else list(values)
 
 
 def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None, width: int,
@@ -183,7 +186,7 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
         log = bool(losses) and min(losses) > 0
         scaled = [v for v in _log(losses, log) if v is not None] or [0.0]
         base = next((j.val[-1][1] for c, j in curves
-                     if j and j.val and names[c.key] == "seq"), None)
+                     if j and j.val and names[c.key] == BASELINE_EXECUTOR), None)
         for c, job in curves:
             text.append(f"  {names[c.key][:name_w]:<{name_w}} ")
             if job is None:
@@ -201,7 +204,7 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
             if job.val:
                 value = job.val[-1][1]
                 text.append(f" {value:.3f}")
-                if base is not None and names[c.key] != "seq":
+                if base is not None and names[c.key] != BASELINE_EXECUTOR:
                     text.append(f" Δ{value - base:+.3f}",
                                 style="yellow" if abs(value - base) > 0.02 else "dim")
             else:

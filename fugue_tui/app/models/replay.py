@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
+from engine.event_base import Event
+from engine.events import parse_event
 from engine.runfolder import RunFolder
 
 #: Replay speeds offered by faster/slower (campaign seconds per wall second): one 1-2-5
@@ -49,7 +51,7 @@ def parse_speed(text: str) -> float:
     return value
 
 
-def load_events(path: str | Path) -> tuple[list[dict[str, Any]], Path | None]:
+def load_events(path: str | Path) -> tuple[list[Event], Path | None]:
     """The events of a run folder's latest session (and the folder), or of an events file
     (and None).
 
@@ -85,7 +87,7 @@ def write_stream(run_dir: str | Path, out: str | Path) -> int:
     return len(events)
 
 
-def timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def timeline(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """``events`` in the order they happened, the order a replay releases them.
 
     A follower that reads a finished folder in one go yields each attempt's events in one
@@ -124,9 +126,11 @@ class Replay:
     """Events released by a campaign-time clock (see the module doc). Thread-safe: keys
     change it on the UI thread, the run screen's worker calls :meth:`due`."""
 
-    def __init__(self, events: list[dict[str, Any]], source: str = "", speed: float = 1.0,
+    def __init__(self, events: Sequence[Mapping[str, Any]], source: str = "", speed: float = 1.0,
                  paused: bool = False, wall: Callable[[], float] = time.monotonic) -> None:
-        self.events = timeline(events)
+        # typed once here (a loaded file's already are): what due() releases is what a
+        # live follower yields, engine.event_types' events
+        self.events: list[Event] = [parse_event(e) for e in timeline(events)]
         self.source = source
         self.speed = float(speed)
         self.paused = paused
@@ -195,11 +199,11 @@ class Replay:
         return self.pos >= len(self.events)
 
     # -- the worker ---------------------------------------------------------------------------
-    def due(self) -> list[dict[str, Any]]:
+    def due(self) -> list[Event]:
         """The events whose time has come (in stream order), advancing the clock."""
         with self._lock:
             self._advance()
-            out: list[dict[str, Any]] = []
+            out: list[Event] = []
             while self.pos < len(self.events):
                 event = self.events[self.pos]
                 ts = event.get("ts")

@@ -15,12 +15,15 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
-from engine.events import is_runner_event
+from engine.event_base import Event
+from engine.event_types import MonitorSample
+from engine.events import parse_event
 
 #: Points kept per series (at one sample a second: ten minutes).
 MAX_POINTS = 600
@@ -43,17 +46,16 @@ class Series:
     values: dict[str, deque] = field(default_factory=dict)
     version: int = 0
 
-    def add(self, sample: dict[str, Any], fields: tuple[str, ...]) -> None:
+    def add(self, sample: Mapping[str, Any], fields: tuple[str, ...]) -> None:
         t = sample.get("t")
         if not isinstance(t, (int, float)):
             return
         self.t.append(float(t))
         for name in fields:
             value = sample.get(name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-                math.isfinite(value)
             self.values.setdefault(name, deque(maxlen=MAX_POINTS)).append(
-                float(value) if ok else None)
+                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) else None)
         self.version += 1
 
     def has(self, name: str) -> bool:
@@ -66,6 +68,15 @@ class Series:
         return None
 
 
+def cell_sample(event: Event) -> MonitorSample | None:
+    """``event`` as a cell's monitor sample (typed), or None for anything else: the one test
+    of which events the sample stores take (:class:`SampleStore`,
+    :class:`fugue_tui.app.models.timeline.CampaignTimeline`; a ``sample`` of the runner's or
+    one that names no cell is not a cell's). A JSON document is read as its typed event."""
+    typed = parse_event(event)
+    return typed if isinstance(typed, MonitorSample) and typed.cell is not None else None
+
+
 class SampleStore:
     """Series per (cell key, attempt), filled from ``sample`` events."""
 
@@ -74,13 +85,18 @@ class SampleStore:
     def __init__(self) -> None:
         self.series: dict[tuple[str, int], Series] = {}
 
-    def add(self, event: dict[str, Any]) -> bool:
+    def add(self, event: Event) -> bool:
         """Take a cell's ``sample`` event; False for anything else."""
-        if event.get("type") != "sample" or is_runner_event(event) or event.get("cell") is None:
+        sample = cell_sample(event)
+        if sample is None:
             return False
-        key = (str(event["cell"]), int(event.get("attempt") or 0))
-        self.series.setdefault(key, Series()).add(event, self.FIELDS)
+        self.take(sample)
         return True
+
+    def take(self, sample: MonitorSample) -> None:
+        """Add a cell's sample (one :func:`cell_sample` let through)."""
+        key = (str(sample.cell), int(sample.attempt or 0))
+        self.series.setdefault(key, Series()).add(sample, self.FIELDS)
 
     def get(self, cell: str, attempt: int) -> Series | None:
         return self.series.get((cell, attempt))

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from engine.observe.state import CampaignState
+from engine.results.derived import BASELINE_EXECUTOR
 from fugue_tui.format import fmt_duration
 
 
@@ -46,7 +47,7 @@ def speedup_parts(runs_dir: Path, campaign: str,
     parts = []
     for row in table.to_dict("records"):
         value = row.get("speedup")
-        if row["executor"] == "seq" or value is None or not math.isfinite(value):
+        if row["executor"] == BASELINE_EXECUTOR or value is None or not math.isfinite(value):
             continue
         low, high = row.get("ci_low"), row.get("ci_high")
         interval = (f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None
@@ -102,7 +103,7 @@ def comparable(state: CampaignState) -> bool:
         if cell.state == "done":
             exp, executor, _, _ = split_label(cell.label)
             seen.setdefault(exp, set()).add(executor)
-    return any("seq" in executors and len(executors) > 1 for executors in seen.values())
+    return any(BASELINE_EXECUTOR in executors and len(executors) > 1 for executors in seen.values())
 
 
 def eta_seconds(state: CampaignState, now: float) -> float | None:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from engine.events import is_runner_event
+from engine.event_base import Event
+from engine.event_types import MonitorSample
 from engine.observe.state import CampaignState
+from fugue_tui.app.models.series import cell_sample
 
 #: Samples kept per cell attempt (at the monitor's 0.5 s: over an hour).
 MAX_POINTS = 8000
@@ -54,21 +55,25 @@ class CampaignTimeline:
         self.tracks: dict[tuple[str, int], _Track] = {}
         self.version = 0
 
-    def add(self, event: dict[str, Any]) -> bool:
+    def add(self, event: Event) -> bool:
         """Take a cell's ``sample`` event; False for anything else."""
-        if event.get("type") != "sample" or is_runner_event(event) or event.get("cell") is None:
-            return False
-        when = event.get("time") if isinstance(event.get("time"), (int, float)) else event.get("ts")
+        sample = cell_sample(event)
+        return sample is not None and self.take(sample)
+
+    def take(self, sample: MonitorSample) -> bool:
+        """Add a cell's sample (one :func:`~fugue_tui.app.models.series.cell_sample` let
+        through); False when it carries no time (neither ``time`` nor ``ts``)."""
+        when = sample.get("time") if isinstance(sample.get("time"), (int, float)) \
+            else sample.ts
         if not isinstance(when, (int, float)):
             return False
-        track = self.tracks.setdefault((str(event["cell"]), int(event.get("attempt") or 0)),
-                                       _Track())
+        track = self.tracks.setdefault((str(sample.cell), int(sample.attempt or 0)), _Track())
         track.t.append(float(when))
         for name, _, _ in PANELS:
-            value = event.get(name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and math.isfinite(value)
-            track.values[name].append(float(value) if ok else math.nan)
+            value = sample.get(name)
+            track.values[name].append(
+                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) else math.nan)
         self.version += 1
         return True
 
@@ -226,7 +231,7 @@ def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: 
     legend_lines = 1 if height < 16 else 2 if height < 30 else min(8, height // 6)
     key = legend(cells, width, legend_lines)
     columns = max(10, width - 12)
-    panels = []
+    panels: list[tuple[str, list[float], list[float]]] = []
     for name, title, how in PANELS:
         if name in GPU_FIELDS and not timeline.measured(name):
             if name == "gpu_util_pct":

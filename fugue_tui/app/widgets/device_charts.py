@@ -1,13 +1,23 @@
-"""Live device charts of the selected cell, from its monitor's ``sample`` events: GPU
-utilisation, VRAM and power with a GPU; without one, the CPU and RSS of the cell's process
-tree (labelled so). When no cell runs, host CPU and memory from the dashboard's own psutil
-polling, labelled "idle polling". Charts are drawn by :func:`fugue_tui.report.charts.metric_panels`
-and redrawn only when their data or the widget's size changed, and new samples of the same
-series at most every :data:`MIN_REDRAW_S` (plotext is the costliest thing on screen).
+"""The run screen's monitor pane, in three views (``t`` on the run screen:
+:data:`MONITOR_VIEWS`), all read from the run model (:class:`fugue_tui.app.models.run.RunModel`):
+
+- ``cell``: live device charts of the selected cell, from its monitor's ``sample`` events:
+  GPU utilisation, VRAM and power with a GPU; without one, the CPU and RSS of the cell's
+  process tree (labelled so). When no cell runs, host CPU and memory from the dashboard's
+  own psutil polling, labelled "idle polling".
+- ``timeline``: the campaign's host/device timeline with its cells' boundaries
+  (:mod:`fugue_tui.app.models.timeline`), redrawn at most every :data:`TIMELINE_REDRAW_S`.
+- ``curves``: the selected cell's per-job loss and validation curves across executors
+  (:mod:`fugue_tui.app.models.curves`).
+
+Charts are drawn by :func:`fugue_tui.report.charts.metric_panels` and redrawn only when
+their data or the widget's size changed, and new samples of the same series at most every
+:data:`MIN_REDRAW_S` (plotext is the costliest thing on screen).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,11 +25,22 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from fugue_tui.app.models.series import Series, panels
+from engine.observe.state import CellState
+from fugue_tui.app.models.curves import curves_text
+from fugue_tui.app.models.run import RunModel
+from fugue_tui.app.models.series import HOST_PANELS, Series, panels
 from fugue_tui.report.charts import metric_panels
 
 #: Seconds between two redraws for new samples of the same series.
 MIN_REDRAW_S = 2.0
+#: Seconds between two redraws of the timeline while the campaign runs: it spans the whole
+#: campaign (minutes), and one draw costs 20-90 ms (plotext, binning every cell's samples).
+TIMELINE_REDRAW_S = 5.0
+#: What the monitor pane shows, in turn (``t``).
+MONITOR_VIEWS = ("cell", "timeline", "curves")
+#: Each view as the notice after ``t`` names it.
+VIEW_NAMES = {"cell": "the selected cell's monitor", "timeline": "the campaign timeline",
+              "curves": "loss and validation across executors"}
 
 
 class DeviceCharts(Static):
@@ -34,6 +55,57 @@ class DeviceCharts(Static):
         self._title: str | None = None
         #: True while :meth:`show_text` holds a change back for its rate limit.
         self.deferred = False
+        #: The view shown (:data:`MONITOR_VIEWS`).
+        self.monitor_view = MONITOR_VIEWS[0]
+
+    def next_view(self) -> str:
+        """Switch to the next of :data:`MONITOR_VIEWS` (after the last: the first); returns
+        it. The next :meth:`show_monitor` draws it."""
+        views = MONITOR_VIEWS
+        self.monitor_view = views[(views.index(self.monitor_view) + 1) % len(views)]
+        return self.monitor_view
+
+    def show_monitor(self, model: RunModel, cell: CellState | None,
+                     running: CellState | None, now: float) -> None:
+        """Draw the current view for the selected ``cell`` (None: no row selected) while
+        ``running`` (None: no cell) runs, at the screen's clock ``now`` (Unix seconds)."""
+        if self.monitor_view == "timeline":
+            self._show_timeline(model, now)
+        elif self.monitor_view == "curves":
+            self.set_title("loss and validation across executors (t: cell monitor)")
+            state = model.view.state
+            self.show_text(("curves", cell.key if cell else None),
+                           (model.curves.version, model.spans_signature()),
+                           lambda w, h: curves_text(model.curves, state, cell, w, h))
+        else:
+            self._show_cell(model, cell, running)
+
+    def _show_cell(self, model: RunModel, cell: CellState | None,
+                   running: CellState | None) -> None:
+        series = model.samples.get(cell.key, cell.attempt) if cell is not None else None
+        if cell is not None and series is not None and len(series.t):
+            self.set_title(f"monitor: {cell.label} attempt {cell.attempt}")
+            self.show(series, live=cell.active)  # an ended cell's value is its last
+        elif running is None and len(model.host.t):
+            self.set_title("host (idle polling: no cell runs)")
+            self.show(model.host, HOST_PANELS)
+        else:
+            self.set_title("monitor")
+            self.show(None, empty="no monitor samples for this cell (yet)")
+
+    def _show_timeline(self, model: RunModel, now: float) -> None:
+        from fugue_tui.app.models.timeline import render
+
+        state = model.view.state
+        self.set_title("campaign timeline: cells' CPU, RSS, GPU (t: loss curves)")
+        # the axis grows with the clock while the campaign runs: a second is enough
+        tick = int(now) if state.state == "running" else None
+        color = "NO_COLOR" not in os.environ
+        self.show_text(("timeline", color),
+                       (model.timeline.version, tick, model.spans_signature()),
+                       lambda w, h: Text.from_ansi(render(
+                           model.timeline, state, model.view.clock(), w, h, color=color)),
+                       every=TIMELINE_REDRAW_S)
 
     def set_title(self, title: str) -> None:
         """Set the border title; a no-op when unchanged (Textual repaints the whole widget on

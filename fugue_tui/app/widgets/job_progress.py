@@ -1,7 +1,7 @@
 """The selected cell's line (label, attempt, elapsed, state, phase, what the watchdog saw)
 and one row per job: epoch/step, a bar, loss, val acc, samples/s, elapsed, ETA.
 
-Rendering is :class:`fugue_tui.console.live.LiveView`'s, the same as ``--batch``'s live view; the
+Rendering is :class:`fugue_tui.live.view.LiveView`'s, the same as ``--batch``'s live view; the
 widget redraws only when what it shows changed (to the second). The job table fits itself
 to the width by measuring (costly), so the pane renders it once per change into plain styled
 lines (:func:`prerender`), which Textual then lays out and paints without measuring again;

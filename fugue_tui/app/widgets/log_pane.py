@@ -59,6 +59,25 @@ class LogTail:
         return notes + [line.decode("utf-8", "replace").rstrip("\r") for line in lines], reset
 
 
+#: What the pane is fed at once: new lines, whether they replace what it shows, its title.
+Feed = tuple[list[str], bool, str]
+
+
+def hold(held: list[Feed], feed: Feed, cap: int = MAX_LINES) -> None:
+    """Keep ``feed`` in ``held`` for a pane that cannot take it now (its screen is covered:
+    a repaint there would repaint the screen on top), no more than ``cap`` lines: what a
+    reset clears goes, and when too many arrived the oldest go and the first feed kept
+    clears the pane (it would have scrolled them out anyway)."""
+    if feed[1]:
+        held.clear()
+    held.append(feed)
+    count = sum(len(lines) for lines, _, _ in held)
+    while count > cap and len(held) > 1:
+        count -= len(held.pop(0)[0])
+        lines, _, title = held[0]
+        held[0] = (lines, True, title)
+
+
 class LogPane(Log):
     """A log view of one cell attempt (lines arrive via :meth:`feed`)."""
 

@@ -1,0 +1,82 @@
+"""The run screen's commands on the selected cell (its actions ``r``, ``s``, ``x``, ``d``):
+retry, skip and kill go to the runner through its control channel
+(:func:`engine.runner.control.send`) once the user said yes; the stack dump asks a running
+cell's processes for their stacks (:func:`fugue_tui.app.models.stack_report.cell_report`)
+and shows them. The sending and the dump run in thread workers of the screen; what comes of
+them reaches it as :class:`~fugue_tui.app.messages.Notice` messages or a pushed screen.
+When each command applies is the model's rule
+(:func:`fugue_tui.app.models.run.command_applies`)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fugue_tui.app.messages import Notice
+from fugue_tui.app.models.run_text import confirm_question
+from fugue_tui.app.screens.modals import ConfirmScreen
+
+if TYPE_CHECKING:
+    from fugue_tui.app.screens.run import RunScreen
+
+
+class CellCommands:
+    """The commands of one run screen (see the module)."""
+
+    def __init__(self, screen: RunScreen) -> None:
+        self.screen = screen
+
+    def confirm(self, command: str) -> None:
+        """Ask before ``command`` (retry, skip, kill) goes for the selected cell; nothing
+        when it does not apply (no cell, the runner gone, stopping)."""
+        screen = self.screen
+        cell = screen.selected_cell()
+        if cell is None or not screen.check_action(f"{command}_cell", ()):
+            return
+        key = cell.key
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                screen.run_worker(partial(self._send, command, key), thread=True,
+                                  group="control")
+        screen.app.push_screen(ConfirmScreen(confirm_question(command, cell), yes=command),
+                               answer)
+
+    def _send(self, command: str, cell_key: str) -> None:
+        """(thread worker) Send it; a notice says it went or why not."""
+        from engine.errors import FugueError
+        from engine.runner.control import send
+
+        try:
+            send(self.screen.run_dir, command, cell_key)
+        except FugueError as exc:
+            self.screen.post_message(Notice(str(exc), "error"))
+            return
+        self.screen.post_message(Notice(f"sent {command} for cell {cell_key[:8]}"))
+
+    def dump_stacks(self) -> None:
+        """The selected running cell's stacks, process tree and last events, in a screen
+        of their own (nothing when it does not apply)."""
+        screen = self.screen
+        cell = screen.selected_cell()
+        if cell is None or not screen.check_action("dump_stacks", ()) or not cell.pid:
+            return
+        screen.notify(f"asking {cell.label}'s processes for their stacks…", timeout=2,
+                      markup=False)
+        screen.run_worker(partial(self._dump, Path(cell.log_path).parent, int(cell.pid),
+                                  cell.label, cell.attempt), thread=True, group="stacks")
+
+    def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
+        """(thread worker) Ask for the dump and push the screen that shows it."""
+        from fugue_tui.app.models.stack_report import cell_report
+        from fugue_tui.app.screens.modals import StackScreen
+
+        app = self.screen.app
+        try:
+            report = cell_report(attempt_dir, pid, label)
+        except OSError as exc:
+            self.screen.post_message(Notice(f"no stack dump of {label}: {exc}", "error"))
+            return
+        app.call_from_thread(app.push_screen, StackScreen(
+            f"stacks of {label} attempt {attempt} (pid {pid})", report))

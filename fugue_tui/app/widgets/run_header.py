@@ -1,0 +1,88 @@
+"""The run screen's header: the campaign line (:func:`fugue_tui.app.models.run_text.campaign_header`),
+one line per device when cells run on several at once
+(:func:`fugue_tui.app.models.run.devices_line`), and the "speedup so far" strip with the
+campaign's ETA (:mod:`fugue_tui.app.models.so_far`).
+
+The speedups are computed from the rows the campaign has written, in a thread worker, only
+when a cell finished since the last computation (rows land as cells finish), and only when
+a speedup can exist (:func:`~fugue_tui.app.models.so_far.comparable`): loading the rows
+costs a dashboard about a second of CPU. The result lands in :attr:`RunHeader.so_far`, a
+reactive variable: the screen watches it to redraw at once when it changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.reactive import var
+from textual.widgets import Static
+
+from fugue_tui.app.models.run import RunModel, devices_line
+from fugue_tui.app.models.run_text import campaign_header
+
+#: Lines of the header without the devices (the stylesheet's cap), and devices shown at most.
+HEADER_LINES = 3
+MAX_DEVICES = 8
+
+
+class RunHeader(Static):
+    """The campaign header (see the module); :meth:`show` redraws it."""
+
+    #: The speedups so far, ``(label, "1.20×", interval)`` each
+    #: (:func:`fugue_tui.app.models.so_far.speedup_parts`); set by the worker.
+    so_far: var[list[tuple[str, str, str]]] = var(list, init=False)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("", **kwargs)
+        #: The finished-cell count the speedups were last asked for.
+        self._so_far_done = -1
+        self._shown: str | None = None
+
+    def show(self, model: RunModel, now: float, run_dir: Path, *, replay: Any,
+             attached: bool, handle: Any, stopping: bool) -> None:
+        """Show the campaign of ``run_dir`` at the screen's clock ``now`` (Unix seconds):
+        its line (:func:`~fugue_tui.app.models.run_text.campaign_header`: ``replay`` the
+        :class:`~fugue_tui.app.models.replay.Replay` or None, ``attached`` to a runner
+        started elsewhere, its ``handle``, ``stopping`` it), with the devices and the
+        so-far strip under it. A layout pass only when the header's height may change."""
+        from fugue_tui.app.models.so_far import comparable, eta_seconds, fit_strip
+
+        text = campaign_header(model.view, run_dir, now, replay=replay,
+                               runner_alive=model.runner_alive, attached=attached,
+                               handle=handle, stopping=stopping)
+        state = model.view.state
+        done = model.finished_count()
+        if done != self._so_far_done and replay is None:  # a replay writes no rows
+            self._so_far_done = done  # rows land as cells finish: recompute then only
+            if comparable(state):  # else no speedup yet: spare the analysis' imports
+                self._speedup_so_far(run_dir.parent, state.campaign or run_dir.name)
+        # one line of the header's width: a strip that wrapped was cut (issue 30, item 14)
+        strip = fit_strip(self.so_far, eta_seconds(state, now) if state.state == "running"
+                          else None, max(20, self.content_size.width
+                                         or self.app.size.width - 2))
+        devices = devices_line(model.running_cells())
+        if devices:
+            text.append(f"\n{devices}", style="green")
+        if strip:
+            text.append(f"\n{strip}", style="cyan")
+        before = self._shown
+        if text.plain != before:
+            self._shown = text.plain
+            lines = text.plain.count("\n")
+            # Three lines, more with one line per device when cells run on several devices
+            # at once (at most eight of them shown in full).
+            self.styles.max_height = HEADER_LINES + min(MAX_DEVICES, devices.count("\n") + 1) \
+                if devices else HEADER_LINES
+            self.update(text, layout=before is None or before.count("\n") != lines)
+
+    @work(thread=True, exclusive=True, group="so-far")
+    def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:
+        from fugue_tui.app.models.so_far import speedup_parts
+
+        try:
+            parts = speedup_parts(runs_dir, campaign)
+        except (OSError, ValueError, KeyError) as exc:  # a display aid must not stop us
+            parts = [("speedup so far:", "not computed", f"({type(exc).__name__}: {exc})")]
+        self.app.call_from_thread(setattr, self, "so_far", parts)
