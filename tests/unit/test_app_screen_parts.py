@@ -174,3 +174,64 @@ def test_the_analysis_of_the_rows_filters_them_and_says_why_a_filter_was_not_und
     bad = analyse(runs, "exeuctor:seq", n_boot=50)
     assert len(bad.shown.groups) == len(runs.groups)
     assert "unknown filter field 'exeuctor'" in bad.filter_error
+
+
+def _field(path: str):
+    from fugue_tui.app.models.form_fields import campaign_fields
+
+    return next(f for f in campaign_fields() if f.path == path)
+
+
+def test_a_typed_setting_is_written_as_the_campaign_file_holds_it_or_refused():
+    from fugue_tui.app.models.form_fields import set_setting, shown_value
+
+    doc = default_doc()
+    assert set_setting(doc, _field("passes"), " 3 ") == "" and doc["passes"] == 3
+    assert set_setting(doc, _field("passes"), "two") == "passes: not a number: 'two'"
+    assert doc["passes"] == 3  # a refused value leaves the plan as it was
+    assert set_setting(doc, _field("precision"), "fp32, bf16") == ""
+    assert doc["precision"] == ["fp32", "bf16"] and shown_value(doc, _field("precision")) == \
+        "fp32, bf16"
+    assert set_setting(doc, _field("precision"), "fp32") == "" and doc["precision"] == "fp32"
+    assert set_setting(doc, _field("k_sweep"), "1,2,4") == "" and doc["k_sweep"] == [1, 2, 4]
+    assert "comma-separated integers" in set_setting(doc, _field("k_sweep"), "1,x")
+    assert set_setting(doc, _field("budget.ram"), "512") == "" and doc["budget"]["ram"] == 512
+    assert set_setting(doc, _field("watchdog.interval_s"), "2.5") == ""
+    assert doc["watchdog"]["interval_s"] == 2.5
+    assert set_setting(doc, _field("passes"), "") == "" and "passes" not in doc
+
+
+def test_max_parallel_is_written_into_every_executor_that_declares_it():
+    from fugue_tui.app.models.form_fields import set_max_parallel, shown_value
+
+    doc = default_doc()
+    error, written = set_max_parallel(doc, "4")
+    assert error == "" and "mp" in written and "seq" not in written
+    assert all(doc["options"][name]["max_parallel"] == 4 for name in written)
+    assert shown_value(doc, _field("max_parallel")) == "4"
+    doc["options"]["mp"]["max_parallel"] = 2  # the executors differ: the box is blank
+    assert shown_value(doc, _field("max_parallel")) == ""
+    error, written = set_max_parallel(doc, "0")
+    assert error.startswith("max_parallel: ") and written == []
+    assert doc["options"]["mp"]["max_parallel"] == 2
+
+
+def test_an_executor_option_is_typed_by_its_declaration_and_an_empty_table_dropped():
+    from fugue_tui.app.models.form_fields import set_option
+
+    doc = default_doc()
+    assert set_option(doc, "mp", "grace_period", "3") == ""
+    assert doc["options"]["mp"]["grace_period"] == 3
+    assert set_option(doc, "mp", "grace_period", "soon").startswith(
+        "options.mp.grace_period: ")
+    assert set_option(doc, "mp", "grace_period", "") == "" and "mp" not in doc["options"]
+
+
+def test_the_form_shows_the_watchdog_action_and_the_executors_a_plan_leaves_unset():
+    from engine.results.derived import BASELINE_EXECUTOR
+    from fugue_tui.app.models.form_fields import plan_executors, shown_value
+
+    assert plan_executors({}) == [BASELINE_EXECUTOR]
+    assert plan_executors({"executors": "mp"}) == ["mp"]
+    assert shown_value({}, _field("watchdog.action")) == "flag"
+    assert shown_value({}, _field("device")) is None

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-if TYPE_CHECKING:  # the plan's model re-exports this module's option parsing
+from fugue_tui.app.models.option_text import parse_option
+from fugue_tui.app.models.plan import DEFAULT_WATCHDOG_ACTION, PlanDoc
+
+if TYPE_CHECKING:
     from engine.define.executor_options import OptionField
-    from fugue_tui.app.models.plan import PlanDoc
 
 @dataclass(frozen=True)
 class Field:
@@ -177,52 +179,97 @@ def checked_value(spec: Field, text: str) -> tuple[Any] | str | None:
         return str(exc)
 
 
-def parse_option(value: str, types: tuple[type, ...], axis: bool = False) -> Any:
-    """An executor option typed into the plan: ``""`` is unset (None); ints, floats and
-    booleans are parsed by the option's declared types; a comma list for an axis option
-    (e.g. ``asha,median``) becomes a list.
-
-    Raises:
-        ValueError: the text is not a value of the declared type.
-    """
-    text = value.strip()
+def set_setting(doc: PlanDoc, spec: Field, text: str) -> str:
+    """Write the text typed into campaign field ``spec`` into ``doc`` (blank: unset);
+    returns why it was not written, one line (``""``: it was). Not for ``max_parallel``
+    (:func:`set_max_parallel`)."""
+    text = text.strip()
     if not text:
-        return None
-    if axis and "," in text:
-        return [parse_option(part, tuple(t for t in types if t is not list)) for part in
-                text.split(",") if part.strip()]
-    if list in types and not axis and text != "auto":
-        # a list-valued option (mp's devices, issue 27): one entry or a comma list
-        return [parse_option(part, tuple(t for t in types if t is not list)) for part in
-                text.split(",") if part.strip()]
-    if bool in types:
-        if text.lower() in ("true", "yes", "on", "1"):
-            return True
-        if text.lower() in ("false", "no", "off", "0"):
-            return False
-        raise ValueError(f"expected true or false, got {text!r}")
-    if int in types:
-        try:
-            return int(text)
-        except ValueError:
-            if str in types and float not in types:
-                return text  # a number or a word (max_parallel: N or auto): checked later
-            if float not in types:
-                raise ValueError(f"expected an integer, got {text!r}") from None
-    if float in types:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"expected a number, got {text!r}") from None
-    return text
-
-
-def format_option(value: Any) -> str:
-    """The text shown for an option value (inverse of :func:`parse_option`)."""
-    if value is None:
+        set_path(doc, spec.path, None)
         return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(format_option(v) for v in value)
-    return str(value)
+    if spec.kind == "list":  # checked by the preview (parse_campaign), like a file's
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        set_path(doc, spec.path, names[0] if len(names) == 1 else names)
+        return ""
+    checked = checked_value(spec, text)
+    if isinstance(checked, str):
+        return checked
+    if checked is not None:
+        set_path(doc, spec.path, checked[0])
+        return ""
+    try:
+        value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
+    except ValueError:
+        return f"{spec.path}: not a number: {text!r}"
+    set_path(doc, spec.path, value)
+    return ""
+
+
+def set_max_parallel(doc: PlanDoc, text: str) -> tuple[str, list[str]]:
+    """The campaign-wide max_parallel typed as ``text`` (a number, ``auto`` or blank),
+    written into every registered executor that declares the option (it is an executor
+    option in the campaign file). Returns why it was not written (``""``: it was) and the
+    executors it was written for."""
+    from engine.executors import check_max_parallel
+    from engine.registry import EXECUTORS
+
+    try:
+        value: Any = int(text) if text else None
+    except ValueError:
+        value = text  # "auto": estimated from this machine's profiles
+    try:
+        if value is not None:
+            check_max_parallel(value)
+    except ValueError as exc:
+        return f"max_parallel: {exc}", []
+    written = [name for name in EXECUTORS.names()
+               if "max_parallel" in EXECUTORS.get(name).option_fields]
+    for name in written:
+        set_path(doc, f"options.{name}.max_parallel", value)
+    return "", written
+
+
+def set_option(doc: PlanDoc, executor: str, option: str, text: str) -> str:
+    """Write executor option ``option`` of ``executor`` typed as ``text`` into ``doc``
+    (blank: unset; an executor left without options loses its table); returns why it was
+    not written, naming ``options.<executor>.<option>`` (``""``: it was)."""
+    from engine.registry import EXECUTORS
+
+    key = f"options.{executor}.{option}"
+    try:
+        declared = EXECUTORS.get(executor).option_fields[option]
+        value = parse_option(text, declared.types, axis=declared.axis)
+    except ValueError as exc:
+        return f"{key}: {exc}"
+    set_path(doc, key, value)
+    if not doc.get("options", {}).get(executor):
+        doc.get("options", {}).pop(executor, None)
+    return ""
+
+
+def shown_value(doc: PlanDoc, spec: Field) -> str | None:
+    """What campaign field ``spec`` shows for plan ``doc``: an input's text (a list as
+    ``"a, b"``), or a select's choice (None: blank; the watchdog's action is never blank,
+    unset it is the dashboard's ``flag``). ``max_parallel`` shows the executors' common
+    value, blank when they differ."""
+    value = get_path(doc, spec.path)
+    if spec.path == "max_parallel":
+        values = {v.get("max_parallel") for v in (doc.get("options") or {}).values()
+                  if isinstance(v, dict) and "max_parallel" in v}
+        value = values.pop() if len(values) == 1 else None
+    if spec.kind == "select":
+        if value in spec.choices:
+            return str(value)
+        return DEFAULT_WATCHDOG_ACTION if spec.path == "watchdog.action" else None
+    if spec.kind in ("list", "ints") and isinstance(value, list):
+        return ", ".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+def plan_executors(doc: PlanDoc) -> list[str]:
+    """The executors plan ``doc`` selects: its list, one name, or unset the campaign's
+    declared default (the baseline executor)."""
+    from engine.define.campaign_schema import default as campaign_default
+
+    executors = doc.get("executors") or campaign_default("executors")
+    return [executors] if isinstance(executors, str) else list(executors)

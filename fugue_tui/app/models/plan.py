@@ -28,10 +28,10 @@ from engine.define.campaign_schema import default as campaign_default
 from engine.errors import ConfigError, FugueError, OutputError
 from engine.plugins import load_plugins
 
-# Re-exported (``as``): an executor option's text was parsed here before the form's fields
-# had a module of their own, and callers still import it from the plan.
-from fugue_tui.app.models.form_fields import format_option as format_option
-from fugue_tui.app.models.form_fields import parse_option as parse_option
+# Re-exported (``as``): an executor option's text was parsed here before it had a module of
+# its own, and callers still import it from the plan.
+from fugue_tui.app.models.option_text import format_option as format_option
+from fugue_tui.app.models.option_text import parse_option as parse_option
 
 if TYPE_CHECKING:  # the runner's supervisor loads when a preview is computed
     from engine.runner.supervisor import PlannedCell

@@ -37,8 +37,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("status", "status", "status"),
     ("T_group", "T_group s", "T_group"),
     ("throughput", "samples/s", "throughput_group"),
-    # hpo groups (issue 25): time to best, its speedup over seq (the row's cell's), which
-    # trial reached the best; empty outside hpo
+    # hpo groups (issue 25): time to best, its speedup over the baseline executor (the row's
+    # cell's), which trial reached the best; empty outside hpo
     ("ttb", "ttb s", "time_to_best_s"),
     ("ttb_speedup", "ttb ×", "ttb_speedup"),
     ("best_trial", "best trial", "best_trial"),

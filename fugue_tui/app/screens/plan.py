@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, cast
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Static, Tree
+from textual.widgets import Static
 
 from engine.errors import FugueError
 from fugue_tui.app.actions import PLAN, bindings
@@ -49,6 +49,7 @@ from fugue_tui.app.models.plan import (
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
+from fugue_tui.app.widgets.catalogue_pane import CataloguePane
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.plan_preview import PlanPreview
@@ -115,9 +116,7 @@ class PlanScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(Text("fugue-tui · plan a campaign", style="bold"), id="title")
         with Horizontal(id="plan-top"):
-            with Vertical(id="catalogue-pane"):
-                yield CatalogueTree(id="catalogue")
-                yield Static("", id="exp-details")
+            yield CataloguePane(id="catalogue-pane")
             yield self.form
         yield self.preview_pane
         yield KeyFooter()
@@ -149,14 +148,8 @@ class PlanScreen(Screen):
         self.schedule_preview()
 
     # -- catalogue ------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="catalogue")
     def _load_catalogue(self, experiments_file: str | None) -> None:
-        try:
-            infos = experiment_infos(experiments_file)
-        except FugueError as exc:
-            self.post_message(CatalogueLoaded([], str(exc), experiments_file or ""))
-            return
-        self.post_message(CatalogueLoaded(infos, "", experiments_file or ""))
+        self.query_one(CataloguePane).load(experiments_file)
 
     def on_catalogue_loaded(self, message: CatalogueLoaded) -> None:
         tree = self.query_one(CatalogueTree)
@@ -167,44 +160,22 @@ class PlanScreen(Screen):
             return
         self.form_errors.pop("experiments_file", None)
         self.catalogue_file = message.source or None
-        tree.load(message.experiments, list(self.doc.get("experiments") or []))
+        self.query_one(CataloguePane).show(message.experiments,
+                                           list(self.doc.get("experiments") or []))
         unknown = [e for e in self.doc.get("experiments") or [] if e not in tree.experiments]
         if unknown:
             self.notify(f"not in the catalogue: {', '.join(unknown)}", severity="warning", markup=False)
-        self._show_details()
         self.schedule_preview()
 
     def on_catalogue_tree_selection_changed(self, message: CatalogueTree.SelectionChanged) -> None:
         self.doc["experiments"] = message.selected
         self.schedule_preview()
 
-    def on_tree_node_highlighted(self) -> None:
-        self._show_details()
-
-    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
-        tree = self.query_one(CatalogueTree)
-        if event.node.data and not str(event.node.data).startswith("group:"):
-            tree.action_toggle_selection()  # Enter on an experiment selects it too
-
-    def _show_details(self) -> None:
-        exp = self.query_one(CatalogueTree).highlighted_experiment()
-        details = self.query_one("#exp-details", Static)
-        if exp is None:
-            details.update(Text("space selects · a: all that run here · c: clear", style="dim"))
-            return
-        text = Text(f"{exp.id}: {exp.description or exp.summary}\n")
-        if exp.available:
-            text.append("can run here", style="green")
-        else:
-            text.append(f"unavailable: {exp.reason}", style="yellow")
-        details.update(text)
-
     def action_select_available(self) -> None:
-        tree = self.query_one(CatalogueTree)
-        tree.set_selected(tree.selected | {e.id for e in tree.experiments.values() if e.available})
+        self.query_one(CataloguePane).select_available()
 
     def action_clear_selection(self) -> None:
-        self.query_one(CatalogueTree).set_selected(set())
+        self.query_one(CataloguePane).clear_selection()
 
     # -- form -----------------------------------------------------------------------------
     def on_campaign_form_changed(self) -> None:

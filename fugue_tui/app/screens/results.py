@@ -46,13 +46,11 @@ from fugue_tui.app.models.results import (
     parse_filter,
     result_files,
     row_key,
-    sort_value,
-    table_rows,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
 from fugue_tui.app.widgets.figure_charts import FigureCharts
-from fugue_tui.app.widgets.fitted_table import FittedTable
 from fugue_tui.app.widgets.footer import KeyFooter
+from fugue_tui.app.widgets.group_table import GroupTable
 from fugue_tui.app.widgets.provenance import ProvenancePane
 
 if TYPE_CHECKING:  # the results' modules load in the loading worker, off the UI thread
@@ -82,9 +80,6 @@ class ResultsScreen(Screen):
         self.runs: Runs | None = None
         self.shown: Runs | None = None
         self.results: Results | None = None
-        self.sort_column = ""
-        self.sort_reverse = False
-        self._rows: dict[str, tuple[str, ...]] = {}
         #: Row key → its cell's ttb_speedup (hpo rows with a baseline-executor cell).
         self._ttb: dict[str, float] = {}
         self._by_key: dict[str, dict[str, object]] = {}
@@ -105,7 +100,7 @@ class ResultsScreen(Screen):
                     placeholder="filter: exp:D_ens executor:unified k:8 gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
-            yield FittedTable(id="groups", cursor_type="row", zebra_stripes=True)
+            yield GroupTable()
             yield ProvenancePane()
         yield FigureCharts()
         yield KeyFooter()
@@ -119,10 +114,7 @@ class ResultsScreen(Screen):
 
     def on_mount(self) -> None:
         self.on_resize()
-        table = self.query_one("#groups", DataTable)
-        for key, header, _ in COLUMNS:
-            table.add_column(header, key=key)
-        table.focus()
+        self.query_one(GroupTable).focus()
         self._watch()
 
     # -- the loading worker (no widget access) --------------------------------------------
@@ -187,54 +179,18 @@ class ResultsScreen(Screen):
 
     # -- table ----------------------------------------------------------------------------
     def _sync_table(self) -> None:
-        table = self.query_one("#groups", DataTable)
         if self.shown is None:
             return
         groups = self.shown.groups
-        wanted = table_rows(groups, self._ttb)
         self._by_key = {row_key(r): r for r in groups.to_dict("records")}
-        if list(wanted) == list(self._rows) and wanted == self._rows:
-            return
-        selected = self.selected_key()
-        if set(wanted) != set(self._rows) or any(wanted[k] != self._rows[k] for k in wanted):
-            table.clear()
-            for key, cells in wanted.items():
-                table.add_row(*cells, key=key)
-        self._rows = wanted
-        self._apply_sort()
-        if selected in wanted:
-            table.move_cursor(row=table.get_row_index(selected), animate=False)
+        self.query_one(GroupTable).show(groups, self._ttb)
 
     def selected_key(self) -> str | None:
-        table = self.query_one("#groups", DataTable)
-        if not table.row_count:
-            return None
-        try:
-            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
-        except Exception:  # an empty or resorting table
-            return None
-
-    def _apply_sort(self) -> None:
-        if not self.sort_column:
-            return
-        table = self.query_one("#groups", DataTable)
-        key = self.sort_column
-        table.sort(key, key=lambda text: sort_value(key, str(text)), reverse=self.sort_reverse)
+        return self.query_one(GroupTable).selected_key()
 
     def sort_by(self, column: str, reverse: bool | None = None) -> None:
         """Sort the rows by ``column`` (a :data:`COLUMNS` key)."""
-        if reverse is None:
-            reverse = not self.sort_reverse if column == self.sort_column else False
-        self.sort_column, self.sort_reverse = column, reverse
-        selected = self.selected_key()
-        self._apply_sort()
-        table = self.query_one("#groups", DataTable)
-        if selected is not None:
-            table.move_cursor(row=table.get_row_index(selected), animate=False)
-        table.border_title = f"sorted by {column} {'↓' if reverse else '↑'}"
-
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        self.sort_by(str(event.column_key.value))
+        self.query_one(GroupTable).sort_by(column, reverse)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_provenance()
@@ -264,13 +220,15 @@ class ResultsScreen(Screen):
         self.query_one("#results-filter", Input).focus()
 
     def action_next_sort(self) -> None:
+        table = self.query_one(GroupTable)
         keys = [k for k, _, _ in COLUMNS]
-        nxt = keys[(keys.index(self.sort_column) + 1) % len(keys)] if self.sort_column \
+        nxt = keys[(keys.index(table.sort_column) + 1) % len(keys)] if table.sort_column \
             else keys[0]
         self.sort_by(nxt, reverse=False)
 
     def action_reverse_sort(self) -> None:
-        self.sort_by(self.sort_column or COLUMNS[0][0], reverse=not self.sort_reverse)
+        table = self.query_one(GroupTable)
+        self.sort_by(table.sort_column or COLUMNS[0][0], reverse=not table.sort_reverse)
 
     def action_export(self) -> None:
         default = str(Path("figures") / time.strftime("%Y%m%d_%H%M%S"))

@@ -24,17 +24,20 @@ from textual.widgets import Checkbox, Input, Label, Select, Static
 from fugue_tui.app.models.form_fields import (
     Field,
     campaign_fields,
-    checked_value,
     field_input_type,
     fit_hint,
-    format_option,
     get_path,
     input_type,
     option_hint,
     option_inputs,
-    parse_option,
+    plan_executors,
+    set_max_parallel,
+    set_option,
     set_path,
+    set_setting,
+    shown_value,
 )
+from fugue_tui.app.models.option_text import format_option
 from fugue_tui.app.models.plan import PlanDoc
 
 #: The name the form's fields had here (tests read them through it).
@@ -180,73 +183,34 @@ class CampaignForm(VerticalScroll):
 
     def _setting_changed(self, spec: Field, text: str) -> None:
         self.errors.pop(spec.path, None)
-        text = text.strip()
         if spec.path == "max_parallel":
-            self._max_parallel(text)
+            self._max_parallel(text.strip())
             return
-        if not text:
-            set_path(self.doc, spec.path, None)
-            return
-        if spec.kind == "list":  # checked by the preview (parse_campaign), like a file's
-            names = [t.strip() for t in text.split(",") if t.strip()]
-            set_path(self.doc, spec.path, names[0] if len(names) == 1 else names)
-            return
-        checked = checked_value(spec, text)
-        if isinstance(checked, str):
-            self.errors[spec.path] = checked
-            return
-        if checked is not None:
-            set_path(self.doc, spec.path, checked[0])
-            return
-        try:
-            value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
-        except ValueError:
-            self.errors[spec.path] = f"{spec.path}: not a number: {text!r}"
-            return
-        set_path(self.doc, spec.path, value)
-        if spec.path == "experiments_file":
-            self.post_message(self.ExperimentsFileChanged(value))
+        error = set_setting(self.doc, spec, text)
+        if error:
+            self.errors[spec.path] = error
+        elif spec.path == "experiments_file" and text.strip():
+            self.post_message(self.ExperimentsFileChanged(get_path(self.doc, spec.path)))
 
     def _max_parallel(self, text: str) -> None:
-        """The campaign-wide max_parallel: written into every selected executor that
-        declares the option (it is an executor option in the campaign file)."""
-        from engine.executors import check_max_parallel
-        from engine.registry import EXECUTORS
-
-        try:
-            value: Any = int(text) if text else None
-        except ValueError:
-            value = text  # "auto": estimated from this machine's profiles
-        try:
-            if value is not None:
-                check_max_parallel(value)
-        except ValueError as exc:
-            self.errors["max_parallel"] = f"max_parallel: {exc}"
+        """The campaign-wide max_parallel, shown in each executor's own box too."""
+        error, written = set_max_parallel(self.doc, text)
+        if error:
+            self.errors["max_parallel"] = error
             return
-        for name in EXECUTORS.names():
-            if "max_parallel" in EXECUTORS.get(name).option_fields:
-                set_path(self.doc, f"options.{name}.max_parallel", value)
-                box = self.query(f"#opt-{name}-max_parallel")
-                if box:
-                    with self.prevent(Input.Changed):
-                        box.first(Input).value = text
+        for name in written:
+            box = self.query(f"#opt-{name}-max_parallel")
+            if box:
+                with self.prevent(Input.Changed):
+                    box.first(Input).value = text
 
     def _option_changed(self, widget_id: str, text: str) -> None:
-        from engine.registry import EXECUTORS
-
         _, executor, option = widget_id.split("-", 2)
-        spec = EXECUTORS.get(executor)
         key = f"options.{executor}.{option}"
         self.errors.pop(key, None)
-        try:
-            declared = spec.option_fields[option]
-            value = parse_option(text, declared.types, axis=declared.axis)
-        except ValueError as exc:
-            self.errors[key] = f"{key}: {exc}"
-            return
-        set_path(self.doc, key, value)
-        if not self.doc.get("options", {}).get(executor):
-            self.doc.get("options", {}).pop(executor, None)
+        error = set_option(self.doc, executor, option, text)
+        if error:
+            self.errors[key] = error
 
     def on_select_changed(self, event: Select.Changed) -> None:
         spec = self._field(event.select.id)
@@ -267,32 +231,21 @@ class CampaignForm(VerticalScroll):
 
     def fill(self) -> None:
         """Show ``self.doc`` in the form (without triggering change handlers)."""
-        from engine.define.campaign_schema import default as campaign_default
         from engine.registry import EXECUTORS
 
         with self.prevent(Input.Changed, Select.Changed, Checkbox.Changed):
             for spec in self.fields:
-                value = get_path(self.doc, spec.path)
-                if spec.path == "max_parallel":
-                    values = {v.get("max_parallel") for v in (self.doc.get("options") or {}).values()
-                              if isinstance(v, dict) and "max_parallel" in v}
-                    value = values.pop() if len(values) == 1 else None
+                shown = shown_value(self.doc, spec)
                 if spec.kind == "select":
-                    widget = self.query_one(f"#{spec.id}", Select)
-                    widget.value = value if value in spec.choices else (
-                        Select.NULL if spec.path != "watchdog.action" else "flag")
-                elif spec.kind in ("list", "ints"):
-                    self.query_one(f"#{spec.id}", Input).value = (
-                        ", ".join(map(str, value)) if isinstance(value, list)
-                        else ("" if value is None else str(value)))
+                    self.query_one(f"#{spec.id}", Select).value = \
+                        Select.NULL if shown is None else shown
                 else:
-                    self.query_one(f"#{spec.id}", Input).value = "" if value is None else str(value)
-            # No executor set: the campaign's declared default (the baseline executor).
-            executors = self.doc.get("executors") or campaign_default("executors")
-            executors = [executors] if isinstance(executors, str) else executors
+                    self.query_one(f"#{spec.id}", Input).value = shown or ""
+            executors = plan_executors(self.doc)
+            options = self.doc.get("options") or {}
             for name in EXECUTORS.names():
                 self.query_one(f"#exec-{name}", Checkbox).value = name in executors
                 for option in EXECUTORS.get(name).option_fields:
-                    value = (self.doc.get("options") or {}).get(name, {}).get(option)
+                    value = options.get(name, {}).get(option)
                     self.query_one(f"#opt-{name}-{option}", Input).value = format_option(value)
         self.errors.clear()
