@@ -235,3 +235,19 @@ def test_the_form_shows_the_watchdog_action_and_the_executors_a_plan_leaves_unse
     assert plan_executors({"executors": "mp"}) == ["mp"]
     assert shown_value({}, _field("watchdog.action")) == "flag"
     assert shown_value({}, _field("device")) is None
+
+
+def test_the_results_header_counts_rows_and_machines_and_says_what_went_wrong():
+    from pathlib import Path
+
+    from engine.results.load import load_runs
+    from fugue_tui.app.models.results import apply_filter, header_text, parse_filter
+    from tests.snapshots.helpers import FIXTURES
+
+    runs = load_runs(FIXTURES / "harness")
+    shown = apply_filter(runs, parse_filter("exec:unified"))
+    text = header_text(Path("runs"), runs, shown, " exec:unified ", "").plain
+    assert text.startswith("results runs · 6 of 12 group rows · ")
+    assert text.endswith(" · filter: exec:unified") and "machine" in text
+    bad = header_text(Path("runs"), runs, runs, "exeuctor:x", "unknown filter field").plain
+    assert bad.splitlines()[1] == "unknown filter field"

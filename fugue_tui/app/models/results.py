@@ -21,6 +21,8 @@ import pandas as pd
 from fugue_tui.format import MISSING, finite, fmt_number, fmt_rate, fmt_text
 
 if TYPE_CHECKING:  # the analysis and the report load in the screen's worker
+    from rich.text import Text
+
     from engine.results.load import Runs
     from fugue_tui.report.figures import Results
     from fugue_tui.report.sweeps import SweepView
@@ -288,3 +290,23 @@ def analyse(runs: Runs, filter_text: str, n_boot: int) -> Analysis:
     return Analysis(shown, results, analyse_sweeps(shown, n_boot=n_boot),
                     ttb_by_row(shown.groups, results.table, cell_columns(), row_key),
                     flt.error)
+
+
+def header_text(source: Path, runs: Runs, shown: Runs, filter_text: str,
+                filter_error: str) -> Text:
+    """The Results screen's header: the source, the group rows shown of all, the machines
+    they come from and the filter; under it why the filter was not understood and what
+    the load left out (:attr:`engine.results.load.Runs.notes`: a file's torn last line)."""
+    from rich.text import Text
+
+    total, count = len(runs.groups), len(shown.groups)
+    line = Text(f"results {source} · {count} of {total} group rows", style="bold")
+    machines = shown.groups["machine"].nunique() if count else 0
+    line.append(f" · {machines} machine{'s' if machines != 1 else ''}")
+    if filter_text.strip():
+        line.append(f" · filter: {filter_text.strip()}")
+    if filter_error:
+        line.append(f"\n{filter_error}", style="yellow")
+    for note in runs.notes:
+        line.append(f"\nwarning: {note}", style="yellow")
+    return line

@@ -43,6 +43,7 @@ from fugue_tui.app.models.results import (
     COLUMNS,
     Filter,
     files_signature,
+    header_text,
     parse_filter,
     result_files,
     row_key,
@@ -159,20 +160,12 @@ class ResultsScreen(Screen):
             return
         self.runs, self.shown, self.results = message.runs, message.shown, message.results
         self._ttb = message.ttb
-        total, shown = len(self.runs.groups), len(self.shown.groups)
-        line = Text(f"results {self.source} · {shown} of {total} group rows", style="bold")
-        machines = self.shown.groups["machine"].nunique() if shown else 0
-        line.append(f" · {machines} machine{'s' if machines != 1 else ''}")
-        if self.filter_text.strip():
-            line.append(f" · filter: {self.filter_text.strip()}")
-        if message.filter_error:
-            line.append(f"\n{message.filter_error}", style="yellow")
-        for note in self.runs.notes:  # what the load left out (a torn last line)
-            line.append(f"\nwarning: {note}", style="yellow")
-            if note not in self._told:  # said once, not at every reload
+        header.update(header_text(self.source, self.runs, self.shown, self.filter_text,
+                                  message.filter_error))
+        for note in self.runs.notes:  # what the load left out, said once, not at every reload
+            if note not in self._told:
                 self._told.add(note)
                 self.notify(note, severity="warning", markup=False)
-        header.update(line)
         self._sync_table()
         charts.show(message.results, message.sweep)
         self._show_provenance()
