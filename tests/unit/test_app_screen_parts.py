@@ -95,9 +95,12 @@ def test_the_replay_posts_typed_events_as_live_does():
 
 class _PreviewApp(App):
     def compose(self) -> ComposeResult:
+        from fugue_tui.app.widgets.campaign_form import CampaignForm
         from fugue_tui.app.widgets.plan_preview import PlanPreview
 
-        yield PlanPreview(id="preview-pane")
+        form = CampaignForm(default_doc(), id="settings")
+        yield form
+        yield PlanPreview(form, id="preview-pane")
 
 
 def _summary(app: App) -> str:
@@ -130,6 +133,34 @@ def test_the_preview_pane_redraws_when_what_it_shows_changes():
             pane.load_error = ""
             assert _summary(app) == "passes: not a number: 'x'"
             assert not app.query_one("#preview-summary").has_class("-load-error")
+
+    asyncio.run(scenario())
+
+
+def test_the_preview_pane_previews_the_forms_plan_once_the_edits_pause():
+    from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
+
+    async def scenario():
+        app = _PreviewApp()
+        async with app.run_test() as pilot:
+            pane = app.query_one(PlanPreview)
+            pane.form.doc["experiments"] = ["D_ens"]
+            pane.schedule()
+            pane.form.doc["passes"] = 2  # a second edit before the first was previewed
+            pane.schedule()
+            assert pane.pending and pane.result is None
+            for _ in range(200):
+                await pilot.pause(PREVIEW_DEBOUNCE_S / 5)
+                if not pane.pending:
+                    break
+            assert not pane.pending and pane.result_revision == pane.revision == 2
+            assert pane.result is not None and not pane.result.error
+            assert {p.cell.pass_index for p in pane.result.cells} == {1, 2}  # the last plan
+            pane.form.errors["passes"] = "passes: not a number: 'x'"
+            pane.schedule()
+            assert _summary(app) == "passes: not a number: 'x'"  # at once, not debounced
+            await pilot.pause(PREVIEW_DEBOUNCE_S * 2)
+            assert pane.result is None  # no preview of a plan that does not parse
 
     asyncio.run(scenario())
 

@@ -2,9 +2,12 @@
 save or load it as a campaign TOML file, and launch it.
 
 The plan is a campaign document (:mod:`fugue_tui.app.models.plan`), edited in the settings
-form (:class:`fugue_tui.app.widgets.campaign_form.CampaignForm`); every edit re-runs the
-runner's dry run in a thread worker (debounced, stale results dropped by revision), so the
-preview shows exactly the cells, keys and skips the runner would.
+form (:class:`fugue_tui.app.widgets.campaign_form.CampaignForm`) and the catalogue pane
+(:class:`fugue_tui.app.widgets.catalogue_pane.CataloguePane`); every edit re-runs the
+runner's dry run in the preview pane (:class:`fugue_tui.app.widgets.plan_preview.PlanPreview`:
+a thread worker, debounced, stale results dropped by revision), so the preview shows exactly
+the cells, keys and skips the runner would. A launch is :func:`fugue_tui.app.models.launch.launch_plan`
+in a thread worker.
 
 | key | binding id | action |
 |---|---|---|
@@ -29,13 +32,12 @@ from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
 from engine.errors import FugueError
 from fugue_tui.app.actions import PLAN, bindings
-from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, PreviewReady
+from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
 from fugue_tui.app.models.catalogue import experiment_infos
 from fugue_tui.app.models.launch import LaunchFailed, launch_plan
 from fugue_tui.app.models.plan import (
@@ -44,7 +46,6 @@ from fugue_tui.app.models.plan import (
     default_doc,
     default_save_path,
     load_plan,
-    preview,
     save_plan,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
@@ -52,15 +53,12 @@ from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
 from fugue_tui.app.widgets.catalogue_pane import CataloguePane
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from fugue_tui.app.widgets.footer import KeyFooter
-from fugue_tui.app.widgets.plan_preview import PlanPreview
+from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
 
 if TYPE_CHECKING:  # the app imports this screen
     from fugue_tui.app.app import FugueApp
 
 __all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
-
-#: Seconds of quiet after an edit before the preview is recomputed.
-PREVIEW_DEBOUNCE_S = 0.25
 
 
 class PlanScreen(Screen):
@@ -71,14 +69,11 @@ class PlanScreen(Screen):
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
         self.form = CampaignForm(default_doc(runs_dir), id="settings")
-        self.preview_pane = PlanPreview(id="preview-pane")
+        self.preview_pane = PlanPreview(self.form, id="preview-pane")
         self.source_path: Path | None = None
         self.source_doc: PlanDoc | None = None
         self.initial_campaign = campaign
-        self.revision = 0
-        self.result_revision = -1
         self.catalogue_file: str | None = None
-        self._debounce: Timer | None = None
         self.launching = False
 
     @property
@@ -155,7 +150,7 @@ class PlanScreen(Screen):
         tree = self.query_one(CatalogueTree)
         if message.error:
             self.form_errors["experiments_file"] = message.error
-            self._show_form_error()
+            self.preview_pane.show_form_error()
             self.notify(message.error, severity="error", timeout=10, markup=False)
             return
         self.form_errors.pop("experiments_file", None)
@@ -189,33 +184,7 @@ class PlanScreen(Screen):
     # -- preview --------------------------------------------------------------------------
     def schedule_preview(self) -> None:
         """Recompute the preview after :data:`PREVIEW_DEBOUNCE_S` of quiet."""
-        self.preview_pane.load_error = ""
-        self._show_form_error()
-        self.revision += 1
-        if self._debounce is not None:
-            self._debounce.stop()
-        self._debounce = self.set_timer(PREVIEW_DEBOUNCE_S, self._start_preview)
-
-    def _show_form_error(self) -> None:
-        """The first setting that does not parse, in the preview's summary."""
-        self.preview_pane.form_error = next(iter(self.form_errors.values()), "")
-
-    def _start_preview(self) -> None:
-        if self.form_errors:
-            self.preview_pane.result = None
-            return
-        resume = self.form.resume
-        self._preview(copy.deepcopy(self.doc), self.revision, resume)
-
-    @work(thread=True, exclusive=True, group="preview")
-    def _preview(self, doc: PlanDoc, revision: int, resume: bool) -> None:
-        self.post_message(PreviewReady(preview(doc, resume=resume), revision))
-
-    def on_preview_ready(self, message: PreviewReady) -> None:
-        if message.revision != self.revision:
-            return  # an edit came after this preview started
-        self.result_revision = message.revision
-        self.preview_pane.result = message.preview
+        self.preview_pane.schedule()
 
     # -- files ----------------------------------------------------------------------------
     def action_save(self) -> None:
@@ -312,7 +281,7 @@ class PlanScreen(Screen):
 
     def _debounce_pending(self) -> bool:
         """True while the preview shown is older than the plan (an edit is being previewed)."""
-        return self.result_revision != self.revision
+        return self.preview_pane.pending
 
     @work(thread=True, exclusive=True, group="launch")
     def _launch(self, doc: PlanDoc, resume: bool) -> None:

@@ -2,28 +2,41 @@
 a table of the cells the runner would run, with why it would skip each one that it would
 not (the runner's dry run: :func:`fugue_tui.app.models.plan.preview`).
 
-What it shows is three reactive attributes the screen sets, each redrawing the pane when it
-changes: ``result`` (the preview; None while one is being computed), ``load_error`` (why
-the last campaign file could not be loaded: it wins over everything, as the plan on screen
-is not the file's) and ``form_error`` (a setting that does not parse: no preview can be
-computed until it is corrected).
+The pane previews the plan of the settings form it is given: :meth:`PlanPreview.schedule`
+after every edit recomputes the runner's dry run in a thread worker once the edits pause
+for :data:`PREVIEW_DEBOUNCE_S`, and drops a result that an edit made stale (each edit is a
+new revision).
+
+What it shows is three reactive attributes, each redrawing the pane when it changes:
+``result`` (the preview; None while one is being computed), ``load_error`` (why the last
+campaign file could not be loaded, set by the screen: it wins over everything, as the plan
+on screen is not the file's) and ``form_error`` (a setting that does not parse: no preview
+can be computed until it is corrected).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import var
+from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
+from fugue_tui.app.messages import PreviewReady
 from fugue_tui.app.models.cells import split_label
+from fugue_tui.app.models.plan import PlanDoc, Preview, preview
 from fugue_tui.format import PENDING
 
 if TYPE_CHECKING:
-    from fugue_tui.app.models.plan import Preview
+    from fugue_tui.app.widgets.campaign_form import CampaignForm
+
+#: Seconds of quiet after an edit before the preview is recomputed.
+PREVIEW_DEBOUNCE_S = 0.25
 
 #: The preview table's columns (also their keys), in order.
 COLUMNS = ("#", "experiment", "executor", "configuration", "pass", "jobs", "cell key", "would")
@@ -44,6 +57,49 @@ class PlanPreview(Vertical):
     load_error = var("", init=False)
     #: The first setting that does not parse (one line), ``""``: none.
     form_error = var("", init=False)
+
+    def __init__(self, form: CampaignForm, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.form = form
+        #: The plan's edit count, and the edit the preview shown was computed for.
+        self.revision = 0
+        self.result_revision = -1
+        self._debounce: Timer | None = None
+
+    @property
+    def pending(self) -> bool:
+        """True while the preview shown is older than the plan (an edit is being previewed)."""
+        return self.result_revision != self.revision
+
+    def schedule(self) -> None:
+        """The plan changed: recompute the preview after :data:`PREVIEW_DEBOUNCE_S` of
+        quiet (a load error shown is cleared: the plan on screen is now the user's)."""
+        self.load_error = ""
+        self.show_form_error()
+        self.revision += 1
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(PREVIEW_DEBOUNCE_S, self._start)
+
+    def show_form_error(self) -> None:
+        """The form's first setting that does not parse, in the summary."""
+        self.form_error = next(iter(self.form.errors.values()), "")
+
+    def _start(self) -> None:
+        if self.form.errors:
+            self.result = None
+            return
+        self._compute(copy.deepcopy(self.form.doc), self.revision, self.form.resume)
+
+    @work(thread=True, exclusive=True, group="preview")
+    def _compute(self, doc: PlanDoc, revision: int, resume: bool) -> None:
+        self.post_message(PreviewReady(preview(doc, resume=resume), revision))
+
+    def on_preview_ready(self, message: PreviewReady) -> None:
+        if message.revision != self.revision:
+            return  # an edit came after this preview started
+        self.result_revision = message.revision
+        self.result = message.preview
 
     def compose(self) -> ComposeResult:
         yield Static("", id="preview-summary")
