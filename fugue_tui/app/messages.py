@@ -1,10 +1,10 @@
 """Messages from workers to screens: the only way results of blocking work reach widgets.
 
 Each is a dataclass of what one worker produced, typed with the classes the worker really
-builds. Those classes are imported for the type checker only: a message module that loaded
-the plan's model, the runner's process handle, the engine's results or the report's figures
-would load them into every screen that imports a message, and the models import nothing of
-Textual, so nothing here is needed at run time (dataclasses keep the annotations as text).
+builds. Those classes are imported for the type checker only: at run time a dataclass keeps
+its annotations as text, and importing them here would load the plan's model, the runner's
+process handle, the engine's results and the report's figures (pandas) into every screen
+that imports a message, the run screen included.
 """
 
 from __future__ import annotations

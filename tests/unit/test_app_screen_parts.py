@@ -149,6 +149,7 @@ def test_the_preview_pane_previews_the_forms_plan_once_the_edits_pause():
             pane.form.doc["passes"] = 2  # a second edit before the first was previewed
             pane.schedule()
             assert pane.pending and pane.result is None
+            assert pane.launch_refusal() == ("the preview is not ready yet", "error")
             for _ in range(200):
                 await pilot.pause(PREVIEW_DEBOUNCE_S / 5)
                 if not pane.pending:
@@ -156,9 +157,11 @@ def test_the_preview_pane_previews_the_forms_plan_once_the_edits_pause():
             assert not pane.pending and pane.result_revision == pane.revision == 2
             assert pane.result is not None and not pane.result.error
             assert {p.cell.pass_index for p in pane.result.cells} == {1, 2}  # the last plan
+            assert pane.launch_refusal() is None
             pane.form.errors["passes"] = "passes: not a number: 'x'"
             pane.schedule()
             assert _summary(app) == "passes: not a number: 'x'"  # at once, not debounced
+            assert pane.launch_refusal() == ("passes: not a number: 'x'", "error")
             await pilot.pause(PREVIEW_DEBOUNCE_S * 2)
             assert pane.result is None  # no preview of a plan that does not parse
 

@@ -265,15 +265,10 @@ class PlanScreen(Screen):
         return True
 
     def action_launch(self) -> None:
-        if self.form_errors:
-            self.notify(next(iter(self.form_errors.values())), severity="error", markup=False)
-            return
-        if self.result is None or self.result.error or self._debounce_pending():
-            self.notify(self.result.error if self.result and self.result.error
-                        else "the preview is not ready yet", severity="error", markup=False)
-            return
-        if not self.result.runs:
-            self.notify("nothing to run: every cell would be skipped", severity="warning", markup=False)
+        refusal = self.preview_pane.launch_refusal()
+        if refusal is not None:
+            text, severity = refusal
+            self.notify(text, severity=severity, markup=False)
             return
         self.launching = True
         resume = self.form.resume
@@ -304,7 +299,7 @@ class PlanScreen(Screen):
             self.notify(f"{message.run_dir} is already running: attached to it",
                         severity="warning", markup=False)
         self.dashboard.open_run(Path(message.run_dir), message.handle, message.offset,
-                          attached=message.attach)
+                                attached=message.attach)
 
     def action_attach(self) -> None:
         # The same expansion as a launch (engine.define.paths): "~/runs" is searched where

@@ -27,7 +27,7 @@ from textual.reactive import var
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
-from fugue_tui.app.messages import PreviewReady
+from fugue_tui.app.messages import PreviewReady, Severity
 from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.models.plan import PlanDoc, Preview, preview
 from fugue_tui.format import PENDING
@@ -80,6 +80,19 @@ class PlanPreview(Vertical):
         if self._debounce is not None:
             self._debounce.stop()
         self._debounce = self.set_timer(PREVIEW_DEBOUNCE_S, self._start)
+
+    def launch_refusal(self) -> tuple[str, Severity] | None:
+        """Why the plan cannot be launched now, and how loud to say it; None: it can (it
+        parses, its preview is current and without error, and some cell would run)."""
+        if self.form.errors:
+            return next(iter(self.form.errors.values())), "error"
+        result = self.result
+        if result is None or result.error or self.pending:
+            return (result.error if result and result.error
+                    else "the preview is not ready yet"), "error"
+        if not result.runs:
+            return "nothing to run: every cell would be skipped", "warning"
+        return None
 
     def show_form_error(self) -> None:
         """The form's first setting that does not parse, in the summary."""
