@@ -48,7 +48,7 @@ APP = (
 )
 
 PLAN = (
-    Action("plan.toggle", "space", "toggle", "select",
+    Action("plan.toggle", "space", "toggle_selection", "select",
            "select or deselect the experiment (or the whole group) under the cursor",
            show=False),
     Action("plan.select-available", "a", "select_available", "all here",

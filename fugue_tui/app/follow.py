@@ -70,11 +70,15 @@ def follow_run(screen: FollowTarget, worker: Worker[Any]) -> None:
 
 def replay_run(screen: FollowTarget, worker: Worker[Any]) -> None:
     """Post ``screen.replay``'s due events as :class:`Followed` messages (as live)."""
+    from engine.events import parse_event
+
     replay = screen.replay
     assert replay is not None, "replay_run follows a replay"
     log = LogTail()
     while not worker.is_cancelled:
-        events = replay.due()
+        # Typed as live events are (a replay read from files already holds typed events,
+        # returned as they are; one built from plain dicts gets typed copies).
+        events = [parse_event(e) for e in replay.due()]
         target = screen.log_target
         lines, reset = log.read(target)
         if events or lines or reset:

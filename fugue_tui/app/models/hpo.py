@@ -2,10 +2,11 @@
 group row (the analysis' ``ttb_speedup`` of the row's cell) and the best-so-far curve of an
 hpo row (``executor_info.best_so_far``) drawn as a one-line step chart.
 
-``ttb_speedup`` is computed per cell by :func:`engine.results.analysis.speedups` (mean seq
-``time_to_best_s`` under the same scheduler ÷ the cell's, only where both made the same
-stopping decisions); a group row shows its cell's value, missing (never 0) when the cell
-has none — outside hpo, without a matching seq cell, or "decisions differ".
+``ttb_speedup`` is computed per cell by :func:`engine.results.analysis.speedups` (the mean
+``time_to_best_s`` of the baseline executor, ``engine.results.derived.BASELINE_EXECUTOR``,
+under the same scheduler ÷ the cell's, only where both made the same stopping decisions); a
+group row shows its cell's value, missing (never 0) when the cell has none — outside hpo,
+without a matching baseline cell, or "decisions differ".
 """
 
 from __future__ import annotations

@@ -18,14 +18,26 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import tomli_w
 
 from engine.define import tomlfile
 from engine.define.campaign import Campaign, parse_campaign
+from engine.define.campaign_schema import default as campaign_default
 from engine.errors import ConfigError, FugueError, OutputError
 from engine.plugins import load_plugins
+
+# Re-exported (``as``): an executor option's text was parsed here before it had a module of
+# its own, and callers still import it from the plan.
+from fugue_tui.app.models.option_text import format_option as format_option
+from fugue_tui.app.models.option_text import parse_option as parse_option
+
+if TYPE_CHECKING:  # the runner's supervisor loads when a preview is computed
+    from engine.runner.supervisor import PlannedCell
+
+#: A plan: the campaign table a campaign TOML file parses to, unset keys left out or None.
+PlanDoc: TypeAlias = dict[str, Any]
 
 #: Where validation errors of an unsaved plan say they come from.
 PLAN_WHERE = "dashboard plan"
@@ -34,22 +46,21 @@ PLAN_WHERE = "dashboard plan"
 DEFAULT_WATCHDOG_ACTION = "flag"
 
 
-def default_doc(runs_dir: str = "runs") -> dict[str, Any]:
+def default_doc(runs_dir: str = "runs") -> PlanDoc:
     """A new plan: nothing selected, the declared defaults (seq, one pass, seed 42, ...:
     ``engine.define.campaign_schema``) but one torch thread per cell, and a watchdog that
     flags a hung cell."""
-    from engine.define.campaign_schema import default
-
     return {"name": "dashboard", "experiments": [],
-            **{key: default(key) for key in ("executors", "passes", "seed", "retries",
-                                              "device", "compile", "compile_mode")},
+            **{key: campaign_default(key) for key in ("executors", "passes", "seed",
+                                                       "retries", "device", "compile",
+                                                       "compile_mode")},
             "threads": 1, "runs_dir": runs_dir,
             "watchdog": {"action": DEFAULT_WATCHDOG_ACTION}}
 
 
-def clean_doc(doc: dict[str, Any]) -> dict[str, Any]:
+def clean_doc(doc: PlanDoc) -> PlanDoc:
     """``doc`` without unset values (None, "" and empty tables), as a campaign file holds it."""
-    out: dict[str, Any] = {}
+    out: PlanDoc = {}
     for key, value in doc.items():
         if isinstance(value, dict):
             value = clean_doc(value)
@@ -66,7 +77,7 @@ class Preview:
     """The runner's dry run of a plan: every cell with why it would not run, or the error
     that stops the plan (one line naming the key)."""
 
-    cells: list[Any] = field(default_factory=list)       # engine.runner.supervisor.PlannedCell
+    cells: list[PlannedCell] = field(default_factory=list)
     campaign: Campaign | None = None
     error: str = ""
     warnings: list[str] = field(default_factory=list)
@@ -88,13 +99,13 @@ class Preview:
         return f"{len(self.cells)} cells: {self.runs} run, {self.skips} skipped"
 
 
-def parse_plan(doc: dict[str, Any], where: str = PLAN_WHERE) -> Campaign:
+def parse_plan(doc: PlanDoc, where: str = PLAN_WHERE) -> Campaign:
     """Validate a plan as a campaign (errors: :func:`engine.define.campaign.parse_campaign`)."""
     load_plugins()  # idempotent: the names a plan may use, before it is validated
     return parse_campaign(clean_doc(doc), where)
 
 
-def preview(doc: dict[str, Any], resume: bool = False, where: str = PLAN_WHERE) -> Preview:
+def preview(doc: PlanDoc, resume: bool = False, where: str = PLAN_WHERE) -> Preview:
     """The cells a plan would run and what the runner would skip (``resume``: cells with an
     ``ok`` row already). Spends nothing; never raises for bad input (see ``error``)."""
     from engine.runner.supervisor import Runner
@@ -113,7 +124,7 @@ def preview(doc: dict[str, Any], resume: bool = False, where: str = PLAN_WHERE) 
                    warnings=[*(getattr(campaign, "warnings", []) or []), *notes])
 
 
-def save_plan(doc: dict[str, Any], path: str | Path) -> Path:
+def save_plan(doc: PlanDoc, path: str | Path) -> Path:
     """Write the plan as a campaign TOML file (tomli-w); ``experiments_file`` is rewritten
     relative to the file's folder. Returns the path.
 
@@ -139,7 +150,7 @@ def save_plan(doc: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-def default_save_path(doc: dict[str, Any]) -> Path:
+def default_save_path(doc: PlanDoc) -> Path:
     """Where ``ctrl+s`` proposes to save a plan never saved or loaded: ``<name>.toml`` in
     the folder that holds the plan's runs folder (``runs`` → the working directory), in
     its ``campaigns/`` subfolder when there is one already (this repository's layout). A
@@ -151,7 +162,7 @@ def default_save_path(doc: dict[str, Any]) -> Path:
     return base / "campaigns" / name if (base / "campaigns").is_dir() else base / name
 
 
-def load_plan(path: str | Path) -> dict[str, Any]:
+def load_plan(path: str | Path) -> PlanDoc:
     """Read a campaign TOML file into a plan and validate it.
 
     The watchdog action defaults to :data:`DEFAULT_WATCHDOG_ACTION` when the file does not
@@ -181,7 +192,7 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def located_problems(path: Path, doc: dict[str, Any], first: str) -> str:
+def located_problems(path: Path, doc: PlanDoc, first: str) -> str:
     """Every problem of a campaign file at once, one per line, each as
     ``<file>:<line>: <problem>`` where the line is known, under a ``<file>: N problems:``
     header when there are several.
@@ -264,7 +275,7 @@ _TABLE_KEY = re.compile(r"^(watchdog|budget): (?:.*?key '([A-Za-z0-9_]+)'|need 1
 _KEY = re.compile(r"key '([A-Za-z0-9_]+)'")
 
 
-def _value_problems(path: Path, doc: dict[str, Any], at) -> list[tuple[str, str]]:
+def _value_problems(path: Path, doc: PlanDoc, at) -> list[tuple[str, str]]:
     """The value problems of a campaign table whose key and type problems are already set
     aside: validate, note the error with its line, set the value it names aside (an
     unknown executor or experiment leaves its list, a bad key goes back to its default),
@@ -297,7 +308,8 @@ def _value_problems(path: Path, doc: dict[str, Any], at) -> list[tuple[str, str]
             found.append((at("", "executors"), message))
             names = doc.get("executors")
             names = [names] if isinstance(names, str) else list(names or [])
-            doc["executors"] = [n for n in names if str(n) != unknown.group(1)] or ["seq"]
+            doc["executors"] = ([n for n in names if str(n) != unknown.group(1)]
+                                or campaign_default("executors"))
         elif experiment:
             found.append((at("", "experiments"), message))
             doc["experiments"] = _without_experiment(doc.get("experiments"), experiment.group(1))
@@ -338,59 +350,8 @@ def _without_experiment(selector: Any, token: str) -> list[str]:
     return [p for p in parts if p != token and not (p.isdigit() and f"E{int(p):02d}" == token)]
 
 
-def cell_keys(doc: dict[str, Any]) -> list[str]:
+def cell_keys(doc: PlanDoc) -> list[str]:
     """The cell keys of a plan, in order (raises like :func:`parse_plan`)."""
     from engine.runner.supervisor import Runner
 
     return [p.cell.key for p in Runner(parse_plan(doc)).plan()]
-
-
-def parse_option(value: str, types: tuple[type, ...], axis: bool = False) -> Any:
-    """An executor option typed into the plan: ``""`` is unset (None); ints, floats and
-    booleans are parsed by the option's declared types; a comma list for an axis option
-    (e.g. ``asha,median``) becomes a list.
-
-    Raises:
-        ValueError: the text is not a value of the declared type.
-    """
-    text = value.strip()
-    if not text:
-        return None
-    if axis and "," in text:
-        return [parse_option(part, tuple(t for t in types if t is not list)) for part in
-                text.split(",") if part.strip()]
-    if list in types and not axis and text != "auto":
-        # a list-valued option (mp's devices, issue 27): one entry or a comma list
-        return [parse_option(part, tuple(t for t in types if t is not list)) for part in
-                text.split(",") if part.strip()]
-    if bool in types:
-        if text.lower() in ("true", "yes", "on", "1"):
-            return True
-        if text.lower() in ("false", "no", "off", "0"):
-            return False
-        raise ValueError(f"expected true or false, got {text!r}")
-    if int in types:
-        try:
-            return int(text)
-        except ValueError:
-            if str in types and float not in types:
-                return text  # a number or a word (max_parallel: N or auto): checked later
-            if float not in types:
-                raise ValueError(f"expected an integer, got {text!r}") from None
-    if float in types:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"expected a number, got {text!r}") from None
-    return text
-
-
-def format_option(value: Any) -> str:
-    """The text shown for an option value (inverse of :func:`parse_option`)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(format_option(v) for v in value)
-    return str(value)

@@ -14,11 +14,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from fugue_tui.format import MISSING, finite, fmt_number, fmt_rate, fmt_text
+
+if TYPE_CHECKING:  # the analysis and the report load in the screen's worker
+    from rich.text import Text
+
+    from engine.results.load import Runs
+    from fugue_tui.report.figures import Results
+    from fugue_tui.report.sweeps import SweepView
 
 #: (column key, header, source column) of the group table, in order.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -32,8 +39,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("status", "status", "status"),
     ("T_group", "T_group s", "T_group"),
     ("throughput", "samples/s", "throughput_group"),
-    # hpo groups (issue 25): time to best, its speedup over seq (the row's cell's), which
-    # trial reached the best; empty outside hpo
+    # hpo groups (issue 25): time to best, its speedup over the baseline executor (the row's
+    # cell's), which trial reached the best; empty outside hpo
     ("ttb", "ttb s", "time_to_best_s"),
     ("ttb_speedup", "ttb ×", "ttb_speedup"),
     ("best_trial", "best trial", "best_trial"),
@@ -153,7 +160,7 @@ def parse_filter(text: str) -> Filter:
     """See the module doc."""
     from engine.errors import nearest
 
-    terms = []
+    terms: list[tuple[str | None, str]] = []
     for word in text.split():
         field, sep, value = word.partition(":")
         if sep:
@@ -181,7 +188,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def apply_filter(runs, flt: Filter):
+def apply_filter(runs: Runs, flt: Filter) -> Runs:
     """``runs`` (:class:`engine.results.load.Runs`) with only the group rows (and their jobs)
     that match ``flt``."""
     from engine.results.load import Runs
@@ -222,9 +229,14 @@ def sort_value(key: str, text: str) -> tuple[int, Any]:
     return (0, text.lower())
 
 
-def files_signature(paths) -> tuple:
-    """(path, size, mtime) of each results file: changes when rows land."""
-    out = []
+#: What :func:`files_signature` returns: (path, size, mtime) per file.
+Signature = tuple[tuple[str, int | None, int | None], ...]
+
+
+def files_signature(paths: list[Path]) -> Signature:
+    """(path, size in bytes, mtime in ns) of each results file, None for one that does not
+    exist (yet): changes when rows land."""
+    out: list[tuple[str, int | None, int | None]] = []
     for path in paths:
         try:
             st = os.stat(path)
@@ -243,3 +255,58 @@ def result_files(source: str | Path) -> list[Path]:
     if path.is_file():
         return [path]
     return [path / GROUPS_FILE, path / INDIVIDUAL_FILE]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the Results screen shows of one load: the rows the filter keeps (``shown``),
+    their table and figures (``results``), their K sweeps and advice (``sweep``), the
+    time-to-best speedup of each hpo row (``ttb``: row key → speedup) and why the filter
+    was not understood (``filter_error``, ``""``: it was)."""
+
+    shown: Runs
+    results: Results
+    sweep: SweepView
+    ttb: dict[str, float]
+    filter_error: str
+
+
+def analyse(runs: Runs, filter_text: str, n_boot: int) -> Analysis:
+    """Filter ``runs`` with ``filter_text`` (see the module doc) and analyse what is left
+    as ``fugue-tui report`` does (``n_boot`` bootstrap resamples per interval). Slow (the
+    bootstrap): the screen calls it from its loading worker.
+
+    Raises:
+        FugueError: the rows cannot be analysed.
+    """
+    from engine.results.analysis import cell_columns
+    from fugue_tui.app.models.hpo import ttb_by_row
+    from fugue_tui.report.figures import build
+    from fugue_tui.report.sweeps import analyse as analyse_sweeps
+
+    flt = parse_filter(filter_text)
+    shown = apply_filter(runs, flt)
+    results = build(shown, n_boot=n_boot)
+    return Analysis(shown, results, analyse_sweeps(shown, n_boot=n_boot),
+                    ttb_by_row(shown.groups, results.table, cell_columns(), row_key),
+                    flt.error)
+
+
+def header_text(source: Path, runs: Runs, shown: Runs, filter_text: str,
+                filter_error: str) -> Text:
+    """The Results screen's header: the source, the group rows shown of all, the machines
+    they come from and the filter; under it why the filter was not understood and what
+    the load left out (:attr:`engine.results.load.Runs.notes`: a file's torn last line)."""
+    from rich.text import Text
+
+    total, count = len(runs.groups), len(shown.groups)
+    line = Text(f"results {source} · {count} of {total} group rows", style="bold")
+    machines = shown.groups["machine"].nunique() if count else 0
+    line.append(f" · {machines} machine{'s' if machines != 1 else ''}")
+    if filter_text.strip():
+        line.append(f" · filter: {filter_text.strip()}")
+    if filter_error:
+        line.append(f"\n{filter_error}", style="yellow")
+    for note in runs.notes:
+        line.append(f"\nwarning: {note}", style="yellow")
+    return line

@@ -131,7 +131,7 @@ class HelpScreen(Screen[None]):
     screen, not a modal: a modal's translucent backdrop makes Textual repaint the whole
     screen under it (charts included), which doubled the time from the key to the help."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close", id="help.close")]
+    BINDINGS = [Binding("escape,question_mark,q", "close", "close", id="help.close")]
 
     def __init__(self, keymap: dict[str, str]) -> None:
         super().__init__()
@@ -158,7 +158,9 @@ class HelpScreen(Screen[None]):
         width = self._width = self._table_width()
         return help_text(self.app.console, self.keymap, width)
 
-    def action_dismiss(self) -> None:
+    def action_close(self) -> None:
+        # Not Screen's own "dismiss" action: it is asynchronous (it first waits for the
+        # screen's pending callbacks), this closes the help at once.
         self.dismiss(None)
 
 

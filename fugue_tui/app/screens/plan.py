@@ -2,9 +2,12 @@
 save or load it as a campaign TOML file, and launch it.
 
 The plan is a campaign document (:mod:`fugue_tui.app.models.plan`), edited in the settings
-form (:class:`fugue_tui.app.widgets.campaign_form.CampaignForm`); every edit re-runs the
-runner's dry run in a thread worker (debounced, stale results dropped by revision), so the
-preview shows exactly the cells, keys and skips the runner would.
+form (:class:`fugue_tui.app.widgets.campaign_form.CampaignForm`) and the catalogue pane
+(:class:`fugue_tui.app.widgets.catalogue_pane.CataloguePane`); every edit re-runs the
+runner's dry run in the preview pane (:class:`fugue_tui.app.widgets.plan_preview.PlanPreview`:
+a thread worker, debounced, stale results dropped by revision), so the preview shows exactly
+the cells, keys and skips the runner would. A launch is :func:`fugue_tui.app.models.launch.launch_plan`
+in a thread worker.
 
 | key | binding id | action |
 |---|---|---|
@@ -22,61 +25,40 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.timer import Timer
-from textual.widgets import DataTable, Static
+from textual.widget import Widget
+from textual.widgets import Static
 
 from engine.errors import FugueError
-from engine.runfolder import RunFolder
 from fugue_tui.app.actions import PLAN, bindings
-from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, PreviewReady
-from fugue_tui.app.models.cells import split_label
+from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
+from fugue_tui.app.models.catalogue import experiment_infos
+from fugue_tui.app.models.launch import LaunchFailed, launch_plan
 from fugue_tui.app.models.plan import (
+    PlanDoc,
     Preview,
     default_doc,
     default_save_path,
     load_plan,
-    parse_plan,
-    preview,
     save_plan,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
-from fugue_tui.app.widgets.catalogue_tree import CatalogueTree, ExperimentInfo
+from fugue_tui.app.widgets.catalogue_pane import CataloguePane
+from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from fugue_tui.app.widgets.footer import KeyFooter
-from fugue_tui.format import PENDING
+from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
 
-#: Seconds of quiet after an edit before the preview is recomputed.
-PREVIEW_DEBOUNCE_S = 0.25
+if TYPE_CHECKING:  # the app imports this screen
+    from fugue_tui.app.app import FugueApp
 
-
-def experiment_infos(experiments_file: str | None) -> list[ExperimentInfo]:
-    """The catalogue (merged with ``experiments_file``) with availability, for the tree.
-
-    Raises:
-        ConfigError: the experiments file is malformed (names the file and key).
-    """
-    from engine.define.availability import catalogue_availability
-    from fugue_tui.commands.common import load_catalogue_and_plugins
-
-    catalogue = load_catalogue_and_plugins(experiments_file or None)
-    out = []
-    for exp, ok, reason in catalogue_availability(catalogue):
-        models = ",".join(dict.fromkeys(exp.models()))
-        datasets = ",".join(dict.fromkeys(exp.datasets()))
-        what = f"{models}/{datasets}"
-        if len(what) > 34:
-            what = what[:33] + "…"
-        summary = f"{exp.type} · {what} · K {exp.k}" + (f" · {exp.size}" if exp.size else "")
-        out.append(ExperimentInfo(exp.id, exp.family, exp.type, summary, ok, reason,
-                                  exp.description))
-    return out
+__all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
 
 
 class PlanScreen(Screen):
@@ -87,27 +69,38 @@ class PlanScreen(Screen):
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
         self.form = CampaignForm(default_doc(runs_dir), id="settings")
+        self.preview_pane = PlanPreview(self.form, id="preview-pane")
         self.source_path: Path | None = None
-        self.source_doc: dict[str, Any] | None = None
+        self.source_doc: PlanDoc | None = None
         self.initial_campaign = campaign
-        self.revision = 0
-        #: Why the last campaign file could not be loaded: shown until the next edit or load
-        #: (a preview already under way when the load failed must not overwrite it).
-        self.load_error: str | None = None
-        self.result: Preview | None = None
-        self.result_revision = -1
         self.catalogue_file: str | None = None
-        self._debounce: Timer | None = None
         self.launching = False
 
     @property
-    def doc(self) -> dict[str, Any]:
+    def doc(self) -> PlanDoc:
         """The plan: the campaign document the form edits."""
         return self.form.doc
 
     @doc.setter
-    def doc(self, doc: dict[str, Any]) -> None:
+    def doc(self, doc: PlanDoc) -> None:
         self.form.doc = doc
+
+    @property
+    def result(self) -> Preview | None:
+        """The preview shown (None while one is computed, or while a setting is invalid)."""
+        return self.preview_pane.result
+
+    @property
+    def load_error(self) -> str:
+        """Why the last campaign file could not be loaded (``""``: it loaded): shown until
+        the next edit or load (a preview already under way when the load failed must not
+        overwrite it)."""
+        return self.preview_pane.load_error
+
+    @property
+    def dashboard(self) -> FugueApp:
+        """The app, as the dashboard it is (it opens run screens and attaches)."""
+        return cast("FugueApp", self.app)
 
     @property
     def form_errors(self) -> dict[str, str]:
@@ -118,16 +111,12 @@ class PlanScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(Text("fugue-tui · plan a campaign", style="bold"), id="title")
         with Horizontal(id="plan-top"):
-            with Vertical(id="catalogue-pane"):
-                yield CatalogueTree(id="catalogue")
-                yield Static("", id="exp-details")
+            yield CataloguePane(id="catalogue-pane")
             yield self.form
-        with Vertical(id="preview-pane"):
-            yield Static("", id="preview-summary")
-            yield DataTable(id="preview", cursor_type="row", zebra_stripes=True)
+        yield self.preview_pane
         yield KeyFooter()
 
-    def on_resize(self, event: Any = None) -> None:
+    def on_resize(self, event: events.Resize | None = None) -> None:
         from fugue_tui.app.compact import set_compact
 
         set_compact(self)
@@ -136,10 +125,10 @@ class PlanScreen(Screen):
     #: :data:`FOCUS_MARK` (a plain character: a capture without colours shows it too).
     PANES = {"catalogue": "catalogue", "settings": "settings", "preview-pane": "preview"}
 
-    def on_descendant_focus(self, event: Any) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._mark_pane(event.widget)
 
-    def _mark_pane(self, focused: Any) -> None:
+    def _mark_pane(self, focused: Widget) -> None:
         for pane_id, title in self.PANES.items():
             pane = self.query_one(f"#{pane_id}")
             inside = focused is pane or pane in focused.ancestors
@@ -147,10 +136,6 @@ class PlanScreen(Screen):
 
     def on_mount(self) -> None:
         self.on_resize()
-        table = self.query_one("#preview", DataTable)
-        for column in ("#", "experiment", "executor", "configuration", "pass", "jobs",
-                       "cell key", "would"):
-            table.add_column(column, key=column)
         self.query_one(CatalogueTree).focus()
         self._load_catalogue(self.doc.get("experiments_file"))
         if self.initial_campaign:
@@ -158,64 +143,35 @@ class PlanScreen(Screen):
         self.schedule_preview()
 
     # -- catalogue ------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="catalogue")
     def _load_catalogue(self, experiments_file: str | None) -> None:
-        try:
-            infos = experiment_infos(experiments_file)
-        except FugueError as exc:
-            self.post_message(CatalogueLoaded([], str(exc), experiments_file or ""))
-            return
-        self.post_message(CatalogueLoaded(infos, "", experiments_file or ""))
+        self.query_one(CataloguePane).load(experiments_file)
 
     def on_catalogue_loaded(self, message: CatalogueLoaded) -> None:
         tree = self.query_one(CatalogueTree)
         if message.error:
             self.form_errors["experiments_file"] = message.error
-            self._show_summary()
+            self.preview_pane.show_form_error()
             self.notify(message.error, severity="error", timeout=10, markup=False)
             return
         self.form_errors.pop("experiments_file", None)
         self.catalogue_file = message.source or None
-        tree.load(message.experiments, list(self.doc.get("experiments") or []))
+        self.query_one(CataloguePane).show(message.experiments,
+                                           list(self.doc.get("experiments") or []))
         unknown = [e for e in self.doc.get("experiments") or [] if e not in tree.experiments]
         if unknown:
             self.notify(f"not in the catalogue: {', '.join(unknown)}", severity="warning", markup=False)
-        self._show_details()
         self.schedule_preview()
 
     def on_catalogue_tree_selection_changed(self, message: CatalogueTree.SelectionChanged) -> None:
         self.doc["experiments"] = message.selected
         self.schedule_preview()
 
-    def on_tree_node_highlighted(self) -> None:
-        self._show_details()
-
-    def on_tree_node_selected(self, event) -> None:
-        tree = self.query_one(CatalogueTree)
-        if event.node.data and not str(event.node.data).startswith("group:"):
-            tree.action_toggle()  # Enter on an experiment selects it too
-
-    def _show_details(self) -> None:
-        exp = self.query_one(CatalogueTree).highlighted_experiment()
-        details = self.query_one("#exp-details", Static)
-        if exp is None:
-            details.update(Text("space selects · a: all that run here · c: clear", style="dim"))
-            return
-        text = Text(f"{exp.id}: {exp.description or exp.summary}\n")
-        if exp.available:
-            text.append("can run here", style="green")
-        else:
-            text.append(f"unavailable: {exp.reason}", style="yellow")
-        details.update(text)
-
     def action_select_available(self) -> None:
-        tree = self.query_one(CatalogueTree)
-        tree.set_selected(tree.selected | {e.id for e in tree.experiments.values() if e.available})
+        self.query_one(CataloguePane).select_available()
 
     def action_clear_selection(self) -> None:
-        self.query_one(CatalogueTree).set_selected(set())
+        self.query_one(CataloguePane).clear_selection()
 
-    # -- form -----------------------------------------------------------------------------
     # -- form -----------------------------------------------------------------------------
     def on_campaign_form_changed(self) -> None:
         self.schedule_preview()
@@ -228,59 +184,7 @@ class PlanScreen(Screen):
     # -- preview --------------------------------------------------------------------------
     def schedule_preview(self) -> None:
         """Recompute the preview after :data:`PREVIEW_DEBOUNCE_S` of quiet."""
-        self.load_error = None
-        self.revision += 1
-        if self._debounce is not None:
-            self._debounce.stop()
-        self._debounce = self.set_timer(PREVIEW_DEBOUNCE_S, self._start_preview)
-
-    def _start_preview(self) -> None:
-        if self.form_errors:
-            self.result = None
-            self._show_summary()
-            return
-        resume = self.form.resume
-        self._preview(copy.deepcopy(self.doc), self.revision, resume)
-
-    @work(thread=True, exclusive=True, group="preview")
-    def _preview(self, doc: dict[str, Any], revision: int, resume: bool) -> None:
-        self.post_message(PreviewReady(preview(doc, resume=resume), revision))
-
-    def on_preview_ready(self, message: PreviewReady) -> None:
-        if message.revision != self.revision:
-            return  # an edit came after this preview started
-        self.result, self.result_revision = message.preview, message.revision
-        table = self.query_one("#preview", DataTable)
-        table.clear()
-        for planned in self.result.cells:
-            cell = planned.cell
-            _, _, config, _ = split_label(cell.label)
-            would = Text(f"skip: {planned.skip}", style="yellow") if planned.skip else Text("run")
-            table.add_row(str(cell.index), cell.exp_id, cell.executor, config or PENDING,
-                          str(cell.pass_index), str(len(cell.jobs)), cell.key, would,
-                          key=cell.key)
-        self._show_summary()
-
-    def _show_summary(self) -> None:
-        summary = self.query_one("#preview-summary", Static)
-        summary.set_class(bool(self.load_error), "-load-error")
-        if self.load_error:
-            summary.update(Text(f"not loaded: {self.load_error}", style="bold red"))
-            return
-        if self.form_errors:
-            summary.update(Text(next(iter(self.form_errors.values())), style="bold red"))
-            return
-        if self.result is None:
-            summary.update(Text("preview: computing…", style="dim"))
-            return
-        if self.result.error:
-            summary.update(Text(f"preview: {self.result.error}", style="bold red"))
-            return
-        text = Text(f"preview: {self.result.summary()}", style="bold")
-        text.append("  ·  ctrl+r launch · ctrl+s save · ctrl+o load", style="dim")
-        for warning in self.result.warnings:
-            text.append(f"\nwarning: {warning}", style="yellow")
-        summary.update(text)
+        self.preview_pane.schedule()
 
     # -- files ----------------------------------------------------------------------------
     def action_save(self) -> None:
@@ -296,16 +200,20 @@ class PlanScreen(Screen):
         folder = Path(path).expanduser().parent
         doc = copy.deepcopy(self.doc)
         if not folder.is_dir():
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self._save_worker(doc, path)
+                else:
+                    self.notify("not saved", markup=False)
+
             self.app.push_screen(
                 ConfirmScreen(f"The folder {folder} does not exist. Create it and save "
-                              f"{Path(path).name} there?", yes="Create"),
-                lambda yes: self._save_worker(doc, path) if yes else self.notify(
-                    "not saved", markup=False))
+                              f"{Path(path).name} there?", yes="Create"), confirmed)
             return
         self._save_worker(doc, path)
 
     @work(thread=True, exclusive=True, group="file")
-    def _save_worker(self, doc: dict[str, Any], path: str) -> None:
+    def _save_worker(self, doc: PlanDoc, path: str) -> None:
         try:
             written = save_plan(doc, path)
         except FugueError as exc:
@@ -314,7 +222,7 @@ class PlanScreen(Screen):
             return
         self.app.call_from_thread(self._saved, written, doc)
 
-    def _saved(self, path: Path, doc: dict[str, Any]) -> None:
+    def _saved(self, path: Path, doc: PlanDoc) -> None:
         self.source_path, self.source_doc = path, doc
         self.notify(f"saved {path}", markup=False)
 
@@ -337,8 +245,7 @@ class PlanScreen(Screen):
         if message.doc is None:
             self.notify(message.error, title="cannot load the campaign", severity="error",
                         timeout=15, markup=False)
-            self.load_error = message.error
-            self._show_summary()
+            self.preview_pane.load_error = message.error
             return
         self.doc = message.doc
         self.source_path, self.source_doc = Path(message.path), copy.deepcopy(message.doc)
@@ -358,15 +265,10 @@ class PlanScreen(Screen):
         return True
 
     def action_launch(self) -> None:
-        if self.form_errors:
-            self.notify(next(iter(self.form_errors.values())), severity="error", markup=False)
-            return
-        if self.result is None or self.result.error or self._debounce_pending():
-            self.notify(self.result.error if self.result and self.result.error
-                        else "the preview is not ready yet", severity="error", markup=False)
-            return
-        if not self.result.runs:
-            self.notify("nothing to run: every cell would be skipped", severity="warning", markup=False)
+        refusal = self.preview_pane.launch_refusal()
+        if refusal is not None:
+            text, severity = refusal
+            self.notify(text, severity=severity, markup=False)
             return
         self.launching = True
         resume = self.form.resume
@@ -374,39 +276,19 @@ class PlanScreen(Screen):
 
     def _debounce_pending(self) -> bool:
         """True while the preview shown is older than the plan (an edit is being previewed)."""
-        return self.result_revision != self.revision
+        return self.preview_pane.pending
 
     @work(thread=True, exclusive=True, group="launch")
-    def _launch(self, doc: dict[str, Any], resume: bool) -> None:
-        from engine.observe.follow import last_session_offset
-        from engine.results.preflight import preflight
-        from engine.runner.cli import runner_argv
-        from fugue_tui.app.process import find_runner, start_runner
-
-        run_dir = ""
+    def _launch(self, doc: PlanDoc, resume: bool) -> None:
+        saved = (self.source_path, self.source_doc) \
+            if self.source_path is not None and self.source_doc is not None else None
         try:
-            campaign = parse_plan(doc)
-            run_dir = str(Path(campaign.runs_dir) / campaign.name)
-            existing = find_runner(run_dir)
-            if existing is not None:
-                self.post_message(Launched(run_dir, existing, last_session_offset(run_dir),
-                                           attach=True))
-                return
-            preflight(campaign.runs_dir)
-            if self.source_path is not None and doc == self.source_doc:
-                path = self.source_path
-            else:  # the plan as edited, kept beside the runs like `fugue-tui run` does
-                path = save_plan(doc, Path(campaign.runs_dir) / ".dashboard" /
-                                 f"{campaign.name}.toml")
-            runner_log = RunFolder(Path(run_dir)).runner_log
-            offset = runner_log.stat().st_size if runner_log.exists() else 0
-            argv = runner_argv(path, resume=resume,
-                               watchdog_action=(doc.get("watchdog") or {}).get("action"))
-            handle = start_runner(run_dir, argv)
-        except (FugueError, OSError) as exc:
-            self.post_message(Launched(run_dir, error=str(exc)))
+            launch = launch_plan(doc, resume, saved)
+        except LaunchFailed as exc:
+            self.post_message(Launched(exc.run_dir, error=str(exc)))
             return
-        self.post_message(Launched(run_dir, handle, offset))
+        self.post_message(Launched(launch.run_dir, launch.handle, launch.offset,
+                                   attach=launch.attach))
 
     def on_launched(self, message: Launched) -> None:
         self.launching = False
@@ -416,8 +298,8 @@ class PlanScreen(Screen):
         if message.attach:
             self.notify(f"{message.run_dir} is already running: attached to it",
                         severity="warning", markup=False)
-        self.app.open_run(Path(message.run_dir), message.handle, message.offset,
-                          attached=message.attach)
+        self.dashboard.open_run(Path(message.run_dir), message.handle, message.offset,
+                                attached=message.attach)
 
     def action_attach(self) -> None:
         # The same expansion as a launch (engine.define.paths): "~/runs" is searched where
@@ -434,4 +316,4 @@ class PlanScreen(Screen):
             self.app.push_screen,
             PathScreen(f"Attach to the run folder of a campaign ({len(found)} running under "
                        f"{runs_dir}):", default),
-            lambda path: self.app.attach(path) if path else None)
+            lambda path: self.dashboard.attach(path) if path else None)

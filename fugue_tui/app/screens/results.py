@@ -1,16 +1,15 @@
 """The Results screen: the group rows of a runs folder (ours or the fugue harness's), a
 filter and a sort over them, the provenance of the selected row, and the figures of the
-filtered rows as terminal charts (speedup over seq, wall-clock, throughput, energy per
-model, peak memory, accuracy parity, the ablation ladder), redrawn when rows land; under
-them, the K-sweep curves with their knees and the advice
-(:mod:`fugue_tui.app.widgets.sweep_panel`). What the
+filtered rows as terminal charts (:mod:`fugue_tui.app.widgets.figure_charts`), redrawn when
+rows land, with the K-sweep curves, their knees and the advice under them; an hpo row's
+best-so-far curve over its provenance (:mod:`fugue_tui.app.widgets.provenance`). What the
 load left out (a file's torn last line) is said under the header and notified once.
 
 A thread worker watches the results files (size and mtime, every :data:`POLL_S`) and,
 when they changed or the filter did, loads them (:func:`engine.results.load.load_runs`) and
-builds the figures (:func:`fugue_tui.report.figures.build`, the analysis ``fugue-tui report``
-uses); only a :class:`ResultsLoaded` message reaches the widgets. Charts are drawn on the
-UI thread (plotext is not thread-safe) and only when the figures or the pane width changed.
+analyses them (:func:`fugue_tui.app.models.results.analyse`, the analysis ``fugue-tui
+report`` uses); only a :class:`~fugue_tui.app.messages.ResultsLoaded` message reaches the
+widgets.
 Export writes the same figures as PNG/SVG and the LaTeX table
 (:func:`fugue_tui.report.tables.export_results`).
 
@@ -25,41 +24,40 @@ Export writes the same figures as PNG/SVG and the LaTeX table
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
-from textual.message import Message
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
 from fugue_tui.app.actions import RESULTS, bindings
-from fugue_tui.app.messages import Notice
-from fugue_tui.app.models.hpo import best_curve, curve_text
+from fugue_tui.app.messages import Notice, ResultsLoaded
 from fugue_tui.app.models.results import (
     COLUMNS,
     Filter,
-    apply_filter,
     files_signature,
+    header_text,
     parse_filter,
-    provenance,
     result_files,
     row_key,
-    sort_value,
-    table_rows,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
-from fugue_tui.app.widgets.fitted_table import FittedTable
+from fugue_tui.app.widgets.figure_charts import FigureCharts
 from fugue_tui.app.widgets.footer import KeyFooter
-from fugue_tui.app.widgets.sweep_panel import SweepPanel
+from fugue_tui.app.widgets.group_table import GroupTable
+from fugue_tui.app.widgets.provenance import ProvenancePane
+
+if TYPE_CHECKING:  # the results' modules load in the loading worker, off the UI thread
+    from engine.results.load import Runs
+    from fugue_tui.app.models.results import Signature
+    from fugue_tui.report.figures import Results
 
 #: Seconds between two checks of the results files.
 POLL_S = 1.0
@@ -67,19 +65,6 @@ POLL_S = 1.0
 #: keys typed ahead of it (:class:`fugue_tui.app.screens.modals.PathScreen`): longer than a
 #: burst of typing (tens of ms a key), shorter than reading the dialog.
 EXPORT_ARM_S = 0.5
-
-
-@dataclass(eq=False)
-class ResultsLoaded(Message):
-    """Rows (``runs``, filtered ``shown``) and their figures (``results``), or ``error``."""
-
-    runs: Any = None
-    shown: Any = None
-    results: Any = None
-    error: str = ""
-    filter_error: str = ""
-    version: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class ResultsScreen(Screen):
@@ -93,22 +78,22 @@ class ResultsScreen(Screen):
         self.source = Path(source)
         self.filter_text = filter_text
         self.n_boot = n_boot
-        self.runs = None
-        self.shown = None
-        self.results = None
-        self.sort_column = ""
-        self.sort_reverse = False
-        self._rows: dict[str, tuple[str, ...]] = {}
-        #: Row key → its cell's ttb_speedup (hpo rows with a seq baseline).
+        self.runs: Runs | None = None
+        self.shown: Runs | None = None
+        self.results: Results | None = None
+        #: Row key → its cell's ttb_speedup (hpo rows with a baseline-executor cell).
         self._ttb: dict[str, float] = {}
-        self._by_key: dict[str, dict[str, Any]] = {}
-        self._charts_key: Any = None
+        self._by_key: dict[str, dict[str, object]] = {}
         self._wake = threading.Event()
         #: The load notes already notified (:attr:`engine.results.load.Runs.notes`).
         self._told: set[str] = set()
-        #: Loads applied and chart redraws (tests read them).
+        #: Loads applied (tests read them).
         self.loads = 0
-        self.chart_draws = 0
+
+    @property
+    def chart_draws(self) -> int:
+        """Chart redraws so far (tests read them)."""
+        return self.query_one(FigureCharts).draws
 
     def compose(self) -> ComposeResult:
         yield Static("", id="results-header")
@@ -116,43 +101,35 @@ class ResultsScreen(Screen):
                     placeholder="filter: exp:D_ens executor:unified k:8 gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
-            yield FittedTable(id="groups", cursor_type="row", zebra_stripes=True)
-            yield Static("select a row: its provenance", id="provenance")
-        with VerticalScroll(id="figures-pane"):
-            yield Static("loading…", id="figures")
-            yield SweepPanel()  # K sweeps and advice (issue 23), under the figures
+            yield GroupTable()
+            yield ProvenancePane()
+        yield FigureCharts()
         yield KeyFooter()
 
-    def on_resize(self, event: Any = None) -> None:
+    def on_resize(self, event: events.Resize | None = None) -> None:
         from fugue_tui.app.compact import set_compact
 
         set_compact(self)
-        if event is not None:
-            self.call_after_refresh(self._draw_charts)
+        if event is not None:  # the charts follow the screen's width, not their own
+            self.call_after_refresh(self.query_one(FigureCharts).redraw)
 
     def on_mount(self) -> None:
         self.on_resize()
-        table = self.query_one("#groups", DataTable)
-        for key, header, _ in COLUMNS:
-            table.add_column(header, key=key)
-        table.focus()
+        self.query_one(GroupTable).focus()
         self._watch()
 
     # -- the loading worker (no widget access) --------------------------------------------
     @work(thread=True, exclusive=True, group="results")
     def _watch(self) -> None:
         from engine.errors import FugueError
-        from engine.results.analysis import cell_columns
         from engine.results.load import load_runs
-        from fugue_tui.app.models.hpo import ttb_by_row
-        from fugue_tui.report.figures import build
-        from fugue_tui.report.sweeps import analyse
+        from fugue_tui.app.models.results import analyse
 
         worker = get_current_worker()
         files = result_files(self.source)
-        seen: Any = None
-        loaded: Any = None
-        runs = None
+        seen: tuple[Signature, str] | None = None  # the files and the filter last loaded
+        loaded: Signature | None = None  # the files last read
+        runs: Runs | None = None
         version = 0
         while not worker.is_cancelled:
             signature = (files_signature(files), self.filter_text)
@@ -162,14 +139,10 @@ class ResultsScreen(Screen):
                 try:
                     if runs is None or signature[0] != loaded:
                         runs, loaded = load_runs(self.source), signature[0]
-                    flt = parse_filter(self.filter_text)
-                    shown = apply_filter(runs, flt)
-                    results = build(shown, n_boot=self.n_boot)
-                    sweep = {"sweep": analyse(shown, n_boot=self.n_boot),
-                             "ttb": ttb_by_row(shown.groups, results.table,
-                                               cell_columns(), row_key)}
-                    self.post_message(ResultsLoaded(runs, shown, results, "", flt.error,
-                                                    version, sweep))
+                    analysis = analyse(runs, self.filter_text, self.n_boot)
+                    self.post_message(ResultsLoaded(
+                        runs, analysis.shown, analysis.results, "", analysis.filter_error,
+                        version, analysis.sweep, analysis.ttb))
                 except FugueError as exc:  # no results yet, a file that is not ours
                     runs = None
                     self.post_message(ResultsLoaded(error=str(exc), version=version))
@@ -179,119 +152,45 @@ class ResultsScreen(Screen):
     def on_results_loaded(self, message: ResultsLoaded) -> None:
         self.loads += 1
         header = self.query_one("#results-header", Static)
-        if message.error:
+        charts = self.query_one(FigureCharts)
+        if message.error or message.runs is None or message.shown is None \
+                or message.results is None:
             header.update(Text(f"{self.source}: {message.error}", style="yellow"))
-            self.query_one("#figures", Static).update(Text("no results to draw yet",
-                                                           style="dim"))
+            charts.show_nothing()
             return
         self.runs, self.shown, self.results = message.runs, message.shown, message.results
-        self._ttb = message.extra.get("ttb") or {}
-        self.query_one(SweepPanel).set_view(message.extra.get("sweep"))
-        total, shown = len(self.runs.groups), len(self.shown.groups)
-        line = Text(f"results {self.source} · {shown} of {total} group rows", style="bold")
-        machines = self.shown.groups["machine"].nunique() if shown else 0
-        line.append(f" · {machines} machine{'s' if machines != 1 else ''}")
-        if self.filter_text.strip():
-            line.append(f" · filter: {self.filter_text.strip()}")
-        if message.filter_error:
-            line.append(f"\n{message.filter_error}", style="yellow")
-        for note in self.runs.notes:  # what the load left out (a torn last line)
-            line.append(f"\nwarning: {note}", style="yellow")
-            if note not in self._told:  # said once, not at every reload
+        self._ttb = message.ttb
+        header.update(header_text(self.source, self.runs, self.shown, self.filter_text,
+                                  message.filter_error))
+        for note in self.runs.notes:  # what the load left out, said once, not at every reload
+            if note not in self._told:
                 self._told.add(note)
                 self.notify(note, severity="warning", markup=False)
-        header.update(line)
         self._sync_table()
-        self._draw_charts()
+        charts.show(message.results, message.sweep)
         self._show_provenance()
 
     # -- table ----------------------------------------------------------------------------
     def _sync_table(self) -> None:
-        table = self.query_one("#groups", DataTable)
-        groups = self.shown.groups
-        wanted = table_rows(groups, self._ttb)
-        self._by_key = {row_key(r): r for r in groups.to_dict("records")}
-        if list(wanted) == list(self._rows) and wanted == self._rows:
+        if self.shown is None:
             return
-        selected = self.selected_key()
-        if set(wanted) != set(self._rows) or any(wanted[k] != self._rows[k] for k in wanted):
-            table.clear()
-            for key, cells in wanted.items():
-                table.add_row(*cells, key=key)
-        self._rows = wanted
-        self._apply_sort()
-        if selected in wanted:
-            table.move_cursor(row=table.get_row_index(selected), animate=False)
+        groups = self.shown.groups
+        self._by_key = {row_key(r): r for r in groups.to_dict("records")}
+        self.query_one(GroupTable).show(groups, self._ttb)
 
     def selected_key(self) -> str | None:
-        table = self.query_one("#groups", DataTable)
-        if not table.row_count:
-            return None
-        try:
-            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
-        except Exception:  # an empty or resorting table
-            return None
-
-    def _apply_sort(self) -> None:
-        if not self.sort_column:
-            return
-        table = self.query_one("#groups", DataTable)
-        key = self.sort_column
-        table.sort(key, key=lambda text: sort_value(key, str(text)), reverse=self.sort_reverse)
+        return self.query_one(GroupTable).selected_key()
 
     def sort_by(self, column: str, reverse: bool | None = None) -> None:
         """Sort the rows by ``column`` (a :data:`COLUMNS` key)."""
-        if reverse is None:
-            reverse = not self.sort_reverse if column == self.sort_column else False
-        self.sort_column, self.sort_reverse = column, reverse
-        selected = self.selected_key()
-        self._apply_sort()
-        table = self.query_one("#groups", DataTable)
-        if selected is not None:
-            table.move_cursor(row=table.get_row_index(selected), animate=False)
-        table.border_title = f"sorted by {column} {'↓' if reverse else '↑'}"
-
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        self.sort_by(str(event.column_key.value))
+        self.query_one(GroupTable).sort_by(column, reverse)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_provenance()
 
     def _show_provenance(self) -> None:
         key = self.selected_key()
-        row = self._by_key.get(key) if key else None
-        pane = self.query_one("#provenance", Static)
-        if row is None:
-            pane.update(Text("select a row: its provenance", style="dim"))
-            return
-        text = Text(style="bold")  # the base style the pane always had
-        best = best_curve(row)  # an hpo row: its best-so-far curve first (issue 25; the
-        if best is not None:    # pane is cut at its height, the provenance list is long)
-            ttb = row.get("time_to_best_s")
-            text.append_text(curve_text(best, ttb if isinstance(ttb, (int, float)) else None,
-                                        max(8, pane.content_size.width - 1)))
-            text.append("\n\n")
-        text.append("provenance\n")
-        for label, value in provenance(row):
-            text.append(f"{label:>13} ", style="dim")
-            text.append(value + "\n")
-        pane.update(text)
-
-    # -- charts ---------------------------------------------------------------------------
-    def _draw_charts(self) -> None:
-        from fugue_tui.report.charts import figure_chart
-
-        pane = self.query_one("#figures", Static)
-        width = max(40, self.query_one("#figures-pane").size.width - 2)
-        key = (id(self.results), width)
-        if self.results is None or key == self._charts_key:
-            return
-        self._charts_key = key
-        color = "NO_COLOR" not in os.environ
-        self.query_one(SweepPanel).draw(width, color)
-        parts = [figure_chart(f, width=width, color=color) for f in self.results.figures]
-        pane.update(Text.from_ansi("\n\n".join(parts)) if color else Text("\n\n".join(parts)))
-        self.chart_draws += 1
+        self.query_one(ProvenancePane).row = self._by_key.get(key) if key else None
 
     # -- actions --------------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -314,13 +213,15 @@ class ResultsScreen(Screen):
         self.query_one("#results-filter", Input).focus()
 
     def action_next_sort(self) -> None:
+        table = self.query_one(GroupTable)
         keys = [k for k, _, _ in COLUMNS]
-        nxt = keys[(keys.index(self.sort_column) + 1) % len(keys)] if self.sort_column \
+        nxt = keys[(keys.index(table.sort_column) + 1) % len(keys)] if table.sort_column \
             else keys[0]
         self.sort_by(nxt, reverse=False)
 
     def action_reverse_sort(self) -> None:
-        self.sort_by(self.sort_column or COLUMNS[0][0], reverse=not self.sort_reverse)
+        table = self.query_one(GroupTable)
+        self.sort_by(table.sort_column or COLUMNS[0][0], reverse=not table.sort_reverse)
 
     def action_export(self) -> None:
         default = str(Path("figures") / time.strftime("%Y%m%d_%H%M%S"))
@@ -334,7 +235,7 @@ class ResultsScreen(Screen):
             self._export(self.shown, folder)
 
     @work(thread=True, group="export")
-    def _export(self, runs, folder: str, overwrite: bool = False) -> None:
+    def _export(self, runs: Runs, folder: str, overwrite: bool = False) -> None:
         from engine.errors import FugueError
         from fugue_tui.report.export import ExportExists
         from fugue_tui.report.tables import export_results
@@ -350,16 +251,20 @@ class ResultsScreen(Screen):
             return
         self.post_message(Notice(f"exported {len(paths)} files to {folder}"))
 
-    def _ask_overwrite(self, runs, folder: str, present: list[Path]) -> None:
+    def _ask_overwrite(self, runs: Runs, folder: str, present: list[Path]) -> None:
         listed = ", ".join(p.name for p in present[:3])
         more = f" and {len(present) - 3} more" if len(present) > 3 else ""
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._export(runs, folder, overwrite=True)
+
         self.app.push_screen(
             ConfirmScreen(f"{folder} already holds {listed}{more} (an earlier export?). "
-                          f"Replace them?", yes="Replace"),
-            lambda yes: self._export(runs, folder, overwrite=True) if yes else None)
+                          f"Replace them?", yes="Replace"), confirmed)
 
     def on_notice(self, message: Notice) -> None:
-        self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
+        self.notify(message.text, severity=message.severity, markup=False)
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

@@ -358,7 +358,7 @@ class RunScreen(Screen):
         self.commands.dump_stacks()
 
     def on_notice(self, message: Notice) -> None:
-        self.notify(message.text, severity=message.severity, markup=False)  # type: ignore[arg-type]
+        self.notify(message.text, severity=message.severity, markup=False)
 
     def action_follow_running(self) -> None:
         # Several cells running (one per device): 'f' on a running row follows that one.

@@ -12,170 +12,45 @@ is set, :class:`CampaignForm.ExperimentsFileChanged` first (the screen reloads t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
-from fugue_tui.app.models.plan import format_option, parse_option
+from fugue_tui.app.models.form_fields import (
+    Field,
+    campaign_fields,
+    field_input_type,
+    fit_hint,
+    get_path,
+    input_type,
+    option_hint,
+    option_inputs,
+    plan_executors,
+    set_max_parallel,
+    set_option,
+    set_path,
+    set_setting,
+    shown_value,
+)
+from fugue_tui.app.models.option_text import format_option
+from fugue_tui.app.models.plan import PlanDoc
 
+#: The name the form's fields had here (tests read them through it).
+_fields = campaign_fields
 
-@dataclass(frozen=True)
-class Field:
-    """One campaign setting in the form: ``path`` in the document (``watchdog.action``),
-    kind ``text`` | ``int`` | ``float`` | ``select`` | ``list`` (a comma list of names, one
-    cell each; one name is written as a plain value) | ``ints`` (a comma list of integers,
-    always a list: ``k_sweep``) | ``size`` (``6GiB``, ``512MiB`` or a number of MiB:
-    ``[budget]``), and the choices of a select or list."""
-
-    path: str
-    kind: str
-    choices: tuple[str, ...] = ()
-    help: str = ""
-    #: The empty field's placeholder: a default or an example, worded so that it cannot be
-    #: taken for a value (a placeholder is dim, which a plain capture does not show).
-    hint: str = ""
-
-    @property
-    def id(self) -> str:
-        return "f-" + self.path.replace(".", "-").replace("_", "-")
-
-
-#: The form's one field that is no campaign key: ``max_parallel``, written into every
-#: selected executor that declares the option (:meth:`CampaignForm._max_parallel`), shown
-#: after this key.
-_MAX_PARALLEL_AFTER = "retries"
-
-
-def _fields() -> tuple[Field, ...]:
-    """The campaign's fields, generated from the campaign keys declared as form fields
-    (``engine.define.campaign_schema``: kind, choices, help and hint), in declaration
-    order, with ``max_parallel`` after ``retries``."""
-    from engine.define.campaign_schema import KEYS, form_hint
-
-    out = []
-    for key in KEYS.values():
-        if key.form is None:
-            continue
-        out.append(Field(key.name, key.form.kind, key.form.choices or key.choices,
-                         help=key.form.help or key.doc, hint=form_hint(key)))
-        if key.name == _MAX_PARALLEL_AFTER:
-            out.append(Field("max_parallel", "text",
-                             help="most jobs at once, a number or auto (estimated from this "
-                                  "machine's profiles), for executors that run jobs "
-                                  "concurrently (sets [options.<executor>] max_parallel)",
-                             hint="e.g. 4 or auto (unset: all jobs)"))
-    return tuple(out)
-
-
-def option_hint(declared: Any) -> str:
-    """The placeholder of an executor option's field: its default first (``default fifo ·
-    fifo|sha|asha``), or ``unset ·`` and what unset means, so that the dim text cannot be
-    taken for a value."""
-    from engine.define.executor_options import hint
-
-    head = f"default {declared.default_text}" if declared.default is not None else "unset"
-    rest = [("|".join(declared.choices) if declared.choices else ""),
-            (f">= {declared.minimum:g}" if declared.minimum is not None else "")]
-    text = " · ".join(p for p in (head, *rest) if p)
-    return text if declared.default is not None or any(rest) else f"{head} · {hint(declared)}"
-
-
-def input_type(types: tuple[type, ...]) -> str:
-    """Textual's ``Input.type`` for a value of ``types``: ``integer`` and ``number`` refuse
-    other keys as they are typed (a space typed into grace_period was taken); ``text`` where
-    a word is also allowed (max_parallel's auto, a comma list of an axis)."""
-    if set(types) == {int}:
-        return "integer"
-    if set(types) <= {int, float}:
-        return "number"
-    return "text"
-
-
-def fit_hint(text: str, width: int) -> str:
-    """``text`` cut to ``width`` cells at a word or separator, with an ellipsis (a hint cut
-    mid-list read as a value: "fp32, tf32, amp-fp16, amp-bf16,")."""
-    if width <= 0 or len(text) <= width:
-        return text
-    cut = text[: max(1, width - 1)]
-    for stop in (" · ", " (", ", ", " "):
-        at = cut.rfind(stop)
-        if at >= width // 3:
-            cut = cut[:at]
-            break
-    return cut.rstrip(" ,·(") + "…"
-
-
-def option_inputs(executor: str) -> list[tuple[str, str, str]]:
-    """The option fields the form shows under a registered executor, generated from its
-    declared options: ``(option, widget id, hint)`` in declaration order, the hint being
-    the option's choices, bound and default, then its help."""
-    from engine.define.executor_options import hint
-    from engine.registry import EXECUTORS
-
-    return [(option, f"opt-{executor}-{option}", hint(declared))
-            for option, declared in EXECUTORS.get(executor).option_fields.items()]
+#: Re-exported: the form's fields are read where they are shown (tests, the docs).
+__all__ = ["FOCUS_MARK", "CampaignForm", "Field", "StateCheckbox", "fit_hint", "input_type",
+           "option_hint", "option_inputs"]
 
 
 #: What marks the focused field's label: a plain character, so that a capture without
 #: colours (tmux capture-pane -p, NO_COLOR) still shows where the keys go.
 FOCUS_MARK = "> "
-
-
-def _get(doc: dict[str, Any], path: str) -> Any:
-    value: Any = doc
-    for part in path.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
-
-
-def _set(doc: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for part in parents:
-        doc = doc.setdefault(part, {})
-    if value is None:
-        doc.pop(last, None)
-    else:
-        doc[last] = value
-
-
-
-def _checked(spec: Field, text: str) -> tuple[Any] | str | None:
-    """``text`` of a ``k_sweep`` or ``[budget]`` field as the campaign file's value, in a
-    1-tuple; a one-line error (the same words as ``--k-sweep`` and the campaign file's
-    ``[budget]`` check); None for the other fields. The k_sweep rules that depend on the
-    selection (increasing, >= 1, ensembles only) are the preview's, as for a file."""
-    from engine.errors import ConfigError
-
-    if spec.kind == "ints":
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        try:
-            return ([int(p) for p in parts],)
-        except ValueError:
-            return (f"{spec.path}: expected comma-separated integers such as 1,2,4,8, "
-                    f"got {text!r}")
-    if not spec.path.startswith("budget."):
-        return None
-    from engine.profile.budget import parse_cores, parse_size
-
-    key = spec.path.split(".", 1)[1]
-    where = f"budget: key '{key}'"
-    try:
-        if spec.kind == "size":
-            parse_size(text, where)
-            try:  # a bare number is MiB: written as a number, as in a campaign file
-                number = float(text)
-                return (int(number) if number.is_integer() else number,)
-            except ValueError:
-                return (text,)
-        return (parse_cores(text, where),)
-    except ConfigError as exc:
-        return str(exc)
 
 
 class StateCheckbox(Checkbox):
@@ -184,7 +59,8 @@ class StateCheckbox(Checkbox):
     tells them apart by colour alone)."""
 
     @property
-    def BUTTON_INNER(self) -> str:  # noqa: N802 (Textual's class attribute, per value here)
+    # A property where Checkbox has a class attribute: the mark depends on the value.
+    def BUTTON_INNER(self) -> str:  # type: ignore[override]  # noqa: N802 (Textual's name)
         return "X" if self.value else " "
 
 
@@ -201,11 +77,13 @@ class CampaignForm(VerticalScroll):
             super().__init__()
             self.path = path
 
-    def __init__(self, doc: dict[str, Any], **kwargs) -> None:
+    def __init__(self, doc: PlanDoc, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.doc = doc
-        self.fields = _fields()
+        self.fields = campaign_fields()
         self.errors: dict[str, str] = {}
+        #: Each input's whole placeholder, before it was cut to the box (:meth:`_fit_hints`).
+        self._full_hints: dict[Input, str] = {}
 
     @property
     def resume(self) -> bool:
@@ -225,7 +103,7 @@ class CampaignForm(VerticalScroll):
         for spec in self.fields:
             with Horizontal(classes="row"):
                 yield Label(spec.path, classes="label")
-                value = _get(self.doc, spec.path)
+                value = get_path(self.doc, spec.path)
                 if spec.kind == "select":
                     yield Select([(c, c) for c in spec.choices], id=spec.id,
                                  value=value if value in spec.choices else Select.NULL,
@@ -238,8 +116,7 @@ class CampaignForm(VerticalScroll):
                         value = ", ".join(map(str, value))
                     yield Input("" if value is None else str(value), id=spec.id,
                                 placeholder=spec.hint or spec.help,
-                                type={"int": "integer", "float": "number"}.get(
-                                    spec.kind, "text"), tooltip=spec.help or None,
+                                type=field_input_type(spec.kind), tooltip=spec.help or None,
                                 compact=True)
         yield Label("executors", classes="heading")
         for name in EXECUTORS.names():
@@ -259,13 +136,13 @@ class CampaignForm(VerticalScroll):
                             False, id="resume", compact=True)
 
     # -- where the keys go, readable without colour ----------------------------------------
-    def on_descendant_focus(self, event: Any) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._mark(event.widget, True)
 
-    def on_descendant_blur(self, event: Any) -> None:
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         self._mark(event.widget, False)
 
-    def _mark(self, widget: Any, focused: bool) -> None:
+    def _mark(self, widget: Widget, focused: bool) -> None:
         """``> passes`` on the focused field's label (a checkbox: on its own label)."""
         if isinstance(widget, Checkbox):
             base = str(widget.label).removeprefix(FOCUS_MARK)
@@ -280,15 +157,13 @@ class CampaignForm(VerticalScroll):
                                                          widget.id.startswith("opt-")
                                                          else base))
 
-    def on_resize(self, event: Any = None) -> None:
+    def on_resize(self, event: events.Resize | None = None) -> None:
         self.call_after_refresh(self._fit_hints)
 
     def _fit_hints(self) -> None:
         """Each placeholder cut to its box at a word, with an ellipsis."""
         for box in self.query(Input):
-            full = getattr(box, "_full_hint", None)
-            if full is None:
-                full = box._full_hint = str(box.placeholder)
+            full = self._full_hints.setdefault(box, str(box.placeholder))
             width = box.content_size.width
             if width > 0:
                 box.placeholder = fit_hint(full, width)
@@ -308,79 +183,40 @@ class CampaignForm(VerticalScroll):
 
     def _setting_changed(self, spec: Field, text: str) -> None:
         self.errors.pop(spec.path, None)
-        text = text.strip()
         if spec.path == "max_parallel":
-            self._max_parallel(text)
+            self._max_parallel(text.strip())
             return
-        if not text:
-            _set(self.doc, spec.path, None)
-            return
-        if spec.kind == "list":  # checked by the preview (parse_campaign), like a file's
-            names = [t.strip() for t in text.split(",") if t.strip()]
-            _set(self.doc, spec.path, names[0] if len(names) == 1 else names)
-            return
-        checked = _checked(spec, text)
-        if isinstance(checked, str):
-            self.errors[spec.path] = checked
-            return
-        if checked is not None:
-            _set(self.doc, spec.path, checked[0])
-            return
-        try:
-            value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
-        except ValueError:
-            self.errors[spec.path] = f"{spec.path}: not a number: {text!r}"
-            return
-        _set(self.doc, spec.path, value)
-        if spec.path == "experiments_file":
-            self.post_message(self.ExperimentsFileChanged(value))
+        error = set_setting(self.doc, spec, text)
+        if error:
+            self.errors[spec.path] = error
+        elif spec.path == "experiments_file" and text.strip():
+            self.post_message(self.ExperimentsFileChanged(get_path(self.doc, spec.path)))
 
     def _max_parallel(self, text: str) -> None:
-        """The campaign-wide max_parallel: written into every selected executor that
-        declares the option (it is an executor option in the campaign file)."""
-        from engine.executors import check_max_parallel
-        from engine.registry import EXECUTORS
-
-        try:
-            value: Any = int(text) if text else None
-        except ValueError:
-            value = text  # "auto": estimated from this machine's profiles
-        try:
-            if value is not None:
-                check_max_parallel(value)
-        except ValueError as exc:
-            self.errors["max_parallel"] = f"max_parallel: {exc}"
+        """The campaign-wide max_parallel, shown in each executor's own box too."""
+        error, written = set_max_parallel(self.doc, text)
+        if error:
+            self.errors["max_parallel"] = error
             return
-        for name in EXECUTORS.names():
-            if "max_parallel" in EXECUTORS.get(name).option_fields:
-                _set(self.doc, f"options.{name}.max_parallel", value)
-                box = self.query(f"#opt-{name}-max_parallel")
-                if box:
-                    with self.prevent(Input.Changed):
-                        box.first(Input).value = text
+        for name in written:
+            box = self.query(f"#opt-{name}-max_parallel")
+            if box:
+                with self.prevent(Input.Changed):
+                    box.first(Input).value = text
 
     def _option_changed(self, widget_id: str, text: str) -> None:
-        from engine.registry import EXECUTORS
-
         _, executor, option = widget_id.split("-", 2)
-        spec = EXECUTORS.get(executor)
         key = f"options.{executor}.{option}"
         self.errors.pop(key, None)
-        try:
-            declared = spec.option_fields[option]
-            value = parse_option(text, declared.types, axis=declared.axis)
-        except ValueError as exc:
-            self.errors[key] = f"{key}: {exc}"
-            return
-        _set(self.doc, key, value)
-        if not self.doc.get("options", {}).get(executor):
-            self.doc.get("options", {}).pop(executor, None)
+        error = set_option(self.doc, executor, option, text)
+        if error:
+            self.errors[key] = error
 
     def on_select_changed(self, event: Select.Changed) -> None:
         spec = self._field(event.select.id)
         if spec is None:
             return
-        _set(self.doc, spec.path, None if event.value is Select.NULL else str(event.value))
+        set_path(self.doc, spec.path, None if event.value is Select.NULL else str(event.value))
         self.post_message(self.Changed())
 
     def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
@@ -399,26 +235,17 @@ class CampaignForm(VerticalScroll):
 
         with self.prevent(Input.Changed, Select.Changed, Checkbox.Changed):
             for spec in self.fields:
-                value = _get(self.doc, spec.path)
-                if spec.path == "max_parallel":
-                    values = {v.get("max_parallel") for v in (self.doc.get("options") or {}).values()
-                              if isinstance(v, dict) and "max_parallel" in v}
-                    value = values.pop() if len(values) == 1 else None
+                shown = shown_value(self.doc, spec)
                 if spec.kind == "select":
-                    widget = self.query_one(f"#{spec.id}", Select)
-                    widget.value = value if value in spec.choices else (
-                        Select.NULL if spec.path != "watchdog.action" else "flag")
-                elif spec.kind in ("list", "ints"):
-                    self.query_one(f"#{spec.id}", Input).value = (
-                        ", ".join(map(str, value)) if isinstance(value, list)
-                        else ("" if value is None else str(value)))
+                    self.query_one(f"#{spec.id}", Select).value = \
+                        Select.NULL if shown is None else shown
                 else:
-                    self.query_one(f"#{spec.id}", Input).value = "" if value is None else str(value)
-            executors = self.doc.get("executors") or ["seq"]
-            executors = [executors] if isinstance(executors, str) else executors
+                    self.query_one(f"#{spec.id}", Input).value = shown or ""
+            executors = plan_executors(self.doc)
+            options = self.doc.get("options") or {}
             for name in EXECUTORS.names():
                 self.query_one(f"#exec-{name}", Checkbox).value = name in executors
                 for option in EXECUTORS.get(name).option_fields:
-                    value = (self.doc.get("options") or {}).get(name, {}).get(option)
+                    value = options.get(name, {}).get(option)
                     self.query_one(f"#opt-{name}-{option}", Input).value = format_option(value)
         self.errors.clear()

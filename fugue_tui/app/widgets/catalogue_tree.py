@@ -12,8 +12,6 @@ Space toggles the experiment under the cursor (or every experiment of a group).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rich.style import Style
 from rich.text import Text
 from textual.message import Message
@@ -21,6 +19,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from fugue_tui.app.actions import PLAN, Action, bindings
+from fugue_tui.app.models.catalogue import ExperimentInfo
 
 _NAV = (
     Action("nav.down", "j", "cursor_down", "down", "move down", show=False),
@@ -28,19 +27,6 @@ _NAV = (
     Action("nav.top", "g", "scroll_home", "top", "first line", show=False),
     Action("nav.bottom", "G", "scroll_end", "bottom", "last line", show=False),
 )
-
-
-@dataclass(frozen=True)
-class ExperimentInfo:
-    """What the tree shows for one experiment (built from the catalogue and availability)."""
-
-    id: str
-    family: str
-    type: str
-    summary: str          # "mlp_bn/digits · K 5 · small"
-    available: bool
-    reason: str = ""
-    description: str = ""
 
 
 class CatalogueTree(Tree[str]):
@@ -130,7 +116,7 @@ class CatalogueTree(Tree[str]):
         """The selection in catalogue order."""
         return [e for e in self.experiments if e in self.selected]
 
-    def action_toggle(self) -> None:
+    def action_toggle_selection(self) -> None:
         node = self.cursor_node
         if node is None or node.data is None:
             return

@@ -26,6 +26,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.geometry import Region
+from textual.widgets.data_table import ColumnKey
 
 from engine.observe.state import CampaignState
 from fugue_tui.app.actions import Action, bindings
@@ -125,7 +126,7 @@ class CellTable(FittedTable):
         column when a value got narrower (a state going from running to done), which cost
         the dashboard a few % of a core on a 20-cell campaign."""
         plain = value.plain if isinstance(value, Text) else str(value)
-        return cell_len(plain) > self.columns[column].content_width
+        return cell_len(plain) > self.columns[ColumnKey(column)].content_width
 
     def _move(self, row: int) -> None:
         """Move the cursor for the program (not the user's choice)."""

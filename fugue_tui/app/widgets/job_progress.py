@@ -19,6 +19,7 @@ from textual.widgets import Static
 
 from engine.observe.state import CellState
 from fugue_tui.app.models.cells import NOT_RUN, not_run_reason
+from fugue_tui.live.job_table import JobTable
 from fugue_tui.live.view import LiveView
 
 #: Seconds between two redraws for new progress of the same cell attempt.
@@ -75,7 +76,7 @@ class JobProgress(Static):
 
         width = self.size.width
         table = jobs.renderables[0] if jobs.renderables else None
-        if width < 20 or not hasattr(table, "table") or not self.is_mounted:
+        if width < 20 or not isinstance(table, JobTable) or not self.is_mounted:
             return jobs
         key = (cell_key, width, len(table.rows))
         columns = self._columns.get(key)

@@ -10,10 +10,13 @@ width changed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from fugue_tui.report.sweeps import SweepView
 
 
 class SweepPanel(Static):
@@ -25,14 +28,15 @@ class SweepPanel(Static):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", id=kwargs.pop("id", "sweep-panel"), **kwargs)
-        self.view: Any = None
-        self._drawn: Any = None
+        self.view: SweepView | None = None
+        #: What was drawn last: (the view's id, width, colour), None: nothing yet.
+        self._drawn: tuple[int, int, bool] | None = None
         #: Redraws and the plain text last drawn (tests read them).
         self.draws = 0
         self.text = ""
         self.display = False
 
-    def set_view(self, view: Any) -> None:
+    def set_view(self, view: SweepView | None) -> None:
         """The :class:`fugue_tui.report.sweeps.SweepView` of the rows shown (None: none)."""
         self.view = view
 

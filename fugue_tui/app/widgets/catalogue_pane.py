@@ -1,0 +1,81 @@
+"""The plan screen's catalogue pane: the catalogue tree (:class:`CatalogueTree`) over the
+details of the experiment under the cursor (what it is, whether it can run here and if not
+why).
+
+:meth:`CataloguePane.load` reads the catalogue in a thread worker (it loads the plugins and
+probes the machine: :func:`fugue_tui.app.models.catalogue.experiment_infos`) and posts a
+:class:`~fugue_tui.app.messages.CatalogueLoaded`, which bubbles to the screen: the screen
+decides what the selection becomes (it belongs to the plan) and calls :meth:`show`.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static, Tree
+
+from engine.errors import FugueError
+from fugue_tui.app.messages import CatalogueLoaded
+from fugue_tui.app.models.catalogue import ExperimentInfo, experiment_infos
+from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
+
+#: What the details say while the cursor is on a group.
+HINT = "space selects · a: all that run here · c: clear"
+
+
+class CataloguePane(Vertical):
+    """See the module docstring. The tree is ``#catalogue``, the details ``#exp-details``."""
+
+    def compose(self) -> ComposeResult:
+        yield CatalogueTree(id="catalogue")
+        yield Static("", id="exp-details")
+
+    @property
+    def catalogue(self) -> CatalogueTree:
+        return self.query_one(CatalogueTree)
+
+    @work(thread=True, exclusive=True, group="catalogue")
+    def load(self, experiments_file: str | None) -> None:
+        """Read the catalogue merged with ``experiments_file`` (None: the built-in one)."""
+        try:
+            infos = experiment_infos(experiments_file)
+        except FugueError as exc:
+            self.post_message(CatalogueLoaded([], str(exc), experiments_file or ""))
+            return
+        self.post_message(CatalogueLoaded(infos, "", experiments_file or ""))
+
+    def show(self, experiments: list[ExperimentInfo], selected: list[str]) -> None:
+        """Show a catalogue with the experiments of ``selected`` that it has selected."""
+        self.catalogue.load(experiments, selected)
+        self.show_details()
+
+    def on_tree_node_highlighted(self) -> None:
+        self.show_details()
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
+        if event.node.data and not str(event.node.data).startswith("group:"):
+            self.catalogue.action_toggle_selection()  # Enter on an experiment selects it too
+
+    def show_details(self) -> None:
+        """The details of the experiment under the cursor (on a group: how to select)."""
+        exp = self.catalogue.highlighted_experiment()
+        details = self.query_one("#exp-details", Static)
+        if exp is None:
+            details.update(Text(HINT, style="dim"))
+            return
+        text = Text(f"{exp.id}: {exp.description or exp.summary}\n")
+        if exp.available:
+            text.append("can run here", style="green")
+        else:
+            text.append(f"unavailable: {exp.reason}", style="yellow")
+        details.update(text)
+
+    def select_available(self) -> None:
+        """Add every experiment that can run here to the selection."""
+        tree = self.catalogue
+        tree.set_selected(tree.selected | {e.id for e in tree.experiments.values() if e.available})
+
+    def clear_selection(self) -> None:
+        self.catalogue.set_selected(set())
