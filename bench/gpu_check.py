@@ -35,7 +35,7 @@ below, in order of the run::
 
 or, for a file of GPU tests (test_* functions; ``tmp_path`` is the only fixture; no pytest
 import: ``unittest.SkipTest`` skips), ``gpu_tests("tests/gpu/test_gpu_mine.py", budget_s=30)``.
-A default part counts towards ``DEFAULT_BUDGET_S`` (tests/unit/test_gpu_check.py checks the
+A default part counts towards ``DEFAULT_BUDGET_S`` (tests/unit/bench/test_gpu_check.py checks the
 sum); a longer one is ``default=False`` and runs when named.
 """
 

@@ -2,7 +2,7 @@
 loads (``engine.define``), again by a cell reading its spec (``engine.cell.protocol``), and
 printed into README's "Bounds" paragraph (:func:`markdown_table`; after a change, paste
 ``python -c "from engine.bounds import markdown_table; print(markdown_table())"`` there:
-``tests/unit/test_value_bounds.py`` compares them).
+``tests/unit/engine/test_value_bounds.py`` compares them).
 
 A bound protects the machine, not taste: K = 10,000,000 made even ``--dry-run`` run for
 minutes at gigabytes, 100,000 torch threads killed the cell with SIGSEGV, ``lr = inf`` and

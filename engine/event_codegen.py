@@ -1,7 +1,7 @@
 """The source of :mod:`engine.event_types`, generated from the event table
 (:data:`engine.events.EVENTS`, :data:`engine.events.FIELD_TYPES`): one class per declared
 (source, type). Checked in rather than built at run time so that mypy sees the classes and
-their typed fields; ``tests/unit/test_event_types.py`` fails while the file and the table
+their typed fields; ``tests/unit/engine/test_event_types.py`` fails while the file and the table
 differ. Torch-free.
 
     python -m engine.event_codegen > engine/event_types.py
@@ -28,7 +28,7 @@ def types_module() -> str:
         "",
         "GENERATED from engine/events.py (EVENTS, FIELD_TYPES); do not edit. After changing",
         "the table, run:  python -m engine.event_codegen > engine/event_types.py",
-        "(tests/unit/test_event_types.py fails while this file and the table differ).",
+        "(tests/unit/engine/test_event_types.py fails while this file and the table differ).",
         "",
         "Each class reads its declared fields as typed properties (None when a document",
         "lacks one: engine.event_base) and builds an event to write from keyword arguments",

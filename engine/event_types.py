@@ -2,7 +2,7 @@
 
 GENERATED from engine/events.py (EVENTS, FIELD_TYPES); do not edit. After changing
 the table, run:  python -m engine.event_codegen > engine/event_types.py
-(tests/unit/test_event_types.py fails while this file and the table differ).
+(tests/unit/engine/test_event_types.py fails while this file and the table differ).
 
 Each class reads its declared fields as typed properties (None when a document
 lacks one: engine.event_base) and builds an event to write from keyword arguments

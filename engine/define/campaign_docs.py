@@ -4,7 +4,7 @@
     python -m engine.define.campaign_docs          # rewrite the table in README.md
     python -m engine.define.campaign_docs --check  # exit 1 when README.md is out of date
 
-``tests/unit/test_campaign_schema.py`` checks the file is up to date. Torch-free.
+``tests/unit/engine/define/test_campaign_schema.py`` checks the file is up to date. Torch-free.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ its ``fugue-tui run`` flag (:class:`Flag`) and its field in the dashboard's plan
 - ``fugue-tui run``'s flags and their ``--help`` (``fugue_tui.commands.run_flags``);
 - the plan form's campaign fields (``fugue_tui.app.widgets.campaign_form``);
 - README's table of campaign keys (:func:`markdown_table`, written by
-  ``python -m engine.define.campaign_docs``, pinned by ``tests/unit/test_campaign_schema.py``).
+  ``python -m engine.define.campaign_docs``, pinned by ``tests/unit/engine/define/test_campaign_schema.py``).
 
 This is the executor options' mechanism (``engine.define.executor_options``) for the
 campaign's own keys: adding a key is one entry here (and its meaning where it is used).

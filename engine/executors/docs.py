@@ -4,7 +4,7 @@
     python -m engine.executors.docs          # rewrite the table in docs/executors.md
     python -m engine.executors.docs --check  # exit 1 when the file is out of date
 
-``tests/unit/test_executor_options.py`` checks the file is up to date. Torch-free.
+``tests/unit/engine/define/test_executor_options.py`` checks the file is up to date. Torch-free.
 """
 
 from __future__ import annotations

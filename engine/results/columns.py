@@ -7,7 +7,7 @@ file once, as a :class:`Column` (name, file, kind, one line of documentation), i
 append-only order that starts with the harness's columns, whose names, order and meanings
 never change. Everything else is derived from it: the two headers (:func:`header`,
 :data:`GROUP_COLUMNS`, :data:`INDIVIDUAL_COLUMNS`; pinned byte for byte by
-tests/unit/test_golden_keys.py), the columns tables of docs/results.md
+tests/unit/engine/define/test_golden_keys.py), the columns tables of docs/results.md
 (:mod:`engine.results.columns_doc`; a test checks they are current), the analysis's
 numeric/text typing (:func:`numeric_columns`, :func:`text_columns`) and the checks of row
 keys (:func:`check_names`; :class:`engine.results.rows.GroupRow`, which an executor fills as

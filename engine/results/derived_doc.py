@@ -1,6 +1,6 @@
 """The derived-metrics table of docs/results.md, generated from the registry
 (:mod:`engine.results.derived`): ``python -m engine.results.derived_doc`` rewrites it,
-``--check`` exits 1 when the committed file differs (tests/unit/test_derived.py checks the
+``--check`` exits 1 when the committed file differs (tests/unit/engine/results/test_derived.py checks the
 same, so that the registry and the doc cannot drift).
 
 Only the part between :data:`DOC_BEGIN` and :data:`DOC_END` is generated; the prose around

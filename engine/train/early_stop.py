@@ -219,7 +219,7 @@ def hyperband_brackets_of(seed: int, trials: int, sizes: Sequence[int]) -> list[
     Identical to what Ray Tune's ``AsyncHyperBandScheduler`` assigns when the global numpy
     generator is seeded with the same value (``np.random.seed(seed)``) and the trials are
     added in index order (each ``on_trial_add`` draws once with ``np.random.choice``); the
-    agreement test (tests/unit/test_hpo_hyperband.py) checks it against Ray's own
+    agreement test (tests/unit/engine/train/test_hpo_hyperband.py) checks it against Ray's own
     scheduler. Trial i's bracket depends only on the seed, i and the bracket sizes (a
     prefix of one stream), never on how many trials come after it."""
     if len(sizes) <= 1:

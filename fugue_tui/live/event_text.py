@@ -15,7 +15,7 @@ Every text a front end writes for an event is here, once, in the form each place
 What a front end knows of the event's cell (its label, index, current attempt) comes in as
 a :class:`KnownCell`: an :class:`engine.observe.state.CellState` for the views, the names
 the plain writer collected from the runner's events. The texts are the ones the three
-writers printed before they became this module (tests/unit/test_event_text.py pins them
+writers printed before they became this module (tests/unit/fugue_tui/live/test_event_text.py pins them
 byte for byte); a field a text needs and the event lacks raises :class:`KeyError`, which
 each front end turns into a :func:`not_shown` line instead of stopping a campaign.
 """

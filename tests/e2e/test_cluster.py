@@ -242,7 +242,7 @@ def test_a_hung_cell_on_a_node_is_killed_with_its_stacks_by_the_heads_watchdog(c
 ], ids=["gpu-model-on-no-node", "cell-no-node-can-hold"])
 def test_what_no_node_offers_is_refused_while_planning(cluster, tmp_path, keys, needles):
     """Bad input against the real nodes: one line, exit 2, nothing written."""
-    from tests.unit import test_bad_input_matrix as matrix
+    from tests.unit.fugue_tui.cli import test_bad_input_matrix as matrix
 
     c, _ = cluster
     body = f'experiments = "D_ens"\ncluster = "{c.address}"\n' + keys

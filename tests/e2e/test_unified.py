@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 # another order than solo ones, ~1 ulp) are amplified chaotically by training, so after
 # several epochs members drift ~1e-4 from seq whatever the loop does (docs/measurement.md,
 # "unified_model"). kernels = "exact" runs BatchNorm and convolutions per member with their
-# native kernels; the float64 parity tests (tests/unit/test_unified_parity.py) prove the
+# native kernels; the float64 parity tests (tests/unit/engine/executors/unified/test_unified_parity.py) prove the
 # equivalence at 1e-6 for the default batched kernels.
 EXPERIMENTS = """
 [experiments.D_ens]

@@ -2,7 +2,7 @@
 ``unified_model`` each bucket of a heterogeneous cell steps on its own CUDA stream (s:1),
 with the same results as one stream (s:0) within float32 rounding. pytest-free (see
 tests/gpu/__init__.py); the CPU cases of the same executor are in
-tests/unit/test_unified_buckets.py."""
+tests/unit/engine/executors/unified/test_unified_buckets.py."""
 
 from __future__ import annotations
 

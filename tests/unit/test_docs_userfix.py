@@ -10,8 +10,8 @@ from pathlib import Path
 
 from engine.profile.collect import DEFAULT_KS
 from engine.runfolder import RunFolder
-from tests.unit.test_json_outputs import fugue
-from tests.unit.test_knee import _sweep
+from tests.unit.engine.results.test_knee import _sweep
+from tests.unit.fugue_tui.test_json_outputs import fugue
 
 ROOT = Path(__file__).resolve().parents[2]
 

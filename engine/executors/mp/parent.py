@@ -32,7 +32,7 @@ library leaves open is closed here:
 
 The stdlib's ``ForkServer`` keeps the server's pid and "alive" descriptor in private
 attributes (``_forkserver_pid``, ``_forkserver_alive_fd``, the same from Python 3.8 to
-3.13); they are read here and nowhere else, and tests/unit/test_mp_forkserver.py checks the
+3.13); they are read here and nowhere else, and tests/unit/engine/executors/mp/test_mp_forkserver.py checks the
 server's whole life. Torch-free (the probe imports torch only in the forked child, where
 the parent already has).
 """

@@ -9,7 +9,7 @@ alike: on one CPU it may be bit for bit, on another it is not (an Intel AVX-512 
 AMD EPYC host running the same MKL disagree). Those paths promise :func:`rounding_bound`.
 
 The table is data so that the documentation (docs/fidelity.md, "The parity contract",
-rendered by :func:`render_table` and pinned by ``tests/unit/test_parity_contract.py``), the
+rendered by :func:`render_table` and pinned by ``tests/unit/engine/executors/unified/test_parity_contract.py``), the
 tests and the self-check read one source. Torch-free: it is imported by code that must not
 import torch.
 """

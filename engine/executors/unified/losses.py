@@ -13,7 +13,7 @@ loss** when the task's stacked form is one whose gradient is bit for bit the sol
 criterion's (:data:`GRADIENT_EXACT`: per-element cross-entropy or squared error, then a
 per-member mean — the backward of ``mean`` hands every element ``1/B``, the same float the
 solo ``reduction="mean"`` backward uses; checked for B = 1…300, K = 1…9, float32/float64 by
-``tests/unit/test_unified_fused_backward.py``), but the *reported* per-member losses are
+``tests/unit/engine/executors/unified/test_unified_fused_backward.py``), but the *reported* per-member losses are
 the task's own criterion called per member under ``no_grad``, exactly as
 ``engine.train.loop`` computes them (the fused forward sums in another order: values differ
 by up to ~5e-7, gradients do not). K forward-only criterion calls instead of K forward +
@@ -121,7 +121,7 @@ class StackedLoss:
 
 
 #: Stacked targets whose backward is bit for bit each member's solo criterion backward
-#: (checked by tests/unit/test_unified_fused_backward.py): the exact path backpropagates
+#: (checked by tests/unit/engine/executors/unified/test_unified_fused_backward.py): the exact path backpropagates
 #: through them once instead of through K criterion calls.
 GRADIENT_EXACT = frozenset({
     "engine.executors.unified.losses:stacked_cross_entropy",
@@ -257,7 +257,7 @@ def nll_mean(elements: torch.Tensor) -> torch.Tensor:
     instead of one ``nll_loss`` call per row: the exact path reports K members' losses of
     many steps in one call (``routes.VectorRoute``). A run padded with ``+0.0`` is the
     same sum (nothing here is ever ``-0.0``: every partial sum starts from ``+0.0``).
-    ``tests/unit/test_unified_fused_backward.py`` compares it with ``F.nll_loss`` over
+    ``tests/unit/engine/executors/unified/test_unified_fused_backward.py`` compares it with ``F.nll_loss`` over
     B = 1…300 and larger, float32 and float64, and the runtime caller uses it only where it
     has been checked (the CPU). CUDA's kernel reduces in another order: not this function.
     """

@@ -8,7 +8,7 @@ through torch's scalar kernels once for the whole stack, and per-member values o
 of consecutive members that share one (a fused multiply-add with a scalar ``alpha`` rounds
 once; a (K, 1, ...) tensor of values multiplied and added would round twice). So K stacked
 steps equal K independent torch optimizers **bit for bit**, float32 included
-(``tests/unit/test_stacked_optim.py``); the cost of per-member values is one kernel call per
+(``tests/unit/engine/executors/unified/test_stacked_optim.py``); the cost of per-member values is one kernel call per
 run (K at worst, for K different learning rates).
 
 * Per member ((K,) float64 tensors): ``lr``, ``momentum``, ``dampening``, ``weight_decay``

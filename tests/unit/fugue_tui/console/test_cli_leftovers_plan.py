@@ -1,0 +1,88 @@
+"""The dry-run plan table (``fugue-tui --batch C --dry-run``, ``fugue-tui run --dry-run``) at
+an 80-column terminal: one line per cell where the values allow it, nothing wider than 80
+columns, skip reasons as numbered notes under the table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from engine.define.campaign import load_campaign
+from engine.runner.supervisor import Runner
+from fugue_tui.console.dry_run import dry_run
+
+REPO = Path(__file__).resolve().parents[4]
+QUICK = REPO / "campaigns" / "quick.toml"
+
+WIDE = """
+name = "wide"
+experiments = ["D_hpo", "E01"]
+executors = ["seq", "ray", "unified_model"]
+compile = "both"
+compile_mode = "max-autotune-no-cudagraphs"
+[options.ray]
+scheduler = ["asha", "fifo"]
+max_parallel = 3
+[options.unified_model]
+sweep = "ablation"
+max_parallel = 3
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_data(tmp_path, monkeypatch):
+    """E01's CIFAR-10 is never here: its cells are skipped with a long reason."""
+    monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path / "no-data"))
+
+
+def _plan(path: Path, width: int) -> tuple[Runner, list[str]]:
+    runner = Runner(load_campaign(path))
+    console = Console(width=width, record=True, color_system=None)
+    assert dry_run(runner, console, str(path), shown=path.name) == 0
+    return runner, console.export_text().splitlines()
+
+
+def _cell_lines(lines: list[str]) -> list[str]:
+    return [line for line in lines if re.match(r"(│ )?\d+\s", line) and not re.search(r" cells? of ", line)]
+
+
+def test_quick_plan_fits_80_columns_one_line_per_cell_with_full_keys():
+    runner, lines = _plan(QUICK, 80)
+    assert max(len(line) for line in lines) <= 80, "\n".join(lines)
+    cells = _cell_lines(lines)
+    assert len(cells) == len(runner.cells) == 20, "\n".join(lines)
+    for cell, line in zip(runner.cells, cells, strict=False):
+        words = line.split()
+        assert words[0] == str(cell.index) and cell.key in words, line
+        assert cell.executor in words and words[-1] == "run", line
+
+
+def test_a_plan_with_long_values_fits_80_columns_and_skip_reasons_are_notes(tmp_path):
+    path = tmp_path / "wide.toml"
+    path.write_text(WIDE)
+    runner, lines = _plan(path, 80)
+    text = "\n".join(lines)
+    assert max(len(line) for line in lines) <= 80, text
+    starts = _cell_lines(lines)
+    assert [int(line.split()[0]) for line in starts] == [c.index for c in runner.cells]
+    for cell, line in zip(runner.cells, starts, strict=False):
+        key = next(w for w in line.split() if re.fullmatch(r"[0-9a-f]{8,16}", w))
+        assert cell.key.startswith(key), line  # a prefix that control and resume accept
+        assert sum(c.key.startswith(key) for c in runner.cells) == 1
+        assert "unified_model" in line.split() or cell.executor != "unified_model", line
+    e01 = [c.index for c in runner.cells if c.exp_id == "E01"]
+    assert all(line.rstrip().endswith("skip [1]") for line in starts
+               if int(line.split()[0]) in e01), text
+    note = text[text.index("[1] skip cells "):]
+    assert note.startswith(f"[1] skip cells {e01[0]}-{e01[-1]}: unavailable here: "), note
+
+
+def test_a_wide_terminal_keeps_the_boxed_table():
+    runner, lines = _plan(QUICK, 200)
+    rows = [[p.strip() for p in line.split("│")[1:-1]] for line in lines if "│" in line]
+    cells = [r for r in rows if r and r[0].isdigit()]
+    assert [r[-2] for r in cells] == [c.key for c in runner.cells]
+    assert {r[-1] for r in cells} == {"run"}

@@ -1,0 +1,140 @@
+"""``report --export DIR --format parquet,json,tensorboard`` (issue 29) as a subprocess on a
+runs folder written through the results store, with an attempt's event stream: typed
+rows that pandas and pyarrow read without options, the same rows as JSON, and TensorBoard
+event files with each job's per-epoch curves and each group's headline figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from engine.results.columns import GROUP_COLUMNS, INDIVIDUAL_COLUMNS
+from engine.results.store import append_rows
+
+REPO = Path(__file__).resolve().parents[4]
+KEY = "abcdef0123456789"
+EPOCHS = {1: (0.9, 0.8, 0.55), 2: (0.5, 0.45, 0.75)}  # epoch: loss, val_loss, val_acc
+
+
+def fugue(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}
+    return subprocess.run([sys.executable, "-m", "fugue_tui", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    runs = root / "runs"
+    base = {"exp_id": "D_ens", "campaign_id": "c", "compile_mode": "off", "host": "box",
+            "torch_version": "2.14.1+cu130", "cuda_version": "13.0", "energy_method": "none",
+            "K": 2, "status": "ok", "pass": 1, "attempt": 1, "timestamp": "20261201_101010",
+            "backend_flags": json.dumps({"cudnn_benchmark": False, "precision": "highest"})}
+    append_rows(runs / "master_groups.csv", [
+        {**base, "group_id": "seq_00000001", "executor": "seq", "cell_key": KEY,
+         "T_group": 1.5, "throughput_group": 200.0, "setup_s": 0.25},
+        {**base, "group_id": "mp_00000002", "executor": "mp", "cell_key": "9" * 16,
+         "T_group": 1.0, "throughput_group": 300.0, "timestamp": "20261201_101020",
+         "executor_info": json.dumps({"workers": 2})},
+    ], GROUP_COLUMNS)
+    append_rows(runs / "master_individual.csv", [
+        {"group_id": "seq_00000001", "job_id": f"D_ens_{i}", "exp_id": "D_ens",
+         "executor": "seq", "final_val_acc": 0.75, "epochs": 2, "early_stopped": False,
+         "campaign_id": "c", "cell_key": KEY, "status": "ok"} for i in range(2)],
+        INDIVIDUAL_COLUMNS)
+    attempt = runs / "c" / "cells" / f"001-D_ens-seq-p1-{KEY[:8]}" / "attempt-1"
+    attempt.mkdir(parents=True)
+    lines = [json.dumps({"v": 1, "ts": 1796157700.0 + 10 * epoch + i, "type": "job_progress",
+                         "cell": KEY, "attempt": 1, "job_id": f"D_ens_{i}", "epoch": epoch,
+                         "epochs": 2, "loss": loss + i, "val_loss": val_loss,
+                         "val_acc": val_acc, "epoch_end": True})
+             for epoch, (loss, val_loss, val_acc) in EPOCHS.items() for i in range(2)]
+    (attempt / "events.jsonl").write_text("\n".join(lines) + "\n")
+    proc = fugue("report", "runs", "--export", "out", "--format",
+                 "parquet,json,tensorboard", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def test_parquet_has_proper_dtypes_for_pandas_and_pyarrow(exported):
+    groups = pd.read_parquet(exported / "out" / "groups.parquet")
+    assert list(groups.columns[:3]) == ["group_id", "exp_id", "executor"]
+    assert str(groups["timestamp"].dtype).startswith("datetime64")
+    assert groups["timestamp"][0] == pd.Timestamp("2026-12-01 10:10:10")
+    assert str(groups["cuda_version"].dtype) == "string" and groups["cuda_version"][0] == "13.0"
+    assert str(groups["K"].dtype) == "Int64" and str(groups["pass"].dtype) == "Int64"
+    assert str(groups["compile"].dtype) == "boolean"
+    assert groups["T_group"].dtype == "float64"
+    assert groups["backend_flags"][0] == {"cudnn_benchmark": False, "precision": "highest"}
+    assert pd.isna(groups["energy_group"][0])  # not measured: null, never 0
+    assert pd.isna(groups["gpu_name"][0])      # empty text: null, never ""
+    schema = pq.read_schema(exported / "out" / "groups.parquet")
+    assert str(schema.field("timestamp").type).startswith("timestamp[")
+    assert str(schema.field("cuda_version").type) in ("string", "large_string")
+    assert str(schema.field("backend_flags").type).startswith("struct<")
+    jobs = pd.read_parquet(exported / "out" / "jobs.parquet")
+    assert len(jobs) == 2 and str(jobs["epochs"].dtype) == "Int64"
+    assert str(jobs["early_stopped"].dtype) == "boolean"
+
+
+def test_json_rows(exported):
+    rows = json.loads((exported / "out" / "groups.json").read_text(),
+                      parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert [r["executor"] for r in rows] == ["seq", "mp"]
+    assert rows[0]["timestamp"] == "2026-12-01T10:10:10"
+    assert rows[0]["cuda_version"] == "13.0" and rows[0]["K"] == 2
+    assert rows[0]["energy_group"] is None and rows[0]["gpu_name"] is None
+    assert rows[1]["executor_info"] == {"workers": 2}
+    jobs = json.loads((exported / "out" / "jobs.json").read_text())
+    assert {j["job_id"] for j in jobs} == {"D_ens_0", "D_ens_1"}
+
+
+def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """The scalars of the event files under ``folder`` (TFRecord framing: length, its
+    CRC, the Event proto, its CRC)."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for path in folder.glob("events.out.tfevents.*"):
+        data = path.read_bytes()
+        at = 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at:at + 8])
+            event = Event.FromString(data[at + 12:at + 12 + length])
+            at += 12 + length + 4
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    out.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return out
+
+
+def test_tensorboard_curves_per_job_and_figures_per_group(exported):
+    run = exported / "out" / "tensorboard" / "c" / "D_ens" / "seq" / "pass1-attempt1"
+    for i in range(2):
+        scalars = _scalars(run / f"D_ens_{i}")
+        assert scalars["train/loss"] == [(e, pytest.approx(v[0] + i)) for e, v in EPOCHS.items()]
+        assert scalars["val/acc"] == [(e, pytest.approx(v[2])) for e, v in EPOCHS.items()]
+        assert [e for e, _ in scalars["val/loss"]] == [1, 2]
+    group = _scalars(run / "group")
+    assert group["group/T_group_s"] == [(1, 1.5)]
+    assert group["group/throughput_sps"] == [(1, 200.0)]
+    assert group["group/val_acc_mean"] == [(1, 0.75)]
+    assert "group/energy_per_model_j" not in group  # not measured: not drawn as 0
+    mp = exported / "out" / "tensorboard" / "c" / "D_ens" / "mp" / "pass1-attempt1" / "group"
+    assert _scalars(mp)["group/T_group_s"] == [(1, 1.0)]
+
+
+def test_overwrite_replaces_the_tensorboard_folder(exported):
+    over = fugue("report", "runs", "--export", "out", "--format", "tensorboard",
+                 "--overwrite", cwd=exported)
+    assert over.returncode == 0, over.stderr
+    assert len(list((exported / "out" / "tensorboard" / "c" / "D_ens" / "seq" /
+                     "pass1-attempt1" / "group").glob("events.out.*"))) == 1
