@@ -10,7 +10,6 @@ from engine.observe.state import CampaignState
 from fugue_tui.app.models.run import followed_cell
 from fugue_tui.app.screens.run_commands import CellCommands
 from fugue_tui.app.screens.run_layout import ZOOMS, next_zoom, zoom_to, zoomed
-from tests.unit.test_live import runner, started
 
 
 class _Classes:
@@ -44,11 +43,16 @@ def test_zoom_to_leaves_one_zoom_class_and_the_general_one():
     assert screen.classes == set() and zoomed(screen) == ""
 
 
+def _event(type: str, ts: float, **fields) -> dict:
+    return {"v": 1, "ts": ts, "type": type, "campaign": "quick", **fields}
+
+
 def _running(*keys: str) -> list:
     state = CampaignState()
-    state.apply(runner("start", 1000.0, total=len(keys)))
-    for i, key in enumerate(keys, 1):
-        state.apply(started(key, i, 1, 1000.0 + i))
+    state.apply(_event("start", 1000.0, total=len(keys)))
+    for i, key in enumerate(keys, 1):  # with a pid and a log: stacks can be asked for
+        state.apply(_event("cell_started", 1000.0 + i, cell=key, index=i, label=f"E{i} seq",
+                           attempt=1, events="unused", log_path="unused", pid=100 + i))
     return [c for c in state.cells.values() if c.active]
 
 
