@@ -134,6 +134,13 @@ def command_applies(command: str, cell: CellState, runner_alive: bool | None,
     return cell.active or cell.state in ("failed", "killed")
 
 
+def followed_cell(running: list[CellState], chosen: str | None) -> CellState | None:
+    """The running cell the run screen follows: with several at once (one per device),
+    the one ``chosen`` (``f`` pressed on its row) while it runs, else the first of
+    ``running`` (campaign order); None when none runs."""
+    return next((c for c in running if c.key == chosen), running[0] if running else None)
+
+
 def stacks_available(cell: CellState) -> bool:
     """Whether ``cell`` has live processes to ask for their stacks: it runs, with a known
     pid and an attempt folder (its log's)."""

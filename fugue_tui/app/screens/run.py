@@ -14,7 +14,9 @@ did, and nothing is redrawn while another screen (help, Results) covers it. The 
 follows the running cell until the user moves it (``f`` follows again). Warnings (a cell's
 ``warning`` events, the runner's, the summary's) show under the selected cell and in the
 recent lines, and each is notified as it comes. Commands go to the runner through its
-control channel (:mod:`fugue_tui.app.screens.run_commands`).
+control channel (:mod:`fugue_tui.app.screens.run_commands`). The panes are drawn together by
+:class:`~fugue_tui.app.widgets.run_panes.RunPanes`; the zoom and whether the screen shows at
+all are :mod:`fugue_tui.app.screens.run_layout`'s.
 
 Its keys (retry, skip, kill, follow, plan, results, stacks, zoom, monitor view, back; in
 replay pause, step, faster, slower, to end) are declared, with what each does, in
@@ -52,15 +54,11 @@ from fugue_tui.app.actions import REPLAY, RUN, bindings
 from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
-from fugue_tui.app.models.run import (
-    RunModel,
-    command_applies,
-    devices_line,
-    stacks_available,
-)
+from fugue_tui.app.models.run import RunModel, devices_line, followed_cell
 from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.app.process import RunnerHandle
 from fugue_tui.app.screens.run_commands import CellCommands
+from fugue_tui.app.screens.run_layout import ZOOMS, next_zoom, visible, zoom_to, zoomed
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import VIEW_NAMES, DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -69,15 +67,14 @@ from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import Feed, LogPane, hold
 from fugue_tui.app.widgets.recent_lines import RecentLines
 from fugue_tui.app.widgets.run_header import RunHeader
+from fugue_tui.app.widgets.run_panes import NO_LOG, RunPanes
 from fugue_tui.live.view import LiveView
 
-# devices_line moved to the model; tests still import it from here.
+# devices_line moved to the model, ZOOMS to run_layout; tests still import them from here.
 __all__ = ["REFRESH_S", "ZOOMS", "RunScreen", "devices_line"]
 
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
-#: The panes ``z`` zooms, in turn (then none: every pane again).
-ZOOMS = ("cells", "jobs", "monitor", "log", "events")
 #: Actions whose availability depends on the selected cell and the runner.
 _CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dump_stacks")
 
@@ -88,9 +85,14 @@ class RunScreen(Screen):
     The screen holds no campaign data of its own: :attr:`model` (:class:`RunModel`) takes
     each :class:`Followed` message, the panes draw from it in :meth:`refresh_view`.
     ``dirty`` is a plain flag, not a reactive: it coalesces the messages and moves of a
-    half-second into one redraw at the next tick (a watcher would redraw per message)."""
+    half-second into one redraw at the next tick (a watcher would redraw per message).
+    ``follow_running`` (the cursor follows the running cell) and ``follow_key`` (which one,
+    when several run) are the user's choice: a move of the cursor ends the following,
+    ``f`` starts it again."""
 
     BINDINGS = bindings(RUN + REPLAY)
+    #: The panes, found once mounted.
+    panes: RunPanes
 
     def __init__(self, run_dir: Path, handle: RunnerHandle | None, offset: int = 0,
                  attached: bool = False, clock: Callable[[], float] = time.time,
@@ -149,10 +151,11 @@ class RunScreen(Screen):
         yield KeyFooter()
 
     def on_mount(self) -> None:
+        self.panes = RunPanes.of(self)
         self.on_resize()  # compact or not from the start
         self.query_one(CellTable).focus()
         # new speedups so far: show them now, not at the next tick
-        self.watch(self.query_one(RunHeader), "so_far", self._redraw_soon, init=False)
+        self.watch(self.panes.header, "so_far", self._redraw_soon, init=False)
         self._follow()
         self.set_interval(REFRESH_S, self.refresh_view)
 
@@ -175,13 +178,12 @@ class RunScreen(Screen):
         for notice in self.model.apply(message.events):
             self.notify(notice, severity="warning", markup=False)
         self.model.observe(message.host_sample, message.runner_alive)
-        if message.log_reset or message.log_lines:
-            if message.log_path == self.log_target:
-                feed = (message.log_lines, message.log_reset, self._log_title())
-                if self._visible():
-                    self.query_one(LogPane).feed(*feed)
-                else:  # hidden: a repaint here would repaint the screen on top
-                    self._hold_log(*feed)
+        if (message.log_reset or message.log_lines) and message.log_path == self.log_target:
+            feed = (message.log_lines, message.log_reset, self._log_title())
+            if visible(self):
+                self.panes.log.feed(*feed)
+            else:  # hidden: a repaint here would repaint the screen on top
+                self._hold_log(*feed)
         self.dirty = True
 
     def _hold_log(self, lines: list[str], reset: bool, title: str) -> None:
@@ -193,27 +195,12 @@ class RunScreen(Screen):
         return self.model.cell(self.query_one(CellTable).selected_cell_key())
 
     def running_cell(self) -> CellState | None:
-        """The running cell followed: with several at once (one per device), the one
-        ``f`` chose while it runs, else the first."""
-        running = self.running_cells()
-        chosen = self.follow_key
-        for cell in running:
-            if cell.key == chosen:
-                return cell
-        return running[0] if running else None
+        """The running cell followed (:func:`followed_cell`)."""
+        return followed_cell(self.running_cells(), self.follow_key)
 
     def running_cells(self) -> list[CellState]:
         """Every cell running now, in campaign order (several in a multi-device campaign)."""
         return self.model.running_cells()
-
-    def _visible(self) -> bool:
-        """Shown: on top, or under a translucent dialog. Not under the help or the Results
-        screen (Textual repaints the screen on top for every region a screen under it
-        repaints, even an opaque one: the help repainted with every redraw here)."""
-        stack = self.app.screen_stack
-        if stack and stack[-1] is self:
-            return True
-        return len(stack) > 1 and stack[-2] is self and stack[-1].styles.background.a < 1
 
     def on_screen_suspend(self) -> None:
         self._suspended = True
@@ -221,54 +208,40 @@ class RunScreen(Screen):
     def on_screen_resume(self) -> None:
         """Back on top: what arrived while hidden, at once (not on the first resume: the
         widgets may not be mounted yet, and the interval draws soon enough)."""
-        if not self._suspended:
-            return
-        self._suspended = False
-        log = self.query_one(LogPane)
-        for feed in self._hidden_log:
-            log.feed(*feed)
-        self._hidden_log.clear()
-        self.dirty = True
-        self.refresh_view()
+        if self._suspended:
+            self._suspended = False
+            self.panes.feed_held(self._hidden_log)
+            self.dirty = True
+            self.refresh_view()
 
     def refresh_view(self) -> None:
         """Redraw what changed (called every :data:`REFRESH_S`; nothing while hidden)."""
-        if not self._visible():
+        if not visible(self):
             return
         running = self.running_cell()
-        self.idle_poll = running is None and self.runner_alive is not False
-        if self.replay is not None:
-            self.idle_poll = False  # the host now is not the campaign's
-            self.dirty = True  # the header's replay clock moves
+        # the host is sampled while nothing runs; in a replay the host now is not the
+        # campaign's, and the header's replay clock moves
+        self.idle_poll = running is None and self.runner_alive is not False \
+            and self.replay is None
+        self.dirty = self.dirty or self.replay is not None
         if not self.dirty and running is None and not self.idle_poll:
             return
         self.dirty = False
         now = self.clock()
         table = self.query_one(CellTable)
         self.table_writes += table.sync(self.view.state, now)
-        if table.take_user_moved():
-            self.follow_running = False  # the user chose a row: stop following
-        if self.follow_running and running is not None and \
-                table.selected_cell_key() != running.key:
-            table.select_cell(running.key)
+        self._note_user_move(table)
+        table.follow(running.key if self.follow_running and running is not None else None)
         cell = self.selected_cell()
         self._shown_cell = cell.key if cell is not None else None
-        jobs = self.query_one(JobProgress)
-        jobs.show(self.view, cell, now)
-        charts = self.query_one(DeviceCharts)
-        charts.show_monitor(self.model, cell, running, now)
-        if jobs.deferred or charts.deferred:
-            self.dirty = True  # held back by a pane's rate limit: draw it on a later tick
         target = cell.log_path if cell is not None and cell.log_path else None
         if target != self.log_target:
             self.log_target = target
             if target is None:
-                self.query_one(LogPane).feed([], True, "log: no attempt yet")
-        self.query_one(RunHeader).show(self.model, now, self.run_dir, replay=self.replay,
-                                       attached=self.attached, handle=self.handle,
-                                       stopping=self.stopping)
-        # the newest lines that fit, laid out by the pane at its size when it paints
-        self.query_one(RecentLines).lines = tuple(self.view.recent)
+                self.panes.log.feed([], True, NO_LOG)
+        if self.panes.draw(self.model, cell, running, now, self.run_dir, replay=self.replay,
+                           attached=self.attached, handle=self.handle, stopping=self.stopping):
+            self.dirty = True  # held back by a pane's rate limit: draw it on a later tick
         # the footer recomposes on refresh_bindings: only when what is offered changed
         applicable = tuple(bool(self.check_action(a, ())) for a in _CHECKED)
         if applicable != self._applicable:
@@ -276,14 +249,9 @@ class RunScreen(Screen):
             self.refresh_bindings()
         self.redraws += 1
 
-    def action_monitor_view(self) -> None:
-        """The monitor pane's next view; on a small terminal (no monitor pane) the pane
-        is zoomed to, so the view shows."""
-        view = self.query_one(DeviceCharts).next_view()
-        if self.has_class("-compact") and self.zoomed != "monitor" and view != "cell":
-            self._zoom_to("monitor")
-        self.notify(f"monitor: {VIEW_NAMES[view]} (t: next)", timeout=2, markup=False)
-        self._redraw_soon()
+    def _note_user_move(self, table: CellTable) -> None:
+        if table.take_user_moved():
+            self.follow_running = False  # the user chose a row: stop following
 
     def _log_title(self) -> str:
         cell = self.selected_cell()
@@ -296,54 +264,23 @@ class RunScreen(Screen):
     @property
     def zoomed(self) -> str:
         """The pane shown alone ("" for all of them)."""
-        return next((z for z in ZOOMS if self.has_class(f"-zoom-{z}")), "")
-
-    def action_zoom(self) -> None:
-        """The next pane alone on the screen (after the last: every pane again)."""
-        now = self.zoomed
-        after = ZOOMS[ZOOMS.index(now) + 1] if now and now != ZOOMS[-1] else (
-            "" if now else ZOOMS[0])
-        self._zoom_to(after)
-        if after == "cells":
-            self.query_one(CellTable).focus()
-        self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
-                    timeout=2, markup=False)
-        self._redraw_soon()
-
-    def _zoom_to(self, pane: str) -> None:
-        """Show ``pane`` alone ("": every pane), through the stylesheet's classes."""
-        for name in ZOOMS:
-            self.set_class(name == pane, f"-zoom-{name}")
-        self.set_class(bool(pane), "-zoom")
+        return zoomed(self)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """The user (or the following) moved the cursor: show the cell now, not at the next
         redraw (nothing to do when the redraw that moved it already shows it)."""
         table = event.data_table
-        if not isinstance(table, CellTable):
-            return
-        if table.take_user_moved():
-            self.follow_running = False  # the user chose a row: stop following
-        if table.selected_cell_key() != self._shown_cell:
-            self._redraw_soon()
+        if isinstance(table, CellTable):
+            self._note_user_move(table)
+            if table.selected_cell_key() != self._shown_cell:
+                self._redraw_soon()
+
+    def on_notice(self, message: Notice) -> None:
+        self.notify(message.text, severity=message.severity, markup=False)
 
     # -- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("retry_cell", "skip_cell", "kill_cell"):
-            cell = self.selected_cell()
-            return cell is not None and command_applies(
-                action.removesuffix("_cell"), cell, self.runner_alive, self.stopping)
-        if action == "back_to_plan":
-            return not self.runner_alive
-        if action == "back":  # a live campaign is left with q (stop or detach)
-            return (self.replay is not None or not self.runner_alive) and \
-                len(self.app.screen_stack) > 2
-        if action == "dump_stacks":  # a live cell of a live runner: something to ask
-            cell = self.selected_cell()
-            return self.replay is None and cell is not None and stacks_available(cell)
-        if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
-            return self.replay is not None
-        return True
+        return self.commands.available(action)
 
     def action_retry_cell(self) -> None:
         self.commands.confirm("retry")
@@ -357,17 +294,32 @@ class RunScreen(Screen):
     def action_dump_stacks(self) -> None:
         self.commands.dump_stacks()
 
-    def on_notice(self, message: Notice) -> None:
-        self.notify(message.text, severity=message.severity, markup=False)
-
     def action_follow_running(self) -> None:
         # Several cells running (one per device): 'f' on a running row follows that one.
         selected = self.selected_cell()
         self.follow_key = selected.key if selected is not None and selected.active else None
         self.query_one(CellTable).take_user_moved()  # a move before 'f' is overruled by it
         self.follow_running = True
-        self.dirty = True
-        self.refresh_view()
+        self._redraw_now()
+
+    def action_monitor_view(self) -> None:
+        """The monitor pane's next view; on a small terminal (no monitor pane) the pane
+        is zoomed to, so the view shows."""
+        view = self.panes.charts.next_view()
+        if self.has_class("-compact") and self.zoomed != "monitor" and view != "cell":
+            zoom_to(self, "monitor")
+        self.notify(f"monitor: {VIEW_NAMES[view]} (t: next)", timeout=2, markup=False)
+        self._redraw_soon()
+
+    def action_zoom(self) -> None:
+        """The next pane alone on the screen (after the last: every pane again)."""
+        after = next_zoom(self.zoomed)
+        zoom_to(self, after)
+        if after == "cells":
+            self.query_one(CellTable).focus()
+        self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
+                    timeout=2, markup=False)
+        self._redraw_soon()
 
     def action_back_to_plan(self) -> None:
         self.app.pop_screen()
@@ -382,27 +334,27 @@ class RunScreen(Screen):
         name = self.view.state.campaign or self.run_dir.name
         self.app.push_screen(ResultsScreen(self.run_dir.parent, f"campaign:{name}"))
 
-    # -- replay ---------------------------------------------------------------------------
-    def _replay_do(self, change: Callable[[], object]) -> None:
-        """Change the replay (its clock, speed or position), and show it at once."""
-        change()
+    # -- replay: change its clock, speed or position, and show it at once ------------------
+    def _redraw_now(self, change: Callable[[], object] | None = None) -> None:
+        if change is not None:
+            change()
         self.dirty = True
         self.refresh_view()
 
     def action_toggle_pause(self) -> None:
-        self._replay_do(self.replay.toggle_pause)
+        self._redraw_now(self.replay.toggle_pause)
 
     def action_step(self) -> None:
-        self._replay_do(self.replay.step)
+        self._redraw_now(self.replay.step)
 
     def action_faster(self) -> None:
-        self._replay_do(partial(self.replay.set_speed, True))
+        self._redraw_now(partial(self.replay.set_speed, True))
 
     def action_slower(self) -> None:
-        self._replay_do(partial(self.replay.set_speed, False))
+        self._redraw_now(partial(self.replay.set_speed, False))
 
     def action_to_end(self) -> None:
-        self._replay_do(self.replay.to_end)
+        self._redraw_now(self.replay.to_end)
 
     # -- stop -----------------------------------------------------------------------------
     def active_pids(self) -> set[int]:
@@ -416,4 +368,3 @@ class RunScreen(Screen):
         if self.handle is not None:
             forced = self.handle.stop(cell_pids=self.active_pids())
         self.app.call_from_thread(then, forced)
-

@@ -5,7 +5,8 @@ cell's processes for their stacks (:func:`fugue_tui.app.models.stack_report.cell
 and shows them. The sending and the dump run in thread workers of the screen; what comes of
 them reaches it as :class:`~fugue_tui.app.messages.Notice` messages or a pushed screen.
 When each command applies is the model's rule
-(:func:`fugue_tui.app.models.run.command_applies`)."""
+(:func:`fugue_tui.app.models.run.command_applies`); :meth:`CellCommands.available` says it
+for each of the screen's actions that depends on the cell or the runner."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fugue_tui.app.messages import Notice
+from fugue_tui.app.models.run import command_applies, stacks_available
 from fugue_tui.app.models.run_text import confirm_question
 from fugue_tui.app.screens.modals import ConfirmScreen
 
@@ -26,6 +28,27 @@ class CellCommands:
 
     def __init__(self, screen: RunScreen) -> None:
         self.screen = screen
+
+    def available(self, action: str) -> bool:
+        """Whether the screen's ``action`` applies now (the footer offers it, its key does
+        something): a command for the selected cell, leaving the screen, the replay's keys.
+        Any other action always applies."""
+        screen = self.screen
+        if action in ("retry_cell", "skip_cell", "kill_cell"):
+            cell = screen.selected_cell()
+            return cell is not None and command_applies(
+                action.removesuffix("_cell"), cell, screen.runner_alive, screen.stopping)
+        if action == "back_to_plan":
+            return not screen.runner_alive
+        if action == "back":  # a live campaign is left with q (stop or detach)
+            return (screen.replay is not None or not screen.runner_alive) and \
+                len(screen.app.screen_stack) > 2
+        if action == "dump_stacks":  # a live cell of a live runner: something to ask
+            cell = screen.selected_cell()
+            return screen.replay is None and cell is not None and stacks_available(cell)
+        if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
+            return screen.replay is not None
+        return True
 
     def confirm(self, command: str) -> None:
         """Ask before ``command`` (retry, skip, kill) goes for the selected cell; nothing

@@ -160,6 +160,12 @@ class CellTable(FittedTable):
         key = self.selected_row_key()
         return key.split("#", 1)[0] if key else None
 
+    def follow(self, cell_key: str | None) -> None:
+        """Keep the cursor on ``cell_key``'s row (the running cell the screen follows;
+        None: leave it where it is). A move for the program: not the user's choice."""
+        if cell_key is not None and self.selected_cell_key() != cell_key:
+            self.select_cell(cell_key)
+
     def select_cell(self, cell_key: str) -> None:
         """Put the cursor on ``cell_key``'s row (for the program: not the user's choice)."""
         if cell_key in self._shown:

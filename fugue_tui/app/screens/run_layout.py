@@ -1,0 +1,40 @@
+"""Which of the run screen's panes show: the zoom (``z``: one pane alone, in turn, then
+every pane again) and whether the screen shows at all (covered by another screen, it draws
+nothing). The stylesheet does the layout; this module only sets its classes."""
+
+from __future__ import annotations
+
+from textual.screen import Screen
+
+#: The panes ``z`` zooms, in turn (then none: every pane again).
+ZOOMS = ("cells", "jobs", "monitor", "log", "events")
+
+
+def zoomed(screen: Screen) -> str:
+    """The pane ``screen`` shows alone ("" for all of them)."""
+    return next((z for z in ZOOMS if screen.has_class(f"-zoom-{z}")), "")
+
+
+def next_zoom(current: str) -> str:
+    """The pane after ``current`` in :data:`ZOOMS`; after the last, "" (every pane); after
+    "", the first."""
+    if not current:
+        return ZOOMS[0]
+    return "" if current == ZOOMS[-1] else ZOOMS[ZOOMS.index(current) + 1]
+
+
+def zoom_to(screen: Screen, pane: str) -> None:
+    """Show ``pane`` alone ("": every pane), through the stylesheet's classes."""
+    for name in ZOOMS:
+        screen.set_class(name == pane, f"-zoom-{name}")
+    screen.set_class(bool(pane), "-zoom")
+
+
+def visible(screen: Screen) -> bool:
+    """Shown: on top, or under a translucent dialog. Not under the help or the Results
+    screen (Textual repaints the screen on top for every region a screen under it
+    repaints, even an opaque one: the help repainted with every redraw there)."""
+    stack = screen.app.screen_stack
+    if stack and stack[-1] is screen:
+        return True
+    return len(stack) > 1 and stack[-2] is screen and stack[-1].styles.background.a < 1
