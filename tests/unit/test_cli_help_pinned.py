@@ -1,0 +1,59 @@
+"""``fugue-tui``'s command line pinned as the user sees it: every parser's ``--help`` (the
+top level and each sub-command, at 100 columns) and the bash completion script, which
+lists every option, its dest-derived completion and its choices. The parser is assembled
+from ``fugue_tui.commands`` and the campaign keys' declarations
+(``engine.define.campaign_schema``); moving a flag's declaration must not change a byte
+of what ``--help`` prints.
+
+Re-pin after a deliberate change to the command line with
+``FUGUE_PIN_HELP=1 pytest tests/unit/test_cli_help_pinned.py`` and review the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+PINS = Path(__file__).resolve().parents[1] / "fixtures" / "cli_help" / "help.json"
+
+
+def _helps(monkeypatch) -> dict[str, str]:
+    from engine.plugins import load_builtins
+    from fugue_tui.cli import build_parser
+
+    for name in ("FUGUE_REGISTRY_DIR", "FUGUE_PLUGINS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "100")  # argparse and the run epilog wrap to it
+    load_builtins()
+    parser = build_parser()
+    helps = {"fugue-tui": parser.format_help()}
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps sub-parsers here
+        for name, sub in (getattr(action, "choices", None) or {}).items():
+            if hasattr(sub, "format_help"):
+                helps[f"fugue-tui {name}"] = sub.format_help()
+    import shtab
+
+    helps["completion bash"] = shtab.complete(parser, shell="bash")
+    return helps
+
+
+def test_help_texts_are_pinned(monkeypatch):
+    helps = _helps(monkeypatch)
+    if os.environ.get("FUGUE_PIN_HELP"):
+        PINS.write_text(json.dumps(helps, indent=1, ensure_ascii=False) + "\n",
+                        encoding="utf-8")
+        pytest.skip("re-pinned")
+    pinned = json.loads(PINS.read_text(encoding="utf-8"))
+    assert sorted(helps) == sorted(pinned)
+    for name, text in helps.items():
+        assert text == pinned[name], name
+
+
+def test_every_sub_command_is_pinned(monkeypatch):
+    """The pin covers the commands main() dispatches (a new command gets pinned too)."""
+    helps = _helps(monkeypatch)
+    assert {"fugue-tui run", "fugue-tui report", "fugue-tui profile", "fugue-tui simulate",
+            "fugue-tui list", "fugue-tui validate", "fugue-tui prefetch", "fugue-tui control",
+            "fugue-tui bench", "fugue-tui dashboard", "fugue-tui completion"} <= set(helps)
