@@ -248,3 +248,27 @@ def _adhoc_document(args: argparse.Namespace, exp_name: str,
                         optimizer=args.run_optimizer, search_space=space,
                         num_samples=args.run_num_samples)
     return experiments_document(exp_name, table, experiments_file)
+
+
+def add_parser(sub) -> None:
+    """``run``'s parser: its flags (:func:`.run_flags.add_run_arguments`, the campaign keys'
+    from their declarations) and the registered executors in its epilog."""
+    from fugue_tui.commands.arguments import at_least
+    from fugue_tui.commands.run_flags import add_run_arguments, executors_epilog
+
+    parser = sub.add_parser(
+        "run", help="run experiments × executors now (a campaign built from the flags)",
+        description="Build a campaign from the flags (catalogue experiments with --exp, and/or\n"
+                    "an ad-hoc experiment described with --model/--dataset ...), validate it like\n"
+                    "a campaign file, write it to RUNS_DIR/.adhoc/run-<selection>-<digest>.toml\n"
+                    "(the digest hashes the definition: the same flags reuse the name, other\n"
+                    "flags never overwrite an earlier run's files) and run it as --batch does.\n"
+                    "Exit status as --batch: 0 every cell ok, 1 a cell was not, 2 bad input\n"
+                    "(nothing written).\n\n"
+                    "  fugue-tui run --exp D_ens,D_cv --exec seq --passes 3\n"
+                    "  fugue-tui run --model mlp --dataset wine --type cv --k 5 --epochs 20\n"
+                    "  fugue-tui run --model mlp --dataset digits \\\n"
+                    "      --search-space lr=0.1,0.01 batch_size=32,64\n"
+                    "  fugue-tui run --type multi_model --model mlp mlp_bn --dataset wine digits",
+        epilog=executors_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser, at_least)

@@ -57,3 +57,12 @@ def test_every_sub_command_is_pinned(monkeypatch):
     assert {"fugue-tui run", "fugue-tui report", "fugue-tui profile", "fugue-tui simulate",
             "fugue-tui list", "fugue-tui validate", "fugue-tui prefetch", "fugue-tui control",
             "fugue-tui bench", "fugue-tui dashboard", "fugue-tui completion"} <= set(helps)
+
+
+def test_report_help_names_the_engines_baseline():
+    """``report --help`` says "speedup over seq" without loading pandas; the word it uses
+    is the engine's baseline executor."""
+    from engine.results.derived import BASELINE_EXECUTOR
+    from fugue_tui.commands.report import BASELINE_WORD
+
+    assert BASELINE_WORD == BASELINE_EXECUTOR
