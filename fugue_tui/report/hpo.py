@@ -200,8 +200,8 @@ def _csv(value: Any) -> str:
 
 
 def _figure(cells: list[Any], path: Path, fmt: str) -> Path:
-    from fugue_tui.report.charts import step_points
     from fugue_tui.report.export import _pyplot
+    from fugue_tui.report.points import step_points
 
     plt = _pyplot()
     groups = workloads(cells)

@@ -323,7 +323,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != "seq").any():
-        from fugue_tui.report.charts import speedup_chart, speedup_chart_width
+        from fugue_tui.report.charts import speedup_chart
+        from fugue_tui.report.speedup_bars import speedup_chart_width
 
         color = (console.is_terminal and not console.no_color
                  and "NO_COLOR" not in os.environ)
