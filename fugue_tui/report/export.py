@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
+from engine.results.derived import PARITY_OUTSIDE, PARITY_WITHIN
 from fugue_tui.format import fmt_number
 
 #: What ``--format`` takes: the figures and the LaTeX table (this module), the rows as
@@ -133,7 +134,7 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
             mean, sd = _num(r.get("T_group_mean"), ".2f"), _num(r.get("T_group_std"), ".2f")
             t = mean if sd == "--" else rf"{mean} $\pm$ {sd}"
             ci = r.get("ci") if r.get("ci") not in (None, "n/a") else "--"
-            parity = {"within seq spread": "within", "outside seq spread": "outside"}.get(
+            parity = {PARITY_WITHIN: "within", PARITY_OUTSIDE: "outside"}.get(
                 str(r.get("parity")), "--")
             sps = _num(r.get("throughput_group_mean"), ",.0f")
             k = [_num(r.get("K"), ".0f")] if swept else []
