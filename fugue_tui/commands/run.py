@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from engine.define import campaign_schema
 from engine.errors import ConfigError
 from fugue_tui.commands.run_campaign import (
     campaign_name,
@@ -62,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to run: give --exp SELECTOR (catalogue experiments, e.g. "
                           "--exp D_ens) and/or --model M --dataset D (an ad-hoc experiment)")
     load_plugins()
-    executors = list(dict.fromkeys(args.run_exec or ["seq"]))
+    # without --exec: the campaign's declared default executors, as a campaign file without
+    # the key runs
+    executors = list(dict.fromkeys(args.run_exec or campaign_schema.default("executors")))
     options = _planned_flag_options(args, executors)
     for item in args.run_option:
         _add_option(options, item)
