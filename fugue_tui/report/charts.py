@@ -14,10 +14,8 @@ Missing values (None or NaN) are never drawn, and never as 0: :func:`bar_chart` 
 :func:`speedup_chart` leave their bars out and list their labels on a ``missing:`` line
 under the chart; :func:`line_chart` drops the points.
 
-What needs no plotext is beside it: the points (:mod:`.points`: missing values,
-downsampling, step curves), the axis ticks (:mod:`.ticks`) and the speedup chart's bars
-(:mod:`.speedup_bars`); :func:`downsample`, :func:`step_points` and :func:`nice_ticks` are
-re-exported here for the callers that draw with them.
+What needs no plotext is beside it: the points (:mod:`.points`), the axis ticks
+(:mod:`.ticks`), the speedup chart's bars (:mod:`.speedup_bars`).
 """
 
 from __future__ import annotations
@@ -402,9 +400,3 @@ def timeline_chart(span: float, panels: Sequence[tuple[str, Sequence[float], Seq
         fig.ruler("x").ticks(xt, [f"{t}s" for t in xl])
         charts.append(_render(fig, use_color))
     return "\n".join(charts + out)
-
-
-__all__ = ["BEST_MARKER", "KNEE_MARKER", "MAX_BARS", "MISSING_PREFIX", "MORE_PREFIX",
-           "bar_chart", "best_so_far_chart", "downsample", "figure_chart", "knee_chart",
-           "line_chart", "metric_panels", "nice_ticks", "speedup_chart", "step_points",
-           "timeline_chart"]
