@@ -12,35 +12,48 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-PINS = Path(__file__).resolve().parents[1] / "fixtures" / "cli_help" / "help.json"
+REPO = Path(__file__).resolve().parents[2]
+PINS = REPO / "tests" / "fixtures" / "cli_help" / "help.json"
 
 
-def _helps(monkeypatch) -> dict[str, str]:
-    from engine.plugins import load_builtins
-    from fugue_tui.cli import build_parser
+_RENDER = """
+import json
+from engine.plugins import load_builtins
+from fugue_tui.cli import build_parser
+import shtab
 
-    for name in ("FUGUE_REGISTRY_DIR", "FUGUE_PLUGINS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "100")  # argparse and the run epilog wrap to it
-    load_builtins()
-    parser = build_parser()
-    helps = {"fugue-tui": parser.format_help()}
-    for action in parser._actions:  # noqa: SLF001 - argparse keeps sub-parsers here
-        for name, sub in (getattr(action, "choices", None) or {}).items():
-            if hasattr(sub, "format_help"):
-                helps[f"fugue-tui {name}"] = sub.format_help()
-    import shtab
-
-    helps["completion bash"] = shtab.complete(parser, shell="bash")
-    return helps
+load_builtins()
+parser = build_parser()
+helps = {"fugue-tui": parser.format_help()}
+for action in parser._actions:
+    for name, sub in (getattr(action, "choices", None) or {}).items():
+        if hasattr(sub, "format_help"):
+            helps[f"fugue-tui {name}"] = sub.format_help()
+helps["completion bash"] = shtab.complete(parser, shell="bash")
+print(json.dumps(helps))
+"""
 
 
-def test_help_texts_are_pinned(monkeypatch):
-    helps = _helps(monkeypatch)
+def _helps() -> dict[str, str]:
+    """Every help text, rendered in a fresh process: ``run --help`` lists the registered
+    executors and workload types, and other tests register plugins in this one."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FUGUE_REGISTRY_DIR", "FUGUE_PLUGINS", "NO_COLOR")}
+    env["COLUMNS"] = "100"  # argparse and the run epilog wrap to it
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    out = subprocess.run([sys.executable, "-c", _RENDER], cwd=REPO, env=env, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def test_help_texts_are_pinned():
+    helps = _helps()
     if os.environ.get("FUGUE_PIN_HELP"):
         PINS.write_text(json.dumps(helps, indent=1, ensure_ascii=False) + "\n",
                         encoding="utf-8")
@@ -51,9 +64,9 @@ def test_help_texts_are_pinned(monkeypatch):
         assert text == pinned[name], name
 
 
-def test_every_sub_command_is_pinned(monkeypatch):
+def test_every_sub_command_is_pinned():
     """The pin covers the commands main() dispatches (a new command gets pinned too)."""
-    helps = _helps(monkeypatch)
+    helps = _helps()
     assert {"fugue-tui run", "fugue-tui report", "fugue-tui profile", "fugue-tui simulate",
             "fugue-tui list", "fugue-tui validate", "fugue-tui prefetch", "fugue-tui control",
             "fugue-tui bench", "fugue-tui dashboard", "fugue-tui completion"} <= set(helps)
