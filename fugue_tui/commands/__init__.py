@@ -1,5 +1,10 @@
-"""The sub-commands ``fugue-tui validate``, ``fugue-tui prefetch`` and ``fugue-tui run``, one
-module per command (:mod:`fugue_tui.cli` parses the command line and calls them).
+"""The ``fugue-tui`` sub-commands, one module per command, each with its arguments
+(``add_parser(sub)``) and its handler (``run(args)``); :mod:`fugue_tui.cli` assembles the
+parser from them and dispatches. ``list`` (:mod:`.listing`), ``control``, ``report``,
+``bench``, ``completion``, ``profile``/``simulate`` (:mod:`.profile`), and the top level's
+``--batch`` with its campaign overrides (:mod:`.batch`); the shared parser class and value
+types in :mod:`.arguments`. The dashboard's parser stays in :mod:`fugue_tui.cli`: it imports
+``fugue_tui.app``, which imports :mod:`.common` (a sibling cycle otherwise).
 
 * :mod:`.validate`: ``validate [SELECTOR]``, every catalogue experiment (or the selected ones)
   and whether it can run on this machine, with a one-line reason when not; then what is

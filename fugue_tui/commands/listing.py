@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
-from engine.define.availability import catalogue_availability
-from engine.define.search_space import space_text
-from fugue_tui.commands.common import load_catalogue_and_plugins
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def print_catalogue(user_file: str | None = None, console: Console | None = None,
@@ -17,6 +13,17 @@ def print_catalogue(user_file: str | None = None, console: Console | None = None
     """Print the catalogue table; reasons for unavailable experiments follow as numbered
     notes (one per distinct reason) so the table stays readable in 80 columns.
     ``as_json``: a ``fugue-tui/list`` document instead (docs/json.md)."""
+    # Imported here, not at the top: every command builds list's parser (add_parser), and
+    # the catalogue's modules would double `fugue-tui --version`'s start-up.
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from engine.define.availability import catalogue_availability
+    from engine.define.search_space import space_text
+    from fugue_tui.commands.common import load_catalogue_and_plugins
+
     console = console or Console()
     catalogue = load_catalogue_and_plugins(user_file)
     if as_json:
@@ -74,3 +81,22 @@ def precision_default(exp) -> str:
 
 def _fmt(value) -> str:
     return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def add_parser(sub) -> None:
+    from fugue_tui.commands.arguments import add_experiments_file
+
+    lister = sub.add_parser(
+        "list", help="list the experiment catalogue and what can run here",
+        description="The experiment catalogue (with a user experiments file merged over "
+                    "it): per experiment its workload, jobs, model and dataset, and whether "
+                    "it can run on this machine. Exit 0.")
+    add_experiments_file(lister, "experiments_file_list")
+    lister.add_argument("--json", action="store_true", dest="json_sub",
+                        help="the catalogue as JSON (schema fugue-tui/list, docs/json.md)")
+
+
+def run(args) -> int:
+    """``fugue-tui list``: the experiments file given after the command, else before it."""
+    return print_catalogue(args.experiments_file_list or args.experiments_file,
+                           as_json=args.json_sub)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from engine.errors import ConfigError, one_line
 from fugue_tui.commands.common import load_catalogue_and_plugins, selected
-from fugue_tui.commands.downloads import FETCHERS, Unfetchable, is_network, quiet
 
 #: Datasets that scikit-learn ships: nothing to download.
 BUNDLED = ("digits", "wine", "breast_cancer", "diabetes")
@@ -127,6 +126,10 @@ def _count(n: int, noun: str) -> str:
 def _prefetch_one(name: str, root: Path, datasets) -> tuple[str, bool | None]:
     """``(line, True)`` present or fetched; ``(line, False)`` a fetch failed; ``(line,
     None)`` nothing this command can fetch (a dataset only a plugin provides or loads)."""
+    # Imported here, not at the top: every command builds prefetch's parser (add_parser)
+    # and the downloaders load the catalogue's availability checks.
+    from fugue_tui.commands.downloads import FETCHERS, Unfetchable, is_network, quiet
+
     if name not in datasets:
         return "not registered, skipped (a plugin must provide it: FUGUE_PLUGINS)", None
     spec = datasets.get(name)
@@ -159,3 +162,25 @@ def _prefetch_one(name: str, root: Path, datasets) -> tuple[str, bool | None]:
     if not ok:
         return f"downloaded, but still not usable: {reason}", False
     return f"downloaded into {root} ({time.monotonic() - started:.1f} s)", True
+
+
+def add_parser(sub) -> None:
+    from fugue_tui.commands.arguments import add_experiments_file
+
+    parser = sub.add_parser(
+        "prefetch", help="download the datasets of the selected experiments (default all)",
+        description="Download the datasets of the selected experiments (default all) into the "
+                    "data root (FUGUE_DATA_DIR, or --data-dir). Present datasets are skipped; "
+                    "scikit-learn's bundled ones need nothing. Each download goes to a "
+                    "temporary folder inside the data root and is renamed into place only when "
+                    "complete. Exit 2 when a dataset could not be fetched.")
+    parser.add_argument("selector", nargs="*", metavar="SELECTOR",
+                        help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all (default all)")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="download here instead of FUGUE_DATA_DIR")
+    add_experiments_file(parser, "experiments_file_sub")
+
+
+def run(args) -> int:
+    return prefetch(args.selector, args.data_dir,
+                    args.experiments_file_sub or args.experiments_file)

@@ -260,3 +260,73 @@ def _executors(names: list[str] | None) -> list[str]:
             raise ConfigError(f"argument --executors: unknown executor {name!r}"
                               f"{nearest(name, EXECUTORS.names())}; {known(EXECUTORS.names())}")
     return chosen
+
+
+def _add_common(parser: Any) -> None:
+    """What ``profile`` and ``simulate`` share: the selection, the runs folder holding
+    profiles.csv, the device and compile mode the profiles are keyed by."""
+    import argparse
+
+    from fugue_tui.commands.arguments import add_experiments_file
+
+    parser.add_argument("selector", nargs="*", metavar="SELECTOR",
+                        help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all (default all)")
+    parser.add_argument("--runs-dir", dest="profile_runs_dir", metavar="DIR",
+                        help="the runs folder holding profiles.csv (default runs)")
+    parser.add_argument("--device", dest="profile_device", metavar="DEVICE",
+                        help="auto (default), cpu, cuda or cuda:N")
+    parser.add_argument("--compile", metavar="MODE",
+                        help="off (default) or a torch.compile mode: profiles are per mode")
+    parser.add_argument("--seed", dest="seed", type=int, help=argparse.SUPPRESS)
+    add_experiments_file(parser, "experiments_file_sub")
+
+
+def add_parsers(sub) -> None:
+    """``profile`` and ``simulate``: memory profiles and how many jobs fit at once."""
+    from fugue_tui.commands.arguments import at_least, precision_names
+
+    parser = sub.add_parser(
+        "profile", help="measure memory profiles: peak RSS of 1, 2, 4, 8 stacked jobs (--ks), device "
+                        "memory, step time (per model, dataset, batch, precision, compile, "
+                        "optimizer)",
+        description="For each distinct (model, dataset, batch size, precision, compile, "
+                    "optimizer) of the selected experiments, a brief run (one epoch) in a fresh "
+                    "process measures peak RSS for K = 1, 2, 4, 8 stacked members (the increment "
+                    "per member), on a GPU the CUDA context, one dataset copy and peak device "
+                    "memory, and the median step time. Rows go to RUNS_DIR/profiles.csv, keyed "
+                    "by this machine (host, GPU, torch, CUDA). max_parallel = \"auto\" and "
+                    "fugue-tui simulate read them.")
+    _add_common(parser)
+    parser.add_argument("--list", action="store_true",
+                        help="list the profiles in the runs folder (measure nothing)")
+    parser.add_argument("--ks", default="1,2,4,8", metavar="LIST",
+                        help="stack sizes measured: 1 and at least two stacked sizes "
+                             "(default 1,2,4,8)")
+    parser.add_argument("--max-steps", type=at_least(2), metavar="N",
+                        help="stop each K after N training steps (default: one epoch, "
+                             "validation included)")
+    parser.add_argument("--threads", type=at_least(0), metavar="N",
+                        help="torch threads of the probe (default all cores)")
+    sim = sub.add_parser(
+        "simulate", help="how many jobs fit at once per experiment and executor, from the "
+                         "profiles and a budget",
+        description="From this machine's profiles and the budget (measured here unless "
+                    "given): per experiment and executor, how many jobs fit at once, the "
+                    "limiting resource and the predicted memory at that number. The same "
+                    "estimate as max_parallel = \"auto\". Writes nothing.")
+    _add_common(sim)
+    sim.add_argument("--ram-budget", metavar="SIZE",
+                     help="host RAM the jobs may use: 6GiB, 512MiB or MiB (default: "
+                          "this machine's total)")
+    sim.add_argument("--device-budget", metavar="SIZE",
+                     help="device memory (default: the GPU's total)")
+    sim.add_argument("--cores", metavar="N", help="cores (default: os.cpu_count)")
+    sim.add_argument("--executors", nargs="+", metavar="EXECUTOR",
+                     help=f"default: {' '.join(SIMULATED)}")
+    sim.add_argument("--mp-start", default="forkserver", metavar="START[,START]",
+                     help="mp's start method: forkserver (workers share the parent's "
+                          "pages), spawn, or forkserver,spawn for an estimate of each")
+    sim.add_argument("--precision", choices=precision_names(),
+                     help="the precision the cells would run (default: each "
+                          "experiment's own; bf16 without a bf16 profile scales the "
+                          "fp32 one, docs/profiles.md)")

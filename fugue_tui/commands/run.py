@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from engine.define import campaign_schema
 from engine.errors import ConfigError
 from fugue_tui.commands.run_campaign import (
     campaign_name,
@@ -62,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to run: give --exp SELECTOR (catalogue experiments, e.g. "
                           "--exp D_ens) and/or --model M --dataset D (an ad-hoc experiment)")
     load_plugins()
-    executors = list(dict.fromkeys(args.run_exec or ["seq"]))
+    # without --exec: the campaign's declared default executors, as a campaign file without
+    # the key runs
+    executors = list(dict.fromkeys(args.run_exec or campaign_schema.default("executors")))
     options = _planned_flag_options(args, executors)
     for item in args.run_option:
         _add_option(options, item)
@@ -248,3 +251,27 @@ def _adhoc_document(args: argparse.Namespace, exp_name: str,
                         optimizer=args.run_optimizer, search_space=space,
                         num_samples=args.run_num_samples)
     return experiments_document(exp_name, table, experiments_file)
+
+
+def add_parser(sub) -> None:
+    """``run``'s parser: its flags (:func:`.run_flags.add_run_arguments`, the campaign keys'
+    from their declarations) and the registered executors in its epilog."""
+    from fugue_tui.commands.arguments import at_least
+    from fugue_tui.commands.run_flags import add_run_arguments, executors_epilog
+
+    parser = sub.add_parser(
+        "run", help="run experiments × executors now (a campaign built from the flags)",
+        description="Build a campaign from the flags (catalogue experiments with --exp, and/or\n"
+                    "an ad-hoc experiment described with --model/--dataset ...), validate it like\n"
+                    "a campaign file, write it to RUNS_DIR/.adhoc/run-<selection>-<digest>.toml\n"
+                    "(the digest hashes the definition: the same flags reuse the name, other\n"
+                    "flags never overwrite an earlier run's files) and run it as --batch does.\n"
+                    "Exit status as --batch: 0 every cell ok, 1 a cell was not, 2 bad input\n"
+                    "(nothing written).\n\n"
+                    "  fugue-tui run --exp D_ens,D_cv --exec seq --passes 3\n"
+                    "  fugue-tui run --model mlp --dataset wine --type cv --k 5 --epochs 20\n"
+                    "  fugue-tui run --model mlp --dataset digits \\\n"
+                    "      --search-space lr=0.1,0.01 batch_size=32,64\n"
+                    "  fugue-tui run --type multi_model --model mlp mlp_bn --dataset wine digits",
+        epilog=executors_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser, at_least)

@@ -9,12 +9,6 @@ from __future__ import annotations
 
 import sys
 
-from engine.define.availability import requires_hint
-from engine.parts.dataset_files import has_module
-from fugue_tui.commands.common import load_catalogue_and_plugins, selected
-from fugue_tui.commands.downloads import FETCHERS
-from fugue_tui.format import wrap_line
-
 
 def validate(selector: list[str] | None = None, experiments_file: str | None = None,
              out=None, as_json: bool = False) -> int:
@@ -25,11 +19,15 @@ def validate(selector: list[str] | None = None, experiments_file: str | None = N
         ConfigError: a malformed experiments file, a plugin that cannot be imported, an
             unknown experiment in ``selector``.
     """
+    # Imported here, not at the top: every command builds validate's parser (add_parser).
     from engine import registry
-    from engine.define.availability import catalogue_availability
+    from engine.define.availability import catalogue_availability, requires_hint
     from engine.define.workloads import WORKLOADS, expand
-    from engine.parts.dataset_files import data_root, root_note
+    from engine.parts.dataset_files import data_root, has_module, root_note
     from engine.plugins import load_plugins
+    from fugue_tui.commands.common import load_catalogue_and_plugins, selected
+    from fugue_tui.commands.downloads import FETCHERS
+    from fugue_tui.format import wrap_line
 
     out = out or sys.stdout
     catalogue = load_catalogue_and_plugins(experiments_file)
@@ -128,3 +126,26 @@ def _executor_summary(name: str) -> str:
     spec = EXECUTORS.get(name)
     opts = f" [options: {', '.join(spec.option_fields)}]" if spec.option_fields else ""
     return f"{name}{opts}"
+
+
+def add_parser(sub) -> None:
+    from fugue_tui.commands.arguments import add_experiments_file
+
+    parser = sub.add_parser(
+        "validate", help="which experiments can run here and why not; what is registered",
+        description="Every catalogue experiment (or the selected ones) and whether it resolves "
+                    "on this machine, with a one-line reason when not; then the registered "
+                    "models, datasets, tasks, optimizers, executors and workload types. Exit 0 "
+                    "when every experiment validated (all, or the selected ones) can run "
+                    "here, 1 when one cannot, 2 for bad input.")
+    parser.add_argument("selector", nargs="*", metavar="SELECTOR",
+                        help="E01, 1, E08:E10, E08:, :E05, 1,4,5 or all")
+    add_experiments_file(parser, "experiments_file_sub")
+    parser.add_argument("--json", action="store_true", dest="json_sub",
+                        help="the answer as JSON (schema fugue-tui/validate, docs/json.md); "
+                             "the same exit status")
+
+
+def run(args) -> int:
+    return validate(args.selector, args.experiments_file_sub or args.experiments_file,
+                    as_json=args.json_sub)

@@ -13,6 +13,9 @@ variable is set (https://no-color.org); ``color=False`` gives plain text (the
 Missing values (None or NaN) are never drawn, and never as 0: :func:`bar_chart` and
 :func:`speedup_chart` leave their bars out and list their labels on a ``missing:`` line
 under the chart; :func:`line_chart` drops the points.
+
+What needs no plotext is beside it: the points (:mod:`.points`), the axis ticks
+(:mod:`.ticks`), the speedup chart's bars (:mod:`.speedup_bars`).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-import numpy as np
 import plotext as plt
+
+from fugue_tui.report.points import downsample, is_missing, step_points
+from fugue_tui.report.ticks import nice_ticks
 
 MISSING_PREFIX = "missing: "
 #: Columns plotext needs besides the plot area (tick labels, frame), roughly.
@@ -58,15 +62,6 @@ def _render(fig, color: bool) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    try:
-        return not math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return True
-
-
 def _fmt(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
@@ -89,11 +84,11 @@ def bar_chart(labels: Sequence[str], values: Sequence[float | None], title: str 
     LAST ``max_bars`` of the sequences) and a ``… N more bars not drawn`` line says so.
     """
     use_color = _use_color(color)
-    drawn = [i for i, v in enumerate(values) if not _missing(v)]
+    drawn = [i for i, v in enumerate(values) if not is_missing(v)]
     hidden = 0
     if max_bars is not None and len(drawn) > max_bars:
         hidden, drawn = len(drawn) - max_bars, drawn[-max_bars:]
-    missing = [str(labels[i]) for i, v in enumerate(values) if _missing(v)]
+    missing = [str(labels[i]) for i, v in enumerate(values) if is_missing(v)]
     lines: list[str] = []
     if drawn:
         rows_per_bar = 3 if len(drawn) <= 10 else 2
@@ -142,39 +137,9 @@ def _interval(error: tuple[float, float] | None) -> tuple[float, float] | None:
     if error is None:
         return None
     low, high = error
-    if _missing(low) or _missing(high):
+    if is_missing(low) or is_missing(high):
         return None
     return float(low), float(high)
-
-
-def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """Reduce a series to at most ``2 * buckets`` points, keeping its shape.
-
-    Min/max per bucket: the points (NaN y dropped first) are cut into ``buckets``
-    consecutive runs of (nearly) equal length, and each run is replaced by its minimum and
-    its maximum point, in x order — so every spike survives and the global min and max are
-    always kept (a bucket mean would flatten them). A series with at most ``2 * buckets``
-    points is returned unchanged.
-    """
-    x = np.asarray(xs, dtype=float)
-    y = np.asarray(ys, dtype=float)
-    keep = np.isfinite(y) & np.isfinite(x)
-    x, y = x[keep], y[keep]
-    buckets = max(1, int(buckets))
-    if len(y) <= 2 * buckets:
-        return x, y
-    edges = np.linspace(0, len(y), buckets + 1).astype(int)
-    out_x: list[np.ndarray] = []
-    out_y: list[np.ndarray] = []
-    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
-        if hi <= lo:
-            continue
-        seg = y[lo:hi]
-        picks = sorted({lo + int(np.argmin(seg)), lo + int(np.argmax(seg))})
-        out_x.append(x[picks])
-        out_y.append(y[picks])
-    return np.concatenate(out_x), np.concatenate(out_y)
 
 
 def line_chart(xs: Sequence[float], series: Mapping[str, Sequence[float]], title: str | None = None,
@@ -203,98 +168,28 @@ def line_chart(xs: Sequence[float], series: Mapping[str, Sequence[float]], title
     return _render(fig, use_color)
 
 
-def speedup_label(row: Mapping[str, Any]) -> str:
-    """``exp executor`` plus what distinguishes the cell (``fugue_tui.report.figures.cell_label``)."""
-    from fugue_tui.report.figures import cell_label
-
-    return cell_label(dict(row))
-
-
-#: The title of the speedup chart.
-SPEEDUP_TITLE = "speedup over seq (ratio of mean T_group; 1 = seq)"
-#: Columns a bar needs beside its label to be read: the axis, the bar area, the frame.
-MIN_BAR_AREA = 20
-
-
 def speedup_chart(speedup_df, width: int = 80, color: bool | None = None,
-                  title: str = SPEEDUP_TITLE) -> str:
+                  title: str | None = None) -> str:
     """Bars of the speedups in ``speedup_df`` (:func:`engine.results.analysis.speedups`), grouped
     by experiment then executor, with the bootstrap interval where there is one and a line
     at 1. seq rows (1 by definition) are not drawn; cells without a seq baseline (NaN) are
     listed as missing, never drawn as 0. Several machines: labels start with the machine.
     Below :func:`speedup_chart_width` plotext drops the title and labels: callers check
-    it first (``report --width 40`` prints the tables only and says so).
+    it first (``report --width 40`` prints the tables only and says so). ``title``:
+    default :data:`fugue_tui.report.speedup_bars.SPEEDUP_TITLE`.
     """
-    bars = _speedup_bars(speedup_df)
+    # Imported here: the bars need pandas and the engine's baseline, the dashboard's
+    # charts (metric_panels, timeline_chart) neither.
+    from engine.results.derived import BASELINE_EXECUTOR
+    from fugue_tui.report.speedup_bars import SPEEDUP_TITLE, speedup_bars
+
+    bars = speedup_bars(speedup_df)
     if bars is None:
-        return "(no speedups to draw: only seq rows)"
+        return f"(no speedups to draw: only {BASELINE_EXECUTOR} rows)"
     labels, values, errors = bars
-    return bar_chart(labels, values, title=title, width=width, errors=errors, color=color,
+    return bar_chart(labels, values, title=title or SPEEDUP_TITLE, width=width, errors=errors,
+                     color=color,
                      reference=1.0, value_labels=[""] * len(values))
-
-
-def speedup_chart_width(speedup_df, title: str = SPEEDUP_TITLE) -> int:
-    """The fewest columns that hold the speedup chart of ``speedup_df`` with its title and
-    every label (the longest label, then :data:`MIN_BAR_AREA` columns of bars)."""
-    bars = _speedup_bars(speedup_df)
-    longest = max((len(label) for label in bars[0]), default=0) if bars else 0
-    return max(len(title), longest + MIN_BAR_AREA)
-
-
-def _speedup_bars(speedup_df):
-    """``(labels, values, errors)`` of the non-seq rows, bottom bar first; None without."""
-    from fugue_tui.report.figures import mark_sweeps
-
-    frame = mark_sweeps(speedup_df)
-    frame = frame[frame["executor"] != "seq"]
-    if not len(frame):
-        return None
-    machines = frame["machine"].unique() if "machine" in frame.columns else []
-    frame = frame.assign(_exp=frame["exp_id"].map({e: i for i, e in enumerate(
-        dict.fromkeys(frame["exp_id"]))}))
-    frame = frame.sort_values(["_exp", "executor"], kind="stable")
-    labels, values, errors = [], [], []
-    for row in frame.to_dict("records"):
-        label = speedup_label(row)
-        if len(machines) > 1:
-            label = f"{row['machine']}: {label}"
-        value = row.get("speedup")
-        # the value goes into the tick label: inside the bar the line at 1 could cover it
-        labels.append(label if _missing(value) else f"{label} {float(value):.3f}")
-        values.append(value)
-        errors.append((row.get("ci_low"), row.get("ci_high")))
-    # plotext draws the first bar at the bottom: reverse so the table order reads downwards.
-    return tuple(x[::-1] for x in (labels, values, errors))
-
-
-def nice_ticks(low: float, high: float, most: int, cover: bool = False
-               ) -> tuple[list[float], list[str]]:
-    """At most ``most`` (≥ 2) round tick positions (steps of 1, 2 or 5 × 10^k) in
-    ``[low, high]`` — or, with ``cover``, from the round value at or below ``low`` to the one
-    at or above ``high`` (an axis then spans its ticks) — and their labels in plain decimals
-    with the step's precision (never ``4.8e2``, never uneven labels for even rows)."""
-    most = max(2, int(most))
-    span = high - low
-    if not math.isfinite(span) or span <= 0:
-        return [low], [_plain(low, 1.0)]
-    power = 10 ** math.floor(math.log10(span / (most - 1)))
-    for step in (m * power * scale for scale in (1, 10, 100) for m in (1, 2, 5)):
-        if cover:
-            first = math.floor(low / step + 1e-9) * step
-            last = math.ceil(high / step - 1e-9) * step
-        else:
-            first = math.ceil(low / step - 1e-9) * step
-            last = math.floor(high / step + 1e-9) * step
-        count = int(round((last - first) / step)) + 1
-        if count <= most:
-            break
-    ticks = [round(first + i * step, 12) for i in range(count)]
-    return ticks, [_plain(t, step) for t in ticks]
-
-
-def _plain(value: float, step: float) -> str:
-    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
-    return f"{value:,.{decimals}f}"
 
 
 def metric_panels(xs: Sequence[float], panels: Sequence[tuple[str, Sequence[float | None]]],
@@ -315,7 +210,7 @@ def metric_panels(xs: Sequence[float], panels: Sequence[tuple[str, Sequence[floa
     span = max(rel[-1] if rel else 0.0, 1.0)
     out = []
     for title, values in panels:
-        ys = [float("nan") if _missing(v) else float(v) for v in values]
+        ys = [float("nan") if is_missing(v) else float(v) for v in values]
         finite = [y for y in ys if math.isfinite(y)]
         value = next((y for y in reversed(ys) if math.isfinite(y)), None)
         head = f"{title}  {latest} {_fmt(value)}" if value is not None else f"{title}  (no data)"
@@ -399,7 +294,7 @@ def knee_chart(series: Sequence[tuple[str, Sequence[int], Sequence[float], int |
     key, top = [], 0.0
     for i, (label, ks, values, knee) in enumerate(series):
         points = [(math.log2(int(k)), float(v)) for k, v in zip(ks, values, strict=True)
-                  if not _missing(v) and int(k) > 0]
+                  if not is_missing(v) and int(k) > 0]
         if not points:
             key.append(f"{label}: nothing measured")
             continue
@@ -408,7 +303,7 @@ def knee_chart(series: Sequence[tuple[str, Sequence[int], Sequence[float], int |
         top = max(top, *ys)
         fig.draw(fig.signal(list(xs), list(ys), marker=marker).lines())
         at = dict(zip(ks, values, strict=True)).get(knee) if knee is not None else None
-        if at is not None and not _missing(at):
+        if at is not None and not is_missing(at):
             fig.draw(fig.signal([math.log2(knee)], [float(at)], marker=KNEE_MARKER))
         key.append(f"{marker} {label}: " + (f"knee K={knee}" if knee is not None
                                              else "no knee in the sweep"))
@@ -425,25 +320,6 @@ def knee_chart(series: Sequence[tuple[str, Sequence[int], Sequence[float], int |
 
 #: Marks where an hpo cell's time to best falls on its best-so-far curve.
 BEST_MARKER = "★"
-
-
-def step_points(curve: Sequence[tuple[float, float]], end: float | None = None
-                ) -> tuple[list[float], list[float]]:
-    """A best-so-far curve (``[(t, best), ...]`` at each improvement) as the corners of its
-    step line: each value holds until the next improvement, the last until ``end`` (the
-    group's end, when later than the last improvement)."""
-    xs: list[float] = []
-    ys: list[float] = []
-    for i, (t, v) in enumerate(curve):
-        if i:
-            xs.append(float(t))
-            ys.append(ys[-1])
-        xs.append(float(t))
-        ys.append(float(v))
-    if xs and end is not None and not _missing(end) and end > xs[-1]:
-        xs.append(float(end))
-        ys.append(ys[-1])
-    return xs, ys
 
 
 def best_so_far_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]],
@@ -468,7 +344,7 @@ def best_so_far_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]],
         fig.draw(fig.signal(xs, ys, marker=marker).lines())
         drawn = True
         text = f"{marker} {label}"
-        if ttb is not None and not _missing(ttb):
+        if ttb is not None and not is_missing(ttb):
             # the curve's value at the time to best: the step holding then
             at = next((v for t, v in reversed(list(curve)) if t <= ttb + 1e-12), curve[0][1])
             fig.draw(fig.signal([float(ttb)], [float(at)], marker=BEST_MARKER))
@@ -480,6 +356,8 @@ def best_so_far_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]],
     if ylabel:
         fig.label(ylabel, axis="y")
     return _render(fig, use_color) + "\n" + f"{BEST_MARKER} time to best   " + "   ".join(key)
+
+
 def timeline_chart(span: float, panels: Sequence[tuple[str, Sequence[float], Sequence[float]]],
                    marks: Sequence[tuple[float, str]], width: int = 80, height: int = 12,
                    color: bool | None = None, latest: str = "now") -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
+from engine.results.derived import BASELINE_EXECUTOR, PARITY_OUTSIDE, PARITY_WITHIN
 from fugue_tui.format import fmt_number
 
 #: What ``--format`` takes: the figures and the LaTeX table (this module), the rows as
@@ -94,7 +95,8 @@ def _num(value: Any, fmt: str) -> str:
     return fmt_number(value, fmt, missing="--")
 
 
-def latex_table(results, caption: str = "Speedup over seq per experiment and executor.",
+def latex_table(results, caption: str = f"Speedup over {BASELINE_EXECUTOR} per experiment and "
+                                       "executor.",
                 label: str = "tab:fugue-results") -> str:
     """The speedup table as a LaTeX ``table`` with booktabs rules (``\\usepackage{booktabs}``):
     one block per machine (a ``\\midrule`` and the machine's provenance between blocks),
@@ -133,7 +135,7 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
             mean, sd = _num(r.get("T_group_mean"), ".2f"), _num(r.get("T_group_std"), ".2f")
             t = mean if sd == "--" else rf"{mean} $\pm$ {sd}"
             ci = r.get("ci") if r.get("ci") not in (None, "n/a") else "--"
-            parity = {"within seq spread": "within", "outside seq spread": "outside"}.get(
+            parity = {PARITY_WITHIN: "within", PARITY_OUTSIDE: "outside"}.get(
                 str(r.get("parity")), "--")
             sps = _num(r.get("throughput_group_mean"), ",.0f")
             k = [_num(r.get("K"), ".0f")] if swept else []
@@ -144,8 +146,10 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
                       _num(r.get("acc_mean"), ".3f"), parity]
             lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}",
-              rf"\caption{{{tex_escape(caption)} Speedup: mean seq $T_\mathrm{{group}}$ "
-              r"divided by mean $T_\mathrm{group}$ over passes (ratio of means), against seq "
+              rf"\caption{{{tex_escape(caption)} Speedup: mean {BASELINE_EXECUTOR} "
+              r"$T_\mathrm{group}$ "
+              rf"divided by mean $T_\mathrm{{group}}$ over passes (ratio of means), against "
+              rf"{BASELINE_EXECUTOR} "
               r"on the same machine and stack; interval: percentile bootstrap, only with "
               r"at least 5 passes on both sides.}",
               rf"\label{{{label}}}", r"\end{table}", ""]
@@ -154,7 +158,8 @@ def latex_table(results, caption: str = "Speedup over seq per experiment and exe
 
 #: Why a figure has no row at all, per figure (else :data:`_NO_ROWS`).
 _NO_BARS = {
-    "speedup": "no cell other than seq (a speedup compares a strategy with its seq baseline)",
+    "speedup": f"no cell other than {BASELINE_EXECUTOR} (a speedup compares a strategy with its "
+               f"{BASELINE_EXECUTOR} baseline)",
     "ladder": "no ablation-ladder rows (unified_model with --sweep ablation)",
 }
 _NO_ROWS = "no ok row to draw"
@@ -163,7 +168,8 @@ _ALL_MISSING = {
     "energy": ("no cell measured energy (energy_method none: no GPU energy counter or power "
                "samples, as on a CPU-only run)"),
     "memory": "no cell recorded peak memory (neither VRAM nor the process tree's RSS)",
-    "speedup": "no strategy cell has a seq baseline of the same machine and workload",
+    "speedup": f"no strategy cell has a {BASELINE_EXECUTOR} baseline of the same machine and "
+               "workload",
     "parity": "no cell recorded a validation accuracy",
 }
 _NOTHING_MEASURED = "no cell measured it"

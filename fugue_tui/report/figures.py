@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.results.derived import BASELINE_EXECUTOR, PARITY_OUTSIDE, PARITY_WITHIN
 from fugue_tui.format import finite, fmt_number
 
 #: The figures, in the order they are shown and exported.
@@ -170,8 +171,6 @@ def _slower_but_faster(labelled: list[tuple[str, dict[str, Any]]]) -> list[str]:
     def same(r: dict[str, Any]) -> tuple:  # the seq row of the same workload: K and
         return (r["exp_id"], r.get("machine"), r.get("K"), r.get("precision"))  # precision
 
-    from engine.results.derived import BASELINE_EXECUTOR
-
     seq = {same(r): r for _, r in labelled if r["executor"] == BASELINE_EXECUTOR}
     out = []
     for label, r in labelled:
@@ -184,7 +183,7 @@ def _slower_but_faster(labelled: list[tuple[str, dict[str, Any]]]) -> list[str]:
             continue
         faster = mine / theirs
         out.append(f"{label}: speedup {speedup:.3f} < 1 though its throughput is "
-                   f"{faster:.2f}× seq's: it trained about {faster / speedup:.2f}× the "
+                   f"{faster:.2f}× {BASELINE_EXECUTOR}'s: it trained about {faster / speedup:.2f}× the "
                    "samples, so its T_group is longer while it trains faster")
     return out
 
@@ -212,7 +211,7 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
 
     speed = []
     for label, r in labelled:
-        if r["executor"] == "seq":
+        if r["executor"] == BASELINE_EXECUTOR:
             continue
         value, low, high = (finite(r.get(c)) for c in ("speedup", "ci_low", "ci_high"))
         text = fmt_number(value, ".3f") + (f" [{low:.3f}, {high:.3f}]" if low is not None
@@ -228,7 +227,7 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
     for label, r in labelled:
         acc = finite(r.get("acc_mean"))
         low, high = finite(r.get("seq_acc_min")), finite(r.get("seq_acc_max"))
-        flag = {"within seq spread": "within", "outside seq spread": "OUTSIDE"}.get(
+        flag = {PARITY_WITHIN: "within", PARITY_OUTSIDE: "OUTSIDE"}.get(
             str(r.get("parity")), "")
         parity.append(Bar(label, acc, low, high, f"{fmt_number(acc, '.3f')} {flag}".strip()))
     lad = []
@@ -239,19 +238,22 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
         lad.append(Bar(f"{head}{r['exp_id']} rung {r['rung']}", value, low, high,
                        fmt_number(value, ".3f") + (f" [{low:.3f}, {high:.3f}]"
                                              if low is not None and high is not None else "")))
+    base = BASELINE_EXECUTOR
     ratio = (f"ratio of means over passes; 95% bootstrap interval only with >= {MIN_BOOT_N} "
              "passes on both sides; never across machines")
-    baseline = {r["exp_id"] for r in rows if r["executor"] == "seq"}
-    orphans = sorted({r["exp_id"] for _, r in labelled if r["executor"] != "seq"
+    baseline = {r["exp_id"] for r in rows if r["executor"] == BASELINE_EXECUTOR}
+    orphans = sorted({r["exp_id"] for _, r in labelled if r["executor"] != BASELINE_EXECUTOR
                       and finite(r.get("speedup")) is None and r["exp_id"] not in baseline})
     speed_note = ratio
     for line in _slower_but_faster(labelled):
         speed_note += f"; {line}"
     if orphans:  # a missing bar must say why: here, no seq row to divide by
-        speed_note += (f"; missing for {', '.join(orphans)}: no seq row of that experiment among "
-                  "the rows shown (a filter that leaves seq out leaves no baseline)")
+        speed_note += (f"; missing for {', '.join(orphans)}: no {base} row of that experiment "
+                       f"among the rows shown (a filter that leaves {base} out leaves no "
+                       "baseline)")
     figures = [
-        Figure("speedup", "speedup over seq (mean seq T_group ÷ mean T_group; 1 = seq)", "×",
+        Figure("speedup", f"speedup over {base} (mean {base} T_group ÷ mean T_group; 1 = {base})",
+               "×",
                speed, 1.0, speed_note),
         Figure("wall_clock", "wall-clock: mean T_group per cell", "s",
                bars("T_group_mean", ".2f"), None, "mean over the cell's ok passes"),
@@ -262,9 +264,9 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
                "mean energy_group / K over the passes that measured energy"),
         Figure("memory", "peak memory (VRAM with a GPU, else RSS of the cell's process tree)",
                "MiB", memory, None, "highest peak over passes"),
-        Figure("parity", "accuracy parity: mean val acc (interval: the seq baseline's "
+        Figure("parity", f"accuracy parity: mean val acc (interval: the {base} baseline's "
                "[min, max] over its jobs)", "acc", parity, None,
-               "within / OUTSIDE: the cell's mean lies within / outside the seq spread"),
+               f"within / OUTSIDE: the cell's mean lies within / outside the {base} spread"),
         Figure("ladder", "unified-model ablation ladder: throughput relative to rung A", "×",
                lad, 1.0, ratio.replace("passes on both sides", "passes of both rungs")),
     ]

@@ -110,11 +110,12 @@ def ttb_table(title: str, cells: list[Any], speed: dict, by_campaign: bool = Fal
 
 
 def note_lines() -> list[str]:
+    from engine.results.derived import BASELINE_EXECUTOR
     from engine.results.hpo_best import EPSILON
 
     return [f"time to best = seconds from the group window's start until some trial's "
             f"validation came within {EPSILON:.0%} (relative) of the group's final best; "
-            f"ttb speedup = mean seq time to best under the same scheduler ÷ the cell's, "
+            f"ttb speedup = mean {BASELINE_EXECUTOR} time to best under the same scheduler ÷ the cell's, "
             f"only when their early-stopping decisions match (docs/results.md). The chart "
             f"draws each cell's pass of median time to best."]
 
@@ -200,8 +201,8 @@ def _csv(value: Any) -> str:
 
 
 def _figure(cells: list[Any], path: Path, fmt: str) -> Path:
-    from fugue_tui.report.charts import step_points
     from fugue_tui.report.export import _pyplot
+    from fugue_tui.report.points import step_points
 
     plt = _pyplot()
     groups = workloads(cells)

@@ -240,7 +240,7 @@ def test_a_packed_row_never_enters_a_single_gpu_speedup():
     table_ttb = speedups(runs_from_frames(pd.DataFrame(ttb)), n_boot=0).set_index("config_key")
     assert pd.isna(table_ttb.loc["two", "ttb_speedup"])
     assert table_ttb.loc["two", "ttb_baseline"] == PACKED_BASELINE
-    from fugue_tui.report.tables import _cell_values
+    from fugue_tui.report.cell_tables import cell_values as _cell_values
 
     shown = {r["config_key"]: _cell_values(r)["speedup"]
              for r in table.reset_index().to_dict("records")}

@@ -28,7 +28,7 @@ def test_each_start_is_its_own_cell_with_its_own_speedup():
     assert cell_label(mp.reset_index().iloc[0].to_dict()).startswith("D_ens mp")
     labels = {cell_label(r) for r in table.to_dict("records")}
     assert {"D_ens mp forkserver", "D_ens mp spawn", "D_ens mp", "D_ens seq"} == labels
-    from fugue_tui.report.tables import _cell_values
+    from fugue_tui.report.cell_tables import cell_values as _cell_values
 
     variants = {_cell_values(r)["variant"] for r in table.to_dict("records")
                 if r["executor"] == "mp"}

@@ -10,8 +10,8 @@ import pandas as pd
 from engine.results.analysis import speedups
 from engine.results.load import runs_from_frames
 from fugue_tui.format import MISSING
+from fugue_tui.report.cell_tables import cell_values as _cell_values
 from fugue_tui.report.figures import cell_label
-from fugue_tui.report.tables import _cell_values
 
 
 def _row(executor: str, t: float, precision: str, group: str) -> dict:

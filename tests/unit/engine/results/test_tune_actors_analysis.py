@@ -29,7 +29,7 @@ def test_each_actor_mode_is_its_own_cell_with_its_own_speedup():
     labels = {cell_label(r) for r in table.to_dict("records")}
     assert {"D_hpo ray fifo reused", "D_hpo ray fifo fresh", "D_hpo ray fifo",
             "D_hpo seq"} == labels
-    from fugue_tui.report.tables import _cell_values
+    from fugue_tui.report.cell_tables import cell_values as _cell_values
 
     variants = {_cell_values(r)["variant"] for r in table.to_dict("records")
                 if r["executor"] == "ray"}

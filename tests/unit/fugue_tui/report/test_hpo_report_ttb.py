@@ -12,7 +12,7 @@ from rich.console import Console
 
 from engine.results.hpo_curves import hpo_cells
 from engine.results.load import load_runs
-from fugue_tui.report.charts import step_points
+from fugue_tui.report.points import step_points
 from fugue_tui.report.tables import export_results, print_report
 from tests.unit.engine.results.test_analysis import group as base_group
 from tests.unit.engine.results.test_analysis import job, write

@@ -1,0 +1,80 @@
+"""The parser class and the argument value types every sub-command shares: argparse with
+the project's error convention (one line on stderr, exit 2), counts with a low end,
+regular files, precision names and the ``--experiments-file`` flag. Torch-free and light:
+``fugue-tui --version`` builds the whole parser."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the project's error convention: one line on stderr, exit 2.
+
+    ``epilog`` may be a callable, evaluated only when help is shown (``run --help`` lists
+    the executors that plugins register, without loading plugins for every command)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse swallows a failed write (a closed pipe after `--help | head -1`) and
+        # exits 0 as if it had printed: let it reach main(), which ends quietly with 141.
+        if message:
+            (file or sys.stderr).write(message)
+
+    def format_help(self) -> str:
+        epilog = self.epilog
+        if not callable(epilog):
+            return super().format_help()
+        try:
+            self.epilog = epilog()
+            return super().format_help()
+        finally:
+            self.epilog = epilog
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An integer argument ``>= low``; argparse reports ``must be >= 1, got 0`` (exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+def regular_file(text: str) -> str:
+    """A path that names an existing regular file (``no such file: X`` otherwise)."""
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text}" if not os.path.exists(text)
+                                         else f"not a regular file: {text}")
+    return text
+
+
+def timestamp(text: str) -> str:
+    """``--since``'s value (``YYYYmmdd_HHMMSS``) checked as argparse parses it."""
+    from fugue_tui.commands.run_flags import timestamp as check
+
+    return check(text)
+
+
+def precision_names() -> tuple[str, ...]:
+    """The precision names a ``--precision``/``--baseline`` choice takes (fp32, tf32, ...)."""
+    from engine.precision import PRECISIONS
+
+    return PRECISIONS
+
+
+def add_experiments_file(parser: argparse.ArgumentParser, dest: str) -> None:
+    """A sub-command's ``--experiments-file FILE`` (alias ``--experiments``); ``dest`` is
+    the command's own, kept apart from the top-level override of the same name."""
+    parser.add_argument("--experiments-file", "--experiments", metavar="FILE", dest=dest,
+                        type=regular_file,
+                        help="a user experiments file merged over the catalogue")

@@ -1,0 +1,103 @@
+"""One export of a runs folder, as ``report --export DIR`` and the dashboard's Results
+screen write it: the formats and folder checked first (writing nothing), then the figures
+and LaTeX table (:mod:`.export`), the K-sweep and hpo files (:mod:`.sweeps`, :mod:`.hpo`)
+and the rows as data (:mod:`.export_data`), an earlier export's leftovers removed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from engine.errors import FugueError
+
+
+def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
+                 overwrite: bool = False, what: str = "export folder",
+                 ) -> tuple[list[str], Path, list[Path]]:
+    """The formats (a list or ``"png,svg"``), the export folder and the files in it an
+    export would replace, checked writing nothing (:func:`fugue_tui.report.export.export_folder`).
+
+    Raises:
+        FugueError: an unknown format, or a folder :func:`~fugue_tui.report.export.export_folder`
+            refuses.
+    """
+    from fugue_tui.report.export import FORMATS, export_folder, planned_files
+
+    chosen = [f.strip() for f in formats.split(",")] if isinstance(formats, str) \
+        else list(formats)
+    bad = [f for f in chosen if f not in FORMATS]
+    if bad or not chosen:
+        raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
+                         "(comma-separated)")
+    from fugue_tui.report.hpo import planned_files as hpo_files
+    from fugue_tui.report.sweeps import planned_files as sweep_files
+
+    out, present = export_folder(out_dir, planned_files(chosen) + sweep_files(chosen)
+                                 + hpo_files(chosen), overwrite, what)
+    return chosen, out, present
+
+
+def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
+                   by_campaign: bool = False,
+                   skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
+                   what: str = "export folder", baseline: str | None = None,
+                   knee_fraction: float = 0.10) -> list[Path]:
+    """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
+    same analysis as the terminal (:func:`fugue_tui.report.figures.build`), and the rows as data
+    (parquet, json, tensorboard: :mod:`fugue_tui.report.export_data`); the paths written.
+    A figure with nothing measured is not written: ``skipped``, when given, receives
+    ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
+
+    Nothing is written unless ``out_dir`` is (or can become) a folder that holds none of
+    the files an export owns (:func:`check_export`); with
+    ``overwrite`` they are replaced, and a skipped figure's file left by an earlier export
+    is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
+    ``baseline``: a precision every cell is compared with (``--baseline fp32``), as in the
+    terminal report.
+    The dashboard's Results screen calls this too. Rows that form a K sweep also give
+    ``knee.png`` / ``knee.svg`` and ``knee.csv`` (:mod:`fugue_tui.report.sweeps`, the knee at
+    ``knee_fraction``); hpo rows give ``best_so_far.png`` / ``.svg`` and ``best_so_far.csv``
+    (:mod:`fugue_tui.report.hpo`).
+
+    Raises:
+        FugueError: an unknown format, a target that is not a folder, files already there
+            (without ``overwrite``), or a write that failed (naming the file).
+    """
+    from engine.results.hpo_curves import hpo_cells
+    from fugue_tui.report.export import export, skipped_figures
+    from fugue_tui.report.export_data import DATA_FORMATS, export_data
+    from fugue_tui.report.figures import build
+    from fugue_tui.report.hpo import export_hpo
+    from fugue_tui.report.sweeps import analyse, export_sweeps
+
+    chosen, out, present = check_export(out_dir, formats, overwrite, what)
+    results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
+    sweeps = analyse(runs, fraction=knee_fraction, advise=False, by_campaign=by_campaign)
+    try:
+        # figures and the table: each file replaced in one rename (fugue_tui.report.export.replaced),
+        # never written through a link; then the rest of an earlier export is removed (a
+        # figure now skipped, and the knee files, data files and tensorboard/ folder, which
+        # are written anew after, so never through a link either)
+        written = export(results, out, [f for f in chosen if f not in DATA_FORMATS])
+        for path in set(present) - set(written):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        written += export_sweeps(sweeps, out, chosen)
+        written += export_hpo(hpo_cells(runs, by_campaign), out, chosen)
+        written += export_data(runs, out, [f for f in chosen if f in DATA_FORMATS])
+    except OSError as exc:
+        raise FugueError(f"{what} '{out_dir}': cannot write "
+                         f"{exc.filename or out}: {exc.strerror or exc}") from None
+    images = [f for f in chosen if f in ("png", "svg")]
+    if skipped is not None and images:
+        removed = {p.name for p in present} - {p.name for p in written}
+        for key, why in skipped_figures(results):
+            names = [f"{key}.{f}" for f in images]
+            gone = [n for n in names if n in removed]
+            note = f" (an earlier export's {', '.join(gone)} removed)" if gone else ""
+            skipped.append((", ".join(names), why + note))
+    return written
