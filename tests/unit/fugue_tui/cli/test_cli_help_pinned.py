@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 PINS = REPO / "tests" / "fixtures" / "cli_help" / "help.json"
 
 

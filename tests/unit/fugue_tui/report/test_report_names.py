@@ -10,7 +10,7 @@ from engine.results.analysis import cell_status, speedups
 from engine.results.derived import BASELINE_EXECUTOR, PARITY_OUTSIDE, PARITY_WITHIN
 from engine.results.load import load_runs
 
-HARNESS = Path(__file__).resolve().parents[1] / "fixtures" / "fugue-harness-cpu"
+HARNESS = Path(__file__).resolve().parents[3] / "fixtures" / "fugue-harness-cpu"
 
 
 class _Reads(dict):
