@@ -124,7 +124,6 @@ def test_the_layout_names_every_engine_package_and_module():
     assert unnamed(readme(), ROOT, "engine") == []
 
 
-@pytest.mark.xfail(strict=True, reason="fugue_tui row rewritten at the end of issue 41")
 def test_the_layout_names_every_fugue_tui_package_and_module():
     assert unnamed(readme(), ROOT, "fugue_tui") == []
 
