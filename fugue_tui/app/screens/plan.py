@@ -35,7 +35,6 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from engine.errors import FugueError
 from fugue_tui.app.actions import PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
 from fugue_tui.app.models.catalogue import experiment_infos
@@ -45,10 +44,9 @@ from fugue_tui.app.models.plan import (
     Preview,
     default_doc,
     default_save_path,
-    load_plan,
-    save_plan,
 )
-from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
+from fugue_tui.app.screens.modals import PathScreen
+from fugue_tui.app.screens.plan_files import PlanFiles
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
 from fugue_tui.app.widgets.catalogue_pane import CataloguePane
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
@@ -75,6 +73,7 @@ class PlanScreen(Screen):
         self.initial_campaign = campaign
         self.catalogue_file: str | None = None
         self.launching = False
+        self._files = PlanFiles(self)
 
     @property
     def doc(self) -> PlanDoc:
@@ -139,7 +138,7 @@ class PlanScreen(Screen):
         self.query_one(CatalogueTree).focus()
         self._load_catalogue(self.doc.get("experiments_file"))
         if self.initial_campaign:
-            self._load_file(self.initial_campaign)
+            self._files.load(self.initial_campaign)
         self.schedule_preview()
 
     # -- catalogue ------------------------------------------------------------------------
@@ -190,56 +189,11 @@ class PlanScreen(Screen):
     def action_save(self) -> None:
         default = str(self.source_path or default_save_path(self.doc))
         self.app.push_screen(PathScreen("Save the plan as a campaign TOML file:", default),
-                             self._save_to)
-
-    def _save_to(self, path: str | None) -> None:
-        """Save to ``path``; a folder that does not exist is created only once the user
-        said so (a save used to create ``campaigns/`` under any working directory)."""
-        if not path:
-            return
-        folder = Path(path).expanduser().parent
-        doc = copy.deepcopy(self.doc)
-        if not folder.is_dir():
-            def confirmed(yes: bool | None) -> None:
-                if yes:
-                    self._save_worker(doc, path)
-                else:
-                    self.notify("not saved", markup=False)
-
-            self.app.push_screen(
-                ConfirmScreen(f"The folder {folder} does not exist. Create it and save "
-                              f"{Path(path).name} there?", yes="Create"), confirmed)
-            return
-        self._save_worker(doc, path)
-
-    @work(thread=True, exclusive=True, group="file")
-    def _save_worker(self, doc: PlanDoc, path: str) -> None:
-        try:
-            written = save_plan(doc, path)
-        except FugueError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10,
-                                      markup=False)
-            return
-        self.app.call_from_thread(self._saved, written, doc)
-
-    def _saved(self, path: Path, doc: PlanDoc) -> None:
-        self.source_path, self.source_doc = path, doc
-        self.notify(f"saved {path}", markup=False)
+                             self._files.save_to)
 
     def action_load(self) -> None:
         default = str(self.source_path or "campaigns/")
-        self.app.push_screen(PathScreen("Load a campaign TOML file:", default), self._load_file)
-
-    def _load_file(self, path: str | None) -> None:
-        if path:
-            self._load_worker(path)
-
-    @work(thread=True, exclusive=True, group="file")
-    def _load_worker(self, path: str) -> None:
-        try:
-            self.post_message(PlanLoaded(path, load_plan(path)))
-        except FugueError as exc:
-            self.post_message(PlanLoaded(path, None, str(exc)))
+        self.app.push_screen(PathScreen("Load a campaign TOML file:", default), self._files.load)
 
     def on_plan_loaded(self, message: PlanLoaded) -> None:
         if message.doc is None:

@@ -48,7 +48,8 @@ from fugue_tui.app.models.results import (
     result_files,
     row_key,
 )
-from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
+from fugue_tui.app.screens.modals import PathScreen
+from fugue_tui.app.screens.results_export import ResultsExport
 from fugue_tui.app.widgets.figure_charts import FigureCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.group_table import GroupTable
@@ -87,6 +88,7 @@ class ResultsScreen(Screen):
         self._wake = threading.Event()
         #: The load notes already notified (:attr:`engine.results.load.Runs.notes`).
         self._told: set[str] = set()
+        self._exporter = ResultsExport(self)
         #: Loads applied (tests read them).
         self.loads = 0
 
@@ -234,34 +236,8 @@ class ResultsScreen(Screen):
         if folder and self.shown is not None:
             self._export(self.shown, folder)
 
-    @work(thread=True, group="export")
     def _export(self, runs: Runs, folder: str, overwrite: bool = False) -> None:
-        from engine.errors import FugueError
-        from fugue_tui.report.export import ExportExists
-        from fugue_tui.report.tables import export_results
-
-        try:
-            paths = export_results(runs, folder, overwrite=overwrite)
-        except ExportExists as exc:
-            # The command line's answer is "--overwrite"; here the user is asked instead.
-            self.app.call_from_thread(self._ask_overwrite, runs, folder, exc.present)
-            return
-        except (FugueError, OSError, ValueError) as exc:
-            self.post_message(Notice(f"export failed: {exc}", "error"))
-            return
-        self.post_message(Notice(f"exported {len(paths)} files to {folder}"))
-
-    def _ask_overwrite(self, runs: Runs, folder: str, present: list[Path]) -> None:
-        listed = ", ".join(p.name for p in present[:3])
-        more = f" and {len(present) - 3} more" if len(present) > 3 else ""
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self._export(runs, folder, overwrite=True)
-
-        self.app.push_screen(
-            ConfirmScreen(f"{folder} already holds {listed}{more} (an earlier export?). "
-                          f"Replace them?", yes="Replace"), confirmed)
+        self._exporter.start(runs, folder, overwrite)
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity, markup=False)
