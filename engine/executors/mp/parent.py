@@ -14,10 +14,11 @@ library leaves open is closed here:
 - **Checked, not assumed.** The probe reports what the parent imported, whether its
   preload failed (the library swallows ``ImportError``), whether CUDA was initialised in it
   (a plugin's import could; a CUDA context does not survive ``fork``), whether the forked
-  child is in torch's "bad fork" state, whether the parent mapped the CUDA driver library,
-  and the parent's thread count. A parent without torch, with a failed import, with CUDA
-  initialised or with the CUDA driver loaded is refused with one line naming what to do
-  (``start = "spawn"``).
+  child is in torch's "bad fork" state, whether the parent mapped the CUDA driver library
+  and, if so, whether the driver was initialised (asked of the driver by the preload:
+  ``parent_preload.cuda_driver_state``), and the parent's thread count. A parent without
+  torch, with a failed import, with CUDA or the CUDA driver initialised (or a driver whose
+  state cannot be told) is refused with one line naming what to do (``start = "spawn"``).
 - **Nothing survives the cell.** The parent carries a parent-death signal on the cell
   (set by the preload, in the parent itself: the library starts it without a hook), and
   each worker one on the parent, so a SIGKILLed cell takes both down; both stay in the
@@ -139,13 +140,21 @@ class PrewarmedParent:
         if preload.get("cuda_initialized") or facts.get("bad_fork"):
             raise FugueError(f"{where} initialised CUDA while importing (a plugin?); forked "
                              "workers cannot use it: use start = \"spawn\"")
-        if facts.get("parent_cuda_driver"):
-            # The CUDA runtime loads libcuda on its first call (torch.cuda.is_available()
-            # is one), which initialises the driver: a forked child cannot use it then,
-            # and torch's own bad-fork flag does not see it.
-            raise FugueError(f"{where} loaded the CUDA driver while importing (a call such "
-                             "as torch.cuda.is_available() in a plugin); forked workers "
-                             "could not use the GPU: use start = \"spawn\"")
+        state = str(preload.get("cuda_driver") or "")
+        if facts.get("parent_cuda_driver") and state != "loaded":
+            # A runtime call (torch.cuda.is_available() without the NVML check is one)
+            # initialises the driver, and torch's bad-fork flag does not see it: a forked
+            # child cannot use the GPU then. A driver merely mapped (a CUDA build's import,
+            # triton) is harmless; the preload asked the driver which (cuda_driver_state),
+            # and an answer other than "loaded" — "unknown" included — is refused.
+            steps = preload.get("cuda_driver_steps") or {}
+            culprit = next((step for step, seen in steps.items()
+                            if seen.startswith("initialised")), None)
+            how = (f"initialised the CUDA driver while importing {culprit}" if culprit else
+                   f"loaded the CUDA driver while importing (its state: {state or 'unknown'})")
+            raise FugueError(f"{where} {how} (a call such as torch.cuda.is_available() in a "
+                             "plugin); forked workers could not use the GPU: use start = "
+                             "\"spawn\"")
 
     def alive(self) -> bool:
         """Whether the parent still runs (reaps it when it has ended, noting how)."""

@@ -103,6 +103,13 @@ def test_forked_workers_keep_mps_env_and_fail_alone(tmp_path, plugins, gpu_bound
     build, = [r for r in records(window) if r["what"] == "build"]
     assert build["pid"] == results[2].worker_pid and build["ppid"] == parent
     assert build["mps_pipe"] == pipe_dir and build["cuda_initialized"] is False
+    preload = ctx.group["executor_info"]["parent"]["preload"]
+    # the driver asked after each import step (a CPU host: never mapped; a CUDA build of
+    # torch may map it, never initialise it) and the NVML-based check gone before any fork
+    assert list(preload["cuda_driver_steps"]) == ["torch", "torch._dynamo", "engine", "plugins"]
+    assert set(preload["cuda_driver_steps"].values()) | {preload["cuda_driver"]} <= {
+        "absent", "loaded"}
+    assert preload["nvml_check_env"] == os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     info = ctx.group["executor_info"]
     assert ctx.group["mps_used"] is True and ctx.group["mp_start"] == "forkserver"
     assert info["parent"]["stop"] == "exit status 0" and _gone(parent)
@@ -210,7 +217,16 @@ def test_a_parent_whose_imports_fail_is_refused_and_leaves_nothing(tmp_path, mon
     ({"torch": False, "preload": None}, "did not import torch"),
     ({"torch": True, "preload": {"cuda_initialized": True}}, "initialised CUDA"),
     ({"torch": True, "preload": {}, "bad_fork": True}, "initialised CUDA"),
-    ({"torch": True, "preload": {}, "parent_cuda_driver": True}, "loaded the CUDA driver"),
+    ({"torch": True, "preload": {}, "parent_cuda_driver": True},
+     "loaded the CUDA driver while importing (its state: unknown)"),
+    ({"torch": True, "parent_cuda_driver": True,
+      "preload": {"cuda_driver": "unknown: no /proc", "cuda_driver_steps": {}}},
+     "(its state: unknown: no /proc)"),
+    ({"torch": True, "parent_cuda_driver": True,
+      "preload": {"cuda_driver": "initialised",
+                  "cuda_driver_steps": {"torch": "loaded", "torch._dynamo": "initialised",
+                                        "engine": "initialised"}}},
+     "initialised the CUDA driver while importing torch._dynamo (a call such as"),
 ])
 def test_a_parent_that_would_fork_broken_workers_is_refused(facts, needle):
     """What the probe found decides (torch's own bad-fork flag misses a driver that a bare
@@ -223,6 +239,11 @@ def test_a_parent_that_would_fork_broken_workers_is_refused(facts, needle):
     assert "\n" not in str(err.value)
     parent._check({"torch": True, "preload": {"cuda_initialized": False}, "bad_fork": False,
                    "parent_cuda_driver": False})  # a good parent passes
+    # a CUDA build's import maps libcuda without initialising it (seen with torch 2.11 on
+    # an H200): the driver said "not initialised", so forked workers can use the GPU
+    parent._check({"torch": True, "preload": {"cuda_initialized": False,
+                                              "cuda_driver": "loaded"},
+                   "bad_fork": False, "parent_cuda_driver": True})
 
 
 def test_a_parent_that_cannot_start_is_one_line(tmp_path, monkeypatch):
