@@ -160,6 +160,10 @@ class Stack:
 
             self.exact_layers = use_exact_kernels(self.template, linear=exact_linear)
             self.vmapped_layers = vmapped_layers(self.template)
+        else:  # vmap's BatchNorm rule fails under autocast on CUDA (amp_norm's docstring)
+            from engine.executors.unified.amp_norm import guard_batch_norms
+
+            guard_batch_norms(self.template)
         self.generators = list(generators) if generators is not None else None
         self.training = True
         self.template.train()
