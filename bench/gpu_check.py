@@ -544,6 +544,27 @@ def seq_vs_unified(run: PartRun) -> tuple[str, dict[str, Any]]:
     return _compare(camp.run(), ["G_k8"])
 
 
+def mps_processes_left(psutil: Any, wait_s: float = 5.0) -> list[int]:
+    """Pids of MPS control/server processes still running after ``wait_s`` s. A zombie is
+    not running: the daemon double-forks, so its exit status belongs to the machine's
+    init, and on the lent machine (a Firecracker VM) nothing reaps it — the first GPU run
+    counted such a zombie (its log said "Exit with status 0") as a daemon left behind."""
+    def running() -> list[int]:
+        pids = []
+        for proc in psutil.process_iter(["name", "status"]):
+            if (proc.info.get("name") or "").startswith("nvidia-cuda-mps") \
+                    and proc.info.get("status") != psutil.STATUS_ZOMBIE:
+                pids.append(proc.pid)
+        return pids
+
+    deadline = time.monotonic() + wait_s
+    left = running()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = running()
+    return left
+
+
 @part("mps", budget_s=40, needs=("pynvml", "torch", "psutil", "filelock"))
 def mps(run: PartRun) -> tuple[str, dict[str, Any]]:
     """Only where nvidia-cuda-mps-control exists: an mp campaign (K = 4) through a private
@@ -558,8 +579,7 @@ def mps(run: PartRun) -> tuple[str, dict[str, Any]]:
     if control is None:
         raise Skip("nvidia-cuda-mps-control not found")
     rows = camp.run()
-    left = [p.pid for p in psutil.process_iter(["name"])
-            if (p.info.get("name") or "").startswith("nvidia-cuda-mps")]
+    left = mps_processes_left(psutil)
     row = rows[-1] if rows else {}
     detail = (f"status {row.get('status')}, mps_used {row.get('mps_used')}, thread pct "
               f"{row.get('mps_thread_pct')}, compute mode {row.get('gpu_compute_mode')}, "
@@ -586,11 +606,15 @@ def profile_device(run: PartRun) -> tuple[str, dict[str, Any]]:
     """``fugue-tui profile``'s device figures checked against a real cell (issue 24): the
     probe measures resnet18 on synthetic_cifar10 (batch 128, fp32, sgd) at K = 1, 2, 4; a
     unified_model cell of K = 8 then runs; the predicted peak reserved device memory at
-    K = 8 (reserved(1) + 7 x the measured increment) must be within 10 % of the cell's
-    torch_peak_reserved_mb (and the NVML view, context included, is reported beside it)."""
+    K = 8 — the engine's own stacked line (``engine.profile.memory_model.stacked``: the
+    probe's intercept + 8 x its slope; the first GPU run showed why not reserved(1) +
+    7 x slope: a bucket of one trains unstacked, 676 MiB, where K = 2 stacked reserved
+    2444 MiB) — must be within 10 % of the cell's torch_peak_reserved_mb (and the NVML
+    view, context included, is reported beside it)."""
     from engine.define.catalogue import load_catalogue
     from engine.define.workloads import expand
     from engine.profile.collect import distinct_keys, run_probe
+    from engine.profile.memory_model import stacked
     from engine.profile.store import Profile
 
     camp = run.campaign("gpu_profile", 'experiments = ["G_k8"]\nexecutors = ["unified_model"]\n',
@@ -609,7 +633,7 @@ def profile_device(run: PartRun) -> tuple[str, dict[str, Any]]:
     inc = profile.num("device_per_member_mb")
     if 1 not in reserved or inc is None:
         raise Failed("the probe measured no device memory", {"profile": figures})
-    predicted = reserved[1] + 7 * inc
+    predicted = stacked(reserved[1], profile.num("device_stack_base_mb"), max(inc, 0.0), 8)
     rows = camp.run()
     row = rows[-1] if rows else {}
     measured = _f(row.get("torch_peak_reserved_mb"))
@@ -672,6 +696,9 @@ def devices_pinning(run: PartRun) -> tuple[str, dict[str, Any]]:
                           for r in rows))
     if bad:
         raise Failed(detail + " — " + "; ".join(bad), numbers)
+    return detail, numbers
+
+
 @part("packing", budget_s=90, needs=("pynvml", "torch", "psutil", "filelock"),
       default=False)
 def packing(run: PartRun) -> tuple[str, dict[str, Any]]:
@@ -924,6 +951,16 @@ def _git_commit() -> str:
         return "unknown (no git)"
 
 
+def user_dirs(work: Path) -> dict[str, str]:
+    """The environment variables the check sets for its parts (unless already set): the
+    engine's data and config folders under the check's own work folder. Why: a lent GPU
+    machine has no ``platformdirs`` (``engine.dirs``' default, a declared dependency that
+    only ``pip install`` brings; the check runs from a checkout, no install), and a check
+    must not leave datasets in that machine's home. Found on the first GPU run: the digits
+    cell of ``test_gpu_cells`` died with ``No module named 'platformdirs'``."""
+    return {"FUGUE_DATA_DIR": str(work / "data"), "FUGUE_CONFIG_DIR": str(work / "config")}
+
+
 def environment(argv: list[str]) -> tuple[str, dict[str, Any]]:
     """environment.txt (for the archive) and the facts the summary's header shows."""
     facts = {"utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -936,7 +973,8 @@ def environment(argv: list[str]) -> tuple[str, dict[str, Any]]:
     for dist in (*GPU_MACHINE_PACKAGES, "ray", "textual", "plotext", "tomli-w", "matplotlib",
                  "pytest"):
         lines.append(f"{dist}: {_version(dist) or 'missing'}")
-    for var in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OUT"):
+    for var in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OUT", "FUGUE_DATA_DIR",
+                "FUGUE_CONFIG_DIR"):
         lines.append(f"{var}={os.environ.get(var, '(unset)')}")
     lines.append(f"NVML devices: {facts['gpus'] or 'none'}")
     smi = shutil.which("nvidia-smi")
@@ -1107,6 +1145,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "gpu_check"
     work.mkdir()
+    for var, value in user_dirs(work.parent).items():  # the parts' processes inherit them
+        os.environ.setdefault(var, value)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     env_text, facts = environment(argv)

@@ -38,6 +38,25 @@ def test_every_gpu_test_file_is_a_part_of_the_check():
         assert Path(path).stem in PARTS, f"{path}: register it with gpu_tests() in bench/gpu_check.py"
 
 
+def test_every_part_ends_with_its_verdict():
+    """A part's function ends in ``return detail, numbers`` (or a raise): the first GPU run
+    lost devices_pinning's PASS to a missing return ("cannot unpack non-iterable NoneType")
+    after its rows had all passed. Checked on the source, since the non-dry paths need a
+    GPU."""
+    import ast
+    import inspect
+    import textwrap
+
+    for name, spec in PARTS.items():
+        fn = inspect.unwrap(spec.fn)
+        try:
+            source = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            continue  # a generated part (gpu_tests): its runner returns by construction
+        body = ast.parse(source).body[0].body
+        assert isinstance(body[-1], (ast.Return, ast.Raise)), f"{name} ends without a verdict"
+
+
 def test_ray_parts_are_not_default():
     """Ray cannot travel to a lent GPU machine: a default part needing it would always SKIP."""
     assert not [p.name for p in PARTS.values() if "ray" in p.needs and p.default]
@@ -144,6 +163,53 @@ def test_bare_python_skips_everything_and_strict_fails_it(tmp_path):
     assert (tmp_path / "out" / "gpu_check.tar.gz").stat().st_size > 0
 
 
+def test_the_check_gives_its_parts_data_and_config_folders_of_its_own(tmp_path, monkeypatch):
+    """A lent GPU machine has no platformdirs (the engine's default folders): the check sets
+    FUGUE_DATA_DIR and FUGUE_CONFIG_DIR under its work folder for every part (a user's own
+    setting wins), and records them."""
+    monkeypatch.delenv("FUGUE_DATA_DIR", raising=False)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "mine"))
+    assert gpu_check.main(["--dry-run", "nvml_probe", "--out", str(tmp_path / "out"),
+                           "--keep"]) == 0
+    data = Path(os.environ["FUGUE_DATA_DIR"])
+    assert data.name == "data" and data.parent.name.startswith("gpu-check-")
+    assert os.environ["FUGUE_CONFIG_DIR"] == str(tmp_path / "mine")
+    env_text = (data.parent / "gpu_check" / "environment.txt").read_text()
+    assert f"FUGUE_DATA_DIR={data}" in env_text
+    import shutil
+    shutil.rmtree(data.parent)
+
+
+def test_an_mps_zombie_is_not_a_daemon_left_behind(tmp_path):
+    """The daemon double-forks, so on a machine whose init does not reap (the lent VM) its
+    exit leaves a zombie: not counted; a running one is. Real processes named as MPS's."""
+    import psutil
+
+    for name, src in (("nvidia-cuda-mps-control", "true"), ("nvidia-cuda-mps-server", "sleep")):
+        (tmp_path / name).symlink_to(shutil_which(src))
+    zombie = subprocess.Popen([str(tmp_path / "nvidia-cuda-mps-control")])
+    deadline = time.monotonic() + 10
+    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert gpu_check.mps_processes_left(psutil, wait_s=0.2) == []
+    server = subprocess.Popen([str(tmp_path / "nvidia-cuda-mps-server"), "30"])
+    try:
+        assert gpu_check.mps_processes_left(psutil, wait_s=0.2) == [server.pid]
+    finally:
+        server.kill()
+        server.wait()
+        zombie.wait()
+
+
+def shutil_which(name: str) -> str:
+    import shutil
+
+    found = shutil.which(name)
+    assert found, name
+    return found
+
+
 def test_usage_errors(tmp_path):
     proc, _ = _check(tmp_path, "no_such_part")
     assert proc.returncode == 2 and "unknown part(s) no_such_part" in proc.stderr
@@ -206,6 +272,10 @@ bad, ray_only = {}, []
 names = ["bench.gpu_check"] + ["tests.gpu." + p.stem for p in sorted(Path("tests/gpu").glob("test_*.py"))]
 names += [m.name for m in pkgutil.walk_packages(engine.__path__, "engine.")
           if not m.name.endswith(".__main__")]  # entry points run when imported
+import os
+os.environ.update(json.loads(sys.argv[1]))  # what the check sets for its parts
+from engine.parts.datasets import load_dataset
+rows = len(load_dataset("digits").train_x)  # a cell's data path: the data folder included
 for name in names:
     try:
         importlib.import_module(name)
@@ -217,20 +287,24 @@ for name in names:
     except Exception as exc:
         bad[name] = repr(exc)
 absent = []
-for m in ("textual", "ray", "plotext", "tomli_w", "pytest", "matplotlib"):
+for m in ("textual", "ray", "plotext", "tomli_w", "pytest", "matplotlib", "platformdirs"):
     try:
         importlib.import_module(m)
     except ImportError:
         absent.append(m)
-print(json.dumps({"bad": bad, "ray_only": ray_only, "absent": absent, "n": len(names)}))
+print(json.dumps({"bad": bad, "ray_only": ray_only, "absent": absent, "n": len(names),
+                  "rows": rows}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run([str(tmp_path / "env" / "bin" / "python"), "-c", code], cwd=ROOT,
+    out = subprocess.run([str(tmp_path / "env" / "bin" / "python"), "-c", code,
+                          json.dumps(gpu_check.user_dirs(tmp_path / "work"))], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout.strip().splitlines()[-1])
-    assert doc["absent"] == ["textual", "ray", "plotext", "tomli_w", "pytest", "matplotlib"]
+    assert doc["absent"] == ["textual", "ray", "plotext", "tomli_w", "pytest", "matplotlib",
+                             "platformdirs"]
+    assert doc["rows"] > 0 and (tmp_path / "work" / "data").is_dir()
     assert doc["bad"] == {}, doc["bad"]
     assert doc["n"] > 30
 
