@@ -127,12 +127,12 @@ def print_table(body: dict[str, Any], out=None) -> None:
         f"{m.get('torch_version')}, CUDA {m.get('cuda_version') or 'none'}{gpu}; NVML "
         f"{'yes' if m.get('nvml') else 'no'}, MPS control "
         f"{'yes' if m.get('mps_control') else 'no'}, Ray {m.get('ray_version') or 'no'}",
-        highlight=False, markup=False)
+        highlight=False, markup=False, soft_wrap=True)
     counted = body["counts"]
     end = ("every path at or inside its documented bound" if body["exit_status"] == 0
            else "a path is outside its bound: a defect, please report it with this output")
     console.print(f"{summary(counted)} in {body['elapsed_s']:.1f} s: {end}", highlight=False,
-                  markup=False)
+                  markup=False, soft_wrap=True)
 
 
 def add_parser(sub) -> None:
