@@ -119,18 +119,34 @@ def reduction(model: torch.nn.Module, sample: torch.Tensor) -> int:
     return total
 
 
+def relative_diff(got: torch.Tensor, want: torch.Tensor, scale: float | None = None) -> float:
+    """``max|got - want| / scale`` in float64, ``scale`` defaulting to ``max|want|`` (0 when
+    both are all zeros; inf when only the scale is, or for NaN). The parity tests compare
+    through it too (tests/parity.py).
+
+    Raises:
+        AssertionError: the shapes differ.
+    """
+    g, w = got.detach().double().cpu(), want.detach().double().cpu()
+    if g.shape != w.shape:
+        raise AssertionError(f"shapes differ: {tuple(g.shape)} vs {tuple(w.shape)}")
+    num = float((g - w).abs().max()) if g.numel() else 0.0
+    den = scale if scale is not None else (float(w.abs().max()) if w.numel() else 0.0)
+    if math.isnan(num):
+        return math.inf
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
+
+
 def compare(name: str, got: torch.Tensor, want: torch.Tensor, bound: float,
             relative: bool) -> Comparison:
-    """One value against seq's: its difference (relative to ``max|want|`` or absolute)."""
-    identical = got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    """One value against seq's: its difference (relative to ``max|want|``, or absolute)."""
     if got.shape != want.shape:
         return Comparison(name, math.inf, bound, False, relative)
-    g, w = got.detach().double().cpu(), want.detach().double().cpu()
-    diff = float((g - w).abs().max()) if g.numel() else 0.0
-    if relative and not identical:
-        scale = float(w.abs().max()) if w.numel() else 0.0
-        diff = diff / scale if scale else (0.0 if diff == 0.0 else math.inf)
-    return Comparison(name, math.inf if math.isnan(diff) else diff, bound, identical, relative)
+    identical = got.dtype == want.dtype and torch.equal(got, want)
+    diff = relative_diff(got, want, None if relative else 1.0)
+    return Comparison(name, diff, bound, identical, relative)
 
 
 def rule(case: Case, red: int) -> tuple[float, bool, str]:
