@@ -108,7 +108,7 @@ def print_table(body: dict[str, Any], out=None) -> None:
     table = Table(title=f"fugue-tui selfcheck on {body['device']}: seq against unified_model",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   show_edge=False, padding=(0, 1))
-    for column in ("path", "contract", "verdict"):
+    for column in ("path", "promise (docs/fidelity.md)", "verdict"):
         table.add_column(column, overflow="fold")
     for p in body["paths"]:
         style = "red" if p["verdict"] == OUTSIDE else "yellow" if p["verdict"] == WITHIN \
