@@ -840,6 +840,68 @@ def precision(run: PartRun) -> tuple[str, dict[str, Any]]:
     return detail, numbers
 
 
+def _selfcheck(run: PartRun, device: str) -> dict[str, Any]:
+    """``fugue-tui selfcheck --device DEVICE --json`` as a user runs it (the CLI, its
+    process, the store in the part's folder); its document, also kept as a file."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    argv = [sys.executable, "-m", "fugue_tui", "selfcheck", "--device", device, "--json",
+            "--runs-dir", str(run.dir / "runs")]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=ROOT,
+                              stdin=subprocess.DEVNULL,
+                              timeout=max(run.remaining() - STOP_GRACE_S, 1))
+    except subprocess.TimeoutExpired:
+        raise Failed(f"selfcheck --device {device} outlived the part's budget") from None
+    (run.dir / f"selfcheck_{device}.json").write_text(done.stdout)
+    (run.dir / f"selfcheck_{device}.err").write_text(done.stderr)
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        tail = done.stderr.strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"selfcheck --device {device} exited {done.returncode} without a "
+                           f"verdict: {tail[0][:300]}") from None
+    if doc.get("exit_status") != done.returncode:
+        raise RuntimeError(f"selfcheck --device {device}: exit {done.returncode}, document "
+                           f"says {doc.get('exit_status')}")
+    return doc
+
+
+def _verdicts(doc: dict[str, Any]) -> str:
+    counts = doc["counts"]
+    outside = [f"{p['name']}: {p['text']}" for p in doc["paths"]
+               if p["verdict"] == "outside bound"]
+    return (f"{doc['device']}: {counts['bit_for_bit']} bit for bit, {counts['within_bound']} "
+            f"within bound, {counts['outside_bound']} outside bound in {doc['elapsed_s']:.1f} s"
+            + (f" (outside: {'; '.join(outside)})" if outside else ""))
+
+
+@part("selfcheck", budget_s=60, needs=("torch", "pynvml", "filelock"), default=False)
+def selfcheck(run: PartRun) -> tuple[str, dict[str, Any]]:
+    """``fugue-tui selfcheck --device cuda --json`` (issue 42): the parity contract on the
+    GPU, path by path (fp32 and tf32 under both kernels, the half precisions): the verdict
+    counts and every path outside its bound. The dry run runs the whole command on the CPU
+    (so the minimal environment proves it imports nothing the GPU machine lacks)."""
+    import engine.selfcheck.run  # noqa: F401 - the check's imports, checked by the dry run
+
+    if run.dry_run:
+        cpu = _selfcheck(run, "cpu")
+        run.note(f"rehearsed: {_verdicts(cpu)}")
+        if cpu["exit_status"] != 0:
+            raise Failed(_verdicts(cpu), {"cpu": cpu["counts"]})
+    gpu = run.gpu()
+    doc = _selfcheck(run, "cuda")
+    machine = doc["machine"]
+    detail = (f"{_verdicts(doc)}; {machine.get('gpu_name')} cc {machine.get('gpu_capability')}"
+              f", torch {machine.get('torch_version')}, cuDNN {machine.get('cudnn_version')}")
+    numbers = {"counts": doc["counts"], "gpu_uuid": gpu.get("uuid"),
+               "paths": {p["name"]: {k: p[k] for k in ("verdict", "max_diff", "bound", "worst")}
+                         for p in doc["paths"]}}
+    if doc["exit_status"] != 0:
+        raise Failed(detail, numbers)
+    return detail, numbers
+
+
 # --------------------------------------------------------------------------- running parts
 
 def _child(name: str, folder: Path, dry_run: bool, budget_s: float, deadline: float) -> int:

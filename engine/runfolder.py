@@ -45,13 +45,15 @@ STACKS = "stacks"
 SAMPLES = "samples"
 #: This machine's memory profiles (``engine.profile.store``: why they live here).
 PROFILES_FILE = "profiles.csv"
+#: This machine's self-check verdicts, beside its profiles (``engine.selfcheck.store``).
+SELFCHECK_FILE = "selfcheck.csv"
 #: The runs folder's own entries that a campaign id could collide with: a campaign named
 #: after one would write its run folder into (or over) it. Hidden entries (``.adhoc``,
 #: ``.dashboard``, write probes) need none: a campaign id never starts with a dot.
-RESERVED_ENTRIES = (SAMPLES, *RESULT_FILES, PROFILES_FILE)
+RESERVED_ENTRIES = (SAMPLES, *RESULT_FILES, PROFILES_FILE, SELFCHECK_FILE)
 #: Entries whose ``.lock`` and ``.bak-*`` companions collide too (CSV files written with
 #: engine.results.store).
-_CSV_ENTRIES = (*RESULT_FILES, PROFILES_FILE)
+_CSV_ENTRIES = (*RESULT_FILES, PROFILES_FILE, SELFCHECK_FILE)
 
 
 def reserved_entry(name: str) -> str | None:

@@ -11,6 +11,7 @@
     fugue-tui run --model M --dataset D [--type cv --k 5 ...] [--exec ...]
     fugue-tui profile [SELECTOR ...] [--list] [--ks 1,2,4,8] [--compile MODE] [--device D]
     fugue-tui simulate [SELECTOR ...] [--ram-budget SIZE] [--device-budget SIZE] [--cores N]
+    fugue-tui selfcheck [--device cpu|cuda] [--json] [--runs-dir DIR]
     fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N] [--export DIR]
     fugue-tui completion {bash,zsh,fish}        a shell completion script (shtab)
 
@@ -40,6 +41,7 @@ from fugue_tui.commands import (
     profile,
     report,
     run,
+    selfcheck,
     validate,
 )
 from fugue_tui.commands.arguments import Parser, regular_file
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (control, listing, validate, prefetch, run, report):
         module.add_parser(sub)
     profile.add_parsers(sub)
+    selfcheck.add_parser(sub)
     bench.add_parser(sub)
     completion.add_parser(sub)
     completion.mark_paths(parser)
@@ -155,6 +158,7 @@ def _main(argv: list[str]) -> int:
         "report": lambda: report.run(args),
         "profile": lambda: profile.profile(args),
         "simulate": lambda: profile.simulate(args),
+        "selfcheck": lambda: selfcheck.run(args),
         "bench": lambda: bench.run(args),
         "control": lambda: control.run(args),
         "completion": lambda: completion.run(parser, args),

@@ -1,8 +1,9 @@
-"""``--json``: the machine-readable form of ``list``, ``validate``, ``report`` and the dry
-runs' plans (``--batch C --dry-run``, ``run --dry-run``).
+"""``--json``: the machine-readable form of ``list``, ``validate``, ``report``,
+``selfcheck`` and the dry runs' plans (``--batch C --dry-run``, ``run --dry-run``).
 
 Every document is one JSON object with ``"schema"`` (``"fugue-tui/list"``,
-``"fugue-tui/validate"``, ``"fugue-tui/report"``, ``"fugue-tui/plan"``) and ``"version"``
+``"fugue-tui/validate"``, ``"fugue-tui/report"``, ``"fugue-tui/plan"``,
+``"fugue-tui/selfcheck"``) and ``"version"``
 (:data:`SCHEMA_VERSION`; ``"fugue-tui/batch"`` is a stream of such objects, one a line:
 :mod:`fugue_tui.console.batch_json`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
 described in docs/json.md. A later version adds keys (a reader ignores those it does not
@@ -24,7 +25,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 #: Where the JSON Schemas live (one per kind: ``<kind>.v<version>.json``).
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-KINDS = ("list", "validate", "report", "plan", "batch")
+KINDS = ("list", "validate", "report", "plan", "batch", "selfcheck")
 
 
 def document(kind: str, **body: Any) -> dict[str, Any]:

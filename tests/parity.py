@@ -27,6 +27,9 @@ from typing import Any
 
 import torch
 
+# One definition of "the difference" for the parity tests and ``fugue-tui selfcheck``.
+from engine.selfcheck.run import relative_diff  # noqa: F401 - re-exported for the tests
+
 
 def digest(*values: Any) -> str:
     """sha256 (16 hex digits) of the values' bits: tensors by their bytes (dtype and shape
@@ -53,21 +56,6 @@ def digest(*values: Any) -> str:
     for v in values:
         feed(v)
     return h.hexdigest()[:16]
-
-
-def relative_diff(got: torch.Tensor, want: torch.Tensor, scale: float | None = None) -> float:
-    """``max|got - want| / scale`` in float64, ``scale`` defaulting to ``max|want|`` (0 when
-    both are all zeros; inf when only the scale is)."""
-    g, w = got.detach().double().cpu(), want.detach().double().cpu()
-    if g.shape != w.shape:
-        raise AssertionError(f"shapes differ: {tuple(g.shape)} vs {tuple(w.shape)}")
-    num = float((g - w).abs().max()) if g.numel() else 0.0
-    den = scale if scale is not None else (float(w.abs().max()) if w.numel() else 0.0)
-    if math.isnan(num):
-        return math.inf
-    if den == 0.0:
-        return 0.0 if num == 0.0 else math.inf
-    return num / den
 
 
 class Parity:

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from engine.errors import ConfigError
-from engine.runfolder import PROFILES_FILE, SAMPLES, reserved_entry
+from engine.runfolder import PROFILES_FILE, SAMPLES, SELFCHECK_FILE, reserved_entry
 
 #: The rule every name that becomes a path component follows (said in each error line).
 NAME_RULE = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -66,7 +66,8 @@ def _campaign_problem(name: object) -> str | None:
     entry = reserved_entry(str(name))
     if entry is not None:
         what = ("monitor samples" if entry == SAMPLES else "memory profiles"
-                if entry == PROFILES_FILE else "results")
+                if entry == PROFILES_FILE else "self-check verdicts"
+                if entry == SELFCHECK_FILE else "results")
         return (f"is reserved: the runs folder's own '{entry}' holds its {what} "
                 f"(choose another name)")
     return None

@@ -24,9 +24,10 @@ single sample raises "Expected more than 1 value per channel when training".
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from engine.bounds import Bound, count, finite_problem
@@ -151,6 +152,29 @@ def build_model(name: str, in_shape: tuple[int, ...], n_outputs: int,
     kwargs = dict(model_kwargs or {})
     check_kwargs(name, spec.build, kwargs, where, spec.kwarg_bounds)
     try:
-        return spec.build(tuple(in_shape), int(n_outputs), **kwargs)
+        model = spec.build(tuple(in_shape), int(n_outputs), **kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{prefix}model '{name}' for input {tuple(in_shape)}: {exc}") from None
+    for seen in _WATCHERS:
+        seen[where] = model
+    return model
+
+
+#: The open :func:`built_models` scopes (innermost last).
+_WATCHERS: list[dict[str, Any]] = []
+
+
+@contextlib.contextmanager
+def built_models() -> Iterator[dict[str, Any]]:
+    """Every model :func:`build_model` builds inside the ``with`` block, by its ``where``
+    (a job id): ``{job_id: module}``, the module the executor then trains.
+
+    Why: the parity checks (``fugue-tui selfcheck``, the parity tests) compare what seq and
+    unified_model trained, and neither executor returns its modules; each builds through
+    here (the stacked model writes the members' trained values back into them)."""
+    seen: dict[str, Any] = {}
+    _WATCHERS.append(seen)
+    try:
+        yield seen
+    finally:
+        _WATCHERS.remove(seen)

@@ -62,6 +62,10 @@ PLAN = (
            priority=True),
     Action("plan.attach", "ctrl+t", "attach", "attach",
            "attach to a campaign that is running (its runner is alive)", priority=True),
+    # Not in the footer: the title line names the key beside the verdict it refreshes.
+    Action("plan.selfcheck", "f6", "selfcheck", "self-check",
+           "run fugue-tui selfcheck (the parity contract on this machine, under a minute) "
+           "and show its verdict in the title line", show=False),
 )
 
 RUN = (

@@ -176,3 +176,18 @@ def running_campaigns(runs_dir: str | Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p.parent for p in root.glob("*/runner.pid") if find_runner(p.parent))
+
+
+def run_to_end(argv: list[str], cwd: str | Path | None = None, timeout: float = 300.0
+               ) -> subprocess.CompletedProcess:
+    """Run a short command of ours (``fugue-tui selfcheck``) to its end from a worker
+    thread: stdin from /dev/null, output captured, the engine's environment
+    (:func:`engine.processes.engine_env`), a session of its own (a Ctrl-C in the dashboard
+    does not reach it). Killed after ``timeout`` seconds (``subprocess.TimeoutExpired``).
+
+    Raises:
+        OSError: the process cannot start.
+        subprocess.TimeoutExpired: it outlived ``timeout``.
+    """
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          env=engine_env(), cwd=cwd, start_new_session=True, timeout=timeout)

@@ -26,8 +26,13 @@ _DIR_DESTS = {"runs_dir", "runs_dir_report", "report_dir", "run_runs_dir", "atta
 
 
 def mark_paths(parser: argparse.ArgumentParser) -> None:
-    """Tell shtab which values are paths (it completes files or folders there)."""
-    import shtab
+    """Tell shtab which values are paths (it completes files or folders there). Without
+    shtab (a GPU machine running the checkout: bench/gpu_check.py) nothing is marked: only
+    ``completion`` needs the marks, and it needs shtab itself."""
+    try:
+        import shtab
+    except ImportError:
+        return
 
     for action in parser._actions:  # noqa: SLF001
         if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001

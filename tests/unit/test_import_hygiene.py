@@ -32,7 +32,8 @@ RUNNER_SIDE = ["engine.runner.supervisor", "engine.cell.protocol", "engine.proce
                "engine.define.axes", "engine.executors.mp.mps", "engine.executors.mp.mps_checks",
                "engine.executors.ray.runtime", "engine.define.executor_options",
                "engine.executors.docs", "engine.define.campaign_schema", "engine.define.campaign_docs",
-               "engine.define.campaign_options"]
+               "engine.define.campaign_options", "engine.selfcheck.verdict",
+               "engine.selfcheck.cases", "engine.selfcheck.store", "fugue_tui.commands.selfcheck"]
 
 
 def test_runner_side_modules_do_not_import_torch():

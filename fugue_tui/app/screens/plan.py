@@ -18,6 +18,7 @@ in a thread worker.
 | ctrl+s | plan.save | save as campaign TOML |
 | ctrl+o | plan.load | load a campaign TOML |
 | ctrl+t | plan.attach | attach to a running campaign |
+| f6 | plan.selfcheck | run ``fugue-tui selfcheck`` (the title line shows this machine's last verdict) |
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from fugue_tui.app.widgets.catalogue_pane import CataloguePane
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
+from fugue_tui.app.widgets.selfcheck_line import SelfcheckLine
 
 if TYPE_CHECKING:  # the app imports this screen
     from fugue_tui.app.app import FugueApp
@@ -108,7 +110,9 @@ class PlanScreen(Screen):
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(Text("fugue-tui · plan a campaign", style="bold"), id="title")
+        with Horizontal(id="title"):
+            yield Static(Text("fugue-tui · plan a campaign", style="bold"), id="title-text")
+            yield SelfcheckLine()
         with Horizontal(id="plan-top"):
             yield CataloguePane(id="catalogue-pane")
             yield self.form
@@ -137,6 +141,7 @@ class PlanScreen(Screen):
         self.on_resize()
         self.query_one(CatalogueTree).focus()
         self._load_catalogue(self.doc.get("experiments_file"))
+        self.query_one(SelfcheckLine).show(self._runs_dir())
         if self.initial_campaign:
             self._files.load(self.initial_campaign)
         self.schedule_preview()
@@ -255,10 +260,17 @@ class PlanScreen(Screen):
         self.dashboard.open_run(Path(message.run_dir), message.handle, message.offset,
                                 attached=message.attach)
 
-    def action_attach(self) -> None:
+    def _runs_dir(self) -> str:
         # The same expansion as a launch (engine.define.paths): "~/runs" is searched where
         # the campaign would write, not in a folder literally named "~".
-        self._find_running(os.path.expanduser(str(self.doc.get("runs_dir") or "runs")))
+        return os.path.expanduser(str(self.doc.get("runs_dir") or "runs"))
+
+    def action_attach(self) -> None:
+        self._find_running(self._runs_dir())
+
+    def action_selfcheck(self) -> None:
+        if not self.query_one(SelfcheckLine).start(self._runs_dir()):
+            self.notify("a self-check is running already", severity="warning")
 
     @work(thread=True, exclusive=True, group="attach")
     def _find_running(self, runs_dir: str) -> None:

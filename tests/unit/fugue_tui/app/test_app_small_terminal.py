@@ -98,6 +98,9 @@ def test_plan_screen_small_every_field_in_reach(tmp_path, monkeypatch, size):
     monkeypatch.setattr(plugins, "_loaded", set())
     monkeypatch.delenv("FUGUE_PLUGINS", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
+    from engine.selfcheck import store  # the title's self-check line: never run here
+
+    monkeypatch.setattr(store, "latest", lambda *args, **kwargs: None)
 
     async def scenario():
         app = FugueApp(runs_dir="runs", clock=lambda: 1_800_000_000.0)

@@ -71,6 +71,11 @@ def test_plan_screen(tmp_path, monkeypatch):
 
     monkeypatch.setattr(plugins, "_loaded", set())
     monkeypatch.delenv("FUGUE_PLUGINS", raising=False)
+    # The title's self-check line reads runs/selfcheck.csv: as on a machine never checked
+    # (a developer's own verdict there must not change the snapshot).
+    from engine.selfcheck import store
+
+    monkeypatch.setattr(store, "latest", lambda *args, **kwargs: None)
 
     async def scenario():
         app = FugueApp(runs_dir="runs", clock=lambda: 1_800_000_000.0)
