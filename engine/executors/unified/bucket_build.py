@@ -259,7 +259,8 @@ class BucketBuild:
         end = time.perf_counter()
         self.outside.append((found.started, end))
         plan.parity_probe_s = end - found.started
-        plan.parity_probe = found.info()
+        # "bound": what stands where the probe does not speak (a re-stack, executor.py)
+        plan.parity_probe = {**found.info(), "bound": value}
         plan.parity_contract = after_probe(value, found.outcome, self.fused)
 
     def _data_order(self) -> bool:

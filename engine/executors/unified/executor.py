@@ -50,7 +50,7 @@ from engine.executors.unified.features import (
     features_string,
     requested_features,
 )
-from engine.executors.unified.parity import COMPILED
+from engine.executors.unified.parity import COMPILED, IDENTICAL
 from engine.registry import OPTIMIZERS
 from engine.results.parity_contract import weakest
 from engine.train.loop import JobResult
@@ -176,6 +176,10 @@ class UnifiedExecutor(Executor):
                                  else f"off ({run.compile_reason or 'not probed'})")
                     b.compile_warmup_s = run.compile_warmup_s
                     warmup += run.compile_warmup_s
+                if b.restacks and b.parity_probe and b.parity_probe["outcome"] == IDENTICAL:
+                    # the probe spoke for the stack it was built at: a re-stack to fewer
+                    # members runs the batched kernels on other shapes
+                    b.parity_contract = b.parity_probe["bound"]
                 if run.compile_mode != "off" and b.parity_contract is not None:
                     b.parity_contract = weakest([b.parity_contract, COMPILED])
             finished = runs

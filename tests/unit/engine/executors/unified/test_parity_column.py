@@ -170,7 +170,8 @@ def test_exact_kernels_are_exact_by_construction_without_a_probe():
 def test_a_bit_identical_probe_makes_the_row_exact(monkeypatch):
     _force_probe(monkeypatch)
     ctx, plan, results = _run([_job(0), _job(1), _job(2)], options={"kernels": "exact"})
-    assert plan[0]["parity_probe"] == {"outcome": "identical", "max_abs": 0.0, "detail": None}
+    assert plan[0]["parity_probe"] == {"outcome": "identical", "max_abs": 0.0, "detail": None,
+                                       "bound": rule.ROUNDING}
     assert ctx.group["parity_contract"] == "exact"
     # its cost: in the plan, and kept out of T_group (the interval the cell subtracts)
     (start, end), = ctx.outside_window
@@ -179,6 +180,17 @@ def test_a_bit_identical_probe_makes_the_row_exact(monkeypatch):
                                                                          abs=1e-4)
     for r in results:  # the jobs' totals lose it too
         assert r.total_time_s == pytest.approx(r.end - r.start - (end - start))
+
+
+def test_a_restack_leaves_what_the_probe_did_not_see(monkeypatch):
+    """The probe spoke for the stack at the size it was built: once a member finishes
+    and the survivors are re-stacked (retire = remove), the batched kernels run on other
+    shapes, so the bucket keeps the bound."""
+    _force_probe(monkeypatch)
+    ctx, plan, _ = _run([_job(0), _job(1), _job(2, epochs=2)], options={"kernels": "exact"})
+    assert plan[0]["restacks"] == [1], plan[0]
+    assert plan[0]["parity_probe"]["outcome"] == "identical"
+    assert ctx.group["parity_contract"] == rule.ROUNDING
 
 
 @pytest.mark.parametrize("optimizer,kwargs,want", [
