@@ -262,6 +262,10 @@ class BucketBuild:
         # "bound": what stands where the probe does not speak (a re-stack, executor.py)
         plan.parity_probe = {**found.info(), "bound": value}
         plan.parity_contract = after_probe(value, found.outcome, self.fused)
+        delta = "" if found.max_abs is None else f", max |Δ| {found.max_abs:.3g}"
+        print(f"  parity: bucket {plan.index} {plan.parity_contract} (float32 one-step probe: "
+              f"{found.outcome}{delta}; {plan.parity_probe_s:.3f} s, outside T_group)",
+              flush=True)
 
     def _data_order(self) -> bool:
         """True for a shared order (decided once per bucket, recorded in the plan)."""
