@@ -314,7 +314,10 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
             if sync_device:
                 torch.cuda.synchronize(device)
             g1 = time.perf_counter()
-            t_group = g1 - g0
+            # Work the window rule keeps out (unified_model's parity probe) is subtracted:
+            # the window's ends stay where they were, its length loses those intervals.
+            t_group = g1 - g0 - sum(max(0.0, min(b, g1) - max(a, g0))
+                                    for a, b in ctx.outside_window)
             host.update(cell_cpu_s=_cpu_seconds() - cpu0, host_load_end=os.getloadavg()[0],
                         competing_processes=_competitors(others0, t_group))
             # The window's ends on perf_counter (system-wide monotonic): what a check of the

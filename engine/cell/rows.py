@@ -146,6 +146,7 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
     """The group row and one row per job, appended together, then the ``summary`` and the
     end event; returns the group's status (ok | failed)."""
     from engine.registry import EXECUTORS
+    from engine.results.parity_contract import BY_CONSTRUCTION_EXECUTORS, EXACT
     from engine.results.store import append_group
 
     cell = spec.cell
@@ -179,7 +180,10 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
         compile_warmup_s=sum_present(r.compile_warmup_s for r in results),
         precision_reason=next((r.precision_reason for r in results if r.precision_reason),
                               None),
-        amp_skipped_steps=sum_present(r.amp_skipped_steps for r in results))
+        amp_skipped_steps=sum_present(r.amp_skipped_steps for r in results),
+        # seq, mp and ray train seq's arithmetic by construction; unified_model decides
+        # per bucket (its own value below); others promise nothing (empty)
+        parity_contract=EXACT if cell.executor in BY_CONSTRUCTION_EXECUTORS else None)
     # What the executor measured or decided (effective scheduler and features, max_parallel,
     # MPS use, its plan) overrides the generic values above.
     group.update(executor_group)

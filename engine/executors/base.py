@@ -60,6 +60,10 @@ class CellContext:
     #: (:mod:`engine.executors.step_observer`: unified_model); None: not observed. The
     #: profile probe times steps and reads memory peaks through it; a cell sets none.
     step_observer: StepObserver | None = None
+    #: ``(start, end)`` intervals on ``time.perf_counter`` that the executor spent inside
+    #: ``run`` on work the window rule keeps out of ``T_group`` (unified_model's parity
+    #: probe: docs/measurement.md); the cell subtracts their total from the window.
+    outside_window: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.group, GroupRow):

@@ -68,6 +68,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -249,6 +250,8 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     # hpo (issue 25): time to best, its speedup over seq under the same scheduler with the
     # same decisions, and the best trial's metric beside the mean over completed trials.
     "time_to_best_mean", "ttb_speedup", "ttb_baseline", "best_val_metric_mean",
+    # issue 42: the weakest parity_contract of the cell's ok rows (None: none recorded)
+    "parity_contract",
 )
 
 
@@ -282,8 +285,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                                         "throughput_group",
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
                                         "setup_s", "row"]))
-    extra = [c for c in ("time_to_best_s", "best_val_metric", "packed_devices")
-             if c in g.columns]
+    extra = [c for c in ("time_to_best_s", "best_val_metric", "packed_devices",
+                         "parity_contract") if c in g.columns]
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed + extra]
     if not len(ok):
         return pd.DataFrame(columns=keys + [c for c in SPEEDUP_COLUMNS if c not in keys])
@@ -313,6 +316,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
     _accuracy(cells, ok, seq_rows, runs.jobs)
     _time_to_best(cells, ok, all_seq, prov, runs.jobs)
+    cells["parity_contract"] = _contracts(cells, ok)
     if packed.any():  # nor a time-to-best speedup over a one-GPU seq
         cells.loc[packed, "ttb_speedup"] = np.nan
         cells.loc[packed, "ttb_baseline"] = PACKED_BASELINE
@@ -322,6 +326,23 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     cells = cells.assign(_p=first, _e=exp_first, _s=(~is_seq).astype(int)) \
         .sort_values(["_p", "_e", "_s", "first_row"], kind="stable")
     return cells[keys + [c for c in SPEEDUP_COLUMNS if c not in keys]].reset_index(drop=True)
+
+
+def _contracts(cells: pd.DataFrame, ok: pd.DataFrame) -> list[str | None]:
+    """Each cell's ``parity_contract``: the weakest of its ok rows' values
+    (:func:`engine.results.parity_contract.weakest`); None where no row recorded one or
+    one holds a value outside the column's grammar (nothing is claimed from it)."""
+    from engine.results.parity_contract import weakest
+
+    if "parity_contract" not in ok.columns:
+        return [None] * len(cells)
+    by_cell: dict[Any, str | None] = {}
+    for code, values in ok.groupby("cell", sort=False)["parity_contract"]:
+        try:
+            by_cell[code] = weakest(values.tolist())
+        except ValueError:
+            by_cell[code] = None
+    return [by_cell.get(code) for code in cells["cell"]]
 
 
 #: The ``baseline`` text of a cell packed over several GPUs (issue 27): no speedup.

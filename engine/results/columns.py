@@ -428,6 +428,14 @@ _OURS: tuple[Column, ...] = (
     Column("node", G, TEXT,
            "campaigns on a Ray cluster (cluster): the node the cell ran on, its host name "
            "and a hash of its address (\"gpu-7 3f2a9c01\"); empty on the runner's own host"),
+    # Issue 42: what the row promises about training what seq trains (docs/fidelity.md,
+    # "A row's parity_contract"); an outcome, never part of a cell key.
+    Column("parity_contract", G, TEXT,
+           "exact (bit for bit what seq trains: by construction, or a unified_model bucket "
+           "whose float32 one-step probe was bit-identical on this machine) or "
+           "bound:<name>(<args>) (within that documented bound: pass_bound, rounding_bound, "
+           "adam_bound, half_precision, compile_probe, accuracy_band; a group of several "
+           "buckets: the weakest); empty for other executors and older rows"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -20,6 +20,7 @@ from engine.results.derived import (
     PARITY_OUTSIDE,
     PARITY_WITHIN,
 )
+from engine.results.parity_contract import wording
 from fugue_tui.format import MISSING, fmt_number, fmt_text
 
 #: The parity flags as shown (the note under the tables explains them).
@@ -75,6 +76,8 @@ def cell_values(row: dict[str, Any]) -> dict[str, str]:
         "val acc": fmt_number(row.get("acc_mean"), ".3f"), "seq acc [min, max]": seq_acc,
         "parity": _PARITY_SHORT.get(str(row.get("parity")), MISSING) if n else MISSING,
         "not ok": str(int(bad)) if bad is not None and bad == bad else "0",
+        # "bit for bit" only where every row of the cell says exact (issue 42)
+        "contract": (wording(row.get("parity_contract")) or MISSING) if n else MISSING,
     }
 
 
@@ -88,13 +91,14 @@ _RIGHT = {"ok", "K", "T_group s", "T_group sd", "setup s", "samples/s", "train s
 #: (several tables) still shows them together in the first one.
 _COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "setup s", "T_group sd",
             "samples/s", "train samples/s", "J/model", "VRAM MiB", "val acc",
-            "seq acc [min, max]", "parity", "not ok")
+            "seq acc [min, max]", "parity", "not ok", "contract")
 #: Headers on two lines, so that a column is no wider than its numbers.
 _HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "setup s": "setup\ns",
             "samples/s": "samples\n/s",
             "train samples/s": "train\nsamples/s", "J/model": "J/\nmodel",
             "VRAM MiB": "VRAM\nMiB", "val acc": "val\nacc", "seq acc [min, max]":
-            "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp"}
+            "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp",
+            "contract": "parity\ncontract"}
 
 
 def _natural_width(table: Table) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.errors import FugueError
 from engine.results.derived import BASELINE_EXECUTOR, PARITY_OUTSIDE, PARITY_WITHIN
+from engine.results.parity_contract import wording
 from fugue_tui.format import fmt_number
 
 #: What ``--format`` takes: the figures and the LaTeX table (this module), the rows as
@@ -109,8 +110,8 @@ def latex_table(results, caption: str = f"Speedup over {BASELINE_EXECUTOR} per e
     swept = bool(len(table)) and bool(mark_sweeps(table)["_swept"].any())
     head = ("Experiment", "Executor", *(("$K$",) if swept else ()), "Variant", "$n$",
             r"$T_\mathrm{group}$ (s)", "Speedup", r"95\,\% CI", "Samples/s", "J/model",
-            "Val acc", "Parity")
-    spec = "ll" + ("r" if swept else "") + "lrrrlrrrl"
+            "Val acc", "Parity", "Contract")
+    spec = "ll" + ("r" if swept else "") + "lrrrlrrrll"
     lines = [r"\begin{table}[htbp]", r"\centering", r"\small",
              rf"\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(head) + r" \\",
              r"\midrule"]
@@ -143,7 +144,9 @@ def latex_table(results, caption: str = f"Speedup over {BASELINE_EXECUTOR} per e
                                              str(int(r["n_strategy"])))]
             cells += [t, _num(r.get("speedup"), ".3f"), tex_escape(ci),
                       sps.replace(",", r"\,"), _num(r.get("energy_per_model_j"), ".1f"),
-                      _num(r.get("acc_mean"), ".3f"), parity]
+                      _num(r.get("acc_mean"), ".3f"), parity,
+                      # "bit for bit" only where every row of the cell says exact
+                      tex_escape(wording(r.get("parity_contract")) or "--")]
             lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}",
               rf"\caption{{{tex_escape(caption)} Speedup: mean {BASELINE_EXECUTOR} "

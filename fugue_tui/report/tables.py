@@ -131,6 +131,12 @@ def _notes(table, baseline: str | None = None) -> list[str]:
         lines.append("parity: within / OUTSIDE = the cell's mean validation accuracy lies "
                      f"within / outside the [min, max] of its {base} baseline's jobs over all "
                      "passes.")
+    if "parity_contract" in table.columns and table["parity_contract"].notna().any():
+        lines.append("parity contract: bit for bit = every row of the cell says exact (the "
+                     "path is so by construction, or its float32 one-step probe found the "
+                     "stack bit-identical to K solo steps on this machine); within <bound> = "
+                     "not promised bit for bit, within that documented bound "
+                     "(docs/fidelity.md, \"A row's parity_contract\").")
     return lines
 
 

@@ -41,6 +41,8 @@ from engine.events import job_done, job_started
 from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
 from engine.executors.unified.optim import build_stacked
+from engine.executors.unified.parity import after_probe, before_probe
+from engine.executors.unified.parity_probe import probe as parity_probe
 from engine.executors.unified.plan import BucketPlan
 from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
 from engine.executors.unified.scaler import MemberSkips, StackedGradScaler
@@ -85,13 +87,16 @@ class BucketBuild:
             identical, else per_member with a note).
         retire: ``remove`` (re-stack the survivors) or ``mask`` (keep finished members
             frozen in the stack).
+        outside: where the parity probe's ``(start, end)`` on ``time.perf_counter`` is
+            appended: time the cell keeps out of ``T_group`` (``CellContext.outside_window``).
     """
 
     def __init__(self, plan: BucketPlan, data: DeviceData, settings: TrainSettings,
                  emit: Emit, *, fused: bool = False, verify: bool = True,
                  data_order: str = "per_member", exact_kernels: bool = False,
                  announce: Callable[[BucketPlan], Any] | None = None,
-                 retire: str = "remove", compile_backend: str = "inductor"):
+                 retire: str = "remove", compile_backend: str = "inductor",
+                 outside: list[tuple[float, float]] | None = None):
         if retire not in RETIRE:
             raise ValueError(f"retire must be one of {RETIRE}, got {retire!r}")
         self.plan = plan
@@ -109,6 +114,7 @@ class BucketBuild:
         #: by the executor on hpo cells under a scheduler; None under fifo.
         self.stopper = None
         self.compile_backend = compile_backend
+        self.outside = outside if outside is not None else []
         self.clock = Clock()
         #: training-step wall time of the chunk while this bucket had active members
         self.train_clock_s = 0.0
@@ -223,6 +229,44 @@ class BucketBuild:
         else:
             plan.route, plan.check, plan.reason = "eager", verdict.verdict, verdict.detail
 
+    def _parity(self) -> None:
+        """The bucket's ``parity_contract`` (engine.executors.unified.parity): decided by
+        the contract, or by the float32 one-step probe of a twin of the stack that trains
+        against K solo steps, run here, after the stack was built and before training. The
+        probe's wall time goes to the plan and to :attr:`outside` (kept out of T_group)."""
+        plan, members = self.plan, self.members
+        first = members[0]
+        value, probe = before_probe(
+            route=plan.route, precision=first.precision.applied,
+            exact_kernels=self.exact_kernels, skipped_layers=plan.exact_kernels_skipped,
+            fused=self.fused, device_type=self.device.type,
+            dropout=any(type(s) is nn.Dropout for s in first.model.modules()),
+            optimizer=first.job.optimizer)
+        plan.parity_contract = value
+        if not probe or self.stack is None or value is None:
+            return
+        bs = plan.jobs[0].batch_size
+        idx = torch.stack([m.split.train_idx[:bs] for m in members]).to(self.device)
+        found = parity_probe(
+            [m.model for m in members], [m.generator for m in members],
+            self.data.pool_x[idx], self.data.pool_y[idx], task=self.task,
+            optimizer=first.job.optimizer, lrs=[m.job.lr for m in members],
+            optimizer_kwargs=[dict(m.job.optimizer_kwargs) for m in members],
+            stacked_loss=loss_function(self.task, self.fused),
+            sample_shape=tuple(self.data.in_shape), exact_kernels=self.exact_kernels,
+            shared=self.shared)
+        sync(self.device)
+        end = time.perf_counter()
+        self.outside.append((found.started, end))
+        plan.parity_probe_s = end - found.started
+        # "bound": what stands where the probe does not speak (a re-stack, executor.py)
+        plan.parity_probe = {**found.info(), "bound": value}
+        plan.parity_contract = after_probe(value, found.outcome, self.fused)
+        delta = "" if found.max_abs is None else f", max |Δ| {found.max_abs:.3g}"
+        print(f"  parity: bucket {plan.index} {plan.parity_contract} (float32 one-step probe: "
+              f"{found.outcome}{delta}; {plan.parity_probe_s:.3f} s, outside T_group)",
+              flush=True)
+
     def _data_order(self) -> bool:
         """True for a shared order (decided once per bucket, recorded in the plan)."""
         if self.data_order != "shared" or len(self.members) < 2:
@@ -300,6 +344,7 @@ class BucketBuild:
                                           scaler)
             else:
                 self.route = EagerRoute(self.members, self.task, self.device)
+            self._parity()
             self._needs_probe = self.settings.compile_mode != "off"
         except Exception as exc:  # the bucket itself broke: its unfinished members fail
             traceback.print_exc()

@@ -181,6 +181,11 @@ PATHS: tuple[Path, ...] = (
          "the plan (exact_kernels_skipped): within the batched bound", "",
          "test_exact_kernels, test_stacked_stack, test_unified_fused_backward, "
          "test_precision_training, test_hpo_unified_schedulers"),
+    Path("unified_model, eager route (a bucket of one, vf:0, a bucket verification sent "
+         "eager)", "construction",
+         "each member's own module, the task's criterion and the registry's torch "
+         "optimizer, stepped alone: the solo kernels on the solo shapes, seq's arithmetic",
+         "", "test_parity_column (float32, against seq with torch.equal)"),
     Path("unified_model, kernels = \"batched\" (default): Linear", "bound",
          "vmap's batched matmul (MKL sgemm_batch) against the solo addmm: other blocking; "
          "the solo addmm adds the bias before later blocks of a long contraction; "

@@ -50,7 +50,9 @@ from engine.executors.unified.features import (
     features_string,
     requested_features,
 )
+from engine.executors.unified.parity import COMPILED, IDENTICAL
 from engine.registry import OPTIMIZERS
+from engine.results.parity_contract import weakest
 from engine.train.loop import JobResult
 
 if TYPE_CHECKING:  # bucket imports torch at module level; the executor loads it in run()
@@ -132,6 +134,10 @@ class UnifiedExecutor(Executor):
         chunk_features: list[tuple[dict[str, int], str | None]] = []
         self.runs = []  # the bucket runs, for inspection (tests: stack.forward_calls)
         self.interleaves = []
+        #: (start, end) of the parity probes on perf_counter: outside T_group (the cell
+        #: subtracts them, CellContext.outside_window; docs/measurement.md)
+        outside: list[tuple[float, float]] = []
+        self.outside = outside
 
         def decide_streams(runs: list[BucketRun]) -> bool:
             ok = (any(r.compile_mode != "off" for r in runs) if compile_mode != "off"
@@ -146,7 +152,7 @@ class UnifiedExecutor(Executor):
                             fused=bool(features["fl"]), verify=verify, data_order=data_order,
                             exact_kernels=kernels == "exact",
                             announce=lambda b: print("  decided: " + b.line(), flush=True),
-                            retire=retire, compile_backend=backend)
+                            retire=retire, compile_backend=backend, outside=outside)
             run.stopper = stopper
             return run
 
@@ -170,7 +176,14 @@ class UnifiedExecutor(Executor):
                                  else f"off ({run.compile_reason or 'not probed'})")
                     b.compile_warmup_s = run.compile_warmup_s
                     warmup += run.compile_warmup_s
+                if b.restacks and b.parity_probe and b.parity_probe["outcome"] == IDENTICAL:
+                    # the probe spoke for the stack it was built at: a re-stack to fewer
+                    # members runs the batched kernels on other shapes
+                    b.parity_contract = b.parity_probe["bound"]
+                if run.compile_mode != "off" and b.parity_contract is not None:
+                    b.parity_contract = weakest([b.parity_contract, COMPILED])
             finished = runs
+        _keep_outside(outside, results.values(), ctx)
 
         if chunk_features:  # the effective features over every chunk that trained
             features = {f: min(cf[0][f] for cf in chunk_features) for f in FLAGS}
@@ -181,6 +194,10 @@ class UnifiedExecutor(Executor):
         if group is not None:
             group.update(self._group_facts(plan, features, reason, largest, compile_mode,
                                            warmup, samples, train_clock, results))
+            group["parity_contract"] = weakest(b.parity_contract for b in plan.buckets)
+            info = dict(group.get("executor_info") or {})
+            info["outside_window_s"] = round(sum(b - a for a, b in outside), 4)
+            group["executor_info"] = info
             if stopper is not None:
                 info = dict(group.get("executor_info") or {})
                 info["early_stop"] = stopper.info(int(options.grace_period),
@@ -263,6 +280,22 @@ class UnifiedExecutor(Executor):
                     train_throughput_sps=samples / train_clock if train_clock > 0
                     and all(r.status == "ok" for r in results.values()) else None,
                     executor_info=plan.info())
+
+
+def _keep_outside(outside: list[tuple[float, float]], results, ctx: CellContext) -> None:
+    """Keep the parity probes' time out of the measurements (docs/measurement.md, the
+    window rule): each job's ``total_time_s`` loses the part of them inside its own span,
+    and the cell is told the intervals (``CellContext.outside_window``), which it takes
+    out of ``T_group``."""
+    if not outside:
+        return
+    for r in results:
+        if r.start is None or r.end is None or r.total_time_s is None:
+            continue
+        r.total_time_s -= sum(max(0.0, min(b, r.end) - max(a, r.start)) for a, b in outside)
+    window = getattr(ctx, "outside_window", None)
+    if isinstance(window, list):
+        window.extend(outside)
 
 
 def release(runs: list[BucketRun]) -> None:

@@ -68,6 +68,15 @@ class BucketPlan:
     #: rule (not bit for bit seq's by construction, docs/fidelity.md "The parity
     #: contract"); None when the bucket does not stack with exact kernels
     exact_kernels_skipped: list[str] | None = None
+    #: the bucket's ``parity_contract`` (``exact`` or ``bound:...``,
+    #: engine.results.parity_contract; the group row carries the weakest); None: no member
+    #: was built
+    parity_contract: str | None = None
+    #: the float32 one-step parity probe (engine.executors.unified.parity_probe): its
+    #: outcome, max |Δ| and first difference, and its wall time (outside T_group); None
+    #: when the contract decided without it
+    parity_probe: dict[str, Any] | None = None
+    parity_probe_s: float | None = None
 
     def line(self) -> str:
         n = len(self.jobs)
@@ -90,7 +99,11 @@ class BucketPlan:
                 else round(self.compile_warmup_s, 4), "restacks": list(self.restacks),
                 "probed": None if self.probed is None else list(self.probed),
                 "exact_kernels_skipped": None if self.exact_kernels_skipped is None
-                else list(self.exact_kernels_skipped)}
+                else list(self.exact_kernels_skipped),
+                "parity_contract": self.parity_contract,
+                "parity_probe": None if self.parity_probe is None else dict(self.parity_probe),
+                "parity_probe_s": None if self.parity_probe_s is None
+                else round(self.parity_probe_s, 4)}
 
 
 @dataclass

@@ -102,6 +102,24 @@ def test_in_process_executors_build_inside_and_load_before(tmp_path, probe, exec
     assert phases.index("data_load") < phases.index("setup") < phases.index("group_start")
     assert group["window_rule"] == "2" and group["mp_start"] == ""
     assert all(j["worker_start_s"] == "" for j in jobs)  # no per-job worker
+    if executor == "seq":
+        assert group["parity_contract"] == "exact"  # the reference, by construction
+        return
+    # unified_model's float32 parity probe (issue 42) runs inside run(), at bucket build
+    # time, and is kept out of T_group: the window's length less the probe's interval
+    import json
+
+    info = json.loads(group["executor_info"])
+    bucket, = info["plan"]
+    assert bucket["parity_probe_s"] > 0
+    assert info["outside_window_s"] == pytest.approx(bucket["parity_probe_s"], abs=2e-4)
+    span = window[1] - window[0]
+    assert float(group["T_group"]) == pytest.approx(span - info["outside_window_s"], abs=2e-4)
+    assert float(group["T_group"]) < span
+    # and the row says what the probe found: exact iff bit-identical on this machine
+    identical = bucket["parity_probe"]["outcome"] == "identical"
+    assert (group["parity_contract"] == "exact") == identical
+    assert group["parity_contract"] in ("exact", "bound:adam_bound(T,lr,betas)")  # adamw
 
 
 def test_mp_spawn_pays_each_workers_start_inside(tmp_path, probe):
@@ -116,6 +134,7 @@ def test_mp_spawn_pays_each_workers_start_inside(tmp_path, probe):
     imports = [r for r in found if r["what"] == "import" and r["pid"] == worker]
     assert len(imports) == 1 and window[0] <= imports[0]["t"] <= window[1]
     assert group["mp_start"] == "spawn" and group["window_rule"] == "2"
+    assert group["parity_contract"] == "exact"  # seq's arithmetic by construction
     start = float(jobs[0]["worker_start_s"])
     assert 0 < start < float(group["T_group"])
 

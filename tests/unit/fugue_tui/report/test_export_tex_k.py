@@ -19,10 +19,10 @@ def test_a_k_sweep_has_a_k_column(tmp_path):
                                                                          4: 350})
     tex = latex_table(build(runs, n_boot=50))
     assert r"Experiment & Executor & $K$ & Variant" in tex
-    assert r"\begin{tabular}{lllrrrlrrrl" + "r}" not in tex  # one column more, aligned
-    assert r"\begin{tabular}{llrlrrrlrrrl}" in tex
+    assert r"\begin{tabular}{lllrrrlrrrll" + "r}" not in tex  # one column more, aligned
+    assert r"\begin{tabular}{llrlrrrlrrrll}" in tex
     rows = _rows(tex)
-    assert len(rows) == 6 and all(len(r) == 12 for r in rows)
+    assert len(rows) == 6 and all(len(r) == 13 for r in rows)
     uni = {r[2]: r for r in rows if r[1] == r"unified\_model"}
     assert set(uni) == {"1", "2", "4"}
     assert uni["4"][6] == "3.500"  # speedup at K = 4 against seq at K = 4 (350 / 100)
@@ -31,5 +31,6 @@ def test_a_k_sweep_has_a_k_column(tmp_path):
 def test_no_sweep_no_k_column(tmp_path):
     runs = _sweep(tmp_path, seq={5: 100}, unified_model={5: 300})
     tex = latex_table(build(runs, n_boot=50))
-    assert "$K$" not in tex and r"\begin{tabular}{lllrrrlrrrl}" in tex
-    assert all(len(r) == 11 for r in _rows(tex))
+    assert "$K$" not in tex and r"\begin{tabular}{lllrrrlrrrll}" in tex
+    # (the last column, the parity contract, issue 42)
+    assert all(len(r) == 12 for r in _rows(tex))
