@@ -2,7 +2,8 @@
 (``chorus-torch``) and the fugue harness (``fugue-bench``) on one workload, all under one
 torch build.
 
-``python -m bench.peers --env PATH [--ks 8,32,64] [--reps 3] [--epochs 5] [--threads 1]``
+``python -m bench.peers --env PATH [--ks 8,32,64] [--reps 3] [--epochs 5] [--threads 1]
+[--env-var NAME=VALUE ...]``
 
 The workload (issue 22): K MLPs 64→128→64→10 (the harness's ``mlp``: Linear, ReLU,
 Linear, ReLU, Linear; ours the same layers after a Flatten of the 8x8 image) on sklearn's
@@ -33,6 +34,14 @@ average closes the table.
 
 Protocol: one untimed warm-up of each variant at the smallest K (1 epoch), then
 ``--reps`` repetitions (default 3), K and variant order rotated every repetition.
+
+**Kernel dispatch.** ``--env-var NAME=VALUE`` (repeatable; names of :data:`DISPATCH_VARS`)
+runs every tool under that setting (``MKL_CBWR=COMPATIBLE``, or ``MKL_CBWR=AVX2
+ATEN_CPU_CAPABILITY=avx2``): set in the measuring process's environment before torch
+loads, inherited by the harness's subprocesses. The rows carry it (column ``setting``) and
+``bench/RESULTS.md`` shows the latest run of each setting, the setting in its machine line:
+a BLAS's code path decides, for instance, whether the stack's gradient-layout probe sees
+the relaid forward's bits (issue 42), so a result holds for its setting, not for every CPU.
 
 **The environment.** The peers pin torch 2.11 and Python 3.13, which this project's range
 allows, so the part runs in one environment that holds all three (``--env``, default
@@ -80,6 +89,31 @@ CREATE = ("python3.13 -m venv ENV && ENV/bin/pip install chorus-torch==0.1.0 "
           "fugue-bench==0.1.0 && ENV/bin/pip install -e REPO")
 #: What the environment must import (the project, both peers, torch).
 NEEDS = ("engine", "bench", "chorus", "fugue.core.cli", "torch")
+#: The variables ``--env-var`` may set: those that change which kernels run (MKL's code
+#: path, ATen's vector ISA, oneDNN's ISA), nothing that would change the workload.
+DISPATCH_VARS = ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY",
+                 "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
+def parse_env_vars(items: list[str]) -> dict[str, str]:
+    """``["MKL_CBWR=COMPATIBLE", ...]`` → ``{"MKL_CBWR": "COMPATIBLE"}`` (the last value of
+    a name wins). Raises ``ValueError`` naming the item: no ``=``, an empty value, or a
+    name outside :data:`DISPATCH_VARS`."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip():
+            raise ValueError(f"--env-var {item!r}: expected NAME=VALUE")
+        if name not in DISPATCH_VARS:
+            raise ValueError(f"--env-var {item!r}: {name} is not a dispatch setting; one of "
+                             f"{', '.join(DISPATCH_VARS)}")
+        out[name] = value.strip()
+    return out
+
+
+def setting_text(env_vars: dict[str, str]) -> str:
+    """The ``setting`` column: ``NAME=VALUE`` pairs, sorted, joined by spaces; "" for none."""
+    return " ".join(f"{k}={v}" for k, v in sorted(env_vars.items()))
 
 
 # ----------------------------------------------------------------------------- the env
@@ -260,6 +294,11 @@ def inner(args) -> int:
     from engine.train.data import to_device
     from engine.train.loop import TrainSettings
 
+    unset = {k: v for k, v in args.env_vars.items() if os.environ.get(k) != v}
+    if unset:  # run directly with --inner: torch has loaded without the setting
+        print(f"peers: --env-var {setting_text(unset)} is not in this process's environment "
+              "(it must be set before torch loads: run without --inner)", file=sys.stderr)
+        return 2
     load_builtins()
     register_model()
     torch.set_num_threads(args.threads)
@@ -269,18 +308,21 @@ def inner(args) -> int:
     host_data = {"digits": dataset_lib.load_dataset("digits")}
     data = to_device(host_data["digits"], device)
     ks = args.ks
+    setting = setting_text(args.env_vars)
     command = (f"python -m bench.{PART} --env {args.env} --ks {','.join(map(str, ks))} "
-               f"--reps {args.reps} --epochs {args.epochs} --threads {args.threads}")
+               f"--reps {args.reps} --epochs {args.epochs} --threads {args.threads}"
+               + "".join(f" --env-var {pair}" for pair in setting.split()))
     import chorus
     import fugue
 
     versions = (f"torch {torch.__version__}, chorus-torch {getattr(chorus, '__version__', '?')}"
                 f", fugue-bench {_dist_version('fugue-bench')}, Python "
                 f"{sys.version.split()[0]}")
-    print(f"peers: {versions}; load {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"peers: {versions}; kernel dispatch: {setting or 'default'}; "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)
     del fugue
     run_id = bench_results.new_run_id()
-    prov = bench_results.provenance(command, torch.__version__)
+    prov = bench_results.provenance(command, torch.__version__, setting)
     times = {k: {v: [] for v in VARIANTS} for k in ks}
     loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
@@ -370,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
     parser.add_argument("--epochs", type=int, default=5, help="epochs (default 5)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--env-var", action="append", default=[], metavar="NAME=VALUE",
+                        help="run every tool under this kernel-dispatch setting (repeatable; "
+                             f"{', '.join(DISPATCH_VARS)}), recorded in the results' "
+                             "machine line")
     parser.add_argument("--no-write", action="store_true",
                         help="print the numbers only; do not append the CSV or render")
     parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
@@ -381,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--ks: {exc}")
     if not args.ks or min(args.ks) < 1 or args.reps < 1 or args.epochs < 1 or args.threads < 1:
         parser.error("--ks, --reps, --epochs and --threads must be >= 1")
+    try:
+        args.env_vars = parse_env_vars(args.env_var)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.inner:
         return inner(args)
     python = env_python(args.env)
@@ -391,11 +441,16 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [str(python), "-m", "bench.peers", "--inner", "--env", str(args.env),
            "--ks", ",".join(map(str, args.ks)), "--reps", str(args.reps),
            "--epochs", str(args.epochs), "--threads", str(args.threads)]
+    for pair in setting_text(args.env_vars).split():
+        cmd += ["--env-var", pair]
     if args.no_write:
         cmd.append("--no-write")
     if args.results_dir:
         cmd += ["--results-dir", args.results_dir]
-    return subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}).returncode
+    # The setting goes into the environment the measuring process starts with: MKL and
+    # ATen read it once, when torch loads.
+    env = {**os.environ, **args.env_vars, "PYTHONPATH": str(REPO)}
+    return subprocess.run(cmd, cwd=REPO, env=env).returncode
 
 
 if __name__ == "__main__":

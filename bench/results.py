@@ -11,10 +11,15 @@ Every benchmark part appends one row per (figure, variant, repetition) to its CS
 * ``run_id``: one invocation of a part; repetition ``r`` of two variants with the same
   ``run_id`` were measured back to back, so their ratio is a per-repetition ratio;
 * provenance: ``timestamp``, ``host``, ``cpu_model``, ``cpu_cores``, ``python_version``,
-  ``torch_version``, ``fugue_tui_version``, ``fugue_tui_commit``, ``command``.
+  ``torch_version``, ``fugue_tui_version``, ``fugue_tui_commit``, ``command``;
+* ``setting`` (last, added by issue 42): the kernel-dispatch setting the run was made
+  under, as ``NAME=VALUE`` pairs joined by spaces (``MKL_CBWR=COMPATIBLE``); empty: the
+  default dispatch (rows written before the column have it empty, and were).
 
 ``RESULTS.md`` is a function of the CSV files only (:func:`render`): for each part, the
-latest run (the ``run_id`` of the file's last row), one table row per figure and variant
+latest run (the ``run_id`` of the file's last row; one latest run per ``setting`` when a
+part was run under several, each with the setting in its machine line), one table row per
+figure and variant
 with n, the median and its spread (interquartile range and min–max), and for
 non-baseline variants the ratio of medians with the spread of the per-repetition ratios
 (IQR and min–max). A ratio is marked "not resolvable here" when the IQR of its
@@ -24,6 +29,10 @@ target, is wider than the difference the ratio claims (``|ratio − 1|``); "met"
 target), and a ratio of medians on the other side makes the claim not resolvable. The IQR,
 not the min–max range, decides: on a shared machine one repetition that another process
 slowed down would otherwise veto every claim; the min–max range is shown beside it.
+A ratio target at parity (``>1`` or ``<1``: "the baseline is ahead of this variant") is
+worded as what it says: "met (ahead)", "tied (per-repetition IQR includes 1)" or "not met
+(behind)"; "not resolvable here" remains for a ratio of medians on the other side of 1
+than that IQR.
 
 ``python -m bench.results`` re-renders ``RESULTS.md``; ``--check`` re-renders in memory and
 exits 1 when the file differs. Torch-free.
@@ -56,9 +65,15 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "timestamp", "host", "cpu_model", "cpu_cores", "python_version", "torch_version",
     "fugue_tui_version", "fugue_tui_commit", "command",
 )
-COLUMNS: tuple[str, ...] = MEASURE_COLUMNS + FIGURE_COLUMNS + PROVENANCE_COLUMNS
+#: Added after the others (a new column goes at the end of the order).
+SETTING_COLUMNS: tuple[str, ...] = ("setting",)
+COLUMNS: tuple[str, ...] = (MEASURE_COLUMNS + FIGURE_COLUMNS + PROVENANCE_COLUMNS
+                            + SETTING_COLUMNS)
 
 NOT_RESOLVABLE = "not resolvable here"
+#: The verdicts of a ratio target at parity (``>1``, ``<1``): the claim is that the
+#: baseline is ahead of the variant (peers: the peer's time ÷ ours above 1).
+AHEAD, TIED, BEHIND = "met (ahead)", "tied (per-repetition IQR includes 1)", "not met (behind)"
 _OPS = (">=", "<=", ">", "<")
 
 
@@ -88,8 +103,10 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def provenance(command: str, torch_version: str | None = None) -> dict[str, Any]:
-    """The provenance columns of a row measured now by ``command``."""
+def provenance(command: str, torch_version: str | None = None,
+               setting: str = "") -> dict[str, Any]:
+    """The provenance columns of a row measured now by ``command`` under the kernel-dispatch
+    ``setting`` (``"MKL_CBWR=COMPATIBLE"``; empty: the default)."""
     facts = host_facts()
     return {
         "timestamp": timestamp_now(), "host": facts["host"], "cpu_model": facts["cpu_model"],
@@ -97,6 +114,7 @@ def provenance(command: str, torch_version: str | None = None) -> dict[str, Any]
         "torch_version": torch_version or dist_version("torch"),
         "fugue_tui_version": facts["fugue_tui_version"],
         "fugue_tui_commit": facts["fugue_tui_commit"], "command": command,
+        "setting": setting,
     }
 
 
@@ -178,7 +196,10 @@ def judge_ratio(ratio: float, per_rep: Sequence[float], target: str) -> RatioSum
     # difference does not support; against a bound, an IQR wholly on one side settles it
     # however wide it is (0.6-1.2 under a <=2 bound meets it).
     too_wide = parsed is None and (q3 - q1) > abs(ratio - reference)
-    if n < 2 or straddles or too_wide:
+    at_parity = parsed is not None and parsed[1] == 1.0 and parsed[0] in (">", "<")
+    if n >= 2 and straddles and at_parity:
+        verdict = TIED
+    elif n < 2 or straddles or too_wide:
         verdict = NOT_RESOLVABLE
     elif parsed is None:
         verdict = ""
@@ -189,6 +210,8 @@ def judge_ratio(ratio: float, per_rep: Sequence[float], target: str) -> RatioSum
         iqr_meets = _meets(q1, *parsed) and _meets(q3, *parsed)
         if iqr_meets != _meets(ratio, *parsed):
             verdict = NOT_RESOLVABLE
+        elif at_parity:
+            verdict = AHEAD if iqr_meets else BEHIND
         else:
             verdict = "met" if iqr_meets else "not met"
     return RatioSummary(ratio, q1, q3, low, high, n, verdict)
@@ -313,17 +336,41 @@ def targets_summary(parts: Mapping[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines)
 
 
+def by_setting(rows: list[dict[str, str]]) -> list[list[dict[str, str]]]:
+    """A part's rows split by ``setting``, each in file order; the settings in the order of
+    their latest rows (the default first when it is older)."""
+    groups: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        groups.setdefault(r.get("setting") or "", []).append(r)
+    last = {key: max(i for i, r in enumerate(rows) if (r.get("setting") or "") == key)
+            for key in groups}
+    return [groups[key] for key in sorted(groups, key=last.__getitem__)]
+
+
 def render_part(part: str, rows: list[dict[str, str]]) -> str:
-    """The Markdown section of one part: its latest run."""
+    """The Markdown section of one part: its latest run, or under several kernel-dispatch
+    settings the latest run of each (its setting in the machine line)."""
+    groups = by_setting(rows)
+    if len(groups) == 1 and not (rows[-1].get("setting") or ""):
+        return _render_run(part, rows, f"## {part}", "")
+    return "\n".join(_render_run(part, group, f"## {part}" if i == 0 else "",
+                                 group[-1].get("setting") or "default")
+                      for i, group in enumerate(groups))
+
+
+def _render_run(part: str, rows: list[dict[str, str]], heading: str, setting: str) -> str:
     run_id, run, earlier = _latest_run(rows)
     first = run[0]
-    lines = [f"## {part}", ""]
+    lines = [heading, ""] if heading else []
+    if setting:
+        lines += [f"### {part} under dispatch setting: {setting}", ""]
     lines.append(f"- run `{run_id}` at {first.get('timestamp', '')}"
                  + (f" ({earlier} earlier run{'s' if earlier != 1 else ''} in the CSV, "
                     f"not shown)" if earlier else ""))
     lines.append(f"- machine: {first.get('host', '')}, {first.get('cpu_model', '')} "
                  f"({first.get('cpu_cores', '')} cores); Python {first.get('python_version', '')}, "
-                 f"torch {first.get('torch_version', '')}")
+                 f"torch {first.get('torch_version', '')}"
+                 + (f"; kernel dispatch: {setting}" if setting else ""))
     lines.append(f"- fugue-tui {first.get('fugue_tui_version', '')}, commit "
                  f"`{first.get('fugue_tui_commit', '') or 'unknown'}`")
     lines.append(f"- command: `{first.get('command', '')}`")
@@ -354,7 +401,10 @@ ratios = median of the variant ÷ median of the baseline, with the IQR and min�
 per-repetition ratios (variant ÷ baseline within one repetition). "not resolvable here":
 the IQR of the per-repetition ratios straddles the target (or 1 when there is none), or,
 without a target, is wider than the difference the ratio claims; met / not met also need
-the ratio of medians on the same side as that IQR.
+the ratio of medians on the same side as that IQR. A ratio target at parity (`>1`, `<1`:
+the baseline ahead of the variant; peers: the peer's time ÷ ours) reads "met (ahead)",
+"tied (per-repetition IQR includes 1)" or "not met (behind)". A part run under several
+kernel-dispatch settings shows the latest run of each, its setting in the machine line.
 """
 
 

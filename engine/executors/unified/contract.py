@@ -198,9 +198,12 @@ PATHS: tuple[Path, ...] = (
          "vmap's BatchNorm batching rule (one reduction over the stacked batch) against the "
          "solo kernel", _R, "test_stack_layout; float64: test_unified_parity"),
     Path("gradient layout (relaid Linear weights)", "bound",
-         "adopted only when the probe's forward is bit for bit; otherwise another operand "
-         "layout picks another GEMM (NN against NT): refused on AMD EPYC + MKL", _R,
-         "test_stack_layout"),
+         "another operand layout may pick another GEMM (NN against NT; MKL rounds them "
+         "otherwise on AMD EPYC, alike on Intel AVX-512). kernels = \"batched\": adopted "
+         "when the probe's forward is within pass_bound(fan-in, moved layers) of the plain "
+         "layout's; kernels = \"exact\": the per-member kernels' gradients come in the "
+         "parameters' own layout, nothing moves, and any move needs the forward bit for bit",
+         _R, "test_stack_layout"),
     Path("exact-path loss (fl:0): gradients and reported values", "construction",
          "one cross-entropy/MSE over K*B then a per-member mean whose backward hands every "
          "element the solo 1/B; reported values: the solo log-softmax rows and ATen's "

@@ -32,12 +32,15 @@ every member); outputs (K, B, *out_shape).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state
+
+from engine.executors.unified.contract import UNIT_ROUNDOFF, pass_bound
 
 
 def unsupported_reason(module: nn.Module) -> str | None:
@@ -220,15 +223,19 @@ class Stack:
         follows from the backward's formula, not from the batch size; a full batch of a
         large model would cost a whole training step), gradients through
         ``torch.autograd.grad`` (nothing accumulated). A parameter moves only to a dense
-        layout, and only if the forward with the moved parameters is **bit for bit** the
-        one before (:func:`layout_keeps_values`: a matmul library may round differently
-        for another operand layout — MKL does on AMD EPYC hosts, not on Intel AVX-512
-        ones): when it is not, nothing moves. Values never change — a layout is not a
-        value. The gate sees the probe's forward only: training with the moved
-        parameters is bit for bit where the BLAS rounds both layouts alike, and within
-        the contract's rounding bound elsewhere (engine.executors.unified.contract). Any
-        failure of the probe (an input the model cannot take) leaves the parameters as
-        they are: it is an optimisation.
+        layout, and only if the probe's forward with the moved parameters agrees with the
+        one before as :func:`layout_allowed` requires: a matmul library may round
+        differently for another operand layout (MKL does on AMD EPYC hosts, not on Intel
+        AVX-512 ones). Under batched kernels that is within the contract's one-pass bound
+        (:func:`layout_within_bound`): the batched path promises seq's values within a
+        rounding bound, not bits, so another GEMM order is no change of promise, and the
+        gate still catches a layout that computes something else. Under exact kernels it
+        is bit for bit (:func:`layout_keeps_values`; their per-member kernels hand the
+        gradients back in the parameters' own layout, so nothing moves there anyway). When
+        the gate says no, nothing moves. Values never change — a layout is not a value.
+        Training with moved parameters is within the contract's rounding bound
+        (engine.executors.unified.contract). Any failure of the probe (an input the model
+        cannot take) leaves the parameters as they are: it is an optimisation.
         """
         names = [n for n, p in self.params.items() if p.requires_grad]
         if not names:
@@ -267,9 +274,10 @@ class Stack:
                 if not moved:
                     return []
                 with torch.no_grad():
-                    same = layout_keeps_values(
+                    same = layout_allowed(
                         fn({**self.params, **moved}, self.buffers, (), x),
-                        fn(self.params, self.buffers, (), x))
+                        fn(self.params, self.buffers, (), x), moved,
+                        exact_kernels=self._args[2])
                 if not same:
                     return []
         except Exception:  # noqa: BLE001 - an optimisation; the parameters stay as they are
@@ -428,15 +436,63 @@ def _template_call(template: nn.Module, queue: _NoiseQueue):
     return call
 
 
-def layout_keeps_values(relaid: torch.Tensor, plain: torch.Tensor) -> bool:
-    """The gate of :meth:`Stack.adopt_gradient_layout`: the probe's forward with the
-    parameters moved (``relaid``) against the one before (``plain``), bit for bit.
+def layout_allowed(relaid: torch.Tensor, plain: torch.Tensor,
+                   moved: dict[str, torch.Tensor], exact_kernels: bool) -> bool:
+    """The gate of :meth:`Stack.adopt_gradient_layout`: whether the probe's forward with
+    the parameters ``moved`` (``relaid``, (K, B, ...)) agrees enough with the one before
+    (``plain``, same shape) for the stack to keep the moved layout.
 
-    Why a function of its own: whether another operand layout keeps a GEMM's bits depends
-    on the BLAS and the CPU (MKL keeps them on an Intel AVX-512 host and not on an AMD EPYC
-    one), so tests force each branch through it instead of depending on the host's answer.
+    Under exact kernels, bit for bit (:func:`layout_keeps_values`): that path promises
+    seq's bits by construction, so no layout may change a GEMM's rounding there. Under
+    batched kernels, within :func:`probe_bound` (:func:`layout_within_bound`): that path
+    promises seq's values within a rounding bound on every host, and whether another
+    operand layout keeps a GEMM's bits is the BLAS's and the CPU's business (MKL keeps
+    them on an Intel AVX-512 host and not on an AMD EPYC one), so demanding bits there
+    only made the stack slower on some CPUs. A dtype without a unit roundoff in the
+    contract (bfloat16, float16) keeps the bit-for-bit gate.
+    """
+    bound = None if exact_kernels else probe_bound(moved)
+    if bound is None:
+        return layout_keeps_values(relaid, plain)
+    return layout_within_bound(relaid, plain, bound)
+
+
+def layout_keeps_values(relaid: torch.Tensor, plain: torch.Tensor) -> bool:
+    """The exact kernels' gate: ``relaid`` equals ``plain`` bit for bit.
+
+    Why a function of its own (and :func:`layout_within_bound`): the host's BLAS decides
+    what each answers, so tests force each branch through them instead of depending on the
+    host's answer.
     """
     return torch.equal(relaid, plain)
+
+
+def layout_within_bound(relaid: torch.Tensor, plain: torch.Tensor, bound: float) -> bool:
+    """The batched kernels' gate: ``max|relaid - plain| <= bound * max|plain|`` (the
+    contract's normwise reading), every value finite; a non-finite value passes only
+    bit for bit."""
+    if not (bool(torch.isfinite(relaid).all()) and bool(torch.isfinite(plain).all())):
+        return layout_keeps_values(relaid, plain)
+    diff = float((relaid - plain).abs().max()) if plain.numel() else 0.0
+    return diff <= bound * float(plain.abs().max() if plain.numel() else 0.0)
+
+
+def probe_bound(moved: dict[str, torch.Tensor]) -> float | None:
+    """The contract's one-pass bound for the probe's forward with ``moved`` parameters,
+    each (K, *member shape): ``pass_bound(n, L)`` with ``n`` the longest fan-in (a member
+    weight's elements per output: a Linear's in_features) and ``L`` one layer per moved
+    parameter (each may run another GEMM); ``None`` for a dtype the contract has no unit
+    roundoff for, or no moved parameter."""
+    if not moved:
+        return None
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in moved.values()}
+    if len(dtypes) != 1 or not dtypes <= set(UNIT_ROUNDOFF):
+        return None
+    fan_in = max(math.prod(p.shape[2:]) if p.dim() > 2 else 1 for p in moved.values())
+    try:
+        return pass_bound(max(fan_in, 1), len(moved), dtypes.pop())
+    except ValueError:  # a fan-in too long for the dtype: no bound, bits then
+        return None
 
 
 #: Samples per member of :meth:`Stack.adopt_gradient_layout`'s probe.

@@ -187,6 +187,44 @@ def test_a_target_on_some_variants_of_a_figure_is_theirs(tmp_path):
     br.append("demo", rows, tmp_path)
     text = br.render(tmp_path)
     peer, other = _row(text, "time", "peer"), _row(text, "time", "other")
-    assert peer[10:] == [">1", "met"]
+    assert peer[10:] == [">1", br.AHEAD]
     assert other[10] == "—" and other[11] == br.NOT_RESOLVABLE
-    assert "| demo | time | peer | ratio 1.150 | >1 | met |" in text
+    assert f"| demo | time | peer | ratio 1.150 | >1 | {br.AHEAD} |" in text
+
+
+@pytest.mark.parametrize("ratios,expected", [
+    ([1.10, 1.12, 1.15, 1.2, 1.3], br.AHEAD),
+    ([0.84, 0.95, 0.976, 1.05, 1.12], br.TIED),    # issue 42's K = 64 on an AMD EPYC host
+    ([0.80, 0.85, 0.9, 0.91, 0.93], br.BEHIND),
+    ([1.2], br.NOT_RESOLVABLE),                    # one repetition: no spread to judge
+])
+def test_a_ratio_target_at_parity_reads_ahead_tied_or_behind(ratios, expected):
+    """Against ``>1`` (the baseline ahead: peers' time ÷ ours) the verdict says where the
+    baseline stands; an IQR holding 1 is a tie, never a claim either way."""
+    ratio = sorted(ratios)[len(ratios) // 2]
+    assert br.judge_ratio(ratio, ratios, ">1").verdict == expected
+    # any other target keeps met / not met / not resolvable
+    assert br.judge_ratio(ratio, ratios, ">=1").verdict in ("met", "not met",
+                                                             br.NOT_RESOLVABLE)
+
+
+def test_each_dispatch_setting_shows_its_latest_run(tmp_path):
+    """A part published under the default dispatch and under a setting shows the latest
+    run of each, the setting in its machine line; a part never run under a setting keeps
+    the plain machine line."""
+    _write(tmp_path, "demo", THROUGHPUT, {"bare": [1, 1, 1], "seq": [5, 5, 5]}, run_id="old")
+    _write(tmp_path, "demo", THROUGHPUT, {"bare": [10, 10, 10], "seq": [9, 9, 9]},
+           run_id="dflt")
+    _write(tmp_path, "demo", THROUGHPUT, {"bare": [10, 10, 10], "seq": [8, 8, 8]},
+           run_id="cbwr", prov={**PROV, "setting": "MKL_CBWR=COMPATIBLE"})
+    text = br.render(tmp_path)
+    assert text.count("\n## demo\n") == 1
+    default, setting = text.split("### demo under dispatch setting: MKL_CBWR=COMPATIBLE")
+    assert "### demo under dispatch setting: default" in default
+    assert "run `dflt`" in default and "1 earlier run in the CSV" in default
+    assert "(2 cores); Python 3.11.0, torch 2.0.0; kernel dispatch: default" in default
+    assert _row(default, "train_throughput", "seq")[4] == "9"
+    assert "run `cbwr`" in setting and "kernel dispatch: MKL_CBWR=COMPATIBLE" in setting
+    assert _row(setting, "train_throughput", "seq")[4] == "8"
+    assert "kernel dispatch" not in br.render_part("demo", read_rows(
+        _write(tmp_path / "plain", "demo", THROUGHPUT, {"bare": [1, 1], "seq": [2, 2]})))

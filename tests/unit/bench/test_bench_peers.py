@@ -59,6 +59,43 @@ def test_bad_sizes_are_refused():
     assert exc.value.code == 2
 
 
+@pytest.mark.parametrize("item,says", [
+    ("MKL_CBWR", "expected NAME=VALUE"),
+    ("MKL_CBWR=", "expected NAME=VALUE"),
+    ("OMP_NUM_THREADS=4", "OMP_NUM_THREADS is not a dispatch setting"),
+])
+def test_a_bad_dispatch_setting_is_refused_in_one_line(item, says, tmp_path, capsys):
+    results = tmp_path / "results"
+    with pytest.raises(SystemExit) as exc:
+        peers.main(["--env", str(tmp_path), "--env-var", item, "--results-dir", str(results)])
+    assert exc.value.code == 2
+    assert says in capsys.readouterr().err and not results.exists()
+
+
+def test_a_dispatch_setting_reaches_the_measuring_process(monkeypatch):
+    """Set in the environment the measuring process starts with (MKL and ATen read it when
+    torch loads), passed on as options so the rows record it."""
+    seen = {}
+    monkeypatch.setattr(peers, "env_problem", lambda python: None)
+    monkeypatch.setattr(peers.subprocess, "run", lambda cmd, cwd, env: seen.update(
+        cmd=cmd, env=env) or subprocess.CompletedProcess(cmd, 0))
+    assert peers.main(["--env", "/x", "--env-var", "MKL_CBWR=COMPATIBLE", "--env-var",
+                       "ATEN_CPU_CAPABILITY=avx2"]) == 0
+    assert seen["env"]["MKL_CBWR"] == "COMPATIBLE"
+    assert seen["env"]["ATEN_CPU_CAPABILITY"] == "avx2"
+    i = seen["cmd"].index("--env-var")
+    assert seen["cmd"][i:i + 4] == ["--env-var", "ATEN_CPU_CAPABILITY=avx2", "--env-var",
+                                    "MKL_CBWR=COMPATIBLE"]
+    assert peers.setting_text(peers.parse_env_vars(["MKL_CBWR=AVX2"])) == "MKL_CBWR=AVX2"
+    assert peers.setting_text({}) == ""
+
+
+def test_inner_refuses_a_setting_its_environment_lacks(monkeypatch, capsys):
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    assert peers.main(["--inner", "--env", "/x", "--env-var", "MKL_CBWR=COMPATIBLE"]) == 2
+    assert "MKL_CBWR=COMPATIBLE is not in this process's environment" in capsys.readouterr().err
+
+
 def test_the_model_is_the_harness_mlp_after_a_flatten():
     torch = pytest.importorskip("torch")
     model = peers.build_peers_mlp((1, 8, 8), 10)

@@ -1,13 +1,15 @@
 """The stack stores each parameter in the memory layout its gradient arrives in
 (``Stack.adopt_gradient_layout``): autograd then takes every gradient as it comes instead
 of copying it into the parameter's layout each step. A layout is not a value, but another
-operand layout may pick another GEMM: the probe adopts the layout only where the forward
-stays bit for bit (``stack.layout_keeps_values``), and that answer is the host's (MKL says
-yes on an Intel AVX-512 host, no on an AMD EPYC one). So every test here forces the branch
-it tests through that gate, and training with the moved parameters is asserted within the
-parity contract's rounding bound (engine.executors.unified.contract), not bit for bit: the
-gate sees one forward, not every kernel of training. The probe must leave no trace (RNG,
-BatchNorm statistics) in either branch, and where the gate says no, nothing moves."""
+operand layout may pick another GEMM, whose bits are the host's (MKL keeps them on an Intel
+AVX-512 host, not on an AMD EPYC one). The gate (``stack.layout_allowed``) asks what the
+path promises: under batched kernels the probe's forward within the contract's one-pass
+bound (``layout_within_bound``; that path promises a bound, on every host), under exact
+kernels bit for bit (``layout_keeps_values``). Tests force the branch they test through
+the gate, and training with the moved parameters is asserted within the parity contract's
+rounding bound (engine.executors.unified.contract), not bit for bit: the gate sees one
+forward, not every kernel of training. The probe must leave no trace (RNG, BatchNorm
+statistics) in either branch, and where the gate says no, nothing moves."""
 
 from __future__ import annotations
 
@@ -18,9 +20,19 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from engine.executors.unified import stack as stack_mod  # noqa: E402
-from engine.executors.unified.contract import layer_reduction, rounding_bound  # noqa: E402
+from engine.executors.unified.contract import (  # noqa: E402
+    layer_reduction,
+    pass_bound,
+    rounding_bound,
+)
 from engine.executors.unified.optim import build_stacked  # noqa: E402
-from engine.executors.unified.stack import Stack, _dense, member_generator  # noqa: E402
+from engine.executors.unified.stack import (  # noqa: E402
+    Stack,
+    _dense,
+    layout_within_bound,
+    member_generator,
+    probe_bound,
+)
 from engine.parts import nets  # noqa: E402
 from tests.parity import scale_of  # noqa: E402
 
@@ -38,17 +50,22 @@ def gate(monkeypatch):
     """``gate(True)`` / ``gate(False)``: the layout gate answers so, whatever this host's
     BLAS would say."""
     def force(adopt: bool) -> None:
-        monkeypatch.setattr(stack_mod, "layout_keeps_values", lambda relaid, plain: adopt)
+        monkeypatch.setattr(stack_mod, "layout_allowed", lambda *args, **kwargs: adopt)
     return force
 
 
-def _stack(shared_input, seed=0):
+def _stack(shared_input, seed=0, exact=False, exact_linear=True):
     members, gens = [], []
     for k in range(K):
         torch.manual_seed(seed + k)
         members.append(nets.mlp_bn(IN, C, hidden=32, dropout=0.2))
         gens.append(member_generator(torch.device("cpu")))
-    return Stack(members, gens, IN, B, shared_input=shared_input)
+    return Stack(members, gens, IN, B, shared_input=shared_input, exact_kernels=exact,
+                 exact_linear=exact_linear)
+
+
+#: The batched gate's bound for mlp_bn's three moved Linear weights (fan-ins 64, 32, 32).
+PROBE_BOUND = pass_bound(64, 3)
 
 
 def _train(stack, steps=STEPS, shared=False):
@@ -116,22 +133,98 @@ def test_linear_weights_take_their_gradients_layout_and_train_within_the_bound(
             parity.same(f"buffer {name}", relaid.buffers[name], plain.buffers[name])
 
 
-def test_unforced_the_host_decides_and_the_stack_follows(monkeypatch, parity):
-    """Unforced, the gate is this host's answer (recorded: the matrix shows under which
-    kernel-dispatch settings the BLAS keeps the forward's bits for the moved layout), and
-    the stack moves its Linear weights exactly when it says yes."""
-    answers = []
-    real = stack_mod.layout_keeps_values
+@pytest.mark.parametrize("shared", [False, True])
+def test_batched_kernels_adopt_the_layout_on_every_host(shared, monkeypatch, parity):
+    """Unforced, batched kernels: the gate holds the probe's forward to the one-pass bound,
+    which the relaid forward keeps on every host (whether its bits match the plain one's
+    is the BLAS's business: recorded, not asserted), so the Linear weights move and the
+    three AccumulateGrad copies a step go."""
+    seen = []
+    real = stack_mod.layout_within_bound
 
-    def spy(relaid, plain):
-        answers.append(real(relaid, plain))
-        return answers[-1]
+    def spy(relaid, plain, bound):
+        seen.append(bound)
+        parity.within("probe forward, relaid against plain", relaid, plain, bound)
+        parity.record("probe forward bit for bit", torch.equal(relaid, plain))
+        return real(relaid, plain, bound)
 
-    monkeypatch.setattr(stack_mod, "layout_keeps_values", spy)
-    stack = _stack(False)
-    assert len(answers) == 1
-    assert stack.relaid == (LINEAR_WEIGHTS if answers[0] else [])
-    parity.record("host keeps the forward's bits", answers[0])
+    monkeypatch.setattr(stack_mod, "layout_within_bound", spy)
+    monkeypatch.setattr(stack_mod, "layout_keeps_values",
+                        lambda *a: pytest.fail("batched kernels asked for bits"))
+    stack = _stack(shared)
+    assert seen == [PROBE_BOUND]
+    assert stack.relaid == LINEAR_WEIGHTS
+
+
+def test_batched_gate_refuses_a_forward_outside_the_bound(monkeypatch):
+    """The batched gate is a check, not a pass: a relaid forward one ulp off is adopted,
+    one off by twice the bound (or not finite) leaves every parameter where it was."""
+    real = stack_mod.layout_within_bound
+
+    def off(scale):
+        def gate(relaid, plain, bound):
+            moved = relaid.clone()
+            top = int(moved.abs().argmax())
+            if scale is None:
+                moved.view(-1)[0] = float("nan")
+            elif scale == 0:
+                moved.view(-1)[top] = torch.nextafter(moved.view(-1)[top],
+                                                      torch.tensor(float("inf")))
+            else:
+                moved.view(-1)[top] += scale * bound * plain.abs().max()
+            return real(moved, plain, bound)
+        return gate
+
+    monkeypatch.setattr(stack_mod, "layout_within_bound", off(0))
+    assert _stack(False).relaid == LINEAR_WEIGHTS
+    for scale in (2.0, None):
+        monkeypatch.setattr(stack_mod, "layout_within_bound", off(scale))
+        stack = _stack(False)
+        assert stack.relaid == []
+        assert all(p.is_contiguous() for p in stack.params.values())
+
+
+def test_within_bound_reads_the_contract_normwise():
+    plain = torch.tensor([[4.0, -2.0], [1.0, 0.0]])
+    assert layout_within_bound(plain + 0.04, plain, 0.01)          # 0.04 <= 0.01 * 4
+    assert not layout_within_bound(plain + 0.05, plain, 0.01)
+    assert layout_within_bound(torch.zeros(2), torch.zeros(2), 0.01)
+    assert not layout_within_bound(torch.tensor([1e-30]), torch.zeros(1), 0.01)
+    inf = torch.tensor([float("inf"), 1.0])
+    assert layout_within_bound(inf, inf.clone(), 0.01)             # bit for bit
+    assert not layout_within_bound(torch.tensor([float("nan"), 1.0]),
+                                   torch.tensor([float("nan"), 1.0]), 0.01)
+
+
+def test_probe_bound_is_the_contracts_one_pass_bound():
+    # a: a relaid Linear weight (K, out 32, in 64) stored transposed; c: a convolution's
+    # (K, out 8, in 3, 3, 3). Fan-in: a member weight's elements per output, whatever the
+    # memory layout: 64, 10's 32, the convolution's 27.
+    w = {"a": torch.zeros(4, 64, 32).transpose(1, 2), "b": torch.zeros(4, 10, 32),
+         "c": torch.zeros(4, 8, 3, 3, 3)}
+    assert probe_bound(w) == pass_bound(64, 3)
+    assert probe_bound({"b": w["b"].double()}) == pass_bound(32, 1, "float64")
+    # no unit roundoff in the contract (half precisions), mixed dtypes, nothing moved:
+    # no bound, and the gate falls back to bit for bit
+    assert probe_bound({"b": w["b"].bfloat16()}) is None
+    assert probe_bound({"a": w["a"], "b": w["b"].double()}) is None
+    assert probe_bound({}) is None
+
+
+def test_exact_kernels_keep_the_bit_for_bit_gate(monkeypatch):
+    """Exact kernels promise seq's bits: their per-member Linear hands each gradient back
+    in its parameter's layout, so nothing moves and the gate is not even asked; where vmap's
+    Linear stays (exact_linear=False) the gate is bit for bit, never the bound."""
+    asked = []
+    monkeypatch.setattr(stack_mod, "layout_within_bound",
+                        lambda *a: pytest.fail("exact kernels asked for a bound"))
+    monkeypatch.setattr(stack_mod, "layout_keeps_values",
+                        lambda relaid, plain: asked.append(1) or True)
+    stack = _stack(False, exact=True)
+    assert stack.relaid == [] and asked == []
+    assert all(p.is_contiguous() for p in stack.params.values())
+    assert _stack(False, exact=True, exact_linear=False).relaid == LINEAR_WEIGHTS
+    assert asked == [1]
 
 
 @pytest.mark.parametrize("adopt", [True, False])
@@ -153,9 +246,10 @@ def test_the_probe_leaves_no_trace(adopt, gate):
 
 
 def test_nothing_moves_when_the_forward_would_not_be_bit_for_bit(monkeypatch):
-    """The guard: a matmul library may round differently for another operand layout. If
-    the forward with the moved parameters differs in any bit, every parameter stays: the
-    real gate sees a forward that differs (one bit flipped in the moved side's output)."""
+    """The exact kernels' guard: a matmul library may round differently for another operand
+    layout. If the forward with the moved parameters differs in any bit, every parameter
+    stays: the real gate sees a forward that differs (one bit flipped in the moved side's
+    output)."""
     real = stack_mod.layout_keeps_values
     seen = []
 
@@ -166,7 +260,7 @@ def test_nothing_moves_when_the_forward_would_not_be_bit_for_bit(monkeypatch):
         return seen[-1]
 
     monkeypatch.setattr(stack_mod, "layout_keeps_values", flipped)
-    stack = _stack(False)
+    stack = _stack(False, exact=True, exact_linear=False)
     assert seen == [False]
     assert stack.relaid == []
     assert all(p.is_contiguous() for p in stack.params.values())
