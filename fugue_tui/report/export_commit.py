@@ -8,7 +8,8 @@ touched; a staging folder left by an export that was killed is removed by the ne
 (with a one-line note).
 
 ``FUGUE_EXPORT_KILL_AT`` (tests only): ``staged``, ``replaced-<n>`` (after the n-th
-replacement) or ``manifest`` sends SIGKILL to this process at that stage, so a test can
+replacement), ``aside-<n>`` (a folder moved aside where it cannot be swapped) or
+``manifest`` sends SIGKILL to this process at that stage, so a test can
 kill a real export at each stage deterministically.
 """
 
@@ -32,6 +33,32 @@ def kill_point(stage: str) -> None:
     """SIGKILL this process when ``FUGUE_EXPORT_KILL_AT`` names ``stage`` (tests only)."""
     if os.environ.get(_KILL_AT) == stage:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``, through
+    ctypes: the standard library has no call for it); False where the system or the file
+    system cannot (the caller then renames twice).
+
+    Raises:
+        OSError: the swap was possible but failed (naming ``b``).
+    """
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def _alive(pid: int) -> bool:
@@ -95,8 +122,8 @@ def commit(tmp: Path, out: Path, staged: list[Path], owned_present: list[Path]) 
     """Move the ``staged`` files (top-level entries of ``tmp``) over their targets in
     ``out``, remove the owned files of an earlier export this one did not write
     (``owned_present``), then replace ``manifest.json``; the final paths (the manifest
-    last). A folder (``tensorboard/``) is swapped by two renames: the old one into the
-    staging folder, the new one into place.
+    last). A folder (``tensorboard/``) is swapped with the old one in one step
+    (:func:`exchange`), else by two renames.
 
     Raises:
         OSError: the manifest's write failed (nothing replaced yet), or a rename failed
@@ -113,8 +140,15 @@ def commit(tmp: Path, out: Path, staged: list[Path], owned_present: list[Path]) 
     for i, name in enumerate(names, 1):
         source, target = tmp / name, out / name
         if source.is_dir() and target.is_dir() and not target.is_symlink():
-            os.replace(target, tmp / f".old-{name}")  # removed with the staging folder
-        os.replace(source, target)
+            # a folder cannot be renamed over a full one: swapped in one step where the
+            # system can (the old one lands in the staging folder, removed with it), else
+            # moved aside first (a kill between the two renames leaves the folder absent)
+            if not exchange(source, target):
+                os.replace(target, tmp / f".old-{name}")
+                kill_point(f"aside-{i}")
+                os.replace(source, target)
+        else:
+            os.replace(source, target)
         written.append(target)
         kill_point(f"replaced-{i}")
     for path in set(owned_present) - set(written):

@@ -24,13 +24,14 @@ FORMATS = "tex,parquet,json"
 DATA = ("results.tex", "groups.parquet", "jobs.parquet", "groups.json", "jobs.json")
 
 
-def export(root: Path, out: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
+def export(root: Path, out: str, kill_at: str | None = None,
+           formats: str = FORMATS) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}
     env.pop("FUGUE_EXPORT_KILL_AT", None)
     if kill_at:
         env["FUGUE_EXPORT_KILL_AT"] = kill_at
     return subprocess.run([sys.executable, "-m", "fugue_tui", "report", "runs", "--export",
-                           out, "--format", FORMATS, "--overwrite"], cwd=root, env=env,
+                           out, "--format", formats, "--overwrite"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=180)
 
 
@@ -115,3 +116,26 @@ def test_a_full_disk_leaves_the_old_export_and_one_line(versions):
         assert "File too large" in lines[0] and "whole" in lines[0]
         assert snapshot(out) == old and verify(out) == []
         assert not list(out.glob(STAGING_PREFIX + "*")) and not (out / "tensorboard").exists()
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("stage", ["replaced-2", "replaced-3"])
+def test_a_kill_never_leaves_the_tensorboard_folder_missing_or_mixed(versions, stage):
+    """The ``tensorboard/`` folder (a folder cannot be renamed over a full one) is swapped
+    with the old one in one step: a kill before or after it leaves the old folder (marked)
+    or the new one whole, never none."""
+    root = versions[0]
+    out = root / f"tb-{stage}"
+    assert export(root, out.name, formats="json,tensorboard").returncode == 0
+    (out / "tensorboard" / "old.marker").write_text("the old folder")
+    old = _listing(out / "tensorboard")
+    proc = export(root, out.name, kill_at=stage, formats="json,tensorboard")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    now = _listing(out / "tensorboard")
+    if stage == "replaced-2":  # groups.json, jobs.json replaced; not yet the folder
+        assert now == old
+    else:  # the new folder whole: as many event files, none of the old folder's
+        assert "old.marker" not in now and len(now) == len(old) - 1
