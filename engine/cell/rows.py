@@ -234,6 +234,7 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
             # job row read without its group still names it (issue 29)
             **{name: group.get(name) for name in JOB_PROVENANCE},
             "job_device": r.device_uuid,
+            "time_utc": group.get("time_utc"),  # the pair's instant (issue 43)
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

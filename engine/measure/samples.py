@@ -49,13 +49,22 @@ def group_samples_path(runs_dir: str | Path, group_id: str) -> Path:
 
 def samples_on_disk(runs_dir: str | Path, group_id: str) -> Path | None:
     """The group's samples file as it is on disk: the finished ``.csv``, else the
-    ``.csv.partial`` its sampler left, else None (no monitor ran)."""
+    ``.csv.partial`` its sampler left, else None (no monitor ran). A 0-byte ``.partial``
+    (a sampler killed, or on a full disk, before it wrote its header) holds nothing: it is
+    removed here, where the attempt's row is made (the cell's, or the runner's for a
+    killed cell, this run's or the next ``--resume``'s), so it neither survives the
+    resume nor is named by a row (issue 43)."""
     final = group_samples_path(runs_dir, group_id)
     partial = final.with_name(final.name + PARTIAL_SUFFIX)
-    for path in (final, partial):
-        if path.is_file():
-            return path
-    return None
+    if final.is_file():
+        return final
+    try:
+        if partial.is_file() and partial.stat().st_size == 0:
+            partial.unlink()
+            return None
+    except OSError:  # a read-only disk: it stays, and is named as what it is
+        pass
+    return partial if partial.is_file() else None
 
 
 def format_sample_value(value: Any) -> str:

@@ -29,6 +29,7 @@ from engine.profile.store import (
     key_text,
     profile_id,
 )
+from engine.results.values import utc_text
 
 
 class ProfileError(FugueError):
@@ -164,7 +165,10 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
         busy = busy_warning((_float(doc.get("load_avg")), _float(doc.get("load_avg_end"))),
                             int(doc.get("cpu_cores") or 0) or None)
         doc["load_warning"] = busy or ""
-        row = {"profile_id": pid, "timestamp": time.strftime("%Y%m%d_%H%M%S", time.gmtime()),
+        ended = time.time()
+        row = {"profile_id": pid, "timestamp": time.strftime("%Y%m%d_%H%M%S",
+                                                              time.gmtime(ended)),
+               "time_utc": utc_text(ended),
                **ident, **key, **{k: ("" if v is None else v) for k, v in doc.items()
                                   if k in COLUMNS}}
         for line in append_profile(runs_dir, row):

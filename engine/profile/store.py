@@ -94,6 +94,8 @@ COLUMNS: dict[str, str] = {
     "rss_setup_base_mb": "intercept of the set-up line (K >= 2); the predicted peak of a "
                          "K-stack is the higher of the set-up and the training line, MiB",
     "rss_setup_per_member_mb": "slope of the set-up line (K >= 2), MiB per member",
+    "time_utc": "when the probe ended, ISO 8601 with its zone (+00:00): the instant "
+                "timestamp names in UTC (issue 43: the file says its zone)",
 }
 IDENTITY = ("host", "device", "gpu_name", "gpu_uuid", "torch", "cuda")
 KEY = ("model", "model_kwargs", "dataset", "batch_size", "precision", "compile_mode",

@@ -436,6 +436,13 @@ _OURS: tuple[Column, ...] = (
            "bound:<name>(<args>) (within that documented bound: pass_bound, rounding_bound, "
            "adam_bound, half_precision, compile_probe, accuracy_band; a group of several "
            "buckets: the weakest); empty for other executors and older rows"),
+    # When the row was written as an instant (issue 43): `timestamp` stays the harness's
+    # zone-less local form; not part of the cell key (docs/measurement.md).
+    Column("time_utc", G, TEXT,
+           "when the row was written, ISO 8601 in UTC (`2026-12-04T15:50:05+00:00`): the "
+           "instant `timestamp` names in the writing host's local time; empty in older rows "
+           "(then `timestamp` is read as the reading host's local time)"),
+    Column("time_utc", I),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

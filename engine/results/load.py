@@ -176,11 +176,34 @@ def _read_csv_arrow(data: bytes) -> pd.DataFrame | None:
     # first and keep the result only when every newline ended a record (one row per line
     # after the header, no error): a quoted newline makes the counts differ or the column
     # counts mismatch, and the file is read again the careful way.
+    failed = (*_THREAD_ERRORS, pa.ArrowException)
+    try:
+        return _arrow_frame(pa, pcsv, data, header, convert, threads=True)
+    except failed:
+        # Arrow could not start its reader threads (``ulimit -u``, a host out of
+        # processes): the same read on this thread, and the slow path if that fails too
+        # (issue 43: the closing report once crashed here).
+        try:
+            return _arrow_frame(pa, pcsv, data, header, convert, threads=False)
+        except failed:
+            return None
+
+
+#: What Arrow raises when it cannot start a thread (C++'s ``std::system_error``: a
+#: ``RuntimeError`` or an ``OSError`` from ``pyarrow``, or its own ``ArrowException``).
+_THREAD_ERRORS = (RuntimeError, OSError)
+
+
+def _arrow_frame(pa, pcsv, data: bytes, header: list[str], convert,
+                 threads: bool) -> pd.DataFrame | None:
+    """:func:`_read_csv_arrow`'s read, with Arrow's thread pool or without."""
     lines = data.count(b"\n") - 1
     table = None
+    read = pcsv.ReadOptions(use_threads=threads)
     for careful in (False, True):
         try:
             table = pcsv.read_csv(pa.py_buffer(data), convert_options=convert,
+                                  read_options=read,
                                   parse_options=pcsv.ParseOptions(newlines_in_values=careful))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             table = None
@@ -189,7 +212,8 @@ def _read_csv_arrow(data: bytes) -> pd.DataFrame | None:
             break
     if table is None or table.column_names != header:
         return None
-    return table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow", na_value=np.nan)}.get
+    return table.to_pandas(use_threads=threads,
+                           types_mapper={pa.string(): pd.StringDtype("pyarrow", na_value=np.nan)}.get
                            if pd.__version__ >= "3" else None)
 
 

@@ -24,7 +24,7 @@ from engine.measure.provenance import (
 from engine.measure.samples import MONITOR_META, samples_on_disk
 from engine.precision import AMP_PRECISIONS, applied, legacy_request
 from engine.results.columns import GROUPS_FILE, INDIVIDUAL_FILE, check_names, header
-from engine.results.values import new_group_id, timestamp_now
+from engine.results.values import new_group_id, row_stamps
 
 if TYPE_CHECKING:  # engine.cell imports this module: the spec's class only for the types
     from engine.cell.protocol import CellRunSpec
@@ -104,7 +104,7 @@ def group_static(spec: CellRunSpec) -> GroupRow:
         "scheduler_requested": cell.scheduler, "features_requested": cell.features,
         "rung": cell.rung, "config_key": cell.config_key or None,
         "workload_key": cell.workload_key or None,
-        "timestamp": timestamp_now(), "cpu_model": facts["cpu_model"],
+        **row_stamps(), "cpu_model": facts["cpu_model"],
         "cpu_cores": facts["cpu_cores"], "campaign_id": spec.campaign_id,
         "cell_key": cell.key, "pass": cell.pass_index, "attempt": spec.attempt,
         "compile_requested": cell.compile_mode,

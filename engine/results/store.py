@@ -12,7 +12,10 @@ Writing (:func:`append_rows`) happens under an inter-process lock (``<file>.lock
   name) with the union header through a temporary file and ``os.replace``. Columns we do
   not know (the harness's, a user's) are kept, in place, with their values;
 - a file whose last line is torn (no newline, or an unterminated quoted field) is repaired
-  the same way: backed up, then rewritten without the torn tail.
+  the same way: backed up, then rewritten without the torn tail;
+- a rewrite (upgrade or repair) moves malformed lines (fewer fields than the header: a
+  hand edit such as ``x,y,z``, stray NUL or 0xff bytes) to ``<file>.malformed-...``, with
+  one line naming that file and the count, instead of padding them into phantom rows.
 
 An upgrade or a repair is never silent: :func:`append_rows` and :func:`append_group` return
 one line for each (the file, what was done, where the backup is); the cell and the runner
@@ -98,9 +101,10 @@ def _write_replace(real: Path, data: bytes, shown: str, mode: int | None) -> Non
     fsync_dir(real.parent)
 
 
-def _backup(real: Path, data: bytes, shown: str, mode: int) -> Path:
-    """Copy the file's current bytes to a new ``<name>.bak-YYYYmmdd-HHMMSS[-n]``."""
-    base = f"{real.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
+def _backup(real: Path, data: bytes, shown: str, mode: int, kind: str = "bak") -> Path:
+    """Write ``data`` (the file's current bytes) to a new
+    ``<name>.<kind>-YYYYmmdd-HHMMSS[-n]``."""
+    base = f"{real.name}.{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     for n in range(10_000):
         backup = real.parent / (base if n == 0 else f"{base}-{n}")
         try:
@@ -262,6 +266,7 @@ def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
         raise OutputError(f"{shown}: column '{dup}' appears twice in the header; "
                           f"cannot add columns safely (fix or move the file)")
     body: list[list[str]] = []
+    malformed: list[list[str]] = []
     for n, record in enumerate(records[1:], start=2):
         if not record:
             continue  # a blank line
@@ -269,14 +274,34 @@ def _append_locked(real: Path, shown: str, rows: list[Mapping[str, Any]],
             raise OutputError(f"{shown}: record {n} has {len(record)} fields but the header "
                               f"has {len(header)}; cannot add columns safely "
                               f"(fix or move the file)")
+        if len(record) < len(header):
+            # Every row written has the header's width: a shorter record is garbage (a
+            # hand edit, stray NUL or 0xff bytes). Padded, it would become a phantom row
+            # that readers skip without a word; it goes to a side file instead (issue 43).
+            malformed.append(record)
+            continue
         values = dict(zip(header, record, strict=False))
         body.append([values.get(c, "") for c in union])
     backup = _backup(real, data, shown, mode)
+    told = []
+    if malformed:
+        side = _side_file(real, _encode(malformed, terminator, "surrogateescape"), shown, mode)
+        count = len(malformed)
+        told.append(f"{shown}: {count} malformed line{'s' if count != 1 else ''} (fewer "
+                    f"fields than the header: a hand edit or stray bytes) moved to "
+                    f"{os.path.join(os.path.dirname(shown), side.name)}")
     payload = (_encode([union], terminator, "surrogateescape")
                + _encode(body, terminator, "surrogateescape")
                + _encode(_row_records(rows, union), terminator, "backslashreplace"))
     _write_replace(real, payload, shown, mode)
-    return [_told(shown, torn, union[len(header):], backup)]
+    return [_told(shown, torn, union[len(header):], backup), *told]
+
+
+def _side_file(real: Path, data: bytes, shown: str, mode: int) -> Path:
+    """The malformed lines a repair takes out of ``real``, kept in a new
+    ``<name>.malformed-YYYYmmdd-HHMMSS[-n]`` beside it (written before the rewrite: a
+    failure leaves the results file as it was)."""
+    return _backup(real, data, shown, mode, kind="malformed")
 
 
 def _append_bytes(real: Path, shown: str, payload: bytes) -> None:

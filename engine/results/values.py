@@ -6,6 +6,7 @@ Torch-free.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import numbers
@@ -44,24 +45,79 @@ def new_group_id(executor: str) -> str:
     return f"{executor}_{uuid.uuid4().hex[:8]}"
 
 
+#: The harness's ``timestamp`` form: the writing host's local time, no zone.
+LOCAL_FORM = "%Y%m%d_%H%M%S"
+
+
 def check_timestamp(text: str) -> str:
-    """Return ``text`` if it is a row timestamp (``YYYYmmdd_HHMMSS``); rows are compared with
-    it as text (``--since``), so the format must be exact.
+    """Return ``text`` if it is a time ``--since`` takes: ISO 8601 with an offset
+    (``2026-11-30T14:00:00+09:00``, ``...Z``) or the rows' old form ``YYYYmmdd_HHMMSS``
+    (read as the reading host's local time). Rows are compared with it as instants
+    (:func:`since_instant`, :func:`row_instant`), never as text.
 
     Raises:
-        ValueError: naming the expected form.
+        ValueError: naming the accepted forms.
     """
-    try:
-        time.strptime(text, "%Y%m%d_%H%M%S")
-    except ValueError:
-        raise ValueError(f"{text!r} is not a time in the form YYYYmmdd_HHMMSS "
-                         "(e.g. 20261130_140000)") from None
+    since_instant(text)
     return text
+
+
+def since_instant(text: str) -> float:
+    """``--since``'s value (:func:`check_timestamp`) as Unix seconds.
+
+    Raises:
+        ValueError: neither form, or ISO 8601 without an offset (which zone it meant is
+            not known), naming the accepted forms.
+    """
+    forms = ("give ISO 8601 with an offset (e.g. 2026-11-30T14:00:00+00:00) or "
+             "YYYYmmdd_HHMMSS, read as this host's local time (e.g. 20261130_140000)")
+    try:
+        return time.mktime(time.strptime(text, LOCAL_FORM))
+    except ValueError:
+        pass
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time: {forms}") from None
+    if when.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset: {forms}")
+    return when.timestamp()
+
+
+def row_instant(row: dict[str, Any]) -> float | None:
+    """When a results row was written, as Unix seconds: its ``time_utc`` (ISO 8601 with
+    ``+00:00``), else its ``timestamp`` read as the reading host's local time (rows written
+    before ``time_utc`` existed, or by the harness); None when neither can be read."""
+    text = row.get("time_utc") or ""
+    if text:
+        try:
+            when = datetime.datetime.fromisoformat(str(text))
+            if when.tzinfo is not None:
+                return when.timestamp()
+        except ValueError:
+            pass
+    try:
+        return time.mktime(time.strptime(str(row.get("timestamp") or ""), LOCAL_FORM))
+    except (ValueError, OverflowError):
+        return None
+
+
+def utc_text(seconds: float) -> str:
+    """``seconds`` (Unix) as ISO 8601 UTC, whole seconds: ``2026-12-04T15:50:05+00:00``."""
+    return datetime.datetime.fromtimestamp(int(seconds), datetime.timezone.utc).isoformat()
+
+
+def row_stamps(seconds: float | None = None) -> dict[str, str]:
+    """A row's ``timestamp`` (local time, the harness's form) and ``time_utc`` for the same
+    instant (now unless ``seconds``)."""
+    now = time.time() if seconds is None else seconds
+    return {"timestamp": time.strftime(LOCAL_FORM, time.localtime(now)),
+            "time_utc": utc_text(now)}
 
 
 def timestamp_now() -> str:
     """Local time as ``YYYYmmdd_HHMMSS`` (the harness's ``timestamp`` column)."""
-    return time.strftime("%Y%m%d_%H%M%S")
+    return time.strftime(LOCAL_FORM)
 
 
 def cpu_list(cpus: tuple[int, ...] | list[int]) -> str:

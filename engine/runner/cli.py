@@ -38,8 +38,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reuse-from-any-campaign", action="store_true",
                         help="with --resume: an ok row of any campaign in the runs folder "
                              "counts too (the plan names the campaign it came from)")
-    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=_timestamp,
-                        help="with --resume: only ok rows at or after this timestamp count")
+    parser.add_argument("--since", metavar="TIME", type=_timestamp,
+                        help="with --resume: only ok rows written at or after this time count: "
+                        "ISO 8601 with an offset (2026-11-30T14:00:00+09:00) or "
+                        "YYYYmmdd_HHMMSS, read as this host's local time (rows are "
+                        "compared as instants)")
     for name in ("runs-dir", "device", "devices", "experiments-file"):
         parser.add_argument(f"--{name}")
     for name in ("passes", "seed", "retries"):

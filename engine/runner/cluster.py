@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,7 @@ class ClusterHead:
             from engine.cleanup import run_recorded
 
             run_recorded(self.local_dir)  # what outlived the shutdown: stopped and forgotten
+            remove_local_folder(self.local_dir)  # each runner left one (issue 43)
             self.runtime = None
             return
         with contextlib.suppress(Exception):
@@ -389,10 +391,24 @@ def clean_local_runtimes(run_dir: Path) -> list[str]:
 
     messages = []
     for folder in sorted(Path(run_dir).glob(f"{LOCAL_PREFIX}*")):
-        if folder.name != f"{LOCAL_PREFIX}{os.getpid()}" and any(
-                (folder / "cleanup").glob("*.json")):
+        if folder.name == f"{LOCAL_PREFIX}{os.getpid()}" or not folder.is_dir():
+            continue
+        if any((folder / "cleanup").glob("*.json")):
             messages += [f"{folder.name}: {m}" for m in run_recorded(folder)]
+        if remove_local_folder(folder):
+            messages.append(f"removed {folder.name} (an earlier runner's local cluster folder)")
     return messages
+
+
+def remove_local_folder(folder: Path) -> bool:
+    """Remove a ``local`` cluster's folder once nothing it records is left to stop (a
+    record whose stop failed keeps it, for a later runner to try again); whether it went.
+    Only the campaign's runner (it holds the campaign's lock) calls this, so the folder's
+    runner is this one or a dead one."""
+    if any((folder / "cleanup").glob("*.json")):
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
 
 
 def _model(name: str) -> str:

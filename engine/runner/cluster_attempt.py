@@ -51,6 +51,9 @@ POLL_TIMEOUT_S = 60.0
 FIT_CHECK_S = 2.0
 
 
+#: What a cluster attempt that never started adds to its one line: what to do next.
+NEVER_STARTED = " (the cell never started; run the campaign again with --resume to run it)"
+
 class NodeLost(Exception):
     """The agent of a running attempt died with (or lost) its node."""
 
@@ -166,6 +169,7 @@ class ClusterAttempt(Attempt):
         placed = self._place()
         if isinstance(placed, tuple):  # never started: failed (no node) or stopped
             self._forget()
+            self._drop_empty_files()
             return placed
         proc = placed
         tail = EventTail(self.spec.events)
@@ -219,6 +223,15 @@ class ClusterAttempt(Attempt):
         self.log_path.touch()
         Path(self.spec.events).touch()
 
+    def _drop_empty_files(self) -> None:
+        """An attempt that never started leaves no 0-byte ``cell.log``/``events.jsonl``
+        (issue 43; its row and the runner's event say why; ``spec.json`` stays, which the
+        row's attempt names), as a local attempt that could not start leaves none."""
+        for path in (self.log_path, Path(self.spec.events)):
+            with contextlib.suppress(OSError):
+                if path.stat().st_size == 0:
+                    path.unlink()
+
     def _place(self) -> RemoteCell | tuple[str, str, Path, str]:
         """Create the agent, wait until Ray placed it (commands for the waiting cell apply;
         a cell that no alive node can hold any more fails at once), start the cell."""
@@ -244,7 +257,8 @@ class ClusterAttempt(Attempt):
                 if not head.fits_now():
                     ray.kill(agent)
                     error = (f"no node of cluster {head.settings.address!r} can hold this cell "
-                             f"any more ({head.describe_need()}): the nodes that could are gone")
+                             f"any more ({head.describe_need()}): the nodes that could are gone"
+                             f"{NEVER_STARTED}")
                     journal.ended(self.spec, RunnerFailed(cell=self.cell.key,
                                                           attempt=self.number, exit_code=None,
                                                           error=error))
@@ -261,14 +275,15 @@ class ClusterAttempt(Attempt):
         except (RayActorError, GetTimeoutError) as exc:
             with contextlib.suppress(Exception):
                 ray.kill(agent)
-            reason = f"node lost before the cell started: {error_line(exc)}"
+            reason = f"node lost before the cell started: {error_line(exc)}{NEVER_STARTED}"
             journal.ended(self.spec, RunnerKilled(cell=self.cell.key, attempt=self.number,
                                                   reason=reason, exit_code=None))
             return "killed", reason, self.log_path, "node"
         except RayError as exc:  # the agent could not start the cell there (its error)
             with contextlib.suppress(Exception):
                 ray.kill(agent)
-            error = f"the agent on node {facts.get('node')} could not start the cell: {error_line(exc)}"
+            error = (f"the agent on node {facts.get('node')} could not start the cell: "
+                     f"{error_line(exc)}{NEVER_STARTED}")
             journal.ended(self.spec, RunnerFailed(cell=self.cell.key, attempt=self.number,
                                                   exit_code=None, error=error))
             return "failed", error, self.log_path, ""

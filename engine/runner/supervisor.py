@@ -72,6 +72,7 @@ from engine.precision import device_refusal
 from engine.results.columns import GROUPS_FILE
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
+from engine.results.values import row_instant, since_instant
 from engine.runfolder import AttemptFolder, RunFolder
 from engine.runner.attempt import Aborted, AttemptSettings, Crew
 from engine.runner.board import Board
@@ -184,13 +185,17 @@ class Runner:
         ``timestamp``) for the rows resume may skip a cell for: this campaign's and, with
         ``reuse_any``, any campaign's (at or after ``since`` when given). This campaign's
         row wins over another's; among rows of the same standing the latest."""
-        best: dict[str, tuple[tuple[bool, str], dict[str, str]]] = {}
+        # instants, never text: rows written under another TZ compare by when they were
+        # written (time_utc; an older row's timestamp read as this host's local time)
+        since = since_instant(self.since) if self.since else None
+        best: dict[str, tuple[tuple[bool, float], dict[str, str]]] = {}
         for r in read_rows(self.runs_dir / GROUPS_FILE):
             own = r.get("campaign_id") == self.campaign_id
+            when = row_instant(r)
             if (r.get("status") != "ok" or not (own or self.reuse_any)
-                    or (self.since and r.get("timestamp", "") < self.since)):
+                    or (since is not None and (when is None or when < since))):
                 continue
-            rank = (own, r.get("timestamp", ""))
+            rank = (own, when if when is not None else float("-inf"))
             key = r.get("cell_key", "")
             if key not in best or rank >= best[key][0]:
                 best[key] = (rank, {k: r.get(k, "") for k in

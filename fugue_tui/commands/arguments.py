@@ -59,7 +59,8 @@ def regular_file(text: str) -> str:
 
 
 def timestamp(text: str) -> str:
-    """``--since``'s value (``YYYYmmdd_HHMMSS``) checked as argparse parses it."""
+    """``--since``'s value (ISO 8601 with an offset, or ``YYYYmmdd_HHMMSS`` read as this
+    host's local time) checked as argparse parses it."""
     from fugue_tui.commands.run_flags import timestamp as check
 
     return check(text)

@@ -93,8 +93,11 @@ def add_top_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reuse-from-any-campaign", dest="reuse_any", action="store_true",
                         help="with --resume: an ok row of any campaign in the runs folder "
                              "counts too (the plan names the campaign it came from)")
-    parser.add_argument("--since", metavar="YYYYmmdd_HHMMSS", type=timestamp,
-                        help="with --resume: only ok rows at or after this time count")
+    parser.add_argument("--since", metavar="TIME", type=timestamp,
+                        help="with --resume: only ok rows written at or after this time count: "
+                        "ISO 8601 with an offset (2026-11-30T14:00:00+09:00) or "
+                        "YYYYmmdd_HHMMSS, read as this host's local time (rows are "
+                        "compared as instants)")
 
 
 def check_modes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

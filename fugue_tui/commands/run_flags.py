@@ -101,8 +101,11 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     how.add_argument("--reuse-from-any-campaign", dest="run_reuse_any", action="store_true",
                      help="with --resume: an ok row of any campaign in the runs folder "
                           "counts too")
-    how.add_argument("--since", dest="run_since", metavar="YYYYmmdd_HHMMSS", type=timestamp,
-                     help="with --resume: only ok rows at or after this time count")
+    how.add_argument("--since", dest="run_since", metavar="TIME", type=timestamp,
+                     help="with --resume: only ok rows written at or after this time count: "
+                     "ISO 8601 with an offset (2026-11-30T14:00:00+09:00) or "
+                     "YYYYmmdd_HHMMSS, read as this host's local time (rows are "
+                     "compared as instants)")
     how.add_argument("--dry-run", dest="run_dry_run", action="store_true",
                      help="print the cells and their keys, run nothing, write nothing")
     how.add_argument("--json", dest="run_json", action="store_true",

@@ -36,6 +36,7 @@ from engine.processes import die_with_parent, engine_env
 from engine.results.columns import GROUPS_FILE
 from engine.results.preflight import check_runs_path, preflight
 from engine.results.read import read_rows
+from engine.results.values import row_instant, since_instant
 from engine.runner.cli import runner_argv
 from engine.runner.supervisor import Runner
 from fugue_tui.console.dry_run import dry_run
@@ -218,9 +219,10 @@ def _print_problems(runner: Runner, since: str) -> list[dict[str, Any]]:
     last attempt was not ok: ``killed: D_ens seq pass 1 (attempt 1): <error>``. Rows of
     earlier runs of the same campaign are not this run's problems (an earlier ok row does
     not hide a cell this run killed, an earlier failure is not repeated)."""
+    start = since_instant(since)  # instants, never text (rows may name another zone)
     rows = [r for r in read_rows(runner.runs_dir / GROUPS_FILE)
             if r.get("campaign_id") == runner.campaign_id
-            and (r.get("timestamp") or "") >= since]
+            and (row_instant(r) or float("-inf")) >= start]
     latest: dict[str, dict[str, str]] = {}
     for row in rows:
         latest[row["cell_key"]] = row

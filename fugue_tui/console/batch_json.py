@@ -41,6 +41,7 @@ from engine.results.columns import (
     JSON,
     NUMBER,
 )
+from engine.results.values import row_instant, since_instant
 from fugue_tui.jsonout import SCHEMA_VERSION, clean
 from fugue_tui.live.event_text import warning_line
 
@@ -110,6 +111,7 @@ class JsonProgress:
         self.runs_dir = Path(runs_dir)
         self.campaign_id = campaign_id
         self.since = since
+        self.since_s = since_instant(since)  # rows compared as instants, never as text
         self.labels: dict[str, str] = {}
         #: Group ids of this run's group rows already written, and the job rows written.
         self.groups: set[str] = set()
@@ -152,7 +154,7 @@ class JsonProgress:
             for row in read_rows(self.runs_dir / GROUPS_FILE):
                 gid = row.get("group_id") or ""
                 if (row.get("campaign_id") != self.campaign_id or gid in self.groups
-                        or (row.get("timestamp") or "") < self.since):
+                        or (row_instant(row) or float("-inf")) < self.since_s):
                     continue
                 self.groups.add(gid)
                 write_line("row", self.stream, file=GROUPS_FILE,

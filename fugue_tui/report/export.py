@@ -195,15 +195,16 @@ def planned_files(formats: Iterable[str]) -> list[str]:
     (:data:`fugue_tui.report.figures.FIGURE_KEYS`, drawn or skipped: a skipped figure's file from
     an earlier export would sit beside the new ones, out of step with them) and
     ``results.tex``, and the data formats' files (``groups.parquet``, ..., the
-    ``tensorboard`` folder). Known before any result is read, so a bad target fails fast."""
+    ``tensorboard`` folder) and ``manifest.json``. Known before any result is read, so a bad target fails fast."""
+    from fugue_tui.report.export_commit import MANIFEST
     from fugue_tui.report.export_data import DATA_FILES
     from fugue_tui.report.figures import FIGURE_KEYS
 
     formats = list(formats)
     names = [f"{key}.{fmt}" for key in FIGURE_KEYS for fmt in ("png", "svg") if fmt in formats]
     names += ["results.tex"] if "tex" in formats else []
-    return names + [name for fmt, owned in DATA_FILES.items() if fmt in formats
-                    for name in owned]
+    names += [name for fmt, owned in DATA_FILES.items() if fmt in formats for name in owned]
+    return [*names, MANIFEST]
 
 
 class ExportExists(FugueError):

@@ -43,7 +43,8 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    by_campaign: bool = False,
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
                    what: str = "export folder", baseline: str | None = None,
-                   knee_fraction: float = 0.10) -> list[Path]:
+                   knee_fraction: float = 0.10, notes: list[str] | None = None,
+                   ) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
     same analysis as the terminal (:func:`fugue_tui.report.figures.build`), and the rows as data
     (parquet, json, tensorboard: :mod:`fugue_tui.report.export_data`); the paths written.
@@ -56,6 +57,10 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     is removed (it would no longer match the rest). ``what`` names ``out_dir`` in errors.
     ``baseline``: a precision every cell is compared with (``--baseline fp32``), as in the
     terminal report.
+    Crash-consistent (:mod:`fugue_tui.report.export_commit`): written into
+    ``out_dir/.export-tmp-<pid>/``, each file then replaces its target in one rename and
+    ``manifest.json`` (the files and their SHA-256) is replaced last; a staging folder an
+    interrupted export left is removed, one line in ``notes`` (when given) saying so.
     The dashboard's Results screen calls this too. Rows that form a K sweep also give
     ``knee.png`` / ``knee.svg`` and ``knee.csv`` (:mod:`fugue_tui.report.sweeps`, the knee at
     ``knee_fraction``); hpo rows give ``best_so_far.png`` / ``.svg`` and ``best_so_far.csv``
@@ -67,6 +72,7 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     """
     from engine.results.hpo_curves import hpo_cells
     from fugue_tui.report.export import export, skipped_figures
+    from fugue_tui.report.export_commit import commit, remove_leftovers, staging_folder
     from fugue_tui.report.export_data import DATA_FORMATS, export_data
     from fugue_tui.report.figures import build
     from fugue_tui.report.hpo import export_hpo
@@ -75,23 +81,32 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     chosen, out, present = check_export(out_dir, formats, overwrite, what)
     results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
     sweeps = analyse(runs, fraction=knee_fraction, advise=False, by_campaign=by_campaign)
+    tmp, committing = None, False
     try:
-        # figures and the table: each file replaced in one rename (fugue_tui.report.export.replaced),
-        # never written through a link; then the rest of an earlier export is removed (a
-        # figure now skipped, and the knee files, data files and tensorboard/ folder, which
-        # are written anew after, so never through a link either)
-        written = export(results, out, [f for f in chosen if f not in DATA_FORMATS])
-        for path in set(present) - set(written):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-        written += export_sweeps(sweeps, out, chosen)
-        written += export_hpo(hpo_cells(runs, by_campaign), out, chosen)
-        written += export_data(runs, out, [f for f in chosen if f in DATA_FORMATS])
+        # everything is written into a staging folder first, then moved over its target
+        # one rename each, the manifest last (fugue_tui.report.export_commit): a kill or a
+        # full disk at any moment leaves each file the complete old or the complete new one
+        leftovers = remove_leftovers(out)
+        if notes is not None:
+            notes.extend(leftovers)
+        tmp = staging_folder(out)
+        staged = export(results, tmp, [f for f in chosen if f not in DATA_FORMATS])
+        staged += export_sweeps(sweeps, tmp, chosen)
+        staged += export_hpo(hpo_cells(runs, by_campaign), tmp, chosen)
+        staged += export_data(runs, tmp, [f for f in chosen if f in DATA_FORMATS])
+        committing = True
+        written = commit(tmp, out, staged, present)
     except OSError as exc:
-        raise FugueError(f"{what} '{out_dir}': cannot write "
-                         f"{exc.filename or out}: {exc.strerror or exc}") from None
+        where = str(exc.filename or out)
+        if tmp is not None:  # the file it was writing, named as its target
+            where = where.replace(str(tmp), str(out))
+        state = ("some files replaced: manifest.json still names the earlier export's"
+                 if committing else "the earlier export's files are whole")
+        raise FugueError(f"{what} '{out_dir}': cannot write {where}: "
+                         f"{exc.strerror or exc} ({state})") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     images = [f for f in chosen if f in ("png", "svg")]
     if skipped is not None and images:
         removed = {p.name for p in present} - {p.name for p in written}

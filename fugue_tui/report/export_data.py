@@ -24,6 +24,7 @@ came from) come after the file's columns.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -115,7 +116,8 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
         arrays.append(array)
         fields.append(pa.field(name, array.type))
     table = pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
-    pq.write_table(table, path)
+    with _naming(path):
+        pq.write_table(table, path)
     return path
 
 
@@ -132,8 +134,20 @@ def write_json(frame: pd.DataFrame, path: Path) -> Path:
                 value = None
             record[name] = value if isinstance(value, (dict, list)) else clean(value)
         records.append(clean(record))
-    path.write_text(json.dumps(records, allow_nan=False, ensure_ascii=False, indent=1) + "\n")
+    text = json.dumps(records, allow_nan=False, ensure_ascii=False, indent=1) + "\n"
+    with _naming(path):
+        path.write_text(text)
     return path
+
+
+@contextlib.contextmanager
+def _naming(path: Path):
+    """An :class:`OSError` inside (a full disk) re-raised naming ``path``, for the
+    one-line error."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
 def export_data(runs, out: Path, formats: list[str]) -> list[Path]:
@@ -163,7 +177,7 @@ def write_tensorboard(runs, out: Path) -> Path:
         run = out / _run_name(row)
         wall = _walltime(row)
         attempt = _int(row.get("attempt")) or 1
-        with SummaryWriter(str(run / "group")) as writer:
+        with _summary_writer(SummaryWriter, run / "group") as writer:
             k = row.get("K")
             energy = row.get("energy_group")
             job_acc = (pd.to_numeric(jobs.loc[jobs["group_id"] == row["group_id"],
@@ -179,7 +193,7 @@ def write_tensorboard(runs, out: Path) -> Path:
                     writer.add_scalar(tag, float(value), attempt, walltime=wall)
             writer.add_text("provenance", _provenance(row), attempt, walltime=wall)
         for job_id, epochs in _epochs(row).items():
-            with SummaryWriter(str(run / _safe(job_id))) as writer:
+            with _summary_writer(SummaryWriter, run / _safe(job_id)) as writer:
                 for epoch, values in sorted(epochs.items()):
                     when = values.get("ts", wall)
                     for tag, key in (("train/loss", "loss"), ("val/loss", "val_loss"),
@@ -187,6 +201,31 @@ def write_tensorboard(runs, out: Path) -> Path:
                         if _finite(values.get(key)):
                             writer.add_scalar(tag, float(values[key]), epoch, walltime=when)
     return out
+
+
+@contextlib.contextmanager
+def _summary_writer(factory, folder: Path):
+    """A tensorboardX ``SummaryWriter`` for ``folder``, closed on the way out. A write
+    that fails (a full disk) raises one :class:`OSError` naming the folder; the writer is
+    then marked closed, or tensorboardX's own ``atexit`` hook would try the flush again at
+    exit and print a traceback after the one-line error (issue 43)."""
+    try:
+        writer = factory(str(folder))
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(folder)) from None
+    try:
+        yield writer
+        writer.close()
+    except OSError as exc:
+        for file_writer in (writer.all_writers or {}).values():
+            events = file_writer.event_writer
+            with contextlib.suppress(Exception):
+                events._worker.stop()
+            with contextlib.suppress(Exception):
+                events._ev_writer.close()
+            events._closed = True  # tensorboardX's atexit close becomes a no-op
+        writer.all_writers = None
+        raise OSError(exc.errno, exc.strerror or str(exc), str(folder)) from None
 
 
 def _run_name(row: dict[str, Any]) -> str:

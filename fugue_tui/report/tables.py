@@ -159,12 +159,15 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         raise FugueError(f"--width {width}: at least 40 columns")
     console = Console(width=width) if width else Console()
     skipped: list[tuple[str, str]] = []
+    notes: list[str] = []
     if export_dir is not None:
         # the formats and the folder first, before any result is read, printed or written
         check_export(export_dir, formats, overwrite, "--export")
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
                        by_campaign, skipped, overwrite=overwrite, what="--export",
-                       baseline=baseline, knee_fraction=fraction)
+                       baseline=baseline, knee_fraction=fraction, notes=notes)
+        for note in notes:
+            print(f"fugue-tui: note: {note}", file=sys.stderr)
     if as_json:  # the cells as a fugue-tui/report document; what else is said: stderr
         from fugue_tui.jsonout import document, dump, report_cells
 

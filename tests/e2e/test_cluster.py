@@ -277,4 +277,6 @@ def test_a_local_cluster_goes_with_its_sigkilled_runner_and_resume_finishes(tmp_
     assert resumed.returncode == 0, err[-3000:]
     assert [r["status"] for r in _rows(tmp_path)] == ["killed", "ok"]
     assert not list((tmp_path / "runs" / "cl").glob("cluster-local-*/cleanup/*.json"))
+    # neither the killed runner's runtime folder nor the resumed one's stays (issue 43)
+    assert not list((tmp_path / "runs" / "cl").glob("cluster-local-*"))
     _nothing_left()

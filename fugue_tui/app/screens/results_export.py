@@ -44,8 +44,9 @@ class ResultsExport:
         from fugue_tui.report.export import ExportExists
         from fugue_tui.report.tables import export_results
 
+        notes: list[str] = []  # a killed export's staging folder removed, say
         try:
-            paths = export_results(runs, folder, overwrite=overwrite)
+            paths = export_results(runs, folder, overwrite=overwrite, notes=notes)
         except ExportExists as exc:
             # The command line's answer is "--overwrite"; here the user is asked instead.
             self.screen.app.call_from_thread(self.ask_overwrite, runs, folder, exc.present)
@@ -53,6 +54,8 @@ class ResultsExport:
         except (FugueError, OSError, ValueError) as exc:
             self.screen.post_message(Notice(f"export failed: {exc}", "error"))
             return
+        for note in notes:
+            self.screen.post_message(Notice(note, "warning"))
         self.screen.post_message(Notice(f"exported {len(paths)} files to {folder}"))
 
     def ask_overwrite(self, runs: Runs, folder: str, present: list[Path]) -> None:

@@ -35,7 +35,9 @@ def test_a_failed_re_export_leaves_the_earlier_files_whole(tmp_path, runs, monke
     monkeypatch.setattr(export_module, "figure_file", broken)
     with pytest.raises(FugueError, match="No space left on device"):
         export_results(runs, out, formats="svg,tex", overwrite=True)
-    assert calls and all(p.parent == out and p.name.startswith(".") for p in calls)
+    # written into the staging folder (fugue_tui.report.export_commit), never in place
+    assert calls and all(p.parent.parent == out and p.parent.name.startswith(".export-tmp-")
+                         for p in calls)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temp file left
 
 

@@ -122,8 +122,8 @@ def test_report_exports_figures_and_a_booktabs_table(tmp_path):
     names = sorted(p.name for p in out.iterdir())
     # every figure with a measured value: SVG; energy and memory (nothing measured in the
     # harness's CPU files) and the ladder (no rungs) are not written as empty charts
-    assert names == ["parity.svg", "results.tex", "speedup.svg", "throughput.svg",
-                     "wall_clock.svg"]
+    assert names == ["manifest.json", "parity.svg", "results.tex", "speedup.svg",
+                     "throughput.svg", "wall_clock.svg"]
     tex = (out / "results.tex").read_text()
     assert tex.count(r"\toprule") == 1 and r"\bottomrule" in tex
     assert r"D\_ens & unified\_model & vf:1,s:1,fl:1 & 2 & 1.33 $\pm$ 0.08 & 1.464 & -- &" in tex
