@@ -308,21 +308,26 @@ class Attempt:
             status = "failed"
             error = (said or said_there or last_line(log_path)
                      or _unwritable(self.settings.runs_dir, code, log_path))
-            if not written and not journal.has_row(spec):  # may raise: the runner's own line
-                journal.record(spec, "failed", error)
         else:
             status = "failed"
             error = exit_reason(code, said or said_there, log_path, self.last_sample)
-            if not written and not journal.has_row(spec):
-                journal.record(spec, "failed", error)
-        if leftovers:  # the pids, or the line saying what could not be stopped
-            journal.emit(RunnerLeftoversKilled(cell=cell.key, attempt=attempt,
-                                               pids=list(leftovers)))
-        ended = RunnerDone if status == "ok" else RunnerFailed
-        journal.emit(ended(cell=cell.key, attempt=attempt, exit_code=code, error=error))
+        try:
+            if status != "ok" and not written and not journal.has_row(spec):
+                journal.record(spec, "failed", error)  # may raise: the runner's own line
+            if leftovers:  # the pids, or the line saying what could not be stopped
+                journal.emit(RunnerLeftoversKilled(cell=cell.key, attempt=attempt,
+                                                   pids=list(leftovers)))
+            ended = RunnerDone if status == "ok" else RunnerFailed
+            journal.emit(ended(cell=cell.key, attempt=attempt, exit_code=code, error=error))
+        except OutputError as exc:
+            if code == EXIT_OUTPUT:
+                raise
+            # The disk does not allow recording the cell's end: the one line says it.
+            told = f"{status}: {error}" if error else status
+            raise OutputError(f"{exc} (cell {cell.index} {cell.label} attempt {attempt} "
+                              f"ended {told}; not recorded; {STOPPED})") from None
         if code == EXIT_OUTPUT:  # every later cell would fail the same way
-            raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; the "
-                              f"campaign stopped: make room, then run it again with --resume)")
+            raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; {STOPPED})")
         return status, error, log_path, ""
 
     def cleanup(self) -> None:
@@ -377,6 +382,10 @@ def _writing(path: Path):
         yield
     except OSError as exc:
         raise OutputError(f"{exc.filename or path}: {exc.strerror or exc}") from exc
+
+
+#: How a campaign stopped by unwritable output ends its one line.
+STOPPED = "the campaign stopped: make room, then run it again with --resume"
 
 
 def _append_line(path: Path, line: str) -> None:

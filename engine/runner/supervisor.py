@@ -46,7 +46,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from engine.cell.protocol import CellRunSpec
+from engine.cell.protocol import CellRunSpec, output_failure
 from engine.cleanup import run_recorded
 from engine.define.availability import experiment_availability
 from engine.define.campaign import Campaign
@@ -73,7 +73,7 @@ from engine.results.columns import GROUPS_FILE
 from engine.results.preflight import preflight
 from engine.results.read import read_rows
 from engine.runfolder import AttemptFolder, RunFolder
-from engine.runner.attempt import Aborted, AttemptSettings, Crew
+from engine.runner.attempt import STOPPED, Aborted, AttemptSettings, Crew
 from engine.runner.board import Board
 from engine.runner.cellproc import reap_leftovers
 from engine.runner.commands import Commands
@@ -89,6 +89,7 @@ from engine.runner.records import (
     write_runner_record,
     write_whole,
 )
+from engine.runner.release import exit_code_of, release_all
 from engine.runner.strategy import OneDevice, Placement, SeveralDevices
 from engine.runner.warmstart import WarmStart
 from engine.runner.zygote import start_method
@@ -247,14 +248,17 @@ class Runner:
                              f"{_holder(self.run_dir)}") from None
         # Stops what this runner leaves running if it dies without cleaning up (a SIGKILL).
         self.guard = Guard.start(self.run_dir)
+        first: BaseException | None = None
         try:
             self.strategy.connect(self.run_dir)
             return self._run_locked()
-        finally:
-            self.strategy.close()
-            self.folder.runner_pid.unlink(missing_ok=True)
-            self.guard.release()
-            lock.release()
+        except BaseException as exc:
+            first = exc
+            raise
+        finally:  # every release runs; none replaces the error that ended the run
+            release_all([("strategy", self.strategy.close),
+                         ("runner.pid", lambda: self.folder.runner_pid.unlink(missing_ok=True)),
+                         ("guard", self.guard.release), ("lock", lock.release)], first)
 
     def _run_locked(self) -> CampaignOutcome:
         started = time.time()
@@ -294,12 +298,15 @@ class Runner:
             raise
         finally:
             outcome.outcomes.extend(board.outcomes.values())
-            error = stopped if isinstance(stopped, FugueError) else None
+            reason = None if stopped is None else (output_failure(stopped) or str(stopped))
+            # A cell the stopping error interrupted (its row could not be written: a full
+            # disk) has no outcome; it failed all the same.
+            cut = [k for k in board.attempts if k not in board.outcomes] if stopped else []
             done = RunnerCampaignDone(
                 ok=outcome.exit_code == 0 and stopped is None,
-                exit_code=error.exit_code if error is not None else outcome.exit_code,
-                failed=sum(o.status != "ok" for o in outcome.outcomes),
-                error=str(error) if error is not None else ABSENT)
+                exit_code=exit_code_of(stopped, outcome.exit_code),
+                failed=sum(o.status != "ok" for o in outcome.outcomes) + len(cut),
+                error=reason if reason else ABSENT)
             try:
                 emit(done)
             except OutputError:
@@ -350,7 +357,13 @@ class Runner:
             folder = self.folder.attempt(cell.slug, cell.key, attempt)
             current = self.strategy.new_attempt(cell, attempt, folder, self.crew)
             board.attempts[cell.key] = current
-            status, error, log, after = current.run()
+            try:
+                status, error, log, after = current.run()
+            except OutputError as exc:  # the runner's own write failed during the attempt
+                if str(exc).endswith(f"{STOPPED})"):
+                    raise
+                raise OutputError(f"{exc} (while cell {cell.index} {cell.label} attempt "
+                                  f"{attempt} ran; not recorded; {STOPPED})") from None
             if after == "node":  # its cluster node was lost: again, on another node
                 lost = board.node_losses[cell.key] = board.node_losses.get(cell.key, 0) + 1
                 if lost <= self.strategy.max_node_losses:
