@@ -145,10 +145,18 @@ class Attempt:
         """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |
         "stop"). Raises :class:`Aborted` on an abort command, ``KeyboardInterrupt`` after
         stopping and recording the cell, :class:`OutputError` when output cannot be written."""
+        scratch = self._prepare()
+        tail = EventTail(self.spec.events, hold=True)  # the file the cell writes, not the path
+        tail.opened()
+        try:
+            return self._run(scratch, tail)
+        finally:
+            tail.close()
+
+    def _run(self, scratch: Path, tail: EventTail) -> tuple[str, str, Path, str]:
+        """:meth:`run` once the attempt's folder is ready and its events file held."""
         cell, attempt = self.cell, self.number
         spec, attempt_dir, log_path = self.spec, self.dir, self.log_path
-        scratch = self._prepare()
-        tail = EventTail(spec.events)
         proc, how = self._start(scratch)
         self.crew.started(self)
         watchdog = self._watchdog(proc)
@@ -211,6 +219,11 @@ class Attempt:
                 write_whole(spec_path, self.spec.to_json())
             with _writing(reason_file):  # blocks the cell's last line can reuse
                 reason_file.write_bytes(b" " * REASON_BYTES)
+            # The events file exists before the cell starts, so the runner's tail holds the
+            # very file the cell appends to (O_APPEND on the same inode), even if the path
+            # is replaced by rename before its first look.
+            with _writing(Path(self.spec.events)):
+                Path(self.spec.events).touch()
             with _writing(Path(tempfile.gettempdir())):
                 return Path(tempfile.mkdtemp(prefix=scratch_prefix()))
         except BaseException:
