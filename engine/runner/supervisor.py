@@ -65,6 +65,7 @@ from engine.event_types import (
     RunnerQueued,
     RunnerRetried,
     RunnerSkipped,
+    RunnerWarning,
 )
 from engine.events import EventWriter
 from engine.plugins import load_plugins
@@ -248,6 +249,7 @@ class Runner:
                              f"{_holder(self.run_dir)}") from None
         # Stops what this runner leaves running if it dies without cleaning up (a SIGKILL).
         self.guard = Guard.start(self.run_dir)
+        self.guard.watch(self._guard_replaced)
         first: BaseException | None = None
         try:
             self.strategy.connect(self.run_dir)
@@ -259,6 +261,14 @@ class Runner:
             release_all([("strategy", self.strategy.close),
                          ("runner.pid", lambda: self.folder.runner_pid.unlink(missing_ok=True)),
                          ("guard", self.guard.release), ("lock", lock.release)], first)
+
+    def _guard_replaced(self, line: str) -> None:
+        """A dead guard was replaced (or could not be): a warning, or before the runner's
+        log is open, a line on stderr."""
+        try:
+            self.journal.emit(RunnerWarning(message=line))
+        except (OutputError, RuntimeError):
+            print(f"fugue-tui: warning: {line}", file=sys.stderr)
 
     def _run_locked(self) -> CampaignOutcome:
         started = time.time()
