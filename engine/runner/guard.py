@@ -69,6 +69,13 @@ class Guard:
         """Start the guard of this runner for ``run_dir``. A guard that cannot be started
         (no process left to fork) is no reason to refuse the campaign: then :attr:`pid`
         is None and the next runner cleans up, as before guards."""
+        guard = cls(*cls._spawn(run_dir))
+        guard.run_dir = run_dir
+        return guard
+
+    @staticmethod
+    def _spawn(run_dir: Path) -> tuple[subprocess.Popen | None, int | None]:
+        """A guard process and the write end of its pipe; (None, None) when none starts."""
         read, write = os.pipe()  # both ends close-on-exec: no cell inherits the write end
         try:
             proc = subprocess.Popen(
@@ -77,12 +84,10 @@ class Guard:
                 env=engine_env(), start_new_session=True)
         except OSError:
             os.close(write)
-            return cls(None, None)
+            return None, None
         finally:
             os.close(read)
-        guard = cls(proc, write)
-        guard.run_dir = run_dir
-        return guard
+        return proc, write
 
     def watch(self, tell: Callable[[str], None]) -> None:
         """Replace the guard whenever it dies before :meth:`release` (a ``kill -9``, the
@@ -103,19 +108,20 @@ class Guard:
             with self._lock:
                 if self._released or self.run_dir is None:
                     return
-                new = Guard.start(self.run_dir)
-                old_fd, self.proc, self._fd = self._fd, new.proc, new._fd
+                old_fd = self._fd
+                self.proc, self._fd = self._spawn(self.run_dir)
+                new = self.proc
                 if old_fd is not None:
                     with contextlib.suppress(OSError):
                         os.close(old_fd)
             how = f"signal {-code}" if code < 0 else f"exit status {code}"
-            if new.proc is None:
+            if new is None:
                 line = (f"the runner's guard (pid {proc.pid}) ended ({how}) and could not be "
                         "started again: if the runner is killed now, what its cells started "
                         "outside their sessions stays until the next --resume")
             else:
                 line = (f"the runner's guard (pid {proc.pid}) ended ({how}); a new guard "
-                        f"(pid {new.proc.pid}) took over")
+                        f"(pid {new.pid}) took over")
             with contextlib.suppress(Exception):
                 tell(line)
 
