@@ -428,6 +428,11 @@ _OURS: tuple[Column, ...] = (
     Column("node", G, TEXT,
            "campaigns on a Ray cluster (cluster): the node the cell ran on, its host name "
            "and a hash of its address (\"gpu-7 3f2a9c01\"); empty on the runner's own host"),
+    # Issue 43: the time a cell's processes spent stopped (SIGSTOP), counted in T_group.
+    Column("stopped_s", G, NUMBER,
+           "seconds the cell's processes were seen stopped (SIGSTOP, a debugger) while it "
+           "ran, by the runner, at 0.25 s resolution: counted in T_group; 0 none; empty: "
+           "not tracked (no runner)"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -58,6 +58,7 @@ from engine.runner.cellproc import (
 from engine.runner.journal import Journal
 from engine.runner.reasons import exit_reason, last_line
 from engine.runner.records import write_whole
+from engine.runner.stopped import StopClock
 from engine.runner.warmstart import WarmStart
 from engine.runner.watchdog import PackedDevices, Watchdog, WatchdogSettings
 from engine.runner.zygote import ForkedCell
@@ -282,7 +283,9 @@ class Attempt:
         key, attempt, emit = self.cell.key, self.number, self.journal.emit
         settings = self.settings.watchdog
         written, hung, after, verdict = False, False, "", None
+        clock = StopClock(self.dir, proc.pid)  # stopped_s: time its processes were stopped
         while proc.poll() is None:
+            clock.check()
             written |= self.forward(tail, watchdog)
             command = self.crew.stops.stop_for(self.cell)
             if command:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.cell.protocol import CellRunSpec
+from engine.cell.protocol import CellRunSpec, read_stopped
 from engine.errors import FugueError, OutputError
 from engine.event_base import Event
 from engine.event_types import RunnerFailed, RunnerKilled, RunnerSkipped, RunnerWarning
@@ -113,7 +113,9 @@ class Journal:
         # cell's monitor reads by UUID): the row of a cell that died before its monitor
         # started still says which GPU it ran on.
         gpu = self.gpu_for(spec.gpu_uuid)
-        extra = {"gpu_name": gpu["name"]} if gpu and gpu.get("name") else {}
+        extra: dict[str, Any] = {"gpu_name": gpu["name"]} if gpu and gpu.get("name") else {}
+        if spec.events:  # the time its processes were seen stopped (engine.runner.stopped)
+            extra["stopped_s"] = read_stopped(Path(spec.events).parent)
         # The group row commits the group's job rows (engine.results.commit): job rows a
         # killed cell left under the same group id are removed first, never committed.
         with self.lock:
