@@ -81,6 +81,7 @@ from engine.runner.commands import Commands
 from engine.runner.control import Inbox
 from engine.runner.guard import Guard
 from engine.runner.guard import describe as guard_account
+from engine.runner.holes import is_hole
 from engine.runner.journal import EventFn, Journal
 from engine.runner.outcome import CampaignOutcome, CellOutcome, PlannedCell
 from engine.runner.placement import Slot
@@ -113,6 +114,8 @@ class Runner:
     folder with the same cell key. ``cell_start``: how cells start, ``zygote`` (forked
     from a pre-warmed parent, the default) or ``spawn`` (fresh interpreters);
     ``FUGUE_CELL_START`` unless given (a cluster's cells always spawn, on their nodes).
+    ``remeasure_holes``: with ``resume``, an ok row whose monitor columns are missing for
+    a reason other than "no device" does not count (:mod:`engine.runner.holes`).
 
     Raises:
         ConfigError: the campaign's devices or nodes cannot run it, or a precision its
@@ -121,7 +124,7 @@ class Runner:
 
     def __init__(self, campaign: Campaign, on_event: EventFn | None = None,
                  resume: bool = False, since: str | None = None, reuse_any: bool = False,
-                 cell_start: str | None = None):
+                 cell_start: str | None = None, remeasure_holes: bool = False):
         self.cell_start = cell_start or start_method()
         # The runner knows the same names as its cells; which plugins were loaded is part
         # of what a cell key identifies (a plugin may register models of its own).
@@ -129,6 +132,8 @@ class Runner:
         self.campaign = campaign
         self.on_event = on_event or (lambda event: None)
         self.resume, self.since, self.reuse_any = resume, since, reuse_any
+        # --remeasure-holes: an ok row with a monitor hole does not count (engine.runner.holes)
+        self.remeasure_holes = remeasure_holes and campaign.monitor
         #: Where the cells run and how many at once (engine.runner.strategy).
         self.strategy = placement_for(campaign, self.plugins)
         if not self.strategy.zygote_allowed:
@@ -190,7 +195,8 @@ class Runner:
         for r in read_rows(self.runs_dir / GROUPS_FILE):
             own = r.get("campaign_id") == self.campaign_id
             if (r.get("status") != "ok" or not (own or self.reuse_any)
-                    or (self.since and r.get("timestamp", "") < self.since)):
+                    or (self.since and r.get("timestamp", "") < self.since)
+                    or (self.remeasure_holes and is_hole(r))):
                 continue
             rank = (own, r.get("timestamp", ""))
             key = r.get("cell_key", "")
