@@ -103,6 +103,9 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                           "counts too")
     how.add_argument("--since", dest="run_since", metavar="YYYYmmdd_HHMMSS", type=timestamp,
                      help="with --resume: only ok rows at or after this time count")
+    how.add_argument("--remeasure-holes", dest="run_remeasure_holes", action="store_true",
+                     help="with --resume: an ok row whose monitor columns are missing for a "
+                          "reason other than no device does not count: its cell runs again")
     how.add_argument("--dry-run", dest="run_dry_run", action="store_true",
                      help="print the cells and their keys, run nothing, write nothing")
     how.add_argument("--json", dest="run_json", action="store_true",
