@@ -33,7 +33,7 @@ import zlib
 from array import array
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, BinaryIO, Protocol, cast
 
 # The sources, the envelope and each source's common fields live with the event classes
 # (engine.event_base: the generated module imports them without this one).
@@ -239,13 +239,21 @@ class EventTail:
 
     ``offset`` is where to start reading (a line's start); a file cut before it is read from
     its beginning. Memory: 8 bytes per line read (its length and a hash, to find a cut).
+
+    ``hold``: keep reading the file first opened (its descriptor is kept until
+    :meth:`close`), whatever the path names later. The runner tails its cell's events
+    this way: the cell appends on the descriptor it opened, so after the file is replaced
+    by rename (an editor, ``sed -i``) its events go on arriving in the old file, and a
+    tail that followed the path would see no progress and kill a healthy cell.
     """
 
     #: Where every event's JSON starts (what a torn line is searched for).
     START = b'{"v":'
 
-    def __init__(self, path: str | Path, offset: int = 0):
+    def __init__(self, path: str | Path, offset: int = 0, *, hold: bool = False):
         self.path = Path(path)
+        self._hold = hold
+        self._handle: BinaryIO | None = None  # the file held (hold=True), once opened
         self._start = self._offset = offset  # always a line's start
         self._file: tuple[int, int] | None = None  # (device, inode) of the file read
         self._lengths = array("I")  # of the lines read since _start, in order
@@ -254,15 +262,37 @@ class EventTail:
     def read(self) -> Iterator[Event]:
         """The whole events appended since the last call, typed (:func:`parse_event`;
         each is also the read-only dict of its JSON line)."""
-        try:
-            with open(self.path, "rb") as handle:
-                lines = self._new_lines(handle)
-        except FileNotFoundError:
-            return
+        if self._hold:
+            held = self.opened()
+            if held is None:
+                return
+            lines = self._new_lines(held)
+        else:
+            try:
+                with open(self.path, "rb") as handle:
+                    lines = self._new_lines(handle)
+            except FileNotFoundError:
+                return
         for line in lines:
             doc = _decode(line)
             if doc is not None:
                 yield parse_event(doc)
+
+    def opened(self) -> BinaryIO | None:
+        """With ``hold``: the file held, opened now if it was not yet (None while there
+        is no file at the path)."""
+        if self._handle is None:
+            try:
+                self._handle = open(self.path, "rb")  # noqa: SIM115 - held until close()
+            except FileNotFoundError:
+                return None
+        return self._handle
+
+    def close(self) -> None:
+        """Let go of the file held (``hold``); reading again opens the path anew."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            handle.close()
 
     def _new_lines(self, handle) -> list[bytes]:
         """The whole lines after the last one read; moves past them."""

@@ -104,6 +104,29 @@ def read_host_cells(attempt_dir: str | Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+#: The runner's record of the time the cell's processes spent stopped (SIGSTOP, a
+#: debugger, job control), in the attempt folder: ``{"stopped_s": seconds}``, written by
+#: :mod:`engine.runner.stopped` while the cell runs, read by the cell for its group row.
+STOPPED = "stopped.json"
+
+
+def write_stopped(attempt_dir: str | Path, seconds: float) -> None:
+    """Replace the record atomically (temporary file, rename). Raises OSError."""
+    tmp = Path(attempt_dir) / (STOPPED + ".tmp")
+    tmp.write_text(json.dumps({"stopped_s": round(seconds, 3)}))
+    tmp.replace(Path(attempt_dir) / STOPPED)
+
+
+def read_stopped(attempt_dir: str | Path) -> float | None:
+    """The seconds recorded, or None (no record: the cell was not run by a runner that
+    tracks it; unreadable counts as none)."""
+    try:
+        value = json.loads((Path(attempt_dir) / STOPPED).read_text()).get("stopped_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and value >= 0 else None
+
+
 def safe_name(name: str) -> str:
     """``name`` as one file-name component: characters other than letters, digits and
     ``._-`` become ``_`` (a job id in a samples path)."""

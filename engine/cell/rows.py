@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cell.concurrency import concurrency_columns
 from engine.cell.output import Emitter, say
-from engine.cell.protocol import CellRunSpec, safe_name
+from engine.cell.protocol import CellRunSpec, read_stopped, safe_name
 from engine.errors import OutputError
 from engine.event_types import CellSummary, CellWarning
 from engine.measure.host import busy_warning
@@ -139,6 +139,13 @@ JOB_PROVENANCE = ("torch_version", "cuda_version", "numpy_version", "sklearn_ver
                   "cudnn_version", "ray_version", "plugin_versions", "experiments_file_hash")
 
 
+def stopped_warning(stopped_s: float, t_group: float) -> str:
+    """The warning for a cell whose processes were stopped ``stopped_s`` seconds (the
+    busy-host rule's kind: a measured fact that the window is not all training)."""
+    return (f"the cell's processes were stopped (SIGSTOP, a debugger) for {stopped_s:.1f} s "
+            f"while it ran: its {t_group:.1f} s group window counts that time (stopped_s)")
+
+
 def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
                t_group: float, setup_s: float, data_load_s: float | None,
                facts: dict[str, Any], settings: Any, executor_group: dict[str, Any],
@@ -195,6 +202,10 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
         spec.attempt_dir, spec.cpus, group.get("gpu_metrics_missing")
     ) if spec.events else ({}, [], False)
     group.update(shared)
+    # Time the runner saw the cell's processes stopped (engine.runner.stopped): counted
+    # in T_group, so said in the row and as a warning.
+    stopped = read_stopped(spec.attempt_dir) if spec.events else None
+    group["stopped_s"] = stopped
     rows = []
     for r in results:
         job = r.job
@@ -255,6 +266,8 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
                              cores=len(spec.cpus) if spec.cpus else None,
                              competitors=facts.get("competing_processes"))
     warnings += shared_warnings
+    if stopped:
+        warnings.append(stopped_warning(stopped, t_group))
     summary = CellSummary(
         group_id=group["group_id"], status=status, error=error, T_group=t_group,
         total_samples=total_samples, throughput_group=group["throughput_group"],

@@ -443,6 +443,11 @@ _OURS: tuple[Column, ...] = (
            "instant `timestamp` names in the writing host's local time; empty in older rows "
            "(then `timestamp` is read as the reading host's local time)"),
     Column("time_utc", I),
+    # Issue 43: the time a cell's processes spent stopped (SIGSTOP), counted in T_group.
+    Column("stopped_s", G, NUMBER,
+           "seconds the cell's processes were seen stopped (SIGSTOP, a debugger) while it "
+           "ran, by the runner, at 0.25 s resolution: counted in T_group; 0 none; empty: "
+           "not tracked (no runner)"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

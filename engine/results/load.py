@@ -59,6 +59,7 @@ from engine.results.columns import (
     numeric_columns,
     text_columns,
 )
+from engine.results.commit import committed_jobs, uncommitted_note
 from engine.results.read import read_rows_checked, torn_note
 
 
@@ -266,8 +267,14 @@ def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.Path
             raise NoResultsError(f"{path}: not a results file of fugue or fugue-tui "
                                  f"(missing columns: {', '.join(missing)})")
     jobs = [_read_csv(p, notes).assign(source=str(p)) for p in job_files]
-    runs = runs_from_frames(pd.concat(groups, ignore_index=True) if groups else None,
-                            pd.concat(jobs, ignore_index=True) if jobs else None,
+    all_groups = pd.concat(groups, ignore_index=True) if groups else None
+    all_jobs = pd.concat(jobs, ignore_index=True) if jobs else None
+    if all_jobs is not None and all_groups is not None:
+        # the group row commits its job rows: a cell killed between them left none
+        all_jobs, dropped = committed_jobs(all_jobs, all_groups)
+        if dropped:
+            notes.append(uncommitted_note(dropped))
+    runs = runs_from_frames(all_groups, all_jobs,
                             sources=group_files + job_files)
     runs.notes = notes
     return runs

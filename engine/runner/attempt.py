@@ -58,6 +58,7 @@ from engine.runner.cellproc import (
 from engine.runner.journal import Journal
 from engine.runner.reasons import exit_reason, last_line
 from engine.runner.records import write_whole
+from engine.runner.stopped import StopClock
 from engine.runner.warmstart import WarmStart
 from engine.runner.watchdog import PackedDevices, Watchdog, WatchdogSettings
 from engine.runner.zygote import ForkedCell
@@ -145,10 +146,18 @@ class Attempt:
         """Run the attempt to its end: (status, error, log path, what next: "" | "retry" |
         "stop"). Raises :class:`Aborted` on an abort command, ``KeyboardInterrupt`` after
         stopping and recording the cell, :class:`OutputError` when output cannot be written."""
+        scratch = self._prepare()
+        tail = EventTail(self.spec.events, hold=True)  # the file the cell writes, not the path
+        tail.opened()
+        try:
+            return self._run(scratch, tail)
+        finally:
+            tail.close()
+
+    def _run(self, scratch: Path, tail: EventTail) -> tuple[str, str, Path, str]:
+        """:meth:`run` once the attempt's folder is ready and its events file held."""
         cell, attempt = self.cell, self.number
         spec, attempt_dir, log_path = self.spec, self.dir, self.log_path
-        scratch = self._prepare()
-        tail = EventTail(spec.events)
         proc, how = self._start(scratch)
         self.crew.started(self)
         watchdog = self._watchdog(proc)
@@ -211,6 +220,11 @@ class Attempt:
                 write_whole(spec_path, self.spec.to_json())
             with _writing(reason_file):  # blocks the cell's last line can reuse
                 reason_file.write_bytes(b" " * REASON_BYTES)
+            # The events file exists before the cell starts, so the runner's tail holds the
+            # very file the cell appends to (O_APPEND on the same inode), even if the path
+            # is replaced by rename before its first look.
+            with _writing(Path(self.spec.events)):
+                Path(self.spec.events).touch()
             with _writing(Path(tempfile.gettempdir())):
                 return Path(tempfile.mkdtemp(prefix=scratch_prefix()))
         except BaseException:
@@ -269,7 +283,9 @@ class Attempt:
         key, attempt, emit = self.cell.key, self.number, self.journal.emit
         settings = self.settings.watchdog
         written, hung, after, verdict = False, False, "", None
+        clock = StopClock(self.dir, proc.pid)  # stopped_s: time its processes were stopped
         while proc.poll() is None:
+            clock.check()
             written |= self.forward(tail, watchdog)
             command = self.crew.stops.stop_for(self.cell)
             if command:
@@ -308,21 +324,26 @@ class Attempt:
             status = "failed"
             error = (said or said_there or last_line(log_path)
                      or _unwritable(self.settings.runs_dir, code, log_path))
-            if not written and not journal.has_row(spec):  # may raise: the runner's own line
-                journal.record(spec, "failed", error)
         else:
             status = "failed"
             error = exit_reason(code, said or said_there, log_path, self.last_sample)
-            if not written and not journal.has_row(spec):
-                journal.record(spec, "failed", error)
-        if leftovers:  # the pids, or the line saying what could not be stopped
-            journal.emit(RunnerLeftoversKilled(cell=cell.key, attempt=attempt,
-                                               pids=list(leftovers)))
-        ended = RunnerDone if status == "ok" else RunnerFailed
-        journal.emit(ended(cell=cell.key, attempt=attempt, exit_code=code, error=error))
+        try:
+            if status != "ok" and not written and not journal.has_row(spec):
+                journal.record(spec, "failed", error)  # may raise: the runner's own line
+            if leftovers:  # the pids, or the line saying what could not be stopped
+                journal.emit(RunnerLeftoversKilled(cell=cell.key, attempt=attempt,
+                                                   pids=list(leftovers)))
+            ended = RunnerDone if status == "ok" else RunnerFailed
+            journal.emit(ended(cell=cell.key, attempt=attempt, exit_code=code, error=error))
+        except OutputError as exc:
+            if code == EXIT_OUTPUT:
+                raise
+            # The disk does not allow recording the cell's end: the one line says it.
+            told = f"{status}: {error}" if error else status
+            raise OutputError(f"{exc} (cell {cell.index} {cell.label} attempt {attempt} "
+                              f"ended {told}; not recorded; {STOPPED})") from None
         if code == EXIT_OUTPUT:  # every later cell would fail the same way
-            raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; the "
-                              f"campaign stopped: make room, then run it again with --resume)")
+            raise OutputError(f"{error} (while cell {cell.index} {cell.label} ran; {STOPPED})")
         return status, error, log_path, ""
 
     def cleanup(self) -> None:
@@ -377,6 +398,10 @@ def _writing(path: Path):
         yield
     except OSError as exc:
         raise OutputError(f"{exc.filename or path}: {exc.strerror or exc}") from exc
+
+
+#: How a campaign stopped by unwritable output ends its one line.
+STOPPED = "the campaign stopped: make room, then run it again with --resume"
 
 
 def _append_line(path: Path, line: str) -> None:

@@ -38,6 +38,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reuse-from-any-campaign", action="store_true",
                         help="with --resume: an ok row of any campaign in the runs folder "
                              "counts too (the plan names the campaign it came from)")
+    parser.add_argument("--remeasure-holes", action="store_true",
+                        help="with --resume: an ok row whose monitor columns are missing for "
+                             "a reason other than no device does not count (its cell runs "
+                             "again)")
     parser.add_argument("--since", metavar="TIME", type=_timestamp,
                         help="with --resume: only ok rows written at or after this time count: "
                         "ISO 8601 with an offset (2026-11-30T14:00:00+09:00) or "
@@ -55,7 +59,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str | None = None,
                 watchdog_action: str | None = None,
-                overrides: dict[str, Any] | None = None, reuse_any: bool = False) -> list[str]:
+                overrides: dict[str, Any] | None = None, reuse_any: bool = False,
+                remeasure_holes: bool = False) -> list[str]:
     """The command line that starts this runner (what :func:`build_arg_parser` reads) for
     a campaign file and its overrides (:func:`overrides_from`'s keys; None values left out):
     the one way the front ends (``--batch``, the dashboard) start it."""
@@ -67,6 +72,8 @@ def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str |
         argv.append("--resume")
     if reuse_any:
         argv.append("--reuse-from-any-campaign")
+    if remeasure_holes:
+        argv.append("--remeasure-holes")
     if since:
         argv += ["--since", since]
     if watchdog_action:
@@ -100,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, _interrupt)
     try:
         for flag, value in (("--since", args.since),
-                            ("--reuse-from-any-campaign", args.reuse_from_any_campaign)):
+                            ("--reuse-from-any-campaign", args.reuse_from_any_campaign),
+                            ("--remeasure-holes", args.remeasure_holes)):
             if value and not args.resume:
                 raise ConfigError(f"{flag} only applies with --resume")
         load_plugins()  # this process's entry: built-ins and plugins, before any name is looked up
@@ -109,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             campaign = dataclasses.replace(campaign, watchdog=dataclasses.replace(
                 campaign.watchdog, action=args.watchdog_action))
         outcome = Runner(campaign, resume=args.resume, since=args.since,
-                         reuse_any=args.reuse_from_any_campaign).run()
+                         reuse_any=args.reuse_from_any_campaign,
+                         remeasure_holes=args.remeasure_holes).run()
     except FugueError as exc:
         print(f"fugue-tui: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -28,7 +28,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +47,18 @@ GUARD_GRACE_S = 0.5
 
 
 class Guard:
-    """The runner's side: the guard process and the write end of its pipe."""
+    """The runner's side: the guard process and the write end of its pipe.
+
+    The guard is watched (:meth:`watch`): one killed while its runner runs is noticed at
+    once (a thread waits on it) and replaced by a new guard, so that a runner killed after
+    its guard still leaves nothing behind (issue 43).
+    """
 
     def __init__(self, proc: subprocess.Popen | None, fd: int | None):
         self.proc, self._fd = proc, fd
+        self.run_dir: Path | None = None
+        self._released = False
+        self._lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -59,6 +69,13 @@ class Guard:
         """Start the guard of this runner for ``run_dir``. A guard that cannot be started
         (no process left to fork) is no reason to refuse the campaign: then :attr:`pid`
         is None and the next runner cleans up, as before guards."""
+        guard = cls(*cls._spawn(run_dir))
+        guard.run_dir = run_dir
+        return guard
+
+    @staticmethod
+    def _spawn(run_dir: Path) -> tuple[subprocess.Popen | None, int | None]:
+        """A guard process and the write end of its pipe; (None, None) when none starts."""
         read, write = os.pipe()  # both ends close-on-exec: no cell inherits the write end
         try:
             proc = subprocess.Popen(
@@ -67,17 +84,55 @@ class Guard:
                 env=engine_env(), start_new_session=True)
         except OSError:
             os.close(write)
-            return cls(None, None)
+            return None, None
         finally:
             os.close(read)
-        return cls(proc, write)
+        return proc, write
+
+    def watch(self, tell: Callable[[str], None]) -> None:
+        """Replace the guard whenever it dies before :meth:`release` (a ``kill -9``, the
+        OOM killer), telling ``tell`` one line each time. The new guard takes over
+        unchanged: what it cleans up is found on disk by the runner's pid. A guard that
+        cannot be started again is said as well (the next runner cleans up then)."""
+        if self.proc is None:
+            return
+        threading.Thread(target=self._watch, args=(tell,), name="guard-watch",
+                         daemon=True).start()
+
+    def _watch(self, tell: Callable[[str], None]) -> None:
+        while True:
+            proc = self.proc
+            if proc is None:
+                return
+            code = proc.wait()  # at once when it dies: well within 0.5 s
+            with self._lock:
+                if self._released or self.run_dir is None:
+                    return
+                old_fd = self._fd
+                self.proc, self._fd = self._spawn(self.run_dir)
+                new = self.proc
+                if old_fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(old_fd)
+            how = f"signal {-code}" if code < 0 else f"exit status {code}"
+            if new is None:
+                line = (f"the runner's guard (pid {proc.pid}) ended ({how}) and could not be "
+                        "started again: if the runner is killed now, what its cells started "
+                        "outside their sessions stays until the next --resume")
+            else:
+                line = (f"the runner's guard (pid {proc.pid}) ended ({how}); a new guard "
+                        f"(pid {new.pid}) took over")
+            with contextlib.suppress(Exception):
+                tell(line)
 
     def release(self) -> None:
         """The runner ends: close the pipe (the guard finds nothing left and exits)."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        with self._lock:
+            self._released = True
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def clean_after(run_dir: Path, runner_pid: int) -> list[str]:

@@ -19,12 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.cell.protocol import CellRunSpec
+from engine.cell.protocol import CellRunSpec, read_stopped
 from engine.errors import FugueError, OutputError
 from engine.event_base import Event
 from engine.event_types import RunnerFailed, RunnerKilled, RunnerSkipped, RunnerWarning
 from engine.events import EventWriter
 from engine.results.columns import GROUPS_FILE, header
+from engine.results.commit import append_failed_group
 from engine.results.read import read_rows
 from engine.results.rows import failed_group_row
 from engine.results.store import append_rows
@@ -112,9 +113,16 @@ class Journal:
         # cell's monitor reads by UUID): the row of a cell that died before its monitor
         # started still says which GPU it ran on.
         gpu = self.gpu_for(spec.gpu_uuid)
-        extra = {"gpu_name": gpu["name"]} if gpu and gpu.get("name") else {}
-        self.append(GROUPS_FILE, [failed_group_row(spec, status, error, extra)],
-                    spec.cell.key, spec.attempt)
+        extra: dict[str, Any] = {"gpu_name": gpu["name"]} if gpu and gpu.get("name") else {}
+        if spec.events:  # the time its processes were seen stopped (engine.runner.stopped)
+            extra["stopped_s"] = read_stopped(Path(spec.events).parent)
+        # The group row commits the group's job rows (engine.results.commit): job rows a
+        # killed cell left under the same group id are removed first, never committed.
+        with self.lock:
+            told = append_failed_group(self.runs_dir, failed_group_row(spec, status, error,
+                                                                        extra))
+        for line in told:
+            self.emit(RunnerWarning(message=line, cell=spec.cell.key, attempt=spec.attempt))
 
     def ended(self, spec: CellRunSpec, event: RunnerKilled | RunnerFailed | RunnerSkipped) -> None:
         """The runner ended (or skipped) an attempt itself: its group row (status: the

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from engine.cell.protocol import CellRunSpec
+from engine.cell.protocol import CellRunSpec, output_failure
 from engine.cleanup import run_recorded
 from engine.define.availability import experiment_availability
 from engine.define.campaign import Campaign
@@ -65,6 +65,7 @@ from engine.event_types import (
     RunnerQueued,
     RunnerRetried,
     RunnerSkipped,
+    RunnerWarning,
 )
 from engine.events import EventWriter
 from engine.plugins import load_plugins
@@ -74,13 +75,14 @@ from engine.results.preflight import preflight
 from engine.results.read import read_rows
 from engine.results.values import row_instant, since_instant
 from engine.runfolder import AttemptFolder, RunFolder
-from engine.runner.attempt import Aborted, AttemptSettings, Crew
+from engine.runner.attempt import STOPPED, Aborted, AttemptSettings, Crew
 from engine.runner.board import Board
 from engine.runner.cellproc import reap_leftovers
 from engine.runner.commands import Commands
 from engine.runner.control import Inbox
 from engine.runner.guard import Guard
 from engine.runner.guard import describe as guard_account
+from engine.runner.holes import is_hole
 from engine.runner.journal import EventFn, Journal
 from engine.runner.outcome import CampaignOutcome, CellOutcome, PlannedCell
 from engine.runner.placement import Slot
@@ -90,6 +92,7 @@ from engine.runner.records import (
     write_runner_record,
     write_whole,
 )
+from engine.runner.release import exit_code_of, release_all
 from engine.runner.strategy import OneDevice, Placement, SeveralDevices
 from engine.runner.warmstart import WarmStart
 from engine.runner.zygote import start_method
@@ -112,6 +115,8 @@ class Runner:
     folder with the same cell key. ``cell_start``: how cells start, ``zygote`` (forked
     from a pre-warmed parent, the default) or ``spawn`` (fresh interpreters);
     ``FUGUE_CELL_START`` unless given (a cluster's cells always spawn, on their nodes).
+    ``remeasure_holes``: with ``resume``, an ok row whose monitor columns are missing for
+    a reason other than "no device" does not count (:mod:`engine.runner.holes`).
 
     Raises:
         ConfigError: the campaign's devices or nodes cannot run it, or a precision its
@@ -120,7 +125,7 @@ class Runner:
 
     def __init__(self, campaign: Campaign, on_event: EventFn | None = None,
                  resume: bool = False, since: str | None = None, reuse_any: bool = False,
-                 cell_start: str | None = None):
+                 cell_start: str | None = None, remeasure_holes: bool = False):
         self.cell_start = cell_start or start_method()
         # The runner knows the same names as its cells; which plugins were loaded is part
         # of what a cell key identifies (a plugin may register models of its own).
@@ -128,6 +133,8 @@ class Runner:
         self.campaign = campaign
         self.on_event = on_event or (lambda event: None)
         self.resume, self.since, self.reuse_any = resume, since, reuse_any
+        # --remeasure-holes: an ok row with a monitor hole does not count (engine.runner.holes)
+        self.remeasure_holes = remeasure_holes and campaign.monitor
         #: Where the cells run and how many at once (engine.runner.strategy).
         self.strategy = placement_for(campaign, self.plugins)
         if not self.strategy.zygote_allowed:
@@ -193,7 +200,8 @@ class Runner:
             own = r.get("campaign_id") == self.campaign_id
             when = row_instant(r)
             if (r.get("status") != "ok" or not (own or self.reuse_any)
-                    or (since is not None and (when is None or when < since))):
+                    or (since is not None and (when is None or when < since))
+                    or (self.remeasure_holes and is_hole(r))):
                 continue
             rank = (own, when if when is not None else float("-inf"))
             key = r.get("cell_key", "")
@@ -252,14 +260,26 @@ class Runner:
                              f"{_holder(self.run_dir)}") from None
         # Stops what this runner leaves running if it dies without cleaning up (a SIGKILL).
         self.guard = Guard.start(self.run_dir)
+        self.guard.watch(self._guard_replaced)
+        first: BaseException | None = None
         try:
             self.strategy.connect(self.run_dir)
             return self._run_locked()
-        finally:
-            self.strategy.close()
-            self.folder.runner_pid.unlink(missing_ok=True)
-            self.guard.release()
-            lock.release()
+        except BaseException as exc:
+            first = exc
+            raise
+        finally:  # every release runs; none replaces the error that ended the run
+            release_all([("strategy", self.strategy.close),
+                         ("runner.pid", lambda: self.folder.runner_pid.unlink(missing_ok=True)),
+                         ("guard", self.guard.release), ("lock", lock.release)], first)
+
+    def _guard_replaced(self, line: str) -> None:
+        """A dead guard was replaced (or could not be): a warning, or before the runner's
+        log is open, a line on stderr."""
+        try:
+            self.journal.emit(RunnerWarning(message=line))
+        except (OutputError, RuntimeError):
+            print(f"fugue-tui: warning: {line}", file=sys.stderr)
 
     def _run_locked(self) -> CampaignOutcome:
         started = time.time()
@@ -299,12 +319,15 @@ class Runner:
             raise
         finally:
             outcome.outcomes.extend(board.outcomes.values())
-            error = stopped if isinstance(stopped, FugueError) else None
+            reason = None if stopped is None else (output_failure(stopped) or str(stopped))
+            # A cell the stopping error interrupted (its row could not be written: a full
+            # disk) has no outcome; it failed all the same.
+            cut = [k for k in board.attempts if k not in board.outcomes] if stopped else []
             done = RunnerCampaignDone(
                 ok=outcome.exit_code == 0 and stopped is None,
-                exit_code=error.exit_code if error is not None else outcome.exit_code,
-                failed=sum(o.status != "ok" for o in outcome.outcomes),
-                error=str(error) if error is not None else ABSENT)
+                exit_code=exit_code_of(stopped, outcome.exit_code),
+                failed=sum(o.status != "ok" for o in outcome.outcomes) + len(cut),
+                error=reason if reason else ABSENT)
             try:
                 emit(done)
             except OutputError:
@@ -355,7 +378,13 @@ class Runner:
             folder = self.folder.attempt(cell.slug, cell.key, attempt)
             current = self.strategy.new_attempt(cell, attempt, folder, self.crew)
             board.attempts[cell.key] = current
-            status, error, log, after = current.run()
+            try:
+                status, error, log, after = current.run()
+            except OutputError as exc:  # the runner's own write failed during the attempt
+                if str(exc).endswith(f"{STOPPED})"):
+                    raise
+                raise OutputError(f"{exc} (while cell {cell.index} {cell.label} attempt "
+                                  f"{attempt} ran; not recorded; {STOPPED})") from None
             if after == "node":  # its cluster node was lost: again, on another node
                 lost = board.node_losses[cell.key] = board.node_losses.get(cell.key, 0) + 1
                 if lost <= self.strategy.max_node_losses:

@@ -93,6 +93,10 @@ def add_top_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reuse-from-any-campaign", dest="reuse_any", action="store_true",
                         help="with --resume: an ok row of any campaign in the runs folder "
                              "counts too (the plan names the campaign it came from)")
+    parser.add_argument("--remeasure-holes", dest="remeasure_holes", action="store_true",
+                        help="with --resume: an ok row whose monitor columns are missing for "
+                             "a reason other than no device (a monitor killed mid-cell) does "
+                             "not count: its cell runs again")
     parser.add_argument("--since", metavar="TIME", type=timestamp,
                         help="with --resume: only ok rows written at or after this time count: "
                         "ISO 8601 with an offset (2026-11-30T14:00:00+09:00) or "
@@ -112,11 +116,13 @@ def check_modes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     if not args.batch:
         used = [flag for flag, value in (("--dry-run", args.dry_run), ("--resume", args.resume),
                                          ("--since", args.since),
-                                         ("--reuse-from-any-campaign", args.reuse_any)) if value]
+                                         ("--reuse-from-any-campaign", args.reuse_any),
+                                         ("--remeasure-holes", args.remeasure_holes)) if value]
         if used:
             parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
         _check_users(parser, args)
-    for flag, value in (("--since", args.since), ("--reuse-from-any-campaign", args.reuse_any)):
+    for flag, value in (("--since", args.since), ("--reuse-from-any-campaign", args.reuse_any),
+                        ("--remeasure-holes", args.remeasure_holes)):
         if value and not args.resume:  # silently running everything would mislead
             parser.error(f"{flag} only applies with --resume")
 
@@ -191,4 +197,5 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {name: getattr(args, name) for name in OVERRIDES}
     return run_batch(args.batch, overrides, dry=args.dry_run, resume=args.resume,
-                     since=args.since, reuse_any=args.reuse_any, as_json=args.json)
+                     since=args.since, reuse_any=args.reuse_any, as_json=args.json,
+                     remeasure_holes=args.remeasure_holes)

@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--since only applies with --resume")
     if getattr(args, "run_reuse_any", False) and not args.run_resume:
         raise ConfigError("--reuse-from-any-campaign only applies with --resume")
+    if getattr(args, "run_remeasure_holes", False) and not args.run_resume:
+        raise ConfigError("--remeasure-holes only applies with --resume")
     is_adhoc = bool(args.run_model or args.run_dataset)
     given = [f"--{name.replace('_', '-')}" for name in ADHOC_FLAGS
              if getattr(args, f"run_{name}") is not None]
@@ -125,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     final = write_campaign(adhoc_dir, name, doc, experiments_doc)
     return run_batch(str(final), {}, dry=False, resume=args.run_resume, since=args.run_since,
                      reuse_any=getattr(args, "run_reuse_any", False),
+                     remeasure_holes=getattr(args, "run_remeasure_holes", False),
                      words=lambda text: _flag_words(args, user_words(text, final, exp_name)))
 
 

@@ -101,6 +101,9 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
     how.add_argument("--reuse-from-any-campaign", dest="run_reuse_any", action="store_true",
                      help="with --resume: an ok row of any campaign in the runs folder "
                           "counts too")
+    how.add_argument("--remeasure-holes", dest="run_remeasure_holes", action="store_true",
+                     help="with --resume: an ok row whose monitor columns are missing for a "
+                          "reason other than no device does not count: its cell runs again")
     how.add_argument("--since", dest="run_since", metavar="TIME", type=timestamp,
                      help="with --resume: only ok rows written at or after this time count: "
                      "ISO 8601 with an offset (2026-11-30T14:00:00+09:00) or "

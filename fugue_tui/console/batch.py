@@ -76,9 +76,10 @@ def make_progress(total: int, console: Console,
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
               since: str | None = None, shown: str | None = None,
               reuse_any: bool = False, words: Callable[[str], str] | None = None,
-              as_json: bool = False) -> int:
+              as_json: bool = False, remeasure_holes: bool = False) -> int:
     """Run (or, with ``dry``, list) a campaign; ``resume`` skips cells with an ok row of this
-    campaign (``reuse_any``: of any campaign). Exit status: the runner's — 0 every cell
+    campaign (``reuse_any``: of any campaign; ``remeasure_holes``: not a row with a monitor
+    hole, :mod:`engine.runner.holes`). Exit status: the runner's — 0 every cell
     ok; 1 a cell failed, was killed or skipped; 2 bad input or a campaign already running;
     3 aborted through the control channel; 130 Ctrl-C or SIGTERM.
 
@@ -92,7 +93,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
 
     load_plugins()  # every name a campaign may use: built-ins and the user's plugins
     campaign = load_campaign(path, overrides)  # bad input stops here, before any process
-    runner = Runner(campaign, resume=resume, since=since, reuse_any=reuse_any)
+    runner = Runner(campaign, resume=resume, since=since, reuse_any=reuse_any,
+                    remeasure_holes=remeasure_holes)
     console = Console()
     for warning in campaign.warnings:
         text = f"{path}: {warning}"
@@ -109,7 +111,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     # the rows this run writes are those stamped from now on (the closing problem lines
     # name only them, never an earlier run's rows of the same campaign)
     started = time.strftime("%Y%m%d_%H%M%S")
-    proc = _start_runner(path, overrides, resume, since, reuse_any, as_json)
+    proc = _start_runner(path, overrides, resume, since, reuse_any, as_json,
+                         remeasure_holes=remeasure_holes)
     assert proc.stderr is not None  # a pipe: _start_runner asks for one
     relay = _relay(proc.stderr)
     progress: Progress
@@ -158,9 +161,10 @@ def _size(path: Path) -> int:
 
 def _start_runner(path: str, overrides: dict[str, Any], resume: bool,
                   since: str | None, reuse_any: bool = False,
-                  quiet_stdout: bool = False) -> subprocess.Popen[bytes]:
+                  quiet_stdout: bool = False,
+                  remeasure_holes: bool = False) -> subprocess.Popen[bytes]:
     argv = runner_argv(path, resume=resume, since=since, overrides=overrides,
-                       reuse_any=reuse_any)
+                       reuse_any=reuse_any, remeasure_holes=remeasure_holes)
     env = engine_env()
     # Same process group: Ctrl-C reaches the runner too; it dies if this front end is killed.
     # Its stderr comes through a pipe (:func:`_relay`). ``quiet_stdout`` (--json): whatever

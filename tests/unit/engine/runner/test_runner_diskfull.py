@@ -205,7 +205,9 @@ def test_a_cell_pid_that_cannot_be_written_is_named_and_leaves_nothing(
         Runner(load_campaign(campaign)).run()
     cells = tmp_path / "runs" / "c" / "cells"
     (cell,) = cells.glob("*")
-    assert str(info.value) == f"{cell / 'attempt-1' / 'cell.pid'}: {NOSPACE}"
+    # the file and why first, then the cell it stopped (issue 43: said in the one line)
+    assert str(info.value).startswith(f"{cell / 'attempt-1' / 'cell.pid'}: {NOSPACE} "
+                                      "(while cell 1 D_ens seq pass 1 attempt 1 ran; ")
     assert len(no_cell) == 1  # one cell started, stopped at once; the second never
     assert not list(cells.glob("*/attempt-*/cell.pid"))
     assert not list(cells.glob("*/attempt-*/spec.json"))  # the attempt that never ran: gone

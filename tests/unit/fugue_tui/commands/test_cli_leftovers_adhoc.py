@@ -21,7 +21,7 @@ def started(monkeypatch, tmp_path):
     calls: list[Path] = []
 
     def fake_run_batch(path, overrides, dry=False, resume=False, since=None, shown=None,
-                       reuse_any=False, words=None, as_json=False):
+                       reuse_any=False, words=None, as_json=False, remeasure_holes=False):
         calls.append(Path(path))
         return 0
 
