@@ -112,3 +112,36 @@ def test_the_cells_row_says_stopped_s_and_warns(tmp_path):
 
 def test_stopped_s_is_at_the_end_of_the_group_order():
     assert GROUP_COLUMNS[-1] == "stopped_s"
+
+
+def test_a_stopped_process_outside_the_session_that_registered_counts(tmp_path):
+    """A Ray worker runs in the Ray runtime's session, not the cell's: it is found through
+    its registration in the attempt's stacks/ folder (engine.stacks), as the stack dumps
+    find it. A real process in a session of its own, registered there, then stopped."""
+    from engine.runfolder import AttemptFolder
+    from engine.runner.stopped import CHECK_S, StopClock
+
+    folder = AttemptFolder(tmp_path).stacks
+    folder.mkdir(parents=True)
+    cell = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from engine import stacks; "
+         "stacks.install('ray-worker'); print('ready', flush=True); time.sleep(60)"],
+        env={**os.environ, "PYTHONPATH": str(REPO), "FUGUE_STACKS_DIR": str(folder)},
+        start_new_session=True, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "ready"
+        clock = StopClock(tmp_path, cell.pid)
+        assert worker.pid in {p.pid for p in clock._registered()}
+        os.kill(worker.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while clock.total == 0 and time.monotonic() < deadline:
+            time.sleep(CHECK_S)
+            clock.check()
+        assert clock.total > 0 and read_stopped(tmp_path) == pytest.approx(clock.total, abs=1e-3)
+    finally:
+        for proc in (worker, cell):
+            proc.kill()
+            proc.wait()
+
