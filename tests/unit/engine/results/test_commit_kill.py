@@ -64,7 +64,7 @@ def _visible_jobs(runs: Path, gid: str) -> int:
     return int((load_runs(runs).jobs["group_id"] == gid).sum())
 
 
-TRIES = 10
+TRIES = 20  # the kill loop: 20 tries, 0 such job rows visible
 
 
 def test_job_rows_of_a_cell_killed_before_its_group_row_are_visible_to_no_reader(tmp_path):
