@@ -32,3 +32,25 @@ def test_an_earlier_runners_local_folder_is_removed(tmp_path):
     assert not left.exists() and not empty.exists()
     assert stuck.exists() and any((stuck / "cleanup").glob("*.json"))
     assert sum("removed" in m for m in messages) == 2, messages
+
+
+def test_a_cluster_attempt_that_never_started_leaves_no_empty_files(tmp_path):
+    """Its row and the runner's event say why; 0-byte cell.log/events.jsonl said nothing
+    more (issue 43). A file the attempt did write (a line already) stays. Built without a
+    cluster: only the attempt's two paths matter here."""
+    from types import SimpleNamespace
+
+    from engine.runner.cluster_attempt import NEVER_STARTED, ClusterAttempt
+
+    attempt = object.__new__(ClusterAttempt)
+    attempt.log_path = tmp_path / "cell.log"
+    attempt.spec = SimpleNamespace(events=str(tmp_path / "events.jsonl"))
+    attempt.log_path.touch()
+    (tmp_path / "events.jsonl").touch()
+    attempt._drop_empty_files()
+    assert not attempt.log_path.exists() and not (tmp_path / "events.jsonl").exists()
+    attempt.log_path.write_text("agent: placing\n")
+    (tmp_path / "events.jsonl").touch()
+    attempt._drop_empty_files()
+    assert attempt.log_path.read_text() == "agent: placing\n"
+    assert "--resume" in NEVER_STARTED
