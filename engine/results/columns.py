@@ -435,7 +435,9 @@ _OURS: tuple[Column, ...] = (
            "whose float32 one-step probe was bit-identical on this machine) or "
            "bound:<name>(<args>) (within that documented bound: pass_bound, rounding_bound, "
            "adam_bound, half_precision, compile_probe, accuracy_band; a group of several "
-           "buckets: the weakest); empty for other executors and older rows"),
+           "buckets: the weakest). seq (the reference), mp and ray (the same solo kernels) "
+           "say exact by construction; empty for an executor the contract has no row for "
+           "and in older rows"),
     # When the row was written as an instant (issue 43): `timestamp` stays the harness's
     # zone-less local form; not part of the cell key (docs/measurement.md).
     Column("time_utc", G, TEXT,

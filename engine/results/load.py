@@ -274,10 +274,29 @@ def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.Path
         all_jobs, dropped = committed_jobs(all_jobs, all_groups)
         if dropped:
             notes.append(uncommitted_note(dropped))
+    if all_groups is not None:
+        notes += stopped_notes(all_groups)
     runs = runs_from_frames(all_groups, all_jobs,
                             sources=group_files + job_files)
     runs.notes = notes
     return runs
+
+
+def stopped_notes(groups: pd.DataFrame) -> list[str]:
+    """One note naming the rows whose T_group counts time their cell was stopped
+    (``stopped_s`` > 0, issue 43): the run warned, and a report that averages such a row
+    with others must say so too."""
+    if "stopped_s" not in groups.columns:
+        return []
+    stopped = pd.to_numeric(groups["stopped_s"], errors="coerce")
+    hit = groups[stopped > 0]
+    if hit.empty:
+        return []
+    named = ", ".join(f"{r.get('exp_id')} {r.get('executor')} ({float(r['stopped_s']):.1f} s)"
+                      for _, r in hit.head(3).iterrows())
+    more = f" and {len(hit) - 3} more" if len(hit) > 3 else ""
+    return [f"{len(hit)} row(s) count time their cell was stopped (SIGSTOP, a debugger) in "
+            f"T_group (stopped_s): {named}{more}; their times and speedups include it"]
 
 
 def _text(frame: pd.DataFrame, column: str) -> pd.Series:

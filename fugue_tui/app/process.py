@@ -11,11 +11,13 @@ does not end it, and waits until neither the runner nor the cell processes it ha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,16 +180,36 @@ def running_campaigns(runs_dir: str | Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/runner.pid") if find_runner(p.parent))
 
 
-def run_to_end(argv: list[str], cwd: str | Path | None = None, timeout: float = 300.0
+def run_to_end(argv: list[str], cwd: str | Path | None = None, timeout: float = 300.0,
+               started: Callable[[subprocess.Popen], None] | None = None
                ) -> subprocess.CompletedProcess:
     """Run a short command of ours (``fugue-tui selfcheck``) to its end from a worker
     thread: stdin from /dev/null, output captured, the engine's environment
     (:func:`engine.processes.engine_env`), a session of its own (a Ctrl-C in the dashboard
     does not reach it). Killed after ``timeout`` seconds (``subprocess.TimeoutExpired``).
+    ``started`` gets the process as soon as it runs, so that the caller can end its session
+    early (the dashboard quitting: :func:`stop_session`) instead of waiting for it.
 
     Raises:
         OSError: the process cannot start.
         subprocess.TimeoutExpired: it outlived ``timeout``.
     """
-    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          env=engine_env(), cwd=cwd, start_new_session=True, timeout=timeout)
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=engine_env(), cwd=cwd,
+                          start_new_session=True) as proc:
+        if started is not None:
+            started(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_session(proc)
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def stop_session(proc: subprocess.Popen) -> None:
+    """SIGKILL the session ``proc`` leads (it and what it started), if it still runs."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)

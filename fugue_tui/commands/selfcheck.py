@@ -51,7 +51,7 @@ def selfcheck(device_text: str = "cpu", runs_dir: str = "runs", as_json: bool = 
 
     out = out or sys.stdout
     device, gpu = _device(device_text)
-    folder = user_path(runs_dir or "runs", "argument --runs-dir")
+    folder = user_path(runs_dir, "argument --runs-dir")
     preflight(folder)  # an unwritable runs folder: one line, exit 2, nothing run
     with tempfile.TemporaryDirectory(prefix="fugue-selfcheck-") as tmp:
         answer = Path(tmp) / "selfcheck.json"
@@ -157,6 +157,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    return selfcheck(args.selfcheck_device,
-                     args.selfcheck_runs_dir or getattr(args, "runs_dir", None) or "runs",
-                     as_json=args.selfcheck_json)
+    runs_dir = args.selfcheck_runs_dir  # "" is refused (user_path), never read as unset
+    if runs_dir is None:
+        runs_dir = getattr(args, "runs_dir", None) or "runs"
+    return selfcheck(args.selfcheck_device, runs_dir, as_json=args.selfcheck_json)

@@ -12,6 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.selfcheck.verdict import BIT_FOR_BIT, OUTSIDE, WITHIN
 
@@ -72,14 +73,16 @@ def command(runs_dir: str | os.PathLike[str]) -> list[str]:
             os.path.expanduser(str(runs_dir))]
 
 
-def run(runs_dir: str | os.PathLike[str], timeout: float = TIMEOUT_S) -> Outcome:
-    """Run the self-check to its end (blocking: call from a worker thread)."""
+def run(runs_dir: str | os.PathLike[str], timeout: float = TIMEOUT_S,
+        started: Any = None) -> Outcome:
+    """Run the self-check to its end (blocking: call from a worker thread); ``started``
+    gets its process (see ``fugue_tui.app.process.run_to_end``)."""
     import subprocess
 
     from fugue_tui.app.process import run_to_end
 
     try:
-        done = run_to_end(command(runs_dir), timeout=timeout)
+        done = run_to_end(command(runs_dir), timeout=timeout, started=started)
     except subprocess.TimeoutExpired:
         return Outcome(None, f"self-check: stopped after {timeout:g} s")
     except OSError as exc:

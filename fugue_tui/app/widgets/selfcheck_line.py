@@ -20,6 +20,15 @@ class SelfcheckLine(Static):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", id=kwargs.pop("id", "selfcheck-line"), **kwargs)
         self.running = False
+        self._proc: Any = None  # the check's process while it runs
+
+    def on_unmount(self) -> None:
+        """The dashboard is quitting: end the check now (nothing is stored) rather than
+        keep the terminal blank until it finishes (seen: 9 s after Ctrl-Q)."""
+        from fugue_tui.app.process import stop_session
+
+        if self._proc is not None:
+            stop_session(self._proc)
 
     def show(self, runs_dir: str) -> None:
         line = model.last_line(runs_dir)
@@ -38,8 +47,12 @@ class SelfcheckLine(Static):
 
     @work(thread=True, exclusive=True, group="selfcheck")
     def _run(self, runs_dir: str) -> None:
-        outcome = model.run(runs_dir)
+        outcome = model.run(runs_dir, started=self._started)
+        self._proc = None
         self.app.call_from_thread(self._done, runs_dir, outcome)
+
+    def _started(self, proc: Any) -> None:
+        self._proc = proc
 
     def _done(self, runs_dir: str, outcome: model.Outcome) -> None:
         self.running = False

@@ -85,7 +85,9 @@ def test_the_later_attempt_is_the_later_instant(campaign):
 def test_rows_carry_both_forms_and_older_rows_read_as_local_time(tmp_path):
     import csv
 
-    assert GROUP_COLUMNS[-1] == INDIVIDUAL_COLUMNS[-1] == "time_utc"  # the end of the order
+    # at the end of the order when it landed (parity_contract before it, stopped_s after)
+    assert INDIVIDUAL_COLUMNS[-1] == "time_utc"
+    assert list(GROUP_COLUMNS[-3:]) == ["parity_contract", "time_utc", "stopped_s"]
     now = int(time.time())
     _write(tmp_path, "k" * 16, 1, now, "Asia/Tokyo")
     (row,) = csv.DictReader(open(tmp_path / "master_groups.csv", newline=""))

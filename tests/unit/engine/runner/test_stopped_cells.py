@@ -145,3 +145,23 @@ def test_a_stopped_process_outside_the_session_that_registered_counts(tmp_path):
             proc.kill()
             proc.wait()
 
+
+
+def test_reading_rows_that_count_stopped_time_says_so(tmp_path):
+    """The run warned; a report that averages such a row with others must say it too
+    (a new user's finding: report averaged a 1.9 s stop into T_group without a word)."""
+    from engine.results.load import load_runs
+    from engine.results.store import append_rows
+
+    path = tmp_path / GROUPS_FILE
+    base = {c: "" for c in GROUP_COLUMNS}
+    rows = [{**base, "group_id": f"seq_{i:08x}", "exp_id": "D_ens", "executor": "seq",
+             "status": "ok", "T_group": "2.0", "stopped_s": s}
+            for i, s in enumerate(("0.0", "1.851", ""))]
+    append_rows(path, rows, GROUP_COLUMNS)
+    (note,) = [n for n in load_runs(tmp_path).notes if "stopped" in n]
+    assert note.startswith("1 row(s) count time their cell was stopped")
+    assert "D_ens seq (1.9 s)" in note
+    append_rows(path, [{**rows[0], "group_id": "seq_0000000f", "stopped_s": "0.0"}],
+                GROUP_COLUMNS)
+    assert sum("stopped" in n for n in load_runs(tmp_path).notes) == 1

@@ -64,7 +64,7 @@ def test_f6_runs_the_check_without_blocking_and_refreshes_the_line(tmp_path, mon
     monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
     release = __import__("threading").Event()
 
-    def fake_run(runs_dir, timeout=model.TIMEOUT_S):  # the real subprocess: the CLI's test
+    def fake_run(runs_dir, timeout=model.TIMEOUT_S, started=None):  # the CLI's test runs it
         release.wait(10)
         append(runs_dir, _body(), identity("cpu"), "20261204_170000")
         return model.Outcome(0, "self-check: every path at or inside its documented bound")
@@ -84,3 +84,39 @@ def test_f6_runs_the_check_without_blocking_and_refreshes_the_line(tmp_path, mon
             assert "9 bit for bit, 12 within bound, 0 outside" in line()
 
     asyncio.run(scenario())
+
+
+def test_run_to_end_hands_over_its_process_and_stop_session_ends_it():
+    """What lets the dashboard quit during a check at once (it waited ~9 s for the check
+    to finish, the screen blank): the caller gets the process and can end its session."""
+    import sys
+    import threading
+    import time
+
+    from fugue_tui.app.process import run_to_end, stop_session
+
+    got = []
+    done = []
+    argv = [sys.executable, "-c", "import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "time.sleep(60)"]
+    worker = threading.Thread(target=lambda: done.append(run_to_end(argv, started=got.append)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # its child started too
+    import psutil
+
+    family = [got[0].pid] + [c.pid for c in psutil.Process(got[0].pid).children(recursive=True)]
+    t0 = time.monotonic()
+    stop_session(got[0])
+    worker.join(10)
+    assert done and done[0].returncode == -9 and time.monotonic() - t0 < 5
+    gone = time.monotonic() + 5
+    while any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+              for pid in family) and time.monotonic() < gone:
+        time.sleep(0.05)
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                   for pid in family)
+
