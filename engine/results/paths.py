@@ -1,4 +1,6 @@
-"""Checks on the results files' paths: a results file is absent or a regular file (never a
+"""Checks on paths: the text of any path a user gives (:func:`path_text_problem`, one rule
+for every entry point: no NUL byte, no component longer than a file name may be, no path
+longer than a system call takes), a results file is absent or a regular file (never a
 directory, device, pipe or broken link), and the runs folder is created with an error that
 names the component in the way.
 
@@ -11,10 +13,63 @@ import os
 import stat
 from pathlib import Path
 
-from engine.errors import OutputError
+from engine.errors import OutputError, shown
+
+#: Linux's NAME_MAX and PATH_MAX, in bytes: the longest file or folder name (ext4, xfs,
+#: btrfs, tmpfs alike) and the longest path a system call takes (its NUL included).
+NAME_MAX = 255
+PATH_MAX = 4096
+#: Characters of a path shown in an error line before its middle is left out.
+SHOWN_CHARS = 60
+
+
+def shown_path(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` quoted for an error line (:func:`engine.errors.shown`: escapes, one line),
+    its middle left out as ``...`` past ``limit`` characters, then its length:
+    ``'runs/aaaaaaaaaaaaaaaaaaaaaaaaa...aaaaaaaaaaaaaaaaaaaaaaaaa/x' (306 characters)``."""
+    if len(text) <= limit:
+        return shown(text)
+    half = (limit - 3) // 2
+    return f"{shown(text[:half] + '...' + text[-half:])} ({len(text)} characters)"
+
+
+def path_text_problem(text: str | os.PathLike[str]) -> str | None:
+    """What makes ``text`` unusable as a path before any system call sees it, or None.
+
+    Said as the end of a sentence whose subject is the path: ``has a NUL byte (character
+    3), which no path can hold``; ``has a 300-byte component, more than the 255 bytes a
+    file or folder name may have: the 2nd, 'aaa...aaa' (300 characters)``; ``is 5000
+    bytes long, more than the 4095 a path may have``. Python raises ``ValueError: embedded null
+    byte`` for the first and the kernel ``ENAMETOOLONG`` for the others, each a traceback
+    where it surfaces: every entry point that takes a path from a user asks here first.
+    """
+    raw = os.fspath(text)
+    if "\0" in raw:
+        return f"has a NUL byte (character {raw.index(chr(0)) + 1}), which no path can hold"
+    try:
+        size = len(os.fsencode(raw))
+    except UnicodeEncodeError as exc:
+        return (f"has a character this system cannot name a file with ({shown(exc.object[exc.start])}, "
+                f"character {exc.start + 1})")
+    for number, part in enumerate(raw.split(os.sep), start=1):
+        part_size = len(os.fsencode(part))
+        if part_size > NAME_MAX:
+            return (f"has a {part_size}-byte component, more than the {NAME_MAX} bytes a "
+                    f"file or folder name may have: the {_ordinal(number)}, "
+                    f"{shown_path(part, 40)}")
+    if size >= PATH_MAX:
+        return f"is {size} bytes long, more than the {PATH_MAX - 1} a path may have"
+    return None
+
+
+def _ordinal(number: int) -> str:
+    suffix = ("th" if 10 <= number % 100 <= 20
+              else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th"))
+    return f"{number}{suffix}"
 
 
 def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for an error line (``a FIFO``)."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISCHR(mode):
@@ -22,7 +77,7 @@ def file_kind(mode: int) -> str:
     if stat.S_ISBLK(mode):
         return "a block device"
     if stat.S_ISFIFO(mode):
-        return "a named pipe"
+        return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a regular file"

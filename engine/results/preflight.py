@@ -5,7 +5,6 @@ Torch-free.
 
 from __future__ import annotations
 
-import errno
 import os
 import tempfile
 import uuid
@@ -13,7 +12,13 @@ from pathlib import Path
 
 from engine.errors import OutputError
 from engine.results.columns import RESULT_FILES
-from engine.results.paths import blocking_file, check_target, make_dirs
+from engine.results.paths import (
+    blocking_file,
+    check_target,
+    make_dirs,
+    path_text_problem,
+    shown_path,
+)
 from engine.results.store import write_all
 
 
@@ -29,13 +34,17 @@ def preflight(runs_dir: str | os.PathLike[str]) -> Path:
     """
     directory = _check_path(runs_dir)
     missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
-    make_dirs(directory, directory)
     try:
+        make_dirs(directory, directory)
         _check_writable(directory)
     except OutputError:
-        for created in missing:  # leave nothing behind: remove the folders made just now
+        # leave nothing behind: remove the folders made just now, deepest first (makedirs
+        # may have stopped half way: 'x/' made, 'x/<too long>' refused)
+        for created in missing:
             try:
                 created.rmdir()
+            except FileNotFoundError:
+                continue
             except OSError:
                 break
         raise
@@ -52,11 +61,11 @@ def check_runs_path(runs_dir: str | os.PathLike[str]) -> Path:
     directory = _check_path(runs_dir)
     existing = next(p for p in (directory, *directory.parents) if os.path.lexists(p))
     what = "is not writable" if existing == directory else "cannot be created"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputError(f"runs path '{directory}' {what}: {os.strerror(errno.EACCES)}")
-    # os.access answers yes to root everywhere, also in /proc or /sys, where the real run's
-    # mkdir then fails: make and remove an empty folder there, as the real run would make
-    # one (nothing stays; a dry run must refuse what the run refuses).
+    # Not os.access: it answers yes to root everywhere, also in /proc or /sys, where the
+    # real run's mkdir then fails, and it has no reason to give (a read-only mount read as
+    # "Permission denied" where the run says "Read-only file system"). Make and remove an
+    # empty folder there, as the real run would make one: the kernel's refusal, in the
+    # run's words (nothing stays; a dry run must refuse what the run refuses, as it says).
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".fugue-tui-probe-", dir=existing))
     except OSError as e:
@@ -65,17 +74,28 @@ def check_runs_path(runs_dir: str | os.PathLike[str]) -> Path:
 
 
 def _check_path(runs_dir: str | os.PathLike[str]) -> Path:
+    # The text first (a NUL byte, a component too long): each would end in a traceback
+    # below (ValueError, ENAMETOOLONG), and the folder's parents would be made on the way.
+    problem = path_text_problem(runs_dir)
+    if problem is not None:
+        raise OutputError(f"runs path {shown_path(os.fspath(runs_dir))} {problem}")
     try:
         directory = Path(runs_dir).resolve()
     except (OSError, RuntimeError) as e:
         raise OutputError(f"runs path '{runs_dir}' cannot be resolved: {e}") from None
-    if os.path.lexists(directory) and not directory.is_dir():
-        raise OutputError(f"runs path '{directory}' is not a directory")
-    blocker = blocking_file(directory)
-    if blocker is not None:
-        raise OutputError(f"runs path '{directory}' is under a regular file '{blocker}'")
-    if directory.is_dir():
-        _check_results_files(directory)
+    problem = path_text_problem(directory)  # a short relative path can resolve to a long one
+    if problem is not None:
+        raise OutputError(f"runs path {shown_path(str(directory))} {problem}")
+    try:
+        if os.path.lexists(directory) and not directory.is_dir():
+            raise OutputError(f"runs path '{directory}' is not a directory")
+        blocker = blocking_file(directory)
+        if blocker is not None:
+            raise OutputError(f"runs path '{directory}' is under a regular file '{blocker}'")
+        if directory.is_dir():
+            _check_results_files(directory)
+    except OSError as e:  # a parent that cannot be searched (EACCES), a loop of links
+        raise OutputError(f"runs path '{directory}' cannot be checked: {e.strerror or e}") from None
     return directory
 
 
