@@ -186,7 +186,7 @@ class Catalogue:
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
-    doc = tomlfile.load(path)
+    doc = tomlfile.load(path, kind="experiments file")
     tomlfile.check_keys(doc, {"experiments": (dict,)}, str(path))
     tables = doc.get("experiments", {})
     for exp_id, table in tables.items():

@@ -51,8 +51,12 @@ def path_text_problem(text: str | os.PathLike[str]) -> str | None:
     except UnicodeEncodeError as exc:
         return (f"has a character this system cannot name a file with ({shown(exc.object[exc.start])}, "
                 f"character {exc.start + 1})")
-    for number, part in enumerate(raw.split(os.sep), start=1):
+    parts = raw.split(os.sep)
+    for number, part in enumerate(parts, start=1):
         part_size = len(os.fsencode(part))
+        if part_size > NAME_MAX and len(parts) == 1:
+            return (f"is a {part_size}-byte name, more than the {NAME_MAX} bytes a file or "
+                    f"folder name may have")
         if part_size > NAME_MAX:
             return (f"has a {part_size}-byte component, more than the {NAME_MAX} bytes a "
                     f"file or folder name may have: the {_ordinal(number)}, "
@@ -77,7 +81,7 @@ def file_kind(mode: int) -> str:
     if stat.S_ISBLK(mode):
         return "a block device"
     if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
+        return "a FIFO"
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a regular file"
