@@ -33,6 +33,12 @@ def shown_path(text: str, limit: int = SHOWN_CHARS) -> str:
     return f"{shown(text[:half] + '...' + text[-half:])} ({len(text)} characters)"
 
 
+def quoted(path: str | os.PathLike[str]) -> str:
+    """A path in an error line: quoted, escaped (a newline in a folder's name stays on the
+    one line), as :func:`engine.errors.shown` quotes values."""
+    return shown(os.fspath(path))
+
+
 def path_text_problem(text: str | os.PathLike[str]) -> str | None:
     """What makes ``text`` unusable as a path before any system call sees it, or None.
 
@@ -89,22 +95,22 @@ def file_kind(mode: int) -> str:
 
 def check_target(path: str | os.PathLike[str]) -> Path:
     """The real path of a results file that is absent or a regular file; else OutputError."""
-    shown = os.fspath(path)
-    real = os.path.realpath(shown)
+    given = os.fspath(path)
+    real = os.path.realpath(given)
     try:
         st = os.stat(real)
     except FileNotFoundError:
-        if os.path.islink(shown):
+        if os.path.islink(given):
             raise OutputError(
-                f"results file '{shown}' is a broken symbolic link (to '{real}')") from None
+                f"results file {quoted(given)} is a broken symbolic link (to {quoted(real)})") from None
         return Path(real)
     except NotADirectoryError:
         return Path(real)  # a parent is a regular file: make_dirs names it
     except OSError as e:
-        raise OutputError(f"results file '{shown}': {e.strerror or e}") from None
+        raise OutputError(f"results file {quoted(given)}: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
-        via = f", '{real}'" if real != os.path.abspath(shown) else ""
-        raise OutputError(f"results file '{shown}' is not a regular file "
+        via = f", {quoted(real)}" if real != os.path.abspath(given) else ""
+        raise OutputError(f"results file {quoted(given)} is not a regular file "
                           f"({file_kind(st.st_mode)}{via})")
     return Path(real)
 
@@ -117,20 +123,20 @@ def blocking_file(path: Path) -> Path | None:
     return None
 
 
-def make_dirs(directory: Path, shown: str | os.PathLike[str]) -> None:
+def make_dirs(directory: Path, given: str | os.PathLike[str]) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocker = blocking_file(Path(directory))
         if blocker is None:
-            raise OutputError(f"runs path '{shown}' cannot be created "
+            raise OutputError(f"runs path {quoted(given)} cannot be created "
                               f"(a component is not a directory)") from None
         if blocker == Path(directory):
-            raise OutputError(f"runs path '{shown}' is not a directory") from None
+            raise OutputError(f"runs path {quoted(given)} is not a directory") from None
         raise OutputError(
-            f"runs path '{shown}' is under a regular file '{blocker}'") from None
+            f"runs path {quoted(given)} is under a regular file {quoted(blocker)}") from None
     except OSError as e:
-        raise OutputError(f"runs path '{shown}' cannot be created: {e.strerror or e}") from None
+        raise OutputError(f"runs path {quoted(given)} cannot be created: {e.strerror or e}") from None
 
 
 def fsync_dir(directory: Path) -> None:

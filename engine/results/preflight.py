@@ -17,6 +17,7 @@ from engine.results.paths import (
     check_target,
     make_dirs,
     path_text_problem,
+    quoted,
     shown_path,
 )
 from engine.results.store import write_all
@@ -69,7 +70,7 @@ def check_runs_path(runs_dir: str | os.PathLike[str]) -> Path:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".fugue-tui-probe-", dir=existing))
     except OSError as e:
-        raise OutputError(f"runs path '{directory}' {what}: {e.strerror or e}") from None
+        raise OutputError(f"runs path {quoted(directory)} {what}: {e.strerror or e}") from None
     return directory
 
 
@@ -82,20 +83,20 @@ def _check_path(runs_dir: str | os.PathLike[str]) -> Path:
     try:
         directory = Path(runs_dir).resolve()
     except (OSError, RuntimeError) as e:
-        raise OutputError(f"runs path '{runs_dir}' cannot be resolved: {e}") from None
+        raise OutputError(f"runs path {quoted(runs_dir)} cannot be resolved: {e}") from None
     problem = path_text_problem(directory)  # a short relative path can resolve to a long one
     if problem is not None:
         raise OutputError(f"runs path {shown_path(str(directory))} {problem}")
     try:
         if os.path.lexists(directory) and not directory.is_dir():
-            raise OutputError(f"runs path '{directory}' is not a directory")
+            raise OutputError(f"runs path {quoted(directory)} is not a directory")
         blocker = blocking_file(directory)
         if blocker is not None:
-            raise OutputError(f"runs path '{directory}' is under a regular file '{blocker}'")
+            raise OutputError(f"runs path {quoted(directory)} is under a regular file {quoted(blocker)}")
         if directory.is_dir():
             _check_results_files(directory)
     except OSError as e:  # a parent that cannot be searched (EACCES), a loop of links
-        raise OutputError(f"runs path '{directory}' cannot be checked: {e.strerror or e}") from None
+        raise OutputError(f"runs path {quoted(directory)} cannot be checked: {e.strerror or e}") from None
     return directory
 
 
@@ -106,14 +107,14 @@ def _check_results_files(directory: Path) -> None:
             try:
                 fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
             except OSError as e:
-                raise OutputError(f"results file '{directory / name}' cannot be opened for "
+                raise OutputError(f"results file {quoted(directory / name)} cannot be opened for "
                                   f"appending: {e.strerror or e}") from None
             os.close(fd)
 
 
 def _check_writable(directory: Path) -> None:
     if not directory.is_dir():
-        raise OutputError(f"runs path '{directory}' is not a directory")
+        raise OutputError(f"runs path {quoted(directory)} is not a directory")
     _check_results_files(directory)  # again: the folder may have been made just now
     probe = directory / f".fugue-tui-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
@@ -125,4 +126,4 @@ def _check_writable(directory: Path) -> None:
             os.close(fd)
             os.unlink(probe)
     except OSError as e:
-        raise OutputError(f"runs path '{directory}' is not writable: {e.strerror or e}") from None
+        raise OutputError(f"runs path {quoted(directory)} is not writable: {e.strerror or e}") from None
