@@ -343,6 +343,8 @@ CASES: list[Case | object] = [
     _batch('experiments = "D_ens"\n', "config folder", "300-byte component", "FUGUE_CONFIG_DIR",
            env={"FUGUE_CONFIG_DIR": "{cwd}/" + "a" * 300}, names_campaign=False,
            id="config-dir-component-too-long"),
+    Case("dashboard-attach-component-too-long", {}, ("dashboard", "--attach", "a" * 300),
+         ("argument --attach", "300-byte name")),
     Case("bom-then-malformed-line-col",
          {"c.toml": b'\xef\xbb\xbfexperiments = "D_ens"\npasses = = 2\n'},
          ("--batch", "c.toml", "--dry-run"), ("c.toml:2:10:", "invalid TOML", "Invalid value")),
