@@ -44,10 +44,11 @@ def path_text_problem(text: str | os.PathLike[str]) -> str | None:
 
     Said as the end of a sentence whose subject is the path: ``has a NUL byte (character
     3), which no path can hold``; ``has a 300-byte component, more than the 255 bytes a
-    file or folder name may have: the 2nd, 'aaa...aaa' (300 characters)``; ``is 5000
-    bytes long, more than the 4095 a path may have``. Python raises ``ValueError: embedded null
-    byte`` for the first and the kernel ``ENAMETOOLONG`` for the others, each a traceback
-    where it surfaces: every entry point that takes a path from a user asks here first.
+    file or folder name may have: the 2nd, 'aaa...aaa' (300 characters)`` (``is a 300-byte
+    name, ...`` for a path of one component); ``is 5000 bytes long, more than the 4095 a
+    path may have``. Python raises ``ValueError: embedded null byte`` for the first and the
+    kernel ``ENAMETOOLONG`` for the others, each a traceback where it surfaces: every entry
+    point that takes a path from a user asks here first.
     """
     raw = os.fspath(text)
     if "\0" in raw:
@@ -55,8 +56,8 @@ def path_text_problem(text: str | os.PathLike[str]) -> str | None:
     try:
         size = len(os.fsencode(raw))
     except UnicodeEncodeError as exc:
-        return (f"has a character this system cannot name a file with ({shown(exc.object[exc.start])}, "
-                f"character {exc.start + 1})")
+        return (f"has a character this system cannot name a file with "
+                f"({shown(exc.object[exc.start])}, character {exc.start + 1})")
     parts = raw.split(os.sep)
     for number, part in enumerate(parts, start=1):
         part_size = len(os.fsencode(part))
@@ -101,8 +102,8 @@ def check_target(path: str | os.PathLike[str]) -> Path:
         st = os.stat(real)
     except FileNotFoundError:
         if os.path.islink(given):
-            raise OutputError(
-                f"results file {quoted(given)} is a broken symbolic link (to {quoted(real)})") from None
+            raise OutputError(f"results file {quoted(given)} is a broken symbolic link (to "
+                              f"{quoted(real)})") from None
         return Path(real)
     except NotADirectoryError:
         return Path(real)  # a parent is a regular file: make_dirs names it
@@ -136,7 +137,8 @@ def make_dirs(directory: Path, given: str | os.PathLike[str]) -> None:
         raise OutputError(
             f"runs path {quoted(given)} is under a regular file {quoted(blocker)}") from None
     except OSError as e:
-        raise OutputError(f"runs path {quoted(given)} cannot be created: {e.strerror or e}") from None
+        raise OutputError(f"runs path {quoted(given)} cannot be created: "
+                          f"{e.strerror or e}") from None
 
 
 def fsync_dir(directory: Path) -> None:

@@ -92,11 +92,13 @@ def _check_path(runs_dir: str | os.PathLike[str]) -> Path:
             raise OutputError(f"runs path {quoted(directory)} is not a directory")
         blocker = blocking_file(directory)
         if blocker is not None:
-            raise OutputError(f"runs path {quoted(directory)} is under a regular file {quoted(blocker)}")
+            raise OutputError(f"runs path {quoted(directory)} is under a regular file "
+                              f"{quoted(blocker)}")
         if directory.is_dir():
             _check_results_files(directory)
     except OSError as e:  # a parent that cannot be searched (EACCES), a loop of links
-        raise OutputError(f"runs path {quoted(directory)} cannot be checked: {e.strerror or e}") from None
+        raise OutputError(f"runs path {quoted(directory)} cannot be checked: "
+                          f"{e.strerror or e}") from None
     return directory
 
 
@@ -126,4 +128,5 @@ def _check_writable(directory: Path) -> None:
             os.close(fd)
             os.unlink(probe)
     except OSError as e:
-        raise OutputError(f"runs path {quoted(directory)} is not writable: {e.strerror or e}") from None
+        raise OutputError(f"runs path {quoted(directory)} is not writable: "
+                          f"{e.strerror or e}") from None
