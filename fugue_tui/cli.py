@@ -44,7 +44,7 @@ from fugue_tui.commands import (
     selfcheck,
     validate,
 )
-from fugue_tui.commands.arguments import Parser, regular_file
+from fugue_tui.commands.arguments import Parser, path_text, regular_file
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,13 +183,13 @@ def _add_dashboard(sub) -> None:
                     "--attach finds it again).")
     dashboard.add_argument("campaign_file", nargs="?", metavar="CAMPAIGN",
                            type=regular_file, help="a campaign TOML file to load into the plan")
-    dashboard.add_argument("--attach", metavar="RUN_DIR",
+    dashboard.add_argument("--attach", metavar="RUN_DIR", type=path_text,
                            help="open a campaign's run folder (runs/<name>): live while its "
                                 "runner runs, else as it ended")
-    dashboard.add_argument("--results", metavar="RUNS_DIR",
+    dashboard.add_argument("--results", metavar="RUNS_DIR", type=path_text,
                            help="open the Results screen on a runs folder (ours or the fugue "
                                 "harness's) or a master_groups.csv")
-    dashboard.add_argument("--replay", metavar="PATH",
+    dashboard.add_argument("--replay", metavar="PATH", type=path_text,
                            help="replay a finished campaign (its run folder, or an events "
                                 "file) in the run screen, as it happened")
     from fugue_tui.app.models.replay import parse_speed

@@ -188,7 +188,7 @@ def experiments_document(exp_id: str, table: dict[str, Any],
     tables: dict[str, Any] = {}
     path = user_catalogue_path(user_file)
     if path is not None:
-        doc = tomlfile.load(path)
+        doc = tomlfile.load(path, kind="experiments file")
         tomlfile.check_keys(doc, {"experiments": (dict,)}, str(path))
         tables.update(doc.get("experiments", {}))
     tables[exp_id] = table

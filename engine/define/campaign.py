@@ -20,6 +20,7 @@ Torch-free.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,11 +210,12 @@ def _experiments_file(doc: dict[str, Any], src: _Source, base_dir: Path | None) 
     user_file = doc.get("experiments_file")
     if not user_file:
         return None
-    user_file = str(user_path(user_file, src.at("experiments_file")))
+    user_file = str(user_path(user_file, src.at("experiments_file") if "experiments_file" in
+                              src.given else f"{src.where}: key 'experiments_file'"))
     if (base_dir is not None and "experiments_file" not in src.given
             and not Path(user_file).is_absolute()):
         user_file = str(base_dir / user_file)
-    if not Path(user_file).is_file():
+    if not os.path.exists(user_file):  # a FIFO, a device: tomlfile says what it is
         raise ConfigError(f"{src.at('experiments_file')}: key 'experiments_file': no such file "
                           f"{user_file}")
     return user_file
@@ -304,7 +306,7 @@ def _watchdog(table: dict[str, Any], where: str) -> WatchdogSettings:
 def load_campaign(path: str | Path, overrides: dict[str, Any] | None = None) -> Campaign:
     """Read and validate a campaign file (see :func:`parse_campaign` for errors)."""
     path = Path(path)
-    doc = tomlfile.load(path)
+    doc = tomlfile.load(path, kind="campaign file")
     file_hash = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return parse_campaign(doc, str(path), file_hash=file_hash, source=path,
                           overrides=overrides, base_dir=path.parent)

@@ -27,6 +27,7 @@ from engine.define.paths import check_experiment_id
 from engine.define.workloads import WORKLOADS
 from engine.errors import ConfigError, known, nearest
 from engine.precision import check_value
+from engine.results.paths import path_text_problem, shown_path
 
 
 def _catalogue_path() -> Path:
@@ -186,7 +187,7 @@ class Catalogue:
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
-    doc = tomlfile.load(path)
+    doc = tomlfile.load(path, kind="experiments file")
     tomlfile.check_keys(doc, {"experiments": (dict,)}, str(path))
     tables = doc.get("experiments", {})
     for exp_id, table in tables.items():
@@ -207,12 +208,19 @@ def user_catalogue_path(explicit: str | Path | None = None) -> Path | None:
         return Path(explicit)
     reg = os.environ.get("FUGUE_REGISTRY_DIR")
     if reg:
+        problem = path_text_problem(reg)  # the one rule of every path a user gives
+        if problem is not None:
+            raise ConfigError(f"FUGUE_REGISTRY_DIR: {shown_path(reg)} {problem}")
         path = Path(reg) / "experiments.toml"
-        if not path.is_file():
+        if not os.path.exists(path):  # a FIFO, a device: tomlfile.load says what it is
             raise ConfigError(f"FUGUE_REGISTRY_DIR={reg}: no experiments.toml there")
         return path
     default = default_experiments_file()
-    return default if default.is_file() else None
+    problem = path_text_problem(default)
+    if problem is not None:
+        raise ConfigError(f"the config folder {shown_path(str(default.parent))} {problem} "
+                          f"(FUGUE_CONFIG_DIR, else XDG_CONFIG_HOME or HOME)")
+    return default if os.path.exists(default) else None
 
 
 def load_catalogue(user_file: str | Path | None = None) -> Catalogue:

@@ -14,7 +14,9 @@ the text is read: a leading ``~`` or ``~user`` is expanded there, once, and noth
 (``$VARIABLES`` are the shell's job). Everything after it (the pre-flight check, the dry
 run, the runner, the cells) uses the path it returns, so they cannot disagree about where
 the results go. Empty text is refused: ``Path("")`` is the working directory, which nobody
-means by leaving a value empty.
+means by leaving a value empty, and so is text no system call takes (a NUL byte, a component
+longer than a file name may be: :func:`engine.results.paths.path_text_problem`, the one rule
+every entry point that takes a path asks).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 from pathlib import Path
 
 from engine.errors import ConfigError
+from engine.results.paths import path_text_problem, shown_path
 from engine.runfolder import PROFILES_FILE, SAMPLES, SELFCHECK_FILE, reserved_entry
 
 #: The rule every name that becomes a path component follows (said in each error line).
@@ -92,16 +95,25 @@ def user_path(text: str | os.PathLike[str], what: str) -> Path:
     ``"argument --runs-dir"``).
 
     Raises:
-        ConfigError: empty (or blank) text, or a ``~`` that cannot be expanded (no such user,
-            no home directory).
+        ConfigError: empty (or blank) text, text no path can be (a NUL byte, a component
+            longer than a file name may be, longer than a path may be: ``<what>: 'x/aaa...'
+            (306 characters) has a 300-byte component, ...``), or a ``~`` that cannot be
+            expanded (no such user, no home directory).
     """
     raw = os.fspath(text)
     if not raw.strip():
         raise ConfigError(f"{what} is empty: give a folder ('.' for the working directory)")
+    problem = path_text_problem(raw)
+    if problem is not None:
+        raise ConfigError(f"{what}: {shown_path(raw)} {problem}")
     expanded = os.path.expanduser(raw)
     if expanded.startswith("~"):
         user = raw[1:].split(os.sep, 1)[0]
         why = f"no user '{user}'" if user else "no home directory (HOME is not set)"
         raise ConfigError(f"{what}: cannot expand {raw!r}: {why} (write './{raw}' for a "
                           f"folder named '~...')")
+    problem = path_text_problem(expanded)  # '~' may expand past the longest path
+    if problem is not None:
+        raise ConfigError(f"{what}: {shown_path(raw)} expands to {shown_path(expanded)}, which "
+                          f"{problem}")
     return Path(expanded)

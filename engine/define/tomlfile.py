@@ -1,35 +1,53 @@
 """Read TOML files (``tomllib``) with errors that name the file, line and column, and
-validate tables against a declared set of keys and types."""
+validate tables against a declared set of keys and types.
+
+Every TOML input (campaign, experiments and keymap files) is read by :func:`load`, and only
+from a regular file (symbolic links followed) of at most :data:`MAX_BYTES`: a link to
+``/dev/zero`` was read until the kernel killed the process, a FIFO blocked for ever. A
+UTF-8 byte-order mark at the start (some Windows editors write one) is skipped."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError, nearest, shown
+from engine.results.paths import file_kind, path_text_problem, shown_path
 
 _POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _AT_END = "(at end of document)"
+#: The most a TOML input may hold (the largest shipped campaign or experiments file is a
+#: few KiB): a bound on what a mistaken path can make the process read and hold.
+MAX_BYTES = 1 << 20
+_BOM = "\ufeff"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    """Parse a TOML file.
+def load(path: str | Path, kind: str = "TOML file") -> dict[str, Any]:
+    """Parse a TOML file; ``kind`` names it in errors (``"campaign file"``).
 
     Raises:
         ConfigError: ``"<file>:<line>:<col>: invalid TOML: <reason>"`` for a syntax error,
-            or ``"<file>: cannot read: <reason>"`` when the file is missing or unreadable.
+            or ``"<file>: cannot read: <reason>"`` when the file is missing, unreadable,
+            not a regular file (``a FIFO``, ``a character device
+            ('/dev/zero')``) or larger than :data:`MAX_BYTES` (:func:`read_input`).
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    raw = read_input(path, kind)
+    if raw.startswith(_UTF16_BOMS):
+        raise ConfigError(f"{path}: not UTF-8 text (it starts with a UTF-16 byte-order mark): "
+                          f"save the {kind} as UTF-8")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    # A byte-order mark is not TOML ("Invalid statement" at 1:1) but says only "UTF-8":
+    # skipped, the line and column of a later error are those an editor shows.
+    text = text.removeprefix(_BOM)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -46,6 +64,71 @@ def load(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"{path}:{line}:{column}: invalid TOML: {reason} "
                               f"(at end of file)") from None
         raise ConfigError(f"{path}: invalid TOML: {reason}") from None
+
+
+def read_input(path: str | Path, kind: str = "TOML file", limit: int = MAX_BYTES) -> bytes:
+    """The bytes of an input file that is a regular file (links followed) of at most
+    ``limit`` bytes.
+
+    The file is looked at before it is opened (``stat``: a FIFO's open would block until
+    a writer came), opened with ``O_NONBLOCK`` and looked at again (what was opened, should
+    the path have changed in between), and at most ``limit + 1`` bytes are read (a file
+    that grows after the look cannot fill the memory).
+
+    Raises:
+        ConfigError: one line naming the file and what is wrong with it.
+    """
+    problem = path_text_problem(path)
+    if problem is not None:
+        raise ConfigError(f"{kind} {shown_path(os.fspath(path))} {problem}")
+    try:
+        _check_kind(path, os.stat(path), kind, limit)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        _check_kind(path, os.fstat(fd), kind, limit)
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise ConfigError(f"{path}: {_size(len(data))} or more (it grew while read), more "
+                          f"than the {_size(limit)} {_a(kind)} {kind} may be")
+    return data
+
+
+def _check_kind(path: str | Path, st: os.stat_result, kind: str, limit: int) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{path}: cannot read: Is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        real = os.path.realpath(path)
+        via = f" ({shown(real)})" if real != os.path.abspath(path) else ""
+        raise ConfigError(f"{path}: cannot read: {file_kind(st.st_mode)}{via}, not a regular "
+                          f"file ({_a(kind)} {kind} is read from a regular file)")
+    if st.st_size > limit:
+        raise ConfigError(f"{path}: {_size(st.st_size)}, more than the {_size(limit)} "
+                          f"{_a(kind)} {kind} may be")
+
+
+def _a(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _size(n: int) -> str:
+    """``2.3 MiB``; bytes where a rounded MiB would blur the difference (``1048577 bytes``)."""
+    mib = n / (1 << 20)
+    if n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    return f"{mib:.1f} MiB" if mib >= 1.1 else f"{n} bytes"
 
 
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
@@ -98,7 +181,7 @@ def key_lines(text: str) -> dict[tuple[str, str], int]:
     multi-line value's continuation is not looked for."""
     lines: dict[tuple[str, str], int] = {}
     table = ""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.removeprefix(_BOM).splitlines(), start=1):
         header = _HEADER.match(line)
         if header:
             table = header.group(1).strip()

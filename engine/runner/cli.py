@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import signal
 import sys
 from pathlib import Path
@@ -64,10 +65,15 @@ def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str |
     """The command line that starts this runner (what :func:`build_arg_parser` reads) for
     a campaign file and its overrides (:func:`overrides_from`'s keys; None values left out):
     the one way the front ends (``--batch``, the dashboard) start it."""
-    argv = [sys.executable, "-m", "engine.runner", str(campaign_path)]
+    # Each value glued to its flag, the path made to not start with '-': a value such as
+    # '--runs-dir=-r' (a folder named '-r', which the front end accepted) was read by this
+    # parser as a flag, and the run ended in its usage text after the folder was made.
+    path = str(campaign_path)
+    argv = [sys.executable, "-m", "engine.runner",
+            os.path.join(".", path) if path.startswith("-") else path]
     for key, value in (overrides or {}).items():
         if value is not None:
-            argv += [f"--{key.replace('_', '-')}", str(value)]
+            argv.append(f"--{key.replace('_', '-')}={value}")
     if resume:
         argv.append("--resume")
     if reuse_any:
@@ -75,9 +81,9 @@ def runner_argv(campaign_path: str | Path, *, resume: bool = False, since: str |
     if remeasure_holes:
         argv.append("--remeasure-holes")
     if since:
-        argv += ["--since", since]
+        argv.append(f"--since={since}")
     if watchdog_action:
-        argv += ["--watchdog-action", watchdog_action]
+        argv.append(f"--watchdog-action={watchdog_action}")
     return argv
 
 

@@ -51,10 +51,36 @@ def at_least(low: int) -> Callable[[str], int]:
 
 
 def regular_file(text: str) -> str:
-    """A path that names an existing regular file (``no such file: X`` otherwise)."""
-    if not os.path.isfile(text):
-        raise argparse.ArgumentTypeError(f"no such file: {text}" if not os.path.exists(text)
-                                         else f"not a regular file: {text}")
+    """A path that names an existing regular file (``no such file: X`` otherwise; ``not a
+    regular file: X (a FIFO)``; text no path can be, as every path a user
+    gives: :func:`engine.results.paths.path_text_problem`)."""
+    import stat
+
+    from engine.results.paths import file_kind, path_text_problem, shown_path
+
+    problem = path_text_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shown_path(text)} {problem}")
+    try:
+        mode = os.stat(text).st_mode
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"no such file: {text}") from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise argparse.ArgumentTypeError(f"not a regular file: {text} ({file_kind(mode)})")
+    return text
+
+
+def path_text(text: str) -> str:
+    """A path argument whose text a system call takes (no NUL byte, no component longer
+    than a file name may be: :func:`engine.results.paths.path_text_problem`), for paths
+    that are not expanded (``control``'s RUN_DIR)."""
+    from engine.results.paths import path_text_problem, shown_path
+
+    problem = path_text_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shown_path(text)} {problem}")
     return text
 
 

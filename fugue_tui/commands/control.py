@@ -16,7 +16,10 @@ def add_parser(sub) -> None:
                     "running), abort (stop the running cell and end the campaign). CELL is "
                     "a cell key, a unique key prefix or the cell's index. Exit 0 when sent; "
                     "1 when no runner is running the campaign (nothing sent); 2 bad input.")
-    control.add_argument("run_dir", help="the campaign's run folder (runs/<name>)")
+    from fugue_tui.commands.arguments import path_text
+
+    control.add_argument("run_dir", type=path_text,
+                         help="the campaign's run folder (runs/<name>)")
     control.add_argument("cmd", choices=["kill", "retry", "skip", "abort"])
     control.add_argument("cell", nargs="?", help="cell key, key prefix or index")
 

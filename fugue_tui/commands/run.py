@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.define import campaign_schema
 from engine.errors import ConfigError
+from fugue_tui.commands.arguments import regular_file
 from fugue_tui.commands.run_campaign import (
     campaign_name,
     check_campaign,
@@ -72,8 +73,11 @@ def run(args: argparse.Namespace) -> int:
     for item in args.run_option:
         _add_option(options, item)
     experiments_file = pick("run_experiments_file", "experiments_file")
-    if experiments_file and not Path(experiments_file).is_file():
-        raise ConfigError(f"--experiments-file: no such file {experiments_file}")
+    if experiments_file:  # the check every --experiments-file takes (a FIFO, a NUL byte)
+        try:
+            regular_file(experiments_file)
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(f"--experiments-file: {exc}") from None
     if args.run_name is not None and not args.run_name.strip():
         raise ConfigError("--name is empty: give an experiment id (letters, digits, '.', '_', "
                           f"'-'), or leave --name out for '{DEFAULT_NAME}'")

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from engine.errors import failure_line
 from engine.events import job_done, job_progress
 from engine.executors.unified.bucket_build import BucketBuild
 from engine.executors.unified.interleave import Clock, Interleave
@@ -202,7 +203,7 @@ class BucketRun(BucketBuild):
             epoch_loss = count_epoch(r, order, m.epoch, train_s, self.loss_sums[m.index])
         except FloatingPointError as exc:
             self._retire(m)
-            self._fail(r, f"{type(exc).__name__}: {exc}")
+            self._fail(r, failure_line(exc))
             if self.stopper is not None:
                 self.stopper.forget(m)
             return

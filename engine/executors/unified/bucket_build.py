@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from engine.define.workloads import JobSpec
+from engine.errors import failure_line
 from engine.events import job_done, job_started
 from engine.executors.unified.interleave import Clock
 from engine.executors.unified.losses import loss_function
@@ -178,7 +179,7 @@ class BucketBuild:
         for m in self.members:
             if m.active or m.waiting:
                 m.active = m.waiting = False
-                self._fail(m.result, f"{type(exc).__name__}: {exc}")
+                self._fail(m.result, failure_line(exc))
                 if self.stopper is not None:
                     self.stopper.forget(m)
 
@@ -302,7 +303,7 @@ class BucketBuild:
                 self.members.append(self._build(job, len(self.members), result))
             except Exception as exc:  # the job fails, as it would under seq
                 traceback.print_exc()
-                self._fail(result, f"{type(exc).__name__}: {exc}")
+                self._fail(result, failure_line(exc))
         if not self.members:
             return self.results
         self.task = task_lib.resolve_task(self.members[0].job.task or self.data.task,

@@ -203,3 +203,17 @@ def test_export_replaces_an_earlier_export_only_when_asked(tmp_path):
     assert not (out / "results.tex").is_symlink()
     with pytest.raises(FugueError, match="--overwrite only applies with --export"):
         run_report(HARNESS, width=100, overwrite=True)
+
+
+def test_text_no_path_can_be_is_refused_where_it_is_read(home):
+    """Issue 44: a NUL byte or a 300-character component went through and ended in a
+    traceback wherever the path was first used (ValueError, ENAMETOOLONG)."""
+    from engine.define.paths import user_path
+
+    with pytest.raises(ConfigError, match=r"^c\.toml: key 'runs_dir': 'a\\x00b' has a NUL byte"):
+        user_path("a\0b", "c.toml: key 'runs_dir'")
+    with pytest.raises(ConfigError, match=r"^argument --runs-dir: 'x/a+\.\.\.a+' \(302 "
+                                          r"characters\) has a 300-byte component.*the 2nd"):
+        user_path("x/" + "a" * 300, "argument --runs-dir")
+    with pytest.raises(ConfigError, match="expands to .* a path may have"):
+        user_path("~/" + "d/" * 2046, "argument --runs-dir")  # short enough until expanded

@@ -18,3 +18,16 @@ def test_runner_argv_round_trips_through_the_runners_parser():
     assert (args.campaign, args.resume, args.since, args.watchdog_action) == \
         ("c.toml", True, "20260101_000000", "flag")
     assert runner_argv("c.toml")[3:] == ["c.toml"]
+
+
+def test_values_that_look_like_flags_reach_the_runner_as_values():
+    """Issue 44: ``--batch c.toml --runs-dir=-r`` passed the front end's checks (a folder
+    named '-r' is a folder), made ``-r/`` in the pre-flight, then the runner's parser read
+    ``--runs-dir -r`` as two flags and the run ended in its 9-line usage text."""
+    overrides = {"runs_dir": "-r", "passes": None, "seed": None, "device": None,
+                 "experiments_file": "--x.toml", "retries": None, "devices": "-1"}
+    argv = runner_argv("-c.toml", resume=True, since="20260101_000000", overrides=overrides,
+                       watchdog_action="kill")
+    args = build_arg_parser().parse_args(argv[3:])
+    assert args.campaign == "./-c.toml"  # the same file, not a flag
+    assert (args.runs_dir, args.experiments_file, args.devices) == ("-r", "--x.toml", "-1")
