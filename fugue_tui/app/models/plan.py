@@ -13,6 +13,7 @@ and keys.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
@@ -176,7 +177,10 @@ def load_plan(path: str | Path) -> PlanDoc:
     doc = tomlfile.load(path)
     extra = doc.get("experiments_file")
     if isinstance(extra, str) and extra and not Path(extra).is_absolute():
-        doc["experiments_file"] = str((path.parent / extra).resolve())
+        # A NUL byte makes resolve() raise ValueError: leave the text as written, and the
+        # campaign check below names it in one line (the path text rule).
+        with contextlib.suppress(ValueError, OSError):
+            doc["experiments_file"] = str((path.parent / extra).resolve())
     load_plugins()
     try:
         parse_campaign(clean_doc(doc), str(path))  # raises, naming the file and key

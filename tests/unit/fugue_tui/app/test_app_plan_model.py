@@ -112,3 +112,13 @@ def test_option_text_round_trips(text, types, axis, value):
 def test_option_of_the_wrong_type_is_refused():
     with pytest.raises(ValueError, match="expected an integer"):
         parse_option("four", (int,))
+
+
+def test_a_nul_byte_in_experiments_file_is_one_config_error_not_a_crash(tmp_path):
+    """Issue 44 (found by the paths helper): ``Path.resolve()`` raised ValueError on a NUL
+    byte inside the dashboard's plan loader; the campaign check names it instead."""
+    path = tmp_path / "c.toml"
+    path.write_text('experiments = "D_ens"\nexperiments_file = "a\\u0000b.toml"\n')
+    with pytest.raises(ConfigError) as info:
+        load_plan(path)
+    assert "NUL byte" in str(info.value) and "experiments_file" in str(info.value)
