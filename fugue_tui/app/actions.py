@@ -13,6 +13,7 @@ Keymap file: ``$FUGUE_CONFIG_DIR/keymap.toml``, else ``~/.config/fugue-tui/keyma
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,9 +157,11 @@ def load_keymap(path: str | Path | None = None) -> dict[str, str]:
             a value that is not a non-empty string.
     """
     path = Path(path) if path is not None else keymap_path()
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}
-    doc = tomlfile.load(path)
+    # Anything there that is not a regular file (a folder, a FIFO, a link to /dev/zero) is
+    # named by the TOML reader rather than silently ignored (issue 44).
+    doc = tomlfile.load(path, kind="keymap file")
     tomlfile.check_keys(doc, {"keymap": (dict,)}, str(path))
     keymap = doc.get("keymap", {})
     ids = [a.id for a in ALL]

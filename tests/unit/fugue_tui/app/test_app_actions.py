@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from engine.errors import ConfigError
@@ -49,3 +51,14 @@ def test_keymap_path_follows_the_config_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path))
     assert keymap_path() == tmp_path / "keymap.toml"
     assert {a.id for a in ALL} >= {"run.retry", "run.skip", "app.quit", "app.help"}
+
+
+def test_a_keymap_that_is_not_a_regular_file_is_named_not_ignored(tmp_path):
+    """Issue 44: a FIFO keymap was silently an empty keymap (``is_file()`` is False for
+    it); the TOML reader names it without waiting on it. A missing one stays empty."""
+    fifo = tmp_path / "keymap.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as info:
+        load_keymap(fifo)
+    assert "keymap.toml" in str(info.value) and "FIFO" in str(info.value)
+    assert load_keymap(tmp_path / "absent.toml") == {}
