@@ -152,9 +152,15 @@ class Commands:
             return pending
         if pending is not None and pending[0] == what:
             self._answer(cmd=name, cell=cell.key, applied=False,
-                         reason=f"{ALREADY} (the attempt is being stopped)")
+                         reason=f"{ALREADY}: the attempt is being stopped")
             return pending
         if pending is not None and name == "retry":  # a kill or skip is under way
+            self._answer(cmd=name, cell=cell.key, applied=False,
+                         reason="the attempt is being stopped for good")
+            return pending
+        attempt = self.board.attempts.get(cell.key)
+        stopping = attempt is not None and self.stopped.get(cell.key) is attempt
+        if name == "retry" and stopping:  # taken by the attempt: keep no stop for a later one
             self._answer(cmd=name, cell=cell.key, applied=False,
                          reason="the attempt is being stopped for good")
             return pending
@@ -167,10 +173,9 @@ class Commands:
                 return pending
             self.retried[cell.key] = time.time()
         else:
-            attempt = self.board.attempts.get(cell.key)
-            if attempt is not None and self.stopped.get(cell.key) is attempt:
+            if stopping:
                 self._answer(cmd=name, cell=cell.key, applied=False,
-                             reason=f"{ALREADY} (the attempt is being stopped)")
+                             reason=f"{ALREADY}: the attempt is being stopped")
                 return pending
             self.stopped[cell.key] = attempt
             if pending is not None:  # the retry it outranks did not happen
@@ -196,8 +201,8 @@ class Commands:
             state = "had not started when this one was sent"
         else:
             return None
-        return (f"{ALREADY} (the attempt the last retry started {state}; retry it again "
-                f"once it has run {RETRY_SETTLE_S:g} s)")
+        return (f"{ALREADY}: the attempt the last retry started {state}; retry it again "
+                f"once it has run {RETRY_SETTLE_S:g} s")
 
     def repeated_end(self, name: str, cell: CellSpec) -> str | None:
         """Why a command for ``cell``, which is not running, repeats one applied (the
@@ -208,7 +213,7 @@ class Commands:
             return self.repeated_retry({}, cell)
         ended = self.board.outcomes.get(cell.key)
         if ended is not None and ended.status == ENDS.get(name):
-            return f"{ALREADY} (the cell ended {ended.status})"
+            return f"{ALREADY}: the cell ended {ended.status}"
         return None
 
     def _abort_ok(self, command: dict[str, Any]) -> bool:
