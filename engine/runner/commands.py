@@ -7,6 +7,16 @@ command for a queued cell applies at once (``skip``), one for a finished cell qu
 again (``retry``); anything else is said to be not applicable. Each is answered by a
 ``control`` event saying whether it applied.
 
+A command applies at most once to what it is for; a repeat is answered "already applied"
+and does nothing (a user pressing the key again, a script sending in a loop: 120 ``retry 1``
+in 2 s once killed 18 attempts in a second). A repeat is: a second stop of the same kind
+for an attempt already being stopped (in one batch of the inbox, or kept for it and not
+taken yet); a kill or skip of the attempt it already stopped, or of a cell that ended so;
+and a retry of a cell whose retry was already applied while the attempt that retry
+started is starting — not started yet, or running for less than :data:`RETRY_SETTLE_S`
+(or a retry sent before that retry was applied). Nobody judges an attempt that young; a
+retry sent after that retries it.
+
 With one lane the running attempt reads the inbox itself between its polls
 (:meth:`Commands.stop_for`). With several lanes (several devices, a cluster) one thread
 reads it (:meth:`Commands.route`, from :mod:`engine.runner.concurrent`) and keeps a stop
@@ -16,6 +26,7 @@ attempt takes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -31,6 +42,14 @@ from engine.runner.outcome import CellOutcome
 STOPS = {"kill": ("stop", "killed by control command"),
          "skip": ("stop", "skipped by control command"),
          "retry": ("retry", "stopped for a retry by control command")}
+
+#: Seconds the attempt a retry started counts as starting once it runs: a retry of the
+#: cell arriving meanwhile repeats the one applied (see the module docstring).
+RETRY_SETTLE_S = 3.0
+#: How a cell ends after a kill or a skip (a later one of the same: a repeat).
+ENDS = {"kill": "killed", "skip": "skipped"}
+#: The answer's reason for a repeat, first words (what the dashboard and tests look for).
+ALREADY = "already applied"
 
 
 class CommandSource(Protocol):
@@ -53,6 +72,10 @@ class Commands:
                  skip: Callable[[CellSpec, str], CellOutcome], lanes: bool):
         self.inbox, self.journal, self.board = inbox, journal, board
         self.find, self.skip, self.lanes = find, skip, lanes
+        #: cell key → wall-clock time its last retry was applied (stopped, or queued again).
+        self.retried: dict[str, float] = {}
+        #: cell key → the attempt a kill or skip was applied to (its later ones: repeats).
+        self.stopped: dict[str, object] = {}
 
     def poll(self) -> list[dict[str, Any]]:
         """The commands that arrived since the last poll, oldest first."""
@@ -80,6 +103,8 @@ class Commands:
         for command in self.poll():
             name, ref = command["cmd"], str(command.get("cell") or "")
             if name == "abort":
+                if not self._abort_ok(command):
+                    continue
                 self._answer(cmd=name, applied=True)
                 if running is None:
                     raise Aborted()
@@ -87,10 +112,7 @@ class Commands:
                 continue
             cell = self.find(ref)
             if cell is not None and running is not None and cell.key == running.key:
-                if self.stale_retry(command, cell):
-                    continue
-                self._answer(cmd=name, cell=cell.key, applied=True)
-                stop = STOPS[name]
+                stop = self.for_running(command, cell, stop)
             else:
                 self.queued(name, ref, cell)
         return stop
@@ -101,18 +123,107 @@ class Commands:
         reason to stop every running cell with (an abort), else None."""
         name, ref = command["cmd"], str(command.get("cell") or "")
         if name == "abort":
+            if not self._abort_ok(command):
+                return None
             self._answer(cmd=name, applied=True)
             return _abort_reason(command)
         cell = self.find(ref)
         if cell is not None and cell.key in self.board.running:
-            if self.stale_retry(command, cell):
-                return None
-            self._answer(cmd=name, cell=cell.key, applied=True)
-            self.board.stops[cell.key] = STOPS[name]
+            kept = self.for_running(command, cell, self.board.stops.get(cell.key))
+            if kept is not None:
+                self.board.stops[cell.key] = kept
             return None
         # Unknown, queued or finished cells: exactly the one-lane handling.
         self.queued(name, ref, cell)
         return None
+
+    def for_running(self, command: dict[str, Any], cell: CellSpec,
+                    pending: tuple[str, str] | None) -> tuple[str, str] | None:
+        """A kill, skip or retry for the running ``cell``, whose attempt may already have a
+        stop ``pending`` (asked earlier in the same batch, or kept for it): answered, and
+        the stop to keep returned (``pending`` when this one changes nothing). A kill or
+        skip outranks a pending retry (for good beats once more); the rest are repeats or
+        not applicable (see the module docstring)."""
+        name = command["cmd"]
+        what, reason = STOPS[name]
+        if pending is not None and pending[0] == "abort":
+            self._answer(cmd=name, cell=cell.key, applied=False,
+                         reason="the campaign is being aborted")
+            return pending
+        if pending is not None and pending[0] == what:
+            self._answer(cmd=name, cell=cell.key, applied=False,
+                         reason=f"{ALREADY}: the attempt is being stopped")
+            return pending
+        if pending is not None and name == "retry":  # a kill or skip is under way
+            self._answer(cmd=name, cell=cell.key, applied=False,
+                         reason="the attempt is being stopped for good")
+            return pending
+        attempt = self.board.attempts.get(cell.key)
+        stopping = attempt is not None and self.stopped.get(cell.key) is attempt
+        if name == "retry" and stopping:  # taken by the attempt: keep no stop for a later one
+            self._answer(cmd=name, cell=cell.key, applied=False,
+                         reason="the attempt is being stopped for good")
+            return pending
+        if name == "retry":
+            repeat = self.repeated_retry(command, cell)
+            if repeat:
+                self._answer(cmd=name, cell=cell.key, applied=False, reason=repeat)
+                return pending
+            if self.stale_retry(command, cell):
+                return pending
+            self.retried[cell.key] = time.time()
+        else:
+            if stopping:
+                self._answer(cmd=name, cell=cell.key, applied=False,
+                             reason=f"{ALREADY}: the attempt is being stopped")
+                return pending
+            self.stopped[cell.key] = attempt
+            if pending is not None:  # the retry it outranks did not happen
+                self.retried.pop(cell.key, None)
+        self._answer(cmd=name, cell=cell.key, applied=True)
+        return what, reason
+
+    def repeated_retry(self, command: dict[str, Any], cell: CellSpec) -> str | None:
+        """Why a retry of ``cell`` repeats the retry last applied to it (the answer's
+        reason), or None: a retry is already applied while the attempt it started has not
+        started, or has run less than :data:`RETRY_SETTLE_S`; and for one sent before it
+        was applied (it raced that one in the inbox)."""
+        applied = self.retried.get(cell.key)
+        if applied is None:
+            return None
+        started = self.board.started_wall.get(cell.key)
+        sent = command.get("ts")
+        if started is None or started < applied:
+            state = "has not started yet"
+        elif time.time() < started + RETRY_SETTLE_S:
+            state = f"has run less than {RETRY_SETTLE_S:g} s"
+        elif isinstance(sent, (int, float)) and sent < applied:
+            state = "had not started when this one was sent"
+        else:
+            return None
+        return (f"{ALREADY}: the attempt the last retry started {state}; retry it again "
+                f"once it has run {RETRY_SETTLE_S:g} s")
+
+    def repeated_end(self, name: str, cell: CellSpec) -> str | None:
+        """Why a command for ``cell``, which is not running, repeats one applied (the
+        answer's reason), or None: a retry while the attempt the last retry started has
+        not started or has run less than :data:`RETRY_SETTLE_S`; a kill of a cell that
+        ended killed, a skip of one that ended skipped."""
+        if name == "retry":
+            return self.repeated_retry({}, cell)
+        ended = self.board.outcomes.get(cell.key)
+        if ended is not None and ended.status == ENDS.get(name):
+            return f"{ALREADY}: the cell ended {ended.status}"
+        return None
+
+    def _abort_ok(self, command: dict[str, Any]) -> bool:
+        """An abort names no cell (``fugue-tui control`` refuses one that does); one that
+        names a cell is not applied and said so, on this side too."""
+        if command.get("cell") in (None, ""):
+            return True
+        self._answer(cmd="abort", applied=False,
+                     reason=f"abort takes no cell (it named {str(command['cell'])!r})")
+        return False
 
     def stale_retry(self, command: dict[str, Any], cell: CellSpec) -> bool:
         """A retry of the running ``cell`` sent before its attempt started (it was queued
@@ -129,9 +240,12 @@ class Commands:
         """A command for a cell that is not running: skip a queued one, queue a finished one
         again for a retry; anything else is said to be not applicable."""
         board = self.board
+        repeat = self.repeated_end(name, cell) if cell is not None else None
         if cell is None:
             self._answer(cmd=name, cell=ref, applied=False,
                          reason="no such cell (or an ambiguous key prefix)")
+        elif repeat:
+            self._answer(cmd=name, cell=cell.key, applied=False, reason=repeat)
         elif name == "skip" and cell in board.queue:
             board.queue.remove(cell)
             board.outcomes[cell.key] = self.skip(cell, "skipped by control command")
@@ -139,6 +253,7 @@ class Commands:
         elif name == "retry" and cell not in board.queue and cell.key not in board.running:
             board.queue.appendleft(cell)
             board.outcomes.pop(cell.key, None)
+            self.retried[cell.key] = time.time()
             self.journal.emit(RunnerQueued(cell=cell.key, index=cell.index, label=cell.label,
                                            manual_retry=True))
             self._answer(cmd=name, cell=cell.key, applied=True)

@@ -8,8 +8,16 @@ temporary name and renamed into place, so the runner never reads half a command.
 Commands: ``kill CELL`` (stop the running attempt; recorded killed, not retried),
 ``retry CELL`` (stop it if running, then run it again now; does not consume the campaign's
 ``retries`` budget), ``skip CELL`` (do not run a queued cell; stop it if running),
-``abort`` (stop the running cell and end the campaign). ``CELL`` is a cell key, a unique key
-prefix, or the cell's index in the campaign.
+``abort`` (stop the running cell and end the campaign; it names no cell). ``CELL`` is a cell
+key, a unique key prefix, or the cell's index in the campaign.
+
+A cell reference means the same to ``fugue-tui control`` (which refuses one no cell answers
+to) and to the runner (which applies it): both go through :func:`resolve_cell`. An index is
+written in one form only, ASCII decimal without sign, spaces or leading zeros (``12``);
+``str.isdigit`` and ``int`` accept superscripts, other scripts' digits, ``+1`` or ``01``,
+and a command meant for one cell must not reach another. A number written any other way is
+no index: it can still be a key prefix (keys are hexadecimal, so ``01`` may be one); when
+no key starts with it, the one-line refusal names the index's one form.
 """
 
 from __future__ import annotations
@@ -17,12 +25,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
+import unicodedata
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError, OutputError
+from engine.errors import ConfigError, OutputError, shown
 from engine.event_types import (
     RunnerCampaignStarted,
     RunnerCellStarted,
@@ -34,6 +45,40 @@ from engine.observe.follow import last_session_offset
 from engine.runfolder import RunFolder
 
 COMMANDS = ("kill", "retry", "skip", "abort")
+
+#: An index in its one form. ``[0-9]``, not ``\d``: ``\d`` matches every script's digits.
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+#: What a key prefix can be: cell keys are lowercase hexadecimal (engine.define.matrix).
+_KEY_PREFIX = re.compile(r"[0-9a-f]+")
+
+
+def resolve_cell(ref: str, total: int, keys: Iterable[str]) -> int | list[str]:
+    """What the cell reference ``ref`` names among ``total`` cells with the known ``keys``:
+    its index (1..``total``) when ``ref`` is an index in its one form (see the module
+    docstring), else the keys it is a prefix of (sorted, without repeats; several: an
+    ambiguous prefix; none: no such cell). An empty ``ref`` names nothing. The one rule of
+    ``fugue-tui control``'s check and of the runner (:meth:`engine.runner.supervisor.Runner.find`)."""
+    if _INDEX.fullmatch(ref) and 1 <= int(ref) <= total:
+        return int(ref)
+    return sorted({key for key in keys if key.startswith(ref)}) if ref else []
+
+
+def _index_written_otherwise(ref: str) -> str:
+    """For a reference that names no cell: when it is a number written in another form
+    (``01``, ``+1``, `` 1``, ``١``, ``¹``), the words saying the index's one form; else ""."""
+    text = ref.strip()
+    try:
+        number = int(text)  # accepts signs, spaces, leading zeros, "1_0", Unicode digits
+    except ValueError:
+        digits = [unicodedata.digit(c, None) for c in text]
+        if not text or None in digits:
+            return ""
+        number = int("".join(str(d) for d in digits))  # superscripts: isdigit, not int
+    if _INDEX.fullmatch(ref):
+        return ""  # its one form already: out of range, said by the caller
+    form = f"; did you mean {number}?" if number >= 1 else ""
+    return (f": {shown(ref)} is not an index (an index is written in ASCII digits without "
+            f"sign, spaces or leading zeros{form})")
 
 
 def send(run_dir: str | Path, command: str, cell: str | None = None,
@@ -87,6 +132,9 @@ def check_command(run_dir: str | Path, command: str, cell: str | None = None) ->
         raise ConfigError(f"unknown control command '{command}'; known: {', '.join(COMMANDS)}")
     if command != "abort" and not cell:
         raise ConfigError(f"control command '{command}' needs a cell (key, key prefix or index)")
+    if command == "abort" and cell is not None:  # it would be dropped: say so instead
+        raise ConfigError(f"control abort takes no cell (it stops the running cell and ends "
+                          f"the campaign); got {shown(cell)}")
     if not RunFolder(run_dir).runner_log.exists():
         raise ConfigError(f"{run_dir}: not a campaign run folder (no runner.jsonl)")
     if cell:
@@ -112,29 +160,36 @@ def campaign_cells(run_dir: str | Path) -> tuple[int, dict[int, str]] | None:
 
 
 def check_cell(run_dir: str | Path, command: str, ref: str) -> None:
-    """Refuse a cell reference that the runner could not resolve: the same rule as
-    :meth:`engine.runner.supervisor.Runner.find` (an index from 1 to the number of cells, else a key
-    or unique key prefix), against the cells of the campaign's last runner session.
+    """Refuse a cell reference that the runner could not resolve: the rule of
+    :func:`resolve_cell` (the runner's), against the cells of the campaign's last runner
+    session; before any runner started, a reference that is neither an index nor a
+    possible key prefix.
 
     Raises:
-        ConfigError: one line naming ``ref`` and the valid range.
+        ConfigError: one line naming ``ref`` (quoted), and the index's one form when ``ref``
+            is a number written another way, and the valid range.
     """
     known = campaign_cells(run_dir)
-    if known is None:  # no runner has started yet: the runner itself reports a bad ref
-        return
+    if known is None:  # no runner has started yet: the keys are not known
+        if _INDEX.fullmatch(ref) or _KEY_PREFIX.fullmatch(ref):
+            return
+        raise ConfigError(f"control {command}: no cell {shown(ref)} in {run_dir}"
+                          f"{_index_written_otherwise(ref)} (a cell is named by its index, "
+                          f"or by its key or a key prefix: hexadecimal digits)")
     total, keys = known
-    if ref.isdigit() and 1 <= int(ref) <= total:
+    found = resolve_cell(ref, total, keys.values())
+    if isinstance(found, int) or len(found) == 1:
         return
-    matches = sorted({key for key in keys.values() if key.startswith(ref)})
-    if len(matches) == 1 or (not matches and len(keys) < total):
-        return  # a key (prefix); or cells whose keys the event log does not list
+    if not found and len(keys) < total and _KEY_PREFIX.fullmatch(ref):
+        return  # cells whose keys the event log does not list: the runner tells
     valid = (f"an index from 1 to {total}, or a cell key or unique key prefix" if total
              else "the campaign has no cells")
-    if len(matches) > 1:
-        raise ConfigError(f"control {command}: cell key prefix '{ref}' matches "
-                          f"{len(matches)} cells of {run_dir}; give more characters "
+    if found:
+        raise ConfigError(f"control {command}: cell key prefix {shown(ref)} matches "
+                          f"{len(found)} cells of {run_dir}; give more characters "
                           f"({valid})")
-    raise ConfigError(f"control {command}: no cell '{ref}' in {run_dir} ({valid})")
+    raise ConfigError(f"control {command}: no cell {shown(ref)} in {run_dir}"
+                      f"{_index_written_otherwise(ref)} ({valid})")
 
 
 def waiting_cell(run_dir: str | Path, ref: str) -> tuple[int, str] | None:
@@ -158,10 +213,8 @@ def waiting_cell(run_dir: str | Path, ref: str) -> tuple[int, str] | None:
         if isinstance(e.get("index"), int):
             index_of[key] = e["index"]
         last[key] = str(e.get("type"))
-    if ref.isdigit() and isinstance(total, int) and 1 <= int(ref) <= total:
-        keys = [k for k, i in index_of.items() if i == int(ref)]
-    else:
-        keys = [k for k in last if k.startswith(ref)]
+    found = resolve_cell(ref, total if isinstance(total, int) else 0, last)
+    keys = [k for k, i in index_of.items() if i == found] if isinstance(found, int) else found
     if len(keys) != 1 or last.get(keys[0]) != "queued":
         return None
     return index_of.get(keys[0], 0), keys[0]

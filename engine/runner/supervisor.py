@@ -79,7 +79,7 @@ from engine.runner.attempt import STOPPED, Aborted, AttemptSettings, Crew
 from engine.runner.board import Board
 from engine.runner.cellproc import reap_leftovers
 from engine.runner.commands import Commands
-from engine.runner.control import Inbox
+from engine.runner.control import Inbox, resolve_cell
 from engine.runner.guard import Guard
 from engine.runner.guard import describe as guard_account
 from engine.runner.holes import is_hole
@@ -218,11 +218,12 @@ class Runner:
         return self.campaign.catalogue
 
     def find(self, ref: str) -> CellSpec | None:
-        """A cell by key, unique key prefix, or index."""
-        if ref.isdigit() and 1 <= int(ref) <= len(self.cells):
-            return self.cells[int(ref) - 1]
-        matches = [c for c in self.cells if c.key.startswith(ref)]
-        return matches[0] if len(matches) == 1 else None
+        """A cell by key, unique key prefix, or index: the rule ``fugue-tui control`` checks
+        with (:func:`engine.runner.control.resolve_cell`); None: none, or several."""
+        found = resolve_cell(ref, len(self.cells), (c.key for c in self.cells))
+        if isinstance(found, int):
+            return self.cells[found - 1]
+        return next((c for c in self.cells if [c.key] == found), None)
 
     # -- where cells run (the strategy's) ---------------------------------------------------
     def slot_of(self, cell: CellSpec) -> Slot | None:

@@ -78,6 +78,14 @@ _MLP_WINE = ('type = "ensemble"\nmodel = "mlp"\ndataset = "wine"\nk = 2\nepochs 
              'lr = 0.01\n')
 _HAS_GPU = bool(nvml_devices())
 
+#: A runner's event log (issue 44's control rows): two cells announced, neither key starting
+#: with "01" or "1".
+_RUNNER_LOG = "".join(
+    '{"v":1,"ts":1796407969.0,"type":"%s","campaign":"c",%s}\n' % row for row in (
+        ("campaign_started", '"cells":2,"run_dir":"r","device":"cpu","session":"s1"'),
+        ("queued", '"cell":"0a1b2c3d4e5f6a7b","index":1,"label":"D_ens seq p1"'),
+        ("queued", '"cell":"9f8e7d6c5b4a3f2e","index":2,"label":"D_ens seq p2"')))
+
 CASES: list[Case | object] = [
     # ------------------------------------------------------------------ reading the file
     _batch('name = "x"\nexperiments = "D_ens"\npasses = = 2\n', "c.toml:3:", "invalid TOML",
@@ -348,6 +356,19 @@ CASES: list[Case | object] = [
     Case("bom-then-malformed-line-col",
          {"c.toml": b'\xef\xbb\xbfexperiments = "D_ens"\npasses = = 2\n'},
          ("--batch", "c.toml", "--dry-run"), ("c.toml:2:10:", "invalid TOML", "Invalid value")),
+    # --- issue 44: control
+    # indices are ASCII decimal in one form (engine.runner.control.resolve_cell); a number
+    # written otherwise is only a key prefix, and none of these keys starts with it
+    Case("control-index-superscript", {"r/runner.jsonl": _RUNNER_LOG}, ("control", "r", "kill", "¹"),
+         ("control kill", "no cell '¹'", "not an index", "did you mean 1?")),
+    Case("control-index-arabic-indic", {"r/runner.jsonl": _RUNNER_LOG},
+         ("control", "r", "retry", "١"), ("no cell '١'", "not an index", "did you mean 1?")),
+    Case("control-index-leading-zero", {"r/runner.jsonl": _RUNNER_LOG},
+         ("control", "r", "skip", "01"), ("no cell '01'", "not an index", "did you mean 1?")),
+    Case("control-index-superscript-no-runner-yet", {"r/runner.jsonl": ""},
+         ("control", "r", "kill", "²"), ("no cell '²'", "not an index", "did you mean 2?")),
+    Case("control-abort-with-cell", {"r/runner.jsonl": _RUNNER_LOG}, ("control", "r", "abort", "1"),
+         ("control abort takes no cell", "'1'")),
 ]
 
 
