@@ -234,8 +234,8 @@ def _check_named_once(selector: Any, catalogue: Catalogue, where: str) -> None:
                 continue
             exp_id = catalogue.select(part)[0]
             if exp_id in named:
-                spelled = (f"'{exp_id}'" if named[exp_id] == part == exp_id
-                           else f"'{exp_id}' ({quoted(named[exp_id])} and {quoted(part)})")
+                spelled = (quoted(exp_id) if named[exp_id] == part == exp_id
+                           else f"{quoted(exp_id)} ({quoted(named[exp_id])} and {quoted(part)})")
                 raise ConfigError(f"{where}: key 'experiments': {spelled} is listed twice: "
                                   "give each once (an experiment is one cell per executor "
                                   "already)")
