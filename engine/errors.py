@@ -15,6 +15,12 @@ class FugueError(Exception):
 
     exit_code = 2
 
+    def __str__(self) -> str:
+        # The contract is one line: a user's value with a newline (a quoted TOML key, a
+        # name) that a message embeds as written would break it, so every control
+        # character is shown escaped here, whichever message builder forgot to.
+        return escape_controls(super().__str__())
+
 
 class ConfigError(FugueError):
     """A campaign, catalogue or option that cannot be used as written."""
@@ -34,6 +40,21 @@ def shown(value: object) -> str:
     if isinstance(value, float) and value in (float("inf"), float("-inf")):
         return "inf" if value > 0 else "-inf"
     return repr(value)
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with each character that is not printable (a newline, a tab, ESC, U+2028,
+    anything ``str.splitlines`` would break at) written as Python escapes it (``\\n``,
+    ``\\x1b``, ``\\u2028``); other text unchanged, so that it stays on one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def quoted(text: object) -> str:
+    """A user's name or text for an error line: ``'D_ens'`` in single quotes, control
+    characters escaped (``'ep\\nochs'``), so that the line stays one line."""
+    return "'" + escape_controls(str(text)).replace("'", "\\'") + "'"
 
 
 def nearest(name: str, choices: Iterable[str]) -> str:

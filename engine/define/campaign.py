@@ -34,6 +34,7 @@ from engine.define.campaign_schema import (
     COMPILE_MODES,
     KEYS,
     CampaignKey,
+    check_entries,
     default,
     key_types,
     value_of,
@@ -46,7 +47,7 @@ from engine.define.paths import check_campaign_name, user_path
 from engine.define.sha_slots import check_options_sha_slots
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import WatchdogSettings
-from engine.errors import ConfigError, known, nearest
+from engine.errors import ConfigError, known, nearest, quoted, shown
 from engine.precision import parse_axis
 from engine.registry import EXECUTORS
 
@@ -168,7 +169,9 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     catalogue = load_catalogue(_experiments_file(doc, src, base_dir))
     if "experiments" not in doc:
         raise ConfigError(f"{where}: missing key 'experiments' (e.g. experiments = \"D_ens\")")
+    _check_lists(doc, src)
     experiments = catalogue.select(doc["experiments"], where=f"{where}: experiments")
+    _check_named_once(doc["experiments"], catalogue, src.at("experiments"))
     exps = [catalogue.get(exp_id) for exp_id in experiments]
     seed = value_of(doc, "seed")
     for exp in exps:
@@ -188,7 +191,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     budget = _budget(value_of(doc, "budget"), f"{where}: budget")
     name = check_campaign_name(doc.get("name"), where, source.stem if source else None)
     return Campaign(
-        name=name, experiments=experiments, executors=list(dict.fromkeys(executors)),
+        name=name, experiments=experiments, executors=list(executors),
         passes=value_of(doc, "passes"), seed=seed, runs_dir=runs_dir, device=device,
         compile=value_of(doc, "compile"), compile_mode=value_of(doc, "compile_mode"),
         threads=value_of(doc, "threads"), retries=value_of(doc, "retries"), watchdog=watchdog,
@@ -201,6 +204,43 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         # the file actually merged: the campaign's, or the default one (engine.dirs)
         experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
                                .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))
+
+
+#: List-valued keys whose entries are checked by a check of their own: K values (ints).
+_OWN_LIST_CHECK = ("k_sweep",)
+
+
+def _check_lists(doc: dict[str, Any], src: _Source) -> None:
+    """Every list-valued top-level key written as a list: no empty entry, none twice
+    (:func:`~engine.define.campaign_schema.check_entries`), before any of them is read."""
+    for k in KEYS.values():
+        value = doc.get(k.name) if not k.table else None
+        if isinstance(value, list) and k.name not in _OWN_LIST_CHECK:
+            check_entries(value, src.at(k.name), k.name)
+
+
+def _check_named_once(selector: Any, catalogue: Catalogue, where: str) -> None:
+    """No experiment named twice by name or number (``["D_ens", "D_ens"]``, ``"1,E01"``):
+    ranges and ``all`` are unions (``"E01:E05", "E03"`` selects five), a name given twice
+    is a typo.
+
+    Raises:
+        ConfigError: ``"<where>: key 'experiments': 'E01' is listed twice ('1' and
+            'E01'): give each once"``.
+    """
+    named: dict[str, str] = {}
+    for item in selector if isinstance(selector, list) else [selector]:
+        for part in (p.strip() for p in str(item).split(",")):
+            if not part or part == "all" or ":" in part:
+                continue
+            exp_id = catalogue.select(part)[0]
+            if exp_id in named:
+                spelled = (quoted(exp_id) if named[exp_id] == part == exp_id
+                           else f"{quoted(exp_id)} ({quoted(named[exp_id])} and {quoted(part)})")
+                raise ConfigError(f"{where}: key 'experiments': {spelled} is listed twice: "
+                                  "give each once (an experiment is one cell per executor "
+                                  "already)")
+            named[exp_id] = part
 
 
 def _experiments_file(doc: dict[str, Any], src: _Source, base_dir: Path | None) -> str | None:
@@ -229,7 +269,7 @@ def _executors(value: str | list[Any], where: str) -> list[str]:
                           f"{known(EXECUTORS.names())}")
     for name in executors:
         if not isinstance(name, str) or name not in EXECUTORS:
-            raise ConfigError(f"{where}: unknown executor {name!r}"
+            raise ConfigError(f"{where}: unknown executor {shown(name)}"
                               f"{nearest(str(name), EXECUTORS.names())}; {known(EXECUTORS.names())}")
     return executors
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.define.campaign_schema import check_entries
 from engine.define.executor_options import check_table
 from engine.define.experiment import Experiment
 from engine.errors import ConfigError, known, nearest
@@ -65,6 +66,10 @@ def check_options_table(executor: str, table: Any, where: str) -> None:
                               f"executor '{executor}' {how}; devices (packing jobs onto "
                               "several GPUs) applies to mp")
     check_table(declared, table, f"{where}: options.{executor}")
+    for key, value in table.items():
+        # an axis runs one cell per entry: an entry twice would run a cell twice, one key
+        if isinstance(value, list) and declared[key].axis:
+            check_entries(value, f"{where}: options.{executor}", key)
 
 
 def axis_warnings(options: dict[str, dict[str, Any]], executors: list[str],

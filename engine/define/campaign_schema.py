@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.bounds import CAMPAIGN, DEFAULT_SEED, Bound
-from engine.errors import ConfigError, nearest
+from engine.errors import ConfigError, nearest, quoted, shown
 from engine.precision import PRECISIONS
 
 #: ``compile``: no torch.compile, compiled, or one cell of each.
@@ -324,6 +324,42 @@ def key_types(table: str = "") -> dict[str, tuple[type, ...]]:
     return out
 
 
+#: Why a list-valued key names each value once (the one-line refusal says it).
+_ONCE = {"experiments": "an experiment is one cell per executor already",
+         "executors": "each executor is one cell per experiment already",
+         "precision": "each precision is one cell already",
+         "devices": "one cell per device at a time: a device listed twice would run two"}
+
+
+def check_entries(values: list[Any], where: str, key: str) -> None:
+    """The entries of a list-valued key (``experiments``, ``executors``, ``precision``,
+    ``devices``, an executor option's axis such as ``scheduler``): none an empty string,
+    none twice (a value listed twice runs nothing more, or runs a cell twice under one
+    key). The same check for a campaign file, ``fugue-tui run``'s flags and the
+    dashboard's plan form: all three reach it through the campaign's validation.
+
+    Raises:
+        ConfigError: ``"<where>: key 'experiments': entry 2 of 2 is empty (''): remove
+            it"``, ``"<where>: key 'executors': 'seq' is listed twice (entries 1 and 2):
+            give each once"``.
+    """
+    first: dict[tuple[type, Any], int] = {}
+    for i, value in enumerate(values, 1):
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(f"{where}: key '{key}': entry {i} of {len(values)} is empty "
+                              f"({quoted(value)}): remove it or give a value")
+        try:
+            marker = (type(value), value)
+            hash(marker)
+        except TypeError:  # a table or list in a list of names: its type check says so
+            continue
+        if marker in first:
+            why = _ONCE.get(key, "a value listed twice runs the same cells twice")
+            raise ConfigError(f"{where}: key '{key}': {shown(value)} is listed twice "
+                              f"(entries {first[marker]} and {i}): give each once ({why})")
+        first[marker] = i
+
+
 def default(name: str) -> Any:
     """The declared default of key ``name`` (``seed`` → 42; ``executors`` → ``["seq"]``, a
     fresh list each call; a table, ``watchdog``, an empty one: its keys' defaults apply).
@@ -390,5 +426,5 @@ def markdown_table() -> str:
 
 
 __all__ = ["COMPILE_CHOICES", "COMPILE_MODES", "CampaignKey", "Flag", "FormField", "KEYS",
-           "TABLES", "WATCHDOG_ACTIONS", "default", "flag_help", "flags", "form_hint",
+           "TABLES", "WATCHDOG_ACTIONS", "check_entries", "default", "flag_help", "flags", "form_hint",
            "key_types", "markdown_table", "value_of"]

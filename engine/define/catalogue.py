@@ -25,7 +25,7 @@ from engine.define.experiment import (  # noqa: F401
 )
 from engine.define.paths import check_experiment_id
 from engine.define.workloads import WORKLOADS
-from engine.errors import ConfigError, known, nearest
+from engine.errors import ConfigError, known, nearest, quoted
 from engine.precision import check_value
 from engine.results.paths import path_text_problem, shown_path
 
@@ -134,7 +134,7 @@ class Catalogue:
         try:
             return self.experiments[exp_id]
         except KeyError:
-            raise ConfigError(f"unknown experiment '{exp_id}'{nearest(exp_id, self.experiments)}; "
+            raise ConfigError(f"unknown experiment {quoted(exp_id)}{nearest(exp_id, self.experiments)}; "
                               f"{known(self.experiments)}") from None
 
     def ids(self) -> list[str]:
@@ -170,7 +170,7 @@ class Catalogue:
                 stop = order.index(self._resolve(hi, where)) if hi.strip() else len(order) - 1
                 found = order[start:stop + 1]
                 if not found:
-                    raise ConfigError(f"{where}: range '{part}' selects no experiment")
+                    raise ConfigError(f"{where}: range {quoted(part)} selects no experiment")
             else:
                 found = [self._resolve(part, where)]
             chosen.extend(e for e in found if e not in chosen)
@@ -181,7 +181,7 @@ class Catalogue:
         if token.isdigit():
             token = f"E{int(token):02d}"
         if token not in self.experiments:
-            raise ConfigError(f"{where}: unknown experiment '{token}'"
+            raise ConfigError(f"{where}: unknown experiment {quoted(token)}"
                               f"{nearest(token, self.experiments)}; {known(self.experiments)}")
         return token
 

@@ -9,8 +9,8 @@ from typing import Any
 from engine.bounds import JOB, MAX_SEED, OPTIMIZER, check_numbers
 from engine.define import search_space, tomlfile
 from engine.define.experiment import OPTIMIZER_KWARGS, Experiment
-from engine.define.workloads import JobSpec, expand, train_size
-from engine.errors import ConfigError
+from engine.define.workloads import JobSpec, SplitSpec, expand, train_size
+from engine.errors import ConfigError, quoted, shown
 from engine.parts.models import check_kwargs as check_model_kwargs
 from engine.parts.optimizers import check_optimizer
 from engine.registry import DATASETS, MODELS, OPTIMIZERS, TASKS, Registry
@@ -38,6 +38,7 @@ def check_experiment(exp: Experiment, seed: int, where: str) -> None:
     defined = (f"{exp.source}: experiments.{exp.id}" if exp.source
                else f"{where}: experiment {exp.id}")
     check_user_names(exp, defined)
+    check_sampled_ranges(exp, defined)
     jobs = expand(exp, seed)
     if not 0 <= seed <= MAX_SEED - len(jobs):
         raise ConfigError(f"{where}: seed {seed} out of range (0 to {MAX_SEED - len(jobs)} "
@@ -67,6 +68,83 @@ def check_experiment(exp: Experiment, seed: int, where: str) -> None:
             raise ConfigError(f"{job_where}: batch_size {job.batch_size} "
                               f"exceeds its {n_train} training samples ({job.dataset}, "
                               f"{kind} split)")
+
+
+def check_sampled_ranges(exp: Experiment, where: str) -> None:
+    """Every value a sampled ``search_space`` axis can draw is one its field takes, whatever
+    the seed: checked on the whole range, not on the draws this seed makes (``randint =
+    [0, 10]`` for ``model_kwargs.hidden`` drew 0, below its bound, for seed 2 only). A
+    range's values are both its ends (``randint``'s high end less one; ``uniform`` and
+    ``loguniform`` ranges as closed, since a draw may round onto the high end) and a
+    ``choice``'s every value, checked against the bounds the draws are checked against:
+    ``model_kwargs`` keys against each model the experiment may train
+    (:attr:`engine.registry.ModelSpec.kwarg_bounds`), optimizer keywords against
+    :data:`engine.bounds.OPTIMIZER`, ``batch_size`` against the training samples. (Job
+    fields' bounds and types were checked on the same values when the catalogue parsed
+    the experiment.)
+
+    Raises:
+        ConfigError: ``"<where>.search_space: 'model_kwargs.hidden': randint [0, 10] can
+            draw 0 to 9; model 'mlp' model_kwargs key 'hidden' takes integer >= 1 and <=
+            65536 (draw 0 must be >= 1, got 0)"``.
+    """
+    space = exp.search_space
+    for key, spec in space.items():
+        if not search_space.is_sampled(spec):
+            continue  # a grid's every value is some trial's, on every seed
+        name, args = search_space.distribution(spec)
+        drawn = (f"{name} {shown(args)} can draw "
+                 + (f"{args[0]} to {args[1] - 1}" if name == "randint"
+                    else "any of its values" if name == "choice"
+                    else f"values from {shown(args[0])} up to {shown(args[1])}"))
+        at = f"{where}.search_space: {quoted(key)}: {drawn}"
+        path = search_space.field_path(key, OPTIMIZER_KWARGS)
+        for value in search_space.extremes(spec):
+            if path[0] == "optimizer_kwargs" and len(path) == 2:
+                bound = OPTIMIZER.get(path[1])
+                problem = bound.problem(value) if bound is not None else None
+                if problem:
+                    raise ConfigError(f"{at}; optimizer keyword '{path[1]}' takes "
+                                      f"{_allowed(bound)} (a draw {problem})")
+            elif path[0] == "model_kwargs" and len(path) == 2:
+                for model_name in _models_of(exp):
+                    model = MODELS.items.get(model_name)
+                    bound = model.kwarg_bounds.get(path[1]) if model is not None else None
+                    problem = bound.problem(value) if bound is not None else None
+                    if problem:
+                        raise ConfigError(f"{at}; model '{model_name}' model_kwargs key "
+                                          f"'{path[1]}' takes {_allowed(bound)} (a draw "
+                                          f"{problem})")
+            elif path == ("batch_size",):
+                _check_batch_range(exp, value, at)
+
+
+def _allowed(bound: Any) -> str:
+    """``integer >= 1 and <= 65536``: a bound as the refusal names it."""
+    return ("integer " if bound.integer else "") + bound.text
+
+
+def _models_of(exp: Experiment) -> list[str]:
+    """The models ``exp``'s trials may train: its model, or each its search space gives."""
+    spec = exp.search_space.get("model")
+    named = search_space.values_of(spec) if spec is not None else [exp.model]
+    return [m for m in named if isinstance(m, str)]
+
+
+def _check_batch_range(exp: Experiment, batch_size: Any, at: str) -> None:
+    """A drawable ``batch_size`` no larger than the training samples of each dataset the
+    experiment's trials may use (where its size is known)."""
+    spec = exp.search_space.get("dataset")
+    names = search_space.values_of(spec) if spec is not None else [exp.dataset]
+    split = SplitSpec("holdout", exp.split_seed, exp.val_fraction)  # hpo's trials' split
+    for name in names:
+        dataset = DATASETS.items.get(name) if isinstance(name, str) else None
+        if dataset is None or dataset.sizes is None or not isinstance(batch_size, int):
+            continue
+        n_train = train_size(split, *dataset.sizes)
+        if batch_size > n_train:
+            raise ConfigError(f"{at}; a batch_size above {n_train}, the training samples "
+                              f"of {name}, cannot train (a draw of {batch_size})")
 
 
 def check_job_values(job: JobSpec, where: str) -> None:

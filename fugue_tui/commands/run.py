@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     load_plugins()
     # without --exec: the campaign's declared default executors, as a campaign file without
     # the key runs
-    executors = list(dict.fromkeys(args.run_exec or campaign_schema.default("executors")))
+    # the campaign's check refuses an executor given twice (--exec seq seq), as in a file
+    executors = list(args.run_exec or campaign_schema.default("executors"))
     options = _planned_flag_options(args, executors)
     for item in args.run_option:
         _add_option(options, item)

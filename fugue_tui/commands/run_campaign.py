@@ -119,6 +119,9 @@ def user_words(message: str, path: Path, exp_name: str) -> str:
     message = re.sub(r"\brun: (unknown executor|executor ')", r"--exec: \1", message)
     message = re.sub(r"\brun: options\.", "--option ", message)
     message = re.sub(r"\boptions\.(\w+)\.(\w+) is set", r"--option \1.\2 is set", message)
+    message = re.sub(r"\brun: key '(experiments|executors)'",
+                     lambda m: {"experiments": "--exp", "executors": "--exec"}[m.group(1)],
+                     message)
     message = re.sub(r"\brun: key '(\w+)'",
                      lambda m: "--" + m.group(1).replace("_", "-"), message)
     return message

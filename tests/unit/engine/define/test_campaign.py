@@ -144,7 +144,7 @@ def test_executor_options_are_checked_against_the_declaration(tmp_path, second_e
 def test_build_cells_order(tmp_path, second_executor):
     c = load_campaign(_campaign(tmp_path, """
 experiments = "D_cv,D_ens"
-executors = ["zz_test", "seq", "zz_test"]
+executors = ["zz_test", "seq"]
 passes = 2
 compile = "both"
 compile_mode = "max-autotune"

@@ -369,6 +369,62 @@ CASES: list[Case | object] = [
          ("control", "r", "kill", "²"), ("no cell '²'", "not an index", "did you mean 2?")),
     Case("control-abort-with-cell", {"r/runner.jsonl": _RUNNER_LOG}, ("control", "r", "abort", "1"),
          ("control abort takes no cell", "'1'")),
+    # --- issue 44: campaign and experiments file content
+    # a list names each value once; an empty entry is named by its position
+    _batch('experiments = ["D_ens", "D_ens"]\n', "key 'experiments'", "'D_ens' is listed twice",
+           id="experiments-listed-twice"),
+    _batch('experiments = "1,E01"\n', "key 'experiments'", "'E01' ('1' and 'E01')",
+           "listed twice", id="experiments-same-by-number-and-name"),
+    _batch('experiments = "D_ens"\nexecutors = ["seq", "seq"]\n', "key 'executors'",
+           "'seq' is listed twice", id="executors-listed-twice"),
+    _batch('experiments = "D_ens"\nprecision = ["fp32", "fp32"]\n', "key 'precision'",
+           "'fp32' is listed twice", id="precision-listed-twice"),
+    _batch('experiments = "D_hpo"\nexecutors = ["mp"]\n[options.mp]\n'
+           'scheduler = ["fifo", "fifo"]\n', "options.mp", "key 'scheduler'",
+           "'fifo' is listed twice", id="option-axis-listed-twice"),
+    _batch('experiments = ["T_fast", ""]\n', "key 'experiments'", "entry 2 of 2 is empty",
+           id="experiments-empty-entry"),
+    _batch('experiments = "D_ens"\nexecutors = ["", "seq"]\n', "key 'executors'",
+           "entry 1 of 2 is empty", id="executors-empty-entry"),
+    _batch('experiments = "D_ens"\nprecision = ["fp32", " "]\n', "key 'precision'",
+           "entry 2 of 2 is empty", id="precision-empty-entry"),
+    Case("run-exec-listed-twice", {}, ("run", "--exp", "D_ens", "--exec", "seq", "seq",
+                                       "--dry-run"), ("--exec", "'seq' is listed twice")),
+    Case("run-exp-listed-twice", {}, ("run", "--exp", "D_ens", "D_ens", "--dry-run"),
+         ("--exp", "'D_ens' is listed twice")),
+    Case("run-exp-empty-entry", {}, ("run", "--exp", "D_ens", "", "--dry-run"),
+         ("--exp", "entry 2 of 2 is empty")),
+    # a newline in a value (or a quoted key's name) stays escaped on the one error line
+    _batch('experiments = "D_ens"\nname = "a\\nb"\n', "key 'name'", "'a\\nb'",
+           id="newline-in-name"),
+    _batch('experiments = ["D_ens\\nx"]\n', "unknown experiment", "'D_ens\\nx'",
+           id="newline-in-experiments-entry"),
+    _batch('experiments = "D_ens"\nexecutors = ["seq\\nx"]\n', "unknown executor",
+           "'seq\\nx'", id="newline-in-executor"),
+    _batch('experiments = "D_ens"\ndevice = "cpu\\nx"\n', "key 'device'", "'cpu\\nx'",
+           id="newline-in-device"),
+    _batch('experiments = "D_ens"\n"bad\\nkey" = 1\n', "unknown key", "bad\\nkey",
+           id="newline-in-unknown-key-name"),
+    _batch('experiments = "D_ens"\n"tab\\tkey\\u2028x" = 1\n', "unknown key",
+           "tab\\tkey\\u2028x", id="tab-and-line-separator-in-key-name"),
+    _with_exps('[experiments.D_ens]\nmodel_kwargs = { hidden = "a\\nb" }\n', "D_ens",
+               "model_kwargs key 'hidden'", "'a\\nb'", id="newline-in-model-kwargs-string"),
+    _with_exps('[experiments.D_ens]\n"ep\\nochs" = 1\n', "experiments.D_ens", "unknown key",
+               "ep\\nochs", id="newline-in-experiment-key-name"),
+    # a sampled search_space range is checked whole, whatever the seed (seed 2 drew 0 from
+    # this randint and was refused; seed 42 drew 5 and ran)
+    _with_exps('[experiments.U_h]\n' + _MLP_WINE.replace('"ensemble"', '"hpo"')
+               .replace("k = 2\n", "") + 'batch_size = 8\n'
+               'search_space = { "model_kwargs.hidden" = { randint = [0, 10] } }\n',
+               "U_h.search_space", "'model_kwargs.hidden'", "randint [0, 10]",
+               "can draw 0 to 9", "takes integer >= 1 and <= 65536",
+               campaign='experiments = "U_h"\nseed = 42\n', id="search-space-randint-range"),
+    _with_exps('[experiments.U_h]\n' + _MLP_WINE.replace('"ensemble"', '"hpo"')
+               .replace("k = 2\n", "") + 'batch_size = 8\noptimizer = "sgd"\n'
+               'search_space = { momentum = { uniform = [0.5, 2.0] } }\n',
+               "U_h.search_space", "'momentum'", "uniform [0.5, 2.0]",
+               "optimizer keyword 'momentum' takes >= 0 and <= 1",
+               campaign='experiments = "U_h"\n', id="search-space-uniform-momentum"),
 ]
 
 

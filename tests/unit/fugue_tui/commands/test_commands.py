@@ -125,7 +125,7 @@ def test_catalogue_selection_times_passes(workdir):
 
 
 def test_compile_both_and_ids_given_apart(workdir):
-    cells = dry_cells(fugue(workdir, "run", "--exp", "D_ens", "D_reg", "--exec", "seq", "seq",
+    cells = dry_cells(fugue(workdir, "run", "--exp", "D_ens", "D_reg", "--exec", "seq",
                             "--compile", "both", "--dry-run"))
     assert [(c["exp"], c["compile"]) for c in cells] == [
         ("D_ens", "off"), ("D_ens", "default"), ("D_reg", "off"), ("D_reg", "default")]
