@@ -7,8 +7,9 @@ place this is decided: the executor records its result in the group's ``features
 
 Flags (``vf:{0|1},s:{0|1},fl:{0|1}``, docs/fugue-compat.md):
 
-* ``vf`` vectorised forward: never changed here (per-bucket routes, e.g. a single-member
-  bucket or an AMP bucket that trains eagerly, are in the plan, not in this column);
+* ``vf`` vectorised forward: 1 only if every bucket that trained ran the vectorised route
+  (``eager``: a single-member bucket, or one the checks sent eager, makes it 0 and is
+  named in the reason; ``eager_buckets`` counts them);
 * ``s`` one CUDA stream per bucket: 0 on any device but CUDA (there are no streams), and 0
   under a compile mode that captures CUDA graphs (``reduce-overhead``, ``max-autotune``)
   when compilation actually ran (graph capture does not tolerate side streams); a failed
