@@ -18,6 +18,7 @@ from rich.text import Text
 
 from engine.errors import FugueError, known, nearest
 from engine.results.derived import BASELINE_EXECUTOR, PARITY_NA
+from engine.results.eager_note import eager_notes
 from fugue_tui.report.cell_tables import build_tables
 from fugue_tui.report.export_all import check_export, export_results
 
@@ -81,7 +82,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     for t in build_tables(table, status, by_campaign, title_prefix=prefix,
                           width=width or console.width):
         console.print(t)
-    notes = _notes(table, baseline)
+    # issue 45: a cell whose buckets trained eagerly is not the stacked model's speedup
+    notes = _notes(table, baseline) + eager_notes(runs.groups.to_dict("records"))
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != BASELINE_EXECUTOR).any():
