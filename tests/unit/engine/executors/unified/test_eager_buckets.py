@@ -98,3 +98,23 @@ def test_the_class_rule():
 
     assert "different code" in class_difference(first(2.0), make(2.0))
     assert "class" in class_difference(torch.nn.Linear, torch.nn.Conv1d)
+
+
+def test_fidelity_says_one_thing_about_amp_fp16_buckets():
+    """docs/fidelity.md said both that amp-fp16 buckets train eagerly and that they are
+    vectorised; the code vectorises them (bucket_build._decide has no precision rule; a
+    GradScaler per member, scaler.StackedGradScaler): every passage naming amp-fp16 must
+    agree."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[5] / "docs" / "fidelity.md").read_text()
+    # passages: table rows, bullets and paragraphs
+    passages = [p for p in re.split(r"\n(?=\s*[-|*] |\s*\n)", text) if "amp-fp16" in p]
+    assert passages
+    assert not [p for p in passages if re.search(r"\beager", p)], passages
+    assert any("vectorised" in p and "GradScaler per member" in p for p in passages)
+    decide = inspect.getsource(bucket_build_mod.BucketBuild._decide)
+    # no precision rule sends a bucket eager
+    assert re.search(r"\bamp\b|\.scaled\b|fp16|float16", decide) is None
