@@ -176,6 +176,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         runs = select_runs(Path(runs_dir), campaign_id)
         for note in runs.notes:
             print(f"fugue-tui: warning: {note}", file=sys.stderr)
+        for note in eager_notes(runs.groups.to_dict("records")):  # issue 45
+            print(f"fugue-tui: note: {note}", file=sys.stderr)
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
