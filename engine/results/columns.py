@@ -72,7 +72,7 @@ _HARNESS: tuple[Column, ...] = (
            "Ray Tune trial scheduler that ran (ray hpo cells); empty otherwise"),
     Column("features", G, TEXT,
            "unified_model extensions that actually ran, `vf:{0|1},s:{0|1},fl:{0|1}` (quoted: it "
-           "contains commas)"),
+           "contains commas); vf is 1 only if every bucket ran vectorised (eager_buckets)"),
     Column("T_group", G, NUMBER, "group makespan, s (docs/measurement.md, Times)"),
     Column("total_samples", G, NUMBER, "samples actually trained (full batches only), count"),
     Column("throughput_group", G, NUMBER, "total_samples ÷ T_group, samples/s"),
