@@ -26,9 +26,11 @@ def eager_count(value: Any) -> int:
 
 def eager_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line naming the rows (``exp_id executor pass``, the first three) whose
-    ``eager_buckets`` count is above 0, with the first one's reason; [] when none (or the
-    column is missing: older rows, other executors)."""
-    hit = [r for r in rows if eager_count(r.get("eager_buckets")) > 0]
+    ``eager_buckets`` count is above 0 while ``vf:1`` was asked for, with each one's value;
+    [] when none (or the column is missing: older rows, other executors)."""
+    # vf:0 asked for (rung A, baseline): every bucket eager as requested, nothing to say
+    hit = [r for r in rows if eager_count(r.get("eager_buckets")) > 0
+           and "vf:0" not in str(r.get("features_requested") or "")]
     if not hit:
         return []
     named = ", ".join(f"{r.get('exp_id')} {r.get('executor')} pass {_whole(r.get('pass'))} "

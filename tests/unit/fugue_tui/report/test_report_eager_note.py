@@ -49,3 +49,8 @@ def test_no_note_when_every_bucket_ran_vectorised(tmp_path):
     print_report(tmp_path, console, chart=False)
     assert "eagerly" not in console.export_text()
     assert eager_notes([{"eager_buckets": float("nan")}, {}]) == []
+    # vf:0 asked for (ablation rung A): eager as requested, no note
+    assert eager_notes([{"eager_buckets": "1/1: vf:0 (vectorised forward off)",
+                         "features_requested": "vf:0,s:0,fl:0"}]) == []
+    assert eager_notes([{"eager_buckets": "1/1: one member, nothing to stack",
+                         "features_requested": "vf:1,s:1,fl:0"}])
