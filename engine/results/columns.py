@@ -72,7 +72,7 @@ _HARNESS: tuple[Column, ...] = (
            "Ray Tune trial scheduler that ran (ray hpo cells); empty otherwise"),
     Column("features", G, TEXT,
            "unified_model extensions that actually ran, `vf:{0|1},s:{0|1},fl:{0|1}` (quoted: it "
-           "contains commas)"),
+           "contains commas); vf is 1 only if every bucket ran vectorised (eager_buckets)"),
     Column("T_group", G, NUMBER, "group makespan, s (docs/measurement.md, Times)"),
     Column("total_samples", G, NUMBER, "samples actually trained (full batches only), count"),
     Column("throughput_group", G, NUMBER, "total_samples ÷ T_group, samples/s"),
@@ -450,6 +450,13 @@ _OURS: tuple[Column, ...] = (
            "seconds the cell's processes were seen stopped (SIGSTOP, a debugger) while it "
            "ran, by the runner, at 0.25 s resolution: counted in T_group; 0 none; empty: "
            "not tracked (no runner)"),
+    # Issue 45: how many of a unified_model cell's buckets trained eagerly (an outcome, not
+    # part of the cell key: `features` as ran says vf:0 then, the key hashes the request).
+    Column("eager_buckets", G, TEXT,
+           "unified_model: `n/m: <first reason>` when n of the cell's m buckets trained "
+           "eagerly (a single member, or the verification sent it eager; then features says "
+           "vf:0), `0/m` when every bucket ran vectorised; empty for executors without "
+           "buckets and in older rows"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -34,6 +34,7 @@ from engine.event_base import Event
 from engine.observe.follow import CampaignFollower
 from engine.processes import die_with_parent, engine_env
 from engine.results.columns import GROUPS_FILE
+from engine.results.eager_note import eager_notes
 from engine.results.preflight import check_runs_path, preflight
 from engine.results.read import read_rows
 from engine.results.values import row_instant, since_instant
@@ -136,6 +137,9 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
         exit_code = 1 if code is not None and code < 0 else code
         problems = [] if code == 2 else _print_problems(runner, started)
         write_summary(exit_code, runner, problems)
+        if code != 2:  # issue 45: buckets that trained eagerly, said on stderr (JSON: stdout)
+            for note in eager_notes(_run_rows(runner, started)):
+                print(f"{WARNING_PREFIX}{note}", file=sys.stderr)
     if code == 2:  # bad input or busy: the runner said why on stderr, nothing ran
         return 2
     if not as_json:
@@ -218,17 +222,21 @@ def _follow(proc: subprocess.Popen[bytes], follower: CampaignFollower, progress:
                     proc.send_signal(signal.SIGINT)
 
 
+def _run_rows(runner: Runner, since: str) -> list[dict[str, str]]:
+    """The campaign's group rows stamped at or after ``since`` (this run's)."""
+    start = since_instant(since)  # instants, never text (rows may name another zone)
+    return [r for r in read_rows(runner.runs_dir / GROUPS_FILE)
+            if r.get("campaign_id") == runner.campaign_id
+            and (row_instant(r) or float("-inf")) >= start]
+
+
 def _print_problems(runner: Runner, since: str) -> list[dict[str, Any]]:
     """One line on stderr per cell of this run (rows stamped at or after ``since``) whose
     last attempt was not ok: ``killed: D_ens seq pass 1 (attempt 1): <error>``. Rows of
     earlier runs of the same campaign are not this run's problems (an earlier ok row does
     not hide a cell this run killed, an earlier failure is not repeated)."""
-    start = since_instant(since)  # instants, never text (rows may name another zone)
-    rows = [r for r in read_rows(runner.runs_dir / GROUPS_FILE)
-            if r.get("campaign_id") == runner.campaign_id
-            and (row_instant(r) or float("-inf")) >= start]
     latest: dict[str, dict[str, str]] = {}
-    for row in rows:
+    for row in _run_rows(runner, since):
         latest[row["cell_key"]] = row
     problems = []
     for row in latest.values():

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from engine.errors import FugueError, known, nearest
 from engine.results.derived import BASELINE_EXECUTOR, PARITY_NA
+from engine.results.eager_note import eager_notes
 from fugue_tui.report.cell_tables import build_tables
 from fugue_tui.report.export_all import check_export, export_results
 
@@ -81,7 +82,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     for t in build_tables(table, status, by_campaign, title_prefix=prefix,
                           width=width or console.width):
         console.print(t)
-    notes = _notes(table, baseline)
+    # issue 45: a cell whose buckets trained eagerly is not the stacked model's speedup
+    notes = _notes(table, baseline) + eager_notes(runs.groups.to_dict("records"))
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != BASELINE_EXECUTOR).any():
@@ -174,6 +176,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         runs = select_runs(Path(runs_dir), campaign_id)
         for note in runs.notes:
             print(f"fugue-tui: warning: {note}", file=sys.stderr)
+        for note in eager_notes(runs.groups.to_dict("records")):  # issue 45
+            print(f"fugue-tui: note: {note}", file=sys.stderr)
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,

@@ -25,7 +25,8 @@ Switches (campaign ``[options.unified_model]``, ``--option unified_model.KEY=VAL
 * ``max_parallel`` (chunk size), ``verify``, ``data_order``, ``kernels``,
   ``compile_backend`` (``inductor``; another torch.compile backend for debugging).
 
-Group columns set here: ``features`` (effective), ``features_reason``, ``max_parallel``
+Group columns set here: ``features`` (effective; ``vf`` 1 only if every bucket ran
+vectorised), ``features_reason``, ``eager_buckets`` (``n/m: <first reason>``), ``max_parallel``
 (largest chunk), ``compile_mode`` (what ran), ``compile_warmup_s`` (the buckets' compile
 probes, wall time), ``train_throughput_sps`` (samples ÷ the chunks' training-step wall
 time) and ``executor_info`` (the plan).
@@ -46,6 +47,8 @@ from engine.executors.unified.features import (
     BASELINE_FEATURES,
     DEFAULT_FEATURES,
     FLAGS,
+    eager_buckets,
+    eager_buckets_text,
     effective_features,
     features_string,
     requested_features,
@@ -189,11 +192,20 @@ class UnifiedExecutor(Executor):
             features = {f: min(cf[0][f] for cf in chunk_features) for f in FLAGS}
             reasons = list(dict.fromkeys(cf[1] for cf in chunk_features if cf[1]))
             reason = "; ".join(reasons) or None
+        # vf as ran: 1 only if every bucket that trained (whose route was decided) ran
+        # vectorised; a bucket sent eager (by its checks, or a single member) makes it 0
+        eager = eager_buckets([(b.route, b.reason or b.check) for b in plan.buckets
+                               if b.check != "pending"])
+        if eager[0]:  # (features are effective already: the only new reasons are vf's, fl's)
+            features, why = effective_features(features, device_type, eager=eager)
+            reason = "; ".join(r for r in (reason, why) if r) or None
         plan.features = features_string(features)
         group: dict[str, Any] | None = getattr(ctx, "group", None)
         if group is not None:
             group.update(self._group_facts(plan, features, reason, largest, compile_mode,
                                            warmup, samples, train_clock, results))
+            if eager[1]:  # "n/m: <first reason>", "0/m" all vectorised; missing: no bucket
+                group["eager_buckets"] = eager_buckets_text(eager)
             group["parity_contract"] = weakest(b.parity_contract for b in plan.buckets)
             info = dict(group.get("executor_info") or {})
             info["outside_window_s"] = round(sum(b - a for a, b in outside), 4)

@@ -1,7 +1,8 @@
 """K structurally identical members as one vectorised module.
 
 ``Stack(members, generators)`` stacks the members' parameters and buffers along a new
-leading dimension K (``torch.func.stack_module_state``) and calls one template module
+leading dimension K (:func:`stack_state`, ``torch.func.stack_module_state`` with a relaxed
+class rule: ``same_class``) and calls one template module
 through ``torch.func.functional_call`` under ``torch.vmap(..., randomness="different")``:
 one Python call of the template per step, whatever K is.
 
@@ -38,7 +39,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.func import functional_call, stack_module_state
+from torch.func import functional_call
 
 from engine.executors.unified.contract import UNIT_ROUNDOFF, pass_bound
 
@@ -62,6 +63,42 @@ def unsupported_reason(module: nn.Module) -> str | None:
             return (f"'{name}' ({type(sub).__name__}) would draw its masks through vmap's "
                     "randomness, not the member's own generator: they would not be seq's")
     return None
+
+
+def stack_state(members: Sequence[nn.Module]) -> tuple[dict[str, torch.Tensor],
+                                                        dict[str, torch.Tensor]]:
+    """``torch.func.stack_module_state`` with the class rule of
+    :func:`engine.executors.unified.same_class.class_difference` instead of torch's
+    ``type(m) is type(members[0])``: members built from a class written inside the builder
+    (a new class object per build, the same class statement) stack. Returns (params,
+    buffers): name → (K, *shape) tensors, the parameters new leaves requiring grad, as
+    torch's.
+
+    Raises:
+        RuntimeError: mixed train/eval modes, a member whose class is not member 0's
+            structure (naming the difference), or a parameter that requires grad in some
+            members only.
+    """
+    from engine.executors.unified.same_class import class_difference
+
+    if len({m.training for m in members}) > 1:
+        raise RuntimeError("stack: the members are not all in the same train/eval mode")
+    for i, m in enumerate(members[1:], start=1):
+        why = class_difference(type(members[0]), type(m))
+        if why is not None:
+            raise RuntimeError(f"stack: member {i}'s class is not member 0's: {why}")
+
+    def leaf(name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+        grads = {t.requires_grad for t in tensors}
+        if len(grads) > 1:
+            raise RuntimeError(f"stack: '{name}' requires grad in some members only")
+        out = torch.stack(tensors)
+        return out.detach().requires_grad_() if grads == {True} else out
+
+    params = [dict(m.named_parameters()) for m in members]
+    buffers = [dict(m.named_buffers()) for m in members]
+    return ({k: leaf(k, [p[k] for p in params]) for k in params[0]},
+            {k: leaf(k, [b[k] for b in buffers]) for k in buffers[0]})
 
 
 class _NoiseQueue:
@@ -141,7 +178,7 @@ class Stack:
         self.k = len(self.members)
         self._args = (tuple(sample_shape), batch_size, exact_kernels)
         self._exact_linear = exact_linear
-        params, buffers = stack_module_state(self.members)
+        params, buffers = stack_state(self.members)
         self.params: dict[str, torch.Tensor] = params
         self.buffers: dict[str, torch.Tensor] = buffers
         ref = self.members[0]

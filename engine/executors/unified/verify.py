@@ -146,11 +146,21 @@ def fingerprint(module: nn.Module) -> list[tuple[str, str, tuple[Any, ...]]]:
 def fingerprint_mismatch(members: Sequence[nn.Module]) -> str | None:
     """``None`` when every member's :func:`fingerprint` equals member 0's, else the first
     difference, e.g. ``member 1 differs at '4' (Dropout): p = 0.5 vs 0.2``."""
+    from engine.executors.unified.same_class import class_difference
+
     ref = fingerprint(members[0])
+    ref_types = [type(sub) for sub in members[0].modules()]
     for i, member in enumerate(members[1:], start=1):
         other = fingerprint(member)
         if len(other) != len(ref):
             return f"member {i} has {len(other)} submodules, member 0 has {len(ref)}"
+        # The type names alone agree for two different classes of one name; the class rule
+        # (engine.executors.unified.same_class) admits only the same class statement.
+        for (name, _, _), t0, t1 in zip(ref, ref_types, [type(s) for s in member.modules()],
+                                        strict=True):
+            why = class_difference(t0, t1)
+            if why is not None:
+                return f"member {i} differs at '{name or '(root)'}': {why}"
         for (n0, t0, a0), (n1, t1, a1) in zip(ref, other, strict=True):
             where = f"'{n0 or '(root)'}' ({t0.rsplit('.', 1)[-1]})"
             if n0 != n1 or t0 != t1:

@@ -309,4 +309,8 @@ def header_text(source: Path, runs: Runs, shown: Runs, filter_text: str,
         line.append(f"\n{filter_error}", style="yellow")
     for note in runs.notes:
         line.append(f"\nwarning: {note}", style="yellow")
+    from engine.results.eager_note import eager_notes
+
+    for note in eager_notes(shown.groups.to_dict("records")) if count else []:
+        line.append(f"\nnote: {note}", style="yellow")
     return line
