@@ -7,7 +7,7 @@ campaign keys (:data:`engine.define.campaign_schema.KEYS`) and executor options 
 choices and bounds — and then, in about half the examples, mutated: an unknown key, a known
 key with a value of any type, an out-of-range number, an unknown name, a missing
 ``experiments``, or damaged bytes. With an experiments file beside it about a quarter of
-the time (one user experiment, ``U1``, from a template, mutated the same way).
+the time (one user experiment, mostly ``U1``, from a template, mutated the same way).
 """
 
 from __future__ import annotations
@@ -63,13 +63,15 @@ _SPECIAL = ["", " ", "auto", "all", "-1", "1e9", "nan", "D_ens,", ",", "\n", "ü
             "cuda:99999999999999999999", "GPU-", "MIG-x", "cpu,cuda:0", "local", "h:1", "h:0",
             "h:99999999999", "ray://h:1", "ray://", "[::1]:80", "6GiB", "-1GiB", "0MiB",
             "1e400GiB", "nanMiB", "inf", "1_000MiB", "0x10", "8 GiB", "fp32,bf16", "amp-bf16",
-            "asha", "fifo,asha", "spawn", "forkserver", "~", "~nobody/x", "$HOME", "."]
+            "asha", "fifo,asha", "spawn", "forkserver", "~", "~nobody/x", "$HOME", ".",
+            # digits str.isdigit() takes and int() does not, or reads as ASCII ones
+            "\u00b2", "\u0661", "h:\u00b2", "h:\u0661", "E\u0661", "cuda:\u00b2"]
 _texts = st.text(max_size=40) | st.sampled_from(_SPECIAL)
 #: What str.splitlines() breaks a line at.
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 # TODO(i44-content): a key name holding a line break is printed raw today ("unknown key
 # 'a<newline>b'": two lines); remove this filter (keys may hold any text) once messages quote it.
-_key_names = st.text(st.characters(exclude_characters=LINE_BREAKS), max_size=12)
+_key_names = st.text(st.characters(codec="utf-8", exclude_characters=LINE_BREAKS), max_size=12)
 _numbers = (st.integers(min_value=-(2**63), max_value=2**63 - 1)
             | st.sampled_from([0, -1, 1, 2**31, 2**63 - 1, -(2**63)])
             | st.floats(allow_nan=True, allow_infinity=True))
@@ -226,6 +228,15 @@ def _typed(types: tuple[type, ...], key: str = "") -> st.SearchStrategy:
     return st.one_of(out) if out else ANY_VALUE
 
 
+def _without_breaks(value: object) -> object:
+    """``value`` with every line break taken out of its strings (lists looked into)."""
+    if isinstance(value, str):
+        return "".join(c for c in value if c not in LINE_BREAKS)
+    if isinstance(value, list):
+        return [_without_breaks(v) for v in value]
+    return value
+
+
 @st.composite
 def _mutate(draw, doc: dict, types: dict[str, tuple[type, ...]]) -> dict:
     """``doc`` with one change: a key unknown, removed, holding an odd value of its own
@@ -250,6 +261,10 @@ def _mutate(draw, doc: dict, types: dict[str, tuple[type, ...]]) -> dict:
         doc[key] = draw(_typed(types[key], key))
     else:
         doc[draw(st.sampled_from(keys))] = draw(ANY_VALUE)
+    if "experiments" in doc:
+        # TODO(i44-content): an unknown experiment holding a line break is printed raw today
+        # ("unknown experiment '0<CR>0'": two lines); remove once messages quote it.
+        doc["experiments"] = _without_breaks(doc["experiments"])
     for key in PATH_KEYS:
         if not _path_safe(doc.get(key)):
             doc.pop(key)  # TODO(i44-paths): see _path_safe
@@ -280,11 +295,12 @@ def examples(draw) -> Example:
     experiments = None
     user_ids: tuple[str, ...] = ()
     if draw(st.integers(0, 3)) == 3:  # hypothesis favours the low end: rare is high
-        user_ids = ("U1",)
+        # mostly U1; sometimes any name (an id names cell folders: checked at load)
+        user_ids = (draw(_key_names) if draw(st.integers(0, 9)) == 9 else "U1",)
         job = draw(user_experiment())
         if draw(st.integers(0, 2)) == 2:
             job = draw(_mutate(job, EXPERIMENT_KEYS))
-        experiments = _dump({"experiments": {"U1": job}})
+        experiments = _dump({"experiments": {user_ids[0]: job}})
     doc = draw(valid_campaign(user_ids))
     if user_ids:
         doc["experiments_file"] = EXPERIMENTS
