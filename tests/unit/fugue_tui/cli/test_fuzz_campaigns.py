@@ -38,7 +38,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from hypothesis import event, given, seed, settings
+from hypothesis import HealthCheck, event, given, seed, settings
 
 from engine.errors import FugueError
 from fugue_tui.commands.batch import OVERRIDES
@@ -59,10 +59,12 @@ _NONE = {name: None for name in OVERRIDES}
 
 def _settings(n: int):
     """derandomized (a fixed sequence), no deadline, no example database (nothing written
-    in the repository); ``FUGUE_FUZZ_SEED``: a seeded random sequence instead."""
+    in the repository); ``FUGUE_FUZZ_SEED``: a seeded random sequence instead. The health
+    checks are off: they would judge the deliberate mix (a filter of path values, large
+    descriptions, a loaded CI host's speed), not the product."""
     return settings(max_examples=n, deadline=None, database=None,
                     derandomize="FUGUE_FUZZ_SEED" not in os.environ,
-                    suppress_health_check=list(__import__("hypothesis").HealthCheck))
+                    suppress_health_check=list(HealthCheck))
 
 
 def _seeded(test):
