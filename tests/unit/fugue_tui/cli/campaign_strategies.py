@@ -65,7 +65,9 @@ _SPECIAL = ["", " ", "auto", "all", "-1", "1e9", "nan", "D_ens,", ",", "\n", "ü
             "1e400GiB", "nanMiB", "inf", "1_000MiB", "0x10", "8 GiB", "fp32,bf16", "amp-bf16",
             "asha", "fifo,asha", "spawn", "forkserver", "~", "~nobody/x", "$HOME", ".",
             # digits str.isdigit() takes and int() does not, or reads as ASCII ones
-            "\u00b2", "\u0661", "h:\u00b2", "h:\u0661", "E\u0661", "cuda:\u00b2"]
+            "\u00b2", "\u0661", "h:\u00b2", "h:\u0661", "E\u0661", "cuda:\u00b2",
+            # paths: a component over 255 bytes, a NUL byte, a long path, a device
+            "x" * 300, "r/" + "\u00e9" * 200, "a\x00b", "a/" * 600, "/dev/null", "/proc/1"]
 _texts = st.text(max_size=40) | st.sampled_from(_SPECIAL)
 #: What str.splitlines() breaks a line at.
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
