@@ -69,3 +69,15 @@ def pytest_sessionfinish(session, exitstatus):
         from tests.parity import write
 
         write(session.config.stash.get(_PARITY_RECORDS, []), target)
+
+
+# -- the fuzzer (tests/unit/fugue_tui/cli/test_fuzz_campaigns.py) ------------------------
+def pytest_terminal_summary(terminalreporter):
+    """One ``fuzz:`` line per fuzzer test that ran: its example count and time (the test
+    records them as a property), so that CI's log says how much was fuzzed and how long."""
+    for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get(
+            "failed", []):
+        for name, value in getattr(report, "user_properties", ()):
+            if name == "fuzz" and report.when == "call":
+                terminalreporter.write_line(f"fuzz: {report.nodeid.rpartition('::')[2]}: "
+                                            f"{value}")

@@ -178,7 +178,9 @@ class Catalogue:
 
     def _resolve(self, token: str, where: str) -> str:
         token = token.strip()
-        if token.isdigit():
+        # ASCII decimal only: str.isdigit() accepts "²" (int() then raises) and "١" (an
+        # Arabic-Indic 1, which would silently select E01)
+        if token.isascii() and token.isdigit():
             token = f"E{int(token):02d}"
         if token not in self.experiments:
             raise ConfigError(f"{where}: unknown experiment {quoted(token)}"

@@ -50,7 +50,9 @@ def parse_address(address: str) -> tuple[str, int]:
     """``host:port`` or ``ray://host:port`` → ``(host, port)``; None-free, raises ValueError."""
     rest = address.removeprefix("ray://")
     host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    # ASCII decimal only: str.isdigit() accepts "١" (an Arabic-Indic 1: port 1)
+    if (not sep or not host or not (port.isascii() and port.isdigit())
+            or not 0 < int(port) < 65536):
         raise ValueError(address)
     return host.strip("[]"), int(port)
 

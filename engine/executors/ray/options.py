@@ -28,7 +28,9 @@ def parse_address(address: str) -> tuple[str, int]:
     """
     rest = address.removeprefix("ray://")
     host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    # ASCII decimal only: str.isdigit() accepts "²" (int() then raises) and "١"
+    if (not sep or not host or not (port.isascii() and port.isdigit())
+            or not 0 < int(port) < 65536):
         raise FugueError(f"options.ray.address must be host:port or ray://host:port, "
                          f"got {address!r}")
     return host.strip("[]"), int(port)

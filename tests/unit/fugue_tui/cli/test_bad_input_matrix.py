@@ -425,6 +425,21 @@ CASES: list[Case | object] = [
                "U_h.search_space", "'momentum'", "uniform [0.5, 2.0]",
                "optimizer keyword 'momentum' takes >= 0 and <= 1",
                campaign='experiments = "U_h"\n', id="search-space-uniform-momentum"),
+    # --- issue 44: fuzzer finds
+    # a selector, port or address number is ASCII decimal: str.isdigit() also accepts "²"
+    # (int() then raised: a traceback) and "١" (an Arabic-Indic 1, taken as E01 / port 1)
+    _batch('experiments = "\u00b2"\n', "unknown experiment '\u00b2'",
+           id="fuzz-experiments-superscript-digit"),
+    _batch('experiments = "\u0661"\n', "unknown experiment '\u0661'",
+           id="fuzz-experiments-arabic-indic-digit"),
+    _batch('experiments = "D_ens"\nexecutors = ["ray"]\n[options.ray]\naddress = "h:\u00b2"\n',
+           "options.ray.address must be host:port", "'h:\u00b2'",
+           names_campaign=False, id="fuzz-ray-address-superscript-port"),
+    _batch('experiments = "D_ens"\nexecutors = ["ray"]\n[options.ray]\naddress = "h:\u0661"\n',
+           "options.ray.address must be host:port", "'h:\u0661'",
+           names_campaign=False, id="fuzz-ray-address-arabic-indic-port"),
+    _batch('experiments = "D_ens"\ncluster = "h:\u0661"\n', "key 'cluster' must be",
+           "'h:\u0661'", id="fuzz-cluster-arabic-indic-port"),
 ]
 
 
