@@ -110,8 +110,11 @@ def test_the_cells_row_says_stopped_s_and_warns(tmp_path):
     assert any("stopped (SIGSTOP" in w and "7.5 s" in w for w in summary["warnings"])
 
 
-def test_stopped_s_is_at_the_end_of_the_group_order():
-    assert GROUP_COLUMNS[-1] == "stopped_s"
+def test_stopped_s_follows_time_utc_in_the_group_order():
+    """Added at the end when it landed (issue 43); later columns (eager_buckets, issue 45)
+    follow it, and the golden header test pins the whole order."""
+    assert GROUP_COLUMNS.index("stopped_s") == GROUP_COLUMNS.index("time_utc") + 1
+    assert GROUP_COLUMNS.index("stopped_s") < GROUP_COLUMNS.index("eager_buckets")
 
 
 def test_a_stopped_process_outside_the_session_that_registered_counts(tmp_path):
