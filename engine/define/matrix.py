@@ -355,6 +355,8 @@ class _ParallelResolver:
         self._loaded: tuple[Any, Any, dict[str, str]] | None = None
         #: (experiment, jobs, executor, compile mode, mp start, precision) -> the resolution
         self._memo: dict[tuple[str, int, str, str, str, str | None], Any] = {}
+        #: profile rows left out (damaged, impossible): told with each "auto" cell
+        self._read_notes: list[str] = []
 
     def _context(self) -> tuple[Any, Any, dict[str, str]]:
         if self._loaded is None:
@@ -372,7 +374,7 @@ class _ParallelResolver:
             share, given = self.share, dict(self.campaign.budget)
             budget = make_budget(**given, gpu_uuid=(share.gpu_uuid if share else None)
                                  or ident["gpu_uuid"] or None, where=where)
-            profiles = read_profiles(self.campaign.runs_dir)
+            profiles = read_profiles(self.campaign.runs_dir, self._read_notes)
             if share is not None:
                 # What the host measured is shared by the cells running at once (one per
                 # device); a value given in [budget] is one cell's already (make_budget).
@@ -426,7 +428,7 @@ class _ParallelResolver:
         return ({**table, "max_parallel": found.k},
                 {"max_parallel_method": method,
                  "max_parallel_profile": ",".join(found.profiles) or None,
-                 "notes": list(found.notes)})
+                 "notes": [*self._read_notes, *found.notes]})
 
 
 def _option_points(executor: str, table: dict[str, Any], workload: str | None = None

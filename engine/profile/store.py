@@ -203,14 +203,121 @@ class Profile:
         return {k: self.row.get(k, "") for k in IDENTITY}
 
 
-def read_profiles(runs_dir: str | os.PathLike[str]) -> list[Profile]:
-    """Every row of ``<runs_dir>/profiles.csv`` in file order ([] without the file)."""
-    from engine.results.read import read_rows
+#: Profile columns of one number that cannot be negative (sizes, times, counts, loads).
+#: The fitted slopes and intercepts (``*_per_member_mb``, ``*_base_mb``) may be: a noisy
+#: fit is clamped where it is used (engine.profile.memory_model), so only NaN, ±inf or
+#: text is damage there.
+UNSIGNED_NUMBERS = ("threads", "rss1_mb", "parent_rss_mb", "private1_mb", "ray_import_mb",
+                    "device_context_mb", "device_dataset_mb", "step_time_ms", "steps",
+                    "load_avg", "probe_s", "load_avg_end", "cpu_cores")
+SIGNED_NUMBERS = ("rss_per_member_mb", "device_per_member_mb", "rss_stack_base_mb",
+                  "device_stack_base_mb", "rss_setup_base_mb", "rss_setup_per_member_mb")
+#: JSON ``{K: value}`` columns: every value a number >= 0.
+BY_K_NUMBERS = ("rss_mb", "device_reserved_mb", "device_allocated_mb", "step_time_ms_by_k",
+                "rss_setup_mb", "rss_train_mb")
+#: How many damaged rows the one warning line names (the rest are counted).
+SHOWN_DAMAGED = 3
+
+
+def read_profiles(runs_dir: str | os.PathLike[str], notes: list[str] | None = None
+                  ) -> list[Profile]:
+    """Every usable row of ``<runs_dir>/profiles.csv`` in file order ([] without the file).
+
+    A row with an impossible figure (:func:`impossible`: a negative or NaN size or time,
+    text in a number column, a ``{K: MiB}`` that is no such JSON) is left out, and so is a
+    damaged or torn line; ``notes`` (when given) gets one line per kind naming the file and
+    the first few as ``file:line column=value``. The file is never changed.
+
+    Raises:
+        OutputError: the file exists but cannot be read (a directory, no permission) or is
+            no profiles file (no ``profile_id`` column: another CSV, binary garbage), naming
+            the file and the cause.
+    """
+    from engine.errors import OutputError, shown
+    from engine.results.read import read_rows_numbered, torn_note
 
     path = profiles_path(runs_dir)
-    if not path.is_file():
+    if not os.path.lexists(path):
         return []
-    return [Profile(r) for r in read_rows(path)]
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory, not a profiles file")
+    if not path.is_file():
+        raise OutputError(f"{path}: is not a regular file (a FIFO, socket, device or a "
+                          "broken link)")
+    rows, lines, torn, damaged = read_rows_numbered(path)
+    header = list(rows[0]) if rows else _header(path)
+    if header and "profile_id" not in header:
+        raise OutputError(f"{path}: not a profiles file of fugue-tui (no profile_id column"
+                          f" in its first line {shown(','.join(header)[:60])})")
+    said = list(damaged) + ([torn_note(path)] if torn else [])
+    kept: list[Profile] = []
+    found: list[str] = []
+    for row, line in zip(rows, lines, strict=True):
+        problem = impossible(row)
+        if problem is None:
+            kept.append(Profile(row))
+        else:
+            column, why = problem
+            found.append(f"{path}:{line} {column}={shown(row.get(column, ''))} ({why})")
+    if found:
+        more = f" and {len(found) - SHOWN_DAMAGED} more" if len(found) > SHOWN_DAMAGED else ""
+        said.append(f"{path}: {len(found)} profile row{'s' if len(found) != 1 else ''} with "
+                    f"an impossible value left out (the file is unchanged): "
+                    f"{', '.join(found[:SHOWN_DAMAGED])}{more}")
+    if notes is not None:
+        notes.extend(said)
+    return kept
+
+
+def impossible(row: dict[str, str]) -> tuple[str, str] | None:
+    """The first impossible figure of a profile row as (column, why), None when every
+    figure is possible. Empty cells are "not measured" (device figures on a CPU): fine."""
+    import math
+
+    def number(text: str) -> float | None:
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+    for column in UNSIGNED_NUMBERS + SIGNED_NUMBERS:
+        text = (row.get(column) or "").strip()
+        if not text:
+            continue
+        value = number(text)
+        if value is None:
+            return column, "not a number"
+        if value < 0 and column in UNSIGNED_NUMBERS:
+            return column, "negative"
+    for column in BY_K_NUMBERS:
+        text = (row.get(column) or "").strip()
+        if not text:
+            continue
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return column, "not JSON {K: number}"
+        if not isinstance(doc, dict):
+            return column, "not JSON {K: number}"
+        for k, v in doc.items():
+            if v is None:
+                continue  # a K not measured
+            if not (str(k).isascii() and str(k).isdigit()):
+                return column, "not JSON {K: number}"
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                return column, "not a number"
+            if v < 0:
+                return column, "negative"
+    return None
+
+
+def _header(path: Path) -> list[str]:
+    """The first line of ``path`` as CSV fields ([] for an empty file)."""
+    import csv
+
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        return next(csv.reader(f), [])
 
 
 def append_profile(runs_dir: str | os.PathLike[str], row: dict[str, Any]) -> list[str]:

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.errors import FugueError
+from engine.errors import FugueError, shown
 from engine.results.columns import (
     GROUPS_FILE,
     INDIVIDUAL_FILE,
@@ -60,7 +60,8 @@ from engine.results.columns import (
     text_columns,
 )
 from engine.results.commit import committed_jobs, uncommitted_note
-from engine.results.read import read_rows_checked, torn_note
+from engine.results.read import read_rows_checked, row_lines, torn_note
+from engine.results.values import value_range
 
 
 class NoResultsError(FugueError):
@@ -129,7 +130,9 @@ def _read_csv(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     if not data or data.isspace():
         return pd.DataFrame()
     complete = data.endswith((b"\n", b"\r")) and data.count(b'"') % 2 == 0
-    if complete:
+    # Bare carriage returns (old Mac line ends, or one inside a value) are no record ends to
+    # Arrow: such a file takes the csv module's path, which reads every line-end style.
+    if complete and data.count(b"\r") == data.count(b"\r\n"):
         frame = _read_csv_arrow(data)
         if frame is not None:
             return frame
@@ -230,6 +233,9 @@ def _resolve(source) -> tuple[list[Path], list[Path]]:
         path = Path(item).expanduser()
         if path.is_dir():
             if not (path / GROUPS_FILE).is_file():
+                if (path / GROUPS_FILE).exists():  # a directory, a FIFO: say which
+                    raise NoResultsError(f"results file '{path / GROUPS_FILE}': "
+                                         f"{_not_a_file(path / GROUPS_FILE)}")
                 raise NoResultsError(f"runs folder '{path}' has no {GROUPS_FILE}")
             groups.append(path / GROUPS_FILE)
             if (path / INDIVIDUAL_FILE).is_file():
@@ -243,6 +249,12 @@ def _resolve(source) -> tuple[list[Path], list[Path]]:
     if not groups:
         raise NoResultsError(f"no {GROUPS_FILE} among {', '.join(map(str, items)) or 'nothing'}")
     return groups, jobs
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path``, which exists, is no file to read: its kind."""
+    return ("is a directory, not a file" if path.is_dir()
+            else "is not a regular file (a FIFO, socket or device)")
 
 
 #: Columns without which a group file cannot be analysed (the harness's files have them).
@@ -266,7 +278,21 @@ def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.Path
         if missing:  # someone else's CSV under our name: refuse it rather than show blanks
             raise NoResultsError(f"{path}: not a results file of fugue or fugue-tui "
                                  f"(missing columns: {', '.join(missing)})")
-    jobs = [_read_csv(p, notes).assign(source=str(p)) for p in job_files]
+    dropped_ids: set[str] = set()
+    for i, path in enumerate(group_files):
+        groups[i], ids = _drop_impossible(groups[i], path, GROUPS_FILE, notes)
+        dropped_ids |= ids
+    jobs = []
+    for path in job_files:
+        frame, _ = _drop_impossible(_read_csv(path, notes), path, INDIVIDUAL_FILE, notes)
+        if dropped_ids and "group_id" in frame.columns:
+            # the jobs of a group row left out go with it (not "uncommitted": it was written)
+            orphan = frame["group_id"].isin(dropped_ids)
+            if orphan.any():
+                notes.append(f"{path}: {int(orphan.sum())} job row(s) of the group row(s) "
+                             "left out above left out too")
+                frame = frame[~orphan]
+        jobs.append(frame.assign(source=str(path)))
     all_groups = pd.concat(groups, ignore_index=True) if groups else None
     all_jobs = pd.concat(jobs, ignore_index=True) if jobs else None
     if all_jobs is not None and all_groups is not None:
@@ -280,6 +306,58 @@ def load_runs(runs_dir_or_files: str | os.PathLike[str] | Iterable[str | os.Path
                             sources=group_files + job_files)
     runs.notes = notes
     return runs
+
+
+#: How many damaged rows a file's warning names (the rest are counted).
+SHOWN_DAMAGED = 3
+
+
+def _drop_impossible(frame: pd.DataFrame, path: Path, file: str, notes: list[str]
+                     ) -> tuple[pd.DataFrame, set[str]]:
+    """``frame`` (strings, as read from ``path``, a ``file`` of the registry) without the
+    rows holding an impossible value in a number column: text, NaN or ±inf, or a finite
+    value outside :func:`engine.results.values.value_range` (a negative duration, memory,
+    energy or count; an accuracy above 1). An empty cell is "not measured", never damage.
+    Adds one line to ``notes`` naming the first few as ``file:line column=value (why)``;
+    returns the rows kept and the ``group_id`` of those left out. The file is unchanged."""
+    if not len(frame):
+        return frame, set()
+    bad = np.zeros(len(frame), bool)
+    found: list[tuple[int, str, str, str]] = []  # (position, column, value, why)
+    for column in numeric_columns(file):
+        if column not in frame.columns:
+            continue
+        text = frame[column].fillna("").astype(str)
+        values = _arrow_float(text)
+        filled = (text != "").to_numpy(bool)
+        if values is None:
+            values = np.full(len(frame), np.nan)
+            values[filled] = pd.to_numeric(text[filled], errors="coerce").to_numpy(float)
+        low, high = value_range(column)
+        with np.errstate(invalid="ignore"):
+            wrong = filled & ~(np.isfinite(values) & (values >= low) & (values <= high))
+        if not wrong.any():
+            continue
+        bad |= wrong
+        for at in np.flatnonzero(wrong)[:SHOWN_DAMAGED]:
+            v = values[at]
+            why = ("not a number" if not np.isfinite(v) else
+                   "negative" if v < low else f"above {high:g}")
+            found.append((int(at), column, str(text.iloc[at]), why))
+    if not bad.any():
+        return frame, set()
+    lines = row_lines(path)
+    if len(lines) != len(frame):  # read another way (a duplicated header): the row order
+        lines = list(range(2, len(frame) + 2))
+    found.sort()
+    named = ", ".join(f"{path}:{lines[at]} {column}={shown(value)} ({why})"
+                      for at, column, value, why in found[:SHOWN_DAMAGED])
+    count = int(bad.sum())
+    more = f" and {count - SHOWN_DAMAGED} more" if count > SHOWN_DAMAGED else ""
+    notes.append(f"{path}: {count} row{'s' if count != 1 else ''} with an impossible value "
+                 f"left out (the file is unchanged): {named}{more}")
+    ids = set(frame.loc[bad, "group_id"]) if "group_id" in frame.columns else set()
+    return frame[~bad].reset_index(drop=True), {str(i) for i in ids}
 
 
 def stopped_notes(groups: pd.DataFrame) -> list[str]:

@@ -64,6 +64,18 @@ def read_rows_and_tail(path: str | os.PathLike[str]) -> tuple[list[dict[str, str
     return rows, torn
 
 
+def read_rows_numbered(path: str | os.PathLike[str]
+                       ) -> tuple[list[dict[str, str]], list[int], bool, list[str]]:
+    """:func:`read_rows_checked` with the 1-based line each row starts on (second)."""
+    return _checked(path)
+
+
+def row_lines(path: str | os.PathLike[str]) -> list[int]:
+    """The 1-based line each row of :func:`read_rows_checked` starts on, in the same order
+    (for naming a row to the user as ``file:line``)."""
+    return _checked(path)[1]
+
+
 def read_rows_checked(path: str | os.PathLike[str]
                       ) -> tuple[list[dict[str, str]], bool, list[str]]:
     """The rows of a results CSV, whether a torn last line was left out, and one line per
@@ -74,12 +86,20 @@ def read_rows_checked(path: str | os.PathLike[str]
     no row, and reading it would shift values into the wrong columns or invent a row. A
     damaged record that runs over several lines (an unclosed quote swallowing the lines
     after it) gives those lines back: each is read again as a record of its own, so one
-    broken line does not take the rows after it along.
+    broken line does not take the rows after it along. Line ends may be ``\n``, ``\r\n``
+    or a bare ``\r`` (old Mac editors).
     """
+    rows, _, torn, notes = _checked(path)
+    return rows, torn, notes
+
+
+def _checked(path: str | os.PathLike[str]
+             ) -> tuple[list[dict[str, str]], list[int], bool, list[str]]:
+    """:func:`read_rows_checked` plus the 1-based first line of each row."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        return [], False, []
+        return [], [], False, []
     except OSError as e:
         raise OutputError(f"{path}: {e.strerror or e}") from None
     raise_field_limit()
@@ -87,9 +107,10 @@ def read_rows_checked(path: str | os.PathLike[str]
     lines = list(io.StringIO(text, newline=""))
     records, tail = _records(lines, 0)
     if not records:
-        return [], tail is not None, []
+        return [], [], tail is not None, []
     header = records[0][2]
     rows: list[dict[str, str]] = []
+    starts: list[int] = []
     notes: list[str] = []
     pending = records[1:]
     while True:
@@ -99,6 +120,7 @@ def read_rows_checked(path: str | os.PathLike[str]
                 continue
             if len(record) == len(header):
                 rows.append(dict(zip(header, record, strict=False)))
+                starts.append(first + 1)
                 continue
             notes.append(f"{path}: line {first + 1} has {len(record)} field"
                          f"{'' if len(record) == 1 else 's'} where the header has "
@@ -112,7 +134,7 @@ def read_rows_checked(path: str | os.PathLike[str]
         notes.append(f"{path}: line {tail[0] + 1} opens a quote that is never closed "
                      f"(damaged): left out; the file is unchanged")
         pending, tail = _records(lines[tail[0] + 1:], tail[0] + 1)
-    return rows, tail is not None, notes
+    return rows, starts, tail is not None, notes
 
 
 def _records(lines: list[str], offset: int

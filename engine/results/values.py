@@ -133,3 +133,22 @@ def cpu_list(cpus: tuple[int, ...] | list[int]) -> str:
     if run:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(out)
+
+
+#: Number columns whose documented meaning allows a negative value (docs/results.md): losses
+#: (a plugin's loss may be negative), R² (accuracy columns hold R² for regression, which is
+#: negative for a model worse than the mean), hpo's best metric (a loss or R²), seeds and
+#: temperatures. Every other number column is a count, a duration, a size, an energy, a
+#: rate or a share: negative is impossible there.
+SIGNED_COLUMNS = frozenset({"final_train_loss", "final_val_loss", "best_val_metric",
+                            "seed", "gpu_temp_max_c"})
+
+#: Columns with an upper bound: accuracy (or R², never above 1).
+AT_MOST_ONE = frozenset({"final_train_acc", "final_val_acc"})
+
+
+def value_range(column: str) -> tuple[float, float]:
+    """The closed range a finite value of the number column ``column`` can take; a value
+    outside it (or NaN, ±inf, text) is damage, an empty cell is "not measured"."""
+    low = -math.inf if column in SIGNED_COLUMNS or column in AT_MOST_ONE else 0.0
+    return low, (1.0 if column in AT_MOST_ONE else math.inf)

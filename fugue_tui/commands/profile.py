@@ -144,7 +144,9 @@ def list_profiles(runs_dir, ident: dict[str, str], out) -> int:
     stack marked (they are not used here)."""
     from engine.profile.store import IDENTITY, key_text, profiles_path, read_profiles
 
-    found = read_profiles(runs_dir)
+    found = read_profiles(runs_dir, warned := [])
+    for note in warned:  # rows left out (damaged, impossible): never silent
+        print(f"fugue-tui: warning: {note}", file=sys.stderr)
     if not found:
         print(f"no profiles in {profiles_path(runs_dir)} (fugue-tui profile SELECTION)",
               file=out)
@@ -203,7 +205,9 @@ def simulate(args: Any, out=None) -> int:
     device, gpu = _machine(args.profile_device or args.device)
     ident = identity(device, gpu)
     budget = make_budget(**budget_args, gpu_uuid=(gpu or {}).get("uuid"), where="simulate")
-    profiles = read_profiles(runs_dir)
+    profiles = read_profiles(runs_dir, warned := [])
+    for note in warned:  # rows left out (damaged, impossible): never silent
+        print(f"fugue-tui: warning: {note}", file=sys.stderr)
     usable = budget.usable("ram")
     dev = (f"device {budget.device_mb:.0f} MiB ({budget.source('device')}; "
            f"{budget.usable('device'):.0f} usable)" if budget.device_mb else "device: none (CPU)")

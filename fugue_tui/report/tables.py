@@ -184,7 +184,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                       by_campaign=by_campaign,
                       cells=report_cells(runs, by_campaign, baseline=baseline),
                       **sweep_sections(runs, fraction, advise, by_campaign),
-                      hpo=hpo_section(runs, by_campaign)))
+                      hpo=hpo_section(runs, by_campaign),
+                      warnings=list(runs.notes)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)
             for names, why in skipped:
