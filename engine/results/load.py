@@ -61,7 +61,7 @@ from engine.results.columns import (
 )
 from engine.results.commit import committed_jobs, uncommitted_note
 from engine.results.read import read_rows_checked, row_lines, torn_note
-from engine.results.values import value_range
+from engine.results.values import NON_FINITE_OK, value_range
 
 
 class NoResultsError(FugueError):
@@ -336,6 +336,10 @@ def _drop_impossible(frame: pd.DataFrame, path: Path, file: str, notes: list[str
         low, high = value_range(column)
         with np.errstate(invalid="ignore"):
             wrong = filled & ~(np.isfinite(values) & (values >= low) & (values <= high))
+        if column in NON_FINITE_OK:  # a diverged loss is a result; text is not
+            written = np.char.lower(text.to_numpy(str)).astype(str)
+            wrong &= ~(np.isin(np.char.strip(written), ["nan", "inf", "-inf", "+inf",
+                                                         "infinity", "-infinity"]))
         if not wrong.any():
             continue
         bad |= wrong

@@ -143,6 +143,11 @@ def cpu_list(cpus: tuple[int, ...] | list[int]) -> str:
 SIGNED_COLUMNS = frozenset({"final_train_loss", "final_val_loss", "best_val_metric",
                             "seed", "gpu_temp_max_c"})
 
+#: Columns where NaN or ±inf is a measurement, not damage: a validation loss (or the metric
+#: made of it) can diverge while the training loss, which ends a job when it does, stays
+#: finite; text in them is still damage.
+NON_FINITE_OK = frozenset({"final_train_loss", "final_val_loss", "best_val_metric"})
+
 #: Columns with an upper bound: accuracy (or R², never above 1).
 AT_MOST_ONE = frozenset({"final_train_acc", "final_val_acc"})
 

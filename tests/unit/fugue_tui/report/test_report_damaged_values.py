@@ -103,6 +103,22 @@ def test_accuracy_above_one_and_empty_cells(tmp_path):
     assert "master_individual.csv:6" not in proc.stderr
 
 
+def test_a_diverged_loss_is_a_result_and_text_in_it_is_damage(tmp_path):
+    """NaN or inf in a loss column is what the training measured (a validation loss can
+    diverge while the training loss stays finite): the row stays; text there does not."""
+    def damage(rows):
+        rows[2][rows[0].index("final_val_loss")] = "nan"
+        rows[3][rows[0].index("final_val_loss")] = "inf"
+        rows[4][rows[0].index("final_val_loss")] = "lots"
+    runs = harness_copy(tmp_path, damage, file="master_individual.csv")
+    proc = fugue("report", "--json", str(runs))
+    assert proc.returncode == 0, proc.stderr
+    assert "master_individual.csv:5 final_val_loss='lots' (not a number)" in proc.stderr
+    assert "master_individual.csv:3" not in proc.stderr
+    assert "master_individual.csv:4" not in proc.stderr
+    assert "1 row with an impossible value" in proc.stderr
+
+
 def test_clean_harness_files_warn_nothing():
     proc = fugue("report", "--json", str(HARNESS))
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
