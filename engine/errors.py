@@ -26,6 +26,19 @@ class ConfigError(FugueError):
     """A campaign, catalogue or option that cannot be used as written."""
 
 
+class ProblemList(ConfigError):
+    """Every problem of one file, one per line (the dashboard's ``ctrl+o`` list): the one
+    deliberate multi-line error. Each line is escaped on its own, so a newline inside a
+    user's value still cannot add a line; the newlines between problems are kept."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+    def __str__(self) -> str:
+        return "\n".join(escape_controls(line) for line in self.lines)
+
+
 class OutputError(FugueError):
     """A results path that cannot be written (not a directory, full disk, foreign file)."""
 

@@ -26,7 +26,7 @@ import tomli_w
 from engine.define import tomlfile
 from engine.define.campaign import Campaign, parse_campaign
 from engine.define.campaign_schema import default as campaign_default
-from engine.errors import ConfigError, FugueError, OutputError
+from engine.errors import ConfigError, FugueError, OutputError, ProblemList
 from engine.plugins import load_plugins
 
 # Re-exported (``as``): an executor option's text was parsed here before it had a module of
@@ -185,7 +185,7 @@ def load_plan(path: str | Path) -> PlanDoc:
     try:
         parse_campaign(clean_doc(doc), str(path))  # raises, naming the file and key
     except ConfigError as exc:
-        raise ConfigError(located_problems(path, doc, str(exc))) from None
+        raise ProblemList(located_problems(path, doc, str(exc))) from None
     if not isinstance(doc.get("experiments"), list):
         campaign = parse_campaign(clean_doc(doc), str(path))
         doc["experiments"] = list(campaign.experiments)
@@ -196,8 +196,8 @@ def load_plan(path: str | Path) -> PlanDoc:
     return doc
 
 
-def located_problems(path: Path, doc: PlanDoc, first: str) -> str:
-    """Every problem of a campaign file at once, one per line, each as
+def located_problems(path: Path, doc: PlanDoc, first: str) -> list[str]:
+    """Every problem of a campaign file at once, one line each (a list), each as
     ``<file>:<line>: <problem>`` where the line is known, under a ``<file>: N problems:``
     header when there are several.
 
@@ -265,7 +265,7 @@ def located_problems(path: Path, doc: PlanDoc, first: str) -> str:
         messages.insert(0, f"{where}: {rest}" if rest != first else first)
     if len(messages) > 1:
         messages.insert(0, f"{path}: {len(messages)} problems:")
-    return "\n".join(messages)
+    return messages
 
 
 #: How many times a file is validated again to find its next value problem: more than a
