@@ -440,6 +440,13 @@ CASES: list[Case | object] = [
            names_campaign=False, id="fuzz-ray-address-arabic-indic-port"),
     _batch('experiments = "D_ens"\ncluster = "h:\u0661"\n', "key 'cluster' must be",
            "'h:\u0661'", id="fuzz-cluster-arabic-indic-port"),
+    # --- issue 44: damaged results (an unreadable profiles.csv was "no profile")
+    Case("profiles-csv-is-a-directory", {"runs/profiles.csv": DIR}, ("profile", "--list"),
+         ("runs/profiles.csv", "is a directory")),
+    Case("profiles-csv-binary-garbage", {"runs/profiles.csv": b"\x00\x01garbage\xff\n"},
+         ("simulate",), ("runs/profiles.csv", "not a profiles file", "profile_id")),
+    Case("profiles-csv-foreign", {"runs/profiles.csv": "a,b\n1,2\n"}, ("simulate",),
+         ("runs/profiles.csv", "not a profiles file")),
 ]
 
 
