@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.define import tomlfile
+from engine.define.comma import comma_parts
 
 # Experiment is re-exported: `catalogue.Experiment` is where readers look for it.
 from engine.define.experiment import (  # noqa: F401
@@ -156,7 +157,7 @@ class Catalogue:
             if not isinstance(item, (str, int)) or isinstance(item, bool):
                 raise ConfigError(f"{where}: selector must be a string or a list of strings, "
                                   f"got {item!r}")
-            parts.extend(p.strip() for p in str(item).split(",") if p.strip())
+            parts.extend(comma_parts(str(item), where))
         if not parts:
             raise ConfigError(f"{where}: empty experiment selection")
         order = self.ids()

@@ -96,23 +96,23 @@ def check_axis(key: str, spec: Any, where: str) -> None:
                           f"{', '.join(map(repr, spec)) or 'none'}")
     (name, args), = spec.items()
     if name not in DISTRIBUTIONS:
-        raise ConfigError(f"{where}: {quoted(key)}': unknown distribution {quoted(name)}"
+        raise ConfigError(f"{where}: {quoted(key)}: unknown distribution {quoted(name)}"
                           f"{nearest(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}")
     if not isinstance(args, list) or not args:
-        raise ConfigError(f"{where}: {quoted(key)}': {name} needs {DISTRIBUTIONS[name]}, got {args!r}")
+        raise ConfigError(f"{where}: {quoted(key)}: {name} needs {DISTRIBUTIONS[name]}, got {args!r}")
     if name == "choice":
         return
     numeric = all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)
     if len(args) != 2 or not numeric or not all(math.isfinite(a) for a in args):
-        raise ConfigError(f"{where}: {quoted(key)}': {name} needs {DISTRIBUTIONS[name]}, got {args!r}")
+        raise ConfigError(f"{where}: {quoted(key)}: {name} needs {DISTRIBUTIONS[name]}, got {args!r}")
     low, high = args
     if name == "randint" and not all(isinstance(a, int) for a in args):
-        raise ConfigError(f"{where}: {quoted(key)}': randint needs integer bounds, got {args!r}")
+        raise ConfigError(f"{where}: {quoted(key)}: randint needs integer bounds, got {args!r}")
     if low >= high:
-        raise ConfigError(f"{where}: {quoted(key)}': {name} bounds reversed or empty: low {low!r} "
+        raise ConfigError(f"{where}: {quoted(key)}: {name} bounds reversed or empty: low {low!r} "
                           f"must be below high {high!r}")
     if name == "loguniform" and low <= 0:
-        raise ConfigError(f"{where}: {quoted(key)}': loguniform needs a positive low bound, got "
+        raise ConfigError(f"{where}: {quoted(key)}: loguniform needs a positive low bound, got "
                           f"{low!r}")
 
 

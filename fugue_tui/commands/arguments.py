@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
+
+from engine.errors import shown
 
 
 class Parser(argparse.ArgumentParser):
@@ -37,13 +40,34 @@ class Parser(argparse.ArgumentParser):
             self.epilog = epilog
 
 
+#: An integer as a command line writes one: ASCII digits, an optional minus sign. Python's
+#: ``int`` also takes other scripts' digits (``int('٣') == 3``), underscores and spaces, so
+#: ``--passes ٣`` planned three passes while a campaign file refuses the same text.
+INTEGER = re.compile(r"-?[0-9]+")
+
+
+def integer(text: str) -> int:
+    """An integer argument in ASCII digits (``not an integer: '٣'`` otherwise, exit 2)."""
+    if not INTEGER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not an integer: {shown(text)}")
+    return int(text)
+
+
+def real(text: str) -> float:
+    """A number argument (``0.001``, ``1e-3``) in ASCII (``not a number: '١.٥'`` otherwise;
+    Python's ``float`` reads other scripts' digits and underscores too)."""
+    try:
+        if not text.isascii() or "_" in text:
+            raise ValueError(text)
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {shown(text)}") from None
+
+
 def at_least(low: int) -> Callable[[str], int]:
     """An integer argument ``>= low``; argparse reports ``must be >= 1, got 0`` (exit 2)."""
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        value = integer(text)
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value

@@ -13,7 +13,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fugue_tui.commands.arguments import at_least, path_text, regular_file, timestamp
+from fugue_tui.commands.arguments import (
+    at_least,
+    integer,
+    path_text,
+    regular_file,
+    timestamp,
+)
 
 #: The campaign keys ``--batch`` overrides, in ``--help`` order, and what their help adds
 #: after ``override the campaign's <key>`` (None: the key's own ``run`` flag help).
@@ -65,7 +71,7 @@ def _parse(name: str) -> Any:
         return path_text
     if int in key.types and list not in key.types:
         low = key.bound.low if key.bound is not None else None
-        return at_least(int(low)) if key.flag.checked and low is not None else int
+        return at_least(int(low)) if key.flag.checked and low is not None else integer
     return None
 
 

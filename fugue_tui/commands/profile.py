@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.bounds import DEFAULT_SEED
 from engine.errors import ConfigError, known, nearest
+from fugue_tui.commands.arguments import integer
 
 SIMULATED = ("seq", "mp", "ray", "unified_model")
 
@@ -281,7 +282,7 @@ def _add_common(parser: Any) -> None:
                         help="auto (default), cpu, cuda or cuda:N")
     parser.add_argument("--compile", metavar="MODE",
                         help="off (default) or a torch.compile mode: profiles are per mode")
-    parser.add_argument("--seed", dest="seed", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", dest="seed", type=integer, help=argparse.SUPPRESS)
     add_experiments_file(parser, "experiments_file_sub")
 
 

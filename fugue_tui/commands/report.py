@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from fugue_tui.commands.arguments import precision_names
+from fugue_tui.commands.arguments import integer, precision_names
 
 #: The baseline as the help names it. Deliberately not imported from
 #: ``engine.results.derived.BASELINE_EXECUTOR``: that module loads pandas (0.3 s), and every
@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
     report.add_argument("--json", action="store_true", dest="json_sub",
                         help="the cells (figures, intervals, parity) as JSON on stdout "
                              "(schema fugue-tui/report, docs/json.md) instead of the tables")
-    report.add_argument("--width", type=int, metavar="N",
+    report.add_argument("--width", type=integer, metavar="N",
                         help="layout width in columns (default: the terminal's)")
     report.add_argument("--export", metavar="DIR",
                         help="also write the figures (PNG, SVG) and a LaTeX table there, "

@@ -200,8 +200,13 @@ def _k_sweep(text: str | None) -> list[int] | None:
     """
     if text is None:
         return None
-    parts = [p.strip() for p in text.split(",")]
+    from engine.define.comma import comma_parts
+    from fugue_tui.commands.arguments import INTEGER
+
+    parts = comma_parts(text, "--k-sweep")
     try:
+        if not parts or not all(INTEGER.fullmatch(p) for p in parts):  # ASCII: not '١'
+            raise ValueError(text)
         return [int(p) for p in parts]
     except ValueError:
         raise ConfigError(f"--k-sweep: expected comma-separated integers such as 1,2,4,8, "

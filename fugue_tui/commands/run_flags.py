@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import FugueError
+from fugue_tui.commands.arguments import INTEGER, integer, real
 
 #: Flags that set an option of some executors only: the flag, the option key it sets on
 #: them, and the executors it applies to.
@@ -53,10 +54,7 @@ def _number_or_word(declared: Any) -> Callable[[str], Any]:
     """An option that is an integer or a word (``max_parallel``: N or ``auto``), checked by
     its declaration."""
     def parse(text: str) -> Any:
-        try:
-            value: Any = int(text)
-        except ValueError:
-            value = text
+        value: Any = int(text) if INTEGER.fullmatch(text) else text
         if declared.check is not None:
             try:
                 declared.check(value)
@@ -86,7 +84,7 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
         choices = tuple(dict.fromkeys(union)) or None
         kind: Any = str
         if declared and int in declared.types:
-            kind = at_least(int(declared.minimum)) if declared.minimum is not None else int
+            kind = at_least(int(declared.minimum)) if declared.minimum is not None else integer
             if str in declared.types:  # max_parallel: a number or "auto"
                 kind = _number_or_word(declared)
         sel.add_argument(flag, dest=f"run_{key}",
@@ -124,12 +122,12 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                        help="ensemble (default), cv, hpo (default with --search-space), "
                             "multi_model (default with several models/datasets), or a "
                             "plugin's type")
-    adhoc.add_argument("--k", dest="run_k", metavar="K", type=int, help="jobs of an ensemble, folds of a cv "
+    adhoc.add_argument("--k", dest="run_k", metavar="K", type=integer, help="jobs of an ensemble, folds of a cv "
                                                            "(default 5)")
     adhoc.add_argument("--task", dest="run_task", metavar="TASK", help="task (default: the dataset's)")
-    adhoc.add_argument("--epochs", dest="run_epochs", metavar="N", type=int, help="default 10")
-    adhoc.add_argument("--batch-size", dest="run_batch_size", metavar="N", type=int, help="default 64")
-    adhoc.add_argument("--lr", dest="run_lr", metavar="LR", type=float, help="default 0.001")
+    adhoc.add_argument("--epochs", dest="run_epochs", metavar="N", type=integer, help="default 10")
+    adhoc.add_argument("--batch-size", dest="run_batch_size", metavar="N", type=integer, help="default 64")
+    adhoc.add_argument("--lr", dest="run_lr", metavar="LR", type=real, help="default 0.001")
     adhoc.add_argument("--optimizer", dest="run_optimizer", metavar="NAME", help="default adamw")
     adhoc.add_argument("--search-space", dest="run_search_space", nargs="+", action="extend",
                        metavar="KEY=SPEC",
@@ -137,7 +135,7 @@ def add_run_arguments(run: argparse.ArgumentParser, at_least: Callable[[int], An
                             "KEY=loguniform:LO:HI, uniform:LO:HI, randint:LO:HI (HI exclusive), "
                             "choice:V1,V2; dotted keys reach model_kwargs.* and "
                             "optimizer_kwargs.*")
-    adhoc.add_argument("--num-samples", dest="run_num_samples", metavar="N", type=int,
+    adhoc.add_argument("--num-samples", dest="run_num_samples", metavar="N", type=integer,
                        help="hpo: draws of the sampled axes per grid point (Ray Tune's "
                             "num_samples; default 1)")
     adhoc.add_argument("--name", dest="run_name", metavar="ID", help="the experiment id (default adhoc)")
@@ -166,7 +164,7 @@ def add_campaign_flags(group: Any, which: str, at_least: Callable[[int], Any]) -
         parse = _FLAG_TYPES.get(key.name)
         if parse is None and int in key.types and list not in key.types:
             low = key.bound.low if key.bound is not None else None
-            parse = at_least(int(low)) if flag.checked and low is not None else int
+            parse = at_least(int(low)) if flag.checked and low is not None else integer
         if parse is not None:
             kwargs["type"] = parse
         group.add_argument(flag.spelling, **kwargs)
@@ -197,10 +195,14 @@ def _precisions(text: str) -> list[str]:
     """``--precision`` values: one name or a comma list, each checked (one line on error)."""
     import argparse
 
+    from engine.define.comma import comma_parts
     from engine.errors import nearest
     from engine.precision import PRECISIONS
 
-    names = [t.strip() for t in text.split(",") if t.strip()]
+    try:
+        names = comma_parts(text, "--precision")
+    except FugueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--precision: ")) from None
     if not names:
         raise argparse.ArgumentTypeError(f"empty precision; name one of {', '.join(PRECISIONS)}")
     for name in names:

@@ -447,6 +447,30 @@ CASES: list[Case | object] = [
          ("simulate",), ("runs/profiles.csv", "not a profiles file", "profile_id")),
     Case("profiles-csv-foreign", {"runs/profiles.csv": "a,b\n1,2\n"}, ("simulate",),
          ("runs/profiles.csv", "not a profiles file")),
+    # --- issue 44: command-line numbers are ASCII (Python's int and float read '٣' as 3)
+    Case("flag-passes-arabic-indic-digit", {}, ("run", "--exp", "D_ens", "--passes", "\u0663"),
+         ("argument --passes", "not an integer", "'\u0663'")),
+    Case("flag-seed-arabic-indic-digits", {"c.toml": 'experiments = "D_ens"\n'},
+         ("--batch", "c.toml", "--seed", "\u0664\u0662"), ("argument --seed", "not an integer")),
+    Case("flag-run-seed-arabic-indic-digits", {}, ("run", "--exp", "D_ens", "--seed",
+                                                    "\u0664\u0662"), ("argument --seed",)),
+    Case("flag-k-arabic-indic-digit", {}, ("run", "--model", "mlp", "--dataset", "wine",
+                                            "--exec", "seq", "--k", "\u0663"),
+         ("argument --k", "not an integer")),
+    Case("flag-lr-arabic-indic-digits", {}, ("run", "--model", "mlp", "--dataset", "wine",
+                                              "--exec", "seq", "--lr", "\u0661.\u0665"),
+         ("argument --lr", "not a number")),
+    # --- issue 44: a comma string is a list too: no empty entry (was dropped silently)
+    _batch('experiments = "D_ens,,D_reg"\n', "experiments", "entry 2 of 3", "is empty",
+           id="experiments-comma-string-empty-entry"),
+    _batch('experiments = "D_ens,"\n', "experiments", "entry 2 of 2", "is empty",
+           id="experiments-comma-string-trailing-comma"),
+    Case("flag-exp-leading-comma", {}, ("run", "--exp", ",D_ens"),
+         ("--exp", "entry 1 of 2", "is empty")),
+    Case("flag-precision-trailing-comma", {}, ("run", "--exp", "D_ens", "--precision", "fp32,"),
+         ("argument --precision", "entry 2 of 2", "is empty")),
+    Case("flag-k-sweep-arabic-indic-digits", {}, ("run", "--exp", "D_ens", "--k-sweep",
+                                                   "\u0661,\u0662"), ("--k-sweep",)),
 ]
 
 
