@@ -110,10 +110,14 @@ def path_text(text: str) -> str:
 
 def timestamp(text: str) -> str:
     """``--since``'s value (ISO 8601 with an offset, or ``YYYYmmdd_HHMMSS`` read as this
-    host's local time) checked as argparse parses it."""
-    from fugue_tui.commands.run_flags import timestamp as check
+    host's local time) checked as argparse parses it (``--batch`` and ``run`` alike): a bad
+    time is refused with its one line before anything runs."""
+    from engine.results.values import check_timestamp
 
-    return check(text)
+    try:
+        return check_timestamp(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def precision_names() -> tuple[str, ...]:

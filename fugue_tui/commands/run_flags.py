@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import FugueError
-from fugue_tui.commands.arguments import INTEGER, integer, real
+from fugue_tui.commands.arguments import INTEGER, integer, real, timestamp
 
 #: Flags that set an option of some executors only: the flag, the option key it sets on
 #: them, and the executors it applies to.
@@ -178,17 +178,6 @@ def _targets_help(targets: tuple[str, ...] | list[str], registered: list[str]) -
     else:
         text = f"for {' and '.join(targets)} only"
     return text + ("" if all(t in registered for t in targets) else " (not built yet)")
-
-
-def timestamp(text: str) -> str:
-    """``--since``'s value checked as argparse parses it (``--batch`` and ``run`` alike): a
-    bad time is refused with its one line before anything runs."""
-    from engine.results.values import check_timestamp
-
-    try:
-        return check_timestamp(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _precisions(text: str) -> list[str]:
