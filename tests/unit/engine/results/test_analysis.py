@@ -401,7 +401,11 @@ def test_arrow_and_pandas_parsers_give_the_same_frame(tmp_path, monkeypatch):
     assert math.isnan(row_of(fast, executor="mp")["energy_group"])  # empty, never 0
 
 
-def test_an_unreadable_number_is_nan_and_its_neighbours_are_read(tmp_path, monkeypatch):
+def test_an_unreadable_number_leaves_its_row_out_named_and_its_neighbours_are_read(
+        tmp_path, monkeypatch):
+    """Issue 44: a T_group that is text or NaN was read as NaN and the row dropped out of
+    the ok count without a word; now the row is left out with a note naming file:line,
+    by both parsers alike, and a readable neighbour (" 0.5") is still read."""
     rows = [group(executor="seq", t=2.0), group(executor="mp", t=None),
             group(executor="ray", t=None), group(executor="unified_model", t=None)]
     for row, text in zip(rows[1:], ("1.0 s", " 0.5", "nan"), strict=False):
@@ -409,10 +413,12 @@ def test_an_unreadable_number_is_nan_and_its_neighbours_are_read(tmp_path, monke
     write(tmp_path, rows)
     fast, slow = _both_parsers(tmp_path, monkeypatch)
     pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
+    assert list(fast["executor"]) == ["seq", "ray"]
     assert row_of(fast, executor="seq")["T_group"] == 2.0
-    assert math.isnan(row_of(fast, executor="mp")["T_group"])  # unreadable: NaN, never 0
     assert row_of(fast, executor="ray")["T_group"] == 0.5      # pandas reads " 0.5"
-    assert math.isnan(row_of(fast, executor="unified_model")["T_group"])
+    notes = [n for n in load_runs(tmp_path).notes if "impossible value" in n]
+    assert len(notes) == 1 and "master_groups.csv:3 T_group='1.0 s'" in notes[0]
+    assert "master_groups.csv:5 T_group='nan'" in notes[0]
 
 
 def test_bom_and_duplicated_header_are_read(tmp_path, monkeypatch):
