@@ -5,9 +5,10 @@ A cell's ``key`` (resume), ``config_key`` (pooling across passes and campaigns),
 fixed synthetic machine, for each kind of campaign the product plans. A refactor must leave
 every pinned value unchanged; a feature that adds an option, an axis or a column follows the
 key rule in ``docs/measurement.md`` ("Cell keys") and adds its new variant as a new scenario
-here — it never edits an existing one. The only re-pin is a default that changes what
-runs (rule 2): the cells that ran the old default must get new keys, and the change lists
-itself in docs/measurement.md's re-pin table.
+here — it never edits an existing one. The only re-pins are a default that changes what
+runs (rule 2): the cells that ran the old default must get new keys, and a spelling newly
+resolved to what it names (rule 3: one device by UUID is its ``cuda:N``, issue 46); each
+lists itself in docs/measurement.md's re-pin table.
 
 Adding a scenario: write it in ``SCENARIOS`` and run
 ``FUGUE_GOLDEN_ADD=1 pytest tests/unit/engine/define/test_golden_keys.py``: only scenarios missing from
@@ -487,3 +488,13 @@ def test_csv_headers_are_pinned():
     groups, individual = (REPO / "tests" / "fixtures" / "golden_headers.csv").read_text().splitlines()
     for pinned, now in ((groups.split(","), GROUP_COLUMNS), (individual.split(","), INDIVIDUAL_COLUMNS)):
         assert list(now[:len(pinned)]) == pinned
+
+
+def test_one_device_spellings_share_the_pinned_cuda_index_keys():
+    """Issue 46: one device by its UUID is pinned with exactly the keys of the ``cuda:N`` it
+    is (card and MIG slice); a two-device list keeps the by-model keys (rule 3)."""
+    golden = _golden()
+    assert golden["devices_gpu_uuid"] == golden["device_index"]
+    assert golden["devices_mig_uuid"] == golden["device_mig_index"]
+    assert {c["key"] for c in golden["devices_two_placed"]}.isdisjoint(
+        c["key"] for c in golden["device_index"])
