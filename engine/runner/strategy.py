@@ -175,17 +175,20 @@ class Placement:
 class OneDevice(Placement):
     """The campaign's ``device``: the device under test by NVML identity, every cell pinned
     to it (``CUDA_VISIBLE_DEVICES=<uuid>``: ``cuda:0`` inside the cell), one at a time.
+    ``device``: the ``cuda:N`` a one-element ``devices`` resolved to
+    (:func:`one_device_index`), planned and keyed as that ``device`` written.
 
     Raises:
         ConfigError: a CUDA device where NVML finds none, a device NVML cannot resolve.
     """
 
-    def __init__(self, campaign: Campaign, plugins: list[str]):
+    def __init__(self, campaign: Campaign, plugins: list[str], device: str | None = None):
         super().__init__(campaign)
-        self.device = resolve_device(campaign.device)
+        self.device = device or resolve_device(campaign.device)
         # the campaign file named (its key 'device', or --device over it), as 'devices' is
-        where = (f"{campaign.source}: device '{campaign.device}'" if campaign.source
-                 else f"device '{campaign.device}'")
+        said = (f"devices {list(campaign.devices)!r} (= {device})" if device
+                else f"device '{campaign.device}'")
+        where = f"{campaign.source}: {said}" if campaign.source else said
         if self.device.startswith("cuda") and not nvml_devices():
             raise ConfigError(f"{where}: no NVIDIA GPU is visible here "
                               "(NVML finds none); use device = \"cpu\" or \"auto\"")
@@ -199,11 +202,56 @@ class OneDevice(Placement):
         self.cells = build_cells(campaign, self.machine)
 
     def cell_spec(self, cell: CellSpec, attempt: int, folder: AttemptFolder) -> CellRunSpec:
+        """Pinned to the device under test by UUID (inside the cell it is ``cuda:0``).
+        ``FUGUE_CELLS_ON_CPU=1`` trains on the CPU with the device still resolved, pinned
+        and monitored, as in a multi-device campaign (:meth:`SeveralDevices.cell_spec`)."""
         gpu = self.gpu
+        on_cpu = cells_on_cpu()
         # Inside the cell the device under test is the only visible one: cuda:0.
-        return self.spec(cell, attempt, folder, device="cuda:0" if gpu else self.device,
-                         device_requested=self.device, gpu_uuid=gpu["uuid"] if gpu else None,
+        return self.spec(cell, attempt, folder,
+                         device="cpu" if on_cpu else "cuda:0" if gpu else self.device,
+                         device_requested="cpu" if on_cpu else self.device,
+                         gpu_uuid=gpu["uuid"] if gpu else None,
                          threads=self.campaign.threads or os.cpu_count() or 1)
+
+
+def cells_on_cpu() -> bool:
+    """The test hook ``FUGUE_CELLS_ON_CPU=1``: cells train on the CPU while the runner plans,
+    pins and monitors their devices as usual (README, "Several devices at once"); read when
+    each attempt's spec is made, whichever placement made it."""
+    return os.environ.get("FUGUE_CELLS_ON_CPU") == "1"
+
+
+def one_device_index(campaign: Campaign) -> str | None:
+    """The ``cuda:N`` a one-element ``devices`` is (issue 46: one device, one key): the
+    entry resolved through NVML (a ``GPU-``/``MIG-`` UUID or unique prefix; ``cuda:N`` was
+    folded into ``device`` when the campaign was read), then the index N whose ``cuda:N``
+    this process resolves to the same UUID (NVML's index N, or entry N of an outer
+    ``CUDA_VISIBLE_DEVICES``). None: ``auto``, several devices, or a MIG slice that no
+    ``cuda:N`` names (NVML's indices are whole cards: only an outer
+    ``CUDA_VISIBLE_DEVICES`` listing the slice gives it one) — a multi-device campaign.
+
+    Raises:
+        ConfigError: the entry names no device here (or several), as for any ``devices``.
+    """
+    if len(campaign.devices) != 1 or campaign.devices[0] in ("auto", "cpu"):
+        return None
+    where = str(campaign.source) if campaign.source else "campaign"
+    try:
+        (found,) = resolve_gpus(campaign.devices, os.environ)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: key 'devices': {exc}") from None
+    index = 0
+    while True:
+        try:
+            gpu = resolve_gpu(f"cuda:{index}", os.environ)
+        except ValueError:  # past the last device this process sees
+            return None
+        if gpu is None:
+            return None
+        if gpu["uuid"] == found["uuid"]:
+            return f"cuda:{index}"
+        index += 1
 
 
 class SeveralDevices(Placement):
@@ -244,7 +292,7 @@ class SeveralDevices(Placement):
         placement and pinning on a host whose GPUs must stay free (the rows' ``device``
         then says ``cpu``)."""
         slot = self.slots[self.lane_of[cell.key]]
-        on_cpu = os.environ.get("FUGUE_CELLS_ON_CPU") == "1"
+        on_cpu = cells_on_cpu()
         return self.spec(
             cell, attempt, folder, device="cpu" if on_cpu else "cuda:0",
             device_requested="cpu" if on_cpu else str(slot.gpu.get("entry") or "cuda"),

@@ -93,7 +93,12 @@ from engine.runner.records import (
     write_whole,
 )
 from engine.runner.release import exit_code_of, release_all
-from engine.runner.strategy import OneDevice, Placement, SeveralDevices
+from engine.runner.strategy import (
+    OneDevice,
+    Placement,
+    SeveralDevices,
+    one_device_index,
+)
 from engine.runner.warmstart import WarmStart
 from engine.runner.zygote import start_method
 
@@ -463,7 +468,10 @@ def placement_for(campaign: Campaign, plugins: list[str]) -> Placement:
 
         return ClusterPlacement(campaign, campaign.cluster, plugins)
     if campaign.devices:
-        return SeveralDevices(campaign, plugins)
+        # One device by its UUID is the cuda:N it is: its plan and keys (issue 46).
+        index = one_device_index(campaign)
+        return (OneDevice(campaign, plugins, device=index) if index
+                else SeveralDevices(campaign, plugins))
     return OneDevice(campaign, plugins)
 
 

@@ -17,29 +17,34 @@ from tests.unit.engine.profile.test_profile_estimate import WIDE
 HOST_CORES = 8
 
 
-def _planned(monkeypatch, tmp_path, devices: str, budget: str = 'ram = "100GiB"\n') -> Runner:
-    """A Runner planned (not run) with mp's ``max_parallel = "auto"`` on two T4s (fake NVML)
-    of an 8-core host, a profile of W's job measured on another T4 of this host."""
+def _profile_on(tmp_path, uuid: str) -> None:
+    """A profile of W's job measured on the T4 ``uuid`` of this host, in the runs folder."""
     from engine.define.catalogue import load_catalogue
     from engine.define.workloads import expand
     from engine.measure.provenance import dist_version
 
+    (tmp_path / "mine.toml").write_text(WIDE)
+    job = expand(load_catalogue(str(tmp_path / "mine.toml")).get("W"), 42)[0].to_dict()
+    key = job_key(job, "off", "cuda")
+    ident = {"host": socket.gethostname(), "device": "cuda", "gpu_name": "Tesla T4",
+             "gpu_uuid": uuid, "torch": dist_version("torch"), "cuda": torch_cuda_version()}
+    append_profile(tmp_path / "runs", {"profile_id": profile_id(key, ident), **ident, **key,
+                                       "timestamp": "20261201_000000", "rss1_mb": 50,
+                                       "rss_per_member_mb": 10, "parent_rss_mb": 40,
+                                       "private1_mb": 15})
+
+
+def _planned(monkeypatch, tmp_path, devices: str, budget: str = 'ram = "100GiB"\n') -> Runner:
+    """A Runner planned (not run) with mp's ``max_parallel = "auto"`` on two T4s (fake NVML)
+    of an 8-core host, a profile of W's job measured on another T4 of this host."""
     monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(
         [FakeDevice("GPU-a"), FakeDevice("GPU-b"), FakeDevice("GPU-c")]))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(HOST_CORES)),
                         raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: HOST_CORES)
-    (tmp_path / "mine.toml").write_text(WIDE)
-    job = expand(load_catalogue(str(tmp_path / "mine.toml")).get("W"), 42)[0].to_dict()
-    key = job_key(job, "off", "cuda")
     # measured on GPU-c, a T4 the campaign does not use: the model is what counts
-    ident = {"host": socket.gethostname(), "device": "cuda", "gpu_name": "Tesla T4",
-             "gpu_uuid": "GPU-c", "torch": dist_version("torch"), "cuda": torch_cuda_version()}
-    append_profile(tmp_path / "runs", {"profile_id": profile_id(key, ident), **ident, **key,
-                                       "timestamp": "20261201_000000", "rss1_mb": 50,
-                                       "rss_per_member_mb": 10, "parent_rss_mb": 40,
-                                       "private1_mb": 15})
+    _profile_on(tmp_path, "GPU-c")
     path = tmp_path / "c.toml"
     path.write_text(f'name = "md"\nexperiments = "W"\nexecutors = ["mp"]\ndevices = {devices}\n'
                     f'experiments_file = "mine.toml"\nruns_dir = "{tmp_path / "runs"}"\n'
@@ -67,7 +72,12 @@ def test_auto_in_a_multi_device_campaign_budgets_the_cells_core_share(monkeypatc
     given = _planned(monkeypatch, tmp_path, '["GPU-a", "GPU-b"]',
                      'ram = "100GiB"\ncores = 6\n').cells[0]
     assert (given.max_parallel, given.max_parallel_method) == (6, "profile")
-    # one device (a devices list of one): nothing is split, the whole host's cores
+    # one device by its UUID is device = "cuda:0" (issue 46): nothing is split, and like
+    # any one-device campaign it takes profiles of its own card only (GPU-c's is not)
+    one = _planned(monkeypatch, tmp_path, '["GPU-a"]').cells[0]
+    assert one.key == _planned(monkeypatch, tmp_path, '["cuda:0"]').cells[0].key
+    assert (one.max_parallel, one.max_parallel_method) == (12, "all")
+    _profile_on(tmp_path, "GPU-a")  # measured on that card: the whole host's 8 cores
     one = _planned(monkeypatch, tmp_path, '["GPU-a"]').cells[0]
     assert (one.max_parallel, one.max_parallel_method) == (8, "profile")
 

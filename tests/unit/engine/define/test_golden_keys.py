@@ -5,9 +5,10 @@ A cell's ``key`` (resume), ``config_key`` (pooling across passes and campaigns),
 fixed synthetic machine, for each kind of campaign the product plans. A refactor must leave
 every pinned value unchanged; a feature that adds an option, an axis or a column follows the
 key rule in ``docs/measurement.md`` ("Cell keys") and adds its new variant as a new scenario
-here — it never edits an existing one. The only re-pin is a default that changes what
-runs (rule 2): the cells that ran the old default must get new keys, and the change lists
-itself in docs/measurement.md's re-pin table.
+here — it never edits an existing one. The only re-pins are a default that changes what
+runs (rule 2): the cells that ran the old default must get new keys, and a spelling newly
+resolved to what it names (rule 3: one device by UUID is its ``cuda:N``, issue 46); each
+lists itself in docs/measurement.md's re-pin table.
 
 Adding a scenario: write it in ``SCENARIOS`` and run
 ``FUGUE_GOLDEN_ADD=1 pytest tests/unit/engine/define/test_golden_keys.py``: only scenarios missing from
@@ -351,6 +352,60 @@ def cluster_gpu_model(tmp: Path) -> list[dict[str, str]]:
                      "facts": {**_NODE_FACTS, "gpus": ["NVIDIA L4"]}})
 
 
+def _placed(tmp: Path, text: str, visible: str | None = None) -> list[dict[str, str]]:
+    """Keys as the runner's placement forms them (``engine.runner.supervisor.placement_for``:
+    the devices resolved through NVML, the machine part from them) on a fake host of two
+    H200s and an A100 in MIG mode with two slices; host name and torch version pinned.
+    ``visible``: an outer CUDA_VISIBLE_DEVICES."""
+    from unittest import mock
+
+    from engine.runner.supervisor import placement_for
+    from tests.fixtures.fake_nvml import FakeDevice, FakeMigDevice, FakeMigGpu, FakeNVML
+    from tests.unit.engine.executors.test_packing import fake_host
+
+    nvml = FakeNVML([FakeDevice("GPU-golden-0", name="NVIDIA H200"),
+                     FakeDevice("GPU-golden-1", name="NVIDIA H200"),
+                     FakeMigGpu("GPU-golden-2", migs=[FakeMigDevice("MIG-golden-a"),
+                                                      FakeMigDevice("MIG-golden-b")])])
+    campaign = load_campaign(_write(tmp, 'name = "g"\nexperiments = "D_ens"\n'
+                                         f'executors = ["seq", "mp"]\nthreads = 1\n{text}'))
+    with fake_host(nvml, visible), \
+            mock.patch("engine.measure.provenance.socket.gethostname",
+                       return_value=MACHINE["host"]), \
+            mock.patch("engine.measure.provenance.dist_version", return_value=MACHINE["torch"]):
+        cells = placement_for(campaign, []).cells
+    return [{"slug": c.slug, "key": c.key, "config_key": c.config_key,
+             "workload_key": c.workload_key} for c in cells]
+
+
+_MIGS_VISIBLE = "MIG-golden-a,MIG-golden-b"
+
+
+def device_index(tmp: Path) -> list[dict[str, str]]:
+    """``device = "cuda:1"`` (a whole card): the one-device key (host, cuda:1, its UUID)."""
+    return _placed(tmp, 'device = "cuda:1"\n')
+
+
+def devices_gpu_uuid(tmp: Path) -> list[dict[str, str]]:
+    """``devices = ["GPU-<card 1>"]``: one device by its UUID (issue 46)."""
+    return _placed(tmp, 'devices = ["GPU-golden-1"]\n')
+
+
+def device_mig_index(tmp: Path) -> list[dict[str, str]]:
+    """``device = "cuda:1"`` under an outer CUDA_VISIBLE_DEVICES of two MIG slices."""
+    return _placed(tmp, 'device = "cuda:1"\n', _MIGS_VISIBLE)
+
+
+def devices_mig_uuid(tmp: Path) -> list[dict[str, str]]:
+    """``devices = ["MIG-<slice cuda:1 is>"]`` under the same outer CUDA_VISIBLE_DEVICES."""
+    return _placed(tmp, 'devices = ["MIG-golden-b"]\n', _MIGS_VISIBLE)
+
+
+def devices_two_placed(tmp: Path) -> list[dict[str, str]]:
+    """Two devices, one by UUID and one by index: the by-model key (issue 27)."""
+    return _placed(tmp, 'devices = ["GPU-golden-0", "cuda:1"]\n')
+
+
 SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "quick": quick,
     "compile_both": compile_both,
@@ -379,6 +434,11 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "ray_packing": ray_packing,
     "cluster_cpu": cluster_cpu,
     "cluster_gpu_model": cluster_gpu_model,
+    "device_index": device_index,
+    "devices_gpu_uuid": devices_gpu_uuid,
+    "device_mig_index": device_mig_index,
+    "devices_mig_uuid": devices_mig_uuid,
+    "devices_two_placed": devices_two_placed,
 }
 
 
@@ -428,3 +488,13 @@ def test_csv_headers_are_pinned():
     groups, individual = (REPO / "tests" / "fixtures" / "golden_headers.csv").read_text().splitlines()
     for pinned, now in ((groups.split(","), GROUP_COLUMNS), (individual.split(","), INDIVIDUAL_COLUMNS)):
         assert list(now[:len(pinned)]) == pinned
+
+
+def test_one_device_spellings_share_the_pinned_cuda_index_keys():
+    """Issue 46: one device by its UUID is pinned with exactly the keys of the ``cuda:N`` it
+    is (card and MIG slice); a two-device list keeps the by-model keys (rule 3)."""
+    golden = _golden()
+    assert golden["devices_gpu_uuid"] == golden["device_index"]
+    assert golden["devices_mig_uuid"] == golden["device_mig_index"]
+    assert {c["key"] for c in golden["devices_two_placed"]}.isdisjoint(
+        c["key"] for c in golden["device_index"])
