@@ -268,7 +268,10 @@ class Attempt:
         idle = EXECUTORS.get(self.cell.executor).idle_cpu_fraction
         if idle:
             settings = replace(settings, cpu_fraction=settings.cpu_fraction + idle)
-        on_gpu = str(self.spec.device_requested or self.spec.device).startswith("cuda")
+        # A several-device campaign's lanes record the UUID they were given (GPU-…/MIG-…),
+        # not cuda:N: those are GPU cells too, and must get the device signal.
+        on_gpu = str(self.spec.device_requested or self.spec.device).startswith(
+            ("cuda", "GPU-", "MIG-"))
         # A packed cell (mp/ray devices: UUIDs by now) is watched on each of its devices.
         others = [u for u in self.cell.options.get("devices") or []
                   if u != self.spec.gpu_uuid]

@@ -73,3 +73,17 @@ def test_the_attempt_watches_the_packed_devices_besides_its_own():
 
     assert dog({"devices": ["GPU-a", "GPU-b", "GPU-c"]}).packed.uuids == ["GPU-b", "GPU-c"]
     assert dog({}).packed is None and dog({"devices": ["GPU-a"]}).packed is None
+
+
+def test_a_lane_requested_by_uuid_is_watched_as_a_gpu_cell():
+    """A several-device lane records the UUID it was given as device_requested; it was
+    watched as a CPU cell (no device signal) because only "cuda…" counted as a GPU."""
+    def dog(requested):
+        attempt = SimpleNamespace(
+            settings=SimpleNamespace(watchdog=FAST),
+            cell=SimpleNamespace(executor="seq", options={}),
+            spec=SimpleNamespace(device=requested, device_requested=requested, gpu_uuid=None))
+        return Attempt._watchdog(attempt, SimpleNamespace(pid=1))
+
+    assert dog("GPU-a").has_device and dog("MIG-a/1/0").has_device and dog("cuda:1").has_device
+    assert not dog("cpu").has_device
