@@ -156,7 +156,10 @@ class Runner:
         refusal = device_refusal([c.precision for c in self.cells if c.precision], self.gpu)
         if refusal:
             where = str(campaign.source) if campaign.source else "campaign"
-            raise ConfigError(f"{where}: device '{campaign.device}': {refusal}")
+            # name what the campaign said: a 'devices' campaign's device is 'auto'
+            said = (f"devices {list(campaign.devices)!r}" if campaign.devices
+                    else f"device '{campaign.device}'")
+            raise ConfigError(f"{where}: {said}: {refusal}")
         self.runs_dir = Path(campaign.runs_dir)
         self.campaign_id = campaign.name
         self.folder = RunFolder.of(self.runs_dir, self.campaign_id)

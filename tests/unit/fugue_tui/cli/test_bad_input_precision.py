@@ -16,6 +16,8 @@ from tests.unit.fugue_tui.cli import test_bad_input_matrix as matrix
 
 _SITE = matrix.REPO / "tests" / "fixtures" / "fake_nvml_site"
 _T4 = json.dumps([device_config(uuid="GPU-t4-precision", compute_capability=[7, 5])])
+_TWO_T4 = json.dumps([device_config(uuid=f"GPU-t4-{n}", compute_capability=[7, 5])
+                      for n in "ab"])
 _FAKE_GPU = {"FAKE_NVML_CONFIG": "{cwd}/nvml.json",
              "PYTHONPATH": os.pathsep.join([str(_SITE), str(matrix.REPO)]),
              "CUDA_VISIBLE_DEVICES": "GPU-t4-precision"}
@@ -54,6 +56,14 @@ CASES = [
                            'experiments_file = "mine.toml"\n',
                  "mine.toml": '[experiments.D_ens]\nprecision = "tf32"\n', "nvml.json": _T4},
                 ("--batch", "c.toml", "--dry-run"), ("'tf32'", "7.5"), _FAKE_GPU),
+    # a several-device campaign's refusal names its 'devices' (it said device 'auto')
+    matrix.Case("precision-bf16-on-two-t4s",
+                {"c.toml": 'experiments = "D_ens"\nexecutors = ["mp"]\n'
+                           'devices = ["GPU-t4-a", "GPU-t4-b"]\nprecision = "bf16"\n',
+                 "nvml.json": _TWO_T4},
+                ("--batch", "c.toml", "--dry-run"),
+                ("c.toml", "devices ['GPU-t4-a', 'GPU-t4-b']", "'bf16'", "7.5"),
+                {**_FAKE_GPU, "CUDA_VISIBLE_DEVICES": "GPU-t4-a,GPU-t4-b"}),
 ]
 
 
