@@ -123,11 +123,10 @@ def _memory_now() -> str:
                      " MiB")  # ru_maxrss is KiB on Linux
     except (ImportError, OSError):
         pass
-    try:
-        import psutil
+    try:  # the host's figure, or the cgroup's where its limit leaves less (a container)
+        from engine.cgroup_memory import available_mib
 
-        facts.append(f"host memory available {psutil.virtual_memory().available / 2**20:.0f}"
-                     " MiB")
+        facts.append(f"host memory available {available_mib():.0f} MiB")
     except (ImportError, OSError):  # a fact we could not read is left out, never invented
         pass
     return f"; when recorded: {', '.join(facts)}" if facts else ""

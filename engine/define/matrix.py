@@ -379,7 +379,7 @@ class _ParallelResolver:
                 # What the host measured is shared by the cells running at once (one per
                 # device); a value given in [budget] is one cell's already (make_budget).
                 split = {r: SHARE_SOURCE.format(what=f"{how} {r}", n=share.devices)
-                         for r, how in (("cores", "pinned"), ("ram", "MemTotal"))
+                         for r, how in (("cores", "pinned"), ("ram", budget.source("ram")))
                          if given.get(r) is None and share.devices > 1}
                 if split:
                     budget = dataclasses.replace(

@@ -25,7 +25,8 @@ What it samples:
   slices, virtual GPUs) is recorded as missing with NVML's reason and never read again, and
   an error of one metric during the run blanks that value in that sample only;
 - the cell's process tree (psutil): CPU use (% of one core), resident memory (MiB, summed);
-  host memory available (MiB);
+  host memory available (MiB; less where the cell's cgroup limit leaves less:
+  :mod:`engine.cgroup_memory`);
 - CPU package energy from RAPL (``/sys/class/powercap/intel-rapl:*``) where it exists and is
   readable; missing otherwise (never invented).
 
@@ -55,6 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.cgroup_memory import available_mib, locate
 from engine.measure.host import ProcessTree, rapl_files, rapl_missing_reason
 from engine.measure.nvml import GpuDevice, open_gpu
 from engine.measure.samples import (
@@ -83,10 +85,10 @@ class Sampler:
         self.tree = ProcessTree(root_pid)
         self.rapl = rapl_files()
         self.errors: dict[str, int] = {}
+        #: Located once (two /proc files); its limit and usage are read at every sample.
+        self.cgroup = locate()
 
     def sample(self) -> dict[str, Any]:
-        import psutil
-
         row: dict[str, Any] = {"t": time.monotonic(), "time": time.time()}
         if self.gpu is not None:
             values, errors = self.gpu.read()
@@ -94,7 +96,7 @@ class Sampler:
             for err in errors:
                 self.errors[err] = self.errors.get(err, 0) + 1
         row["cpu_pct"], row["rss_mib"] = self.tree.read()
-        row["host_mem_available_mib"] = psutil.virtual_memory().available / 2**20
+        row["host_mem_available_mib"] = available_mib(cgroup=self.cgroup)
         if self.rapl:
             try:
                 row["cpu_energy_uj"] = sum(int(p.read_text()) for p, _ in self.rapl)

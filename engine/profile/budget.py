@@ -3,8 +3,10 @@
 A budget is given (``simulate --ram-budget 6GiB``, a campaign's ``[budget]`` table) or
 measured on this machine. Measured values are the machine's totals, not what is free right
 now: ``max_parallel = "auto"`` is resolved into a number that enters the cell key, and a
-key that moved with the page cache would turn every ``--resume`` into a rerun. ``simulate``
-prints what is available now beside it.
+key that moved with the page cache would turn every ``--resume`` into a rerun. Inside a
+container the RAM total is its cgroup's limit where that is lower (fixed while it runs, so
+as stable a key as ``MemTotal``; :mod:`engine.cgroup_memory`). ``simulate`` prints what is
+available now beside it.
 
 Sizes are MiB inside the engine. Text forms: a plain number is MiB; suffixes ``K``, ``M``,
 ``G``, ``T`` with an optional ``iB``/``B`` (``6G``, ``6GiB``, ``512MB``, ``1.5TiB``) are
@@ -98,17 +100,27 @@ class Budget:
 
 
 def host_ram_mb() -> float:
-    """This machine's total RAM (``MemTotal``), MiB."""
-    import psutil
+    """The RAM this process may use in all (``MemTotal``, capped by its cgroup's limit
+    inside a container: :mod:`engine.cgroup_memory`), MiB."""
+    from engine.cgroup_memory import total_mib
 
-    return psutil.virtual_memory().total / 2**20
+    return total_mib()[0]
+
+
+def host_ram_source() -> str:
+    """Where :func:`host_ram_mb` comes from: ``MemTotal`` or the cgroup's limit file
+    (``cgroup v2 memory.max``)."""
+    from engine.cgroup_memory import total_mib
+
+    return total_mib()[1]
 
 
 def host_available_mb() -> float:
-    """RAM available now (``MemAvailable``), MiB: shown beside the budget, never keyed."""
-    import psutil
+    """RAM available now (``MemAvailable``, or less where the cgroup's limit leaves less:
+    :mod:`engine.cgroup_memory`), MiB: shown beside the budget, never keyed."""
+    from engine.cgroup_memory import available_mib
 
-    return psutil.virtual_memory().available / 2**20
+    return available_mib()
 
 
 def device_total_mb(gpu_uuid: str | None) -> float | None:
@@ -138,7 +150,7 @@ def make_budget(*, ram: Any = None, device: Any = None, cores: Any = None,
         sources.append(("ram", "given"))
     else:
         ram_mb = host_ram_mb()
-        sources.append(("ram", "MemTotal"))
+        sources.append(("ram", host_ram_source()))
     if cores is not None:
         n_cores = parse_cores(cores, f"{where}: cores")
         sources.append(("cores", "given"))

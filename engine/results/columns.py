@@ -244,7 +244,8 @@ _OURS: tuple[Column, ...] = (
            "peak resident memory of the cell's process tree (sum over its processes, highest "
            "sample, or the cell's own peak if higher), MiB"),
     Column("host_mem_available_min_mb", G, NUMBER,
-           "lowest host memory available during the group window, MiB"),
+           "lowest host memory available during the group window (the cell's cgroup limit less its "
+           "usage where lower), MiB"),
     Column("cpu_energy_j", G, NUMBER,
            "CPU package energy over the group window (RAPL), J; empty where the host has no "
            "energy interface"),

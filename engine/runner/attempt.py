@@ -56,7 +56,7 @@ from engine.runner.cellproc import (
     stop_session,
 )
 from engine.runner.journal import Journal
-from engine.runner.reasons import exit_reason, last_line
+from engine.runner.reasons import MemoryTrail, exit_reason, last_line
 from engine.runner.records import write_whole
 from engine.runner.stopped import StopClock
 from engine.runner.warmstart import WarmStart
@@ -134,8 +134,9 @@ class Attempt:
         self.log_path = self.folder.log
         #: The cell's ``failed`` event (its one-line error), once it sent one.
         self.failure: CellFailed | None = None
-        #: The monitor's last ``sample`` event (memory figures for a cell killed from outside).
-        self.last_sample: MonitorSample | None = None
+        #: The monitor's ``sample`` events so far: the last, the peak RSS, the lowest memory
+        #: available (the figures of a cell killed from outside, the OOM killer's victim).
+        self.memory = MemoryTrail()
         #: When the runner decided to run this attempt (``time.perf_counter``): the start of
         #: its ``start_s`` and of the bench's fixed cost.
         self.decided = time.perf_counter()
@@ -329,7 +330,7 @@ class Attempt:
                      or _unwritable(self.settings.runs_dir, code, log_path))
         else:
             status = "failed"
-            error = exit_reason(code, said or said_there, log_path, self.last_sample)
+            error = exit_reason(code, said or said_there, log_path, self.memory)
         try:
             if status != "ok" and not written and not journal.has_row(spec):
                 journal.record(spec, "failed", error)  # may raise: the runner's own line
@@ -379,7 +380,7 @@ class Attempt:
             if isinstance(event, CellFailed):
                 self.failure = event
             elif isinstance(event, MonitorSample):
-                self.last_sample = event
+                self.memory.add(event)
             if watchdog is not None and event.type in EVENTS.progress:
                 watchdog.progress()
             elif watchdog is not None and isinstance(event, MonitorSample):

@@ -3,8 +3,9 @@
 A row's ``error`` is read later by someone deciding whether to trust or rerun the cell, so it
 says what is known and nothing that merely happened to be nearby: the cell's own one line
 when it left one; for a process killed by a signal, the signal, Python's fatal-error line
-when the fault handler wrote one (a segfault), and the monitor's last sample (memory is what
-an outside SIGKILL, the kernel's OOM killer, is usually about) — never the last line of its
+when the fault handler wrote one (a segfault), and the monitor's memory figures (what an
+outside SIGKILL, the kernel's OOM killer, is usually about: the cell's peak RSS over its
+life, then the last sample, labelled, taken as it died) — never the last line of its
 log, which for a cell killed from outside is whatever Ray or the monitor printed last. For
 an exit status without a line of the cell's own, that last line is quoted as what it is.
 """
@@ -24,16 +25,45 @@ LOG_TAIL_BYTES = 64 * 1024
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+ in \S+')
 
 
+class MemoryTrail:
+    """What the monitor's ``sample`` events of one attempt said about memory, kept for the
+    reason of a cell that dies: the last sample, the one with the highest cell RSS and the
+    one with the least memory available. The last alone misleads after an OOM kill: the
+    sample taken as the cell died shows what was left (17 MiB), not what it reached before
+    (1194 MiB) — what the kill was about."""
+
+    def __init__(self) -> None:
+        self.last: MonitorSample | None = None
+        self.peak: MonitorSample | None = None    # highest rss_mib
+        self.lowest: MonitorSample | None = None  # lowest host_mem_available_mib
+
+    def add(self, sample: MonitorSample) -> None:
+        """Take one ``sample`` event (in the order the cell wrote them)."""
+        self.last = sample
+        if _higher(sample.rss_mib, self.peak.rss_mib if self.peak else None):
+            self.peak = sample
+        lowest = self.lowest.host_mem_available_mib if self.lowest else None
+        available = sample.host_mem_available_mib
+        if isinstance(available, (int, float)) and (
+                not isinstance(lowest, (int, float)) or available < lowest):
+            self.lowest = sample
+
+
+def _higher(value: object, than: object) -> bool:
+    return isinstance(value, (int, float)) and (not isinstance(than, (int, float))
+                                               or value > than)
+
+
 def exit_reason(code: int, said: str, log_path: Path,
-                last_sample: MonitorSample | None = None, ended: float | None = None) -> str:
+                memory: MemoryTrail | None = None, ended: float | None = None) -> str:
     """The error recorded for a cell that exited by itself with ``code`` (non-zero).
 
     ``said``: the cell's own one line (its ``failed`` event or reason file), which wins for
-    an exit status; ``last_sample``: the monitor's last ``sample`` event; ``ended``: when
-    the runner saw the process end (epoch seconds; now when None).
+    an exit status; ``memory``: the monitor's samples of the attempt; ``ended``: when the
+    runner saw the process end (epoch seconds; now when None).
     """
     if code < 0:
-        return signal_reason(-code, log_path, last_sample, ended)
+        return signal_reason(-code, log_path, memory, ended)
     if said:
         return said
     line = last_line(log_path)  # a hint, labelled as such: it may not be the cause
@@ -41,11 +71,11 @@ def exit_reason(code: int, said: str, log_path: Path,
                                                    if line else "")
 
 
-def signal_reason(signum: int, log_path: Path, last_sample: MonitorSample | None = None,
+def signal_reason(signum: int, log_path: Path, memory: MemoryTrail | None = None,
                   ended: float | None = None) -> str:
-    """``cell killed by signal 11 (SIGSEGV), not sent by the runner: Fatal Python error:
-    Segmentation fault in File "x.py", line 3 in f; last monitor sample 0.4 s before: cell
-    RSS 2048 MiB, host memory available 97 MiB`` (the parts that are known)."""
+    """``cell killed by signal 9 (SIGKILL), not sent by the runner: Fatal Python error:
+    ...; peak cell RSS 1194 MiB 2.1 s before; last monitor sample 0.4 s before: cell RSS
+    17 MiB, host memory available 97 MiB`` (the parts that are known)."""
     try:
         name = signal.Signals(signum).name
     except ValueError:
@@ -54,9 +84,9 @@ def signal_reason(signum: int, log_path: Path, last_sample: MonitorSample | None
     fatal = fatal_error(log_path)
     if fatal:
         reason += f": {fatal}"
-    memory = sample_facts(last_sample, ended)
-    if memory:
-        reason += f"; {memory}"
+    facts = sample_facts(memory, ended)
+    if facts:
+        reason += f"; {facts}"
     return reason
 
 
@@ -73,22 +103,37 @@ def fatal_error(log_path: Path) -> str:
     return f"{found} in {frame}" if frame else found
 
 
-def sample_facts(sample: MonitorSample | None, ended: float | None = None) -> str:
-    """``last monitor sample 0.4 s before: cell RSS 2048 MiB, host memory available 97
-    MiB`` from a monitor ``sample`` event; "" without one (or without memory figures)."""
-    if not sample:
+def sample_facts(memory: MemoryTrail | None, ended: float | None = None) -> str:
+    """``peak cell RSS 1194 MiB 2.1 s before, lowest host memory available 80 MiB 2.1 s
+    before; last monitor sample 0.4 s before: cell RSS 17 MiB, host memory available 97
+    MiB``: the extremes over the attempt's life where they are not the last sample's own
+    figures, then the last sample, labelled; "" without samples (or memory figures)."""
+    if memory is None or memory.last is None:
         return ""
+    now = ended or time.time()
+    last = memory.last
+    extremes = []
+    if memory.peak is not None and memory.peak is not last:
+        extremes.append(f"peak cell RSS {memory.peak.rss_mib:.0f} MiB"
+                        f"{_before(memory.peak, now)}")
+    if memory.lowest is not None and memory.lowest is not last:
+        extremes.append(f"lowest host memory available "
+                        f"{memory.lowest.host_mem_available_mib:.0f} MiB"
+                        f"{_before(memory.lowest, now)}")
     facts = [f"{label} {value:.0f} MiB"
-             for value, label in ((sample.rss_mib, "cell RSS"),
-                                  (sample.host_mem_available_mib, "host memory available"))
+             for value, label in ((last.rss_mib, "cell RSS"),
+                                  (last.host_mem_available_mib, "host memory available"))
              if isinstance(value, (int, float))]
-    if not facts:
-        return ""
-    when = ""
+    parts = [", ".join(extremes)] if extremes else []
+    if facts:
+        parts.append(f"last monitor sample{_before(last, now)}: {', '.join(facts)}")
+    return "; ".join(parts)
+
+
+def _before(sample: MonitorSample, now: float) -> str:
+    """`` 0.4 s before`` (the sample's wall-clock time to ``now``); "" without one."""
     at = sample.time
-    if isinstance(at, (int, float)):
-        when = f" {max((ended or time.time()) - at, 0.0):.1f} s before"
-    return f"last monitor sample{when}: {', '.join(facts)}"
+    return f" {max(now - at, 0.0):.1f} s before" if isinstance(at, (int, float)) else ""
 
 
 def last_line(path: Path) -> str:

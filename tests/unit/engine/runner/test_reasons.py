@@ -43,10 +43,15 @@ FAKE_CELL = r"""
 import ctypes, faulthandler, json, os, signal, sys, time
 from engine.events import EventWriter
 spec = json.load(open(sys.argv[1]))
+events = EventWriter(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"])
 if sys.argv[3] == "sample":
-    EventWriter(spec["events"], cell=spec["cell"]["key"], attempt=spec["attempt"]).emit(
-        "sample", t=time.monotonic(), time=time.time(), rss_mib=2048.5,
-        host_mem_available_mib=97.0, cpu_pct=100.0)
+    events.emit("sample", t=time.monotonic(), time=time.time(), rss_mib=2048.5,
+                host_mem_available_mib=97.0, cpu_pct=100.0)
+if sys.argv[3] == "series":  # growing to 1194 MiB, then the sample taken as it died
+    for i, (rss, free) in enumerate([(300.0, 3000.0), (800.0, 900.0), (1194.2, 80.0),
+                                     (650.0, 500.0), (17.0, 2900.0)]):
+        events.emit("sample", t=time.monotonic(), time=time.time() - 2.0 + 0.5 * i,
+                    rss_mib=rss, host_mem_available_mib=free, cpu_pct=100.0)
 print("2026-01-01 12:00:00,000 INFO worker.py:1 -- Token authentication is enabled for "
       "the cluster", flush=True)
 print("warning: monitor: NVML temperature read failed once", flush=True)
@@ -99,6 +104,42 @@ def test_a_signal_reason_quotes_the_monitors_last_sample(tmp_path, dying_cell):
     error = _only_row(tmp_path)["error"]
     assert "last monitor sample" in error and "cell RSS 2048 MiB" in error, error
     assert "host memory available 97 MiB" in error, error
+
+
+def test_a_cell_killed_for_memory_reports_its_peak_not_only_the_sample_as_it_died(
+        tmp_path, dying_cell):
+    """Issue 46: the monitor's last sample is taken as the OOM killer's victim dies (17
+    MiB); the peak before it (1194 MiB) is what the kill was about."""
+    path, how = dying_cell
+    how["sample"] = "series"
+    Runner(load_campaign(path)).run()
+    error = _only_row(tmp_path)["error"]
+    assert error.startswith("cell killed by signal 9 (SIGKILL), not sent by the runner; "
+                            "peak cell RSS 1194 MiB "), error
+    assert "lowest host memory available 80 MiB" in error, error
+    # the last sample is kept, labelled as such, after the peak
+    last = error.index("; last monitor sample ")
+    assert "cell RSS 17 MiB, host memory available 2900 MiB" in error[last:], error
+
+
+def test_the_memory_trail_keeps_the_peak_the_lowest_and_the_last():
+    from engine.event_types import MonitorSample
+    from engine.runner.reasons import MemoryTrail, sample_facts
+
+    trail = MemoryTrail()
+    assert sample_facts(trail) == ""
+    trail.add(MonitorSample(t=0.0, time=100.0, rss_mib=None, host_mem_available_mib=None))
+    for i, (rss, free) in enumerate([(500.0, 600.0), (1194.0, 70.0), (17.0, 900.0)]):
+        trail.add(MonitorSample(t=1.0 + i, time=101.0 + i, rss_mib=rss,
+                                host_mem_available_mib=free))
+    assert sample_facts(trail, ended=104.0) == (
+        "peak cell RSS 1194 MiB 2.0 s before, lowest host memory available 70 MiB 2.0 s "
+        "before; last monitor sample 1.0 s before: cell RSS 17 MiB, host memory "
+        "available 900 MiB")
+    # a peak that is the last sample is said once, as the last sample
+    trail.add(MonitorSample(t=9.0, time=109.0, rss_mib=5000.0, host_mem_available_mib=10.0))
+    assert sample_facts(trail, ended=109.5) == (
+        "last monitor sample 0.5 s before: cell RSS 5000 MiB, host memory available 10 MiB")
 
 
 def test_a_segfault_is_named_by_pythons_fatal_error_not_by_a_monitor_line(
