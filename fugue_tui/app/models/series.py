@@ -17,10 +17,12 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from engine import cgroup_memory
 from engine.event_base import Event
 from engine.event_types import MonitorSample
 from engine.events import parse_event
@@ -111,14 +113,24 @@ def panels(series: Series) -> tuple[tuple[str, str], ...]:
 
 class HostPoller:
     """Host CPU (% of one core, like a cell's ``cpu_pct``) and memory in use, via psutil.
-    Call :meth:`sample` from a worker thread about once a second."""
+    Inside a memory cgroup with a limit (a container, a batch job) memory in use is the
+    cgroup's (usage less its reclaimable file cache, :mod:`engine.cgroup_memory`), the
+    figure the kernel kills at, not the whole host's. ``root``: where the cgroup files are
+    read (tests: a fixture tree). Call :meth:`sample` from a worker thread about once a
+    second."""
 
-    def __init__(self, clock=time.monotonic) -> None:
+    def __init__(self, clock=time.monotonic, root: Path | None = None) -> None:
         self.clock = clock
+        # located once: a process does not change cgroup; read at every sample (~0.1 ms)
+        self.cgroup = cgroup_memory.locate(root)
         psutil.cpu_percent(interval=None)  # the first call only starts the measurement
 
     def sample(self) -> dict[str, Any]:
         cores = psutil.cpu_count() or 1
         memory = psutil.virtual_memory()
+        used = (memory.total - memory.available) / 2**20
+        level = self.cgroup.read() if self.cgroup is not None else None
+        if level is not None:
+            used = min(used, max(level.usage_mib - level.reclaimable_mib, 0.0))
         return {"t": self.clock(), "cpu_pct": psutil.cpu_percent(interval=None) * cores,
-                "rss_mib": (memory.total - memory.available) / 2**20}
+                "rss_mib": used}

@@ -165,3 +165,13 @@ def test_this_hosts_real_cgroup_is_found_and_read(version):
     if level is not None:  # a real limit: the figure is the file's
         limit = (level.folder / level.limit_file).read_text()
         assert level.limit_mib == pytest.approx(int(limit) / MIB)
+
+
+def test_the_dashboards_memory_in_use_is_the_containers(tmp_path):
+    """The dashboard's host bar showed the whole host's memory in use inside a container
+    (here 100 MiB used of a 512 MiB limit, on a host with GiBs in use)."""
+    from fugue_tui.app.models.series import HostPoller
+
+    v2_tree(tmp_path, str(512 * MIB), 100 * MIB)
+    assert HostPoller(root=tmp_path).sample()["rss_mib"] <= 100
+    assert HostPoller(root=tmp_path / "none").sample()["rss_mib"] > 100  # the host's figure
