@@ -89,7 +89,33 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
     for i, (reason, cells) in enumerate(notes.items(), 1):
         which = f"cell {cells[0]}" if len(cells) == 1 else f"cells {_ranges(cells)}"
         console.print(Text(f"[{i}] skip {which}: {reason}"))
+    for line in eager_forecast(planned):
+        console.print(Text(line))
     return 0
+
+
+def eager_forecast(planned) -> list[str]:
+    """One line per unified_model cell (of those that would run) with buckets of one
+    member, which run eager whatever the verification says (nothing to stack): the
+    ``eager_buckets`` its row will show, known before training (issue 45). Cells with the
+    same forecast share a line. Whether a bucket of several members stacks is only known
+    when the cell runs."""
+    from engine.executors.unified.plan import planned_singles
+
+    forecast: dict[tuple[int, int], list[int]] = {}
+    for p in planned:
+        if p.skip or p.cell.executor != "unified_model" or not p.cell.jobs:
+            continue
+        singles, total = planned_singles(p.cell.jobs, p.cell.max_parallel)
+        if singles:
+            forecast.setdefault((singles, total), []).append(p.cell.index)
+    out = []
+    for (singles, total), cells in forecast.items():
+        which = f"cell {cells[0]}" if len(cells) == 1 else f"cells {_ranges(cells)}"
+        out.append(f"note: unified_model {which}: {singles} of {total} bucket"
+                   f"{'s' if total != 1 else ''} will run eager (one member, nothing to "
+                   f"stack; eager_buckets {singles}/{total})")
+    return out
 
 
 def _device_text(runner: Runner, cell: CellSpec) -> str:

@@ -159,3 +159,18 @@ def chunks(buckets: list[BucketPlan]) -> list[list[BucketPlan]]:
             out.append([])
         out[-1].append(b)
     return out
+
+
+def planned_singles(jobs: list[dict[str, Any]], max_parallel: int | None = None
+                    ) -> tuple[int, int]:
+    """``(one-member buckets, buckets)`` of a unified_model cell as :func:`make_buckets`
+    will form them, from the cell's job dicts, before any training (the dry run's
+    forecast). Torch-free: a job's resolved task is a function of its ``task`` and
+    ``dataset`` alone, so that pair stands in for the resolved name and the grouping is
+    the executor's. Only one-member buckets are known in advance: whether a bucket of
+    several stacks is decided by the verification when the cell runs."""
+    specs = [JobSpec.from_dict(j) for j in jobs]
+    tasks = {job.job_id: f"{job.task}\0{job.dataset}" for job in specs}
+    buckets = make_buckets(specs, tasks, max_parallel)
+    return sum(1 for b in buckets if b.check == "single"), len(buckets)
+

@@ -86,3 +86,21 @@ def test_a_wide_terminal_keeps_the_boxed_table():
     cells = [r for r in rows if r and r[0].isdigit()]
     assert [r[-2] for r in cells] == [c.key for c in runner.cells]
     assert {r[-1] for r in cells} == {"run"}
+
+
+def test_the_plan_foretells_the_one_member_buckets_that_will_run_eager(tmp_path):
+    """Issue 45: the dry run said nothing of buckets that cannot stack. The quick campaign's
+    D_mm (four different models) gives unified_model four one-member buckets; its D_ens
+    (five members of one model) stacks and gets no note; cutting D_ens into chunks of one
+    (max_parallel = 1) leaves only one-member buckets."""
+    _, lines = _plan(QUICK, 200)
+    notes = [line for line in lines if line.startswith("note: unified_model")]
+    d_mm = next(c.index for c in Runner(load_campaign(QUICK)).cells
+                if c.exp_id == "D_mm" and c.executor == "unified_model")
+    assert notes == [f"note: unified_model cell {d_mm}: 4 of 4 buckets will run eager (one "
+                     f"member, nothing to stack; eager_buckets 4/4)"], "\n".join(lines)
+    chunked = tmp_path / "c.toml"
+    chunked.write_text('experiments = "D_ens"\nexecutors = ["unified_model"]\n'
+                       '[options.unified_model]\nmax_parallel = 1\n')
+    _, lines = _plan(chunked, 200)
+    assert any("cell 1: 5 of 5 buckets will run eager" in line for line in lines), lines
