@@ -38,9 +38,8 @@ them:
 An attribute added or removed by the forward is a change too. :func:`save` and
 :func:`restore` put a real instance's Python state back after a check's forward (the
 contents of its built-in containers too), so a bucket sent eager trains from the state
-seq's job starts from. Torch-only by
-``nn.Module``; no user code runs while fingerprinting (no ``__eq__`` or ``__repr__`` of
-arbitrary objects).
+seq's job starts from. No user code runs while fingerprinting (no ``__eq__``,
+``__len__`` or ``__repr__`` of arbitrary objects: only built-in containers are measured).
 """
 
 from __future__ import annotations

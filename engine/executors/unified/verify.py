@@ -407,9 +407,7 @@ def own_forward_mismatch(members: Sequence[nn.Module],
             runs.append((own, own_buffers, again))
     # The twins after every real forward: building the stack runs one (no-grad, eval)
     # forward of member 0 to record its dropout calls, which a forward keeping a counter
-    # by identity would count.
-    # Building the twins' stack runs member 0's real forward (eval, no grad) when it has
-    # dropout: its Python state is put back and a change is a refusal, as above.
+    # by identity would count; its Python state is put back, a change refused, as above.
     before = python_state.snapshot(members[0])
     saved = python_state.save(members[0])
     twins = _vectorised_twins(members, generators, x)
