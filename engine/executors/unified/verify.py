@@ -33,6 +33,11 @@ with member 0's logic, silently. Two checks, in order:
    per hyperparameter that differs): the cost of the probe does not grow with K
    (:func:`verify_bucket`).
 
+Around every forward of a real instance (step 2) and of each copy's solo step (step 3),
+the module's Python state (its submodules' non-tensor attributes) is compared before and
+after (:mod:`engine.executors.unified.python_state`): a forward that changes it (a step
+counter) would run once per step on the template for all members, so it refuses the stack.
+
 A disagreement or an exception is a verdict (``disagreed`` / ``raised``) with what
 differed; the caller falls back to eager and records it.
 
@@ -59,6 +64,7 @@ import torch
 from torch import nn
 
 from engine.errors import failure_line
+from engine.executors.unified import python_state
 from engine.parts import tasks as task_lib
 
 #: nn.Module's own bookkeeping attributes: not part of a module's configuration.
@@ -68,6 +74,8 @@ _HOOK_DICTS = {k for k in _MODULE_INTERNALS if "hook" in k}
 
 def _describe_value(value: Any) -> Any:
     """A comparable stand-in for a non-tensor attribute value."""
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")  # NaN != NaN: two equal members would differ
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
     if isinstance(value, torch.Tensor):
@@ -242,19 +250,6 @@ OWN_RTOL, OWN_ATOL = 1e-5, 1e-6
 OWN_ROWS = 8
 
 
-def _own_state(module: nn.Module) -> list[tuple[nn.Module, dict[str, Any]]]:
-    """Each submodule's own non-tensor attributes (counters, flags a forward may change)."""
-    return [(sub, {k: v for k, v in vars(sub).items() if k not in _MODULE_INTERNALS})
-            for sub in module.modules()]
-
-
-def _put_back(saved: list[tuple[nn.Module, dict[str, Any]]]) -> None:
-    for sub, attrs in saved:
-        for key in [k for k in vars(sub) if k not in _MODULE_INTERNALS and k not in attrs]:
-            del sub.__dict__[key]
-        sub.__dict__.update(attrs)
-
-
 def _forward_from(module: nn.Module, x: torch.Tensor,
                   generator: torch.Generator | None,
                   state: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
@@ -389,16 +384,20 @@ def own_forward_mismatch(members: Sequence[nn.Module],
             gen = generators[k] if generators else None
             was_training = member.training
             buffers = {n: b.clone() for n, b in member.named_buffers()}
-            attrs = _own_state(member)
+            attrs = python_state.save(member)
+            before = python_state.snapshot(member)
 
             def put_back(member=member, buffers=buffers, attrs=attrs) -> None:
                 for n, b in member.named_buffers():
                     b.copy_(buffers[n])
-                _put_back(attrs)
+                python_state.restore(attrs)
 
             try:
                 member.train()
                 own = forward(member, x[k], gen)
+                changed = python_state.change(member, before)
+                if changed is not None:  # put back by the finally below
+                    return python_state.reason(changed, k)
                 own_buffers = {n: b.clone() for n, b in member.named_buffers()}
                 put_back()
                 again = forward(member, x[k], gen)
@@ -408,8 +407,14 @@ def own_forward_mismatch(members: Sequence[nn.Module],
             runs.append((own, own_buffers, again))
     # The twins after every real forward: building the stack runs one (no-grad, eval)
     # forward of member 0 to record its dropout calls, which a forward keeping a counter
-    # by identity would count.
+    # by identity would count; its Python state is put back, a change refused, as above.
+    before = python_state.snapshot(members[0])
+    saved = python_state.save(members[0])
     twins = _vectorised_twins(members, generators, x)
+    changed = python_state.change(members[0], before)
+    if changed is not None:
+        python_state.restore(saved)
+        return python_state.reason(changed, 0)
     template = None
     if twins is None:
         template = copy.deepcopy(members[0])
@@ -583,6 +588,7 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
             if gens_b is not None and device.type != "cpu":
                 _swap_dropouts(m, gens_b[k])
             solo_opt = build_optimizer(optimizer, m.parameters(), lrs[k], optimizer_kwargs[k])
+            before = python_state.snapshot(m)
             with torch.random.fork_rng(devices=[]):
                 if gens_b is not None and device.type == "cpu":
                     torch.set_rng_state(gens_b[k].get_state())
@@ -594,6 +600,11 @@ def probe(members: Sequence[nn.Module], generators: Sequence[torch.Generator] | 
                 solo_grads = {n: (p.grad.clone() if p.grad is not None else None)
                               for n, p in m.named_parameters()}
                 solo_opt.step()
+            # A forward with grad enabled may take a branch the no-grad own-forward
+            # check did not: its Python state is compared here too, on the copy.
+            changed = python_state.change(m, before)
+            if changed is not None:
+                return Verdict("disagreed", python_state.reason(changed, label[k]))
             diff = _close(out[k].detach(), o.detach(), rtol, atol)
             if diff is not None:
                 return Verdict("disagreed",

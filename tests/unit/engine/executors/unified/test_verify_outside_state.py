@@ -39,11 +39,13 @@ class OutsideScale(nn.Module):
     def __init__(self, in_shape, n_outputs):
         super().__init__()
         self.fc = nn.Linear(math.prod(in_shape), n_outputs)
-        self.calls = 0  # module state its forward changes: the probe must put it back
+        # No Python counter here (there was one, to see the probe put it back): a forward
+        # changing its module's Python state is refused on its own account since issue 45
+        # (test_python_state.py, which checks the putting back), and would hide the state
+        # outside the module that these tests are about.
         _SCALE[id(self)] = 1.0 + 2.0 * (torch.initial_seed() % 2)
 
     def forward(self, x):
-        self.calls += 1
         return self.fc(x.flatten(1)) * _SCALE.get(id(self), 1.0)
 
 
@@ -67,9 +69,6 @@ def test_state_outside_the_module_refuses_the_stack(outside_scale, captured):  #
     assert plan.reason.startswith("member 1: its own forward differs from a copy's")
     # Trained eagerly, each member as seq trains it (not with member 0's scale).
     _assert_parity(seq, uni, captured)
-    # The probe ran the real members' forwards and put their own state back.
-    for job in jobs:
-        assert captured["unified"][job.job_id].calls == captured["seq"][job.job_id].calls
 
 
 def test_members_whose_copies_behave_alike_still_stack(outside_scale, captured):  # noqa: F811
