@@ -160,8 +160,8 @@ class Difference:
     b: str
 
     def text(self, name_a: str, name_b: str) -> str:
-        """One line: ``first differ at trial T rung 2: seq stop (val_loss 0.41), ray
-        continue (val_loss 0.41)``."""
+        """One line: ``first differ at trial T rung 2: seq stop (val_loss 0.41, arrival 5),
+        ray continue (val_loss 0.41, arrival 1)``."""
         if self.kind == "trials":
             return f"not the same trials: {name_a} {self.a}; {name_b} {self.b}"
         if self.kind == "decision":
@@ -176,7 +176,7 @@ def _said(entry: dict[str, Any] | None, metric: str) -> str:
         return "no decision"
     value = entry.get("value")
     shown = "NaN" if value is None else f"{float(value):.4g}"
-    return f"{entry['decision']} ({metric} {shown})"
+    return f"{entry['decision']} ({metric} {shown}, arrival {entry.get('arrival')})"
 
 
 def first_difference(a: dict[str, Any], b: dict[str, Any]) -> Difference | None:
