@@ -18,7 +18,8 @@ The runner owns it (one at a time: ``runner.lock``); front ends and the next run
     control/                    command files (engine.runner.control)
     cells/<NNN-exp-executor-pP>-<key8>/attempt-<a>/
         spec.json, events.jsonl, cell.log, cell.pid (while it runs), cell.reason,
-        cleanup/ (engine.cleanup), stacks/ (stack dumps of a hung cell: engine.stacks)
+        cleanup/ (engine.cleanup), stacks/ (stack dumps of a hung cell: engine.stacks),
+        decisions.json (an hpo cell's scheduler decisions: engine.results.decisions)
 
 Names are part of the on-disk contract (old run folders must stay readable): change none.
 """
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.results.columns import RESULT_FILES
+from engine.results.decisions import FILE as DECISIONS
 
 LOCK = "runner.lock"
 RUNNER_PID = "runner.pid"
@@ -102,6 +104,10 @@ class AttemptFolder:
     @property
     def stacks(self) -> Path:
         return self.path / STACKS
+
+    @property
+    def decisions(self) -> Path:
+        return self.path / DECISIONS
 
 
 @dataclass(frozen=True)

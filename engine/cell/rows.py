@@ -17,6 +17,7 @@ from engine.errors import OutputError
 from engine.event_types import CellSummary, CellWarning
 from engine.measure.host import busy_warning
 from engine.precision import AMP_PRECISIONS
+from engine.results.decisions import FILE as DECISIONS_FILE
 from engine.results.rows import JobRow, group_static
 
 if TYPE_CHECKING:
@@ -206,6 +207,11 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
     # in T_group, so said in the row and as a warning.
     stopped = read_stopped(spec.attempt_dir) if spec.events else None
     group["stopped_s"] = stopped
+    # The scheduler's decisions, if the executor wrote them (issue 46): named relative to
+    # the runs folder, as samples_file.
+    decided = spec.attempt_dir / DECISIONS_FILE if spec.events else None
+    group["decisions"] = (os.path.relpath(decided, spec.runs_dir)
+                          if decided is not None and decided.is_file() else None)
     rows = []
     for r in results:
         job = r.job

@@ -13,7 +13,8 @@ hpo cells may early-stop trials (``[options.seq] scheduler``, ``grace_period``,
   every epoch as its result arrives (the arrival order is job order, epoch by epoch).
 
 ``executor_info.early_stop`` records the scheduler, its parameters, the metric, the
-order the trials ran in and every decision (trial, epoch, value).
+order the trials ran in and every decision (trial, epoch, value); ``decisions.json`` in the
+attempt folder every rung decision in arrival order (``engine.results.decisions``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from engine.define.workloads import JobSpec
 from engine.events import job_done, job_progress, job_started
 from engine.executors import SeqOptions
 from engine.executors.base import CellContext, Executor
+from engine.results.decisions import DecisionLog
 from engine.train import early_stop
 from engine.train.loop import JobResult, SteppedJob, train_job
 
@@ -71,6 +73,9 @@ class EarlyStopRun:
                         for j in jobs]
         self.stops: list[early_stop.Stop] = []
         self.order: list[tuple[int, int]] = []  # (trial, epoch) as they ran
+        # every rung decision in arrival order (attempt-N/decisions.json)
+        self.log = DecisionLog(who, name, self.metric, self.mode, [j.job_id for j in jobs],
+                               self.grace, self.eta, self.max_t)
         self.info: dict[str, Any] = {
             "scheduler": name, "grace_period": self.grace, "reduction_factor": self.eta,
             "max_t": self.max_t, "metric": self.metric, "mode": self.mode}
@@ -116,11 +121,12 @@ class EarlyStopRun:
         info = dict(self.ctx.group.get("executor_info") or {})
         info["early_stop"] = self.info
         self.ctx.group["executor_info"] = info
+        self.log.write(self.ctx.attempt_dir)
         return [s.result for s in self.stepped]
 
     def _sha(self) -> None:
         budgets = {i: j.epochs for i, j in enumerate(self.jobs)}
-        rungs = early_stop.Rungs(budgets, self.mode, self.grace, self.eta)
+        rungs = early_stop.Rungs(budgets, self.mode, self.grace, self.eta, log=self.log)
         epoch = {i: 0 for i in budgets}
         for rung in rungs.rungs:
             for i in sorted(rungs.alive):
@@ -150,6 +156,6 @@ class EarlyStopRun:
                     break
                 value = self._value(record)
                 if (decider is not None and record["epoch"] < s.job.epochs
-                        and decider.on_result(i, record["epoch"], value)):
+                        and early_stop.judged(decider, self.log, i, record["epoch"], value)):
                     self._stop(early_stop.Stop(i, record["epoch"], value, self.name))
                     break

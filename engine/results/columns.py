@@ -458,6 +458,13 @@ _OURS: tuple[Column, ...] = (
            "eagerly (a single member, or the verification sent it eager; then features says "
            "vf:0), `0/m` when every bucket ran vectorised; empty for executors without "
            "buckets and in older rows"),
+    # Issue 46: where the cell's scheduler decisions are (engine.results.decisions); an
+    # outcome, not part of the cell key.
+    Column("decisions", G, TEXT,
+           "hpo cells under a scheduler other than fifo: the cell attempt's rung decisions "
+           "in arrival order (trial, rung, metric value, continue/promote/stop), a "
+           "decisions.json relative to the runs folder (docs/results.md, \"decisions.json\"); "
+           "empty when the cell decided nothing (fifo, not hpo) and in older rows"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -34,7 +34,8 @@ classification (and any task scored by accuracy): ``val_loss``, lower is better;
 
 Asynchronous decisions depend on the arrival order of results, so every cell records its
 decisions (``early_stopped``, ``stop_reason``, ``epochs_run`` per job; ``trials_stopped``
-per group). :func:`pruning_warnings` says when a scheduler provably cannot stop any trial.
+per group; every rung decision in arrival order in ``decisions.json``:
+:mod:`engine.results.decisions`, fed by :func:`judged` and :class:`Rungs`' ``log``). :func:`pruning_warnings` says when a scheduler provably cannot stop any trial.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.bounds import DEFAULT_SEED
+from engine.results.decisions import DecisionLog
 
 #: Every scheduler name, ``fifo`` first (the legacy: no early stopping).
 SCHEDULERS = ("fifo", "sha", "asha", "median", "hyperband")
@@ -134,13 +136,17 @@ class Rungs:
     :func:`sha_decisions` on the same curves, whatever the order of the reports."""
 
     def __init__(self, budgets: dict[int, int], mode: str, grace_period: int,
-                 reduction_factor: int) -> None:
+                 reduction_factor: int, log: DecisionLog | None = None) -> None:
         self.budgets, self.mode, self.eta = dict(budgets), mode, reduction_factor
         self.rungs = sha_rungs(max(budgets.values()), grace_period, reduction_factor)
         self.alive = set(budgets)
         self.values: dict[int, dict[int, float]] = {r: {} for r in self.rungs}
         self.stops: dict[int, Stop] = {}
         self.decided: set[int] = set()
+        #: Where the rungs' decisions are recorded (decisions.json), with the arrival
+        #: position of each trial's result at each rung (decided only once all arrived).
+        self.log = log
+        self.arrival: dict[tuple[int, int], int] = {}
 
     def is_rung(self, epoch: int, trial: int) -> bool:
         """Whether the trial waits for a decision after ``epoch``."""
@@ -149,6 +155,8 @@ class Rungs:
     def report(self, trial: int, epoch: int, value: float) -> None:
         if self.is_rung(epoch, trial):
             self.values[epoch][trial] = float(value)
+            if self.log is not None and (trial, epoch) not in self.arrival:
+                self.arrival[(trial, epoch)] = self.log.arrive()
 
     def expected(self, rung: int) -> set[int]:
         return {i for i in self.alive if self.budgets[i] > rung}
@@ -162,6 +170,10 @@ class Rungs:
         at = {i: self.values[rung][i] for i in sorted(self.expected(rung))}
         keep = sha_survivors(at, self.mode, self.eta) if at else set()
         out = [Stop(i, rung, at[i], "sha") for i in at if i not in keep]
+        if self.log is not None:
+            for i in at:
+                self.log.add(i, rung, at[i], "promote" if i in keep else "stop",
+                             arrival=self.arrival.get((i, rung)))
         for stop in out:
             self.stops[stop.trial] = stop
             self.alive.discard(stop.trial)
@@ -191,17 +203,21 @@ class _Bracket:
                       for k in reversed(range(count))]
 
     def on_result(self, trial: int, epoch: int, reward: float) -> bool:
-        stop = False
+        return self.judge(trial, epoch, reward)[0]
+
+    def judge(self, trial: int, epoch: int, reward: float) -> tuple[bool, int | None]:
+        """``(stop, rung)``: the rung the result was recorded at (None: no rung judged it)."""
         for milestone, recorded in self.rungs:
             if epoch < milestone or trial in recorded:
                 continue
+            stop = False
             if recorded:
                 cutoff = np.nanpercentile(list(recorded.values()), (1 - 1 / self.eta) * 100)
                 if reward < cutoff:
                     stop = True
             recorded[trial] = reward
-            break
-        return stop
+            return stop, int(milestone)
+        return False, None
 
 
 def bracket_probabilities(sizes: Sequence[int]) -> np.ndarray:
@@ -255,10 +271,15 @@ class Asha:
         return self._assigned[trial]
 
     def on_result(self, trial: int, epoch: int, value: float) -> bool:
+        return self.judge(trial, epoch, value)[0]
+
+    def judge(self, trial: int, epoch: int, value: float) -> tuple[bool, int | None]:
+        """``(stop, rung)``: whether to stop the trial now, and the rung of its bracket that
+        judged the result (None: no rung did — nothing was decided)."""
         if epoch >= self.max_t:
-            return False
+            return False, None
         bracket = self.brackets[self.bracket_of(trial)]
-        return bracket.on_result(trial, epoch, self.sign * value)
+        return bracket.judge(trial, epoch, self.sign * value)
 
 
 def hyperband_brackets(max_t: int, grace_period: int, reduction_factor: int) -> int:
@@ -284,11 +305,19 @@ class Median:
         return float(np.mean(scoped)) if scoped else math.nan
 
     def on_result(self, trial: int, epoch: int, value: float) -> bool:
+        return self.judge(trial, epoch, value)[0]
+
+    def judge(self, trial: int, epoch: int, value: float) -> tuple[bool, int | None]:
+        """``(stop, rung)``: the rule judges every epoch from ``grace_period`` on (rung =
+        the epoch; too few other trials: continue), none before (rung None)."""
         if trial in self.stopped:
-            return False
+            return False, None
         self.results.setdefault(trial, []).append((epoch, float(value)))
         if epoch < self.grace:
-            return False
+            return False, None
+        return self._stops(trial, epoch), epoch
+
+    def _stops(self, trial: int, epoch: int) -> bool:
         others = [t for t, res in self.results.items() if res[-1][0] >= epoch and t != trial]
         means = [m for m in (self._running_mean(t, epoch) for t in others) if np.isfinite(m)]
         if len(means) < self.min_samples:
@@ -301,6 +330,16 @@ class Median:
             self.stopped.add(trial)
             return True
         return False
+
+
+def judged(decider: Asha | Median, log: DecisionLog | None, trial: int, epoch: int,
+           value: float) -> bool:
+    """Whether ``decider`` stops ``trial`` after ``epoch`` with ``value``; the decision is
+    recorded in ``log`` (decisions.json) when a rung judged the result."""
+    stop, rung = decider.judge(trial, epoch, value)
+    if rung is not None and log is not None:
+        log.add(trial, rung, value, "stop" if stop else "continue")
+    return stop
 
 
 def bracket_record(decider: Asha | Median | None, job_ids: Sequence[str]) -> dict:

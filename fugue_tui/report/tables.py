@@ -113,6 +113,12 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     hpo, ttb = hpo_analyse(runs, table, by_campaign)
     print_hpo(hpo, ttb, console, width=width or min(console.width, 120), color=color,
               chart=chart, by_campaign=by_campaign)
+    # issue 46: where executors' scheduler decisions first differ (decisions.json)
+    from engine.results import decision_diff
+
+    for line in decision_diff.lines(decision_diff.compare(runs.groups.to_dict("records"),
+                                                          runs_dir)):
+        console.print(Text(line))
     if advise:
         print_advice(view, console)
     return len(table)
@@ -178,6 +184,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
             print(f"fugue-tui: warning: {note}", file=sys.stderr)
         for note in eager_notes(runs.groups.to_dict("records")):  # issue 45
             print(f"fugue-tui: note: {note}", file=sys.stderr)
+        from engine.results import decision_diff
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
@@ -185,6 +192,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                       cells=report_cells(runs, by_campaign, baseline=baseline),
                       **sweep_sections(runs, fraction, advise, by_campaign),
                       hpo=hpo_section(runs, by_campaign),
+                      decisions=decision_diff.compare(runs.groups.to_dict("records"),
+                                                      runs_dir),
                       warnings=list(runs.notes)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)

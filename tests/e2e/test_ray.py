@@ -143,6 +143,15 @@ def test_asha_stops_a_trial_early_and_says_why(family_run):
     for j in rows:
         if j["early_stopped"] == "False":
             assert j["epochs_run"] == "3" and j["stop_reason"] == ""
+    # issue 46: Tune's decisions in arrival order, named by the row, in the attempt folder
+    from engine.results import decisions
+
+    assert asha["decisions"].endswith(f"attempt-{asha['attempt']}/{decisions.FILE}")
+    doc = decisions.read(runs / asha["decisions"])
+    assert doc["executor"] == "ray" and doc["scheduler"] == "asha"
+    assert {e["trial"] for e in doc["decisions"] if e["decision"] == "stop"} == \
+        {j["job_id"] for j in stopped}
+    assert all(g["decisions"] == "" for g in groups if g["scheduler"] in ("", "fifo"))
 
 
 def test_nothing_of_ours_survives_and_logs_are_kept(family_run):

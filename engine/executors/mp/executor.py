@@ -54,6 +54,7 @@ from engine.executors.mp import mps, mps_checks
 from engine.executors.mp.parent import PrewarmedParent
 from engine.executors.mp.worker import worker_main
 from engine.measure.spans import union_seconds
+from engine.results.decisions import DecisionLog
 from engine.train import early_stop
 from engine.train.loop import JobResult
 
@@ -132,8 +133,11 @@ class _Stopper:
         self.name, self.jobs, self.metric, self.mode = name, jobs, metric, mode
         self.grace, self.factor = grace, factor
         budgets = {i: j.epochs for i, j in enumerate(jobs)}
-        self.rungs = (early_stop.Rungs(budgets, mode, grace, factor) if name == "sha"
-                      else None)
+        # every rung decision in arrival order (attempt-N/decisions.json)
+        self.log = DecisionLog("mp", name, metric, mode, [j.job_id for j in jobs], grace,
+                               factor, max(budgets.values()))
+        self.rungs = (early_stop.Rungs(budgets, mode, grace, factor, log=self.log)
+                      if name == "sha" else None)
         self.decider = early_stop.asynchronous(name, max(budgets.values()), mode, grace,
                                                factor, seed=seed)
         self.stops: list[early_stop.Stop] = []
@@ -174,7 +178,7 @@ class _Stopper:
             self.rungs.report(worker.index, epoch, value)
             return
         if (self.decider is not None and epoch < worker.job.epochs
-                and self.decider.on_result(worker.index, epoch, value)):
+                and early_stop.judged(self.decider, self.log, worker.index, epoch, value)):
             stop = early_stop.Stop(worker.index, epoch, value, self.name)
             self.stops.append(stop)
             worker.stopped = (stop, worker.so_far, time.perf_counter())
@@ -449,6 +453,7 @@ class MPExecutor(Executor):
             self.info["early_stop"] = self.stopper.info()
             ctx.group.update(scheduler=self.stopper.name,
                              trials_stopped=len(self.stopper.stops))
+            self.stopper.log.write(ctx.attempt_dir)
         self.info.update(workers=per_job, max_parallel_seen=peak)
         ctx.group.update(max_parallel=peak)
         # Jobs overlap: the group's training wall time is the union of every job's epoch

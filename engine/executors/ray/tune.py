@@ -38,7 +38,9 @@ Trial actors (``[options.ray] reuse_actors``):
 A stopped trial ends in its ``tune.report`` call (reused actor) or with its process (fresh
 actors), so what the row records comes from the snapshot the trial sent at its last epoch
 end (``engine.executors.ray.worker``); its stop reason from the scheduler's decision,
-recorded as Tune makes it.
+recorded as Tune makes it. Every rung decision is logged as Tune's scheduler makes it, in
+the order the results reach it (``_Recording``; the cell's ``decisions.json``,
+``engine.results.decisions``).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from engine.errors import ConfigError
 from engine.executors import RayOptions
 from engine.executors.base import CellContext
 from engine.executors.ray.worker import from_snapshot, trial
+from engine.results.decisions import DecisionLog
 from engine.train import early_stop
 from engine.train.loop import JobResult, TrainSettings
 
@@ -74,13 +77,25 @@ MEDIAN_MIN_SAMPLES = 3
 
 class _Recording:
     """Mixin: remember why the scheduler stopped a trial (epoch, value of the judged metric)
-    as it decides."""
+    as it decides, and log each rung decision in arrival order (``fugue_log``, set by
+    :class:`TuneRun`: decisions.json; ``fugue_budgets``: job index → epoch budget, whose
+    last epoch is no decision, as for every executor)."""
 
-    def _remember(self, trial_, result, decision):
+    fugue_log: DecisionLog | None = None
+    fugue_budgets: dict[int, int] | None = None
+
+    def _remember(self, trial_, result, decision, rung=None):
         if decision == TrialScheduler.STOP:
             stops = self.__dict__.setdefault("fugue_stops", {})
             stops.setdefault(trial_.config.get("job"),
                              (result.get("epoch"), result.get(self._metric or "val_loss")))
+        job = trial_.config.get("job")
+        log, budgets = self.fugue_log, self.fugue_budgets or {}
+        if (log is not None and rung is not None and job is not None
+                and result.get("epoch", 0) < budgets.get(int(job), math.inf)):
+            value = result.get(self._metric or "val_loss")
+            log.add(int(job), int(rung), math.nan if value is None else float(value),
+                    "stop" if decision == TrialScheduler.STOP else "continue")
         return decision
 
 
@@ -104,7 +119,16 @@ class RecordingAsyncHyperBand(_Recording, AsyncHyperBandScheduler):
             self._trial_info[trial.trial_id] = self._brackets[bracket]
 
     def on_trial_result(self, tune_controller, trial, result):
-        return self._remember(trial, result, super().on_trial_result(tune_controller, trial, result))
+        # The rung that judged the result: the one of the trial's bracket that recorded it
+        # (Tune's _Bracket records a trial once per rung, at the first result reaching it).
+        bracket = self._trial_info.get(trial.trial_id)
+        before = ({m for m, rec in bracket._rungs if trial.trial_id in rec}
+                  if bracket is not None else set())
+        decision = super().on_trial_result(tune_controller, trial, result)
+        rung = next((m for m, rec in bracket._rungs
+                     if trial.trial_id in rec and m not in before), None) \
+            if bracket is not None else None
+        return self._remember(trial, result, decision, rung)
 
 
 class RecordingMedian(_Recording, MedianStoppingRule):
@@ -115,7 +139,13 @@ class RecordingMedian(_Recording, MedianStoppingRule):
         return TrialScheduler.CONTINUE
 
     def on_trial_result(self, tune_controller, trial, result):
-        return self._remember(trial, result, super().on_trial_result(tune_controller, trial, result))
+        decision = super().on_trial_result(tune_controller, trial, result)
+        # The rule judges every result from grace_period on (Tune: too few samples answers
+        # CONTINUE here), as early_stop.Median.
+        epoch = result.get(self._time_attr)
+        judged = (self._metric in result and epoch is not None and epoch >= self._grace_period
+                  and trial.config.get("job") not in self.__dict__.get("fugue_stops", {}))
+        return self._remember(trial, result, decision, epoch if judged else None)
 
 
 def make_scheduler(name: str, max_t: int, grace_period: int, reduction_factor: int,
@@ -227,6 +257,13 @@ class TuneRun:
         self.scheduler, facts = make_scheduler(self.name, max_t, grace, factor,
                                                seed=ctx.seed, trials=len(jobs))
         info["scheduler"] = {**facts, "metric": self.metric, "mode": self.mode}
+        # every rung decision in arrival order (attempt-N/decisions.json, results())
+        self.attempt_dir = ctx.attempt_dir
+        self.log = DecisionLog("ray", self.name, self.metric, self.mode,
+                               [j.job_id for j in jobs], grace, factor, max_t)
+        if isinstance(self.scheduler, _Recording):
+            self.scheduler.fugue_log = self.log
+            self.scheduler.fugue_budgets = {i: j.epochs for i, j in enumerate(jobs)}
         # sha (issue 25): trials wait at each rung (worker.trial) until the cell, which sees
         # every trial's epochs through the hub, decides (:meth:`sha_step`).
         self.rungs = None
@@ -236,7 +273,7 @@ class TuneRun:
                                   f"(max_parallel >= {len(jobs)}, the cell's trials); got "
                                   f"max_parallel {concurrent}")
             self.rungs = early_stop.Rungs({i: j.epochs for i, j in enumerate(jobs)},
-                                          self.mode, grace, factor)
+                                          self.mode, grace, factor, log=self.log)
         self.seen: dict[str, int] = {}
         self.answered: set[int] = set()
         for line in pruning_warnings(self.name, len(jobs), concurrent, max_t, grace, factor):
@@ -344,6 +381,7 @@ class TuneRun:
                 errors[res.config["job"]] = str(res.error).strip().splitlines()[-1][:300]
         stops = getattr(self.scheduler, "fugue_stops", {})
         info["trials_stopped"] = 0
+        self.log.write(self.attempt_dir)
         results = []
         for i, job in enumerate(jobs):
             snap = finals.get(job.job_id) or latest.get(job.job_id)

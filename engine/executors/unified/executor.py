@@ -148,7 +148,7 @@ class UnifiedExecutor(Executor):
             chunk_features.append(effective_features(want, device_type, compile_mode, ok))
             return bool(chunk_features[-1][0]["s"])
 
-        stopper = self._stopper(jobs, ctx, options, len(chunks(buckets)))
+        stopper = self._stopper(jobs, ctx, options, chunks(buckets))
 
         def bucket_run(bucket) -> BucketRun:
             run = BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), settings, ctx.emit,
@@ -216,13 +216,15 @@ class UnifiedExecutor(Executor):
                                                   int(options.reduction_factor))
                 group.update(scheduler=stopper.name, trials_stopped=len(stopper.stops),
                              executor_info=info)
+        if stopper is not None:
+            stopper.log.write(getattr(ctx, "attempt_dir", None))
         self.plan = plan
         self.train_clock_s = train_clock
         return [results[job.job_id] for job in jobs]
 
     @staticmethod
     def _stopper(jobs: list[JobSpec], ctx: CellContext, options: UnifiedOptions,
-                 n_chunks: int):
+                 parts: list[list[Any]]):
         """The cell's early-stopping decisions (``engine.executors.unified.stopping``), or
         None under fifo.
 
@@ -237,15 +239,18 @@ class UnifiedExecutor(Executor):
         name = getattr(ctx, "scheduler", None) or "fifo"
         if name == "fifo":
             return None
-        if name == "sha" and n_chunks > 1:
+        if name == "sha" and len(parts) > 1:
             raise ConfigError(f"unified_model: scheduler sha needs every trial in one chunk "
                               f"(max_parallel >= {len(jobs)}, the cell's trials); got "
-                              f"{n_chunks} chunks")
+                              f"{len(parts)} chunks")
         grace, factor = int(options.grace_period), int(options.reduction_factor)
         metrics = {task_metric(j, ctx) for j in jobs}
         metric, mode = early_stop.objective(metrics.pop() if len(metrics) == 1 else "accuracy")
         max_t = max(j.epochs for j in jobs)
-        for line in early_stop.pruning_warnings(name, len(jobs), len(jobs), max_t, grace,
+        # Chunks train one after another: at most the largest chunk's trials run at once
+        # (max_parallel = 1: one trial at a time, as seq; the warning says what that means).
+        concurrent = max((sum(len(b.jobs) for b in part) for part in parts), default=1)
+        for line in early_stop.pruning_warnings(name, len(jobs), concurrent, max_t, grace,
                                                 factor, who="unified_model"):
             ctx.emit("warning", message=line)
         return MemberStopper(name, jobs, metric, mode, grace, factor, seed=ctx.seed)

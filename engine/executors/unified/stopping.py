@@ -11,6 +11,9 @@ cell under a scheduler, shared by every bucket of the cell; decisions from
   rung could never see a later chunk's trials), else the cell refuses with one line.
 - ``asha``, ``median``, ``hyperband``: decided as each member's epoch ends (arrival order:
   the order of the buckets' epoch ends), a stopped member retired at once.
+
+Every rung decision is logged in arrival order (:attr:`MemberStopper.log`), which the
+executor writes to ``decisions.json`` in the attempt folder (``engine.results.decisions``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.bounds import DEFAULT_SEED
+from engine.results.decisions import DecisionLog
 from engine.train import early_stop
 
 if TYPE_CHECKING:
@@ -36,7 +40,11 @@ class MemberStopper:
         self.jobs = jobs
         budgets = {i: job.epochs for i, job in enumerate(jobs)}
         max_t = max(budgets.values())
-        self.rungs = (early_stop.Rungs(budgets, mode, grace_period, reduction_factor)
+        # every rung decision in arrival order (attempt-N/decisions.json)
+        self.log = DecisionLog("unified_model", name, metric, mode,
+                               [j.job_id for j in jobs], grace_period, reduction_factor, max_t)
+        self.rungs = (early_stop.Rungs(budgets, mode, grace_period, reduction_factor,
+                                       log=self.log)
                       if name == "sha" else None)
         self.decider = early_stop.asynchronous(name, max_t, mode, grace_period,
                                                reduction_factor, seed=seed)
@@ -58,7 +66,8 @@ class MemberStopper:
             self.waiting[i] = (bucket, m)
             self._settle()
             return False
-        if self.decider is not None and self.decider.on_result(i, epoch, value):
+        if self.decider is not None and early_stop.judged(self.decider, self.log, i, epoch,
+                                                          value):
             self._stop(bucket, m, early_stop.Stop(i, epoch, value, self.name))
             return False
         return True

@@ -43,6 +43,13 @@ def test_sha_workers_wait_at_rungs_and_decide_as_seq(tmp_path, wine):  # noqa: F
                            if r.early_stopped}
     assert all(r.status == "ok" for r in results)
     assert ctx.group["trials_stopped"] == len(got) and ctx.group["scheduler"] == "sha"
+    # issue 46: every rung's verdict on every trial in decisions.json, sha's promote/stop
+    from engine.results import decisions
+
+    doc = decisions.read(tmp_path / "attempt-1" / decisions.FILE)
+    assert doc["executor"] == "mp" and doc["scheduler"] == "sha"
+    assert {e["index"]: e["rung"] for e in doc["decisions"] if e["decision"] == "stop"} == got
+    assert {e["decision"] for e in doc["decisions"]} == {"promote", "stop"}
     for r, s in zip(results, seq_results, strict=True):  # each trial as seq trains it
         assert [h["val_loss"] for h in r.history] == [h["val_loss"] for h in s.history]
         if r.early_stopped:
