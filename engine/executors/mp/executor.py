@@ -528,7 +528,10 @@ class MPExecutor(Executor):
         if self.slots is not None:
             self.slots.done(worker.index)
         result = worker.result
-        if result is None and worker.stopped is not None:
+        # A stopped trial is the trial as of the deciding epoch, even when its worker ran
+        # on and sent a full result before the SIGTERM reached it (a loaded host): the
+        # decision stands, as under seq, and trials_stopped counts it either way.
+        if worker.stopped is not None:
             stop, so_far, at = worker.stopped  # stopped early: its result at the decision
             result = dataclasses.replace(so_far, job=worker.job, early_stopped=True,
                                          stop_reason=stop.reason(worker.job.epochs,
