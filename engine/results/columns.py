@@ -457,6 +457,14 @@ _OURS: tuple[Column, ...] = (
            "eagerly (a single member, or the verification sent it eager; then features says "
            "vf:0), `0/m` when every bucket ran vectorised; empty for executors without "
            "buckets and in older rows"),
+    # Issue 45: whether the job built from the plugin state a fresh process shows
+    # (engine.train.isolation); an outcome, never part of a cell key.
+    Column("job_isolation", I, TEXT,
+           "ok when the plugin state the job's model was built from (its builder module's "
+           "global values, its classes' attributes; shallow) equals what its process showed "
+           "its first job, else `shared state changed: Net.counter` naming the first changed "
+           "values (an earlier job in the same process changed them: docs/measurement.md, "
+           "Jobs are independent); empty in older rows and for jobs that never built"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )
