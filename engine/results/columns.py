@@ -331,7 +331,8 @@ _OURS: tuple[Column, ...] = (
     Column("tune_actors", G, TEXT,
            "ray hpo cells: reused (reuse_actors = true: trials run in actors started in "
            "setup and reset per trial) or fresh (a new process per trial, started inside "
-           "T_group); empty for other cells"),
+           "T_group; also when the cell refused reuse for a model that moves shared state "
+           "at every build: executor_info.reuse_refused); empty for other cells"),
     Column("precision_requested", G, TEXT,
            "precision the campaign, experiment or legacy amp flag asked for (fp32, tf32, "
            "amp-fp16, amp-bf16, bf16); `precision` is what ran"),
