@@ -30,6 +30,7 @@ from engine.registry import MODELS
 from engine.results.read import read_rows
 from engine.runner.supervisor import Runner
 from engine.train import isolation
+from fugue_tui.live.event_text import Form, event_text
 
 TESTS = Path(__file__).resolve().parents[3]
 PLUGINS = TESTS / "fixtures" / "plugins"
@@ -164,6 +165,8 @@ def test_seq_carries_the_counter_into_later_jobs_and_says_so(tmp_path, probe):
     assert [j["job_isolation"] for j in jobs] == ["ok", CHANGED, CHANGED]
     warning, = _warnings(seen)
     assert "2 of 3 jobs" in warning and "Net.counter" in warning
+    summary, = [e for e in seen if e["type"] == "summary"]  # --batch prints it
+    assert f"    warning: {warning}" in event_text(summary, Form.PLAIN)
     assert list(jobs[0])[-1] == "job_isolation"
     seen, group, jobs = _run_cell(tmp_path, "C3", "seq")
     assert [j["job_isolation"] for j in jobs] == ["ok"] * 3 and not _warnings(seen)
