@@ -173,6 +173,9 @@ def test_a_pool_on_1_cpu_nodes_asks_each_node_for_what_it_has(tmp_path, probe, c
     assert all(window[0] <= r["t"] <= window[1] for r in builds)
     assert {int(j["worker_pid"]) for j in jobs} == {actor}
     assert group["window_rule"] == "2"
+    # one actor, two jobs: the second builds from the class cache the first filled
+    assert [j["job_isolation"] for j in jobs] == [
+        "ok", "shared state changed: fugue_reset_probe._CLASS"]
 
 
 def test_reused_tune_actors_start_in_setup_and_reset_every_trial(tmp_path, probe, cluster):
