@@ -19,6 +19,7 @@ from engine.measure.host import busy_warning
 from engine.precision import AMP_PRECISIONS
 from engine.results.decisions import FILE as DECISIONS_FILE
 from engine.results.rows import JobRow, group_static
+from engine.train import isolation
 
 if TYPE_CHECKING:
     from engine.cell.sidecar import CellMonitor
@@ -252,6 +253,7 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
             **{name: group.get(name) for name in JOB_PROVENANCE},
             "job_device": r.device_uuid,
             "time_utc": group.get("time_utc"),  # the pair's instant (issue 43)
+            "job_isolation": r.isolation,  # shared state (engine.train.isolation)
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
@@ -274,6 +276,10 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
     warnings += shared_warnings
     if stopped:
         warnings.append(stopped_warning(stopped, t_group))
+    shared_state = isolation.warning([(r.job.job_id, r.isolation) for r in results])
+    if shared_state:
+        say(f"warning: {shared_state}")  # the cell's log; the summary's warnings: --batch
+        warnings.append(shared_state)
     summary = CellSummary(
         group_id=group["group_id"], status=status, error=error, T_group=t_group,
         total_samples=total_samples, throughput_group=group["throughput_group"],

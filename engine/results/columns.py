@@ -332,7 +332,8 @@ _OURS: tuple[Column, ...] = (
     Column("tune_actors", G, TEXT,
            "ray hpo cells: reused (reuse_actors = true: trials run in actors started in "
            "setup and reset per trial) or fresh (a new process per trial, started inside "
-           "T_group); empty for other cells"),
+           "T_group; also when the cell refused reuse for a model that moves shared state "
+           "at every build: executor_info.reuse_refused); empty for other cells"),
     Column("precision_requested", G, TEXT,
            "precision the campaign, experiment or legacy amp flag asked for (fp32, tf32, "
            "amp-fp16, amp-bf16, bf16); `precision` is what ran"),
@@ -465,6 +466,14 @@ _OURS: tuple[Column, ...] = (
            "in arrival order (trial, rung, metric value, continue/promote/stop), a "
            "decisions.json relative to the runs folder (docs/results.md, \"decisions.json\"); "
            "empty when the cell decided nothing (fifo, not hpo) and in older rows"),
+    # Issue 45: whether the job built from the plugin state a fresh process shows
+    # (engine.train.isolation); an outcome, never part of a cell key.
+    Column("job_isolation", I, TEXT,
+           "ok when the plugin state the job's model was built from (its builder module's "
+           "global values, its classes' attributes; shallow) equals what its process showed "
+           "its first job, else `shared state changed: Net.counter` naming the first changed "
+           "values (an earlier job in the same process changed them: docs/measurement.md, "
+           "Jobs are independent); empty in older rows and for jobs that never built"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

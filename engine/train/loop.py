@@ -35,6 +35,7 @@ from engine.errors import failure_line
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
+from engine.train import isolation
 from engine.train.backend import apply_backend_flags
 from engine.train.compile_probe import compile_callable, probe_compiled
 from engine.train.data import DeviceData, EpochOrder, JobSplit, rows, split_for
@@ -106,6 +107,9 @@ class JobResult:
     torch_peak_reserved_mb: float | None = None   # torch.cuda.max_memory_reserved, MiB
     compile_warmup_s: float | None = None         # compile probe(s), s (inside total, not train)
     worker_start_s: float | None = None  # request for the job's worker → ready to train, s
+    #: ``ok`` or ``shared state changed: Net.counter`` (engine.train.isolation: the state
+    #: the job's build started from against its process's first); None: not checked
+    isolation: str | None = None
 
     @property
     def train_throughput_sps(self) -> float | None:
@@ -176,16 +180,22 @@ def seed_job(seed: int, device: torch.device) -> None:
 def start_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
               result: JobResult) -> tuple[torch.nn.Module, JobPrecision]:
     """A job's start, the same under every executor: the device synced, the job's process
-    and start time recorded (``total_time_s`` counts from here), the global RNG seeded with
+    and start time recorded (``total_time_s`` counts from here), its shared state judged
+    (``result.isolation``, :mod:`engine.train.isolation`), the global RNG seeded with
     the job seed (model init and dropout masks), its model built on the device (in
     bfloat16 for ``bf16``). Returns the model and the job's precision (recorded in
     ``result``)."""
     sync(settings.device)
     result.worker_pid = os.getpid()
+    # Jobs are independent (docs/measurement.md): the plugin state this job builds from,
+    # against what its process showed the first job (before the clock: microseconds).
+    shared = isolation.job_start(job.model)
+    result.isolation = isolation.verdict(shared)  # a build that fails keeps this one
     result.start = time.perf_counter()
     seed_job(job.seed, settings.device)
     model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
                         where=job.job_id).to(settings.device)
+    result.isolation = isolation.job_built(job.model, model, shared)
     result.param_count = sum(p.numel() for p in model.parameters())
     precision = record_precision(result, job_precision(job.amp, settings.precision,
                                                        settings.device, settings.amp_allowed))

@@ -50,6 +50,12 @@ dataset = "wine"
 epochs = 2
 optimizer = "adam"
 search_space = { lr = [3e-3, 1e-3, 3e-4], batch_size = [32] }
+[experiments.R_shared]
+type = "hpo"
+model = "shared_counter"
+dataset = "wine"
+epochs = 1
+search_space = { lr = [3e-3], batch_size = [64] }
 """
 
 
@@ -67,7 +73,7 @@ def cluster():
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "FUGUE_PLUGINS")}
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(PLUGINS), str(REPO), saved["PYTHONPATH"]) if p)
-    os.environ["FUGUE_PLUGINS"] = "fugue_reset_probe"
+    os.environ["FUGUE_PLUGINS"] = "fugue_reset_probe,fugue_shared_state_probe"
     temp = short_temp_dir()  # Ray's sockets live under it: a short path
     lean = {"include_dashboard": False, "no_monitor": True, "include_log_monitor": False}
     # The test cluster is joined by address only: it must not become this machine's
@@ -103,6 +109,7 @@ def probe(tmp_path, monkeypatch, cluster):
     folder = tmp_path / "window"
     monkeypatch.setenv("FUGUE_WINDOW_DIR", str(folder))
     import fugue_reset_probe
+    import fugue_shared_state_probe  # noqa: F401 - registers its models here
 
     from engine.train.backend import apply_backend_flags
 
@@ -166,6 +173,9 @@ def test_a_pool_on_1_cpu_nodes_asks_each_node_for_what_it_has(tmp_path, probe, c
     assert all(window[0] <= r["t"] <= window[1] for r in builds)
     assert {int(j["worker_pid"]) for j in jobs} == {actor}
     assert group["window_rule"] == "2"
+    # one actor, two jobs: the second builds from the class cache the first filled
+    assert [j["job_isolation"] for j in jobs] == [
+        "ok", "shared state changed: fugue_reset_probe._CLASS"]
 
 
 def test_reused_tune_actors_start_in_setup_and_reset_every_trial(tmp_path, probe, cluster):
@@ -191,7 +201,15 @@ def test_reused_tune_actors_start_in_setup_and_reset_every_trial(tmp_path, probe
     found = records(folder)
     imports = [r for r in found if r["what"] == "import" and r["pid"] == actor]
     assert len(imports) == 1 and imports[0]["t"] < window[0]  # started in setup, once
-    builds = [r for r in found if r["what"] == "build"]
+    # The cell's reuse check built the model twice in setup (engine.train.isolation); its
+    # one-time class cache (_CLASS) keeps reuse, and the trials after the first say they
+    # built from it.
+    checks = [r for r in found if r["what"] == "build" and r["pid"] == os.getpid()]
+    assert len(checks) == 2 and all(r["t"] < window[0] for r in checks)
+    assert "reuse_refused" not in info
+    assert [j["job_isolation"] for j in jobs] == [
+        "ok", *["shared state changed: fugue_reset_probe._CLASS"] * 2]
+    builds = [r for r in found if r["what"] == "build" and r["pid"] != os.getpid()]
     assert len(builds) == 3 and all(window[0] <= r["t"] <= window[1] for r in builds)
     seq_builds = {r["seed"]: r for r in seq_found if r["what"] == "build"}
     for r in builds:
@@ -205,6 +223,24 @@ def test_reused_tune_actors_start_in_setup_and_reset_every_trial(tmp_path, probe
     for j in jobs:
         assert j["final_train_loss"] == seq[j["job_id"]]["final_train_loss"], j["job_id"]
         assert j["epochs_run"] == "2" and j["status"] == "ok"
+
+
+def test_a_model_that_counts_its_builds_gets_fresh_tune_actors(tmp_path, probe, cluster):
+    """Jobs are independent (docs/measurement.md): a model whose class counts its builds
+    would hand each reused actor's next trial another count than a fresh process (trials
+    after the first differ from seq's jobs). The cell's reuse check in setup sees the
+    second build move ``Net.counter``, so the trials run in fresh actors, recorded and
+    warned about; the trial then builds from a fresh process's state (one trial: a fresh
+    trial's process start costs seconds, and the refusal is decided before any trial)."""
+    _, group, jobs = _run_cell(
+        tmp_path, "R_shared", "ray",
+        f'[options.ray]\naddress = "{cluster}"\nmax_parallel = 1\nreuse_actors = true\n')
+    info = json.loads(group["executor_info"])
+    assert info["reuse_actors"] is False and group["tune_actors"] == "fresh"
+    assert info["reuse_refused"] == "shared_counter: shared state changed: Net.counter"
+    assert any("reuse_actors refused" in w for w in info["warnings"])
+    assert "actor_pids" not in info  # no trial actor was started in setup to be reused
+    assert [j["job_isolation"] for j in jobs] == ["ok"]
 
 
 def test_prepared_trials_that_are_late_fail_setup_and_never_take_a_job(tmp_path, probe,
@@ -234,7 +270,7 @@ def test_prepared_trials_that_are_late_fail_setup_and_never_take_a_job(tmp_path,
                                "not ready within 0.2 s (FUGUE_RAY_START_TIMEOUT_S)")
     assert not [t for t in threading.enumerate() if t.name == "fugue-tune"]
     assert not [e for e in read_events(spec.events) if e["type"] == "job_started"]
-    assert not [r for r in records(folder) if r["what"] == "build"]
+    assert not [r for r in records(folder) if r["what"] == "build" and r["pid"] != os.getpid()]
 
 
 def test_a_local_runtime_starts_no_process_a_cell_never_uses(family_run):

@@ -43,6 +43,7 @@ from engine.executors.ray import runtime as raytools
 from engine.executors.ray.hub import Hub
 from engine.executors.ray.worker import JobActor, from_snapshot
 from engine.measure.spans import union_seconds
+from engine.train import isolation
 from engine.train.loop import JobResult
 
 #: Seconds the pool actors get to start (process, torch import, plugins, host datasets)
@@ -119,6 +120,8 @@ class RayExecutor(Executor):
         options = from_table(RayOptions, ctx.options)
         self.tune = ctx.scheduler is not None
         self.reuse = self.tune and bool(options.reuse_actors)
+        if self.reuse:
+            self._check_reuse(jobs, ctx)
         k = len(jobs)
         requested = ctx.max_parallel or ctx.options.get("max_parallel") or k
         self.parallel = max(1, min(int(requested), k))
@@ -189,6 +192,23 @@ class RayExecutor(Executor):
             # so it stays empty there.
             loads = self.info.get("actor_data_load_s") or []
             ctx.group["data_load_s"] = max(loads) if loads else None
+
+    def _check_reuse(self, jobs: list[JobSpec], ctx: CellContext) -> None:
+        """Jobs are independent (docs/measurement.md): a model whose every build changes
+        shared plugin state (``engine.train.isolation.reuse_refusal``: built twice here,
+        in setup) would hand each reused actor's next trial other state than a fresh
+        process gives it, so its trials run in fresh actors instead: ``reuse_actors`` false
+        in ``executor_info`` with ``reuse_refused`` saying why, ``tune_actors`` fresh (what
+        ran), and a warning. The cell key keeps the request."""
+        why = isolation.reuse_refusal(jobs)
+        if why is None:
+            return
+        self.reuse = False
+        line = (f"ray: reuse_actors refused, every trial runs in a fresh actor: {why} "
+                f"at each build, which a reused actor would carry into its next trial")
+        self.info["reuse_refused"] = why
+        self.info.setdefault("warnings", []).append(line)
+        ctx.emit("warning", message=line)
 
     def _plan_packing(self, jobs: list[JobSpec], ctx: CellContext,
                       per_device: int | None) -> None:

@@ -52,6 +52,7 @@ from engine.executors.unified.verify import fingerprint_mismatch, verify_bucket
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
+from engine.train import isolation
 from engine.train.data import DeviceData
 from engine.train.loop import (
     JobResult,
@@ -145,12 +146,18 @@ class BucketBuild:
         data = self.data
         sync(device)
         result.worker_pid = os.getpid()
+        # Each member's build judged as a job's (engine.train.isolation): members are built
+        # one after another in this process, so a member built from state an earlier one
+        # changed reads so.
+        shared = isolation.job_start(job.model)
+        result.isolation = isolation.verdict(shared)  # a build that fails keeps this one
         result.start = time.perf_counter()
         seed_job(job.seed, device)  # initial weights and dropout: the job seed, as in seq
         # Built here, not through loop.start_job: the parity tests watch where each
         # executor builds its models.
         model = build_model(job.model, data.in_shape, data.n_outputs, job.model_kwargs,
                             where=job.job_id).to(device)
+        result.isolation = isolation.job_built(job.model, model, shared)
         generator = member_generator(device)
         result.param_count = sum(p.numel() for p in model.parameters())
         precision = record_precision(result, job_precision(

@@ -85,8 +85,9 @@ def test_the_later_attempt_is_the_later_instant(campaign):
 def test_rows_carry_both_forms_and_older_rows_read_as_local_time(tmp_path):
     import csv
 
-    # at the end of the order when it landed (parity_contract before it, stopped_s after)
-    assert INDIVIDUAL_COLUMNS[-1] == "time_utc"
+    # at the end of the order when it landed (parity_contract before it, stopped_s after;
+    # in the job file job_isolation after it)
+    assert list(INDIVIDUAL_COLUMNS[-2:]) == ["time_utc", "job_isolation"]
     assert list(GROUP_COLUMNS[-4:]) == ["parity_contract", "time_utc", "stopped_s", "eager_buckets"]
     now = int(time.time())
     _write(tmp_path, "k" * 16, 1, now, "Asia/Tokyo")
