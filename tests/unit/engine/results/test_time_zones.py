@@ -85,10 +85,12 @@ def test_the_later_attempt_is_the_later_instant(campaign):
 def test_rows_carry_both_forms_and_older_rows_read_as_local_time(tmp_path):
     import csv
 
-    # at the end of the order when it landed (parity_contract before it, stopped_s after;
-    # in the job file job_isolation after it)
-    assert list(INDIVIDUAL_COLUMNS[-2:]) == ["time_utc", "job_isolation"]
-    assert list(GROUP_COLUMNS[-4:]) == ["parity_contract", "time_utc", "stopped_s", "eager_buckets"]
+    # where it landed at the end of the order (parity_contract before it, stopped_s after;
+    # in the job file job_device before it): later columns follow, none comes between
+    at = GROUP_COLUMNS.index("time_utc")
+    assert list(GROUP_COLUMNS[at - 1:at + 2]) == ["parity_contract", "time_utc", "stopped_s"]
+    at = INDIVIDUAL_COLUMNS.index("time_utc")
+    assert list(INDIVIDUAL_COLUMNS[at - 1:at + 1]) == ["job_device", "time_utc"]
     now = int(time.time())
     _write(tmp_path, "k" * 16, 1, now, "Asia/Tokyo")
     (row,) = csv.DictReader(open(tmp_path / "master_groups.csv", newline=""))
