@@ -14,17 +14,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from engine.results.derived import (
-    BASELINE_EXECUTOR,
-    PARITY_NA,
-    PARITY_OUTSIDE,
-    PARITY_WITHIN,
-)
+from engine.results.derived import BASELINE_EXECUTOR, parity_words
 from engine.results.parity_contract import wording
 from fugue_tui.format import MISSING, fmt_number, fmt_text
-
-#: The parity flags as shown (the note under the tables explains them).
-_PARITY_SHORT = {PARITY_WITHIN: "within", PARITY_OUTSIDE: "OUTSIDE", PARITY_NA: "n/a"}
 
 
 def _provenance_title(row: dict[str, Any], by_campaign: bool) -> str:
@@ -74,7 +66,9 @@ def cell_values(row: dict[str, Any]) -> dict[str, str]:
         "speedup": speedup, "95% CI": ci if ci and n else MISSING,
         "baseline": fmt_text(row.get("baseline")) or MISSING,
         "val acc": fmt_number(row.get("acc_mean"), ".3f"), "seq acc [min, max]": seq_acc,
-        "parity": _PARITY_SHORT.get(str(row.get("parity")), MISSING) if n else MISSING,
+        # the verdict and, where outside, what failed (the note under the tables explains)
+        "parity": (parity_words(row.get("parity"), row.get("parity_failed"),
+                                row.get("parity_on")) or MISSING) if n else MISSING,
         "not ok": str(int(bad)) if bad is not None and bad == bad else "0",
         # "bit for bit" only where every row of the cell says exact (issue 42)
         "contract": (wording(row.get("parity_contract")) or MISSING) if n else MISSING,

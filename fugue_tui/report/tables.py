@@ -130,9 +130,11 @@ def _notes(table, baseline: str | None = None) -> list[str]:
              f"{against} on the same machine and stack; 95% CI: percentile bootstrap, only "
              f"with >= {MIN_BOOT_N} passes on both sides (else n/a)."]
     if (table["parity"] != PARITY_NA).any():
-        lines.append("parity: within / OUTSIDE = the cell's mean validation accuracy lies "
-                     f"within / outside the [min, max] of its {base} baseline's jobs over all "
-                     "passes.")
+        lines.append("parity: within / OUTSIDE (what failed: acc, loss) = the cell's mean "
+                     "validation accuracy and mean validation loss both lie within / not "
+                     f"within the [min, max] of its {base} baseline's jobs over all passes, "
+                     "widened by the precision's band (docs/fidelity.md, \"Precision\"); "
+                     "acc only: no validation loss recorded on a side.")
     if "parity_contract" in table.columns and table["parity_contract"].notna().any():
         lines.append("parity contract: bit for bit = every row of the cell says exact (the "
                      "path is so by construction, or its float32 one-step probe found the "
