@@ -66,6 +66,12 @@ from engine.results.analysis import (
     provenance_columns,
     speedups,
 )
+from engine.results.conditions import (
+    busy_verdict,
+    condition_fields,
+    host_line,
+    short_notes,
+)
 from engine.results.derived import BASELINE_EXECUTOR, DEFAULT_FRACTION, end_to_end_s
 from engine.results.knee import CURVE_COLUMNS, Curve, curves
 
@@ -100,6 +106,16 @@ class Option:
     e2e_high: float = math.nan
     setup_s: float = math.nan
     T_group: float = math.nan
+    #: Conditions (issue 46, :mod:`engine.results.conditions`): the highest host load
+    #: over the cell's rows and the host's cores (NaN: not recorded), how many of its
+    #: rows were busy and how many had a window under 1 s, and its seq baseline's busy
+    #: rows and highest load.
+    host_load_max: float = math.nan
+    host_cores: float = math.nan
+    busy_n: int = 0
+    short_n: int = 0
+    seq_busy_n: int = 0
+    seq_host_load_max: float = math.nan
 
     @property
     def has_interval(self) -> bool:
@@ -130,6 +146,12 @@ class Advice:
     passes: tuple[int, int]
     fraction: float = DEFAULT_FRACTION
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: True when a row of the two compared cells or of their seq baseline was measured on
+    #: a busy host (issue 46): the verdict then refuses to call the difference resolved.
+    host_busy: bool = False
+    #: The recorded host load and cores over the compared rows, as one line ("" when no
+    #: row recorded a load).
+    host: str = ""
 
     @property
     def machine(self) -> str:
@@ -176,6 +198,8 @@ class Advice:
             out.append(f"  knee at {self.fraction:.0%} per doubling: {c.knee_text}; "
                        f"with another fraction: {moves}")
         out.append(f"  {self.verdict}")
+        if self.host:
+            out.append(f"  {self.host}")
         out.append(f"  evidence: {self.cells} cells, {self.rows} ok rows, "
                    f"{_passes_text(self.passes)}; ranked by {self.measure}")
         out.extend(f"  note: {n}" for n in self.notes)
@@ -332,13 +356,17 @@ def advise(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = Fa
         best = options[0]
         second = options[1] if len(options) > 1 else None
         distinct, verdict, more = _verdict(best, second, "speedup")
+        busy, verdict = busy_verdict(best, second, distinct, verdict)
+        if busy:
+            distinct, more = None, None
+        notes.extend(short_notes(best, second))
         n_rows = int(cells["n_strategy"].sum())
         counts = cells["n_strategy"].astype(int)
         out.append(Advice(provenance=provenance, exp_id=exp_id, swept=swept, measure=measure,
                           recommended=best, runner_up=second, distinguishable=distinct,
                           verdict=verdict, more_passes=more, cells=len(cells), rows=n_rows,
                           passes=(int(counts.min()), int(counts.max())), fraction=fraction,
-                          notes=tuple(notes)))
+                          notes=tuple(notes), host_busy=busy, host=host_line(best, second)))
     return out
 
 
@@ -397,7 +425,8 @@ def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
             score_high=1.0 if is_seq else _f(row["ci_high"]),
             throughput=_f(row["train_throughput_mean"]),
             energy_per_model_j=_f(row["energy_per_model_j"]),
-            max_parallel=_parallel(groups, row, keys), **_e2e_fields(row, is_seq)))
+            max_parallel=_parallel(groups, row, keys), **_e2e_fields(row, is_seq),
+            **condition_fields(row)))
     return out
 
 
@@ -441,7 +470,7 @@ def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.
             score_high=1.0 if is_seq else _f(row.get("ci_high")),
             throughput=point.throughput, energy_per_model_j=point.energy_per_model_j,
             max_parallel=_parallel(groups, row, keys), curve=curve,
-            **_e2e_fields(row, is_seq)))
+            **_e2e_fields(row, is_seq), **condition_fields(row)))
     if not np.isfinite([o.score for o in out]).any():
         return []
     return out

@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.results import conditions
 from engine.results.derived import (  # noqa: F401 - BASELINE_EXECUTOR, PARITY_*: re-exported
     BASELINE_EXECUTOR,
     FIFO,
@@ -255,6 +256,9 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     # issue 45: parity judges the validation loss too (engine.results.derived.parity)
     "loss_mean", "seq_loss_mean", "seq_loss_min", "seq_loss_max", "parity_failed",
     "parity_on",
+    # issue 46: the host's load over the cell's and its baseline's rows, busy and short
+    # windows (engine.results.conditions)
+    *conditions.COLUMNS,
 )
 
 
@@ -292,7 +296,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
                                         "setup_s", "row"]))
     extra = [c for c in ("time_to_best_s", "best_val_metric", "packed_devices",
-                         "parity_contract") if c in g.columns]
+                         "parity_contract", "host_load_start", "host_load_end", "cpu_cores")
+             if c in g.columns and c not in needed]
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed + extra]
     if not len(ok):
         return pd.DataFrame(columns=keys + [c for c in SPEEDUP_COLUMNS if c not in keys])
@@ -321,6 +326,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     has_base, packed = _unpack_baselines(cells, ok, has_base)
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
     _accuracy(cells, ok, seq_rows, runs.jobs)
+    conditions.fill(cells, ok, seq_rows)  # issue 46: how busy the host was, short windows
     _time_to_best(cells, ok, all_seq, prov, runs.jobs)
     cells["parity_contract"] = _contracts(cells, ok)
     if packed.any():  # nor a time-to-best speedup over a one-GPU seq

@@ -81,7 +81,12 @@ def option_entry(option: Any) -> dict[str, Any] | None:
             else int(option.max_parallel),
             "e2e_speedup": _num(option.e2e_speedup), "e2e_low": _num(option.e2e_low),
             "e2e_high": _num(option.e2e_high), "setup_s": _num(option.setup_s),
-            "T_group": _num(option.T_group)}
+            "T_group": _num(option.T_group),
+            # issue 46: the conditions it was measured under
+            "host_load_max": _num(option.host_load_max),
+            "host_cores": _num(option.host_cores), "busy_n": int(option.busy_n),
+            "short_n": int(option.short_n), "seq_busy_n": int(option.seq_busy_n),
+            "seq_host_load_max": _num(option.seq_host_load_max)}
 
 
 def advice_entry(advice: Any) -> dict[str, Any]:
@@ -98,6 +103,7 @@ def advice_entry(advice: Any) -> dict[str, Any]:
         "more_passes": _k(advice.more_passes), "cells": int(advice.cells),
         "rows": int(advice.rows), "passes": [int(p) for p in advice.passes],
         "knee_fraction": float(advice.fraction), "notes": list(advice.notes),
+        "host_busy": bool(advice.host_busy), "host": advice.host or None,
         "lines": list(advice.lines()),
     }
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from engine.errors import FugueError, known, nearest
+from engine.results.conditions import notes as condition_notes
 from engine.results.derived import BASELINE_EXECUTOR, PARITY_NA
 from engine.results.eager_note import eager_notes
 from fugue_tui.report.cell_tables import build_tables
@@ -84,6 +85,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
         console.print(t)
     # issue 45: a cell whose buckets trained eagerly is not the stacked model's speedup
     notes = _notes(table, baseline) + eager_notes(runs.groups.to_dict("records"))
+    notes += condition_notes(table)  # issue 46: busy host, short windows, with the figures
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != BASELINE_EXECUTOR).any():
@@ -180,11 +182,17 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
             print(f"fugue-tui: warning: {note}", file=sys.stderr)
         for note in eager_notes(runs.groups.to_dict("records")):  # issue 45
             print(f"fugue-tui: note: {note}", file=sys.stderr)
+        cells = report_cells(runs, by_campaign, baseline=baseline)
+        # issue 46: the cells carry the figures (host_load_max, busy_n, ...); said here too
+        import pandas as pd
+
+        for note in condition_notes(pd.DataFrame(cells)):
+            print(f"fugue-tui: note: {note}", file=sys.stderr)
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
                       by_campaign=by_campaign,
-                      cells=report_cells(runs, by_campaign, baseline=baseline),
+                      cells=cells,
                       **sweep_sections(runs, fraction, advise, by_campaign),
                       hpo=hpo_section(runs, by_campaign),
                       warnings=list(runs.notes)))
