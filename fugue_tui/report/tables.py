@@ -55,7 +55,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
                  campaign_id: str | None = None, width: int | None = None,
                  by_campaign: bool = False, chart: bool = True,
                  baseline: str | None = None, advise: bool = False,
-                 knee_fraction: float = 0.10) -> int:
+                 knee_fraction: float = 0.10, per_core: bool = False) -> int:
     """Print the tables and the speedup chart of the results under ``runs_dir``; return the
     number of cells reported.
 
@@ -66,7 +66,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     a K sweep add each workload's throughput-vs-K chart with the knee marked and a table
     per curve (at ``knee_fraction``); hpo rows a time-to-best table per workload and the
     best-so-far chart (:mod:`fugue_tui.report.hpo`); ``advise`` adds the advice
-    (:mod:`fugue_tui.report.sweeps`). Raises
+    (:mod:`fugue_tui.report.sweeps`), ranked by speedup per core with ``per_core``. Raises
     :class:`engine.results.load.NoResultsError` without ``master_groups.csv``.
     """
     from engine.results.analysis import cell_status, speedups
@@ -105,7 +105,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
             console.print(Text.from_ansi(text) if color else Text(text))
     from fugue_tui.report.sweeps import analyse, print_advice, print_sweeps
 
-    view = analyse(runs, fraction=knee_fraction, advise=advise, by_campaign=by_campaign)
+    view = analyse(runs, fraction=knee_fraction, advise=advise, by_campaign=by_campaign,
+                   per_core=per_core)
     color = console.is_terminal and not console.no_color and "NO_COLOR" not in os.environ
     if chart:
         print_sweeps(view, console, width=width or min(console.width, 120), color=color)
@@ -151,14 +152,19 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                export_dir: str | os.PathLike[str] | None = None,
                formats: str = "png,svg,tex", overwrite: bool = False,
                baseline: str | None = None, as_json: bool = False, advise: bool = False,
-               knee_fraction: float | str = 0.10) -> int:
+               knee_fraction: float | str = 0.10, per_core: bool = False) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
     and the LaTeX table there (:func:`export_results`; files already there are replaced
     only with ``overwrite``). ``advise``: also the advice per workload and machine;
-    ``knee_fraction``: the knee rule (``--knee-fraction``, strictly between 0 and 1)."""
+    ``knee_fraction``: the knee rule (``--knee-fraction``, strictly between 0 and 1);
+    ``per_core``: the advice ranks by speedup per core (``--per-core``, only with
+    ``advise``)."""
     fraction = _fraction(knee_fraction)
+    if per_core and not advise:
+        raise FugueError("--per-core only applies with --advise (it ranks the advice by "
+                         "speedup per core)")
     if overwrite and export_dir is None:
         raise FugueError("--overwrite only applies with --export DIR")
     if width is not None and width < 40:
@@ -193,7 +199,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
                       by_campaign=by_campaign,
                       cells=cells,
-                      **sweep_sections(runs, fraction, advise, by_campaign),
+                      **sweep_sections(runs, fraction, advise, by_campaign, per_core),
                       hpo=hpo_section(runs, by_campaign),
                       warnings=list(runs.notes)))
         if export_dir is not None:
@@ -203,7 +209,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         return 0
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign, baseline=baseline, advise=advise,
-                 knee_fraction=fraction)
+                 knee_fraction=fraction, per_core=per_core)
     if export_dir is not None:
         console.print(Text(f"exported ({formats}) to {export_dir}"))
         for names, why in skipped:
