@@ -375,8 +375,8 @@ def advise(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = Fa
         records = cells.to_dict("records")
         swept = cells["K"].nunique() > 1 and bool(mine)
         notes: list[str] = []
-        options = (_swept_options(records, mine, groups, prov, notes) if swept
-                   else _plain_options(records, groups, prov))
+        options = (_swept_options(records, mine, groups, prov, notes, per_core) if swept
+                   else _plain_options(records, groups, prov, per_core))
         if not options:
             continue
         options, measure = (rank_per_core(options, notes) if per_core
@@ -442,8 +442,15 @@ def _rank(options: list[Option], swept: bool, notes: list[str]) -> tuple[list[Op
     return ranked, measure
 
 
+def _cores(groups: pd.DataFrame, row: dict[str, Any], keys: list[str],
+           per_core: bool) -> dict[str, Any]:
+    """The per-core fields of a candidate, looked up only for ``--per-core`` (a scan of the
+    group rows per candidate, as for ``max_parallel``)."""
+    return cores_fields(groups, row, keys) if per_core else {}
+
+
 def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
-                   prov: list[str]) -> list[Option]:
+                   prov: list[str], per_core: bool = False) -> list[Option]:
     keys = prov + list(CURVE_COLUMNS)
     out = []
     for row in records:
@@ -458,7 +465,7 @@ def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
             throughput=_f(row["train_throughput_mean"]),
             energy_per_model_j=_f(row["energy_per_model_j"]),
             max_parallel=_parallel(groups, row, keys), **_e2e_fields(row, is_seq),
-            **condition_fields(row), **cores_fields(groups, row, keys)))
+            **condition_fields(row), **_cores(groups, row, keys, per_core)))
     return out
 
 
@@ -474,7 +481,8 @@ def _e2e_fields(row: dict[str, Any], is_seq: bool) -> dict[str, float]:
 
 
 def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.DataFrame,
-                   prov: list[str], notes: list[str]) -> list[Option]:
+                   prov: list[str], notes: list[str],
+                   per_core: bool = False) -> list[Option]:
     keys = prov + list(CURVE_COLUMNS)
     out = []
     for curve in mine:
@@ -503,7 +511,7 @@ def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.
             throughput=point.throughput, energy_per_model_j=point.energy_per_model_j,
             max_parallel=_parallel(groups, row, keys), curve=curve,
             **_e2e_fields(row, is_seq), **condition_fields(row),
-            **cores_fields(groups, row, keys)))
+            **_cores(groups, row, keys, per_core)))
     if not np.isfinite([o.score for o in out]).any():
         return []
     return out

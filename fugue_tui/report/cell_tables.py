@@ -72,7 +72,20 @@ def cell_values(row: dict[str, Any]) -> dict[str, str]:
         "not ok": str(int(bad)) if bad is not None and bad == bad else "0",
         # "bit for bit" only where every row of the cell says exact (issue 42)
         "contract": (wording(row.get("parity_contract")) or MISSING) if n else MISSING,
+        "host load": _host_load(row) if n else MISSING,
     }
+
+
+def _host_load(row: dict[str, Any]) -> str:
+    """The highest 1-minute host load over the cell's rows with the cores (issue 46), and
+    how many rows were busy: ``6.2 / 2 cores, busy 5``; "—" when no load was recorded."""
+    load = fmt_number(row.get("host_load_max"), ".1f")
+    if load == MISSING:
+        return MISSING
+    cores = fmt_number(row.get("host_cores"), "g")
+    busy = row.get("busy_n")
+    text = load + (f" / {cores} cores" if cores != MISSING else "")
+    return text + (f", busy {int(busy)}" if busy and busy == busy else "")
 
 
 #: The columns every table starts with; K beside the executor when the rows form a K
@@ -85,14 +98,14 @@ _RIGHT = {"ok", "K", "T_group s", "T_group sd", "setup s", "samples/s", "train s
 #: (several tables) still shows them together in the first one.
 _COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "setup s", "T_group sd",
             "samples/s", "train samples/s", "J/model", "VRAM MiB", "val acc",
-            "seq acc [min, max]", "parity", "not ok", "contract")
+            "seq acc [min, max]", "parity", "not ok", "contract", "host load")
 #: Headers on two lines, so that a column is no wider than its numbers.
 _HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "setup s": "setup\ns",
             "samples/s": "samples\n/s",
             "train samples/s": "train\nsamples/s", "J/model": "J/\nmodel",
             "VRAM MiB": "VRAM\nMiB", "val acc": "val\nacc", "seq acc [min, max]":
             "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp",
-            "contract": "parity\ncontract"}
+            "contract": "parity\ncontract", "host load": "host\nload"}
 
 
 def _natural_width(table: Table) -> int:

@@ -62,6 +62,7 @@ def test_report_table_and_json_carry_the_load(tmp_path, capsys):
     assert "busy host" in out.getvalue() and "W mp: 5 of 5 rows at host load up to 6.2" \
         in out.getvalue()
     assert "not resolved: the host was busy" in out.getvalue()
+    assert "6.2 / 2 cores, busy 5" in out.getvalue()  # the table's host load column
     doc = _doc(capsys, runs_dir, advise=True)  # schema-checked
     (cell,) = [c for c in doc["cells"] if c["executor"] == "mp"]
     assert cell["host_load_max"] == 6.2 and cell["busy_n"] == 5

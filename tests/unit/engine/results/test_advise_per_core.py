@@ -58,7 +58,7 @@ def _options(a, runs):
 
     table = speedups(runs, n_boot=0)
     prov = ["machine", "gpu_name", "torch_version", "cuda_version"]
-    options = _plain_options(table.to_dict("records"), runs.groups, prov)
+    options = _plain_options(table.to_dict("records"), runs.groups, prov, per_core=True)
     ranked, _ = rank(options, [])
     assert [o.executor for o in ranked] == ["unified_model", "seq", "mp", "ray"]
     return ranked
