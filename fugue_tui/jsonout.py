@@ -130,7 +130,8 @@ def report_cells(runs, by_campaign: bool = False,
         cell = {k: row.get(k) for k in frame.columns}
         if cell.get("parity") == "n/a":
             cell["parity"] = None
-        for count in ("ok", "not_ok", "n_strategy", "n_seq", "energy_n", "acc_n"):
+        for count in ("ok", "not_ok", "n_strategy", "n_seq", "energy_n", "acc_n", "busy_n",
+                      "short_n", "seq_busy_n"):
             value = cell.get(count)
             cell[count] = 0 if value is None or (isinstance(value, float)
                                                  and math.isnan(value)) else int(value)

@@ -68,6 +68,12 @@ class ProcessTree:
         return pct, rss / 2**20
 
 
+#: How far the 1-minute load average may exceed the host's cores before the host counts as
+#: busy: half a core. One rule for cells, profiles and the report's verdicts
+#: (``engine.results.conditions``).
+BUSY_MARGIN = 0.5
+
+
 def busy_warning(loads: tuple[float | None, ...], cores: int | None = None) -> str | None:
     """The measured hint that the host was busy: the highest of ``loads`` (1-minute load
     averages, lagging) above the host's ``cores`` (default: all) plus half a core; the
@@ -77,7 +83,7 @@ def busy_warning(loads: tuple[float | None, ...], cores: int | None = None) -> s
 
     cores = cores or os.cpu_count() or 1
     peak = max((x for x in loads if x is not None), default=None)
-    if peak is not None and peak > cores + 0.5:
+    if peak is not None and peak > cores + BUSY_MARGIN:
         return f"host load average {peak:.1f} on {cores} cores: the machine was busy"
     return None
 

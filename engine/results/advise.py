@@ -47,6 +47,16 @@ Distinguishable?
     advice says how many more passes an interval needs. Seq's speedup (1 by definition)
     has no width.
 
+Conditions (issue 46, :mod:`engine.results.conditions`)
+    Where a row of the two compared cells, or of their seq baseline, was measured on a busy
+    host (its load average above its cores + 0.5, the cell's own warning rule), the
+    difference is never called resolved: ``distinguishable`` is None and the verdict says
+    why, with the rows, load and cores. Windows under 1 s get a note.
+
+Per core (``per_core=True``, :mod:`engine.results.per_core`)
+    Ranks by the ``T_group`` speedup ÷ the cell's mean ``cores_used``; cells without it are
+    n/a and ranked last.
+
 Rows produced by estimates rather than measurements do not exist yet (the profiling
 issue); when they do, the advice must say so.
 """
@@ -66,8 +76,17 @@ from engine.results.analysis import (
     provenance_columns,
     speedups,
 )
+from engine.results.conditions import (
+    busy_verdict,
+    condition_fields,
+    host_line,
+    short_notes,
+)
 from engine.results.derived import BASELINE_EXECUTOR, DEFAULT_FRACTION, end_to_end_s
 from engine.results.knee import CURVE_COLUMNS, Curve, curves
+from engine.results.per_core import cores_fields, missing_verdict
+from engine.results.per_core import line as per_core_line
+from engine.results.per_core import rank as rank_per_core
 
 #: Executors whose ``max_parallel`` (jobs at once) is worth recommending.
 _PARALLEL = ("mp", "ray")
@@ -100,6 +119,25 @@ class Option:
     e2e_high: float = math.nan
     setup_s: float = math.nan
     T_group: float = math.nan
+    #: Conditions (issue 46, :mod:`engine.results.conditions`): the highest host load
+    #: over the cell's rows and the host's cores (NaN: not recorded), how many of its
+    #: rows were busy and how many had a window under 1 s, and its seq baseline's busy
+    #: rows and highest load.
+    host_load_max: float = math.nan
+    host_cores: float = math.nan
+    busy_n: int = 0
+    short_n: int = 0
+    seq_busy_n: int = 0
+    seq_host_load_max: float = math.nan
+    #: ``--per-core`` (:mod:`engine.results.per_core`): the cell's mean cores_used (NaN:
+    #: not recorded), how many of its rows recorded it, of how many, and the speedup per
+    #: core with its interval (NaN unless ranked per core).
+    per_core_cores: float = math.nan
+    per_core_rows: int = 0
+    per_core_of: int = 0
+    per_core: float = math.nan
+    per_core_low: float = math.nan
+    per_core_high: float = math.nan
 
     @property
     def has_interval(self) -> bool:
@@ -130,6 +168,14 @@ class Advice:
     passes: tuple[int, int]
     fraction: float = DEFAULT_FRACTION
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: True when a row of the two compared cells or of their seq baseline was measured on
+    #: a busy host (issue 46): the verdict then refuses to call the difference resolved.
+    host_busy: bool = False
+    #: The recorded host load and cores over the compared rows, as one line ("" when no
+    #: row recorded a load).
+    host: str = ""
+    #: Ranked by speedup per core (``--per-core``).
+    per_core: bool = False
 
     @property
     def machine(self) -> str:
@@ -161,6 +207,8 @@ class Advice:
                    f"{_times_text(rec)}")
         out.append(f"  speedup over seq at K = {rec.K} (T_group only, set-up excluded): "
                    f"{_speed_text(rec, rec.speedup, rec.ci_low, rec.ci_high)}")
+        if self.per_core:
+            out.append(f"  {per_core_line(rec)}")
         energy = _num(rec.energy_per_model_j, ",.1f", " J") if math.isfinite(
             rec.energy_per_model_j) else "not measured"
         out.append(f"  energy per trained model: {energy}")
@@ -176,6 +224,8 @@ class Advice:
             out.append(f"  knee at {self.fraction:.0%} per doubling: {c.knee_text}; "
                        f"with another fraction: {moves}")
         out.append(f"  {self.verdict}")
+        if self.host:
+            out.append(f"  {self.host}")
         out.append(f"  evidence: {self.cells} cells, {self.rows} ok rows, "
                    f"{_passes_text(self.passes)}; ranked by {self.measure}")
         out.extend(f"  note: {n}" for n in self.notes)
@@ -295,10 +345,11 @@ def _end_to_end_runs(runs: Any) -> Any:
 
 
 def advise(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = False,
-           n_boot: int = 2000, seed: int = 0) -> list[Advice]:
+           n_boot: int = 2000, seed: int = 0, per_core: bool = False) -> list[Advice]:
     """The advice for every workload and machine in ``runs`` (a
     :class:`~engine.results.load.Runs`), in load order (module doc). Workloads without
-    an ok row are left out."""
+    an ok row are left out. ``per_core``: rank by speedup per core
+    (:mod:`engine.results.per_core`) instead of the end-to-end speedup."""
     table = speedups(runs, by_campaign=by_campaign, n_boot=n_boot, seed=seed)
     if not len(table):
         return []
@@ -324,21 +375,30 @@ def advise(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = Fa
         records = cells.to_dict("records")
         swept = cells["K"].nunique() > 1 and bool(mine)
         notes: list[str] = []
-        options = (_swept_options(records, mine, groups, prov, notes) if swept
-                   else _plain_options(records, groups, prov))
+        options = (_swept_options(records, mine, groups, prov, notes, per_core) if swept
+                   else _plain_options(records, groups, prov, per_core))
         if not options:
             continue
-        options, measure = _rank(options, swept, notes)
+        options, measure = (rank_per_core(options, notes) if per_core
+                            else _rank(options, swept, notes))
         best = options[0]
         second = options[1] if len(options) > 1 else None
-        distinct, verdict, more = _verdict(best, second, "speedup")
+        distinct, verdict, more = _verdict(best, second, "per_core" if per_core else "speedup")
+        lacking = missing_verdict(best, second) if per_core else None
+        if lacking is not None:
+            distinct, verdict, more = None, lacking, None
+        busy, verdict = busy_verdict(best, second, distinct, verdict)
+        if busy:
+            distinct, more = None, None
+        notes.extend(short_notes(best, second))
         n_rows = int(cells["n_strategy"].sum())
         counts = cells["n_strategy"].astype(int)
         out.append(Advice(provenance=provenance, exp_id=exp_id, swept=swept, measure=measure,
                           recommended=best, runner_up=second, distinguishable=distinct,
                           verdict=verdict, more_passes=more, cells=len(cells), rows=n_rows,
                           passes=(int(counts.min()), int(counts.max())), fraction=fraction,
-                          notes=tuple(notes)))
+                          notes=tuple(notes), host_busy=busy, host=host_line(best, second),
+                          per_core=per_core))
     return out
 
 
@@ -382,8 +442,15 @@ def _rank(options: list[Option], swept: bool, notes: list[str]) -> tuple[list[Op
     return ranked, measure
 
 
+def _cores(groups: pd.DataFrame, row: dict[str, Any], keys: list[str],
+           per_core: bool) -> dict[str, Any]:
+    """The per-core fields of a candidate, looked up only for ``--per-core`` (a scan of the
+    group rows per candidate, as for ``max_parallel``)."""
+    return cores_fields(groups, row, keys) if per_core else {}
+
+
 def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
-                   prov: list[str]) -> list[Option]:
+                   prov: list[str], per_core: bool = False) -> list[Option]:
     keys = prov + list(CURVE_COLUMNS)
     out = []
     for row in records:
@@ -397,7 +464,8 @@ def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
             score_high=1.0 if is_seq else _f(row["ci_high"]),
             throughput=_f(row["train_throughput_mean"]),
             energy_per_model_j=_f(row["energy_per_model_j"]),
-            max_parallel=_parallel(groups, row, keys), **_e2e_fields(row, is_seq)))
+            max_parallel=_parallel(groups, row, keys), **_e2e_fields(row, is_seq),
+            **condition_fields(row), **_cores(groups, row, keys, per_core)))
     return out
 
 
@@ -413,7 +481,8 @@ def _e2e_fields(row: dict[str, Any], is_seq: bool) -> dict[str, float]:
 
 
 def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.DataFrame,
-                   prov: list[str], notes: list[str]) -> list[Option]:
+                   prov: list[str], notes: list[str],
+                   per_core: bool = False) -> list[Option]:
     keys = prov + list(CURVE_COLUMNS)
     out = []
     for curve in mine:
@@ -441,7 +510,8 @@ def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.
             score_high=1.0 if is_seq else _f(row.get("ci_high")),
             throughput=point.throughput, energy_per_model_j=point.energy_per_model_j,
             max_parallel=_parallel(groups, row, keys), curve=curve,
-            **_e2e_fields(row, is_seq)))
+            **_e2e_fields(row, is_seq), **condition_fields(row),
+            **_cores(groups, row, keys, per_core)))
     if not np.isfinite([o.score for o in out]).any():
         return []
     return out

@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.results import conditions
 from engine.results.derived import (  # noqa: F401 - BASELINE_EXECUTOR, PARITY_*: re-exported
     BASELINE_EXECUTOR,
     FIFO,
@@ -252,6 +253,12 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     "time_to_best_mean", "ttb_speedup", "ttb_baseline", "best_val_metric_mean",
     # issue 42: the weakest parity_contract of the cell's ok rows (None: none recorded)
     "parity_contract",
+    # issue 45: parity judges the validation loss too (engine.results.derived.parity)
+    "loss_mean", "seq_loss_mean", "seq_loss_min", "seq_loss_max", "parity_failed",
+    "parity_on",
+    # issue 46: the host's load over the cell's and its baseline's rows, busy and short
+    # windows (engine.results.conditions)
+    *conditions.COLUMNS,
 )
 
 
@@ -272,9 +279,12 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     harness rows, which lack the column); ``energy_per_model_j`` = mean of
     ``energy_group / K`` over the rows that measured energy (``energy_n`` of them; NaN
     when none did); ``vram_peak_mb_max``; ``acc_mean`` = mean ``final_val_acc`` over the
-    cell's ok jobs (``acc_n``), against the baseline's jobs' mean, min and max;
-    ``parity`` = "within seq spread" when ``seq_acc_min <= acc_mean <= seq_acc_max``,
-    "outside seq spread" otherwise, "n/a" without job rows on either side; ``setup_s_mean``
+    cell's ok jobs (``acc_n``), against the baseline's jobs' mean, min and max, and the
+    same of ``final_val_loss`` (``loss_mean``, ``seq_loss_*``);
+    ``parity`` = "within seq spread" when both lie in the baseline's [min, max] widened
+    by the precision's band, "outside seq spread" otherwise (``parity_failed`` names
+    which), "n/a" without job rows on either side (:func:`engine.results.derived.parity`;
+    ``parity_on``: what was judged); ``setup_s_mean``
     (s) = mean ``setup_s``, the strategy's set-up outside ``T_group``, shown beside it (the
     window rule, docs/measurement.md; NaN where no row recorded it).
     """
@@ -286,7 +296,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
                                         "setup_s", "row"]))
     extra = [c for c in ("time_to_best_s", "best_val_metric", "packed_devices",
-                         "parity_contract") if c in g.columns]
+                         "parity_contract", "host_load_start", "host_load_end", "cpu_cores")
+             if c in g.columns and c not in needed]
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed + extra]
     if not len(ok):
         return pd.DataFrame(columns=keys + [c for c in SPEEDUP_COLUMNS if c not in keys])
@@ -315,6 +326,7 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     has_base, packed = _unpack_baselines(cells, ok, has_base)
     _intervals(cells, ok, seq_rows, is_seq, has_base, n_boot, seed)
     _accuracy(cells, ok, seq_rows, runs.jobs)
+    conditions.fill(cells, ok, seq_rows)  # issue 46: how busy the host was, short windows
     _time_to_best(cells, ok, all_seq, prov, runs.jobs)
     cells["parity_contract"] = _contracts(cells, ok)
     if packed.any():  # nor a time-to-best speedup over a one-GPU seq
@@ -498,33 +510,46 @@ def _time_to_best(cells: pd.DataFrame, ok: pd.DataFrame, all_seq: pd.DataFrame,
 
 def _accuracy(cells: pd.DataFrame, ok: pd.DataFrame, seq_rows: pd.DataFrame,
               jobs: pd.DataFrame) -> None:
-    """Fill the accuracy parity columns of ``cells`` (in place)."""
-    for column in ("acc_mean", "seq_acc_mean", "seq_acc_min", "seq_acc_max"):
+    """Fill the parity columns of ``cells`` (in place): the cell's mean validation accuracy
+    and loss against its baseline jobs' mean, min and max, judged by the ``parity`` metric
+    with the cell's precision's band (:mod:`engine.results.parity_band`)."""
+    from engine.results.parity_band import band
+
+    for column in ("acc_mean", "seq_acc_mean", "seq_acc_min", "seq_acc_max", "loss_mean",
+                   "seq_loss_mean", "seq_loss_min", "seq_loss_max"):
         cells[column] = np.nan
     cells["acc_n"] = 0
     cells["parity"] = PARITY_NA
+    cells["parity_failed"] = None
+    cells["parity_on"] = None
     if not len(jobs) or "final_val_acc" not in jobs.columns:
         return
     # Completed trials only: a trial stopped early is no measurement of where its
     # configuration ends up (issue 25: hpo groups report best_val_metric_mean beside).
     stopped = (jobs["early_stopped"].astype(str).str.lower() == "true"
                if "early_stopped" in jobs.columns else False)
-    j = jobs[(jobs["status"] == "ok") & jobs["final_val_acc"].notna() & ~stopped][
-        ["group_id", "final_val_acc"]]
-    if not len(j):
-        return
-    by_cell = j.merge(ok[["group_id", "cell"]], on="group_id", how="inner") \
-        .groupby("cell")["final_val_acc"].agg(["mean", "size"])
-    by_base = j.merge(seq_rows[["group_id", "base"]], on="group_id", how="inner") \
-        .groupby("base")["final_val_acc"].agg(["mean", "min", "max"])
-    cells["acc_mean"] = cells["cell"].map(by_cell["mean"])
-    cells["acc_n"] = cells["cell"].map(by_cell["size"]).fillna(0).astype(int)
-    base = cells["base"]
-    cells["seq_acc_mean"] = base.map(by_base["mean"])
-    cells["seq_acc_min"] = base.map(by_base["min"])
-    cells["seq_acc_max"] = base.map(by_base["max"])
-    cells["parity"] = derived("parity").compute(cells["acc_mean"], cells["seq_acc_min"],
-                                                cells["seq_acc_max"])
+    done = jobs[(jobs["status"] == "ok") & ~stopped]
+    for metric, prefix in (("final_val_acc", "acc"), ("final_val_loss", "loss")):
+        if metric not in done.columns:
+            continue  # rows written before the column: judged on accuracy alone
+        j = done[done[metric].notna()][["group_id", metric]]
+        by_cell = j.merge(ok[["group_id", "cell"]], on="group_id", how="inner") \
+            .groupby("cell")[metric].agg(["mean", "size"])
+        by_base = j.merge(seq_rows[["group_id", "base"]], on="group_id", how="inner") \
+            .groupby("base")[metric].agg(["mean", "min", "max"])
+        cells[f"{prefix}_mean"] = cells["cell"].map(by_cell["mean"])
+        if prefix == "acc":
+            cells["acc_n"] = cells["cell"].map(by_cell["size"]).fillna(0).astype(int)
+        for stat in ("mean", "min", "max"):
+            cells[f"seq_{prefix}_{stat}"] = cells["base"].map(by_base[stat])
+    bands = [band(p) for p in cells["precision"]]
+    judged = derived("parity").compute(
+        cells["acc_mean"], cells["seq_acc_min"], cells["seq_acc_max"], cells["loss_mean"],
+        cells["seq_loss_min"], cells["seq_loss_max"], [b.accuracy for b in bands],
+        [b.loss for b in bands])
+    cells["parity"] = judged["parity"].to_numpy()
+    for column in ("parity_failed", "parity_on"):  # object: None stays None, never NaN
+        cells[column] = pd.Series(judged[column].to_numpy(), index=cells.index, dtype=object)
 
 
 def cell_status(runs: Runs, by_campaign: bool = False) -> pd.DataFrame:

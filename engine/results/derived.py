@@ -50,8 +50,12 @@ LADDER_BASE_RUNG = "A"
 PARITY_WITHIN = "within seq spread"
 PARITY_OUTSIDE = "outside seq spread"
 PARITY_NA = "n/a"
-#: Slack of the parity bounds: an accuracy equal to seq's min or max up to float rounding
-#: is within.
+#: What a parity verdict judged and which failed (``parity_on``, ``parity_failed``).
+PARITY_ACCURACY = "accuracy"
+PARITY_LOSS = "loss"
+PARITY_BOTH = "accuracy, loss"
+#: Slack of the parity bounds: an accuracy (a loss: relative to its magnitude, at least 1)
+#: equal to seq's min or max up to float rounding is within.
 PARITY_TOLERANCE = 1e-12
 
 
@@ -109,15 +113,70 @@ def end_to_end_s(T_group: Any, setup_s: Any) -> Any:
     return T_group + setup_s
 
 
-def parity(acc_mean: Any, seq_min: Any, seq_max: Any) -> np.ndarray:
-    """Accuracy parity of cells: :data:`PARITY_WITHIN` where ``seq_min <= acc_mean <=
-    seq_max`` (up to :data:`PARITY_TOLERANCE`), :data:`PARITY_OUTSIDE` otherwise,
-    :data:`PARITY_NA` where the cell's mean or the baseline's spread is missing. Aligned
-    Series or arrays; returns an array of texts."""
-    acc, low, high = (pd.Series(np.asarray(x, dtype=float)) for x in (acc_mean, seq_min, seq_max))
+def parity(acc_mean: Any, seq_min: Any, seq_max: Any, loss_mean: Any = None,
+           seq_loss_min: Any = None, seq_loss_max: Any = None, acc_band: Any = 0.0,
+           loss_band: Any = 0.0) -> pd.DataFrame:
+    """Parity of cells with their baseline (issue 45): accuracy *and* loss.
+
+    A cell is :data:`PARITY_WITHIN` when its mean validation accuracy lies in seq's
+    ``[seq_min − acc_band, seq_max + acc_band]`` and its mean validation loss in
+    ``[seq_loss_min − loss_band·|seq_loss_min|, seq_loss_max + loss_band·|seq_loss_max|]``
+    (:mod:`engine.results.parity_band`: the precision's band, absolute for accuracy,
+    relative for the loss; both up to :data:`PARITY_TOLERANCE` of float rounding), else
+    :data:`PARITY_OUTSIDE`; :data:`PARITY_NA` where the cell's accuracy or the baseline's
+    spread is missing. Where the loss is missing on either side (rows written before it,
+    a task that reports none) the verdict is on accuracy alone, and says so.
+
+    Arguments: aligned Series, arrays or scalars (the bands may be per cell). Returns a
+    DataFrame (one row per cell) with ``parity`` (the verdict), ``parity_failed``
+    (``accuracy``, ``loss`` or ``accuracy, loss`` where outside; None otherwise) and
+    ``parity_on`` (``accuracy, loss`` or ``accuracy``: what was judged; None for n/a).
+    """
+    acc, low, high = (_floats(x) for x in (acc_mean, seq_min, seq_max))
+    n = len(acc)
+    loss, loss_low, loss_high = (_floats(x, n) for x in (loss_mean, seq_loss_min, seq_loss_max))
+    acc_band, loss_band = _floats(acc_band, n), _floats(loss_band, n)
     known = acc.notna() & low.notna()
-    within = (acc >= low - PARITY_TOLERANCE) & (acc <= high + PARITY_TOLERANCE)
-    return np.where(known, np.where(within, PARITY_WITHIN, PARITY_OUTSIDE), PARITY_NA)
+    slack = PARITY_TOLERANCE
+    acc_ok = (acc >= low - acc_band - slack) & (acc <= high + acc_band + slack)
+    loss_known = known & loss.notna() & loss_low.notna()
+    loss_ok = ((loss >= loss_low - loss_band * loss_low.abs() - slack * loss_low.abs().clip(lower=1))
+               & (loss <= loss_high + loss_band * loss_high.abs()
+                  + slack * loss_high.abs().clip(lower=1)))
+    acc_bad = known & ~acc_ok
+    loss_bad = loss_known & ~loss_ok
+    names = {(True, True): PARITY_BOTH, (True, False): PARITY_ACCURACY,
+             (False, True): PARITY_LOSS, (False, False): None}
+    failed = [names[a, b] for a, b in zip(acc_bad, loss_bad, strict=True)]
+    verdict = np.where(known, np.where(acc_bad | loss_bad, PARITY_OUTSIDE, PARITY_WITHIN),
+                       PARITY_NA)
+    on = [(PARITY_BOTH if b else PARITY_ACCURACY) if k else None
+          for k, b in zip(known, loss_known, strict=True)]
+    return pd.DataFrame({"parity": verdict, "parity_failed": pd.Series(failed, dtype=object),
+                         "parity_on": pd.Series(on, dtype=object)})
+
+
+def _floats(values: Any, n: int | None = None) -> pd.Series:
+    """``values`` as a float Series; a scalar or None (missing) repeated ``n`` times."""
+    if values is None:
+        values = np.nan
+    array = np.asarray(values, dtype=float)
+    if array.ndim == 0:
+        array = np.full(n if n is not None else 1, float(array))
+    return pd.Series(array)
+
+
+def parity_words(verdict: Any, failed: Any = None, on: Any = None) -> str:
+    """A parity verdict as the tables, figures and exports show it: ``within``,
+    ``within (acc only)`` (no loss to judge), ``OUTSIDE (loss)``, ``OUTSIDE (acc)``,
+    ``OUTSIDE (acc, loss)``, ``n/a``; "" for a value that is none of these."""
+    if verdict == PARITY_WITHIN:
+        return "within (acc only)" if on == PARITY_ACCURACY else "within"
+    if verdict == PARITY_OUTSIDE:
+        what = {PARITY_ACCURACY: "acc", PARITY_LOSS: "loss", PARITY_BOTH: "acc, loss"}.get(
+            failed if isinstance(failed, str) else "")
+        return f"OUTSIDE ({what})" if what else "OUTSIDE"
+    return PARITY_NA if verdict == PARITY_NA else ""
 
 
 def gain_per_doubling(k0: float, x0: float, k1: float, x1: float) -> float:
@@ -207,10 +266,13 @@ DERIVED: tuple[Derived, ...] = (
             "energy per trained model: energy_group ÷ K per row (K > 0), averaged over the "
             "rows that measured energy (`energy_n`); empty when none did",
             energy_per_model),
-    Derived("parity", "text", "final_val_acc of completed trials",
-            "the jobs of the cell's `speedup` baseline (its [min, max] over all passes)",
+    Derived("parity", "text", "final_val_acc and final_val_loss of completed trials",
+            "the jobs of the cell's `speedup` baseline (its [min, max] over all passes), "
+            "widened by the cell's precision's band (docs/fidelity.md, \"Precision\")",
             "`within seq spread` / `outside seq spread`: whether the cell's mean accuracy "
-            "lies in the baseline's [min, max]; `n/a` without job rows on either side",
+            "and mean loss both lie in the baseline's widened [min, max]; `parity_failed` "
+            "names which did not, `parity_on` what was judged (accuracy alone where a side "
+            "has no loss); `n/a` without job rows on either side",
             parity),
     Derived("time_to_best_s", "s", "each trial's validations (executor_info.best_so_far)",
             "none",

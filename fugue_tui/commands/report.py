@@ -52,6 +52,10 @@ def add_parser(sub) -> None:
                              f"max_parallel, its speedup over {base} with interval, energy per "
                              "trained model, the evidence, and whether the two best are "
                              "distinguishable (uses the knee of a K sweep)")
+    report.add_argument("--per-core", action="store_true",
+                        help="with --advise: rank by speedup per CPU core (the T_group "
+                             f"speedup over {base} ÷ the cell's mean cores_used); cells "
+                             "without cores_used are n/a and ranked last")
     report.add_argument("--knee-fraction", metavar="F", default="0.1",
                         help="the knee rule: the smallest K beyond which doubling K gains "
                              "less than this fraction of throughput (default 0.1 = 10%%)")
@@ -72,4 +76,5 @@ def run(args: argparse.Namespace) -> int:
                       width=args.width, export_dir=args.export,
                       formats=args.format, overwrite=args.overwrite,
                       baseline=args.baseline, as_json=args.json_sub,
-                      advise=args.advise, knee_fraction=args.knee_fraction)
+                      advise=args.advise, knee_fraction=args.knee_fraction,
+                      per_core=args.per_core)

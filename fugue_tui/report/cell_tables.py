@@ -14,17 +14,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from engine.results.derived import (
-    BASELINE_EXECUTOR,
-    PARITY_NA,
-    PARITY_OUTSIDE,
-    PARITY_WITHIN,
-)
+from engine.results.derived import BASELINE_EXECUTOR, parity_words
 from engine.results.parity_contract import wording
 from fugue_tui.format import MISSING, fmt_number, fmt_text
-
-#: The parity flags as shown (the note under the tables explains them).
-_PARITY_SHORT = {PARITY_WITHIN: "within", PARITY_OUTSIDE: "OUTSIDE", PARITY_NA: "n/a"}
 
 
 def _provenance_title(row: dict[str, Any], by_campaign: bool) -> str:
@@ -74,11 +66,26 @@ def cell_values(row: dict[str, Any]) -> dict[str, str]:
         "speedup": speedup, "95% CI": ci if ci and n else MISSING,
         "baseline": fmt_text(row.get("baseline")) or MISSING,
         "val acc": fmt_number(row.get("acc_mean"), ".3f"), "seq acc [min, max]": seq_acc,
-        "parity": _PARITY_SHORT.get(str(row.get("parity")), MISSING) if n else MISSING,
+        # the verdict and, where outside, what failed (the note under the tables explains)
+        "parity": (parity_words(row.get("parity"), row.get("parity_failed"),
+                                row.get("parity_on")) or MISSING) if n else MISSING,
         "not ok": str(int(bad)) if bad is not None and bad == bad else "0",
         # "bit for bit" only where every row of the cell says exact (issue 42)
         "contract": (wording(row.get("parity_contract")) or MISSING) if n else MISSING,
+        "host load": _host_load(row) if n else MISSING,
     }
+
+
+def _host_load(row: dict[str, Any]) -> str:
+    """The highest 1-minute host load over the cell's rows with the cores (issue 46), and
+    how many rows were busy: ``6.2 / 2 cores, busy 5``; "—" when no load was recorded."""
+    load = fmt_number(row.get("host_load_max"), ".1f")
+    if load == MISSING:
+        return MISSING
+    cores = fmt_number(row.get("host_cores"), "g")
+    busy = row.get("busy_n")
+    text = load + (f" / {cores} cores" if cores != MISSING else "")
+    return text + (f", busy {int(busy)}" if busy and busy == busy else "")
 
 
 #: The columns every table starts with; K beside the executor when the rows form a K
@@ -91,14 +98,14 @@ _RIGHT = {"ok", "K", "T_group s", "T_group sd", "setup s", "samples/s", "train s
 #: (several tables) still shows them together in the first one.
 _COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "setup s", "T_group sd",
             "samples/s", "train samples/s", "J/model", "VRAM MiB", "val acc",
-            "seq acc [min, max]", "parity", "not ok", "contract")
+            "seq acc [min, max]", "parity", "not ok", "contract", "host load")
 #: Headers on two lines, so that a column is no wider than its numbers.
 _HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "setup s": "setup\ns",
             "samples/s": "samples\n/s",
             "train samples/s": "train\nsamples/s", "J/model": "J/\nmodel",
             "VRAM MiB": "VRAM\nMiB", "val acc": "val\nacc", "seq acc [min, max]":
             "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp",
-            "contract": "parity\ncontract"}
+            "contract": "parity\ncontract", "host load": "host\nload"}
 
 
 def _natural_width(table: Table) -> int:

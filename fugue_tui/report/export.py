@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
-from engine.results.derived import BASELINE_EXECUTOR, PARITY_OUTSIDE, PARITY_WITHIN
+from engine.results.derived import BASELINE_EXECUTOR, PARITY_NA, parity_words
 from engine.results.parity_contract import wording
 from fugue_tui.format import fmt_number
 
@@ -136,8 +136,8 @@ def latex_table(results, caption: str = f"Speedup over {BASELINE_EXECUTOR} per e
             mean, sd = _num(r.get("T_group_mean"), ".2f"), _num(r.get("T_group_std"), ".2f")
             t = mean if sd == "--" else rf"{mean} $\pm$ {sd}"
             ci = r.get("ci") if r.get("ci") not in (None, "n/a") else "--"
-            parity = {PARITY_WITHIN: "within", PARITY_OUTSIDE: "outside"}.get(
-                str(r.get("parity")), "--")
+            words = parity_words(r.get("parity"), r.get("parity_failed"), r.get("parity_on"))
+            parity = "--" if words in ("", PARITY_NA) else words.replace("OUTSIDE", "outside")
             sps = _num(r.get("throughput_group_mean"), ",.0f")
             k = [_num(r.get("K"), ".0f")] if swept else []
             cells = [tex_escape(c) for c in (r["exp_id"], r["executor"], *k, variant or "--",

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.results.derived import BASELINE_EXECUTOR, PARITY_OUTSIDE, PARITY_WITHIN
+from engine.results.derived import BASELINE_EXECUTOR, PARITY_NA, parity_words
 from fugue_tui.format import finite, fmt_number
 
 #: The figures, in the order they are shown and exported.
@@ -227,8 +227,8 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
     for label, r in labelled:
         acc = finite(r.get("acc_mean"))
         low, high = finite(r.get("seq_acc_min")), finite(r.get("seq_acc_max"))
-        flag = {PARITY_WITHIN: "within", PARITY_OUTSIDE: "OUTSIDE"}.get(
-            str(r.get("parity")), "")
+        flag = parity_words(r.get("parity"), r.get("parity_failed"), r.get("parity_on"))
+        flag = "" if flag == PARITY_NA else flag
         parity.append(Bar(label, acc, low, high, f"{fmt_number(acc, '.3f')} {flag}".strip()))
     lad = []
     lmachines = len(set(ladder["machine"])) if len(ladder) else 0
@@ -266,7 +266,8 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
                "MiB", memory, None, "highest peak over passes"),
         Figure("parity", f"accuracy parity: mean val acc (interval: the {base} baseline's "
                "[min, max] over its jobs)", "acc", parity, None,
-               f"within / OUTSIDE: the cell's mean lies within / outside the {base} spread"),
+               f"within / OUTSIDE: the cell's mean accuracy and loss lie within / outside the "
+               f"{base} spread widened by the precision's band; OUTSIDE names which failed"),
         Figure("ladder", "unified-model ablation ladder: throughput relative to rung A", "×",
                lad, 1.0, ratio.replace("passes on both sides", "passes of both rungs")),
     ]

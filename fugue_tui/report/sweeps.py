@@ -46,14 +46,15 @@ class SweepView:
 
 
 def analyse(runs: Any, fraction: float = 0.10, advise: bool = True, n_boot: int = 2000,
-            by_campaign: bool = False) -> SweepView:
-    """The curves and (with ``advise``) the advice of ``runs``."""
+            by_campaign: bool = False, per_core: bool = False) -> SweepView:
+    """The curves and (with ``advise``) the advice of ``runs`` (``per_core``: ranked by
+    speedup per core, ``report --advise --per-core``)."""
     from engine.results.advise import advise as advise_rows
     from engine.results.knee import curves
 
     found = curves(runs, fraction=fraction, by_campaign=by_campaign, n_boot=n_boot)
     advice = advise_rows(runs, fraction=fraction, by_campaign=by_campaign,
-                         n_boot=n_boot) if advise else []
+                         n_boot=n_boot, per_core=per_core) if advise else []
     return SweepView(found, advice, fraction)
 
 

@@ -81,7 +81,17 @@ def option_entry(option: Any) -> dict[str, Any] | None:
             else int(option.max_parallel),
             "e2e_speedup": _num(option.e2e_speedup), "e2e_low": _num(option.e2e_low),
             "e2e_high": _num(option.e2e_high), "setup_s": _num(option.setup_s),
-            "T_group": _num(option.T_group)}
+            "T_group": _num(option.T_group),
+            # issue 46: the conditions it was measured under
+            "host_load_max": _num(option.host_load_max),
+            "host_cores": _num(option.host_cores), "busy_n": int(option.busy_n),
+            "short_n": int(option.short_n), "seq_busy_n": int(option.seq_busy_n),
+            "seq_host_load_max": _num(option.seq_host_load_max),
+            # --per-core (issue 46): what the speedup per core divides by, and the value
+            "per_core_cores": _num(option.per_core_cores),
+            "per_core_rows": int(option.per_core_rows), "per_core": _num(option.per_core),
+            "per_core_low": _num(option.per_core_low),
+            "per_core_high": _num(option.per_core_high)}
 
 
 def advice_entry(advice: Any) -> dict[str, Any]:
@@ -98,18 +108,21 @@ def advice_entry(advice: Any) -> dict[str, Any]:
         "more_passes": _k(advice.more_passes), "cells": int(advice.cells),
         "rows": int(advice.rows), "passes": [int(p) for p in advice.passes],
         "knee_fraction": float(advice.fraction), "notes": list(advice.notes),
+        "host_busy": bool(advice.host_busy), "host": advice.host or None,
+        "per_core": bool(advice.per_core),
         "lines": list(advice.lines()),
     }
 
 
 def sweep_sections(runs: Any, fraction: float, advise: bool,
-                   by_campaign: bool = False) -> dict[str, Any]:
+                   by_campaign: bool = False, per_core: bool = False) -> dict[str, Any]:
     """``sweeps`` (every curve of a K sweep; ``[]`` without one) and ``advice`` (a list
     with ``advise``; ``null`` when not asked for, as the text report prints it only with
     ``--advise``) of ``runs``."""
     from fugue_tui.report.sweeps import analyse
 
-    view = analyse(runs, fraction=fraction, advise=advise, by_campaign=by_campaign)
+    view = analyse(runs, fraction=fraction, advise=advise, by_campaign=by_campaign,
+                   per_core=per_core)
     return {"knee_fraction": float(fraction),
             "sweeps": [curve_entry(c) for c in view.curves],
             "advice": [advice_entry(a) for a in view.advice] if advise else None}

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from engine.errors import FugueError, known, nearest
+from engine.results.conditions import notes as condition_notes
 from engine.results.derived import BASELINE_EXECUTOR, PARITY_NA
 from engine.results.eager_note import eager_notes
 from fugue_tui.report.cell_tables import build_tables
@@ -54,7 +55,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
                  campaign_id: str | None = None, width: int | None = None,
                  by_campaign: bool = False, chart: bool = True,
                  baseline: str | None = None, advise: bool = False,
-                 knee_fraction: float = 0.10) -> int:
+                 knee_fraction: float = 0.10, per_core: bool = False) -> int:
     """Print the tables and the speedup chart of the results under ``runs_dir``; return the
     number of cells reported.
 
@@ -65,7 +66,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     a K sweep add each workload's throughput-vs-K chart with the knee marked and a table
     per curve (at ``knee_fraction``); hpo rows a time-to-best table per workload and the
     best-so-far chart (:mod:`fugue_tui.report.hpo`); ``advise`` adds the advice
-    (:mod:`fugue_tui.report.sweeps`). Raises
+    (:mod:`fugue_tui.report.sweeps`), ranked by speedup per core with ``per_core``. Raises
     :class:`engine.results.load.NoResultsError` without ``master_groups.csv``.
     """
     from engine.results.analysis import cell_status, speedups
@@ -84,6 +85,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
         console.print(t)
     # issue 45: a cell whose buckets trained eagerly is not the stacked model's speedup
     notes = _notes(table, baseline) + eager_notes(runs.groups.to_dict("records"))
+    notes += condition_notes(table)  # issue 46: busy host, short windows, with the figures
     for line in notes:
         console.print(Text(line))
     if chart and len(table) and (table["executor"] != BASELINE_EXECUTOR).any():
@@ -103,7 +105,8 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
             console.print(Text.from_ansi(text) if color else Text(text))
     from fugue_tui.report.sweeps import analyse, print_advice, print_sweeps
 
-    view = analyse(runs, fraction=knee_fraction, advise=advise, by_campaign=by_campaign)
+    view = analyse(runs, fraction=knee_fraction, advise=advise, by_campaign=by_campaign,
+                   per_core=per_core)
     color = console.is_terminal and not console.no_color and "NO_COLOR" not in os.environ
     if chart:
         print_sweeps(view, console, width=width or min(console.width, 120), color=color)
@@ -136,9 +139,11 @@ def _notes(table, baseline: str | None = None) -> list[str]:
              f"{against} on the same machine and stack; 95% CI: percentile bootstrap, only "
              f"with >= {MIN_BOOT_N} passes on both sides (else n/a)."]
     if (table["parity"] != PARITY_NA).any():
-        lines.append("parity: within / OUTSIDE = the cell's mean validation accuracy lies "
-                     f"within / outside the [min, max] of its {base} baseline's jobs over all "
-                     "passes.")
+        lines.append("parity: within / OUTSIDE (what failed: acc, loss) = the cell's mean "
+                     "validation accuracy and mean validation loss both lie within / not "
+                     f"within the [min, max] of its {base} baseline's jobs over all passes, "
+                     "widened by the precision's band (docs/fidelity.md, \"Precision\"); "
+                     "acc only: no validation loss recorded on a side.")
     if "parity_contract" in table.columns and table["parity_contract"].notna().any():
         lines.append("parity contract: bit for bit = every row of the cell says exact (the "
                      "path is so by construction, or its float32 one-step probe found the "
@@ -153,14 +158,19 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                export_dir: str | os.PathLike[str] | None = None,
                formats: str = "png,svg,tex", overwrite: bool = False,
                baseline: str | None = None, as_json: bool = False, advise: bool = False,
-               knee_fraction: float | str = 0.10) -> int:
+               knee_fraction: float | str = 0.10, per_core: bool = False) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
     and the LaTeX table there (:func:`export_results`; files already there are replaced
     only with ``overwrite``). ``advise``: also the advice per workload and machine;
-    ``knee_fraction``: the knee rule (``--knee-fraction``, strictly between 0 and 1)."""
+    ``knee_fraction``: the knee rule (``--knee-fraction``, strictly between 0 and 1);
+    ``per_core``: the advice ranks by speedup per core (``--per-core``, only with
+    ``advise``)."""
     fraction = _fraction(knee_fraction)
+    if per_core and not advise:
+        raise FugueError("--per-core only applies with --advise (it ranks the advice by "
+                         "speedup per core)")
     if overwrite and export_dir is None:
         raise FugueError("--overwrite only applies with --export DIR")
     if width is not None and width < 40:
@@ -185,12 +195,18 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         for note in eager_notes(runs.groups.to_dict("records")):  # issue 45
             print(f"fugue-tui: note: {note}", file=sys.stderr)
         from engine.results import decision_diff
+        cells = report_cells(runs, by_campaign, baseline=baseline)
+        # issue 46: the cells carry the figures (host_load_max, busy_n, ...); said here too
+        import pandas as pd
+
+        for note in condition_notes(pd.DataFrame(cells)):
+            print(f"fugue-tui: note: {note}", file=sys.stderr)
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
                       by_campaign=by_campaign,
-                      cells=report_cells(runs, by_campaign, baseline=baseline),
-                      **sweep_sections(runs, fraction, advise, by_campaign),
+                      cells=cells,
+                      **sweep_sections(runs, fraction, advise, by_campaign, per_core),
                       hpo=hpo_section(runs, by_campaign),
                       decisions=decision_diff.compare(runs.groups.to_dict("records"),
                                                       runs_dir),
@@ -202,7 +218,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
         return 0
     print_report(Path(runs_dir), console, campaign_id=campaign_id, width=width,
                  by_campaign=by_campaign, baseline=baseline, advise=advise,
-                 knee_fraction=fraction)
+                 knee_fraction=fraction, per_core=per_core)
     if export_dir is not None:
         console.print(Text(f"exported ({formats}) to {export_dir}"))
         for names, why in skipped:

@@ -163,16 +163,19 @@ def test_parity_of_the_harness_jobs_by_hand():
     jobs = _rows(HARNESS, "master_individual.csv")
     table = speedups(load_runs(HARNESS), n_boot=0)
     for exp in ("D_ens", "D_cv", "D_hpo"):
-        seq = [float(j["final_val_acc"]) for j in jobs
-               if j["exp_id"] == exp and j["executor"] == BASELINE_EXECUTOR]
-        mine = _mean(j["final_val_acc"] for j in jobs
-                     if j["exp_id"] == exp and j["executor"] == "unified_model")
-        want = ("within seq spread" if min(seq) - 1e-12 <= mine <= max(seq) + 1e-12
-                else "outside seq spread")
-        cell = table[(table["exp_id"] == exp) & (table["executor"] == "unified_model")]
+        within = []
+        for metric in ("final_val_acc", "final_val_loss"):  # fp32 rows: no widening
+            seq = [float(j[metric]) for j in jobs
+                   if j["exp_id"] == exp and j["executor"] == BASELINE_EXECUTOR]
+            mine = _mean(j[metric] for j in jobs
+                         if j["exp_id"] == exp and j["executor"] == "unified_model")
+            within.append(min(seq) - 1e-12 <= mine <= max(seq) + 1e-12)
+            cell = table[(table["exp_id"] == exp) & (table["executor"] == "unified_model")]
+            column = "acc_mean" if metric == "final_val_acc" else "loss_mean"
+            assert float(cell[column].iloc[0]) == pytest.approx(mine, rel=1e-12)
+        want = "within seq spread" if all(within) else "outside seq spread"
         assert cell["parity"].iloc[0] == want
-        assert float(cell["acc_mean"].iloc[0]) == pytest.approx(mine, rel=1e-12)
-    assert list(derived("parity").compute([0.5], [np.nan], [np.nan])) == ["n/a"]
+    assert list(derived("parity").compute([0.5], [np.nan], [np.nan])["parity"]) == ["n/a"]
 
 
 def test_end_to_end_speedup_of_the_dashboard_rows_by_hand():

@@ -291,6 +291,8 @@ CASES: list[Case | object] = [
     # ------------------------------------------------------------------ report
     Case("report-missing-folder", {}, ("report", "nowhere"), ("'nowhere'", "does not exist")),
     Case("report-width-too-small", {}, ("report", "--width", "10"), ("--width 10",)),
+    Case("report-per-core-without-advise", {}, ("report", "--per-core"),
+         ("--per-core", "--advise")),
     pytest.param(
         Case("report-foreign-csv", {"runs/master_groups.csv": "a,b\n1,2\n"}, ("report",),
              ("master_groups.csv",)),

@@ -68,7 +68,7 @@ def test_report_wide_layout_is_one_table(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"D_ens\s+│\s+unified_model\s+│\s+off\s+│\s+2\s+│\s+1\.33\s+│"
                      r"\s+1\.464\s+│\s+n/a\s+│\s+seq\s+│\s+vf:1,s:1,fl:1\s+│\s+0\.08\s+│"
-                     r"\s+8,675\s+│\s+0\.553\s+│\s+0\.613 \[0\.559, 0\.674\]\s+│\s+OUTSIDE\s+│",
+                     r"\s+8,675\s+│\s+0\.553\s+│\s+0\.613 \[0\.559, 0\.674\]\s+│\s+OUTSIDE \(acc\)\s+│",
                      proc.stdout), proc.stdout
     assert "(1/" not in proc.stdout  # one table
     assert "[min, max]" in proc.stdout  # headers are text, not Rich markup
