@@ -494,6 +494,16 @@ def remove_temp_dir(temp_dir: str | Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def recorded_processes(info: dict[str, Any]) -> list:
+    """The live processes of the runtime a cleanup record names (the same ones
+    :func:`cleanup_handler` would stop), for the monitor's count of the cell's CPU
+    (:mod:`engine.measure.cores`): Ray's agents and workers run in sessions of their own."""
+    temp_dir, tag = info.get("temp_dir"), info.get("tag")
+    if not temp_dir or not tag:
+        return []
+    return find_ours(temp_dir, tag)
+
+
 def cleanup_handler(info: dict[str, Any]) -> str:
     """``engine.cleanup`` handler, run by the runner after the cell ended: stop every
     process of the runtime the record names (by its temporary folder and tag), keep its

@@ -1,0 +1,118 @@
+"""The counter behind ``cores_used`` (engine.measure.cores.CoreMeter), on real processes.
+
+A session leader (a small Python script, no torch) starts busy workers in the shapes the
+executors use — one in its own process (seq), two at once forked by an intermediate that
+reaps them (mp's pre-warmed parent), one orphaned to init (Ray's re-parented processes) —
+each spinning for a fixed wall time and reporting the CPU seconds it got. The meter, read
+the way the monitor reads it, must account for that CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.measure.cores import CoreMeter, cores_over
+
+SPIN_S = 0.6
+LEADER = r"""
+import json, os, sys, time
+spin, n, out, shape = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+def work():
+    t0, c0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - t0 < spin:
+        pass
+    with open(os.path.join(out, f"{os.getpid()}.json"), "w") as fh:
+        json.dump({"cpu_s": time.process_time() - c0}, fh)
+    os._exit(0)
+
+sys.stdin.readline()                 # go: the meter has its first reading
+if shape == "reaped":                # an intermediate forks the workers and reaps them
+    if os.fork() == 0:
+        kids = [pid for pid in (os.fork() for _ in range(n)) if pid or work()]
+        for pid in kids:
+            os.waitpid(pid, 0)
+        os._exit(0)
+    os.wait()
+elif shape == "orphan":              # the worker's parent exits: init reaps it
+    if os.fork() == 0:
+        if os.fork() == 0:
+            work()
+        os._exit(0)
+    os.wait()
+    while len(os.listdir(out)) < n:
+        time.sleep(0.02)
+    time.sleep(0.3)                  # the orphan has exited and init reaped it
+print("done", flush=True)
+sys.stdin.readline()                 # stay, the session's leader, until the test is done
+"""
+
+
+def _measure(tmp_path: Path, shape: str, n: int) -> tuple[float, float]:
+    """(the meter's cores over the work, the cores the workers say they got)."""
+    out = tmp_path / shape
+    out.mkdir()
+    leader = subprocess.Popen([sys.executable, "-c", LEADER, str(SPIN_S), str(n), str(out),
+                               shape], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        meter = CoreMeter(leader.pid, exclude=())
+        time.sleep(0.2)  # the interpreter's start-up is before the window, as a cell's is
+        samples = [{"t": time.monotonic(), "tree_cpu_s": meter.read(rescan=True)}]
+        t0 = samples[0]["t"]
+        leader.stdin.write("go\n")
+        leader.stdin.flush()
+        import select
+
+        while not select.select([leader.stdout], [], [], 0.1)[0]:  # the monitor's loop
+            samples.append({"t": time.monotonic(), "tree_cpu_s": meter.read()})
+        assert leader.stdout.readline() == "done\n"
+        samples.append({"t": time.monotonic(), "tree_cpu_s": meter.read(rescan=True)})
+        t1 = samples[-1]["t"]
+        leader.stdin.write("bye\n")
+        leader.stdin.flush()
+        assert leader.wait(timeout=10) == 0
+    finally:
+        if leader.poll() is None:
+            leader.kill()
+    reported = [json.loads(p.read_text())["cpu_s"] for p in out.glob("*.json")]
+    assert len(reported) == n
+    return cores_over(samples, t0, t1), sum(reported) / (t1 - t0)
+
+
+def test_one_busy_process_is_about_one_core(tmp_path):
+    cores, reported = _measure(tmp_path, "reaped", 1)
+    print(f"one worker: {cores:.3f} cores, it reports {reported:.3f}")
+    # what the worker got, less at most one 0.1 s reading's worth of interpolation
+    assert 0.9 * reported <= cores <= 1.1
+
+
+def test_two_workers_reaped_by_their_parent_count_in_full(tmp_path):
+    """mp's shape: the workers are gone before the last reading; their CPU is in the
+    intermediate's children times, and then in the leader's."""
+    cores, reported = _measure(tmp_path, "reaped", 2)
+    print(f"two workers: {cores:.3f} cores, they report {reported:.3f}")
+    assert 0.95 * reported <= cores <= reported + 0.25  # + the leader's and forks' own CPU
+
+
+def test_an_orphan_reaped_by_init_keeps_its_last_reading(tmp_path):
+    """Ray's shape: a worker whose parent exited is reaped by init (or a subreaper outside
+    the cell): its CPU up to its last reading stays counted (at most one reading's worth,
+    0.1 s of one core, is lost)."""
+    cores, reported = _measure(tmp_path, "orphan", 1)
+    print(f"orphan: {cores:.3f} cores, it reports {reported:.3f}")
+    elapsed_floor = 0.1 / (SPIN_S + 0.5)
+    assert reported - elapsed_floor - 0.05 <= cores <= 1.1
+
+
+def test_cores_over_is_unknown_without_a_counter():
+    assert cores_over([{"t": 0.0}, {"t": 1.0}], 0.0, 1.0) is None
+    assert cores_over([{"t": 0.0, "tree_cpu_s": 5.0}, {"t": 2.0, "tree_cpu_s": 8.0}],
+                      0.5, 1.5) == pytest.approx(1.5)
+    assert cores_over([{"t": 0.0, "tree_cpu_s": 5.0}], 0.0, 1.0) is None
