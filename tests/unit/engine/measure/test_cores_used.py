@@ -3,8 +3,9 @@
 Real cells of the smallest kind run in a child of this process forked into a session of its
 own (a cell is a session leader, as the runner starts it), with the monitor on. Each job's
 model build keeps a core busy for a fixed wall time (the ``busy_probe`` plugin) and reports
-the CPU seconds its process got for it; the row's figure must account for that work, and a
-cell that spins two workers at once must show more cores than seq's one.
+the CPU seconds its process got for it; the row's figure must account for that work. The
+shapes of the other executors' processes are in test_core_meter.py (no torch, faster); the
+e2e monitor test checks the column filled by every executor's real cells.
 """
 
 from __future__ import annotations
@@ -103,24 +104,3 @@ def test_a_seq_cell_uses_about_one_core_at_most(busy):
     seq, window, spins = _cell(busy, "seq")
     cores = float(seq["cores_used"])
     assert 0.95 * _probe_cores(spins, window) <= cores <= 1.1
-
-
-@pytest.mark.slow
-def test_an_mp_cell_with_two_busy_workers_uses_more_cores_than_seq(busy):
-    """mp's two workers (forked by the pre-warmed parent and reaped by it: counted through
-    its children times) spin at once: the row holds at least what they say they got, and
-    on a host that gave them two cores that is clearly more than seq's one. The host's
-    scheduler shares the CPUs per session (autogroup): with other sessions busy, two
-    workers may get no more than one; then only the accounting is checked, and the test
-    says so."""
-    seq, seq_window, seq_spins = _cell(busy, "seq")
-    mp, mp_window, mp_spins = _cell(busy, "mp", '[options.mp]\nstart = "forkserver"\n')
-    seq_cores, mp_cores = float(seq["cores_used"]), float(mp["cores_used"])
-    got = _probe_cores(mp_spins, mp_window)
-    assert 0.95 * _probe_cores(seq_spins, seq_window) <= seq_cores <= 1.1
-    assert mp_cores >= 0.95 * got
-    assert float(mp["cell_cpu_s"]) < 0.5 * got * (mp_window[1] - mp_window[0])  # not the cell's
-    if got < 1.3:
-        pytest.skip(f"the host gave mp's two busy workers {got:.2f} cores together (busy: "
-                    f"load {os.getloadavg()[0]:.1f}); cores_used {mp_cores:.2f} accounts for them")
-    assert mp_cores > 1.15 * seq_cores
