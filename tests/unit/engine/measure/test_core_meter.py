@@ -125,12 +125,12 @@ def test_cores_over_is_unknown_without_a_counter():
 
 def test_a_process_outside_the_session_counts_when_a_cleanup_record_names_it(tmp_path):
     """Ray's shape: the runtime's processes run in sessions of their own and re-parent to
-    init; the cell's cleanup record names them (its tag in their environment), and the meter
-    counts what the record names — the same processes the guard would stop."""
+    init; the cell's cleanup record names them (its temporary folder on their command
+    lines), and the meter counts what the record names, as the guard stops them."""
     import uuid
 
     from engine import cleanup
-    from engine.executors.ray.runtime import CLEANUP_HANDLER, CLEANUP_NAME, TAG_ENV
+    from engine.executors.ray.runtime import CLEANUP_HANDLER, CLEANUP_NAME
 
     tag = f"fr-test-{uuid.uuid4().hex[:8]}"
     leader = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
@@ -139,9 +139,8 @@ def test_a_process_outside_the_session_counts_when_a_cleanup_record_names_it(tmp
         [sys.executable, "-c", "import sys, time\nsys.stdin.readline()\nt0, c0 = "
          "time.perf_counter(), time.process_time()\nwhile time.perf_counter() - t0 < "
          f"{SPIN_S}:\n    pass\nprint(time.process_time() - c0, flush=True)\n"
-         "sys.stdin.readline()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, TAG_ENV: tag})
+         "sys.stdin.readline()", f"--temp-dir=/tmp/{tag}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         counted = CoreMeter(leader.pid, attempt_dir=tmp_path, exclude=())
         blind = CoreMeter(leader.pid, exclude=())  # no records read: the session only
