@@ -70,3 +70,28 @@ def run_recorded(attempt_dir: str | Path, grace_s: float | None = None) -> list[
             traceback.print_exc()
             messages.append(f"{path.stem}: cleanup failed: {type(exc).__name__}: {exc}")
     return messages
+
+
+#: The optional companion of a record's handler, in the same module: ``processes(info)``
+#: returns the live processes (``psutil.Process``) the record identifies.
+PROCESSES_FUNCTION = "recorded_processes"
+
+
+def recorded_processes(attempt_dir: str | Path) -> list:
+    """The live processes the attempt's records identify, for handlers whose module offers
+    :data:`PROCESSES_FUNCTION` (a Ray runtime's; an MPS daemon serves the device, not the
+    cell, and offers none): what the monitor counts as the cell's besides its session
+    (:mod:`engine.measure.cores`). A record that cannot be read or resolved adds nothing:
+    this is a measurement, the clean-up itself reports such records."""
+    found: list = []
+    for path in sorted((Path(attempt_dir) / FOLDER).glob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+            handler = LEGACY_HANDLERS.get(doc["handler"], doc["handler"])
+            module = importlib.import_module(handler.partition(":")[0])
+            processes = getattr(module, PROCESSES_FUNCTION, None)
+            if processes is not None:
+                found += processes(dict(doc.get("info", {})))
+        except Exception:  # a half-written or foreign record: nothing to count
+            continue
+    return found

@@ -58,3 +58,27 @@ def engine_env() -> dict[str, str]:
     root = str(Path(engine.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
+
+
+def session_processes(leader_pid: int, session_id: int) -> list:
+    """The leader, its descendants, and every process still in its session (a grandchild
+    re-parented to init stays in the session): the cell's processes as the runner's
+    watchdog and clean-up find them, and as :mod:`engine.measure.cores` counts their CPU.
+    A list of ``psutil.Process``; empty when the leader is gone and nothing is left."""
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    try:
+        leader = psutil.Process(leader_pid)
+        found[leader.pid] = leader
+        for child in leader.children(recursive=True):
+            found[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid not in found and os.getsid(proc.pid) == session_id:
+                found[proc.pid] = proc
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return list(found.values())

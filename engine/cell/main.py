@@ -252,6 +252,10 @@ def _group_facts(spec: CellRunSpec, device: Any, in_workers: bool, host: dict[st
     if monitor is not None:
         facts.update(monitor.provenance())
         facts.update(monitor.group_columns(*window))
+    if (group.get("executor_info") or {}).get("ray_mode") == "address":
+        # Jobs on a Ray cluster's nodes: no process of this host sees their CPU, and a
+        # per-node figure would need each node's own count (docs/measurement.md).
+        facts["cores_used"] = None
     facts["mps_present"] = group.get("mps_present", _mps_present())
     facts["rss_peak_mb"] = max_present([facts.get("rss_peak_mb"), _own_peak_rss_mb()])
     return facts
@@ -308,12 +312,18 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
             CellPhase(phase="group_start").send(events.emit)
             if sync_device:
                 torch.cuda.synchronize(device)
+            if monitor is not None:
+                # A sample at each end of the window, so that cores_used (the CPU the
+                # cell's processes used in it, engine.measure.cores) is read there.
+                monitor.mark()
             cpu0 = _cpu_seconds()
             g0 = time.perf_counter()
             results = executor.run(jobs, ctx)
             if sync_device:
                 torch.cuda.synchronize(device)
             g1 = time.perf_counter()
+            if monitor is not None:
+                monitor.mark()
             # Work the window rule keeps out (unified_model's parity probe) is subtracted:
             # the window's ends stay where they were, its length loses those intervals.
             t_group = g1 - g0 - sum(max(0.0, min(b, g1) - max(a, g0))

@@ -24,9 +24,10 @@ from typing import Any
 
 from engine.cell.protocol import safe_name
 from engine.errors import OutputError
+from engine.measure.cores import cores_over
 from engine.measure.energy import summarise
 from engine.measure.host import rapl_files
-from engine.measure.monitor import DEFAULT_INTERVAL_S
+from engine.measure.monitor import DEFAULT_INTERVAL_S, MARK_SIGNAL
 from engine.measure.samples import (
     MONITOR_META,
     group_samples_path,
@@ -40,6 +41,9 @@ from engine.processes import die_with_parent, engine_env
 #: NVML initialisation; NVML init can take seconds on a busy driver).
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+#: Seconds the cell waits for the sidecar's answer to a mark: a sample takes milliseconds
+#: (a slow NVML read, a process scan on a crowded host: tens); past this the cell goes on.
+MARK_TIMEOUT_S = 2.0
 
 
 class CellMonitor:
@@ -64,6 +68,10 @@ class CellMonitor:
         #: The sidecar's one line when it could not write its samples ("" otherwise).
         self.lost = ""
         self._status: int | None = None  # read end of the sidecar's status pipe
+        self._marks: int | None = None  # read end of the sidecar's mark answers
+        #: Marks the sidecar did not answer in time (the window's ends then interpolate
+        #: over a sampling interval; cores_used is still filled).
+        self.marks_missed = 0
         #: The sidecar died before :meth:`stop`: its samples do not cover the window.
         self.cut = False
         #: The samples file as it is on disk once stopped (``.csv`` or ``.csv.partial``).
@@ -81,12 +89,14 @@ class CellMonitor:
             argv += ["--gpu-uuid", self.gpu_uuid]
         self.meta_path.unlink(missing_ok=True)
         self._status, status_w = os.pipe()
-        argv += ["--status-fd", str(status_w)]
+        self._marks, marks_w = os.pipe()
+        argv += ["--status-fd", str(status_w), "--mark-fd", str(marks_w),
+                 "--attempt-dir", str(self.events.parent)]
         try:
             # Same session as the cell (the runner's clean-up reaches it). When the cell dies
             # it gets SIGTERM (not SIGKILL): one last sample, the samples file completed.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=engine_env(),
-                                         pass_fds=(status_w,),
+                                         pass_fds=(status_w, marks_w),
                                          preexec_fn=die_with_parent(os.getpid(),
                                                                     signal.SIGTERM))
         except OSError as exc:
@@ -94,6 +104,7 @@ class CellMonitor:
             return False
         finally:
             os.close(status_w)  # the sidecar holds the only write end: EOF once it exits
+            os.close(marks_w)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.meta_path.exists():
@@ -107,6 +118,27 @@ class CellMonitor:
             time.sleep(0.02)
         self.proc.kill()
         self.problem = f"monitor gave no sample within {START_TIMEOUT_S:.0f} s"
+        return False
+
+    def mark(self, timeout_s: float = MARK_TIMEOUT_S) -> bool:
+        """Have the sidecar take a sample now (with a fresh scan of the cell's processes)
+        and wait until it is written: called just before the group window opens and just
+        after it closes, so the window's ends fall milliseconds from a sample
+        (``cores_used``, :mod:`engine.measure.cores`). False when no answer came within
+        ``timeout_s`` (counted in :attr:`marks_missed`; the columns interpolate over a
+        sampling interval then)."""
+        import select
+
+        if self.proc is None or self.proc.poll() is not None or self._marks is None:
+            return False
+        try:
+            self.proc.send_signal(MARK_SIGNAL)
+            ready, _, _ = select.select([self._marks], [], [], timeout_s)
+            if ready and os.read(self._marks, 64):
+                return True
+        except OSError:
+            pass
+        self.marks_missed += 1
         return False
 
     def stop(self) -> None:
@@ -149,6 +181,9 @@ class CellMonitor:
         if self._status is None or self.proc is None or self.proc.poll() is None:
             return
         fd, self._status = self._status, None
+        if self._marks is not None:
+            os.close(self._marks)
+            self._marks = None
         chunks = []
         try:
             while chunk := os.read(fd, 4096):
@@ -203,7 +238,7 @@ class CellMonitor:
         wrap = max((w for _, w in rapl_files()), default=None)
         s = summarise(self.samples, t0, t1, rapl_wrap=wrap)
         energy = s.pop("energy")
-        cols.update(s, energy_group=energy)
+        cols.update(s, energy_group=energy, cores_used=cores_over(self.samples, t0, t1))
         used_power = s["gpu_power_mean_w"] is not None or s["energy_method"] == "power_integral"
         cols["power_method"] = self.meta.get("power_method") if used_power else None
         cols["samples_file"] = os.path.relpath(self.samples_path, self.runs_dir)

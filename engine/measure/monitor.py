@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.cgroup_memory import available_mib, locate
+from engine.measure.cores import CoreMeter
 from engine.measure.host import ProcessTree, rapl_files, rapl_missing_reason
 from engine.measure.nvml import GpuDevice, open_gpu
 from engine.measure.samples import (
@@ -69,6 +70,11 @@ from engine.measure.samples import (
 #: Seconds between samples: sub-second, so a window of a few seconds still has several
 #: samples, at a sidecar cost well under 1 % of one core (bench part 4 measures it).
 DEFAULT_INTERVAL_S = 0.5
+#: The cell's request for a sample now (with a fresh scan of its processes), answered by
+#: one byte on ``--mark-fd`` once the sample is written: taken just before the group window
+#: opens and just after it closes, so ``cores_used`` (:mod:`engine.measure.cores`) is read
+#: at the window's ends, not interpolated over a sampling interval.
+MARK_SIGNAL = signal.SIGUSR1
 #: Exit status of a sidecar that could not write its samples (or its status file): the
 #: samples are incomplete, and its one-line reason (``<file>: <why>``) went to the
 #: ``--status-fd`` pipe, so the cell fails instead of measuring from a cut file.
@@ -80,15 +86,17 @@ EXIT_SAMPLES_LOST = 4
 class Sampler:
     """Takes one sample at a time (the sidecar's loop calls :meth:`sample`)."""
 
-    def __init__(self, root_pid: int, gpu: GpuDevice | None):
+    def __init__(self, root_pid: int, gpu: GpuDevice | None, attempt_dir: str | None = None):
         self.gpu = gpu
         self.tree = ProcessTree(root_pid)
+        self.cores = CoreMeter(root_pid, attempt_dir)
         self.rapl = rapl_files()
         self.errors: dict[str, int] = {}
         #: Located once (two /proc files); its limit and usage are read at every sample.
         self.cgroup = locate()
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self, rescan: bool = False) -> dict[str, Any]:
+        """One sample; ``rescan``: find the cell's processes afresh first (a mark)."""
         row: dict[str, Any] = {"t": time.monotonic(), "time": time.time()}
         if self.gpu is not None:
             values, errors = self.gpu.read()
@@ -97,6 +105,7 @@ class Sampler:
                 self.errors[err] = self.errors.get(err, 0) + 1
         row["cpu_pct"], row["rss_mib"] = self.tree.read()
         row["host_mem_available_mib"] = available_mib(cgroup=self.cgroup)
+        row["tree_cpu_s"] = self.cores.read(rescan=rescan)
         if self.rapl:
             try:
                 row["cpu_energy_uj"] = sum(int(p.read_text()) for p, _ in self.rapl)
@@ -143,14 +152,14 @@ def _sample(args: argparse.Namespace, final: Path, partial: Path) -> int:
     # Signals are taken synchronously (sigtimedwait), never in the middle of a write, so a
     # samples line is always whole.
     stop_signals = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals | {MARK_SIGNAL})
     gpu, gpu_error = None, None
     if args.gpu_uuid:
         try:
             gpu = open_gpu(args.gpu_uuid)
         except RuntimeError as exc:
             gpu_error = str(exc)
-    sampler = Sampler(args.root_pid, gpu)
+    sampler = Sampler(args.root_pid, gpu, args.attempt_dir or str(Path(args.events).parent))
     final.parent.mkdir(parents=True, exist_ok=True)
     events = EventWriter(args.events, cell=args.cell, attempt=args.attempt)
     meta_path = Path(args.meta)
@@ -172,9 +181,9 @@ def _sample(args: argparse.Namespace, final: Path, partial: Path) -> int:
         writer = csv.writer(fh)
         writer.writerow(SAMPLE_FIELDS)
 
-        def take() -> None:
+        def take(rescan: bool = False) -> None:
             nonlocal n, dropped
-            row = sampler.sample()
+            row = sampler.sample(rescan)
             # The sampler's own CPU so far: its cost over any window is a difference.
             row["monitor_cpu_s"] = time.process_time()
             writer.writerow([format_sample_value(row.get(k)) for k in SAMPLE_FIELDS])
@@ -195,9 +204,14 @@ def _sample(args: argparse.Namespace, final: Path, partial: Path) -> int:
         next_at = time.monotonic() + args.interval
         while True:
             wait = max(next_at - time.monotonic(), 0.0)
-            got = signal.sigtimedwait(stop_signals, wait) if wait > 0 else None
+            got = (signal.sigtimedwait(stop_signals | {MARK_SIGNAL}, wait) if wait > 0
+                   else None)
+            if got is not None and got.si_signo == MARK_SIGNAL:
+                take(rescan=True)  # off the grid: the next tick stays where it was
+                _ack(args.mark_fd)
+                continue
             if got is not None:
-                take()  # the last sample, after the window closed
+                take(rescan=True)  # the last sample, after the window closed
                 break
             if os.getppid() != args.parent_pid:  # the cell is gone: stop quietly
                 break
@@ -214,6 +228,16 @@ def _sample(args: argparse.Namespace, final: Path, partial: Path) -> int:
     except OSError:
         pass  # its sample events are the live view's; the samples file is whole
     return 0
+
+
+def _ack(mark_fd: int | None) -> None:
+    """Tell the cell its mark's sample is written (a cell that stopped listening is no
+    reason to stop sampling)."""
+    if mark_fd is not None:
+        try:
+            os.write(mark_fd, b"m")
+        except OSError:
+            pass
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -246,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-fd", type=int, default=None,
                         help="a pipe to write the one-line reason to when the samples "
                              "cannot be written (exit status 4)")
+    parser.add_argument("--mark-fd", type=int, default=None,
+                        help="a pipe to write one byte to after each sample a mark "
+                             "(SIGUSR1) asked for")
+    parser.add_argument("--attempt-dir", default="",
+                        help="the attempt folder, whose cleanup records name processes of "
+                             "the cell outside its session (default: the events' folder)")
     return run_sidecar(parser.parse_args(argv))
 
 

@@ -23,11 +23,12 @@ from typing import Any
 SAMPLE_FIELDS: tuple[str, ...] = (
     "t", "time", "gpu_util_pct", "mem_used_mib", "power_w", "energy_mj", "sm_clock_mhz",
     "temp_c", "cpu_pct", "rss_mib", "host_mem_available_mib", "cpu_energy_uj",
-    "monitor_cpu_s",
+    "monitor_cpu_s", "tree_cpu_s",
 )
-#: Columns only the file has (a cumulative counter, the sampler's own CPU time): the
+#: Columns only the file has (cumulative counters: the CPU package energy, the sampler's
+#: own CPU time, the cell's processes' CPU seconds — :mod:`engine.measure.cores`): the
 #: monitor's ``sample`` events leave them out.
-FILE_ONLY_FIELDS = ("cpu_energy_uj", "monitor_cpu_s")
+FILE_ONLY_FIELDS = ("cpu_energy_uj", "monitor_cpu_s", "tree_cpu_s")
 #: Fields of a monitor ``sample`` event (GPU fields None without a GPU; ``cpu_pct`` is % of
 #: one core for the cell's process tree).
 SAMPLE_EVENT_FIELDS = tuple(f for f in SAMPLE_FIELDS if f not in FILE_ONLY_FIELDS)

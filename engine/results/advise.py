@@ -138,6 +138,9 @@ class Option:
     per_core: float = math.nan
     per_core_low: float = math.nan
     per_core_high: float = math.nan
+    #: Mean CPU cores the cell's processes used over the group window (issue 46: a speedup
+    #: on a CPU campaign is partly cores); NaN where no row recorded it.
+    cores_used: float = math.nan
 
     @property
     def has_interval(self) -> bool:
@@ -206,7 +209,8 @@ class Advice:
                    f"wait for): {_speed_text(rec, rec.e2e_speedup, rec.e2e_low, rec.e2e_high)}"
                    f"{_times_text(rec)}")
         out.append(f"  speedup over seq at K = {rec.K} (T_group only, set-up excluded): "
-                   f"{_speed_text(rec, rec.speedup, rec.ci_low, rec.ci_high)}")
+                   f"{_speed_text(rec, rec.speedup, rec.ci_low, rec.ci_high)}"
+                   f"{_cores_text(rec)}")
         if self.per_core:
             out.append(f"  {per_core_line(rec)}")
         energy = _num(rec.energy_per_model_j, ",.1f", " J") if math.isfinite(
@@ -241,6 +245,14 @@ def _speed_text(rec: Option, value: float, low: float, high: float) -> str:
     if math.isfinite(low) and math.isfinite(high):
         return text + f" [{low:.2f}, {high:.2f}]"
     return text + " (no interval: needs >= {} passes a side)".format(MIN_BOOT_N)
+
+
+def _cores_text(rec: Option) -> str:
+    """The cores behind the speedup (issue 46), when the rows recorded them; nothing is
+    said otherwise (never 0)."""
+    if not math.isfinite(rec.cores_used):
+        return ""
+    return f"; {rec.cores_used:.2f} CPU cores used (cores_used)"
 
 
 def _times_text(rec: Option) -> str:
@@ -474,10 +486,12 @@ def _e2e_fields(row: dict[str, Any], is_seq: bool) -> dict[str, float]:
     e2e = _f(row.get("e2e_speedup"))
     if is_seq and math.isfinite(e2e):  # its own baseline: exactly 1, no width
         return dict(e2e_speedup=1.0, e2e_low=1.0, e2e_high=1.0,
-                    setup_s=_f(row.get("setup_s_mean")), T_group=_f(row.get("T_group_mean")))
+                    setup_s=_f(row.get("setup_s_mean")), T_group=_f(row.get("T_group_mean")),
+                    cores_used=_f(row.get("cores_used_mean")))
     return dict(e2e_speedup=e2e, e2e_low=_f(row.get("e2e_low")),
                 e2e_high=_f(row.get("e2e_high")),
-                setup_s=_f(row.get("setup_s_mean")), T_group=_f(row.get("T_group_mean")))
+                setup_s=_f(row.get("setup_s_mean")), T_group=_f(row.get("T_group_mean")),
+                cores_used=_f(row.get("cores_used_mean")))
 
 
 def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.DataFrame,

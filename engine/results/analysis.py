@@ -259,6 +259,9 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     # issue 46: the host's load over the cell's and its baseline's rows, busy and short
     # windows (engine.results.conditions)
     *conditions.COLUMNS,
+    # issue 46: mean cores_used over the cell's ok rows that recorded one (NaN: none did),
+    # printed beside each speedup: a speedup on a CPU campaign is partly cores
+    "cores_used_mean",
 )
 
 
@@ -286,7 +289,9 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     which), "n/a" without job rows on either side (:func:`engine.results.derived.parity`;
     ``parity_on``: what was judged); ``setup_s_mean``
     (s) = mean ``setup_s``, the strategy's set-up outside ``T_group``, shown beside it (the
-    window rule, docs/measurement.md; NaN where no row recorded it).
+    window rule, docs/measurement.md; NaN where no row recorded it); ``cores_used_mean`` =
+    mean ``cores_used`` (CPU cores the cell's processes used over the window) over the rows
+    that recorded it, NaN where none did (never 0).
     """
     prov = provenance_columns(by_campaign)
     keys = cell_columns(by_campaign)
@@ -296,12 +301,13 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
                                         "train_throughput_sps", "energy_group", "vram_peak_mb",
                                         "setup_s", "row"]))
     extra = [c for c in ("time_to_best_s", "best_val_metric", "packed_devices",
-                         "parity_contract", "host_load_start", "host_load_end", "cpu_cores")
+                         "parity_contract", "host_load_start", "host_load_end", "cpu_cores",
+                         "cores_used")
              if c in g.columns and c not in needed]
     ok = g.loc[((g["status"] == "ok") & g["T_group"].notna()).to_numpy(), needed + extra]
     if not len(ok):
         return pd.DataFrame(columns=keys + [c for c in SPEEDUP_COLUMNS if c not in keys])
-    for column in ("time_to_best_s", "best_val_metric"):
+    for column in ("time_to_best_s", "best_val_metric", "cores_used"):
         if column not in ok.columns:
             ok[column] = np.nan
     sched = ok["scheduler"].fillna("").astype(str)
@@ -391,7 +397,8 @@ def _cell_stats(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         energy_per_model_j=("energy_per_model", "mean"), energy_n=("energy_per_model", "count"),
         vram_peak_mb_max=("vram_peak_mb", "max"), setup_s_mean=("setup_s", "mean"),
         time_to_best_mean=("time_to_best_s", "mean"),
-        best_val_metric_mean=("best_val_metric", "mean"), first_row=("row", "min"))
+        best_val_metric_mean=("best_val_metric", "mean"), first_row=("row", "min"),
+        cores_used_mean=("cores_used", "mean"))
     return cells.join(stats)
 
 

@@ -474,6 +474,13 @@ _OURS: tuple[Column, ...] = (
            "its first job, else `shared state changed: Net.counter` naming the first changed "
            "values (an earlier job in the same process changed them: docs/measurement.md, "
            "Jobs are independent); empty in older rows and for jobs that never built"),
+    # Issue 46: the cores behind a speedup (mp and ray use several, seq one). A measured
+    # outcome, not part of the cell key (docs/measurement.md).
+    Column("cores_used", G, NUMBER,
+           "mean CPU cores the cell's processes used over the group window: their CPU seconds "
+           "(user + system; the cell, its session, Ray's re-parented processes) inside the "
+           "window ÷ its seconds (engine.measure.cores); empty without a monitor, on a Ray "
+           "cluster and in older rows"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -43,7 +43,6 @@ well below any training. Which events count as progress, and the executor's own 
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -53,25 +52,9 @@ import psutil
 from engine.define.watchdog_settings import WatchdogSettings
 from engine.event_types import MonitorSample
 
-
-def session_processes(leader_pid: int, session_id: int) -> list[psutil.Process]:
-    """The leader, its descendants, and every process still in its session (a grandchild
-    re-parented to init stays in the session)."""
-    found: dict[int, psutil.Process] = {}
-    try:
-        leader = psutil.Process(leader_pid)
-        found[leader.pid] = leader
-        for child in leader.children(recursive=True):
-            found[child.pid] = child
-    except psutil.NoSuchProcess:
-        pass
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid not in found and os.getsid(proc.pid) == session_id:
-                found[proc.pid] = proc
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return list(found.values())
+# It lives in engine.processes so that the monitor (engine.measure.cores) counts the same
+# processes without importing the runner; used here, and taken from here by the runner.
+from engine.processes import session_processes
 
 
 def tree_cpu_seconds(procs: list[psutil.Process]) -> tuple[float, list[str]]:

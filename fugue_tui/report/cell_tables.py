@@ -64,6 +64,8 @@ def cell_values(row: dict[str, Any]) -> dict[str, str]:
         "J/model": fmt_number(row.get("energy_per_model_j"), ",.1f"),
         "VRAM MiB": fmt_number(row.get("vram_peak_mb_max"), ",.0f"),
         "speedup": speedup, "95% CI": ci if ci and n else MISSING,
+        # the cores behind the speedup (issue 46): mp and ray use several, seq one
+        "cores": fmt_number(row.get("cores_used_mean"), ".2f") if n else MISSING,
         "baseline": fmt_text(row.get("baseline")) or MISSING,
         "val acc": fmt_number(row.get("acc_mean"), ".3f"), "seq acc [min, max]": seq_acc,
         # the verdict and, where outside, what failed (the note under the tables explains)
@@ -93,10 +95,10 @@ def _host_load(row: dict[str, Any]) -> str:
 _KEY = ("experiment", "executor", "compile", "ok")
 _KEY_SWEPT = ("experiment", "executor", "K", "compile", "ok")
 _RIGHT = {"ok", "K", "T_group s", "T_group sd", "setup s", "samples/s", "train samples/s",
-          "J/model", "VRAM MiB", "speedup", "95% CI", "val acc"}
+          "J/model", "VRAM MiB", "speedup", "cores", "95% CI", "val acc"}
 #: Every column after _KEY, in order: the speedup columns first, so that a narrow console
 #: (several tables) still shows them together in the first one.
-_COLUMNS = ("T_group s", "speedup", "95% CI", "baseline", "variant", "setup s", "T_group sd",
+_COLUMNS = ("T_group s", "speedup", "cores", "95% CI", "baseline", "variant", "setup s", "T_group sd",
             "samples/s", "train samples/s", "J/model", "VRAM MiB", "val acc",
             "seq acc [min, max]", "parity", "not ok", "contract", "host load")
 #: Headers on two lines, so that a column is no wider than its numbers.
@@ -105,7 +107,8 @@ _HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "setup s": "
             "train samples/s": "train\nsamples/s", "J/model": "J/\nmodel",
             "VRAM MiB": "VRAM\nMiB", "val acc": "val\nacc", "seq acc [min, max]":
             "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp",
-            "contract": "parity\ncontract", "host load": "host\nload"}
+            "contract": "parity\ncontract", "host load": "host\nload",
+            "cores": "cores\nused"}
 
 
 def _natural_width(table: Table) -> int:

@@ -81,7 +81,7 @@ def option_entry(option: Any) -> dict[str, Any] | None:
             else int(option.max_parallel),
             "e2e_speedup": _num(option.e2e_speedup), "e2e_low": _num(option.e2e_low),
             "e2e_high": _num(option.e2e_high), "setup_s": _num(option.setup_s),
-            "T_group": _num(option.T_group),
+            "T_group": _num(option.T_group), "cores_used": _num(option.cores_used),
             # issue 46: the conditions it was measured under
             "host_load_max": _num(option.host_load_max),
             "host_cores": _num(option.host_cores), "busy_n": int(option.busy_n),

@@ -72,6 +72,12 @@ def test_every_executor_reports_host_metrics_and_sample_files(every_executor):
         assert int(row["monitor_samples"]) >= (1 if float(row["T_group"]) > 0.4 else 0), name
         assert float(row["monitor_interval_s"]) == FAMILY_MONITOR_S
         assert 0 < float(row["monitor_cpu_share"]) < 0.2, name
+        # issue 46: the cores behind the speedup, filled by every executor (Ray's workers
+        # and agents included: their CPU is not the cell's own, cell_cpu_s); seq trains in
+        # one thread of one process
+        cores = float(row["cores_used"])
+        assert 0 < cores <= (os.cpu_count() or 1) + 0.5, name
+        assert name != "seq" or cores <= 1.15, cores
         # No GPU here: every GPU column is empty, energy is missing (never 0).
         for col in ("gpu_util_mean", "gpu_util_max", "vram_peak_mb", "energy_group",
                     "gpu_power_mean_w", "gpu_uuid", "cpu_energy_j"):

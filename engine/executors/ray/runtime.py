@@ -494,6 +494,19 @@ def remove_temp_dir(temp_dir: str | Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def recorded_processes(info: dict[str, Any]) -> list:
+    """The live processes of the runtime a cleanup record names, for the monitor's count
+    of the cell's CPU (:mod:`engine.measure.cores`): Ray's agents and workers run in
+    sessions of their own. Those with the temporary folder on their command line (the
+    core processes and agents) and their descendants (the workers, the raylet's children):
+    what :func:`cleanup_handler` stops, less a match on the tag alone, whose environment
+    reads of every host process cost the monitor about 1 % of a core at each scan."""
+    temp_dir = info.get("temp_dir")
+    if not temp_dir:
+        return []
+    return find_ours(temp_dir, None)
+
+
 def cleanup_handler(info: dict[str, Any]) -> str:
     """``engine.cleanup`` handler, run by the runner after the cell ended: stop every
     process of the runtime the record names (by its temporary folder and tag), keep its

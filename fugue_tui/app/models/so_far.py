@@ -26,8 +26,9 @@ def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
 def speedup_parts(runs_dir: Path, campaign: str,
                   n_boot: int = 500) -> list[tuple[str, str, str]]:
     """Each strategy cell's ``(label, "1.20×", "[0.95, 1.51]")`` for ``campaign``'s rows in
-    ``runs_dir`` (the interval ``(n=1/1, no interval yet)`` while a side has too few passes);
-    empty while no strategy cell has a seq baseline yet. :func:`fit_strip` lays them out."""
+    ``runs_dir`` (``"1.20× on 1.93 cores"`` where its rows recorded ``cores_used``; the
+    interval ``(n=1/1, no interval yet)`` while a side has too few passes); empty while no
+    strategy cell has a seq baseline yet. :func:`fit_strip` lays them out."""
     from engine.errors import FugueError
     from engine.results.analysis import speedups
     from engine.results.load import Runs, load_runs
@@ -53,7 +54,11 @@ def speedup_parts(runs_dir: Path, campaign: str,
         interval = (f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None
                     and math.isfinite(low) and math.isfinite(high)
                     else f"(n={int(row['n_strategy'])}/{int(row['n_seq'])}, no interval yet)")
-        parts.append((cell_label(row), f"{value:.2f}×", interval))
+        # the cores behind it (issue 46: mp and ray use several, seq one), when recorded
+        cores = row.get("cores_used_mean")
+        on = (f" on {cores:.2f} cores" if cores is not None and math.isfinite(cores)
+              else "")
+        parts.append((cell_label(row), f"{value:.2f}×{on}", interval))
     return parts
 
 
