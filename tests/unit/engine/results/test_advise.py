@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from engine.results.advise import advise, passes_to_separate
+from engine.results.advice_model import passes_to_separate
+from engine.results.advise import advise
 from engine.results.load import load_runs
 from tests.unit.engine.results.test_analysis import HARNESS, group, write
 from tests.unit.engine.results.test_knee import TP, _sweep
