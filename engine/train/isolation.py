@@ -229,12 +229,31 @@ def build_changes(model: str, build: Callable[[], Any]) -> list[str]:
     one process would build from other state than the one before. Exceptions of ``build``
     propagate (the caller decides)."""
     _learn(model, build())
-    before = {_key(u): unit_state(u) for u in units(model)}
+    before = shared_snapshot(model)
     _learn(model, build())
+    return shared_changes(model, before)
+
+
+def shared_snapshot(model: str) -> dict[Any, dict[str, str]]:
+    """``model``'s watched state now (its builder module's globals, its classes' own
+    attributes; shallow), for :func:`shared_changes`. Never raises ({} when unreadable)."""
+    try:
+        return {_key(u): unit_state(u) for u in units(model)}
+    except Exception:  # noqa: BLE001 - a check must never fail a job
+        return {}
+
+
+def shared_changes(model: str, before: dict[Any, dict[str, str]]) -> list[str]:
+    """Labels of ``model``'s watched state that differ from ``before`` (units not in it
+    are not judged): e.g. what a forward changed in a class attribute or a global, which
+    every member sharing that class sees. Never raises."""
     changed: list[str] = []
-    for unit in units(model):
-        if _key(unit) in before:
-            changed += differences(before[_key(unit)], unit_state(unit))
+    try:
+        for unit in units(model):
+            if _key(unit) in before:
+                changed += differences(before[_key(unit)], unit_state(unit))
+    except Exception:  # noqa: BLE001 - a check must never fail a job
+        return []
     return changed
 
 

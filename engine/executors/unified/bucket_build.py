@@ -48,7 +48,10 @@ from engine.executors.unified.plan import BucketPlan
 from engine.executors.unified.routes import EagerRoute, Member, VectorRoute
 from engine.executors.unified.scaler import MemberSkips, StackedGradScaler
 from engine.executors.unified.stack import Stack, member_generator, unsupported_reason
-from engine.executors.unified.verify import fingerprint_mismatch, verify_bucket
+from engine.executors.unified.verify import (
+    fingerprint_mismatch,
+    verify_bucket,
+)
 from engine.parts import tasks as task_lib
 from engine.parts.models import build_model
 from engine.parts.optimizers import build_optimizer
@@ -220,6 +223,10 @@ class BucketBuild:
         # (the bucket key already holds them equal; checked here, not assumed).
         alike = len({(m.job.model, json.dumps(m.job.model_kwargs, sort_keys=True, default=repr))
                      for m in members}) == 1
+        # State every member shares (a class attribute, a global of the plugin's module)
+        # that the checks' forwards change: no route trains the members as seq's jobs
+        # (each one alone, in turn), so the bucket runs eager and promises nothing.
+        shared_before = isolation.shared_snapshot(members[0].job.model)
         # Both routes checked in the precision they train in (autocast; bf16 inputs).
         with autocast(self.device, precision):
             verdict, probed = verify_bucket(
@@ -232,7 +239,12 @@ class BucketBuild:
                 sample_shape=tuple(self.data.in_shape), exact_kernels=self.exact_kernels)
         plan.verify_s = time.perf_counter() - t0
         plan.probed = [members[i].job.job_id for i in probed]
-        if verdict.ok:
+        shared = isolation.shared_changes(members[0].job.model, shared_before)
+        if shared:
+            plan.route, plan.check, plan.shared_state = "eager", "disagreed", True
+            plan.reason = (f"forward changes shared state: {', '.join(shared[:3])} (every "
+                           f"member sees it: trained eager, nothing promised against seq)")
+        elif verdict.ok:
             plan.check, plan.reason = "verified", ""
         else:
             plan.route, plan.check, plan.reason = "eager", verdict.verdict, verdict.detail
@@ -249,7 +261,8 @@ class BucketBuild:
             exact_kernels=self.exact_kernels, skipped_layers=plan.exact_kernels_skipped,
             fused=self.fused, device_type=self.device.type,
             dropout=any(type(s) is nn.Dropout for s in first.model.modules()),
-            optimizer=first.job.optimizer)
+            optimizer=first.job.optimizer,
+            shared_state=plan.shared_state)
         plan.parity_contract = value
         if not probe or self.stack is None or value is None:
             return

@@ -206,7 +206,12 @@ class UnifiedExecutor(Executor):
                                            warmup, samples, train_clock, results))
             if eager[1]:  # "n/m: <first reason>", "0/m" all vectorised; missing: no bucket
                 group["eager_buckets"] = eager_buckets_text(eager)
-            group["parity_contract"] = weakest(b.parity_contract for b in plan.buckets)
+            # a bucket that promises nothing (eager over shared outside state) leaves
+            # nothing to promise for the group: weakest() alone would skip it
+            trained = [b for b in plan.buckets if b.check != "pending"]
+            group["parity_contract"] = (
+                None if any(b.parity_contract is None for b in trained)
+                else weakest(b.parity_contract for b in plan.buckets))
             info = dict(group.get("executor_info") or {})
             info["outside_window_s"] = round(sum(b - a for a, b in outside), 4)
             group["executor_info"] = info

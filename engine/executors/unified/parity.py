@@ -42,7 +42,8 @@ def kernel_bound(optimizer: str) -> str:
 
 def before_probe(*, route: str, precision: str, exact_kernels: bool,
                  skipped_layers: list[str] | None, fused: bool, device_type: str,
-                 dropout: bool, optimizer: str) -> tuple[str | None, bool]:
+                 dropout: bool, optimizer: str,
+                 shared_state: bool = False) -> tuple[str | None, bool]:
     """What the contract decides for a bucket before any probe.
 
     Returns ``(value, probe)``: the bucket's value when it is decided here (``probe``
@@ -59,9 +60,13 @@ def before_probe(*, route: str, precision: str, exact_kernels: bool,
             that kept vmap's rule under it (``plan.exact_kernels_skipped``).
         fused: the ``fl`` feature; device_type: ``cpu``, ``cuda``, ...; dropout: the
             model has an ``nn.Dropout``; optimizer: its registry name.
+        shared_state: the checks' forwards changed state every member shares (a class
+            attribute, a plugin global; ``BucketPlan.shared_state``): eager members
+            interleaved step by step move it in another order than seq's jobs, so
+            nothing is promised (None), not ``exact``.
     """
     if route != "vectorised":
-        return EXACT, False
+        return (None if shared_state else EXACT), False
     fused_bound = [FUSED] if fused else []
     if precision in contract.HALF_PRECISION_BOUNDS:
         return weakest([half_precision(precision), *fused_bound]), False

@@ -58,6 +58,9 @@ class BucketPlan:
     dropout_masks: str = ""          # how dropout masks are drawn in the vectorised route
     verify_s: float | None = None
     chunk: int = 0
+    #: The checks' forwards changed state all members share (engine.train.isolation's
+    #: watched class attributes and module globals): eager, and no parity promised.
+    shared_state: bool = False
     compile: str = "off"             # off | the mode that ran | "off (probe failed: ...)"
     compile_warmup_s: float | None = None
     restacks: list[int] = field(default_factory=list)  # stack sizes after each removal

@@ -234,3 +234,35 @@ def test_the_fingerprint_is_shallow():
     assert python_state.change(m, before) == "ReadsOnly.t"
     m.extra = 1
     assert python_state.change(m, before) == "ReadsOnly.extra (added)"
+
+
+class SharedSchedule(nn.Module):
+    """The user's counter on the class, not the instance: every member (and every seq job
+    after the first) reads and moves the same count."""
+
+    steps = 0
+
+    def __init__(self, in_shape, n_outputs):
+        super().__init__()
+        self.fc = nn.Linear(math.prod(in_shape), n_outputs)
+
+    def forward(self, x):
+        type(self).steps += 1
+        return self.fc(x.flatten(1)) / (1.0 + 0.5 * type(self).steps)
+
+
+def test_a_forward_moving_shared_state_runs_eager_and_promises_nothing():
+    """From a new user's trial: a class-level counter moved by forward sent the bucket
+    eager (its own forward differs from a copy's) and the row said parity_contract `exact`
+    — yet eager members interleave step by step over the one count, unlike seq's jobs one
+    after another. The checks now see the shared state move and promise nothing."""
+    register_model("py_shared_schedule", description="test: shared state")(
+        lambda in_shape, n_outputs, **kw: SharedSchedule(in_shape, n_outputs))
+    try:
+        ctx, plan, _ = _run([_job(i, model="py_shared_schedule", model_kwargs={},
+                                  optimizer_kwargs={}, epochs=1) for i in range(2)])
+    finally:
+        MODELS.items.pop("py_shared_schedule", None)
+    assert [(p["route"], p["check"]) for p in plan] == [("eager", "disagreed")], plan
+    assert plan[0]["reason"].startswith("forward changes shared state: SharedSchedule.steps")
+    assert ctx.group["parity_contract"] is None  # nothing promised; never `exact`
