@@ -116,6 +116,19 @@ REPLAY = (
     Action("replay.end", "E", "to_end", "to end", "apply every remaining event at once"),
 )
 
+#: The focus moves as *priority* bindings of the app: Textual's own tab binding is the
+#: screen's, run only once the key has reached the focused widget's queue, so keys typed
+#: right after it ("Tab 5" in one read) were already queued for the field being left, and
+#: replaced its selected value (issue 47). A priority binding moves the focus in the app's
+#: queue, before the next key is routed. tests/unit/fugue_tui/app/test_upstream_focus_keys.py
+#: says when upstream stops needing this.
+FOCUS = (
+    Action("focus.next", "tab", "app.focus_next", "next field",
+           "move the focus to the next field or pane", show=False, priority=True),
+    Action("focus.previous", "shift+tab", "app.focus_previous", "previous field",
+           "move the focus to the previous field or pane", show=False, priority=True),
+)
+
 #: Vim-style aliases beside the arrows, for tables, trees and the log.
 NAV = (
     Action("nav.down", "j", "cursor_down", "down", "move down", show=False),
@@ -124,7 +137,7 @@ NAV = (
     Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
 )
 
-ALL = APP + PLAN + RUN + RESULTS + REPLAY + NAV
+ALL = APP + FOCUS + PLAN + RUN + RESULTS + REPLAY + NAV
 
 
 def bindings(actions: tuple[Action, ...]):

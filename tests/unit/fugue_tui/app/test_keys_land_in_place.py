@@ -1,0 +1,57 @@
+"""Keys act where they were typed (issue 47): keys typed right after Tab land in the field
+Tab moved to; the plan screen's selection keys act on the catalogue only, and a selection
+change can be undone."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual import events
+from textual.widgets import Input
+
+from fugue_tui.app.app import FugueApp
+from fugue_tui.app.screens.plan import PlanScreen
+from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
+from tests.app_screen import until
+
+SIZE = (160, 48)
+
+
+def _plan(app) -> PlanScreen:
+    return next(s for s in app.screen_stack if isinstance(s, PlanScreen))
+
+
+def _value(app, widget_id: str) -> str:
+    return _plan(app).query_one(f"#{widget_id}", Input).value
+
+
+def test_digits_typed_right_after_tab_land_in_the_field_tab_moved_to(tmp_path, monkeypatch):
+    """``Tab 5 Tab 6 Tab 7`` from ``name``, each pair in one read (posted back to back, as
+    the driver does): passes 5, seed 6, retries 7, the name untouched. On main the digits
+    replaced the value of the field being left: name 5, passes 6, seed 7."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+
+    async def scenario():
+        app = FugueApp(runs_dir="runs")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: _plan(app).query_one(CatalogueTree).experiments,
+                        what="catalogue")
+            _plan(app).query_one("#f-name", Input).focus()
+            await until(pilot, lambda: app.focused is _plan(app).query_one("#f-name"),
+                        what="name focused")
+            for digit in "567":
+                app.post_message(events.Key("tab", None))
+                app.post_message(events.Key(digit, digit))
+            await until(pilot, lambda: app.focused is _plan(app).query_one("#f-retries")
+                        and _value(app, "f-retries") == "7", what="retries 7")
+            assert (_value(app, "f-name"), _value(app, "f-passes"), _value(app, "f-seed"),
+                    _value(app, "f-retries")) == ("dashboard", "5", "6", "7")
+            # and back: shift+tab then a digit goes to seed
+            app.post_message(events.Key("shift+tab", None))
+            app.post_message(events.Key("9", "9"))
+            await until(pilot, lambda: _value(app, "f-seed") == "9", what="seed 9")
+            assert _value(app, "f-retries") == "7"
+            assert _plan(app).doc["passes"] == 5 and _plan(app).doc["seed"] == 9
+
+    asyncio.run(scenario())
