@@ -55,6 +55,8 @@ PLAN = (
     Action("plan.select-available", "a", "select_available", "all here",
            "select every experiment that can run on this machine"),
     Action("plan.clear", "c", "clear_selection", "clear", "deselect every experiment"),
+    Action("plan.undo", "u", "undo_selection", "undo",
+           "undo the last change of the experiment selection (space, a, c)", show=False),
     Action("plan.launch", "ctrl+r", "launch", "launch",
            "start the campaign (the runner process) and open the run screen", priority=True),
     Action("plan.save", "ctrl+s", "save", "save", "save the plan as a campaign TOML file",

@@ -14,6 +14,7 @@ in a thread worker.
 | space | plan.toggle | select the experiment (or group) under the cursor |
 | a | plan.select-available | select every experiment that can run here |
 | c | plan.clear | clear the selection |
+| u | plan.undo | undo the last selection change |
 | ctrl+r | plan.launch | launch the campaign |
 | ctrl+s | plan.save | save as campaign TOML |
 | ctrl+o | plan.load | load a campaign TOML |
@@ -49,7 +50,7 @@ from fugue_tui.app.models.plan import (
 from fugue_tui.app.screens.modals import PathScreen
 from fugue_tui.app.screens.plan_files import PlanFiles
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
-from fugue_tui.app.widgets.catalogue_pane import CataloguePane
+from fugue_tui.app.widgets.catalogue_pane import CATALOGUE_KEYS, CataloguePane
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
@@ -64,7 +65,10 @@ __all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
 class PlanScreen(Screen):
     """Plan a campaign; see the module docstring for keys."""
 
-    BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"))
+    #: The selection keys are the catalogue pane's (they act only while it has the focus:
+    #: ``c`` on a settings checkbox cleared the whole selection, issue 47).
+    BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"
+                              and a.id not in CATALOGUE_KEYS))
 
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
@@ -169,12 +173,6 @@ class PlanScreen(Screen):
     def on_catalogue_tree_selection_changed(self, message: CatalogueTree.SelectionChanged) -> None:
         self.doc["experiments"] = message.selected
         self.schedule_preview()
-
-    def action_select_available(self) -> None:
-        self.query_one(CataloguePane).select_available()
-
-    def action_clear_selection(self) -> None:
-        self.query_one(CataloguePane).clear_selection()
 
     # -- form -----------------------------------------------------------------------------
     def on_campaign_form_changed(self) -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 
 from textual import events
-from textual.widgets import Input
+from textual.widgets import Checkbox, Input
 
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
-from tests.app_screen import until
+from tests.app_screen import screen_text, until
 
 SIZE = (160, 48)
 
@@ -53,5 +53,60 @@ def test_digits_typed_right_after_tab_land_in_the_field_tab_moved_to(tmp_path, m
             await until(pilot, lambda: _value(app, "f-seed") == "9", what="seed 9")
             assert _value(app, "f-retries") == "7"
             assert _plan(app).doc["passes"] == 5 and _plan(app).doc["seed"] == 9
+
+    asyncio.run(scenario())
+
+
+def _noted(app, message: str) -> bool:
+    return any(n.message == message for n in app._notifications)  # noqa: SLF001
+
+
+def _footer(app) -> str:
+    return screen_text(app).splitlines()[-1]
+
+
+def test_selection_keys_act_on_the_catalogue_only_and_undo(tmp_path, monkeypatch):
+    """On a settings checkbox ``c`` cleared the whole selection silently and ``a``
+    selected everything (the footer offered them there). Now they are the catalogue
+    pane's: the checkbox takes them as nothing, the footer offers them only in the pane,
+    ``c`` says what it dropped, and ``u`` undoes each change in turn."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+
+    async def scenario():
+        app = FugueApp(runs_dir="runs")
+        async with app.run_test(size=SIZE) as pilot:
+            tree = await until(pilot, lambda: (t := _plan(app).query_one(CatalogueTree))
+                               .experiments and t, what="catalogue")
+            await until(pilot, lambda: tree.has_focus and "clear" in _footer(app),
+                        what="the footer offering c in the catalogue")
+            await pilot.press("j", "j", "j", "space")  # D_ens
+            await until(pilot, lambda: tree.ordered() == ["D_ens"], what="D_ens selected")
+            box = _plan(app).query_one("#exec-seq", Checkbox)
+            box.focus()
+            await until(pilot, lambda: box.has_focus and "clear" not in _footer(app)
+                        and "all here" not in _footer(app), what="a footer without c, a")
+            before = box.value
+            await pilot.press("c", "a", "u", "space")
+            await until(pilot, lambda: box.value is not before, what="space on the checkbox")
+            assert tree.ordered() == ["D_ens"] and _plan(app).doc["experiments"] == ["D_ens"]
+            tree.focus()
+            await pilot.press("a")
+            everything = await until(pilot, lambda: len(tree.ordered()) > 1 and tree.ordered(),
+                                     what="all that run here")
+            await pilot.press("c")
+            await until(pilot, lambda: _noted(app, "cleared the selection "
+                                               f"({len(everything)} experiments): u undoes"), what="the clear notice")
+            assert tree.ordered() == [] and _plan(app).doc["experiments"] == []
+            await pilot.press("u")
+            await until(pilot, lambda: tree.ordered() == everything, what="undo of c")
+            assert _plan(app).doc["experiments"] == everything
+            await pilot.press("u")
+            await until(pilot, lambda: tree.ordered() == ["D_ens"], what="undo of a")
+            await pilot.press("u")
+            await until(pilot, lambda: tree.ordered() == [], what="undo of space")
+            await pilot.press("u")
+            await until(pilot, lambda: _noted(app, "nothing to undo in the selection"),
+                        what="nothing left to undo")
 
     asyncio.run(scenario())
