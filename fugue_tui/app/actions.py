@@ -139,6 +139,14 @@ NAV = (
     Action("nav.bottom", "G", "scroll_bottom", "bottom", "last row", show=False),
 )
 
+#: The same keys for a scrolling pane (the run screen's job pane and log): they scroll it.
+SCROLL_NAV = (
+    Action("nav.down", "j", "scroll_down", "down", "scroll down", show=False),
+    Action("nav.up", "k", "scroll_up", "up", "scroll up", show=False),
+    Action("nav.top", "g", "scroll_home", "top", "the top", show=False),
+    Action("nav.bottom", "G", "scroll_end", "bottom", "the end", show=False),
+)
+
 ALL = APP + FOCUS + PLAN + RUN + RESULTS + REPLAY + NAV
 
 

@@ -50,6 +50,7 @@ from fugue_tui.app.models.results import (
 )
 from fugue_tui.app.screens.modals import PathScreen
 from fugue_tui.app.screens.results_export import ResultsExport
+from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
 from fugue_tui.app.widgets.figure_charts import FigureCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.group_table import GroupTable
@@ -118,7 +119,25 @@ class ResultsScreen(Screen):
     def on_mount(self) -> None:
         self.on_resize()
         self.query_one(GroupTable).focus()
+        self._mark_focus()
         self._watch()
+
+    #: The focusable panes besides the table (which titles itself: its sort) and their titles.
+    TITLES = {"#results-filter": "filter", "#figures-pane": "figures"}
+
+    def on_descendant_focus(self) -> None:
+        self._mark_focus()
+
+    def on_descendant_blur(self) -> None:
+        self._mark_focus()
+
+    def _mark_focus(self) -> None:
+        """The pane with the focus has :data:`FOCUS_MARK` before its title (issue 47: the
+        screen never showed where the keys go without colours)."""
+        for selector, title in self.TITLES.items():
+            pane = self.query_one(selector)
+            pane.border_title = f"{FOCUS_MARK}{title}" if pane.has_focus else title
+        self.query_one(GroupTable).retitle()
 
     # -- the loading worker (no widget access) --------------------------------------------
     @work(thread=True, exclusive=True, group="results")
