@@ -131,6 +131,15 @@ FOCUS = (
            "move the focus to the previous field or pane", show=False, priority=True),
 )
 
+#: Escape in a field gives the keys back to its pane (``?``, ``a``… act again; a field took
+#: them as text). A priority binding of the screens with fields, for the same reason as
+#: :data:`FOCUS`; it stands aside (``SkipAction``) where the focus is not in a field.
+LEAVE = (
+    Action("focus.leave", "escape", "leave_field", "leave field",
+           "in a field: leave it for its pane (the keys act there again: ? opens this help)",
+           show=False, priority=True),
+)
+
 #: Vim-style aliases beside the arrows, for tables, trees and the log.
 NAV = (
     Action("nav.down", "j", "cursor_down", "down", "move down", show=False),
@@ -147,7 +156,7 @@ SCROLL_NAV = (
     Action("nav.bottom", "G", "scroll_end", "bottom", "the end", show=False),
 )
 
-ALL = APP + FOCUS + PLAN + RUN + RESULTS + REPLAY + NAV
+ALL = APP + FOCUS + LEAVE + PLAN + RUN + RESULTS + REPLAY + NAV
 
 
 def bindings(actions: tuple[Action, ...]):

@@ -202,6 +202,9 @@ class FugueApp(App):
             # a tag ("[/]" closes nothing and crashed the palette), so escape it.
             yield SystemCommand(binding.description, escape(f"{binding.tooltip} [{key}]"),
                                 partial(self._palette_run, active.node, binding.action))
+        if "app.help" not in seen:  # in a field "?" is text, so the binding is not active
+            yield SystemCommand("help", "show every key and its id [? outside a field]",
+                                self.action_help)
         yield SystemCommand("Theme", "Change the current theme", self.action_change_theme)
 
     async def _palette_run(self, node, action: str) -> None:

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import events, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Select, Static
 
-from fugue_tui.app.actions import PLAN, bindings
+from fugue_tui.app.actions import LEAVE, PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
 from fugue_tui.app.models.catalogue import experiment_infos
 from fugue_tui.app.models.launch import LaunchFailed, launch_plan
@@ -68,7 +69,7 @@ class PlanScreen(Screen):
     #: The selection keys are the catalogue pane's (they act only while it has the focus:
     #: ``c`` on a settings checkbox cleared the whole selection, issue 47).
     BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"
-                              and a.id not in CATALOGUE_KEYS))
+                              and a.id not in CATALOGUE_KEYS) + LEAVE)
 
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
@@ -175,6 +176,17 @@ class PlanScreen(Screen):
         self.schedule_preview()
 
     # -- form -----------------------------------------------------------------------------
+    def action_leave_field(self) -> None:
+        """Escape in a settings field: the focus goes to the settings pane (an open
+        select's list closes instead; elsewhere Escape does what it did)."""
+        focused = self.focused
+        if focused is None or focused is self.form or self.form not in focused.ancestors:
+            raise SkipAction
+        select = next((w for w in focused.ancestors_with_self if isinstance(w, Select)), None)
+        if select is not None and select.expanded:
+            raise SkipAction
+        self.form.focus()
+
     def on_campaign_form_changed(self) -> None:
         self.schedule_preview()
 

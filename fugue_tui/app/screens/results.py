@@ -37,7 +37,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
-from fugue_tui.app.actions import RESULTS, bindings
+from fugue_tui.app.actions import LEAVE, RESULTS, bindings
 from fugue_tui.app.messages import Notice, ResultsLoaded
 from fugue_tui.app.models.results import (
     COLUMNS,
@@ -67,6 +67,17 @@ POLL_S = 1.0
 #: keys typed ahead of it (:class:`fugue_tui.app.screens.modals.PathScreen`): longer than a
 #: burst of typing (tens of ms a key), shorter than reading the dialog.
 EXPORT_ARM_S = 0.5
+
+
+class FilterBox(Input):
+    """The filter box: Escape leaves it for the table (the text typed stays, applied or
+    not), its own priority binding, so that only while it has the focus Escape does not
+    go back (the footer says ``esc back`` elsewhere)."""
+
+    BINDINGS = bindings(LEAVE)
+
+    def action_leave_field(self) -> None:
+        self.screen.query_one(GroupTable).focus()
 
 
 class ResultsScreen(Screen):
@@ -100,7 +111,7 @@ class ResultsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="results-header")
-        yield Input(self.filter_text, id="results-filter",
+        yield FilterBox(self.filter_text, id="results-filter",
                     placeholder="filter: exp:D_ens executor:unified k:8 gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
