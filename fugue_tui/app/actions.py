@@ -100,8 +100,10 @@ RUN = (
 )
 
 RESULTS = (
+    # priority: the keys typed right after "/" go to the box (see FOCUS)
     Action("results.filter", "slash", "focus_filter", "filter",
-           "edit the filter (exp:, executor:, scheduler:, features:, gpu:, host:, campaign:)"),
+           "edit the filter (exp:, executor:, scheduler:, features:, gpu:, host:, campaign:)",
+           priority=True),
     Action("results.sort", "o", "next_sort", "sort", "sort the rows by the next column"),
     Action("results.reverse", "O", "reverse_sort", "reverse", "reverse the sort order"),
     Action("results.export", "e", "export", "export",

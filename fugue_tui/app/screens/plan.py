@@ -185,7 +185,9 @@ class PlanScreen(Screen):
         select = next((w for w in focused.ancestors_with_self if isinstance(w, Select)), None)
         if select is not None and select.expanded:
             raise SkipAction
-        self.form.focus()
+        # the screen's set_focus moves it now (Widget.focus waits for the next idle): the
+        # keys typed after the Escape are routed after the move
+        self.set_focus(self.form)
 
     def on_campaign_form_changed(self) -> None:
         self.schedule_preview()

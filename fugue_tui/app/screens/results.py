@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import events, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
@@ -77,7 +78,8 @@ class FilterBox(Input):
     BINDINGS = bindings(LEAVE)
 
     def action_leave_field(self) -> None:
-        self.screen.query_one(GroupTable).focus()
+        # at once (Widget.focus waits for the next idle): the keys after Escape follow it
+        self.screen.set_focus(self.screen.query_one(GroupTable))
 
 
 class ResultsScreen(Screen):
@@ -242,7 +244,13 @@ class ResultsScreen(Screen):
         self._wake.set()
 
     def action_focus_filter(self) -> None:
-        self.query_one("#results-filter", Input).focus()
+        """``/``: the filter box, focused at once (a priority binding: the keys typed
+        right after ``/`` go to the box, not to the table's shortcuts). In the box ``/``
+        is text."""
+        box = self.query_one("#results-filter", Input)
+        if self.focused is box:  # not box.has_focus: set by its queue, which may lag
+            raise SkipAction
+        self.set_focus(box)
 
     def action_next_sort(self) -> None:
         table = self.query_one(GroupTable)

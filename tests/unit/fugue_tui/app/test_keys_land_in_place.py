@@ -110,3 +110,31 @@ def test_selection_keys_act_on_the_catalogue_only_and_undo(tmp_path, monkeypatch
                         what="nothing left to undo")
 
     asyncio.run(scenario())
+
+
+def test_a_filter_typed_right_after_slash_lands_in_the_filter(tmp_path, monkeypatch):
+    """``/exec`` in one read: the filter box had the focus only at the next idle, so the
+    letters went to the table (``e`` opened the export dialog). ``/`` inside the box is
+    text."""
+    import shutil
+
+    from fugue_tui.app.screens.results import ResultsScreen
+    from tests.snapshots.helpers import FIXTURES
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    shutil.copytree(FIXTURES / "harness", tmp_path / "harness")
+
+    async def scenario():
+        app = FugueApp(results="harness")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ResultsScreen)
+                        and app.screen.results is not None, what="the results")
+            screen = app.screen
+            box = screen.query_one("#results-filter", Input)
+            for key, char in [("slash", "/"), *[(c, c) for c in "exec"], ("slash", "/")]:
+                app.post_message(events.Key(key, char))
+            await until(pilot, lambda: box.value == "exec/", what="'exec/' in the filter")
+            assert app.screen is screen and box.has_focus  # no export dialog opened
+
+    asyncio.run(scenario())
