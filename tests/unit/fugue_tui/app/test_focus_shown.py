@@ -51,6 +51,8 @@ def test_j_and_k_work_in_every_zoom_and_after_the_cycle(tmp_path, monkeypatch):
 
 
 def test_results_screen_marks_the_pane_with_the_focus(tmp_path, monkeypatch):
+    """Titled panes, the focused one marked ``> ``; Escape in the filter goes to the table
+    (on main it left the Results screen)."""
     monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.chdir(tmp_path)
     shutil.copytree(FIXTURES / "harness", tmp_path / "harness")
@@ -71,5 +73,9 @@ def test_results_screen_marks_the_pane_with_the_focus(tmp_path, monkeypatch):
             await until(pilot, lambda: app.screen.query_one("#results-filter").value == "o",
                         what="o in the filter")
             assert "sorted by" not in screen_text(app)
+            # Escape leaves the filter for the table; the screen stays (item 9)
+            await pilot.press("escape")
+            await until(pilot, lambda: "─ > rows " in screen_text(app), what="the table")
+            assert isinstance(app.screen, ResultsScreen)
 
     asyncio.run(scenario())

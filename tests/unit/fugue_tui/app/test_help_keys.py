@@ -1,22 +1,20 @@
 """Help that a first-time user finds (issue 47): Escape leaves a field so that ``?`` opens
 the help, the palette answers ``help`` from a field too, and the help names keys as they
 are typed (``/``, ``+, =``), lists Tab, j/k/g/G and the page keys, and at 80×24 shows a
-screenful of keys, one a line, scrolling to the rest."""
+screenful of keys, one a line, scrolling to the rest. (Escape in the Results filter:
+test_focus_shown.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 
 from textual.widgets import Input
 
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.screens.modals import HelpScreen
 from fugue_tui.app.screens.plan import PlanScreen
-from fugue_tui.app.screens.results import ResultsScreen
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import FIXTURES
 
 
 def _plan(app) -> PlanScreen:
@@ -59,27 +57,6 @@ def test_escape_leaves_a_field_and_the_palette_offers_help_there(tmp_path, monke
             await pilot.press("question_mark")
             await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="? help")
             assert name.value == "dashboard"
-
-    asyncio.run(scenario())
-
-
-def test_escape_in_the_results_filter_goes_to_the_table_not_back(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
-    shutil.copytree(FIXTURES / "harness", tmp_path / "harness")
-
-    async def scenario():
-        app = FugueApp(results="harness")
-        async with app.run_test(size=(160, 48)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, ResultsScreen)
-                        and "─ > rows " in screen_text(app), what="the results")
-            await pilot.press("slash", "D")
-            await until(pilot, lambda: "─ > filter " in screen_text(app)
-                        and app.screen.query_one("#results-filter", Input).value == "D",
-                        what="D in the filter")
-            await pilot.press("escape")
-            await until(pilot, lambda: "─ > rows " in screen_text(app), what="the table")
-            assert isinstance(app.screen, ResultsScreen)
 
     asyncio.run(scenario())
 
