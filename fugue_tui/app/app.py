@@ -20,14 +20,14 @@ from textual.screen import Screen
 
 from engine.errors import ConfigError
 from engine.runfolder import RunFolder
-from fugue_tui.app.actions import APP, bindings, load_keymap
+from fugue_tui.app.actions import APP, FOCUS, bindings, load_keymap
 from fugue_tui.app.process import RunnerHandle, find_runner
 from fugue_tui.app.screens.modals import HelpScreen, QuitScreen
 from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.screens.run import RunScreen
 
 #: Binding ids the palette does not offer (moves and the tree's own toggle).
-_NOT_IN_PALETTE = ("nav.", "plan.toggle", "confirm.", "quit.", "path.", "help.",
+_NOT_IN_PALETTE = ("nav.", "focus.", "plan.toggle", "confirm.", "quit.", "path.", "help.",
                    "results.back")
 
 
@@ -36,7 +36,7 @@ class FugueApp(App):
 
     CSS_PATH = "app.tcss"
     TITLE = "fugue-tui"
-    BINDINGS = bindings(APP)
+    BINDINGS = bindings(APP + FOCUS)
 
     def __init__(self, campaign: str | None = None, attach: str | None = None,
                  runs_dir: str = "runs", keymap_file: str | Path | None = None,
@@ -202,6 +202,9 @@ class FugueApp(App):
             # a tag ("[/]" closes nothing and crashed the palette), so escape it.
             yield SystemCommand(binding.description, escape(f"{binding.tooltip} [{key}]"),
                                 partial(self._palette_run, active.node, binding.action))
+        if "app.help" not in seen:  # in a field "?" is text, so the binding is not active
+            yield SystemCommand("help", "show every key and its id [? outside a field]",
+                                self.action_help)
         yield SystemCommand("Theme", "Change the current theme", self.action_change_theme)
 
     async def _palette_run(self, node, action: str) -> None:

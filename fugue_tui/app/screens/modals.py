@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, Static
 
-from fugue_tui.app.actions import ALL, keymap_path
+from fugue_tui.app.actions import ALL, SCROLL_NAV, bindings, keymap_path
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -114,16 +114,54 @@ class PathScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-def help_table(keymap: dict[str, str]) -> Table:
-    """Every action: id, the keys in effect (after the user's keymap), what it does."""
-    table = Table(box=None, padding=(0, 2), header_style="bold")
-    for column in ("keys", "binding id", "what it does"):
-        table.add_column(column)
-    for action in ALL:
-        keys = keymap.get(action.id, action.key)
-        table.add_row(keys.replace("question_mark", "?"), action.id, action.help)
-    table.add_row("ctrl+p", "command_palette", "command palette: the actions that apply now")
+#: Keys the widgets have of their own (Textual's: no binding id, not remappable).
+BUILT_IN = (
+    ("up, down", "move in the table, tree, form or text that has the focus"),
+    ("pgup, pgdn", "a page up or down (this help too)"),
+    ("home, end", "the first or the last line"),
+    ("ctrl+p", "command palette: the actions that apply now (type 'help' for this help)"),
+)
+#: Below this many columns the help lays out one line per key (its text cut to fit), so
+#: that a small terminal shows many keys at once and scrolls to the rest; wider, it wraps.
+NARROW_HELP = 100
+
+
+def key_names(keys: str) -> str:
+    """Textual key names as a user reads them: ``"plus,equals_sign"`` -> ``"+, ="``,
+    ``"slash"`` -> ``"/"``, ``"escape"`` -> ``"esc"``."""
+    from textual.keys import format_key
+
+    return ", ".join(format_key(k.strip()) for k in keys.split(",") if k.strip())
+
+
+def help_table(keymap: dict[str, str], width: int = NARROW_HELP) -> Table:
+    """Every action: the keys in effect (after the user's keymap), what it does, its id
+    (for the keymap), then the widgets' own keys. Narrower than :data:`NARROW_HELP`
+    columns: one line a key, its text cut with an ellipsis (the palette has it whole)."""
+    rows = [(key_names(keymap.get(a.id, a.key)), a.help, a.id) for a in ALL]
+    rows += [(keys, text, "") for keys, text in BUILT_IN]
+    narrow = width < NARROW_HELP
+    table = Table(box=None, padding=(0, 1) if narrow else (0, 2), header_style="bold")
+    if narrow:
+        keys_w = max(len(r[0]) for r in rows)
+        ids_w = max(len(r[2]) for r in rows)
+        table.add_column("keys", no_wrap=True)
+        # each of the three columns is padded by one space on either side
+        table.add_column("what it does", no_wrap=True, overflow="ellipsis",
+                         width=max(10, width - keys_w - ids_w - 6))
+        table.add_column("binding id", no_wrap=True, style="dim")
+    else:
+        for column in ("keys", "what it does", "binding id"):
+            table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
     return table
+
+
+class HelpBody(VerticalScroll):
+    """The help's scrolling body: the arrows, pgup/pgdn, home/end and j/k/g/G scroll it."""
+
+    BINDINGS = bindings(SCROLL_NAV)
 
 
 class HelpScreen(Screen[None]):
@@ -139,11 +177,15 @@ class HelpScreen(Screen[None]):
         self._width = 0
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="dialog"):
-            yield Static(Text("fugue-tui dashboard: keys", style="bold"))
+        with HelpBody(id="dialog"):
+            yield Static(Text("fugue-tui dashboard: keys (j/k, pgdn scroll · esc closes)",
+                              style="bold"))
             yield Static(Text(f"Remap any binding by id in {keymap_path()}:  [keymap]  "
-                              "\"run.retry\" = \"R\"   · Escape closes.\n", style="dim"))
+                              "\"run.retry\" = \"R\"\n", style="dim"))
             yield Static(self._table(), id="help-table")
+
+    def on_mount(self) -> None:
+        self.query_one(HelpBody).focus()  # the scroll keys scroll the help
 
     def on_screen_resume(self) -> None:
         """The app keeps this screen between openings: a terminal resized meanwhile needs
@@ -168,8 +210,10 @@ def help_width(terminal_width: int) -> int:
     """The help table's width in a terminal ``terminal_width`` columns wide: the dialog's
     (95 %, at most 146 columns) less its border and padding. At 150x48 every line fits
     unwrapped and the whole help fits without scrolling (a scrollbar appearing cost the
-    opening a second layout pass)."""
-    return max(40, min(146, int(terminal_width * 0.95)) - 6)
+    opening a second layout pass); below :data:`NARROW_HELP` it scrolls, less its bar."""
+    width = max(40, min(146, int(terminal_width * 0.95)) - 6)
+    # narrow, the help scrolls: its scroll bar takes two columns
+    return width - 2 if width < NARROW_HELP else width
 
 
 def help_text(console, keymap: dict[str, str], width: int) -> Text:
@@ -181,7 +225,7 @@ def help_text(console, keymap: dict[str, str], width: int) -> Text:
     if text is None:
         from fugue_tui.app.widgets.job_progress import prerender
 
-        text = prerender(console, help_table(keymap), width)
+        text = prerender(console, help_table(keymap, width), width)
         _HELP_CACHE.clear()
         _HELP_CACHE[key] = text
     return text

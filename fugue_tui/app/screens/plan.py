@@ -14,6 +14,7 @@ in a thread worker.
 | space | plan.toggle | select the experiment (or group) under the cursor |
 | a | plan.select-available | select every experiment that can run here |
 | c | plan.clear | clear the selection |
+| u | plan.undo | undo the last selection change |
 | ctrl+r | plan.launch | launch the campaign |
 | ctrl+s | plan.save | save as campaign TOML |
 | ctrl+o | plan.load | load a campaign TOML |
@@ -30,13 +31,14 @@ from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import events, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Select, Static
 
-from fugue_tui.app.actions import PLAN, bindings
+from fugue_tui.app.actions import LEAVE, PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
 from fugue_tui.app.models.catalogue import experiment_infos
 from fugue_tui.app.models.launch import LaunchFailed, launch_plan
@@ -49,7 +51,7 @@ from fugue_tui.app.models.plan import (
 from fugue_tui.app.screens.modals import PathScreen
 from fugue_tui.app.screens.plan_files import PlanFiles
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
-from fugue_tui.app.widgets.catalogue_pane import CataloguePane
+from fugue_tui.app.widgets.catalogue_pane import CATALOGUE_KEYS, CataloguePane
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
@@ -64,7 +66,10 @@ __all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
 class PlanScreen(Screen):
     """Plan a campaign; see the module docstring for keys."""
 
-    BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"))
+    #: The selection keys are the catalogue pane's (they act only while it has the focus:
+    #: ``c`` on a settings checkbox cleared the whole selection, issue 47).
+    BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"
+                              and a.id not in CATALOGUE_KEYS) + LEAVE)
 
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
@@ -170,13 +175,20 @@ class PlanScreen(Screen):
         self.doc["experiments"] = message.selected
         self.schedule_preview()
 
-    def action_select_available(self) -> None:
-        self.query_one(CataloguePane).select_available()
-
-    def action_clear_selection(self) -> None:
-        self.query_one(CataloguePane).clear_selection()
-
     # -- form -----------------------------------------------------------------------------
+    def action_leave_field(self) -> None:
+        """Escape in a settings field: the focus goes to the settings pane (an open
+        select's list closes instead; elsewhere Escape does what it did)."""
+        focused = self.focused
+        if focused is None or focused is self.form or self.form not in focused.ancestors:
+            raise SkipAction
+        select = next((w for w in focused.ancestors_with_self if isinstance(w, Select)), None)
+        if select is not None and select.expanded:
+            raise SkipAction
+        # the screen's set_focus moves it now (Widget.focus waits for the next idle): the
+        # keys typed after the Escape are routed after the move
+        self.set_focus(self.form)
+
     def on_campaign_form_changed(self) -> None:
         self.schedule_preview()
 

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import events, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
-from fugue_tui.app.actions import RESULTS, bindings
+from fugue_tui.app.actions import LEAVE, RESULTS, bindings
 from fugue_tui.app.messages import Notice, ResultsLoaded
 from fugue_tui.app.models.results import (
     COLUMNS,
@@ -50,6 +51,7 @@ from fugue_tui.app.models.results import (
 )
 from fugue_tui.app.screens.modals import PathScreen
 from fugue_tui.app.screens.results_export import ResultsExport
+from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
 from fugue_tui.app.widgets.figure_charts import FigureCharts
 from fugue_tui.app.widgets.footer import KeyFooter
 from fugue_tui.app.widgets.group_table import GroupTable
@@ -66,6 +68,18 @@ POLL_S = 1.0
 #: keys typed ahead of it (:class:`fugue_tui.app.screens.modals.PathScreen`): longer than a
 #: burst of typing (tens of ms a key), shorter than reading the dialog.
 EXPORT_ARM_S = 0.5
+
+
+class FilterBox(Input):
+    """The filter box: Escape leaves it for the table (the text typed stays, applied or
+    not), its own priority binding, so that only while it has the focus Escape does not
+    go back (the footer says ``esc back`` elsewhere)."""
+
+    BINDINGS = bindings(LEAVE)
+
+    def action_leave_field(self) -> None:
+        # at once (Widget.focus waits for the next idle): the keys after Escape follow it
+        self.screen.set_focus(self.screen.query_one(GroupTable))
 
 
 class ResultsScreen(Screen):
@@ -99,7 +113,7 @@ class ResultsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="results-header")
-        yield Input(self.filter_text, id="results-filter",
+        yield FilterBox(self.filter_text, id="results-filter",
                     placeholder="filter: exp:D_ens executor:unified k:8 gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
@@ -118,7 +132,25 @@ class ResultsScreen(Screen):
     def on_mount(self) -> None:
         self.on_resize()
         self.query_one(GroupTable).focus()
+        self._mark_focus()
         self._watch()
+
+    #: The focusable panes besides the table (which titles itself: its sort) and their titles.
+    TITLES = {"#results-filter": "filter", "#figures-pane": "figures"}
+
+    def on_descendant_focus(self) -> None:
+        self._mark_focus()
+
+    def on_descendant_blur(self) -> None:
+        self._mark_focus()
+
+    def _mark_focus(self) -> None:
+        """The pane with the focus has :data:`FOCUS_MARK` before its title (issue 47: the
+        screen never showed where the keys go without colours)."""
+        for selector, title in self.TITLES.items():
+            pane = self.query_one(selector)
+            pane.border_title = f"{FOCUS_MARK}{title}" if pane.has_focus else title
+        self.query_one(GroupTable).retitle()
 
     # -- the loading worker (no widget access) --------------------------------------------
     @work(thread=True, exclusive=True, group="results")
@@ -212,7 +244,13 @@ class ResultsScreen(Screen):
         self._wake.set()
 
     def action_focus_filter(self) -> None:
-        self.query_one("#results-filter", Input).focus()
+        """``/``: the filter box, focused at once (a priority binding: the keys typed
+        right after ``/`` go to the box, not to the table's shortcuts). In the box ``/``
+        is text."""
+        box = self.query_one("#results-filter", Input)
+        if self.focused is box:  # not box.has_focus: set by its queue, which may lag
+            raise SkipAction
+        self.set_focus(box)
 
     def action_next_sort(self) -> None:
         table = self.query_one(GroupTable)

@@ -38,19 +38,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable
 from textual.worker import get_current_worker
 
 from engine.observe.state import CellState
-from fugue_tui.app.actions import REPLAY, RUN, bindings
+from fugue_tui.app.actions import NAV, REPLAY, RUN, bindings
 from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
@@ -58,11 +59,18 @@ from fugue_tui.app.models.run import RunModel, devices_line, followed_cell
 from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.app.process import RunnerHandle
 from fugue_tui.app.screens.run_commands import CellCommands
-from fugue_tui.app.screens.run_layout import ZOOMS, next_zoom, visible, zoom_to, zoomed
+from fugue_tui.app.screens.run_layout import (
+    ZOOMS,
+    focus_zoomed,
+    next_zoom,
+    visible,
+    zoom_to,
+    zoomed,
+)
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import VIEW_NAMES, DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
-from fugue_tui.app.widgets.job_progress import JobProgress
+from fugue_tui.app.widgets.job_progress import JobProgress, JobsPane
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import Feed, LogPane, hold
 from fugue_tui.app.widgets.recent_lines import RecentLines
@@ -90,7 +98,10 @@ class RunScreen(Screen):
     when several run) are the user's choice: a move of the cursor ends the following,
     ``f`` starts it again."""
 
-    BINDINGS = bindings(RUN + REPLAY)
+    #: j/k/g/G reach the screen when no pane has the focus (the monitor or the events
+    #: zoomed): they move the cell table's cursor, hidden or not.
+    BINDINGS = bindings(RUN + REPLAY + tuple(
+        replace(a, action=f"cells('{a.action}')") for a in NAV))
     #: The panes, found once mounted.
     panes: RunPanes
 
@@ -142,7 +153,7 @@ class RunScreen(Screen):
         yield RunHeader(id="run-header")
         yield CellTable(id="cells")
         with Horizontal(id="run-middle"):
-            with VerticalScroll(id="jobs-pane"):
+            with JobsPane(id="jobs-pane"):
                 yield JobProgress(id="jobs")
             yield DeviceCharts(id="charts")
         with Horizontal(id="run-bottom"):
@@ -308,6 +319,7 @@ class RunScreen(Screen):
         view = self.panes.charts.next_view()
         if self.has_class("-compact") and self.zoomed != "monitor" and view != "cell":
             zoom_to(self, "monitor")
+            focus_zoomed(self, "monitor")
         self.notify(f"monitor: {VIEW_NAMES[view]} (t: next)", timeout=2, markup=False)
         self._redraw_soon()
 
@@ -315,11 +327,14 @@ class RunScreen(Screen):
         """The next pane alone on the screen (after the last: every pane again)."""
         after = next_zoom(self.zoomed)
         zoom_to(self, after)
-        if after == "cells":
-            self.query_one(CellTable).focus()
+        focus_zoomed(self, after)
         self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
                     timeout=2, markup=False)
         self._redraw_soon()
+
+    def action_cells(self, action: str) -> None:
+        """Run the cell table's move ``action`` (``cursor_down``…) from the screen."""
+        getattr(self.query_one(CellTable), f"action_{action}")()
 
     def action_back_to_plan(self) -> None:
         self.app.pop_screen()

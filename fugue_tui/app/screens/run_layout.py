@@ -10,6 +10,22 @@ from textual.screen import Screen
 ZOOMS = ("cells", "jobs", "monitor", "log", "events")
 
 
+#: The widget that takes the keys while a pane is zoomed to ("": every pane shows). The
+#: monitor and the events panes take none: there the run screen's own j/k move the cell
+#: table's cursor (the monitor shows the selected cell's). Without this the focus stayed
+#: on the hidden cell table, which Textual then blurred: j/k did nothing until Tab.
+ZOOM_FOCUS = {"": "#cells", "cells": "#cells", "jobs": "#jobs-pane", "log": "#log"}
+
+
+def focus_zoomed(screen: Screen, pane: str) -> None:
+    """Give the keys to what shows of ``pane`` zoomed to (see :data:`ZOOM_FOCUS`)."""
+    target = ZOOM_FOCUS.get(pane)
+    if target is None:
+        screen.set_focus(None)
+    else:
+        screen.query_one(target).focus()
+
+
 def zoomed(screen: Screen) -> str:
     """The pane ``screen`` shows alone ("" for all of them)."""
     return next((z for z in ZOOMS if screen.has_class(f"-zoom-{z}")), "")

@@ -6,6 +6,9 @@ why).
 probes the machine: :func:`fugue_tui.app.models.catalogue.experiment_infos`) and posts a
 :class:`~fugue_tui.app.messages.CatalogueLoaded`, which bubbles to the screen: the screen
 decides what the selection becomes (it belongs to the plan) and calls :meth:`show`.
+
+The selection keys (``a`` all that run here, ``c`` clear, ``u`` undo) are this pane's
+bindings: they act only while the focus is in the pane, never on a settings field.
 """
 
 from __future__ import annotations
@@ -17,16 +20,22 @@ from textual.containers import Vertical
 from textual.widgets import Static, Tree
 
 from engine.errors import FugueError
+from fugue_tui.app.actions import PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded
 from fugue_tui.app.models.catalogue import ExperimentInfo, experiment_infos
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 
 #: What the details say while the cursor is on a group.
-HINT = "space selects · a: all that run here · c: clear"
+HINT = "space selects · a: all that run here · c: clear · u: undo"
+
+#: The binding ids of the selection keys this pane owns.
+CATALOGUE_KEYS = ("plan.select-available", "plan.clear", "plan.undo")
 
 
 class CataloguePane(Vertical):
     """See the module docstring. The tree is ``#catalogue``, the details ``#exp-details``."""
+
+    BINDINGS = bindings(tuple(a for a in PLAN if a.id in CATALOGUE_KEYS))
 
     def compose(self) -> ComposeResult:
         yield CatalogueTree(id="catalogue")
@@ -72,10 +81,19 @@ class CataloguePane(Vertical):
             text.append(f"unavailable: {exp.reason}", style="yellow")
         details.update(text)
 
-    def select_available(self) -> None:
+    def action_select_available(self) -> None:
         """Add every experiment that can run here to the selection."""
         tree = self.catalogue
         tree.set_selected(tree.selected | {e.id for e in tree.experiments.values() if e.available})
 
-    def clear_selection(self) -> None:
+    def action_clear_selection(self) -> None:
+        """Deselect everything, saying so (and how to take it back) when it dropped any."""
+        dropped = len(self.catalogue.selected)
         self.catalogue.set_selected(set())
+        if dropped:
+            self.notify(f"cleared the selection ({dropped} experiment"
+                        f"{'s' if dropped > 1 else ''}): u undoes", markup=False)
+
+    def action_undo_selection(self) -> None:
+        if not self.catalogue.undo():
+            self.notify("nothing to undo in the selection", severity="warning", markup=False)

@@ -2,7 +2,8 @@
 
 Each experiment shows its model, dataset, K and size, and whether it can run on this
 machine (an unavailable one says why, in short on its line and in full in the details).
-Space toggles the experiment under the cursor (or every experiment of a group).
+Space toggles the experiment under the cursor (or every experiment of a group). Every
+selection change made here is kept, so that :meth:`CatalogueTree.undo` takes it back.
 
 | key | binding id | action |
 |---|---|---|
@@ -29,6 +30,10 @@ _NAV = (
 )
 
 
+#: How many selection changes :meth:`CatalogueTree.undo` can take back.
+_UNDO_DEPTH = 50
+
+
 class CatalogueTree(Tree[str]):
     """Experiments grouped by family and workload type; ``selected`` holds experiment ids."""
 
@@ -48,6 +53,8 @@ class CatalogueTree(Tree[str]):
         self.experiments: dict[str, ExperimentInfo] = {}
         self.selected: set[str] = set()
         self._leaves: dict[str, TreeNode[str]] = {}
+        #: The selections before each change made here, latest last (:meth:`undo`).
+        self.history: list[set[str]] = []
 
     def load(self, experiments: list[ExperimentInfo], selected: list[str]) -> None:
         """Rebuild the tree for a catalogue (keeps ids of ``selected`` that exist)."""
@@ -55,6 +62,7 @@ class CatalogueTree(Tree[str]):
         self.experiments = {e.id: e for e in experiments}
         self.selected = {e for e in selected if e in self.experiments}
         self._leaves = {}
+        self.history.clear()  # another catalogue: the earlier selections may not exist
         families: dict[str, dict[str, list[ExperimentInfo]]] = {}
         for exp in experiments:
             families.setdefault(exp.family or "other", {}).setdefault(exp.type, []).append(exp)
@@ -103,14 +111,30 @@ class CatalogueTree(Tree[str]):
                     walk(child)
         walk(self.root)
 
-    def set_selected(self, ids: list[str] | set[str], notify: bool = True) -> None:
-        """Replace the selection (unknown ids are ignored)."""
-        self.selected = {i for i in ids if i in self.experiments}
+    def set_selected(self, ids: list[str] | set[str], notify: bool = True,
+                     undoable: bool = True) -> None:
+        """Replace the selection (unknown ids are ignored). ``notify``: a change made here,
+        posted as :class:`SelectionChanged` and, when ``undoable`` and it changed anything,
+        kept for :meth:`undo`; without it (a campaign file loaded) the history restarts."""
+        chosen = {i for i in ids if i in self.experiments}
+        if not notify:
+            self.history.clear()
+        elif undoable and chosen != self.selected:
+            self.history.append(set(self.selected))
+            del self.history[:-_UNDO_DEPTH]
+        self.selected = chosen
         for exp_id, node in self._leaves.items():
             node.set_label(self._label(self.experiments[exp_id]))
         self._relabel_groups()
         if notify:
             self.post_message(self.SelectionChanged(self.ordered()))
+
+    def undo(self) -> bool:
+        """Restore the selection before the last change made here; False: none to undo."""
+        if not self.history:
+            return False
+        self.set_selected(self.history.pop(), undoable=False)
+        return True
 
     def ordered(self) -> list[str]:
         """The selection in catalogue order."""

@@ -1,7 +1,8 @@
 """The Results screen's group table: one row per group row shown (its cells as
 :func:`fugue_tui.app.models.results.table_rows` writes them, keyed by
 :func:`~fugue_tui.app.models.results.row_key`), sorted by one column, the selection kept
-across reloads and sorts. A header click sorts by that column (again: reversed).
+across reloads and sorts. A header click sorts by that column (again: reversed). Its border
+title says ``rows`` and the sort, marked ``> `` while the table has the focus.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pandas as pd
 from textual.widgets import DataTable
 
 from fugue_tui.app.models.results import COLUMNS, sort_value, table_rows
+from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
 from fugue_tui.app.widgets.fitted_table import FittedTable
 
 
@@ -30,6 +32,15 @@ class GroupTable(FittedTable):
     def on_mount(self) -> None:
         for key, header, _ in COLUMNS:
             self.add_column(header, key=key)
+        self.retitle()
+
+    def retitle(self) -> None:
+        """``rows · sorted by …``, marked while the table has the focus (a capture without
+        colours shows where the keys go by that mark alone); its screen calls it when the
+        focus moves."""
+        sort = f" · sorted by {self.sort_column} {'↓' if self.sort_reverse else '↑'}" \
+            if self.sort_column else ""
+        self.border_title = f"{FOCUS_MARK if self.has_focus else ''}rows{sort}"
 
     def show(self, groups: pd.DataFrame, ttb: dict[str, float]) -> None:
         """Show the group rows ``groups`` (``ttb``: row key → time-to-best speedup), sorted
@@ -72,7 +83,7 @@ class GroupTable(FittedTable):
         self._apply_sort()
         if selected is not None:
             self.move_cursor(row=self.get_row_index(selected), animate=False)
-        self.border_title = f"sorted by {column} {'↓' if reverse else '↑'}"
+        self.retitle()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         self.sort_by(str(event.column_key.value))

@@ -15,9 +15,11 @@ from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from engine.observe.state import CellState
+from fugue_tui.app.actions import SCROLL_NAV, bindings
 from fugue_tui.app.models.cells import NOT_RUN, not_run_reason
 from fugue_tui.live.job_table import JobTable
 from fugue_tui.live.view import LiveView
@@ -146,3 +148,10 @@ class JobProgress(Static):
         else:  # not laid out yet: let Textual measure it once
             self._put(Group(*parts))
         return True
+
+
+class JobsPane(VerticalScroll):
+    """The job pane's scroll box (``#jobs-pane``): j/k/g/G scroll it (zoomed to, it has
+    the keys)."""
+
+    BINDINGS = bindings(SCROLL_NAV)

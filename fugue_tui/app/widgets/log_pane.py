@@ -11,6 +11,8 @@ from pathlib import Path
 
 from textual.widgets import Log
 
+from fugue_tui.app.actions import SCROLL_NAV, bindings
+
 #: Bytes of an existing log shown when a cell is selected (its tail).
 INITIAL_BYTES = 32_768
 #: Lines the pane keeps.
@@ -79,7 +81,9 @@ def hold(held: list[Feed], feed: Feed, cap: int = MAX_LINES) -> None:
 
 
 class LogPane(Log):
-    """A log view of one cell attempt (lines arrive via :meth:`feed`)."""
+    """A log view of one cell attempt (lines arrive via :meth:`feed`); j/k/g/G scroll it."""
+
+    BINDINGS = bindings(SCROLL_NAV)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(max_lines=MAX_LINES, auto_scroll=True, **kwargs)
