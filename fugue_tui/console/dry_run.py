@@ -9,6 +9,8 @@ their shortest unique prefix when even that is too wide. ``--json``: the plan as
 
 from __future__ import annotations
 
+import sys
+
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
@@ -49,6 +51,8 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
                       runs_dir=str(runner.runs_dir), device=runner.device,
                       **({"devices": plan_devices(runner.slots)} if several else {}),
                       cells=plan_cells(planned, runner.slot_of, len(runner.slots))))
+        for line in eager_forecast(planned):  # notes go to stderr (docs/json.md)
+            print(f"fugue-tui: {line}", file=sys.stderr)
         return 0
     variants = any(p.cell.scheduler or p.cell.rung or p.cell.max_parallel for p in planned)
     # The precision column only when some cell asks for one: plans without the axis print

@@ -104,3 +104,16 @@ def test_the_plan_foretells_the_one_member_buckets_that_will_run_eager(tmp_path)
                        '[options.unified_model]\nmax_parallel = 1\n')
     _, lines = _plan(chunked, 200)
     assert any("cell 1: 5 of 5 buckets will run eager" in line for line in lines), lines
+
+
+def test_the_json_plan_says_the_forecast_on_stderr(capsys):
+    """--dry-run --json: stdout holds the plan document alone, the note goes to stderr
+    (docs/json.md: warnings and notes go to stderr); it was not said at all."""
+    import json
+
+    runner = Runner(load_campaign(QUICK))
+    console = Console(width=200, record=True, color_system=None)
+    assert dry_run(runner, console, str(QUICK), shown=QUICK.name, as_json=True) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["cells"]
+    assert "note: unified_model cell" in err and "4 of 4 buckets will run eager" in err, err
