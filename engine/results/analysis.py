@@ -102,6 +102,11 @@ PROVENANCE_COLUMNS: tuple[str, ...] = ("machine", "gpu_name", "torch_version", "
 CELL_COLUMNS: tuple[str, ...] = ("exp_id", "executor", "compile_mode", "scheduler", "features",
                                  "rung", "config_key", "mp_start", "tune_actors", "precision",
                                  "K")
+#: What pairs a cell with its seq baseline for time to best, within a provenance key: the
+#: same experiment, workload, K, precision, compile mode and scheduler (``sched``; an empty
+#: scheduler is fifo). The decisions comparison pairs by it too (engine.results.decision_diff).
+TTB_BASELINE_COLUMNS: tuple[str, ...] = ("exp_id", "workload_key", "K", "precision",
+                                         "compile_mode", "sched")
 
 
 # --------------------------------------------------------------------------- speedups
@@ -495,7 +500,7 @@ def _time_to_best(cells: pd.DataFrame, ok: pd.DataFrame, all_seq: pd.DataFrame,
     ok = ok.assign(decisions=ok["group_id"].map(sets).fillna(""))
     all_seq = all_seq.assign(decisions=all_seq["group_id"].map(sets).fillna(""))
     by_cell = ok.groupby("cell")["decisions"].agg(lambda d: tuple(sorted(set(d))))
-    seq_key = prov + ["exp_id", "workload_key", "K", "precision", "compile_mode", "sched"]
+    seq_key = prov + list(TTB_BASELINE_COLUMNS)
     seq_groups = all_seq.groupby(seq_key, sort=False)
     seq_ttb = seq_groups["time_to_best_s"].mean()
     seq_dec = seq_groups["decisions"].agg(lambda d: tuple(sorted(set(d))))

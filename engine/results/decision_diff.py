@@ -1,13 +1,17 @@
 """Where two executors' scheduler decisions first differ, per hpo cell (issue 46), for
 ``fugue-tui report`` (text and ``--json``). Torch-free.
 
-Rows with a ``decisions`` file (engine.results.decisions) are paired by what makes them
-the same hpo cell under different executors: campaign, experiment, scheduler and pass
-(the latest attempt of each executor). Each executor is compared with the baseline
-(``seq``; without a seq row, the first executor by name): the first (trial, rung) decided
+Pairing follows time to best's baseline rule (:data:`engine.results.analysis.TTB_BASELINE_COLUMNS`):
+each non-seq row with a ``decisions`` file (engine.results.decisions) is compared with the
+seq file of the same provenance key (machine, gpu_name, torch_version, cuda_version;
+``campaign_hash`` too with ``by_campaign``), experiment, workload, K, precision, compile
+mode and scheduler, at the same pass — across campaigns when the time-to-best table pairs
+them so, preferring seq of the row's own campaign, else the latest (``time_utc``). Each
+side is its cell's latest attempt. The line names the first (trial, rung) decided
 otherwise, or, with the same decisions, the first arrival position that differs, or "same
-decisions in the same order". Asynchronous schedulers may differ under concurrency (the
-docs allow it); this says where.
+decisions in the same arrival order"; without a seq file to pair with, it says so (one
+line, never silence). Asynchronous schedulers may differ under concurrency (the docs allow
+it); this says where.
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.results import decisions
-from engine.results.derived import BASELINE_EXECUTOR
+from engine.results.analysis import (
+    CELL_COLUMNS,
+    TTB_BASELINE_COLUMNS,
+    provenance_columns,
+)
+from engine.results.derived import BASELINE_EXECUTOR, FIFO
 
 
 def _text(value: Any) -> str:
@@ -37,37 +46,86 @@ def _number(value: Any) -> float:
         return math.nan
 
 
-def compare(rows: Iterable[Mapping[str, Any]], runs_dir: str | Path) -> list[dict[str, Any]]:
-    """One entry per hpo cell and non-baseline executor with a decisions file: ``exp_id``,
-    ``scheduler``, ``pass``, ``campaign_id``, ``a`` and ``b`` (``executor``, ``decisions``:
-    the file relative to ``runs_dir``), ``difference`` (None: the same decisions in the same
-    arrival order; else kind, trial, rung, position and what each side had), ``error`` (a
-    file that could not be read: one line; then no difference) and ``text`` (one line).
-    [] when fewer than two executors of one cell recorded decisions."""
-    cells: dict[tuple[str, ...], dict[str, Mapping[str, Any]]] = {}
-    for row in rows:
+def _value(row: Mapping[str, Any], column: str) -> str:
+    if column == "sched":  # as analysis derives it: an empty scheduler is fifo
+        return _text(row.get("scheduler")) or FIFO
+    return _text(row.get(column))
+
+
+def _latest(rows: Iterable[Mapping[str, Any]], by_campaign: bool
+            ) -> list[tuple[int, Mapping[str, Any]]]:
+    """The rows naming a decisions file, one per run (campaign, cell, pass): its latest
+    attempt, with its load position."""
+    ident = (["campaign_id", *provenance_columns(by_campaign), "workload_key",
+              *CELL_COLUMNS, "sched", "pass"])
+    runs: dict[tuple[str, ...], tuple[int, Mapping[str, Any]]] = {}
+    for at, row in enumerate(rows):
         if not _text(row.get("decisions")):
             continue
-        key = tuple(_text(row.get(c)) for c in ("campaign_id", "exp_id", "scheduler", "pass"))
-        by_executor = cells.setdefault(key, {})
-        executor = _text(row.get("executor"))
-        earlier = by_executor.get(executor)
-        if earlier is None or _number(row.get("attempt")) >= _number(earlier.get("attempt")):
-            by_executor[executor] = row
+        key = tuple(_value(row, c) for c in ident)
+        earlier = runs.get(key)
+        if earlier is None or _number(row.get("attempt")) >= _number(earlier[1].get("attempt")):
+            runs[key] = (at, row)
+    return list(runs.values())
+
+
+def compare(rows: Iterable[Mapping[str, Any]], runs_dir: str | Path,
+            by_campaign: bool = False) -> list[dict[str, Any]]:
+    """One entry per non-seq hpo run (campaign, cell, pass; its latest attempt) with a
+    decisions file, paired with seq's as the module doc says (``by_campaign``: only seq of
+    the same ``campaign_hash``): ``exp_id``, ``scheduler``, ``pass``, ``campaign_id`` (the
+    run's), ``baseline_campaign_id`` (seq's; None without one), ``a`` (seq: ``executor``,
+    ``decisions`` — the file relative to ``runs_dir``, None without one) and ``b`` (the
+    run), ``difference`` (None: the same decisions in the same arrival order, or nothing
+    to compare with; else kind, trial, rung, position and what each side had), ``error``
+    (a file that could not be read: one line; then no difference) and ``text`` (one
+    line). Ordered by experiment, scheduler, pass, executor, campaign. [] when only seq
+    recorded decisions."""
+    pair = [*provenance_columns(by_campaign), *TTB_BASELINE_COLUMNS, "pass"]
+    seq: dict[tuple[str, ...], list[tuple[int, Mapping[str, Any]]]] = {}
+    others = []
+    for at, row in _latest(rows, by_campaign):
+        if _text(row.get("executor")) == BASELINE_EXECUTOR:
+            seq.setdefault(tuple(_value(row, c) for c in pair), []).append((at, row))
+        else:
+            others.append(row)
     out = []
-    for (campaign, exp_id, scheduler, pass_), by_executor in cells.items():
-        if len(by_executor) < 2:
-            continue
-        names = sorted(by_executor)
-        base = BASELINE_EXECUTOR if BASELINE_EXECUTOR in by_executor else names[0]
-        for other in (n for n in names if n != base):
-            entry = _entry(runs_dir, by_executor[base], by_executor[other])
-            entry.update(campaign_id=campaign, exp_id=exp_id, scheduler=scheduler,
-                         **{"pass": int(pass_) if pass_.isdigit() else None})
-            where = f"{exp_id} {scheduler} pass {pass_ or '—'}: {other} vs {base}"
+    for row in others:
+        campaign = _text(row.get("campaign_id"))
+        candidates = seq.get(tuple(_value(row, c) for c in pair), [])
+        # the run's own campaign first, else the latest seq run (ISO times sort as text)
+        base = max(candidates, default=None, key=lambda c: (
+            _text(c[1].get("campaign_id")) == campaign, _text(c[1].get("time_utc")), c[0]))
+        exp_id, scheduler, pass_ = (_text(row.get(c)) for c in ("exp_id", "scheduler", "pass"))
+        executor = _text(row.get("executor"))
+        where = f"{exp_id} {scheduler} pass {pass_ or '—'}: {executor}"
+        if base is None:
+            entry = _unpaired(row, pass_, by_campaign)
             entry["text"] = f"{where}: {entry.pop('line')}"
-            out.append(entry)
+        else:
+            entry = _entry(runs_dir, base[1], row)
+            seq_campaign = _text(base[1].get("campaign_id"))
+            entry["baseline_campaign_id"] = seq_campaign or None
+            other = "" if seq_campaign == campaign else f" of campaign {seq_campaign}"
+            entry["text"] = f"{where} vs {BASELINE_EXECUTOR}{other}: {entry.pop('line')}"
+        entry.update(campaign_id=campaign or None, exp_id=exp_id or None,
+                     scheduler=scheduler or None,
+                     **{"pass": int(pass_) if pass_.isdigit() else None})
+        out.append(entry)
+    out.sort(key=lambda e: (e["exp_id"] or "", e["scheduler"] or "", e["pass"] or 0,
+                            e["b"]["executor"], e["campaign_id"] or ""))
     return out
+
+
+def _unpaired(row: Mapping[str, Any], pass_: str, by_campaign: bool) -> dict[str, Any]:
+    """The entry of a run without a seq file to pair with: says so, compares nothing."""
+    b = {"executor": _text(row.get("executor")), "decisions": _text(row.get("decisions"))}
+    same = ("campaign, " if by_campaign else "") + (
+        "machine and stack, workload, K, precision, compile mode and scheduler")
+    line = (f"no {BASELINE_EXECUTOR} decisions to compare with (none of the same {same} "
+            f"at pass {pass_ or '—'}; time to best pairs cells the same way)")
+    return {"a": {"executor": BASELINE_EXECUTOR, "decisions": None}, "b": b,
+            "difference": None, "error": None, "baseline_campaign_id": None, "line": line}
 
 
 def _entry(runs_dir: str | Path, base: Mapping[str, Any],
@@ -98,5 +156,6 @@ def lines(entries: list[dict[str, Any]]) -> list[str]:
     if not entries:
         return []
     return ["scheduler decisions (decisions.json; asynchronous schedulers may differ under "
-            "concurrency): where each executor's first differ from the baseline's",
+            "concurrency): where each executor's first differ from seq's, paired as time to "
+            "best pairs cells",
             *(f"  {e['text']}" for e in entries)]

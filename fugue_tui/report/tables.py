@@ -120,7 +120,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     from engine.results import decision_diff
 
     for line in decision_diff.lines(decision_diff.compare(runs.groups.to_dict("records"),
-                                                          runs_dir)):
+                                                          runs_dir, by_campaign)):
         console.print(Text(line))
     if advise:
         print_advice(view, console)
@@ -209,7 +209,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                       **sweep_sections(runs, fraction, advise, by_campaign, per_core),
                       hpo=hpo_section(runs, by_campaign),
                       decisions=decision_diff.compare(runs.groups.to_dict("records"),
-                                                      runs_dir),
+                                                      runs_dir, by_campaign),
                       warnings=list(runs.notes)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)

@@ -82,3 +82,62 @@ def test_same_files_agree_and_a_torn_file_is_named(tmp_path):
     print_report(runs, Console(file=out, width=400, color_system=None), chart=False)
     line = next(x for x in out.getvalue().splitlines() if "ray vs seq" in x)
     assert "not compared:" in line and "decisions.json: unreadable decisions file" in line
+
+
+def _two_campaigns(tmp_path: Path) -> Path:
+    """seq and unified_model in campaign c1, ray alone in a second campaign c2 (another
+    campaign_hash): the user's `run --exec seq unified_model` then `run --exec ray`."""
+    rows = []
+    for n, (executor, campaign) in enumerate((("seq", "c1"), ("unified_model", "c1"),
+                                              ("ray", "c2")), 1):
+        rel = Path(campaign) / "cells" / f"00{n}-H-{executor}-asha-p1-0000000{n}" / "attempt-1"
+        (tmp_path / rel).mkdir(parents=True)
+        shutil.copy(FIXTURES / f"{executor}.json", tmp_path / rel / decisions.FILE)
+        rows.append(group("H", executor, 2.0, k=3, scheduler="asha", mode="hpo",
+                          campaign=campaign, campaign_hash=f"h{campaign[-1]}",
+                          decisions=str(rel / decisions.FILE)))
+    return write(tmp_path, rows)
+
+
+def test_campaigns_pair_as_time_to_best_pairs_them(tmp_path, capsys):
+    # time to best pools seq across campaigns (same machine, stack, workload, scheduler):
+    # so do the decisions; --by-campaign pairs within a campaign only, and says so
+    runs = _two_campaigns(tmp_path)
+    out = io.StringIO()
+    print_report(runs, Console(file=out, width=400, color_system=None), chart=False)
+    text = out.getvalue()
+    assert f"  {RAY.replace('ray vs seq', 'ray vs seq of campaign c1')}\n" in text
+    assert f"  {UNIFIED}\n" in text
+    out = io.StringIO()
+    print_report(runs, Console(file=out, width=400, color_system=None), chart=False,
+                 by_campaign=True)
+    alone = [s for s in out.getvalue().splitlines() if s.startswith("  H asha pass 1: ray")]
+    assert alone == ["  H asha pass 1: ray: no seq decisions to compare with (none of the "
+                     "same campaign, machine and stack, workload, K, precision, compile "
+                     "mode and scheduler at pass 1; time to best pairs cells the same way)"]
+    run_report(runs, as_json=True, by_campaign=True)
+    by = {e["b"]["executor"]: e for e in strict(capsys.readouterr().out, "report")["decisions"]}
+    assert by["ray"]["a"] == {"executor": "seq", "decisions": None}
+    assert (by["ray"]["difference"], by["ray"]["error"], by["ray"]["baseline_campaign_id"],
+            by["ray"]["campaign_id"]) == (None, None, None, "c2")
+    assert by["ray"]["text"] == alone[0].strip()
+    run_report(runs, as_json=True)
+    by = {e["b"]["executor"]: e for e in strict(capsys.readouterr().out, "report")["decisions"]}
+    assert by["ray"]["baseline_campaign_id"] == "c1" and by["ray"]["difference"]["trial"] == "H_t1"
+    assert by["unified_model"]["baseline_campaign_id"] == "c1"
+
+
+def test_own_campaigns_seq_first_then_the_latest():
+    def row(executor, campaign, time_utc, machine="A"):
+        return {"exp_id": "H", "executor": executor, "scheduler": "asha", "pass": 1,
+                "campaign_id": campaign, "machine": machine, "time_utc": time_utc,
+                "decisions": f"{executor}.json"}
+
+    def bases(rows):
+        return [(e["campaign_id"], e["baseline_campaign_id"])
+                for e in decision_diff.compare(rows, FIXTURES)]
+
+    seqs = [row("seq", "c1", "2026-01-02"), row("seq", "c2", "2026-01-01")]
+    assert bases([*seqs, row("ray", "c2", "2026-01-03")]) == [("c2", "c2")]
+    assert bases([*seqs, row("ray", "c3", "2026-01-03")]) == [("c3", "c1")]
+    assert bases([*seqs, row("ray", "c3", "2026-01-03", machine="B")]) == [("c3", None)]
