@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.results.analysis import MIN_BOOT_N
-from engine.results.derived import BASELINE_EXECUTOR, DEFAULT_FRACTION
+from engine.results.derived import BASELINE_EXECUTOR, DEFAULT_FRACTION, FIFO
 from engine.results.knee import Curve
 from engine.results.per_core import line as per_core_line
 
 #: Executors whose ``max_parallel`` (jobs at once) is worth recommending.
 PARALLEL = ("mp", "ray")
+#: Why a speedup is missing where the cell has no seq baseline (the table's "n/a (no seq)").
+NO_SEQ = f"no {BASELINE_EXECUTOR} ({FIFO}) row at this K"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class Option:
     #: Mean CPU cores the cell's processes used over the group window (issue 46: a speedup
     #: on a CPU campaign is partly cores); NaN where no row recorded it.
     cores_used: float = math.nan
+    #: The speedup's own baseline: seq under fifo, whose speedup is exactly 1 with no
+    #: width. Seq under another scheduler is a candidate like any other, with its speedup
+    #: over seq fifo (:func:`engine.results.analysis.speedups`).
+    baseline: bool = False
 
     @property
     def has_interval(self) -> bool:
@@ -87,7 +93,9 @@ class Advice:
     exp_id: str
     swept: bool
     measure: str
-    recommended: Option
+    #: None when no candidate has a speedup to rank on (no seq (fifo) baseline at its K):
+    #: the verdict says so, as the table's "n/a (no seq)" does.
+    recommended: Option | None
     runner_up: Option | None
     #: True / False when both have intervals; None when an interval is missing.
     distinguishable: bool | None
@@ -117,12 +125,18 @@ class Advice:
 
     @property
     def how(self) -> str:
-        """``unified_model, K = 16 models at once (the knee)`` and the like."""
+        """``unified_model, K = 16 models at once (the knee)`` and the like ("" without a
+        recommendation)."""
         rec = self.recommended
+        if rec is None:
+            return ""
         if self.swept and rec.curve is not None:
             where = ("the knee" if rec.curve.knee == rec.K
                      else "its best K; no knee inside the sweep")
-            text = f"{rec.label}, K = {rec.K} models at once ({where})"
+            # seq trains its K models one after another, never at once
+            together = (", one after another" if rec.executor == BASELINE_EXECUTOR
+                        else " at once")
+            text = f"{rec.label}, K = {rec.K} models{together} ({where})"
         else:
             text = f"{rec.label} (K = {rec.K})"
         if rec.executor in PARALLEL and math.isfinite(rec.max_parallel):
@@ -132,12 +146,17 @@ class Advice:
     def lines(self) -> list[str]:
         """The advice as plain text lines (the report and the dashboard print these)."""
         rec = self.recommended
+        if rec is None:  # nothing ranked: the verdict says why
+            return [f"{self.exp_id} on {self.machine}", f"  {self.verdict}",
+                    f"  evidence: {self.cells} cells, {self.rows} ok rows, "
+                    f"{_passes_text(self.passes)}; {self.measure}",
+                    *(f"  note: {n}" for n in self.notes)]
         out = [f"{self.exp_id} on {self.machine}", f"  recommended: {self.how}"]
         out.append(f"  end-to-end speedup over seq at K = {rec.K} (setup + T_group, what you "
-                   f"wait for): {_speed_text(rec, rec.e2e_speedup, rec.e2e_low, rec.e2e_high)}"
+                   f"wait for): {_speed_text(rec, rec.e2e_speedup, rec.e2e_low, rec.e2e_high, _e2e_missing(rec))}"
                    f"{_times_text(rec)}")
         out.append(f"  speedup over seq at K = {rec.K} (T_group only, set-up excluded): "
-                   f"{_speed_text(rec, rec.speedup, rec.ci_low, rec.ci_high)}"
+                   f"{_speed_text(rec, rec.speedup, rec.ci_low, rec.ci_high, NO_SEQ)}"
                    f"{_cores_text(rec)}")
         if self.per_core:
             out.append(f"  {per_core_line(rec)}")
@@ -164,11 +183,22 @@ class Advice:
         return out
 
 
-def _speed_text(rec: Option, value: float, low: float, high: float) -> str:
-    if rec.executor == BASELINE_EXECUTOR and value == 1.0:
+def _e2e_missing(rec: Option) -> str:
+    """Why ``rec`` has no end-to-end speedup: only what applies (its T_group speedup's
+    baseline, or ``setup_s``)."""
+    if not math.isfinite(rec.speedup):
+        return NO_SEQ
+    if not math.isfinite(rec.setup_s):
+        return "no setup_s recorded"
+    return "setup_s missing from some rows of this cell or of its seq baseline"
+
+
+def _speed_text(rec: Option, value: float, low: float, high: float, missing: str) -> str:
+    """``value`` with its interval; ``missing`` says why when there is none."""
+    if rec.baseline and value == 1.0:
         return "1× (it is the baseline)"
     if not math.isfinite(value):
-        return "n/a (no seq row at this K, or no setup_s recorded)"
+        return f"n/a ({missing})"
     text = number_text(value, ".2f", "×")
     if math.isfinite(low) and math.isfinite(high):
         return text + f" [{low:.2f}, {high:.2f}]"
@@ -228,7 +258,7 @@ def compare_best(best: Option, second: Option | None,
         return None, "only one strategy was measured: nothing to compare it with", None
     n = min(best.n, second.n)
     name = f"{best.label} (K = {best.K}) vs {second.label} (K = {second.K})"
-    seq_fixed = measure == "speedup" and second.executor == BASELINE_EXECUTOR
+    seq_fixed = measure == "speedup" and second.baseline
     widths = [best.half_width, 0.0 if seq_fixed else second.half_width]
     if not all(math.isfinite(w) for w in widths):
         short = max(0, MIN_BOOT_N - n)

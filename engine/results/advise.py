@@ -25,6 +25,13 @@ Without a K sweep (one K per workload)
     is exactly 1), shown with its bootstrap interval, the ``T_group`` speedup, energy per
     trained model and, for mp and ray, the ``max_parallel`` the cell ran with.
 
+The baseline is seq under fifo
+    As in the speedup table (:func:`~engine.results.analysis.speedups`): seq under another
+    scheduler (asha stops trials early) is a candidate like any other, ranked on its
+    speedup over seq fifo. Where no candidate has a speedup (no seq fifo row at their K:
+    the table's "n/a (no seq)") nothing is recommended: ``recommended`` is None and the
+    verdict says there is no seq (fifo) baseline to rank by.
+
 With a K sweep (:mod:`engine.results.knee`)
     Each strategy is taken at its knee — the smallest K beyond which doubling K gains less
     than the knee fraction of training throughput — or, where the sweep never reached one,
@@ -55,7 +62,9 @@ Conditions (issue 46, :mod:`engine.results.conditions`)
 
 Per core (``per_core=True``, :mod:`engine.results.per_core`)
     Ranks by the ``T_group`` speedup ÷ the cell's mean ``cores_used``; cells without it are
-    n/a and ranked last.
+    n/a and ranked last, the note naming what each lacks (``cores_used``, or the speedup's
+    seq baseline). Where no candidate has a speedup per core it ranks as without
+    ``--per-core``, and the measure says it could not rank per core and why.
 
 Rows produced by estimates rather than measurements do not exist yet (the profiling
 issue); when they do, the advice must say so.
@@ -82,10 +91,16 @@ from engine.results.conditions import (
     host_line,
     short_notes,
 )
-from engine.results.derived import BASELINE_EXECUTOR, DEFAULT_FRACTION, end_to_end_s
+from engine.results.derived import (
+    BASELINE_EXECUTOR,
+    DEFAULT_FRACTION,
+    FIFO,
+    end_to_end_s,
+)
 from engine.results.knee import CURVE_COLUMNS, Curve, curves
 from engine.results.per_core import cores_fields, missing_verdict
 from engine.results.per_core import rank as rank_per_core
+from engine.results.per_core import unranked as per_core_unranked
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -98,6 +113,16 @@ def _label(row: dict[str, Any]) -> str:
     if row.get("compile_mode", "off") != "off":
         parts.append(f"compile={row['compile_mode']}")
     return " ".join(parts)
+
+
+def _is_baseline(row: dict[str, Any]) -> bool:
+    """Whether ``row``'s cell is the speedup's baseline: seq under fifo (an empty
+    scheduler is fifo). Seq under another scheduler, whose trials stop early, is a
+    candidate like any other, with its speedup over seq fifo (issue 25's rule in
+    :func:`engine.results.analysis.speedups`)."""
+    sched = row.get("scheduler")
+    sched = "" if sched is None or sched != sched else str(sched)
+    return row.get("executor") == BASELINE_EXECUTOR and sched in ("", FIFO)
 
 
 def _f(value: Any) -> float:
@@ -163,20 +188,30 @@ def advise(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = Fa
                    else _plain_options(records, groups, prov, per_core))
         if not options:
             continue
-        options, measure = (rank_per_core(options, notes) if per_core
-                            else _rank(options, swept, notes))
+        n_rows = int(cells["n_strategy"].sum())
+        counts = cells["n_strategy"].astype(int)
+        if not any(math.isfinite(o.speedup) for o in options):
+            out.append(_unranked(options, provenance, exp_id, swept, notes, len(cells),
+                                 n_rows, counts, fraction, per_core))
+            continue
+        unranked = per_core_unranked(options) if per_core else None
+        if per_core and unranked is None:
+            options, measure = rank_per_core(options, notes)
+        else:
+            options, measure = _rank(options, swept, notes)
+            if unranked is not None:
+                measure += f"; could not rank per core: {unranked}"
+        by_core = per_core and unranked is None
         best = options[0]
         second = options[1] if len(options) > 1 else None
-        distinct, verdict, more = compare_best(best, second, "per_core" if per_core else "speedup")
-        lacking = missing_verdict(best, second) if per_core else None
+        distinct, verdict, more = compare_best(best, second, "per_core" if by_core else "speedup")
+        lacking = missing_verdict(best, second) if by_core else None
         if lacking is not None:
             distinct, verdict, more = None, lacking, None
         busy, verdict = busy_verdict(best, second, distinct, verdict)
         if busy:
             distinct, more = None, None
         notes.extend(short_notes(best, second))
-        n_rows = int(cells["n_strategy"].sum())
-        counts = cells["n_strategy"].astype(int)
         out.append(Advice(provenance=provenance, exp_id=exp_id, swept=swept, measure=measure,
                           recommended=best, runner_up=second, distinguishable=distinct,
                           verdict=verdict, more_passes=more, cells=len(cells), rows=n_rows,
@@ -184,6 +219,24 @@ def advise(runs: Any, fraction: float = DEFAULT_FRACTION, by_campaign: bool = Fa
                           notes=tuple(notes), host_busy=busy, host=host_line(best, second),
                           per_core=per_core))
     return out
+
+
+def _unranked(options: list[Option], provenance: dict[str, Any], exp_id: str, swept: bool,
+              notes: list[str], n_cells: int, n_rows: int, counts: pd.Series,
+              fraction: float, per_core: bool) -> Advice:
+    """The advice where no candidate has a speedup (no seq (fifo) baseline at any of their
+    K, as the table's "n/a (no seq)" says): nothing recommended, and the verdict says why
+    rather than naming a strategy."""
+    ks = ", ".join(str(k) for k in sorted({o.K for o in options}))
+    verdict = (f"no {BASELINE_EXECUTOR} ({FIFO}) baseline at K = {ks}: cannot rank by "
+               f"speedup; measure {BASELINE_EXECUTOR} under {FIFO} at that K to compare "
+               f"these cells")
+    return Advice(provenance=provenance, exp_id=exp_id, swept=swept,
+                  measure=f"not ranked: no {BASELINE_EXECUTOR} ({FIFO}) baseline",
+                  recommended=None, runner_up=None, distinguishable=None, verdict=verdict,
+                  more_passes=None, cells=n_cells, rows=n_rows,
+                  passes=(int(counts.min()), int(counts.max())), fraction=fraction,
+                  notes=tuple(notes), per_core=per_core)
 
 
 def _order(options: list[Option]) -> list[Option]:
@@ -220,7 +273,7 @@ def _rank(options: list[Option], swept: bool, notes: list[str]) -> tuple[list[Op
         notes.append(f"{best.label} is slower than seq end to end ({best.e2e_speedup:.2f}× "
                      f"with its set-up of {number_text(best.setup_s, ',.1f', ' s')}): it wins only "
                      f"inside the group window")
-    elif best.executor != BASELINE_EXECUTOR and not math.isfinite(best.e2e_speedup):
+    elif not best.baseline and not math.isfinite(best.e2e_speedup):
         notes.append(f"{best.label}: its set-up time is not recorded, so whether it is "
                      f"faster than seq end to end is unknown")
     return ranked, measure
@@ -238,7 +291,7 @@ def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
     keys = prov + list(CURVE_COLUMNS)
     out = []
     for row in records:
-        is_seq = row["executor"] == BASELINE_EXECUTOR
+        is_seq = _is_baseline(row)
         speedup = 1.0 if is_seq else _f(row["speedup"])
         out.append(Option(
             label=_label(row), executor=str(row["executor"]), K=int(row["K"]),
@@ -248,7 +301,8 @@ def _plain_options(records: list[dict[str, Any]], groups: pd.DataFrame,
             score_high=1.0 if is_seq else _f(row["ci_high"]),
             throughput=_f(row["train_throughput_mean"]),
             energy_per_model_j=_f(row["energy_per_model_j"]),
-            max_parallel=_parallel(groups, row, keys), **_e2e_fields(row, is_seq),
+            max_parallel=_parallel(groups, row, keys), baseline=is_seq,
+            **_e2e_fields(row, is_seq),
             **condition_fields(row), **_cores(groups, row, keys, per_core)))
     return out
 
@@ -286,7 +340,7 @@ def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.
                          f"speedup to rank it on")
         else:
             row = match[0]
-        is_seq = curve.executor == BASELINE_EXECUTOR
+        is_seq = _is_baseline(curve.cell)
         speedup = 1.0 if is_seq else _f(row.get("speedup"))
         out.append(Option(
             label=curve.label, executor=curve.executor, K=k, n=point.n,
@@ -295,9 +349,7 @@ def _swept_options(records: list[dict[str, Any]], mine: list[Curve], groups: pd.
             score=speedup, score_low=1.0 if is_seq else _f(row.get("ci_low")),
             score_high=1.0 if is_seq else _f(row.get("ci_high")),
             throughput=point.throughput, energy_per_model_j=point.energy_per_model_j,
-            max_parallel=_parallel(groups, row, keys), curve=curve,
+            max_parallel=_parallel(groups, row, keys), curve=curve, baseline=is_seq,
             **_e2e_fields(row, is_seq), **condition_fields(row),
             **_cores(groups, row, keys, per_core)))
-    if not np.isfinite([o.score for o in out]).any():
-        return []
     return out

@@ -296,7 +296,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     (s) = mean ``setup_s``, the strategy's set-up outside ``T_group``, shown beside it (the
     window rule, docs/measurement.md; NaN where no row recorded it); ``cores_used_mean`` =
     mean ``cores_used`` (CPU cores the cell's processes used over the window) over the rows
-    that recorded it, NaN where none did (never 0).
+    that recorded it (a value that is no positive number is not recorded), NaN where none
+    did (never 0).
     """
     prov = provenance_columns(by_campaign)
     keys = cell_columns(by_campaign)
@@ -315,6 +316,10 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     for column in ("time_to_best_s", "best_val_metric", "cores_used"):
         if column not in ok.columns:
             ok[column] = np.nan
+    # a cores_used that is no positive number (a hand-edited 0) was not recorded: the
+    # table shows it missing, as the advice's per-core ranking treats it (one rule)
+    cores = pd.to_numeric(ok["cores_used"], errors="coerce")
+    ok["cores_used"] = cores.where(cores > 0)
     sched = ok["scheduler"].fillna("").astype(str)
     ok = ok.assign(cell=_codes(ok, keys),
                    energy_per_model=derived("energy_per_model_j").compute(ok["energy_group"],

@@ -152,9 +152,9 @@ def busy_figures(best: Any, second: Any) -> list[str]:
         if option.busy_n:
             out.append(f"{option.label} (K = {option.K}): " + busy_text(
                 option.busy_n, option.n, option.host_load_max, option.host_cores))
-    seq_listed = any(o.executor == "seq" and o.busy_n for o in _compared(best, second))
+    seq_listed = any(o.baseline and o.busy_n for o in _compared(best, second))
     baseline = next((o for o in _compared(best, second)
-                     if o.executor != "seq" and o.seq_busy_n), None)
+                     if not o.baseline and o.seq_busy_n), None)
     if baseline is not None and not seq_listed:
         out.append("their seq baseline: " + busy_text(
             baseline.seq_busy_n, baseline.n_seq, baseline.seq_host_load_max,
@@ -195,8 +195,8 @@ def host_line(best: Any, second: Any) -> str:
     rows = sum(o.n for o in options)
     text = (f"host load (1-minute average) while measuring: up to {max(loads):.1f}{on}; "
             f"busy in {busy} of the {rows} rows compared")
-    baseline = next((o for o in options if o.executor != "seq"), None)
-    if baseline is not None and not any(o.executor == "seq" for o in options):
+    baseline = next((o for o in options if not o.baseline), None)
+    if baseline is not None and not any(o.baseline for o in options):
         text += f", {baseline.seq_busy_n} of their seq baseline's {baseline.n_seq}"
     return text
 

@@ -14,6 +14,9 @@ Missing stays missing
     A cell none of whose ok rows recorded ``cores_used`` (rows written before the column,
     a cluster cell, a value that is no positive number) has no speedup per core: ``n/a``,
     never 0, ranked after every candidate that has one, and the ranking's note names it.
+    Nor has a cell without a ``T_group`` speedup (no seq (fifo) baseline at its K): its note
+    names that input, not ``cores_used``. Where no candidate has a speedup per core,
+    :func:`unranked` says why and the advice ranks on the speedup instead (and says so).
     Where only some rows recorded it, the mean is over those and the note says how many.
 
 Reads the column defensively by name (:data:`COLUMN`): a results file without it gives
@@ -58,7 +61,7 @@ def _per_core(option: Any) -> Any:
                        per_core_high=math.nan, score=math.nan, score_low=math.nan,
                        score_high=math.nan)
     value, low, high = option.speedup / cores, option.ci_low / cores, option.ci_high / cores
-    if option.executor == "seq" and option.speedup == 1.0:  # its own baseline: no width
+    if option.baseline:  # seq fifo, its own baseline: no width
         low = high = value
     return replace(option, per_core=value, per_core_low=low, per_core_high=high, score=value,
                    score_low=low, score_high=high)
@@ -72,9 +75,9 @@ def rank(options: list[Any], notes: list[str]) -> tuple[list[Any], str]:
     scored = [_per_core(o) for o in options]
     have = sorted((o for o in scored if math.isfinite(o.score)), key=lambda o: -o.score)
     lack = [o for o in scored if not math.isfinite(o.score)]
-    if lack:
-        notes.append("no speedup per core (no cores_used recorded: n/a, ranked last) for "
-                     + ", ".join(f"{o.label} (K = {o.K})" for o in lack))
+    for why in dict.fromkeys(_missing(o) for o in lack):  # one note per missing input
+        notes.append(f"no speedup per core ({why}: n/a, ranked last) for "
+                     + ", ".join(f"{o.label} (K = {o.K})" for o in lack if _missing(o) == why))
     partial = [o for o in have if o.per_core_rows < o.per_core_of]
     if partial:
         notes.append("cores_used recorded in only some rows (their mean is used) for "
@@ -83,10 +86,33 @@ def rank(options: list[Any], notes: list[str]) -> tuple[list[Any], str]:
     return have + lack, MEASURE
 
 
+def _missing(option: Any) -> str:
+    """What ``option`` lacks for a speedup per core: its ``cores_used``, or the T_group
+    speedup it divides (no seq (fifo) baseline at its K)."""
+    if not math.isfinite(option.per_core_cores):
+        return NO_CORES
+    return NO_SPEEDUP
+
+
+#: Why a candidate has no speedup per core: the two inputs it divides.
+NO_CORES = "no cores_used recorded"
+NO_SPEEDUP = "no T_group speedup over seq: no seq (fifo) baseline at its K"
+
+
+def unranked(options: list[Any]) -> str | None:
+    """Why no candidate of ``options`` has a speedup per core (the advice then ranks on
+    the speedup instead, and says so); None when one has."""
+    if any(math.isfinite(o.per_core_cores) and math.isfinite(o.speedup) for o in options):
+        return None
+    if not any(math.isfinite(o.per_core_cores) for o in options):
+        return "no candidate recorded cores_used"
+    return "no candidate with cores_used recorded has a T_group speedup over seq"
+
+
 def line(option: Any) -> str:
     """The recommendation's speedup per core as one advice line."""
     if not math.isfinite(option.per_core):
-        return f"speedup per core at K = {option.K}: n/a (no cores_used recorded)"
+        return f"speedup per core at K = {option.K}: n/a ({_missing(option)})"
     interval = (f" [{option.per_core_low:.2f}, {option.per_core_high:.2f}]"
                 if math.isfinite(option.per_core_low) and math.isfinite(option.per_core_high)
                 and option.per_core_low != option.per_core_high else "")
@@ -99,10 +125,10 @@ def missing_verdict(best: Any, second: Any) -> str | None:
     """The verdict where a compared candidate has no speedup per core (nothing to compare
     on); None when both have one (the intervals decide, as for speedups)."""
     if not math.isfinite(best.score):
-        return ("no candidate recorded cores_used: there is no speedup per core to rank on "
-                "(rows written before the column, or cluster cells)")
+        return (f"{best.label} (K = {best.K}) has no speedup per core to rank on "
+                f"({_missing(best)})")
     if second is not None and not math.isfinite(second.score):
         return (f"{best.label} (K = {best.K}) is the only candidate with a speedup per core: "
-                f"{second.label} (K = {second.K}) recorded no cores_used, so they are not "
-                f"compared")
+                f"{second.label} (K = {second.K}) has none ({_missing(second)}), so they are "
+                f"not compared")
     return None
