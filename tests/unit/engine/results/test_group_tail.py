@@ -8,6 +8,9 @@ import io
 import os
 from pathlib import Path
 
+import pandas as pd
+
+from engine.results.load import load_runs
 from engine.results.tail import GroupTail
 
 FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "dashboard" / "runs" / "master_groups.csv"
@@ -56,6 +59,12 @@ def test_an_update_parses_only_the_rows_appended_since_the_last(tmp_path):
         f.write(torn[40:])
     assert tail.update() and len(tail.runs().groups) == 5
     assert tail.rows_parsed - parsed == 4
+    # the rows as load_runs normalises them, read whole (what the report and Results show)
+    whole = load_runs(path).select("speed").groups.reset_index(drop=True)
+    ours = tail.runs().groups
+    columns = ["exp_id", "executor", "status", "machine", "precision", "compile_mode", "K",
+               "T_group", "features", "row"]
+    pd.testing.assert_frame_equal(ours[columns], whole[columns].assign(row=range(5)))
 
 
 def test_a_quoted_line_end_waits_for_its_record_and_a_replaced_file_is_read_again(tmp_path):
