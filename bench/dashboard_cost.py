@@ -266,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--long: cells of the campaign (default 60)")
     parser.add_argument("--earlier", type=int, default=300,
                         help="--long: earlier group rows in the runs folder (default 300)")
-    parser.add_argument("--epochs", type=int, default=15,
-                        help="--long: D_ens's epochs per cell (default 15, the catalogue's)")
+    parser.add_argument("--epochs", type=int, default=30,
+                        help="--long: D_ens's epochs per cell (default 30: a cell every ~5 s)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

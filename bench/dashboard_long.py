@@ -10,10 +10,10 @@ module does the work) runs, ``--reps`` times (default 2):
   committed recording's rows (tests/fixtures/dashboard/runs) under other campaign ids,
   written with today's header (no upgrade on the first append);
 * a campaign of ``--cells`` (default 60) real cells: experiment D_ens trained for
-  ``--epochs`` (default 15, the catalogue's: a cell ends every 3-5 s, as in the campaign
-  of the issue, 75 cells in 6 min 19 s), ``seq`` and ``unified_model`` alternating over
-  ``cells / 2`` passes, one torch thread, the monitor at 0.5 s, CPU — every cell end
-  changes the speedup so far;
+  ``--epochs`` (default 30: a cell ends about every 5 s on a quiet 2-core host, the pace of
+  the issue's campaign, 75 cells in 6 min 19 s; the catalogue's 15 ends one every ~3 s),
+  ``seq`` and ``unified_model`` alternating over ``cells / 2`` passes, one torch thread,
+  the monitor at 0.5 s, CPU — every cell end changes the speedup so far;
 * ``fugue-tui dashboard --attach`` in a pseudo-terminal of 150×48 (as ``dashboard_cost``).
 
 Figures, per repetition:
@@ -140,7 +140,7 @@ def _campaign(tmp: Path, name: str, cells: int, epochs: int) -> Path:
     return path
 
 
-def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 15) -> dict:
+def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 30) -> dict:
     """One long campaign watched by a dashboard; the figures of one repetition."""
     from bench.dashboard_cost import READY_MARK, Terminal, _env
     from engine.results.columns import GROUPS_FILE

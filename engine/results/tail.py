@@ -49,7 +49,7 @@ class GroupTail:
         self._identity = identity
         self._offset = 0
         self._header: list[str] | None = None
-        self._frames: list[pd.DataFrame] = []
+        self._records: list[list[str]] = []
         self._runs: Runs | None = None
 
     def update(self) -> bool:
@@ -62,7 +62,7 @@ class GroupTail:
         identity = (st.st_dev, st.st_ino)
         restart = identity != self._identity or st.st_size < self._offset
         if restart:
-            had = bool(self._frames)
+            had = bool(self._records)
             self._reset(identity)
         if st.st_size == self._offset:
             return restart and had
@@ -97,7 +97,8 @@ class GroupTail:
         frame = pd.DataFrame(mine, columns=header, dtype=str)
         frame, _ = _drop_impossible(frame, self.path, GROUPS_FILE, self.notes)
         if len(frame):
-            self._frames.append(frame.assign(source=str(self.path)))
+            # kept as plain records: one frame built per answer, never a concat of many
+            self._records += frame.to_numpy(str).tolist()
             self._runs = None
         return bool(len(frame)) or restart
 
@@ -105,9 +106,9 @@ class GroupTail:
         """The campaign's rows read so far, normalised (:class:`~engine.results.load.Runs`,
         no job rows); an empty frame before any."""
         if self._runs is None:
-            groups = (pd.concat(self._frames, ignore_index=True) if self._frames
-                      else pd.DataFrame(columns=self._header or []))
-            self._runs = runs_from_frames(groups, None, [self.path])
+            groups = pd.DataFrame(self._records, columns=self._header or [], dtype=str)
+            self._runs = runs_from_frames(groups.assign(source=str(self.path)), None,
+                                          [self.path])
         return self._runs
 
 
