@@ -52,15 +52,15 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "dashboar
 CLOCK = re.compile(rb" \xc2\xb7 cpu \xc2\xb7 (\d+:\d\d(?::\d\d)?) \xc2\xb7 cells")
 
 
-def figures():
+def figures(cells: int = 60, earlier: int = 300, epochs: int = 30):
     from bench.results import Figure
 
     return {
         "share": Figure("dashboard_cpu_share", "fraction of one core", target="<=0.05",
-                        note="dashboard CPU s / wall s over a long campaign (D_ens 1 epoch, seq "
-                             "and unified_model alternating) in a runs folder with earlier "
-                             "campaigns' rows; all: first screen to runner exit; first/last "
-                             "third of that window"),
+                        note=f"dashboard CPU s / wall s over a campaign of {cells} cells (D_ens "
+                             f"at {epochs} epochs, seq and unified_model alternating) in a runs "
+                             f"folder holding {earlier} earlier group rows; all: first screen "
+                             "to runner exit; first/last third of that window"),
         "drift": Figure("cpu_share_drift", "percentage points", target="<=1",
                         note="last third's CPU share minus the first third's (flat: <= 1)"),
         "latency_max": Figure("strip_latency_max_s", "s", target="<=5",
@@ -254,7 +254,7 @@ def main_long(args) -> int:
               f"{clock[-1]:.2f} s; load {loads[-1]:.2f}", flush=True)
     if args.no_write:
         return 0
-    fig = figures()
+    fig = figures(args.cells, args.earlier, args.epochs)
     run_id = bench_results.new_run_id()
     prov = bench_results.provenance(command)
     rows = (bench_results.figure_rows(PART, fig["share"], share, run_id, prov)
