@@ -30,8 +30,8 @@ class SoFar:
     up to date incrementally: each :meth:`parts` reads only the group rows appended since
     the previous one (:class:`engine.results.tail.GroupTail`; the folder's other campaigns
     are parsed once, on the first call, and never kept) and reruns the analysis only when
-    rows of the campaign arrived. Not thread-safe: one worker at a time (the run header's
-    workers are exclusive)."""
+    rows of the campaign arrived. Not thread-safe: one caller at a time (the run header's
+    workers take a lock: a superseded one may still be running)."""
 
     def __init__(self, runs_dir: Path, campaign: str) -> None:
         from engine.results.columns import GROUPS_FILE
