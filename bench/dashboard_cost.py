@@ -27,6 +27,9 @@ Figures:
   rendering and the terminal write included — then Escape closes it. Target ≤ 100 ms;
 * ``load_1min``: the machine's load average after each repetition.
 
+``--long``: the long-campaign variant (a campaign of 60 cells in a runs folder holding 300
+earlier group rows), published as part ``dashboard_cost_long``: :mod:`bench.dashboard_long`.
+
 Protocol (bench/README.md): one warm-up of each variant, then ``--reps`` (default 10)
 repetitions with the variants' order alternating; each campaign is a fresh runner and
 cell. The machine is shared: run it when ``uptime`` shows a load below 2, else say so
@@ -250,14 +253,33 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog=prog(PART), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=10, help="repetitions (default 10)")
+    parser.add_argument("--reps", type=int, default=None,
+                        help="repetitions (default 10; with --long 2)")
     parser.add_argument("--probes", type=int, default=20,
                         help="keypress latency probes (default 20)")
     parser.add_argument("--window", type=float, default=20.0,
                         help="seconds of replay per repetition (default 20)")
+    parser.add_argument("--long", action="store_true",
+                        help="the long-campaign variant instead (part dashboard_cost_long, "
+                             "bench.dashboard_long)")
+    parser.add_argument("--cells", type=int, default=60,
+                        help="--long: cells of the campaign (default 60)")
+    parser.add_argument("--earlier", type=int, default=300,
+                        help="--long: earlier group rows in the runs folder (default 300)")
+    parser.add_argument("--epochs", type=int, default=30,
+                        help="--long: D_ens's epochs per cell (default 30: a cell every ~5 s)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.long:
+        from bench.dashboard_long import main_long
+
+        args.reps = 2 if args.reps is None else args.reps
+        if args.reps < 1 or args.cells < 4 or args.earlier < 0 or args.epochs < 1:
+            parser.error("--long needs --reps >= 1, --cells >= 4, --earlier >= 0 and "
+                         "--epochs >= 1")
+        return main_long(args)
+    args.reps = 10 if args.reps is None else args.reps
     if args.reps < 1 or args.probes < 1:
         parser.error("--reps and --probes must be >= 1")
     if args.reps < 10:

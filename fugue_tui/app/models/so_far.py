@@ -9,7 +9,9 @@ only the state.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from engine.observe.state import CampaignState
 from engine.results.derived import BASELINE_EXECUTOR
@@ -19,47 +21,127 @@ from fugue_tui.format import fmt_duration
 def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
     """``speedup so far: D_ens unified_model 1.20× [0.95, 1.51] · …`` for ``campaign``'s
     rows in ``runs_dir`` (empty while no strategy cell has a seq baseline yet)."""
-    parts = speedup_parts(runs_dir, campaign, n_boot)
+    parts = SoFar(runs_dir, campaign).parts(n_boot)
     return ("speedup so far: " + " · ".join(" ".join(p) for p in parts)) if parts else ""
+
+
+class SoFar:
+    """The speedups so far of campaign ``campaign`` in the runs folder ``runs_dir``, kept
+    up to date incrementally: each :meth:`parts` reads only the group rows appended since
+    the previous one (:class:`engine.results.tail.GroupTail`; the folder's other campaigns
+    are parsed once, on the first call, and never kept) and reruns the analysis only when
+    rows of the campaign arrived. Not thread-safe: one caller at a time (the run header's
+    workers take a lock: a superseded one may still be running)."""
+
+    def __init__(self, runs_dir: Path, campaign: str) -> None:
+        from engine.results.columns import GROUPS_FILE
+        from engine.results.tail import GroupTail
+
+        self.tail = GroupTail(Path(runs_dir) / GROUPS_FILE, campaign)
+        self._parts: list[tuple[str, str, str]] = []
+        #: Rows arrived that the last answer does not include yet.
+        self._dirty = False
+
+    def parts(self, n_boot: int = 500,
+              cancelled: Callable[[], bool] = lambda: False) -> list[tuple[str, str, str]]:
+        """Each strategy cell's ``(label, "1.20×", "[0.95, 1.51]")`` (``"1.20× on 1.93
+        cores"`` where its rows recorded ``cores_used``; the interval
+        ``(n=1/1, no interval yet)`` while a side has too few passes; labels from
+        :func:`strip_labels`); empty while no strategy cell has a seq baseline yet. The
+        previous answer when no row arrived since, or when ``cancelled()`` turned true
+        before the analysis (a newer cell end superseded this one)."""
+        from engine.results.analysis import speedups
+
+        if self.tail.update():
+            self._dirty = True
+        if not self._dirty or cancelled():
+            return self._parts
+        runs = self.tail.runs()
+        if not len(runs.groups):
+            self._parts, self._dirty = [], False
+            return self._parts
+        table = speedups(runs, n_boot=n_boot)
+        rows = []
+        for row in table.to_dict("records"):
+            value = row.get("speedup")
+            if row["executor"] == BASELINE_EXECUTOR or value is None or not math.isfinite(value):
+                continue
+            rows.append(row)
+        parts = []
+        for row, label in zip(rows, strip_labels(rows), strict=True):
+            low, high = row.get("ci_low"), row.get("ci_high")
+            interval = (f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None
+                        and math.isfinite(low) and math.isfinite(high)
+                        else f"(n={int(row['n_strategy'])}/{int(row['n_seq'])}, no interval yet)")
+            # the cores behind it (issue 46: mp and ray use several, seq one), when recorded
+            cores = row.get("cores_used_mean")
+            on = (f" on {cores:.2f} cores" if cores is not None and math.isfinite(cores)
+                  else "")
+            parts.append((label, f"{row['speedup']:.2f}×{on}", interval))
+        self._parts, self._dirty = parts, False
+        return parts
 
 
 def speedup_parts(runs_dir: Path, campaign: str,
                   n_boot: int = 500) -> list[tuple[str, str, str]]:
-    """Each strategy cell's ``(label, "1.20×", "[0.95, 1.51]")`` for ``campaign``'s rows in
-    ``runs_dir`` (``"1.20× on 1.93 cores"`` where its rows recorded ``cores_used``; the
-    interval ``(n=1/1, no interval yet)`` while a side has too few passes); empty while no
-    strategy cell has a seq baseline yet. :func:`fit_strip` lays them out."""
-    from engine.errors import FugueError
-    from engine.results.analysis import speedups
-    from engine.results.load import Runs, load_runs
-    from fugue_tui.report.figures import cell_label
+    """:meth:`SoFar.parts` of a fresh :class:`SoFar` (reads the group file once)."""
+    return SoFar(runs_dir, campaign).parts(n_boot)
 
+
+def _number(value: Any) -> str:
     try:
-        runs = load_runs(runs_dir)
-    except FugueError:
-        return []
-    groups = runs.groups[runs.groups["campaign_id"] == campaign]
-    if not len(groups):
-        return []
-    jobs = runs.jobs
-    if len(jobs):
-        jobs = jobs[jobs["group_id"].isin(set(groups["group_id"]))]
-    table = speedups(Runs(groups, jobs, list(runs.sources)), n_boot=n_boot)
-    parts = []
-    for row in table.to_dict("records"):
-        value = row.get("speedup")
-        if row["executor"] == BASELINE_EXECUTOR or value is None or not math.isfinite(value):
-            continue
-        low, high = row.get("ci_low"), row.get("ci_high")
-        interval = (f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None
-                    and math.isfinite(low) and math.isfinite(high)
-                    else f"(n={int(row['n_strategy'])}/{int(row['n_seq'])}, no interval yet)")
-        # the cores behind it (issue 46: mp and ray use several, seq one), when recorded
-        cores = row.get("cores_used_mean")
-        on = (f" on {cores:.2f} cores" if cores is not None and math.isfinite(cores)
-              else "")
-        parts.append((cell_label(row), f"{value:.2f}×{on}", interval))
-    return parts
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value or "")
+    return "" if not math.isfinite(number) else f"{number:g}"
+
+
+def _text(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return "" if text == "nan" else text
+
+
+#: The axes that may tell a strip's cells apart, in the order a label names them: each a
+#: function of a speedup row giving the value compared and the words shown.
+AXES: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+    ("K", lambda r: f"K={_number(r.get('K'))}" if _number(r.get("K")) else ""),
+    ("precision", lambda r: _text(r.get("precision")) or "fp32"),
+    ("scheduler", lambda r: _text(r.get("scheduler")) or "fifo"),
+    ("device", lambda r: _text(r.get("gpu_name")) or "cpu"),
+    ("compile_mode", lambda r: f"compile={_text(r.get('compile_mode')) or 'off'}"),
+    ("features", lambda r: _text(r.get("features"))),
+    ("mp_start", lambda r: _text(r.get("mp_start"))),
+    ("tune_actors", lambda r: _text(r.get("tune_actors"))),
+    ("rung", lambda r: f"rung {_text(r.get('rung'))}" if _text(r.get("rung")) else ""),
+    ("machine", lambda r: _text(r.get("machine"))),
+)
+
+
+def strip_labels(rows: list[dict[str, Any]]) -> list[str]:
+    """A label per speedup row (:func:`engine.results.analysis.speedups`' columns):
+    ``exp executor`` and the axes (:data:`AXES`: K, precision, scheduler, device, …) that
+    tell cells of the same experiment and executor apart among ``rows`` — a K sweep's
+    ``D_ens unified_model K=8`` and ``K=16`` — and nothing else, so an ordinary campaign
+    keeps ``D_ens unified_model``. An axis that differs somewhere is named on every row
+    that has a value for it. Rows still alike (they differ in an option no axis names)
+    get every axis with a value."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((_text(row.get("exp_id")), _text(row.get("executor"))), []).append(row)
+    shown = [(name, words) for name, words in AXES
+             if any(len({words(r) for r in group}) > 1 for group in groups.values())]
+
+    def label(row: dict[str, Any], axes: list[tuple[str, Callable[[dict[str, Any]], str]]]) -> str:
+        parts = [_text(row.get("exp_id")), _text(row.get("executor"))]
+        return " ".join(parts + [w for w in (words(row) for _, words in axes) if w])
+
+    labels = [label(r, shown) for r in rows]
+    if len(set(labels)) < len(labels):
+        every = [(n, w) for n, w in AXES if n not in ("precision", "scheduler", "device",
+                                                      "compile_mode")]
+        labels = [label(r, [*shown, *(a for a in every if a not in shown)])
+                  if labels.count(labels[i]) > 1 else labels[i] for i, r in enumerate(rows)]
+    return labels
 
 
 def fit_strip(parts: list[tuple[str, str, str]], eta: float | None, width: int) -> str:
@@ -74,8 +156,11 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: float | None, width: int) 
     eta_short = f"ETA {fmt_duration(eta)}" if eta is not None else ""
     full = [" ".join(p) for p in parts]
     bare = [f"{label} {value}" for label, value, _ in parts]
-    # the experiment and executor only (a configuration such as vf:1,s:0,fl:0 dropped)
-    short = [" ".join([*label.split()[:2], value]) for label, value, _ in parts]
+    # the experiment and executor only (a configuration such as vf:1,s:0,fl:0 dropped),
+    # unless that would leave two items alike (a K sweep's K=8 and K=16: issue 47, item 4)
+    heads = [" ".join(label.split()[:2]) for label, _, _ in parts]
+    short = [f"{head if heads.count(head) == 1 else label} {value}"
+             for head, (label, value, _) in zip(heads, parts, strict=True)]
 
     def line(head: str, items: list[str], tail: str) -> str:
         body = (head + " · ".join(items)) if items else ""

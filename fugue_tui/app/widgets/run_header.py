@@ -5,19 +5,23 @@ campaign's ETA (:mod:`fugue_tui.app.models.so_far`).
 
 The speedups are computed from the rows the campaign has written, in a thread worker, only
 when a cell finished since the last computation (rows land as cells finish), and only when
-a speedup can exist (:func:`~fugue_tui.app.models.so_far.comparable`): loading the rows
-costs a dashboard about a second of CPU. The result lands in :attr:`RunHeader.so_far`, a
+a speedup can exist (:func:`~fugue_tui.app.models.so_far.comparable`). Incrementally: one
+:class:`~fugue_tui.app.models.so_far.SoFar` per campaign reads only the group rows appended
+since its last call (the runs folder's other campaigns once), and a newer cell end cancels a
+worker still waiting. The result lands in :attr:`RunHeader.so_far`, a
 reactive variable: the screen watches it to redraw at once when it changed.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 from textual import work
 from textual.reactive import var
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from fugue_tui.app.models.run import RunModel, devices_line
 from fugue_tui.app.models.run_text import campaign_header
@@ -39,6 +43,9 @@ class RunHeader(Static):
         #: The finished-cell count the speedups were last asked for.
         self._so_far_done = -1
         self._shown: str | None = None
+        #: ``((runs_dir, campaign), SoFar)``: the incremental speedups of the campaign shown.
+        self._so_far_model: tuple[tuple[Path, str], Any] | None = None
+        self._so_far_lock = threading.Lock()
 
     def show(self, model: RunModel, now: float, run_dir: Path, *, replay: Any,
              attached: bool, handle: Any, stopping: bool) -> None:
@@ -79,10 +86,20 @@ class RunHeader(Static):
 
     @work(thread=True, exclusive=True, group="so-far")
     def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:
-        from fugue_tui.app.models.so_far import speedup_parts
+        """Off the UI thread; a newer cell end's worker cancels this one (exclusive): it
+        then skips the analysis if it has not begun and never posts a stale answer."""
+        from fugue_tui.app.models.so_far import SoFar
 
-        try:
-            parts = speedup_parts(runs_dir, campaign)
-        except (OSError, ValueError, KeyError) as exc:  # a display aid must not stop us
-            parts = [("speedup so far:", "not computed", f"({type(exc).__name__}: {exc})")]
-        self.app.call_from_thread(setattr, self, "so_far", parts)
+        worker = get_current_worker()
+        # One model per campaign, kept: each call reads only the rows appended since
+        # (issue 47, item 2: it reloaded the whole runs folder at each cell end).
+        with self._so_far_lock:  # a superseded worker may still be running: one at a time
+            if self._so_far_model is None or self._so_far_model[0] != (runs_dir, campaign):
+                self._so_far_model = ((runs_dir, campaign), SoFar(runs_dir, campaign))
+            model = self._so_far_model[1]
+            try:
+                parts = model.parts(cancelled=lambda: worker.is_cancelled)
+            except (OSError, ValueError, KeyError) as exc:  # a display aid must not stop us
+                parts = [("speedup so far:", "not computed", f"({type(exc).__name__}: {exc})")]
+        if not worker.is_cancelled:
+            self.app.call_from_thread(setattr, self, "so_far", parts)

@@ -431,7 +431,8 @@ def test_speedup_so_far_and_the_campaign_eta(tmp_path, monkeypatch):
             header = screen_text(app).splitlines()[0:3]
             line = next(h for h in header if "speedup so far" in h)
             value = d_ens["speedup"].iloc[0]
-            assert f"D_ens unified_model vf:1,s:0,fl:0 {value:.2f}× [" in line, line
+            # one K, one precision: the label names no axis (issue 47, item 4)
+            assert f"D_ens unified_model {value:.2f}× [" in line, line
 
     asyncio.run(scenario())
 

@@ -1,0 +1,114 @@
+"""The run header's "speedup so far" strip (issue 47): it is updated from the rows appended
+since the last cell end, never by reloading the runs folder (item 2), and its labels carry
+the axes that tell its cells apart, such as a K sweep's K (item 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+from pathlib import Path
+
+from fugue_tui.app.app import FugueApp
+from fugue_tui.app.screens.run import RunScreen
+from tests.app_screen import screen_text, until
+
+SIZE = (150, 48)
+
+
+def _encode(header: list[str], rows: list[dict[str, str]], with_header: bool) -> bytes:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, header, lineterminator="\r\n")
+    if with_header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue().encode()
+
+
+def _fixture_rows(runs: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with (runs / "master_groups.csv").open(newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def test_a_k_sweep_keeps_k_in_the_strip_and_an_ordinary_campaign_short_labels(tmp_path):
+    """``D_ens unified_model 1.53× · D_ens unified_model 0.67×`` after a K sweep: which is
+    which? Each label names the K; the recorded campaign (one K, one precision) keeps
+    ``D_ens unified_model``."""
+    from fugue_tui.app.models.so_far import fit_strip, speedup_parts
+    from tests.snapshots.helpers import install
+
+    runs = install(tmp_path)
+    header, rows = _fixture_rows(runs)
+    ordinary = speedup_parts(runs, "speed", n_boot=0)
+    assert [label for label, _, _ in ordinary] == ["D_ens unified_model", "D_cv unified_model"]
+    # the same experiment at K=5 and K=10: seq and unified_model at each, one pass
+    speed = [r for r in rows if r["campaign_id"] == "speed" and r["exp_id"] == "D_ens"]
+    sweep = [{**r, "campaign_id": "sweep"} for r in speed[:2]]
+    sweep += [{**r, "campaign_id": "sweep", "K": "10", "group_id": r["group_id"] + "k10",
+               "T_group": str(float(r["T_group"]) * (1.0 if r["executor"] == "seq" else 3.0))}
+              for r in speed[:2]]
+    (runs / "master_groups.csv").write_bytes(_encode(header, rows + sweep, True))
+    parts = speedup_parts(runs, "sweep", n_boot=0)
+    labels = [label for label, _, _ in parts]
+    assert sorted(labels) == ["D_ens unified_model K=10", "D_ens unified_model K=5"], labels
+    # the narrowest forms keep the K too (the experiment and executor alone would repeat)
+    for width in (84, 100):
+        strip = fit_strip(parts, 200.0, width)
+        assert "K=5 " in strip and "K=10 " in strip and len(strip) <= width, strip
+
+
+def _run_screen(app) -> RunScreen | None:
+    return app.screen if isinstance(app.screen, RunScreen) else None
+
+
+def test_the_strip_reads_only_the_rows_appended_since_the_last_cell_end(tmp_path, monkeypatch):
+    """A runs folder with 300 earlier group rows: the strip's update at a cell end parses
+    the rows appended since the previous one, never the folder again (the dashboard
+    reloaded every campaign's rows at each cell end: its CPU climbed with the folder)."""
+    import engine.results.load as load
+    from fugue_tui.app.widgets.run_header import RunHeader
+    from tests.snapshots.helpers import install
+
+    monkeypatch.chdir(tmp_path)
+    runs = install(tmp_path)
+    header, rows = _fixture_rows(runs)
+    ladder = [r for r in rows if r["campaign_id"] == "ladder"]
+    speed = [r for r in rows if r["campaign_id"] == "speed"]
+    earlier = [{**ladder[i % len(ladder)], "campaign_id": f"old{i // len(ladder)}"}
+               for i in range(300)]
+    groups = runs / "master_groups.csv"
+    groups.write_bytes(_encode(header, earlier + speed[:2], True))
+    events = runs / "speed" / "runner.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    ends = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "done"]
+    events.write_text("".join(lines[:ends[1] + 1]))  # D_ens seq and unified_model ended
+
+    loads = []
+    real = load.load_runs
+    monkeypatch.setattr(load, "load_runs", lambda *a, **k: loads.append(a) or real(*a, **k))
+
+    async def scenario():
+        app = FugueApp(attach=str(runs / "speed"), clock=lambda: 1_800_000_000.0)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: _run_screen(app)
+                        and "so far: D_ens unified_model" in screen_text(app), timeout=30,
+                        what="the strip after two cells")
+            assert loads == []  # not the whole runs folder: this campaign's rows
+            tail = app.screen.query_one(RunHeader)._so_far_model[1].tail
+            read, parsed = tail.bytes_read, tail.rows_parsed
+            assert parsed == 302
+            # the next two cells end: their rows, then their events
+            more = _encode(header, speed[2:4], False)
+            with groups.open("ab") as f:
+                f.write(more)
+            with events.open("a") as f:
+                f.write("".join(lines[ends[1] + 1:ends[3] + 1]))
+            await until(pilot, lambda: "D_cv unified_model" in screen_text(app), timeout=30,
+                        what="the strip after four cells")
+            assert tail.bytes_read - read == len(more)
+            assert tail.rows_parsed - parsed == 2
+        assert loads == []  # the runs folder never reloaded
+
+    asyncio.run(scenario())
