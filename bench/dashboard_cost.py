@@ -156,6 +156,26 @@ def _campaign(tmp: Path, name: str, experiment: str) -> Path:
     return path
 
 
+
+def stop(runner: subprocess.Popen, *parts) -> None:
+    """The end of a measured run, whatever happened: each of ``parts`` (a
+    :class:`Terminal`, a recorder; None skipped) stopped, the runner killed if it still
+    runs (nothing of the bench is left behind)."""
+    for part in parts:
+        if part is not None:
+            part.stop()
+    if runner.poll() is None:
+        runner.kill()
+        runner.wait()
+
+
+def raise_if_failed(runner: subprocess.Popen) -> None:
+    """RuntimeError with the runner's last stderr when it did not exit 0."""
+    if runner.returncode != 0:
+        raise RuntimeError(f"runner failed ({runner.returncode}): "
+                           f"{runner.stderr.read().decode(errors='replace')[-2000:]}")
+
+
 def _env() -> dict[str, str]:
     from engine.processes import engine_env
 
@@ -210,14 +230,8 @@ def run_campaign(tmp: Path, name: str, experiment: str, dashboard: bool,
         else:
             runner.wait(timeout=900)
     finally:
-        if term is not None:
-            term.stop()
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-    if runner.returncode != 0:
-        raise RuntimeError(f"runner failed ({runner.returncode}): "
-                           f"{runner.stderr.read().decode(errors='replace')[-2000:]}")
+        stop(runner, term)
+    raise_if_failed(runner)
     rows = [r for r in read_rows(tmp / "runs" / GROUPS_FILE)
             if r["campaign_id"] == name and r["status"] == "ok"]
     if not rows:

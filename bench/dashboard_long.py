@@ -142,7 +142,7 @@ def _campaign(tmp: Path, name: str, cells: int, epochs: int) -> Path:
 
 def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 30) -> dict:
     """One long campaign watched by a dashboard; the figures of one repetition."""
-    from bench.dashboard_cost import READY_MARK, Terminal, _env
+    from bench.dashboard_cost import READY_MARK, Terminal, _env, raise_if_failed, stop
     from engine.results.columns import GROUPS_FILE
     from engine.results.tail import GroupTail
     from fugue_tui.app.models.so_far import SoFar
@@ -192,16 +192,8 @@ def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 30) -
         samples.append((time.monotonic(), sum(proc.cpu_times()[:2])))
         time.sleep(5.5)  # the last cell end's strip
     finally:
-        if recorder is not None:
-            recorder.stop()
-        if term is not None:
-            term.stop()
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-    if runner.returncode != 0:
-        raise RuntimeError(f"runner failed ({runner.returncode}): "
-                           f"{runner.stderr.read().decode(errors='replace')[-2000:]}")
+        stop(runner, recorder, term)
+    raise_if_failed(runner)
     buffer = bytes(term.buffer)
     latencies = []
     for when, mark, first in ends:
