@@ -66,9 +66,11 @@ class RunHeader(Static):
 
         text = header(True)
         if len(text.plain.split("\n", 1)[0]) > width:
-            # the clock's word must not wrap the line (a finished campaign at 80 columns):
-            # the bare time on the campaign line is still the campaign's
-            text = header(False)
+            # the clock's word must not be what wraps the line (a finished campaign at 80
+            # columns): the bare time on the campaign line is still the campaign's
+            bare = header(False)
+            if len(bare.plain.split("\n", 1)[0]) <= width:
+                text = bare
         state = model.view.state
         done = model.finished_count()
         if done != self._so_far_done and replay is None:  # a replay writes no rows
