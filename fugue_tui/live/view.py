@@ -128,7 +128,7 @@ class LiveView:
         started, ended = self.state.started_ts, self.state.ended_ts
         end = ended if ended is not None else now
         elapsed = end - started if started is not None else None
-        head.append(f" · {fmt_duration(elapsed)}")
+        head.append(f" · elapsed {fmt_duration(elapsed)}")  # the cell line's is "cell 0:15"
         if self.state.state not in ("running", "starting"):
             head.append(f" · {self.state.state}", style="bold")
         cells = Text(f"cells {done}/{self.total} done: ")
@@ -144,13 +144,15 @@ class LiveView:
         return Group(head, grid)
 
     def cell_line(self, cell: CellState, now: float) -> Text:
-        """The cell's line: index, label, attempt, elapsed, state, stage, watchdog."""
+        """The cell's line: index, label, attempt, its attempt's elapsed time (``cell 0:15``,
+        told apart from the campaign's ``elapsed``), state, stage, watchdog."""
         # a cell that ended took until its end, however late it is looked at
         end = cell.ended_ts if cell.ended_ts is not None and not cell.active else now
         elapsed = end - cell.started_ts if cell.started_ts is not None else None
         line = Text(f"[{cell.index}/{self.total}] ", style="bold")
         line.append(cell.label, style="bold")
-        line.append(f" · attempt {cell.attempt} · {fmt_duration(elapsed)} · ")
+        # labelled: the header's clock is the campaign's (issue 47, item 8)
+        line.append(f" · attempt {cell.attempt} · cell {fmt_duration(elapsed)} · ")
         line.append(cell.state, style=STATE_STYLE.get(cell.state, ""))
         stage = STAGE_WORDS.get(cell.stage, cell.stage)
         if cell.state == "running" and stage:

@@ -30,15 +30,19 @@ _CONFIRM = {
 
 def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
                     runner_alive: bool | None, attached: bool, handle: Any,
-                    stopping: bool) -> Text:
-    """The campaign line: name, device, elapsed, counts, runner and outcome."""
+                    stopping: bool, labelled: bool = True) -> Text:
+    """The campaign line: name, device, the campaign's ``elapsed 1:23`` (ticking with
+    ``now`` while it runs; the bare ``1:23`` unless ``labelled``: the header drops the word
+    where it would wrap the line), counts, runner and outcome."""
     state = view.state
     head = Text("campaign ", style="bold")
     head.append(state.campaign or run_dir.name, style="bold")
     if state.device:
         head.append(f" · {state.device}")
     end = state.ended_ts if state.ended_ts is not None else now
-    head.append(f" · {fmt_duration(end - state.started_ts) if state.started_ts else PENDING}")
+    # labelled: the campaign's clock, the cell line's is "cell 0:15" (issue 47, item 8)
+    elapsed = fmt_duration(end - state.started_ts) if state.started_ts else PENDING
+    head.append(f" · elapsed {elapsed}" if labelled else f" · {elapsed}")
     counts = state.counts()
     if state.state in STOPPED and counts.get("queued"):
         # nothing will run them any more: the table's "not run" (issue 30, item 14)

@@ -1,9 +1,9 @@
 """The run screen's "speedup so far" line: each strategy cell's speedup over seq from the
 rows this campaign has written up to now — the same analysis as the Results screen and
 ``fugue-tui report`` (:func:`engine.results.analysis.speedups`: ratio of mean ``T_group``,
-the bootstrap interval once both sides have enough passes) — and the campaign's ETA.
-Textual-free; :func:`speedup_line` reads files (call it from a worker), :func:`eta_seconds`
-only the state.
+the bootstrap interval once both sides have enough passes) — fitted to one line with the
+campaign's ETA (:mod:`fugue_tui.app.models.eta`). Textual-free; :func:`speedup_line` reads
+files (call it from a worker).
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.observe.state import CampaignState
 from engine.results.derived import BASELINE_EXECUTOR
-from fugue_tui.format import fmt_duration
+
+if TYPE_CHECKING:
+    from fugue_tui.app.models.eta import Eta
 
 
 def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
@@ -144,16 +146,16 @@ def strip_labels(rows: list[dict[str, Any]]) -> list[str]:
     return labels
 
 
-def fit_strip(parts: list[tuple[str, str, str]], eta: float | None, width: int) -> str:
+def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int) -> str:
     """The run header's strip — each speedup so far and the ETA — in one line of
     ``width`` cells (the header is at most three lines: a strip that wrapped was cut off,
     at 160 columns too). Tries, in order: everything; the ETA without its explanation;
     the speedups without their intervals; without their configuration (experiment and
-    executor only); as many of those as fit and ``+N more (v: results)``. The ETA is kept
-    whole in each."""
-    eta_long = (f"ETA {fmt_duration(eta)} (cells left at their executor's mean)"
-                if eta is not None else "")
-    eta_short = f"ETA {fmt_duration(eta)}" if eta is not None else ""
+    executor only); as many of those as fit and ``+N more (v: results)``. The ETA
+    (:meth:`Eta.text <fugue_tui.app.models.eta.Eta.text>`) is kept in each, its spread
+    included."""
+    eta_long = eta.text(long=True) if eta is not None else ""
+    eta_short = eta.text(long=False) if eta is not None else ""
     full = [" ".join(p) for p in parts]
     bare = [f"{label} {value}" for label, value, _ in parts]
     # the experiment and executor only (a configuration such as vf:1,s:0,fl:0 dropped),
@@ -194,35 +196,3 @@ def comparable(state: CampaignState) -> bool:
             exp, executor, _, _ = split_label(cell.label)
             seen.setdefault(exp, set()).add(executor)
     return any(BASELINE_EXECUTOR in executors and len(executors) > 1 for executors in seen.values())
-
-
-def eta_seconds(state: CampaignState, now: float) -> float | None:
-    """Seconds until the campaign ends, from what its cells took so far: each queued cell
-    costs the mean duration of the ended cells of its executor (of all ended cells when its
-    executor has none yet), a running one that less what it has run. None before any cell
-    ended."""
-    from fugue_tui.app.models.cells import split_label
-
-    took: dict[str, list[float]] = {}
-    for cell in state.cells.values():
-        if cell.ended and cell.started_ts is not None and cell.ended_ts is not None:
-            took.setdefault(split_label(cell.label)[1], []).append(
-                cell.ended_ts - cell.started_ts)
-    every = [t for times in took.values() for t in times]
-    if not every:
-        return None
-    left = 0.0
-    for cell in state.cells.values():
-        if cell.state != "queued" and not cell.active:
-            continue
-        times = took.get(split_label(cell.label)[1]) or every
-        cost = sum(times) / len(times)
-        if cell.active and cell.started_ts is not None:
-            cost = max(0.0, cost - (now - cell.started_ts))
-        left += cost
-    return left
-
-
-def eta_text(state: CampaignState, now: float) -> str:
-    eta = eta_seconds(state, now)
-    return "" if eta is None else f"ETA {fmt_duration(eta)} (cells left at their executor's mean)"

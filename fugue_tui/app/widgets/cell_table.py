@@ -5,8 +5,9 @@ elapsed, T_group, note), and one row per earlier attempt of a retried cell, unde
 that changed (new rows are appended and the table re-sorted by cell then attempt), and
 repaints only the rows it changed (``DataTable.update_cell`` alone repaints every visible
 row). The running cell's elapsed time — the only value that changes with the clock alone —
-advances in steps of :data:`CLOCK_STEP_S` (the job pane above shows it to the second); state
-changes and numbers appear at the next redraw.
+ticks every second, the same value as the job pane's ``cell 0:15`` (it moved in 10 s steps
+and disagreed with it: issue 47, item 8; one row repainted a second); state changes and
+numbers appear at the next redraw.
 
 Cursor moves are told apart: :meth:`select_cell` and the re-sort move it for the program,
 anything else (keys, mouse) is the user's, which :meth:`take_user_moved` reports once (the
@@ -41,8 +42,6 @@ _NAV = (
 )
 #: Shorter headers (the keys stay): at 80 columns the long ones pushed T_group off screen.
 HEADERS = {"configuration": "config", "attempt": "try"}
-#: Seconds between two updates of a running cell's elapsed time in the table.
-CLOCK_STEP_S = 10.0
 
 
 def _order(value: str) -> tuple[int, float]:
@@ -84,7 +83,6 @@ class CellTable(FittedTable):
         """Bring the table in line with ``state``; returns the number of table cells
         written (0 when nothing changed)."""
         wanted: dict[str, tuple[Any, ...]] = {}
-        now = math.floor(now / CLOCK_STEP_S) * CLOCK_STEP_S
         for cell in sorted(state.cells.values(), key=lambda c: c.index):
             wanted.update(history_rows(cell))
             wanted[cell.key] = cell_row(cell, now, state.state)

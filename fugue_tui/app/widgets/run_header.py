@@ -1,7 +1,7 @@
 """The run screen's header: the campaign line (:func:`fugue_tui.app.models.run_text.campaign_header`),
 one line per device when cells run on several at once
 (:func:`fugue_tui.app.models.run.devices_line`), and the "speedup so far" strip with the
-campaign's ETA (:mod:`fugue_tui.app.models.so_far`).
+campaign's ETA (:mod:`fugue_tui.app.models.so_far`, :mod:`fugue_tui.app.models.eta`).
 
 The speedups are computed from the rows the campaign has written, in a thread worker, only
 when a cell finished since the last computation (rows land as cells finish), and only when
@@ -54,11 +54,23 @@ class RunHeader(Static):
         :class:`~fugue_tui.app.models.replay.Replay` or None, ``attached`` to a runner
         started elsewhere, its ``handle``, ``stopping`` it), with the devices and the
         so-far strip under it. A layout pass only when the header's height may change."""
-        from fugue_tui.app.models.so_far import comparable, eta_seconds, fit_strip
+        from fugue_tui.app.models.eta import campaign_eta
+        from fugue_tui.app.models.so_far import comparable, fit_strip
 
-        text = campaign_header(model.view, run_dir, now, replay=replay,
-                               runner_alive=model.runner_alive, attached=attached,
-                               handle=handle, stopping=stopping)
+        width = max(20, self.content_size.width or self.app.size.width - 2)
+
+        def header(labelled: bool) -> Any:
+            return campaign_header(model.view, run_dir, now, replay=replay,
+                                   runner_alive=model.runner_alive, attached=attached,
+                                   handle=handle, stopping=stopping, labelled=labelled)
+
+        text = header(True)
+        if len(text.plain.split("\n", 1)[0]) > width:
+            # the clock's word must not be what wraps the line (a finished campaign at 80
+            # columns): the bare time on the campaign line is still the campaign's
+            bare = header(False)
+            if len(bare.plain.split("\n", 1)[0]) <= width:
+                text = bare
         state = model.view.state
         done = model.finished_count()
         if done != self._so_far_done and replay is None:  # a replay writes no rows
@@ -66,9 +78,9 @@ class RunHeader(Static):
             if comparable(state):  # else no speedup yet: spare the analysis' imports
                 self._speedup_so_far(run_dir.parent, state.campaign or run_dir.name)
         # one line of the header's width: a strip that wrapped was cut (issue 30, item 14)
-        strip = fit_strip(self.so_far, eta_seconds(state, now) if state.state == "running"
-                          else None, max(20, self.content_size.width
-                                         or self.app.size.width - 2))
+        # the ETA counts down between cell ends (issue 47, item 8): it moves with ``now``
+        eta = campaign_eta(state, now, model.view.total) if state.state == "running" else None
+        strip = fit_strip(self.so_far, eta, width)
         devices = devices_line(model.running_cells())
         if devices:
             text.append(f"\n{devices}", style="green")

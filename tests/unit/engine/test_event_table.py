@@ -174,7 +174,7 @@ def test_the_live_view_renders_a_new_active_state(dummy_types):
                 "ts": 3.0})
     console = Console(width=100, record=True, color_system=None)
     console.print(view.render())
-    assert "[1/1] E seq · attempt 1 · 0:08 · paused" in console.export_text()
+    assert "[1/1] E seq · attempt 1 · cell 0:08 · paused" in console.export_text()
 
 
 def test_the_dummy_types_are_gone_after_the_fixture():

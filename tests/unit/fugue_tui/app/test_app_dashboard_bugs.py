@@ -58,7 +58,7 @@ def test_finished_cell_job_header_shows_its_own_duration(tmp_path, monkeypatch):
             jobs = screen.query_one(JobProgress)
             await until(pilot, lambda: "D_ens seq pass 1" in str(jobs.render()), what="D_ens")
             header = str(jobs.render()).splitlines()[0]
-            assert "· 0:05 ·" in header, header
+            assert "· cell 0:05 ·" in header, header
             assert "0:59" not in header and "1:00:" not in header
 
     asyncio.run(scenario())
@@ -411,7 +411,7 @@ def test_speedup_so_far_and_the_campaign_eta(tmp_path, monkeypatch):
     from engine.observe.state import CampaignState
     from engine.results.analysis import speedups
     from engine.results.load import load_runs
-    from fugue_tui.app.models.so_far import eta_seconds
+    from fugue_tui.app.models.eta import campaign_eta
     from tests.snapshots.helpers import install
 
     monkeypatch.chdir(tmp_path)
@@ -451,5 +451,6 @@ def test_speedup_so_far_and_the_campaign_eta(tmp_path, monkeypatch):
                   + cell("dddd", "D_cv unified_model pass 1", "queued")
                   + cell("eeeee", "D_cv ray pass 1", "queued")):
         state.apply(event)
-    assert eta_seconds(state, now=17.0) == (10 - 3) + 4 + (10 + 4) / 2
-    assert eta_seconds(CampaignState(), now=0.0) is None
+    eta = campaign_eta(state, now=17.0)
+    assert eta is not None and eta.left_s == (10 - 3) + 4 + (10 + 4) / 2
+    assert campaign_eta(CampaignState(), now=0.0) is None

@@ -297,18 +297,23 @@ def test_job_pane_of_a_queued_cell_in_a_live_campaign_says_queued():
 
 def test_the_speedup_strip_fits_one_line_at_every_width():
     """At 160 columns the strip wrapped and the header (three lines at most) cut it off."""
+    from fugue_tui.app.models.eta import Eta
     from fugue_tui.app.models.so_far import fit_strip
 
     parts = [(f"E{i:02d} unified_model vf:1,s:0,fl:0", f"1.{i:02d}×", f"[0.9{i % 10}, 1.5{i}]")
              for i in range(1, 7)]
+    eta = Eta(left_s=200.0, spread_s=0.0, measured=18, total=20)
     for width in (78, 98, 158):
-        text = fit_strip(parts, 200.0, width)
+        text = fit_strip(parts, eta, width)
         assert len(text) <= width, (width, text)
         assert text.endswith("ETA 3:20") and "so far: E01 unified_model" in text
         assert "more (v: results)" in text or width == 158
-    few = fit_strip(parts[:1], 200.0, 158)
+    few = fit_strip(parts[:1], eta, 158)
     assert few == ("speedup so far: E01 unified_model vf:1,s:0,fl:0 1.01× [0.91, 1.51] · "
-                   "ETA 3:20 (cells left at their executor's mean)")
+                   "ETA 3:20 (18 of 20 cells measured)")
+    # an uncertain ETA keeps its spread in the narrowest form (issue 47, item 8)
+    unsure = fit_strip(parts, Eta(200.0, 80.0, 2, 20), 78)
+    assert unsure.endswith("ETA ~3:20 ±1:20") and len(unsure) <= 78, unsure
     assert fit_strip(parts[:2], None, 98) == ("speedup so far: E01 unified_model vf:1,s:0,fl:0 "
                                               "1.01× · E02 unified_model vf:1,s:0,fl:0 1.02×")
     assert fit_strip([], None, 80) == ""

@@ -97,7 +97,7 @@ def test_recorded_campaign_shows_rows_attempts_numbers_and_charts(tmp_path, monk
                 ["1", "X_block", "seq", "pass 1", "done", "2", "0:04", "1.23 s", ""],
                 ["2", "D_ens", "seq", "pass 1", "done", "1", "0:05", "0.50 s", ""]]
             text = screen_text(app)
-            assert "campaign rec · cpu · 0:31 · cells 2/2: 2 done · finished (done, ok)" in text
+            assert "campaign rec · cpu · elapsed 0:31 · cells 2/2: 2 done · finished (done, ok)" in text
             # select cell 1: its jobs, its monitor charts (no GPU: CPU and RSS of the tree)
             table.focus()
             await pilot.press("g", "j")

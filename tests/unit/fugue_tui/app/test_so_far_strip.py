@@ -36,6 +36,7 @@ def test_a_k_sweep_keeps_k_in_the_strip_and_an_ordinary_campaign_short_labels(tm
     """``D_ens unified_model 1.53× · D_ens unified_model 0.67×`` after a K sweep: which is
     which? Each label names the K; the recorded campaign (one K, one precision) keeps
     ``D_ens unified_model``."""
+    from fugue_tui.app.models.eta import Eta
     from fugue_tui.app.models.so_far import fit_strip, speedup_parts
     from tests.snapshots.helpers import install
 
@@ -55,7 +56,7 @@ def test_a_k_sweep_keeps_k_in_the_strip_and_an_ordinary_campaign_short_labels(tm
     assert sorted(labels) == ["D_ens unified_model K=10", "D_ens unified_model K=5"], labels
     # the narrowest forms keep the K too (the experiment and executor alone would repeat)
     for width in (84, 100):
-        strip = fit_strip(parts, 200.0, width)
+        strip = fit_strip(parts, Eta(200.0, 0.0, 4, 4), width)
         assert "K=5 " in strip and "K=10 " in strip and len(strip) <= width, strip
 
 

@@ -111,9 +111,9 @@ def test_running_cell_exact_view():
     events = [e for e in recorded() if e["type"] not in ("suspect", "hung")]
     text = render(view_of(events, now=1098.0))
     assert text == "\n".join([
-        "campaign quick · cpu · 1:38",
+        "campaign quick · cpu · elapsed 1:38",
         "━━━━━━━━━━━━━━━      cells 3/4 done: 1 ok, 0 failed, 1 killed, 1 skipped",
-        "[3/4] D_hpo seq pass 1 · attempt 1 · 0:38 · running · training",
+        "[3/4] D_hpo seq pass 1 · attempt 1 · cell 0:38 · running · training",
         "  job       epoch   step  progress                         loss  val acc  samples/s"
         "  elapsed   ETA",
         f"  D_hpo_t0    2/2  44/44  {BAR}     100%  0.1234    0.950      1,408     0:04  0:00",
@@ -134,7 +134,7 @@ def test_running_cell_exact_view():
 def test_hung_cell_is_shown_with_what_the_watchdog_saw():
     text = render(view_of(recorded(), now=1100.0))
     lines = text.splitlines()
-    assert lines[2] == ("[3/4] D_hpo seq pass 1 · attempt 1 · 0:40 · hung "
+    assert lines[2] == ("[3/4] D_hpo seq pass 1 · attempt 1 · cell 0:40 · hung "
                         "(no progress for 60 s, 0.00 cores)")
     # elapsed keeps counting; a hung job has no rate to extrapolate: no ETA
     assert re.fullmatch(r"  D_hpo_t1 .* 75%  0\.4567 .* 0:33     –", lines[5]), lines[5]
@@ -168,7 +168,7 @@ def test_finished_campaign_and_stale_attempts():
     assert view.counts() == {"ok": 1, "failed": 0, "killed": 2, "skipped": 1}
     lines = render(view).splitlines()
     assert lines[:3] == [
-        "campaign quick · cpu · 1:42 · done",  # the clock stopped at campaign_done
+        "campaign quick · cpu · elapsed 1:42 · done",  # the clock stopped at campaign_done
         "━━━━━━━━━━━━━━━━━━━━ cells 4/4 done: 1 ok, 0 failed, 2 killed, 1 skipped",
         "last cell [3/4] D_hpo seq pass 1: killed"]
     assert "D_ens_ens_s0" not in "\n".join(lines)
@@ -227,7 +227,7 @@ def test_events_written_and_followed_from_files(tmp_path):
     for event in follower.poll():
         view.apply(event)
     lines = render(view).splitlines()
-    assert lines[2].endswith("· attempt 1 · 0:01 · running · starting"), lines
+    assert lines[2].endswith("· attempt 1 · cell 0:01 · running · starting"), lines
     # 5 of 40 steps in 2 s: 14 s left at the report, 13 s one second later
     assert re.fullmatch(r"  D_mm_digits\s+1/4\s+5/10\s+━━╸\s+12%\s+1\.5000\s+–\s+160\s+0:03"
                         r"\s+0:13", lines[4]), lines
