@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fugue_tui.app.messages import Notice
-from fugue_tui.app.models.run import command_applies, stacks_available
+from fugue_tui.app.models.run import command_applies, stacks_available, why_no_stacks
 from fugue_tui.app.models.run_text import confirm_question
 from fugue_tui.app.screens.modals import ConfirmScreen
 
@@ -46,6 +46,8 @@ class CellCommands:
         if action == "dump_stacks":  # a live cell of a live runner: something to ask
             cell = screen.selected_cell()
             return screen.replay is None and cell is not None and stacks_available(cell)
+        if action == "why_no_stacks":  # d where the dump does not apply: it says why
+            return not self.available("dump_stacks")
         if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
             return screen.replay is not None
         return True
@@ -89,6 +91,13 @@ class CellCommands:
                       markup=False)
         screen.run_worker(partial(self._dump, Path(cell.log_path).parent, int(cell.pid),
                                   cell.label, cell.attempt), thread=True, group="stacks")
+
+    def why_no_stacks(self) -> None:
+        """Notify why ``d`` has no stacks to ask for now (:func:`why_no_stacks`)."""
+        screen = self.screen
+        reason = why_no_stacks(screen.selected_cell(), screen.replay is not None)
+        if reason:
+            screen.notify(reason, severity="warning", timeout=6, markup=False)
 
     def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
         """(thread worker) Ask for the dump and push the screen that shows it."""
