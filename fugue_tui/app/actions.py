@@ -88,8 +88,9 @@ RUN = (
            "dump the stacks of every thread of the selected running cell's Python processes "
            "(kept beside its log), shown with its process tree and last events"),
     Action("run.zoom", "z", "zoom", "zoom",
-           "show one pane on the whole screen, cycling cells, jobs, monitor, log, events, "
-           "then all of them again (a small terminal shows the monitor only so)"),
+           "show one pane on the whole screen, cycling cells, jobs, monitor, log, events "
+           "(there each line in full, a busy-host warning too), then all of them again "
+           "(a small terminal shows the monitor only so)"),
     Action("run.monitor", "t", "monitor_view", "timeline",
            "the monitor pane shows, in turn: the selected cell's monitor, the campaign's "
            "host/device timeline with the cells' starts and ends, and the loss and "

@@ -4,6 +4,7 @@ failed before its fix: `d` with nothing to dump said nothing; …"""
 from __future__ import annotations
 
 import asyncio
+import os
 
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.screens.run import RunScreen
@@ -12,6 +13,8 @@ from tests.app_screen import until
 from tests.unit.fugue_tui.app.test_app_run_screen import T0, recorded_run
 
 SIZE = (150, 48)
+#: A 1-minute load average above this host's cores, whatever their number.
+LOAD = float(2 * (os.cpu_count() or 1) + 1)
 
 
 def _notified(app, text: str) -> str:
@@ -55,3 +58,63 @@ def test_why_no_stacks_names_each_reason():
     assert "no pid" in why_no_stacks(starting, replay=False)
     done = SimpleNamespace(**{**vars(running), "state": "finished", "active": False})
     assert "E1 seq is finished, not running" in why_no_stacks(done, replay=False)
+
+
+def _busy_line() -> str:
+    """A busy-host warning as the engine words it (load_warnings, with competitors)."""
+    from engine.cell.rows import load_warnings
+
+    competitors = [{"name": "python", "pid": 4242, "cpu_pct": 95.0},
+                   {"name": "ray::IDLE", "pid": 4343, "cpu_pct": 40.0},
+                   {"name": "chromium-browser", "pid": 4444, "cpu_pct": 33.0}]
+    # the load is compared with the whole host's cores: well above them on any host
+    busy = load_warnings(10.0, None, 1, (LOAD, None), competitors=competitors)
+    assert len(busy) == 1 and "the machine was busy" in busy[0], busy
+    return busy[0]
+
+
+def test_a_busy_host_warning_is_one_row_of_the_events_pane_in_full_zoomed(tmp_path,
+                                                                          monkeypatch):
+    """A busy-host warning wrapped to 3-4 rows of the events pane: one row now (cut at its
+    edge), the whole text when the events pane is zoomed to (z) - the details on demand."""
+    from tests.app_screen import screen_text
+    from tests.unit.fugue_tui.app.test_app_run_screen import _write
+
+    monkeypatch.chdir(tmp_path)
+    run = recorded_run(tmp_path)
+    warning = _busy_line()
+    events = run / "cells" / "002-D_ens-seq-p1-bbbbbbbb" / "attempt-1" / "events.jsonl"
+    _write(events, [{"ts": T0 + 30, "type": "warning", "cell": "b" * 16, "attempt": 1,
+                     "message": warning}])
+
+    async def scenario():
+        app = FugueApp(attach=str(run), clock=lambda: T0 + 40)
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane = await until(pilot, lambda: isinstance(app.screen, RunScreen)
+                               and app.screen.query_one("#recent"))
+            row = await until(pilot, lambda: next(
+                (r for r in screen_text(app).splitlines() if f"host busy, load {LOAD:.1f}" in r), ""),
+                what="the busy-host warning, in one row")
+            shown = row.split("│")[-2] if row.count("│") >= 2 else row
+            assert shown.rstrip().endswith("…"), row  # cut at the pane's edge, not wrapped
+            assert "4444" not in screen_text(app)  # the rest is not on a row of its own
+            assert "campaign finished" in screen_text(app)  # the lifecycle still shows
+            for _ in range(5):  # cells, jobs, monitor, log, events
+                await pilot.press("z")
+            await until(pilot, lambda: "chromium-browser (pid 4444) 33 %"
+                        in screen_text(app).replace("\n", " ") and pane.size.width > 100,
+                        what="the whole warning, zoomed to the events")
+
+    asyncio.run(scenario())
+
+
+def test_brief_keeps_the_stamp_and_the_cell_and_leaves_other_lines():
+    from fugue_tui.app.widgets.recent_lines import brief
+
+    line = f"08:00:30 D_ens seq pass 1: warning: {_busy_line()}"
+    cores = os.cpu_count() or 1
+    assert brief(line) == (f"08:00:30 D_ens seq pass 1: host busy, load {LOAD:.1f} on {cores} "
+                           "cores; "
+                           "busiest: python (pid 4242) 95 %, ray::IDLE (pid 4343) 40 %, "
+                           "chromium-browser (pid 4444) 33 %")
+    assert brief("08:00:31 campaign finished, exit code 0") is None
