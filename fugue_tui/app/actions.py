@@ -78,6 +78,9 @@ RUN = (
            "kill the selected cell, or drop it from the queue, and go on (asks first)"),
     Action("run.kill", "x", "kill_cell", "kill",
            "kill the selected running cell; it is not retried (asks first)"),
+    Action("run.stop", "S", "stop_campaign", "stop",
+           "stop the campaign and keep this screen (asks first): the running cell is "
+           "killed and recorded, no process survives; quit (q) offers the same stop"),
     Action("run.follow", "f", "follow_running", "follow",
            "select the running cell and keep following whichever cell runs"),
     Action("run.plan", "p", "back_to_plan", "plan",

@@ -18,7 +18,7 @@ control channel (:mod:`fugue_tui.app.screens.run_commands`). The panes are drawn
 :class:`~fugue_tui.app.widgets.run_panes.RunPanes`; the zoom and whether the screen shows at
 all are :mod:`fugue_tui.app.screens.run_layout`'s.
 
-Its keys (retry, skip, kill, follow, plan, results, stacks, zoom, monitor view, back; in
+Its keys (retry, skip, kill, stop, follow, plan, results, stacks, zoom, monitor view, back; in
 replay pause, step, faster, slower, to end) are declared, with what each does, in
 :data:`fugue_tui.app.actions.RUN` and :data:`~fugue_tui.app.actions.REPLAY` (the help
 screen lists them).
@@ -85,7 +85,7 @@ __all__ = ["REFRESH_S", "ZOOMS", "RunScreen", "devices_line"]
 REFRESH_S = 0.5
 #: Actions whose availability depends on the selected cell and the runner.
 _CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dump_stacks",
-            "why_no_stacks")
+            "why_no_stacks", "stop_campaign")
 
 
 class RunScreen(Screen):
@@ -310,6 +310,9 @@ class RunScreen(Screen):
     def action_dump_stacks(self) -> None:
         self.commands.dump_stacks()
 
+    def action_stop_campaign(self) -> None:
+        self.commands.confirm_stop()
+
     def action_why_no_stacks(self) -> None:
         self.commands.why_no_stacks()
 
@@ -382,6 +385,13 @@ class RunScreen(Screen):
     # -- stop -----------------------------------------------------------------------------
     def active_pids(self) -> set[int]:
         return self.model.active_pids()
+
+    def begin_stop(self, then: Callable[[list[int]], None]) -> None:
+        """Stop the campaign (:meth:`stop_runner`), saying so: quit's "stop" and ``S``
+        both come here."""
+        self.stopping = True
+        self.notify("stopping: the runner records the running cell as killed…", markup=False)
+        self.stop_runner(then)
 
     @work(thread=True, exclusive=True, group="stop")
     def stop_runner(self, then: Callable[[list[int]], None]) -> None:

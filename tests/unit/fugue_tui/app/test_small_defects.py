@@ -118,3 +118,58 @@ def test_brief_keeps_the_stamp_and_the_cell_and_leaves_other_lines():
                            "busiest: python (pid 4242) 95 %, ray::IDLE (pid 4343) 40 %, "
                            "chromium-browser (pid 4444) 33 %")
     assert brief("08:00:31 campaign finished, exit code 0") is None
+
+
+class _Runner:
+    """A live runner as the run screen sees one (RunnerHandle's alive, pid, stop): stop()
+    records that it was asked and ends it."""
+
+    def __init__(self, run_dir) -> None:
+        self.run_dir, self.pid, self.stops = run_dir, 4321, 0
+
+    def alive(self) -> bool:
+        return self.stops == 0
+
+    def stop(self, cell_pids=None) -> list[int]:
+        self.stops += 1
+        return []
+
+
+def test_S_stops_the_campaign_after_asking_and_keeps_the_screen(tmp_path, monkeypatch):
+    """Stop was only inside quit: `S` asks, stops the runner the way quit's stop does
+    (RunScreen.begin_stop -> handle.stop) and the run screen stays, showing how it ended;
+    the help and the palette offer it under its keymap id."""
+    from rich.console import Console
+
+    from fugue_tui.app.actions import by_id
+    from fugue_tui.app.screens.modals import ConfirmScreen, help_text
+    from fugue_tui.app.screens.plan import PlanScreen
+    from tests.app_screen import screen_text
+
+    assert by_id("run.stop").key == "S"
+    shown = help_text(Console(width=146), {}, 146).plain
+    assert "run.stop" in shown and "stop the campaign and keep this screen" in shown
+    monkeypatch.chdir(tmp_path)
+    run = recorded_run(tmp_path)
+    runner = _Runner(run)
+
+    async def scenario():
+        app = FugueApp(runs_dir=str(run.parent), clock=lambda: T0 + 40)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+            screen = app.open_run(run, runner, 0)
+            await until(pilot, lambda: screen.runner_alive and screen.is_current
+                        and "campaign finished" in screen_text(app))
+            offered = {c.help for c in app.get_system_commands(screen)}
+            assert any("stop the campaign and keep this screen" in h for h in offered)
+            await pilot.press("S")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
+            assert runner.stops == 0  # nothing before the answer
+            await pilot.press("y")
+            await until(pilot, lambda: _notified(app, "stopped campaign rec"),
+                        what="the stop's outcome")
+            assert runner.stops == 1 and app.screen is screen and app.is_running
+            await until(pilot, lambda: screen.runner_alive is False, what="the runner gone")
+            assert not screen.check_action("stop_campaign", ())  # nothing left to stop
+
+    asyncio.run(scenario())
