@@ -173,3 +173,47 @@ def test_S_stops_the_campaign_after_asking_and_keeps_the_screen(tmp_path, monkey
             assert not screen.check_action("stop_campaign", ())  # nothing left to stop
 
     asyncio.run(scenario())
+
+
+def test_attach_offers_the_recent_run_folders_newest_first(tmp_path, monkeypatch):
+    """ctrl+t proposed runs/<the plan's name>, a folder that did not exist: it proposes the
+    newest run folder that exists (running or ended) and lists the recent ones, newest
+    first; choosing one attaches to it."""
+    import shutil
+    import time
+
+    from textual.widgets import Input, OptionList
+
+    from fugue_tui.app.screens.modals import PathScreen
+    from fugue_tui.app.screens.plan import PlanScreen
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    newer = recorded_run(tmp_path)
+    older = newer.parent / "older"
+    shutil.copytree(newer, older)
+    an_hour_ago = time.time() - 3600
+    os.utime(older / "runner.jsonl", (an_hour_ago, an_hour_ago))
+    (newer.parent / "not-a-run").mkdir()  # no runner.jsonl: not offered
+
+    async def scenario():
+        app = FugueApp(runs_dir=str(newer.parent))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+            app.screen.doc["runs_dir"] = str(newer.parent)
+            await pilot.press("ctrl+t")
+            dialog = await until(pilot, lambda: isinstance(app.screen, PathScreen)
+                                 and app.screen.query(OptionList) and app.screen,
+                                 what="the attach dialog with its choices")
+            assert dialog.query_one(Input).value == str(newer)  # exists, the newest
+            listed = dialog.query_one(OptionList)
+            labels = [str(listed.get_option_at_index(i).prompt)
+                      for i in range(listed.option_count)]
+            assert [label.split(" · ")[0] for label in labels] == ["rec", "older"], labels
+            assert all("ended" in label for label in labels), labels
+            await pilot.press("tab", "down", "enter")  # the second one: older
+            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen)
+                                 and app.screen, what="attached to the chosen folder")
+            assert screen.run_dir == older
+
+    asyncio.run(scenario())
