@@ -217,3 +217,34 @@ def test_attach_offers_the_recent_run_folders_newest_first(tmp_path, monkeypatch
             assert screen.run_dir == older
 
     asyncio.run(scenario())
+
+
+def test_slash_edits_the_current_filter_rather_than_replacing_it(tmp_path, monkeypatch):
+    """Results: `/` then typing replaced the filter shown (the box selected it all on
+    focus); the keys typed now add to it, the cursor at its end."""
+    from textual.widgets import Input
+
+    from fugue_tui.app.screens.results import ResultsScreen
+
+    monkeypatch.chdir(tmp_path)
+    runs = recorded_run(tmp_path).parent
+
+    async def scenario():
+        app = FugueApp(runs_dir=str(runs))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.screen.is_current)
+            app.push_screen(ResultsScreen(runs, "campaign:rec"))
+            box = await until(pilot, lambda: isinstance(app.screen, ResultsScreen)
+                              and app.screen.query("#results-filter")
+                              and app.screen.query_one("#results-filter", Input))
+            await pilot.press("slash")
+            await until(pilot, lambda: box.has_focus, what="the filter box focused")
+            await pilot.press("space", "e", "x", "p", "colon", "X")
+            await until(pilot, lambda: box.value == "campaign:rec exp:X",
+                        what=f"the filter extended (has {box.value!r})")
+            assert app.screen.filter_text == "campaign:rec"  # applied on Enter only
+            await pilot.press("enter")
+            await until(pilot, lambda: app.screen.filter_text == "campaign:rec exp:X",
+                        what="the extended filter applied")
+
+    asyncio.run(scenario())
