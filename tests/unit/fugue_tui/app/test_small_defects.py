@@ -248,3 +248,19 @@ def test_slash_edits_the_current_filter_rather_than_replacing_it(tmp_path, monke
                         what="the extended filter applied")
 
     asyncio.run(scenario())
+
+
+def test_the_knee_charts_throughput_axis_reads_in_plain_numbers():
+    """Above 99,999 samples/s the knee chart's y axis read 4.5e5, 3.4e5…: plain round
+    numbers now, the top one above the highest point."""
+    import re
+
+    from fugue_tui.report.charts import knee_chart
+
+    chart = knee_chart([("unified", [1, 2, 4, 8, 16],
+                         [120_000.0, 210_000.0, 360_000.0, 410_000.0, 420_000.0], 8)],
+                       width=80, color=False)
+    axis = [line.split("┤")[0].strip() for line in chart.splitlines() if "┤" in line]
+    assert axis and not any(re.search(r"\de[+-]?\d", label) for label in axis), axis
+    assert axis[-1] == "0" and "400,000" in axis, axis
+    assert float(axis[0].replace(",", "")) >= 420_000, axis
