@@ -264,3 +264,27 @@ def test_the_knee_charts_throughput_axis_reads_in_plain_numbers():
     assert axis and not any(re.search(r"\de[+-]?\d", label) for label in axis), axis
     assert axis[-1] == "0" and "400,000" in axis, axis
     assert float(axis[0].replace(",", "")) >= 420_000, axis
+
+
+def test_the_stack_dumps_last_events_are_what_the_cell_did_not_its_samples(tmp_path):
+    """The dump's "last events" were the monitor's samples (one a second): its lifecycle
+    and progress events now, however many samples came after them (here over the 64 KiB
+    the list used to read)."""
+    from fugue_tui.app.models.stack_report import last_events
+    from tests.unit.fugue_tui.app.test_app_run_screen import _write
+
+    def cell(kind, dt, **fields):
+        return {"ts": T0 + dt, "type": kind, "cell": "c" * 16, "attempt": 1, **fields}
+
+    events = tmp_path / "events.jsonl"
+    _write(events, [cell("started", 1, jobs=["E1_s0"]), cell("job_started", 2, job_id="E1_s0")]
+           + [cell("job_progress", 3 + i, job_id="E1_s0", epoch=1, epochs=3, step=i, steps=9)
+              for i in range(3)]
+           + [cell("sample", 10 + i, t=float(i), cpu_pct=99.0, rss_mib=300.0,
+                   gpu_util_pct=None, mem_used_mib=None) for i in range(1500)])
+    assert events.stat().st_size > 128 * 1024
+    shown = last_events(events, n=4)
+    assert [line.split()[1] for line in shown] == [
+        "job_started", "job_progress", "job_progress", "job_progress"], shown
+    assert '"step": 2' in shown[-1]  # the newest last
+    assert last_events(tmp_path / "missing.jsonl") == []
