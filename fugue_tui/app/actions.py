@@ -80,7 +80,8 @@ RUN = (
            "kill the selected running cell; it is not retried (asks first)"),
     Action("run.stop", "S", "stop_campaign", "stop",
            "stop the campaign and keep this screen (asks first): the running cell is "
-           "killed and recorded, no process survives; quit (q) offers the same stop"),
+           "killed and recorded, no process survives; quit (q) offers the same stop",
+           show=False),  # a full footer at 80x24 already: the help, the palette and q show it
     Action("run.follow", "f", "follow_running", "follow",
            "select the running cell and keep following whichever cell runs"),
     Action("run.plan", "p", "back_to_plan", "plan",

@@ -1,5 +1,8 @@
 """Issue 47 item 10, the smaller defects a first-time user hit, each pinned by a test that
-failed before its fix: `d` with nothing to dump said nothing; …"""
+failed before its fix: `d` with nothing to dump said nothing; a busy-host warning took 3-4
+rows of the events pane; stop only inside quit; the attach dialog proposed a folder that did
+not exist; `/` in Results replaced the filter; the knee chart's axis in 4.5e5; the stack
+dump's last events were monitor samples."""
 
 from __future__ import annotations
 
