@@ -78,6 +78,10 @@ RUN = (
            "kill the selected cell, or drop it from the queue, and go on (asks first)"),
     Action("run.kill", "x", "kill_cell", "kill",
            "kill the selected running cell; it is not retried (asks first)"),
+    Action("run.stop", "S", "stop_campaign", "stop",
+           "stop the campaign and keep this screen (asks first): the running cell is "
+           "killed and recorded, no process survives; quit (q) offers the same stop",
+           show=False),  # a full footer at 80x24 already: the help, the palette and q show it
     Action("run.follow", "f", "follow_running", "follow",
            "select the running cell and keep following whichever cell runs"),
     Action("run.plan", "p", "back_to_plan", "plan",
@@ -88,8 +92,9 @@ RUN = (
            "dump the stacks of every thread of the selected running cell's Python processes "
            "(kept beside its log), shown with its process tree and last events"),
     Action("run.zoom", "z", "zoom", "zoom",
-           "show one pane on the whole screen, cycling cells, jobs, monitor, log, events, "
-           "then all of them again (a small terminal shows the monitor only so)"),
+           "show one pane on the whole screen, cycling cells, jobs, monitor, log, events "
+           "(there each line in full, a busy-host warning too), then all of them again "
+           "(a small terminal shows the monitor only so)"),
     Action("run.monitor", "t", "monitor_view", "timeline",
            "the monitor pane shows, in turn: the selected cell's monitor, the campaign's "
            "host/device timeline with the cells' starts and ends, and the loss and "

@@ -177,9 +177,7 @@ class FugueApp(App):
                                  f"attach again with: fugue-tui dashboard --attach {run.run_dir}")
                 self.exit()
             elif choice == "stop":
-                run.stopping = True
-                self.notify("stopping: the runner records the running cell as killed…", markup=False)
-                run.stop_runner(partial(self._stopped, name))
+                run.begin_stop(partial(self._stopped, name))
         self.push_screen(QuitScreen(name), chosen)
 
     def _stopped(self, name: str, forced: list[int]) -> None:

@@ -180,6 +180,46 @@ def running_campaigns(runs_dir: str | Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/runner.pid") if find_runner(p.parent))
 
 
+@dataclass(frozen=True)
+class RecentRun:
+    """A campaign's run folder under a runs folder: ``path``, whether its runner is
+    ``live`` on this host, and when its runner last wrote (``runner.jsonl``'s mtime, Unix
+    seconds)."""
+
+    path: Path
+    live: bool
+    mtime: float
+
+
+def recent_runs(runs_dir: str | Path, limit: int = 8) -> list[RecentRun]:
+    """The run folders under ``runs_dir`` whose runner left a ``runner.jsonl`` (running or
+    ended: what attach can open), newest first, at most ``limit``; [] without the folder."""
+    root = Path(runs_dir)
+    live = set(running_campaigns(root))
+    found = []
+    for log in root.glob("*/runner.jsonl"):
+        try:
+            found.append(RecentRun(log.parent, log.parent in live, log.stat().st_mtime))
+        except OSError:  # gone meanwhile
+            continue
+    found.sort(key=lambda r: r.mtime, reverse=True)
+    return found[:limit]
+
+
+def attach_offer(runs_dir: str | Path, runs: list[RecentRun]) -> tuple[str, list[tuple[str, str]]]:
+    """What the attach dialog proposes: the folder typed in at first (the newest running
+    campaign's, else the newest run folder, else ``runs_dir`` itself: never a folder that
+    does not exist) and each of ``runs`` as ``(path, "name · running|ended <when>")``."""
+    live = [r for r in runs if r.live]
+    first = live[0] if live else runs[0] if runs else None
+    default = str(first.path) if first is not None else str(Path(runs_dir)) + os.sep
+    when = "%d %b %H:%M"
+    choices = [(str(r.path), f"{r.path.name} · " + (
+        "running" if r.live else f"ended {time.strftime(when, time.localtime(r.mtime))}"))
+        for r in runs]
+    return default, choices
+
+
 def run_to_end(argv: list[str], cwd: str | Path | None = None, timeout: float = 300.0,
                started: Callable[[subprocess.Popen], None] | None = None
                ) -> subprocess.CompletedProcess:

@@ -311,7 +311,11 @@ def knee_chart(series: Sequence[tuple[str, Sequence[int], Sequence[float], int |
     fig.ruler("x").ticks(positions, [str(k) for k in ks_all])
     if len(positions) > 1:
         fig.ruler("x").lim(positions[0] - 0.1, positions[-1] + 0.1)
-    fig.ruler("y").lim(0.0, top * 1.08 or 1.0)
+    # plain round numbers (plotext's own labels turn to 4.5e5 above 99,999 samples/s)
+    ticks, labels = nice_ticks(0.0, top * 1.08 or 1.0, max(3, min(6, (height - 4) // 2)),
+                               cover=True)
+    fig.ruler("y").lim(0.0, ticks[-1])
+    fig.ruler("y").ticks(ticks, labels)
     fig.label("K (models at once, log2 axis)", axis="x")
     if ylabel:
         fig.label(ylabel, axis="y")

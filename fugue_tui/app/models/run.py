@@ -147,6 +147,24 @@ def stacks_available(cell: CellState) -> bool:
     return cell.active and bool(cell.pid) and bool(cell.log_path)
 
 
+def why_no_stacks(cell: CellState | None, replay: bool) -> str:
+    """Why ``d`` (dump stacks) has nothing to ask now, in one line for a notification
+    ("" when it has: :func:`stacks_available`). A key that does nothing silently left
+    the user guessing whether it was pressed at all (issue 47)."""
+    if replay:
+        return "no stacks to dump: a replay has no processes to ask"
+    if cell is None:
+        return "no stacks to dump: no cell selected (f selects the running one)"
+    if not cell.active:
+        state = cell.state.replace("_", " ")
+        return (f"no stacks to dump: {cell.label} is {state}, not running; d asks a "
+                "running cell's processes (f selects the running one)")
+    if not stacks_available(cell):
+        return (f"no stacks to dump yet: {cell.label} has started but its process is not "
+                "known yet (no pid); try again in a moment")
+    return ""
+
+
 def devices_line(running: list[CellState]) -> str:
     """Each device's running cell and what its monitor last read, one line per device, when
     cells run on several devices at once ("" otherwise)::

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ def cell_report(attempt_dir: Path, pid: int, label: str, wait: float = 1.0) -> s
         if text.strip():
             lines += ["", f"── {reg.role} pid {reg.pid} ({reg.path.name}) " + "─" * 20,
                       *text.rstrip().splitlines()]
-    lines += ["", f"last {LAST_EVENTS} events of the cell:"]
+    lines += ["", f"last {LAST_EVENTS} events of the cell (its monitor's samples left out):"]
     lines += last_events(folder.events) or ["  (none yet)"]
     return "\n".join(lines)
 
@@ -83,22 +84,50 @@ def process_tree(pid: int) -> list[str]:
 
 
 def last_events(path: Path, n: int = LAST_EVENTS) -> list[str]:
-    """The last ``n`` events of an events file, one line each: time, type, the rest."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            fh.seek(max(0, fh.tell() - 64 * 1024))
-            raw = fh.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return []
+    """The last ``n`` lifecycle and progress events of an events file, one line each:
+    time, type, the rest. The monitor's samples are left out: a sample a second filled the
+    list and hid what the cell last did (issue 47); the file is read backwards, at most
+    :data:`TAIL_BYTES` of it, until ``n`` are found."""
+    from engine.event_table import MONITOR, source_of
+
     out = []
-    for line in raw[-n:]:
-        try:
-            event: dict[str, Any] = json.loads(line)
-        except ValueError:
-            continue  # the first, cut line of the window, or a torn last one
+    for event in reversed(_tail_events(path, n, lambda e: source_of(e) != MONITOR)):
         stamp = time.strftime("%H:%M:%S", time.localtime(event.get("ts") or 0))
         rest = {k: v for k, v in event.items()
                 if k not in ("v", "ts", "type", "cell", "attempt", "campaign")}
         out.append(f"  {stamp} {event.get('type')} {json.dumps(rest, default=str)[:110]}")
     return out
+
+
+#: How much of an events file :func:`last_events` reads at most, from its end: a
+#: cell hung for an hour has about 3,600 samples (about 1 MiB) after its last progress.
+TAIL_BYTES = 4 * 2**20
+_CHUNK = 64 * 1024
+
+
+def _tail_events(path: Path, n: int, keep: Callable[[dict[str, Any]], bool]
+                 ) -> list[dict[str, Any]]:
+    """Up to ``n`` events of ``path`` that ``keep`` accepts, newest first."""
+    found: list[dict[str, Any]] = []
+    try:
+        with open(path, "rb") as fh:
+            pos = end = fh.seek(0, 2)
+            head = b""  # the cut first line of the chunk read last: completed by the next
+            while pos > 0 and end - pos < TAIL_BYTES and len(found) < n:
+                step = min(_CHUNK, pos)
+                pos -= step
+                fh.seek(pos)
+                lines = (fh.read(step) + head).split(b"\n")
+                head = lines.pop(0) if pos > 0 else b""
+                for raw in reversed(lines):
+                    try:
+                        event = json.loads(raw)
+                    except ValueError:
+                        continue  # an empty or torn last line
+                    if isinstance(event, dict) and keep(event):
+                        found.append(event)
+                        if len(found) == n:
+                            break
+    except OSError:
+        return found
+    return found

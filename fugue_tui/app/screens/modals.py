@@ -11,7 +11,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 
 from fugue_tui.app.actions import ALL, SCROLL_NAV, bindings, keymap_path
 
@@ -81,9 +82,13 @@ class PathScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "cancel", id="path.cancel")]
 
-    def __init__(self, title: str, value: str = "", arm_s: float = 0.0) -> None:
+    def __init__(self, title: str, value: str = "", arm_s: float = 0.0,
+                 choices: list[tuple[str, str]] | None = None) -> None:
         super().__init__()
         self.title_text, self.value, self.arm_s = title, value, arm_s
+        #: Paths offered under the box as ``(path, label)`` (a recent run folder…): the
+        #: one highlighted is typed into the box, Enter on it answers with it.
+        self.choices = list(choices or ())
         self._shown_at = float("inf")
         #: Enters refused because they came before the dialog could be read (tests read it).
         self.early_enters = 0
@@ -95,6 +100,9 @@ class PathScreen(ModalScreen[str | None]):
             hint = Label("", id="path-hint")
             hint.display = False  # a dialog's size unchanged until it has something to say
             yield hint
+            if self.choices:
+                yield OptionList(*(Option(label, id=path) for path, label in self.choices),
+                                 id="path-choices")
 
     def on_mount(self) -> None:
         self._shown_at = time.monotonic()
@@ -109,6 +117,14 @@ class PathScreen(ModalScreen[str | None]):
                              style="bold yellow"))  # one line of the narrowest dialog
             return
         self.dismiss(event.value.strip() or None)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.has_focus and event.option.id:  # the user moving, not the mount
+            self.query_one("#path", Input).value = event.option.id
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -286,12 +286,16 @@ class PlanScreen(Screen):
 
     @work(thread=True, exclusive=True, group="attach")
     def _find_running(self, runs_dir: str) -> None:
-        from fugue_tui.app.process import running_campaigns
+        """Offer the recent run folders (running or ended, newest first): the plan's own
+        name proposed a folder that often did not exist."""
+        from fugue_tui.app.process import attach_offer, recent_runs
 
-        found = running_campaigns(runs_dir)
-        default = str(found[0]) if found else str(Path(runs_dir) / str(self.doc.get("name")))
+        runs = recent_runs(runs_dir)
+        default, choices = attach_offer(runs_dir, runs)
+        running = sum(r.live for r in runs)
         self.app.call_from_thread(
             self.app.push_screen,
-            PathScreen(f"Attach to the run folder of a campaign ({len(found)} running under "
-                       f"{runs_dir}):", default),
+            PathScreen(f"Attach to the run folder of a campaign ({running} running, "
+                       f"{len(runs)} recent under {runs_dir}"
+                       f"{'; tab: choose one' if runs else ''}):", default, choices=choices),
             lambda path: self.dashboard.attach(path) if path else None)

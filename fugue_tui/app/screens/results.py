@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events, work
@@ -73,9 +73,19 @@ EXPORT_ARM_S = 0.5
 class FilterBox(Input):
     """The filter box: Escape leaves it for the table (the text typed stays, applied or
     not), its own priority binding, so that only while it has the focus Escape does not
-    go back (the footer says ``esc back`` elsewhere)."""
+    go back (the footer says ``esc back`` elsewhere).
+
+    Focused (``/``), it keeps the filter in effect with the cursor at its end: Textual's
+    select-on-focus made the first key typed replace it, so ``/`` seemed to open an empty
+    filter (issue 47)."""
 
     BINDINGS = bindings(LEAVE)
+
+    def __init__(self, value: str = "", **kwargs: Any) -> None:
+        super().__init__(value, select_on_focus=False, **kwargs)
+
+    def on_focus(self) -> None:
+        self.cursor_position = len(self.value)
 
     def action_leave_field(self) -> None:
         # at once (Widget.focus waits for the next idle): the keys after Escape follow it

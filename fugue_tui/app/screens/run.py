@@ -18,7 +18,7 @@ control channel (:mod:`fugue_tui.app.screens.run_commands`). The panes are drawn
 :class:`~fugue_tui.app.widgets.run_panes.RunPanes`; the zoom and whether the screen shows at
 all are :mod:`fugue_tui.app.screens.run_layout`'s.
 
-Its keys (retry, skip, kill, follow, plan, results, stacks, zoom, monitor view, back; in
+Its keys (retry, skip, kill, stop, follow, plan, results, stacks, zoom, monitor view, back; in
 replay pause, step, faster, slower, to end) are declared, with what each does, in
 :data:`fugue_tui.app.actions.RUN` and :data:`~fugue_tui.app.actions.REPLAY` (the help
 screen lists them).
@@ -51,7 +51,7 @@ from textual.widgets import DataTable
 from textual.worker import get_current_worker
 
 from engine.observe.state import CellState
-from fugue_tui.app.actions import NAV, REPLAY, RUN, bindings
+from fugue_tui.app.actions import NAV, REPLAY, RUN, bindings, by_id
 from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
@@ -84,7 +84,8 @@ __all__ = ["REFRESH_S", "ZOOMS", "RunScreen", "devices_line"]
 #: Seconds between redraws (about 2 Hz).
 REFRESH_S = 0.5
 #: Actions whose availability depends on the selected cell and the runner.
-_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dump_stacks")
+_CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dump_stacks",
+            "why_no_stacks", "stop_campaign")
 
 
 class RunScreen(Screen):
@@ -100,8 +101,12 @@ class RunScreen(Screen):
 
     #: j/k/g/G reach the screen when no pane has the focus (the monitor or the events
     #: zoomed): they move the cell table's cursor, hidden or not.
+    #: ``d`` with nothing to dump runs a hidden twin of run.stacks (the same key and id, so
+    #: a keymap moves both) that says why: the footer offers "stacks" only where it applies,
+    #: but the key must not do nothing silently (issue 47).
     BINDINGS = bindings(RUN + REPLAY + tuple(
-        replace(a, action=f"cells('{a.action}')") for a in NAV))
+        replace(a, action=f"cells('{a.action}')") for a in NAV) + (
+        replace(by_id("run.stacks"), action="why_no_stacks", show=False),))
     #: The panes, found once mounted.
     panes: RunPanes
 
@@ -305,6 +310,12 @@ class RunScreen(Screen):
     def action_dump_stacks(self) -> None:
         self.commands.dump_stacks()
 
+    def action_stop_campaign(self) -> None:
+        self.commands.confirm_stop()
+
+    def action_why_no_stacks(self) -> None:
+        self.commands.why_no_stacks()
+
     def action_follow_running(self) -> None:
         # Several cells running (one per device): 'f' on a running row follows that one.
         selected = self.selected_cell()
@@ -374,6 +385,13 @@ class RunScreen(Screen):
     # -- stop -----------------------------------------------------------------------------
     def active_pids(self) -> set[int]:
         return self.model.active_pids()
+
+    def begin_stop(self, then: Callable[[list[int]], None]) -> None:
+        """Stop the campaign (:meth:`stop_runner`), saying so: quit's "stop" and ``S``
+        both come here."""
+        self.stopping = True
+        self.notify("stopping: the runner records the running cell as killed…", markup=False)
+        self.stop_runner(then)
 
     @work(thread=True, exclusive=True, group="stop")
     def stop_runner(self, then: Callable[[list[int]], None]) -> None:

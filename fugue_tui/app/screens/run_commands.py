@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fugue_tui.app.messages import Notice
-from fugue_tui.app.models.run import command_applies, stacks_available
+from fugue_tui.app.models.run import command_applies, stacks_available, why_no_stacks
 from fugue_tui.app.models.run_text import confirm_question
 from fugue_tui.app.screens.modals import ConfirmScreen
 
@@ -46,6 +46,11 @@ class CellCommands:
         if action == "dump_stacks":  # a live cell of a live runner: something to ask
             cell = screen.selected_cell()
             return screen.replay is None and cell is not None and stacks_available(cell)
+        if action == "stop_campaign":  # a live runner of ours or attached, not yet stopping
+            return screen.replay is None and screen.handle is not None and \
+                bool(screen.runner_alive) and not screen.stopping
+        if action == "why_no_stacks":  # d where the dump does not apply: it says why
+            return not self.available("dump_stacks")
         if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
             return screen.replay is not None
         return True
@@ -65,6 +70,27 @@ class CellCommands:
                                   group="control")
         screen.app.push_screen(ConfirmScreen(confirm_question(command, cell), yes=command),
                                answer)
+
+    def confirm_stop(self) -> None:
+        """Ask, then stop the campaign the way quit's "stop" does
+        (:meth:`RunScreen.begin_stop`), keeping the screen: it shows how the campaign
+        ended. Nothing when there is no live runner to stop or it is stopping already."""
+        screen = self.screen
+        if not screen.check_action("stop_campaign", ()):
+            return
+        name = screen.view.state.campaign or screen.run_dir.name
+
+        def stopped(forced: list[int]) -> None:
+            extra = f" (SIGKILL needed for pids {forced})" if forced else ""
+            screen.notify(f"stopped campaign {name}: no runner or cell process is "
+                          f"left{extra}", markup=False)
+
+        def answer(yes: bool | None) -> None:
+            if yes and screen.check_action("stop_campaign", ()):
+                screen.begin_stop(stopped)
+        screen.app.push_screen(ConfirmScreen(
+            f"Stop campaign '{name}'? The running cell is killed and recorded as killed; "
+            "no process survives. This screen stays.", yes="Stop"), answer)
 
     def _send(self, command: str, cell_key: str) -> None:
         """(thread worker) Send it; a notice says it went or why not."""
@@ -89,6 +115,13 @@ class CellCommands:
                       markup=False)
         screen.run_worker(partial(self._dump, Path(cell.log_path).parent, int(cell.pid),
                                   cell.label, cell.attempt), thread=True, group="stacks")
+
+    def why_no_stacks(self) -> None:
+        """Notify why ``d`` has no stacks to ask for now (:func:`why_no_stacks`)."""
+        screen = self.screen
+        reason = why_no_stacks(screen.selected_cell(), screen.replay is not None)
+        if reason:
+            screen.notify(reason, severity="warning", timeout=6, markup=False)
 
     def _dump(self, attempt_dir: Path, pid: int, label: str, attempt: int) -> None:
         """(thread worker) Ask for the dump and push the screen that shows it."""

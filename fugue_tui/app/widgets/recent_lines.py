@@ -1,9 +1,15 @@
 """The run screen's events pane: the newest lifecycle lines of the campaign
 (:attr:`fugue_tui.live.view.LiveView.recent`) that fit the pane, wrapped to its width,
-oldest at the top (the pane used to show the oldest and cut the newest one or two)."""
+oldest at the top (the pane used to show the oldest and cut the newest one or two).
+
+A busy-host warning (:func:`engine.measure.host.busy_warning`, with the busiest other
+processes) is one row there, cut at the pane's edge (it wrapped to 3-4 rows, and on a busy
+machine every cell has one, pushing the lifecycle off the pane); in full when the events
+pane is zoomed (``z``) and under the selected cell in the jobs pane."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
@@ -11,18 +17,43 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+#: The busy-host warning's text (engine.measure.host.busy_warning, then the busiest other
+#: processes engine.cell.rows.load_warnings appends), as a recent line carries it.
+_BUSY = re.compile(r"warning: host load average (?P<load>\S+) on (?P<cores>\d+) cores: "
+                   r"the machine was busy(?:; busiest other processes: (?P<who>.*))?$")
+
+
+def brief(line: str) -> str | None:
+    """``line`` shortened for one row when it is a busy-host warning, else None::
+
+        08:00:25 E1 seq: host busy, load 9.2 on 2 cores; busiest: python (pid 12) 95 %, …
+    """
+    found = _BUSY.search(line)
+    if found is None:
+        return None
+    who = found["who"]
+    return (f"{line[:found.start()]}host busy, load {found['load']} on {found['cores']} cores"
+            + (f"; busiest: {who}" if who else ""))
+
 
 def recent_text(lines: list[str] | tuple[str, ...], width: int, height: int,
-                console: Console) -> Text:
+                console: Console, full: bool = False) -> Text:
     """The tail of ``lines`` that fills ``height`` rows of ``width`` columns once wrapped
-    (all of them before the pane has a size)."""
+    (all of them before the pane has a size); a busy-host warning takes one row (cut at
+    ``width``, :func:`brief`) unless ``full``."""
     if not lines:
         return Text("no lifecycle events yet", style="dim")
     if width < 1 or height < 1:
         return Text("\n".join(lines))
     rows: list[Text] = []
     for line in reversed(lines):
-        wrapped = list(Text(line).wrap(console, width))
+        short = None if full else brief(line)
+        if short is not None:
+            row = Text(short)
+            row.truncate(width, overflow="ellipsis")
+            wrapped = [row]
+        else:
+            wrapped = list(Text(line).wrap(console, width))
         if len(rows) + len(wrapped) > height:
             if not rows:  # one line taller than the pane: its end, the newest words
                 rows = wrapped[-height:]
@@ -47,4 +78,6 @@ class RecentLines(Static):
 
     def render(self) -> Text:
         size = self.content_size
-        return recent_text(self.lines, size.width, size.height, self.app.console)
+        # zoomed to (z), the pane shows each line in full: the details of a shortened one
+        full = self.screen.has_class("-zoom-events")
+        return recent_text(self.lines, size.width, size.height, self.app.console, full)
