@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 PREVIEW_DEBOUNCE_S = 0.25
 
 #: The preview table's columns (also their keys), in order.
+#: The width of a cell key (16 hex digits of its hash: engine.define.matrix).
+KEY_WIDTH = 16
 COLUMNS = ("#", "experiment", "executor", "configuration", "pass", "jobs", "cell key", "would")
 
 
@@ -121,7 +123,11 @@ class PlanPreview(Vertical):
     def on_mount(self) -> None:
         table = self.query_one("#preview", DataTable)
         for column in COLUMNS:
-            table.add_column(column, key=column)
+            # A cell key is always 16 hex digits: a fixed width, not one measured when the
+            # table next idles (on a loaded host the column stayed at its header's 8
+            # characters, cutting every key, for as long as the idle did not come)
+            table.add_column(column, key=column,
+                             width=KEY_WIDTH if column == "cell key" else None)
 
     def watch_result(self, result: Preview | None) -> None:
         if result is not None:  # while one is computed the last one's cells stay
