@@ -502,13 +502,17 @@ def _time_to_best(cells: pd.DataFrame, ok: pd.DataFrame, all_seq: pd.DataFrame,
     if not ok["time_to_best_s"].notna().any():
         return
     sets = decision_sets(jobs)
-    ok = ok.assign(decisions=ok["group_id"].map(sets).fillna(""))
-    all_seq = all_seq.assign(decisions=all_seq["group_id"].map(sets).fillna(""))
-    by_cell = ok.groupby("cell")["decisions"].agg(lambda d: tuple(sorted(set(d))))
+    # each group's stop decisions as one text ("" without any); its own column name, not
+    # the group column `decisions` (the decisions.json path, issue 46). As object before
+    # filling: a map that found nothing is float64, which pandas will refuse to fill with "".
+    ok = ok.assign(decision_set=ok["group_id"].map(sets).astype(object).fillna(""))
+    all_seq = all_seq.assign(
+        decision_set=all_seq["group_id"].map(sets).astype(object).fillna(""))
+    by_cell = ok.groupby("cell")["decision_set"].agg(lambda d: tuple(sorted(set(d))))
     seq_key = prov + list(TTB_BASELINE_COLUMNS)
     seq_groups = all_seq.groupby(seq_key, sort=False)
     seq_ttb = seq_groups["time_to_best_s"].mean()
-    seq_dec = seq_groups["decisions"].agg(lambda d: tuple(sorted(set(d))))
+    seq_dec = seq_groups["decision_set"].agg(lambda d: tuple(sorted(set(d))))
     for idx, cell in cells.iterrows():
         if np.isnan(cell["time_to_best_mean"]):
             continue
