@@ -101,11 +101,12 @@ def check_reachable(index: str, timeout_s: float = 30.0) -> None:
 
 
 def isolated_env(environ: dict[str, str]) -> dict[str, str]:
-    """``environ`` for the torch step: every ``PIP_*`` variable removed and
-    ``PIP_CONFIG_FILE=/dev/null`` (pip reads no configuration file then; with ``--isolated``
-    on the command line it ignores the ``PIP_*`` variables as well, so either alone is not
-    enough: ``--isolated`` still reads ``PIP_CONFIG_FILE``, ``/dev/null`` leaves the
-    variables)."""
+    """``environ`` for the torch step: every ``PIP_*`` variable removed, and
+    ``PIP_CONFIG_FILE=/dev/null``, with which pip reads no configuration file at all
+    (``--isolated`` alone drops the variables and the user's pip.conf but still reads the
+    global ones, ``/etc/pip.conf`` and ``$XDG_CONFIG_DIRS/pip/pip.conf``, the venv's and the
+    one ``PIP_CONFIG_FILE`` names; pip pinned here, 23.2, and today's alike). The command
+    line's ``--isolated`` ignores the variables too: belt and braces."""
     env = {key: value for key, value in environ.items() if not key.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull
     return env

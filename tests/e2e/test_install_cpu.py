@@ -138,14 +138,21 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def _env(tmp_path: Path, index: str, cpu_index: str) -> dict[str, str]:
-    """The user's pip configuration: an extra index with the CUDA stand-in both through the
-    variable and through a pip.conf; PyPI's place taken by the empty index (no network)."""
+    """The user's pip configuration, this machine's replaced: an extra index with the CUDA
+    stand-in through the variable, through a pip.conf named by PIP_CONFIG_FILE and through a
+    global pip.conf (XDG_CONFIG_DIRS: one that ``--isolated`` still reads); PyPI's place taken
+    by the empty index (no network)."""
     conf = tmp_path / "pip.conf"
     conf.write_text(f"[global]\nextra-index-url = {index}/extra-conf/\n")
+    for xdg in ("xdg-global", "xdg-user"):
+        (tmp_path / xdg / "pip").mkdir(parents=True, exist_ok=True)
+        (tmp_path / xdg / "pip" / "pip.conf").write_text(conf.read_text())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "FUGUE_CPU"))}
     env.pop("PYTHONPATH", None)
     return {**env, "PYTHON": sys.executable, "FUGUE_CPU_INDEX_URL": f"{cpu_index}/",
             "PIP_EXTRA_INDEX_URL": f"{index}/extra-env/", "PIP_CONFIG_FILE": str(conf),
+            "XDG_CONFIG_DIRS": str(tmp_path / "xdg-global"),
+            "XDG_CONFIG_HOME": str(tmp_path / "xdg-user"),
             "PIP_INDEX_URL": f"{index}/empty/", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "XDG_CACHE_HOME": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
 
@@ -179,14 +186,16 @@ def test_cpu_takes_the_cpu_wheel_over_a_higher_cuda_one_on_extra_indexes(tmp_pat
     for args in ((), ("--cpu",)):
         again = _run(proj, {**env, "PYTHON": "/nonexistent", "FUGUE_CPU_INDEX_URL": "http://127.0.0.1:9/"}, *args)
         assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
-    # The control: plain pip with --index-url of the CPU index, in the same environment,
-    # takes the CUDA stand-in from either way of configuring an extra index.
+    # The control: pip with --index-url of the CPU index, in the same environment, takes the
+    # CUDA stand-in from each way of configuring an extra index, --isolated or not.
     by_variable = {**env, "PIP_CONFIG_FILE": os.devnull}
     by_conf = {k: v for k, v in env.items() if k != "PIP_EXTRA_INDEX_URL"}
-    for leak in (by_variable, by_conf):
+    by_global = {k: v for k, v in by_conf.items() if k != "PIP_CONFIG_FILE"}
+    for leak, isolated in ((by_variable, []), (by_conf, []), (by_global, ["--isolated"])):
         report = subprocess.run(
-            [str(python), "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps", "--report",
-             "-", "--quiet", "--index-url", f"{index}/cpu/", f"torch=={PINS['torch'].split('+')[0]}"],
+            [str(python), "-m", "pip", *isolated, "install", "--dry-run", "--ignore-installed",
+             "--no-deps", "--report", "-", "--quiet", "--index-url", f"{index}/cpu/",
+             f"torch=={PINS['torch'].split('+')[0]}"],
             env=leak, capture_output=True, text=True, check=True)
         assert json.loads(report.stdout)["install"][0]["metadata"]["version"].endswith("+cu130")
 
@@ -196,6 +205,7 @@ def test_cpu_refuses_a_cuda_build_in_one_line_and_keeps_the_old_venv(tmp_path, i
     old = _tree(proj / ".venv")
     out = _run(proj, _env(tmp_path, index, f"{index}/cuda"), "--cpu")
     _refused_in_one_line(out, proj, old, "CUDA build", "torch.version.cuda = 13.0")
+    assert "installing the rest" not in out.stdout  # refused before any NVIDIA download
 
 
 def test_cpu_refuses_when_only_an_extra_index_offers_the_pinned_torch(tmp_path, index):
