@@ -186,6 +186,15 @@ def test_cpu_takes_the_cpu_wheel_over_a_higher_cuda_one_on_extra_indexes(tmp_pat
     for args in ((), ("--cpu",)):
         again = _run(proj, {**env, "PYTHON": "/nonexistent", "FUGUE_CPU_INDEX_URL": "http://127.0.0.1:9/"}, *args)
         assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    # A plain refresh of a CPU-only .venv goes the --cpu way (here to an index that is down:
+    # refused, the CPU environment kept), never an in-place install that could bring CUDA.
+    with (proj / "constraints.txt").open("a") as pins:
+        pins.write("# changed\n")
+    kept = _tree(proj / ".venv")
+    refresh = _run(proj, {**env, "FUGUE_CPU_INDEX_URL": "http://127.0.0.1:9/"})
+    assert refresh.returncode == 1 and "rebuilding it CPU-only" in refresh.stderr
+    assert refresh.stderr.splitlines()[-1].startswith("ensure-env: the CPU index http://127.0.0.1:9/")
+    assert _tree(proj / ".venv") == kept
     # The control: pip with --index-url of the CPU index, in the same environment, takes the
     # CUDA stand-in from each way of configuring an extra index, --isolated or not.
     by_variable = {**env, "PIP_CONFIG_FILE": os.devnull}
@@ -225,6 +234,12 @@ def test_cpu_with_an_unreachable_index_says_so_in_one_line(tmp_path, index):
     _refused_in_one_line(out, proj, old, "not reachable", closed)
     out = _run(proj, _env(tmp_path, index, f"{index}/empty"), "--cpu")  # no torch there at all
     _refused_in_one_line(out, proj, old, "HTTP 404")
+    (proj / ".venv.previous").mkdir()  # left by a run killed mid-build: never overwritten
+    out = _run(proj, _env(tmp_path, index, f"{index}/cpu"), "--cpu")
+    assert out.returncode == 2 and out.stderr.splitlines() == [
+        "ensure-env: .venv.previous is left from an interrupted --cpu run: move it back "
+        "(rm -rf .venv && mv .venv.previous .venv) or remove it"]
+    assert _tree(proj / ".venv") == old
 
 
 def test_a_venv_of_an_older_python_is_named_in_one_line(tmp_path, index):
