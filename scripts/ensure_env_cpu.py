@@ -69,6 +69,18 @@ class Refused(Exception):
     """One line saying why the new environment was refused (printed as is)."""
 
 
+class Stopped(Exception):
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C; ``code`` is the exit status."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(128 + signum)
+
+
 def pins(constraints: Path) -> tuple[str, str]:
     """The ``torch`` and ``torchvision`` versions pinned in ``constraints``.
 
@@ -175,47 +187,49 @@ def build(stamp: str, index: str, torch: str, torchvision: str, log: Path) -> No
 
 def main(argv: list[str]) -> int:
     """Build, swap, or restore: progress on stdout; on failure one line on stderr and exit 1
-    (2 for a leftover of an interrupted run)"""
+    (2 for a leftover of an interrupted run, 128 + the signal when interrupted)."""
     stamp = argv[0]
     for sig in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C: unwind, so the old .venv returns
-        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+        signal.signal(sig, _stop)
     index = os.environ.get("FUGUE_CPU_INDEX_URL") or DEFAULT_INDEX
-    if ASIDE.exists():
+    if ASIDE.exists() or ASIDE.is_symlink():
         print(f"ensure-env: {ASIDE} is left from an interrupted --cpu run: move it back "
               f"(rm -rf {VENV} && mv {ASIDE} {VENV}) or remove it", file=sys.stderr)
         return 2
-    try:
-        torch, torchvision = pins(Path("constraints.txt"))
-        check_reachable(index)
-    except Refused as exc:
-        print(f"ensure-env: {exc}; {VENV} unchanged", file=sys.stderr)
-        return 1
-    # Progress on stdout: on failure stderr holds the one line that says why.
-    print(f"ensure-env: building a CPU-only {VENV} with torch from {index}", flush=True)
     had_venv = VENV.exists() or VENV.is_symlink()
-    if had_venv:
-        VENV.rename(ASIDE)
     fd, name = tempfile.mkstemp(prefix="ensure-env-cpu-", suffix=".log")
     os.close(fd)
     log = Path(name)
     ok = False
     try:
+        torch, torchvision = pins(Path("constraints.txt"))
+        check_reachable(index)
+        # Progress on stdout: on failure stderr holds the one line that says why.
+        print(f"ensure-env: building a CPU-only {VENV} with torch from {index}", flush=True)
+        if had_venv:
+            VENV.rename(ASIDE)
         build(stamp, index, torch, torchvision, log)
         ok = True
     except Refused as exc:
-        print(f"ensure-env: {exc}; {VENV} unchanged (pip's log: {log})", file=sys.stderr)
+        where = f" (pip's log: {log})" if log.stat().st_size else ""
+        print(f"ensure-env: {exc}; {VENV} unchanged{where}", file=sys.stderr)
         return 1
-    finally:  # also on Ctrl-C: the old environment comes back whole
-        if ok:
+    except (KeyboardInterrupt, Stopped) as exc:
+        print(f"ensure-env: interrupted; {VENV} unchanged", file=sys.stderr)
+        return exc.code if isinstance(exc, Stopped) else 130
+    finally:  # also when interrupted: the old environment comes back whole
+        moved = ASIDE.exists() or ASIDE.is_symlink()  # it was not there when this began
+        if ok and moved:
             if ASIDE.is_symlink():
                 ASIDE.unlink()
             else:
                 shutil.rmtree(ASIDE, ignore_errors=True)
-            log.unlink(missing_ok=True)
-        else:
+        elif not ok and (moved or not had_venv):  # the new one goes, the old one returns
             shutil.rmtree(VENV, ignore_errors=True)
-            if had_venv:
+            if moved:
                 ASIDE.rename(VENV)
+        if ok or not log.stat().st_size:
+            log.unlink(missing_ok=True)
     return 0
 
 

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -240,6 +241,23 @@ def test_cpu_with_an_unreachable_index_says_so_in_one_line(tmp_path, index):
         "ensure-env: .venv.previous is left from an interrupted --cpu run: move it back "
         "(rm -rf .venv && mv .venv.previous .venv) or remove it"]
     assert _tree(proj / ".venv") == old
+
+
+def test_cpu_interrupted_brings_the_old_venv_back(tmp_path, index):
+    proj = _project(tmp_path)
+    old = _tree(proj / ".venv")
+    run = subprocess.Popen([str(proj / "scripts" / "ensure-env"), "--cpu"], text=True,
+                           env=_env(tmp_path, index, f"{index}/cpu"),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert run.stdout.readline().startswith("ensure-env: building a CPU-only .venv")
+    deadline = time.monotonic() + 60
+    while not (proj / ".venv.previous").exists():  # the old one moved aside: the build began
+        assert run.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    run.terminate()  # while the new environment is being made (seconds: venv, then pip)
+    out, err = run.communicate(timeout=120)
+    assert (run.returncode, err) == (143, "ensure-env: interrupted; .venv unchanged\n")
+    assert _tree(proj / ".venv") == old and not (proj / ".venv.previous").exists()
 
 
 def test_a_venv_of_an_older_python_is_named_in_one_line(tmp_path, index):
