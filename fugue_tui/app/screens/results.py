@@ -108,6 +108,8 @@ class ResultsScreen(Screen):
         self.results: Results | None = None
         #: Row key → its cell's ttb_speedup (hpo rows with a baseline-executor cell).
         self._ttb: dict[str, float] = {}
+        #: Row key → its cell's T_group speedup over seq (the ok rows with a seq cell).
+        self._speedup: dict[str, float] = {}
         self._by_key: dict[str, dict[str, object]] = {}
         self._wake = threading.Event()
         #: The load notes already notified (:attr:`engine.results.load.Runs.notes`).
@@ -186,7 +188,7 @@ class ResultsScreen(Screen):
                     analysis = analyse(runs, self.filter_text, self.n_boot)
                     self.post_message(ResultsLoaded(
                         runs, analysis.shown, analysis.results, "", analysis.filter_error,
-                        version, analysis.sweep, analysis.ttb))
+                        version, analysis.sweep, analysis.ttb, analysis.speedup))
                 except FugueError as exc:  # no results yet, a file that is not ours
                     runs = None
                     self.post_message(ResultsLoaded(error=str(exc), version=version))
@@ -203,7 +205,7 @@ class ResultsScreen(Screen):
             charts.show_nothing()
             return
         self.runs, self.shown, self.results = message.runs, message.shown, message.results
-        self._ttb = message.ttb
+        self._ttb, self._speedup = message.ttb, message.speedup
         header.update(header_text(self.source, self.runs, self.shown, self.filter_text,
                                   message.filter_error))
         for note in self.runs.notes:  # what the load left out, said once, not at every reload
@@ -220,7 +222,7 @@ class ResultsScreen(Screen):
             return
         groups = self.shown.groups
         self._by_key = {row_key(r): r for r in groups.to_dict("records")}
-        self.query_one(GroupTable).show(groups, self._ttb)
+        self.query_one(GroupTable).show(groups, self._ttb, self._speedup)
 
     def selected_key(self) -> str | None:
         return self.query_one(GroupTable).selected_key()

@@ -42,10 +42,12 @@ class GroupTable(FittedTable):
             if self.sort_column else ""
         self.border_title = f"{FOCUS_MARK if self.has_focus else ''}rows{sort}"
 
-    def show(self, groups: pd.DataFrame, ttb: dict[str, float]) -> None:
-        """Show the group rows ``groups`` (``ttb``: row key → time-to-best speedup), sorted
-        as before, the selected row still selected when it is among them."""
-        wanted = table_rows(groups, ttb)
+    def show(self, groups: pd.DataFrame, ttb: dict[str, float],
+             speedup: dict[str, float] | None = None) -> None:
+        """Show the group rows ``groups`` (``ttb``: row key → time-to-best speedup,
+        ``speedup``: row key → T_group speedup), sorted as before, the selected row still
+        selected when it is among them."""
+        wanted = table_rows(groups, ttb, speedup)
         if list(wanted) == list(self._rows) and wanted == self._rows:
             return
         selected = self.selected_key()
