@@ -271,7 +271,8 @@ def sort_value(key: str, text: str) -> tuple[int, Any]:
         return (1, 0)
     if key in NUMERIC:
         try:
-            return (0, float(text.replace(",", "")))
+            # "34,475" and "1.035×" (the speedups) as numbers, not as missing
+            return (0, float(text.replace(",", "").rstrip("×")))
         except ValueError:
             return (1, 0)
     return (0, text.lower())
