@@ -76,16 +76,26 @@ class GroupTable(FittedTable):
             return None
 
     def _fit(self) -> list[int]:
-        """The columns' widths for the rows shown at the table's present width (the
-        vertical scroll bar's room kept whether or not it shows: it comes with the rows)."""
-        available = self.content_region.width - self.styles.scrollbar_size_vertical
+        """The columns' widths for the rows shown at the table's present width, less the
+        vertical scroll bar when the rows will need one (the bar's 2 columns left empty
+        otherwise would show the next column's first characters)."""
         natural = [max([len(header)] + [len(cells[i]) for cells in self._rows.values()])
                    for i, (_, header, _) in enumerate(COLUMNS)]
-        if available <= 0:
+        region = self.content_region
+        if region.width <= 0:
             return natural
-        return fit_widths(natural, [key not in NUMERIC for key, _, _ in COLUMNS],
-                          [len(header) for _, header, _ in COLUMNS], available,
-                          2 * self.cell_padding)
+        free = [key not in NUMERIC for key, _, _ in COLUMNS]
+        headers = [len(header) for _, header, _ in COLUMNS]
+        padding = 2 * self.cell_padding
+        lines = len(self._rows) + (self.header_height if self.show_header else 0)
+        bar = self.styles.scrollbar_size_vertical
+        widths = natural
+        for _ in range(2):  # a horizontal bar takes a line, which may call for the other bar
+            wide = sum(widths) + padding * len(widths) > region.width - bar
+            tall = lines > region.height - (self.styles.scrollbar_size_horizontal if wide else 0)
+            widths = fit_widths(natural, free, headers, region.width - (bar if tall else 0),
+                                padding)
+        return widths
 
     def _order(self) -> list[str]:
         """The row keys in the sort's order (load order unsorted), on the whole texts,
