@@ -331,7 +331,6 @@ def analyse(runs: Runs, filter_text: str, n_boot: int) -> Analysis:
         FugueError: the rows cannot be analysed.
     """
     from engine.results.analysis import cell_columns
-    from fugue_tui.app.models.hpo import ttb_by_row
     from fugue_tui.report.figures import build
     from fugue_tui.report.sweeps import analyse as analyse_sweeps
 
@@ -339,7 +338,9 @@ def analyse(runs: Runs, filter_text: str, n_boot: int) -> Analysis:
     shown = apply_filter(runs, flt)
     results = build(shown, n_boot=n_boot)
     return Analysis(shown, results, analyse_sweeps(shown, n_boot=n_boot),
-                    ttb_by_row(shown.groups, results.table, cell_columns(), row_key),
+                    # hpo.ttb_by_row's figure (not imported: hpo imports this module)
+                    cell_figure_by_row(shown.groups, results.table, cell_columns(),
+                                       "ttb_speedup"),
                     flt.error, speedup_by_row(shown.groups, results.table, cell_columns()))
 
 
