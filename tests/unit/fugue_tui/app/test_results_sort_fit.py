@@ -178,3 +178,26 @@ def test_fit_widths_gives_way_in_the_widest_free_text_and_ends_between_columns()
     spans = [w + 2 for w in widths]
     assert 70 in {sum(spans[:i + 1]) for i in range(len(spans))}
     assert ellipsize("unified_model", 9) == "unified_…" and ellipsize("seq", 9) == "seq"
+
+
+def test_speedup_by_row_only_for_ok_rows_with_a_seq_cell():
+    """A killed row of a paired cell shows none (its T_group is in no mean); a cell on a
+    machine without seq shows none; both pass rows of a paired cell show the cell's."""
+    import pandas as pd
+
+    from engine.results.analysis import cell_columns
+    from engine.results.load import runs_from_frames
+    from fugue_tui.app.models.results import row_key, speedup_by_row
+
+    def row(executor, p, t, host="m1", status="ok"):
+        return {"exp_id": "D_ens", "executor": executor, "pass": p, "K": "4", "T_group": t,
+                "throughput_group": "10", "status": status, "host": host,
+                "cell_key": f"{executor}-{host}"}
+
+    runs = runs_from_frames(pd.DataFrame([
+        row("seq", "1", "4"), row("seq", "2", "4"), row("unified_model", "1", "1"),
+        row("unified_model", "2", "3"), row("unified_model", "3", "", status="killed"),
+        row("unified_model", "1", "2", host="m2")]))
+    got = speedup_by_row(runs.groups, speedups(runs, n_boot=0), cell_columns())
+    keys = [row_key(r) for r in runs.groups.to_dict("records")]
+    assert got == {keys[0]: 1.0, keys[1]: 1.0, keys[2]: 2.0, keys[3]: 2.0}
