@@ -109,7 +109,9 @@ RESULTS = (
     Action("results.filter", "slash", "focus_filter", "filter",
            "edit the filter (exp:, executor:, scheduler:, features:, gpu:, host:, campaign:)",
            priority=True),
-    Action("results.sort", "o", "next_sort", "sort", "sort the rows by the next column"),
+    Action("results.sort", "o", "pick_sort", "sort by",
+           "pick the column to sort the rows by from a list (the sorted one again reverses "
+           "it; a header click sorts too)"),
     Action("results.reverse", "O", "reverse_sort", "reverse", "reverse the sort order"),
     Action("results.export", "e", "export", "export",
            "write the figures (PNG, SVG) and the LaTeX table of the rows shown to a folder"),

@@ -104,6 +104,8 @@ class ResultsLoaded(Message):
     version: int = 0
     sweep: SweepView | None = None
     ttb: dict[str, float] = field(default_factory=dict)
+    #: Row key → its cell's T_group speedup over seq (issue 47; the analysis' ``speedup``).
+    speedup: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -27,22 +27,11 @@ def ttb_by_row(groups: pd.DataFrame, table: pd.DataFrame, keys: list[str],
     """Row key (``row_key(row)``) → its cell's ``ttb_speedup`` (finite values only).
 
     ``table``: the analysis' cell table (one row per cell, ``keys`` its key columns);
-    rows are matched on the key columns both frames carry."""
-    if not len(groups) or not len(table) or "ttb_speedup" not in table.columns:
-        return {}
-    cols = [k for k in keys if k in groups.columns and k in table.columns]
-    if not cols:
-        return {}
-    cells = table[cols + ["ttb_speedup"]].dropna(subset=["ttb_speedup"])
-    if not len(cells):
-        return {}
-    # Merge on text: the cell table's aggregation may change a key's dtype (int → float).
-    as_text = lambda f: f[cols].astype(str)  # noqa: E731
-    left = as_text(groups).assign(_key=[row_key(r) for r in groups.to_dict("records")])
-    right = as_text(cells).assign(ttb_speedup=cells["ttb_speedup"].to_numpy())
-    merged = left.merge(right.drop_duplicates(cols), on=cols, how="inner")
-    return {k: float(v) for k, v in zip(merged["_key"], merged["ttb_speedup"], strict=True)
-            if math.isfinite(v)}
+    rows are matched on the key columns both frames carry
+    (:func:`fugue_tui.app.models.results.cell_figure_by_row`, as the speedup column is)."""
+    from fugue_tui.app.models.results import cell_figure_by_row
+
+    return cell_figure_by_row(groups, table, keys, "ttb_speedup", row_key)
 
 
 def best_curve(row: dict[str, Any]) -> dict[str, Any] | None:

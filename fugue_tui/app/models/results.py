@@ -11,7 +11,9 @@ rows without a K). Example: ``exec:unified host:epyc D_ens k:16``.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("pass", "pass", "pass"),
     ("status", "status", "status"),
     ("T_group", "T_group s", "T_group"),
+    # issue 47: the cell's T_group speedup over its seq cell, as `fugue-tui report` pairs
+    # and prints it (engine.results.analysis.speedups; 3 decimals, beside T_group there too)
+    ("speedup", "speedup", "speedup"),
     ("throughput", "samples/s", "throughput_group"),
     # hpo groups (issue 25): time to best, its speedup over the baseline executor (the row's
     # cell's), which trial reached the best; empty outside hpo
@@ -49,7 +54,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("campaign", "campaign", "campaign_id"),
     ("reason", "reason", "error"),
 )
-NUMERIC = {"pass", "T_group", "throughput", "K", "ttb", "ttb_speedup"}
+NUMERIC = {"pass", "T_group", "throughput", "K", "ttb", "ttb_speedup", "speedup"}
 FILTER_FIELDS = {"experiment": "exp_id", "exp": "exp_id", "executor": "executor",
                  "exec": "executor", "scheduler": "scheduler", "features": "features",
                  "gpu": "gpu_name", "host": "machine", "campaign": "campaign_id",
@@ -84,6 +89,8 @@ def cell_text(key: str, value: Any) -> str:
             return str(int(number))
         if key == "ttb_speedup":
             return fmt_number(number, ".2f") + "×"
+        if key == "speedup":
+            return fmt_number(number, ".3f") + "×"
         if key == "ttb":
             return fmt_number(number, ".2f")
         return fmt_number(number, ".3f") if key == "T_group" else fmt_rate(number)
@@ -102,17 +109,58 @@ def row_key(row: dict[str, Any]) -> str:
     return f"{row.get('source', '')}#{row.get('row', '')}"
 
 
-def table_rows(groups: pd.DataFrame, ttb: dict[str, float] | None = None
-               ) -> dict[str, tuple[str, ...]]:
+def table_rows(groups: pd.DataFrame, ttb: dict[str, float] | None = None,
+               speedup: dict[str, float] | None = None) -> dict[str, tuple[str, ...]]:
     """Row key → the row's cells (:data:`COLUMNS`), in file order. ``ttb``: row key → its
-    cell's ``ttb_speedup`` (:func:`fugue_tui.app.models.hpo.ttb_by_row`; the analysis computes
-    it per cell, the group file has no such column)."""
+    cell's ``ttb_speedup`` (:func:`fugue_tui.app.models.hpo.ttb_by_row`), ``speedup``: row key
+    → its cell's T_group ``speedup`` (:func:`speedup_by_row`); the analysis computes both per
+    cell, the group file has no such columns. A row missing from either shows it missing."""
     out = {}
     for row in groups.to_dict("records"):
         key = row_key(row)
-        row = {**row, "ttb_speedup": (ttb or {}).get(key)}
+        row = {**row, "ttb_speedup": (ttb or {}).get(key), "speedup": (speedup or {}).get(key)}
         out[key] = tuple(cell_text(k, row.get(src)) for k, _, src in COLUMNS)
     return out
+
+
+def cell_figure_by_row(groups: pd.DataFrame, table: pd.DataFrame, keys: list[str],
+                       column: str, key: Callable[[dict[str, Any]], str] = row_key
+                       ) -> dict[str, float]:
+    """Row key (``key(row)``, :func:`row_key`) → the finite ``column`` of the row's cell.
+
+    ``table``: the analysis' cell table (:func:`engine.results.analysis.speedups`, one row
+    per cell, ``keys`` its key columns: :func:`engine.results.analysis.cell_columns`); rows
+    are matched on the key columns both frames carry. Rows whose cell has no finite value
+    (NaN: no baseline to pair with) are left out, never 0."""
+    if not len(groups) or not len(table) or column not in table.columns:
+        return {}
+    cols = [k for k in keys if k in groups.columns and k in table.columns]
+    if not cols:
+        return {}
+    cells = table[cols + [column]].dropna(subset=[column])
+    if not len(cells):
+        return {}
+    # Merge on text: the cell table's aggregation may change a key's dtype (int → float).
+    as_text = lambda f: f[cols].astype(str)  # noqa: E731
+    left = as_text(groups).assign(_key=[key(r) for r in groups.to_dict("records")])
+    right = as_text(cells).assign(_value=cells[column].to_numpy())
+    merged = left.merge(right.drop_duplicates(cols), on=cols, how="inner")
+    return {k: float(v) for k, v in zip(merged["_key"], merged["_value"], strict=True)
+            if math.isfinite(v)}
+
+
+def speedup_by_row(groups: pd.DataFrame, table: pd.DataFrame, keys: list[str]
+                   ) -> dict[str, float]:
+    """Row key → its cell's T_group ``speedup`` over seq, for the ok rows: the very figure
+    ``fugue-tui report`` prints for the cell (its ``table``: the analysis' cell table, which
+    pools the ok rows only), so a killed or failed row, whose T_group is not in it, shows none.
+    A seq row's is 1 (its own baseline); a cell without a seq cell to pair with (another
+    machine, precision, workload; a filter that leaves seq out, as ``report --campaign``
+    would) has none."""
+    if not len(groups) or "status" not in groups.columns:
+        return {}
+    ok = groups[(groups["status"] == "ok").to_numpy()]
+    return cell_figure_by_row(ok, table, keys, "speedup")
 
 
 @dataclass(frozen=True)
@@ -223,7 +271,8 @@ def sort_value(key: str, text: str) -> tuple[int, Any]:
         return (1, 0)
     if key in NUMERIC:
         try:
-            return (0, float(text.replace(",", "")))
+            # "34,475" and "1.035×" (the speedups) as numbers, not as missing
+            return (0, float(text.replace(",", "").rstrip("×")))
         except ValueError:
             return (1, 0)
     return (0, text.lower())
@@ -261,14 +310,16 @@ def result_files(source: str | Path) -> list[Path]:
 class Analysis:
     """What the Results screen shows of one load: the rows the filter keeps (``shown``),
     their table and figures (``results``), their K sweeps and advice (``sweep``), the
-    time-to-best speedup of each hpo row (``ttb``: row key → speedup) and why the filter
-    was not understood (``filter_error``, ``""``: it was)."""
+    time-to-best speedup of each hpo row (``ttb``: row key → speedup), the T_group speedup
+    of each ok row's cell (``speedup``: row key → speedup) and why the filter was not
+    understood (``filter_error``, ``""``: it was)."""
 
     shown: Runs
     results: Results
     sweep: SweepView
     ttb: dict[str, float]
     filter_error: str
+    speedup: dict[str, float]
 
 
 def analyse(runs: Runs, filter_text: str, n_boot: int) -> Analysis:
@@ -280,7 +331,6 @@ def analyse(runs: Runs, filter_text: str, n_boot: int) -> Analysis:
         FugueError: the rows cannot be analysed.
     """
     from engine.results.analysis import cell_columns
-    from fugue_tui.app.models.hpo import ttb_by_row
     from fugue_tui.report.figures import build
     from fugue_tui.report.sweeps import analyse as analyse_sweeps
 
@@ -288,8 +338,10 @@ def analyse(runs: Runs, filter_text: str, n_boot: int) -> Analysis:
     shown = apply_filter(runs, flt)
     results = build(shown, n_boot=n_boot)
     return Analysis(shown, results, analyse_sweeps(shown, n_boot=n_boot),
-                    ttb_by_row(shown.groups, results.table, cell_columns(), row_key),
-                    flt.error)
+                    # hpo.ttb_by_row's figure (not imported: hpo imports this module)
+                    cell_figure_by_row(shown.groups, results.table, cell_columns(),
+                                       "ttb_speedup"),
+                    flt.error, speedup_by_row(shown.groups, results.table, cell_columns()))
 
 
 def header_text(source: Path, runs: Runs, shown: Runs, filter_text: str,

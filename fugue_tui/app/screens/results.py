@@ -16,7 +16,7 @@ Export writes the same figures as PNG/SVG and the LaTeX table
 | key | binding id | action |
 |---|---|---|
 | / | results.filter | edit the filter (see :mod:`fugue_tui.app.models.results`) |
-| o | results.sort | sort by the next column (a header click sorts by that column) |
+| o | results.sort | pick the column to sort by (:class:`SortPicker`; a header click sorts by that column) |
 | O | results.reverse | reverse the sort |
 | e | results.export | write the figures (PNG, SVG) and the LaTeX table to a folder |
 | escape | results.back | back to the previous screen |
@@ -33,9 +33,11 @@ from rich.text import Text
 from textual import events, work
 from textual.actions import SkipAction
 from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.screen import Screen
-from textual.widgets import DataTable, Input, Static
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from fugue_tui.app.actions import LEAVE, RESULTS, bindings
@@ -92,6 +94,64 @@ class FilterBox(Input):
         self.screen.set_focus(self.screen.query_one(GroupTable))
 
 
+class SortPicker(ModalScreen[str | None]):
+    """``o``: the columns to sort by, one a line, the current sort marked and highlighted;
+    Enter sorts by the one highlighted (the sorted one again: reversed), a letter moves to
+    the next column whose header starts with it, Escape leaves the sort as it was.
+
+    A list rather than the column under the cursor: the table's cursor is a row (it picks
+    the provenance shown), and half the columns are off-screen below 160 columns; a list
+    names them all and reaches any in a key or two (issue 47: ``o`` stepped through them
+    one at a time)."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="sort.cancel")]
+
+    def __init__(self, column: str, reverse: bool) -> None:
+        super().__init__()
+        self.column, self.reverse = column, reverse
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("Sort the rows by (Enter; the sorted column again reverses it; "
+                        "a letter jumps; esc cancels):", id="question")
+            yield OptionList(*(Option(self._label(key, header), id=key)
+                               for key, header, _ in COLUMNS), id="sort-columns")
+
+    def _label(self, key: str, header: str) -> str:
+        if key != self.column:
+            return header
+        return f"{header}  (sorted {'↓ descending' if self.reverse else '↑ ascending'})"
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        keys = [key for key, _, _ in COLUMNS]
+        options.highlighted = keys.index(self.column) if self.column in keys else 0
+        options.focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """A letter: the next column (after the highlighted one, round) whose header
+        starts with it."""
+        char = (event.character or "").lower()
+        if len(char) != 1 or not char.isalpha():
+            return
+        options = self.query_one(OptionList)
+        start = options.highlighted if options.highlighted is not None else -1
+        n = len(COLUMNS)
+        for step in range(1, n + 1):
+            at = (start + step) % n
+            if COLUMNS[at][1].lower().startswith(char):
+                options.highlighted = at
+                break
+        event.stop()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class ResultsScreen(Screen):
     """See the module docstring. ``source``: a runs folder or a results file;
     ``filter_text``: the initial filter (the run screen passes ``campaign:<id>``)."""
@@ -108,6 +168,8 @@ class ResultsScreen(Screen):
         self.results: Results | None = None
         #: Row key → its cell's ttb_speedup (hpo rows with a baseline-executor cell).
         self._ttb: dict[str, float] = {}
+        #: Row key → its cell's T_group speedup over seq (the ok rows with a seq cell).
+        self._speedup: dict[str, float] = {}
         self._by_key: dict[str, dict[str, object]] = {}
         self._wake = threading.Event()
         #: The load notes already notified (:attr:`engine.results.load.Runs.notes`).
@@ -186,7 +248,7 @@ class ResultsScreen(Screen):
                     analysis = analyse(runs, self.filter_text, self.n_boot)
                     self.post_message(ResultsLoaded(
                         runs, analysis.shown, analysis.results, "", analysis.filter_error,
-                        version, analysis.sweep, analysis.ttb))
+                        version, analysis.sweep, analysis.ttb, analysis.speedup))
                 except FugueError as exc:  # no results yet, a file that is not ours
                     runs = None
                     self.post_message(ResultsLoaded(error=str(exc), version=version))
@@ -203,7 +265,7 @@ class ResultsScreen(Screen):
             charts.show_nothing()
             return
         self.runs, self.shown, self.results = message.runs, message.shown, message.results
-        self._ttb = message.ttb
+        self._ttb, self._speedup = message.ttb, message.speedup
         header.update(header_text(self.source, self.runs, self.shown, self.filter_text,
                                   message.filter_error))
         for note in self.runs.notes:  # what the load left out, said once, not at every reload
@@ -220,7 +282,7 @@ class ResultsScreen(Screen):
             return
         groups = self.shown.groups
         self._by_key = {row_key(r): r for r in groups.to_dict("records")}
-        self.query_one(GroupTable).show(groups, self._ttb)
+        self.query_one(GroupTable).show(groups, self._ttb, self._speedup)
 
     def selected_key(self) -> str | None:
         return self.query_one(GroupTable).selected_key()
@@ -262,12 +324,16 @@ class ResultsScreen(Screen):
             raise SkipAction
         self.set_focus(box)
 
-    def action_next_sort(self) -> None:
+    def action_pick_sort(self) -> None:
+        """``o``: :class:`SortPicker`; the column picked sorts the rows (ascending; the
+        sorted one again: reversed, as a header click)."""
         table = self.query_one(GroupTable)
-        keys = [k for k, _, _ in COLUMNS]
-        nxt = keys[(keys.index(table.sort_column) + 1) % len(keys)] if table.sort_column \
-            else keys[0]
-        self.sort_by(nxt, reverse=False)
+
+        def picked(column: str | None) -> None:
+            if column:
+                self.sort_by(column)
+
+        self.app.push_screen(SortPicker(table.sort_column, table.sort_reverse), picked)
 
     def action_reverse_sort(self) -> None:
         table = self.query_one(GroupTable)

@@ -3,6 +3,11 @@
 :func:`~fugue_tui.app.models.results.row_key`), sorted by one column, the selection kept
 across reloads and sorts. A header click sorts by that column (again: reversed). Its border
 title says ``rows`` and the sort, marked ``> `` while the table has the focus.
+
+The columns are laid out to the table's width (:func:`~fugue_tui.app.widgets.fitted_table.
+fit_widths`): the free-text columns give way, their values ellipsized, so that the numbers
+are whole and the right edge never cuts a column (issue 47); the rest is reached by
+scrolling right. The rows are sorted on their whole texts, not the ellipsized ones.
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+from rich.text import Text
+from textual import events
 from textual.widgets import DataTable
 
-from fugue_tui.app.models.results import COLUMNS, sort_value, table_rows
+from fugue_tui.app.models.results import COLUMNS, NUMERIC, sort_value, table_rows
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
-from fugue_tui.app.widgets.fitted_table import FittedTable
+from fugue_tui.app.widgets.fitted_table import FittedTable, ellipsize, fit_widths
 
 
 class GroupTable(FittedTable):
@@ -26,13 +33,19 @@ class GroupTable(FittedTable):
                          **kwargs)
         self.sort_column = ""
         self.sort_reverse = False
-        #: The rows shown: row key → cells (a reload that changes none leaves the table be).
+        #: The rows shown: row key → cells, whole (a reload that changes none leaves the
+        #: table be).
         self._rows: dict[str, tuple[str, ...]] = {}
+        #: The columns' widths as laid out (empty: not yet).
+        self._widths: list[int] = []
 
     def on_mount(self) -> None:
-        for key, header, _ in COLUMNS:
-            self.add_column(header, key=key)
+        self._layout()
         self.retitle()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._fit() != self._widths:
+            self._layout()
 
     def retitle(self) -> None:
         """``rows · sorted by …``, marked while the table has the focus (a capture without
@@ -42,21 +55,16 @@ class GroupTable(FittedTable):
             if self.sort_column else ""
         self.border_title = f"{FOCUS_MARK if self.has_focus else ''}rows{sort}"
 
-    def show(self, groups: pd.DataFrame, ttb: dict[str, float]) -> None:
-        """Show the group rows ``groups`` (``ttb``: row key → time-to-best speedup), sorted
-        as before, the selected row still selected when it is among them."""
-        wanted = table_rows(groups, ttb)
+    def show(self, groups: pd.DataFrame, ttb: dict[str, float],
+             speedup: dict[str, float] | None = None) -> None:
+        """Show the group rows ``groups`` (``ttb``: row key → time-to-best speedup,
+        ``speedup``: row key → T_group speedup), sorted as before, the selected row still
+        selected when it is among them."""
+        wanted = table_rows(groups, ttb, speedup)
         if list(wanted) == list(self._rows) and wanted == self._rows:
             return
-        selected = self.selected_key()
-        if set(wanted) != set(self._rows) or any(wanted[k] != self._rows[k] for k in wanted):
-            self.clear()
-            for key, cells in wanted.items():
-                self.add_row(*cells, key=key)
         self._rows = wanted
-        self._apply_sort()
-        if selected in wanted:
-            self.move_cursor(row=self.get_row_index(selected), animate=False)
+        self._layout()
 
     def selected_key(self) -> str | None:
         """The row key under the cursor, None when there is none."""
@@ -67,11 +75,61 @@ class GroupTable(FittedTable):
         except Exception:  # an empty or resorting table
             return None
 
-    def _apply_sort(self) -> None:
+    def _fit(self) -> list[int]:
+        """The columns' widths for the rows shown at the table's present width, less the
+        vertical scroll bar when the rows will need one (the bar's 2 columns left empty
+        otherwise would show the next column's first characters)."""
+        natural = [max([len(header)] + [len(cells[i]) for cells in self._rows.values()])
+                   for i, (_, header, _) in enumerate(COLUMNS)]
+        region = self.content_region
+        if region.width <= 0:
+            return natural
+        free = [key not in NUMERIC for key, _, _ in COLUMNS]
+        headers = [len(header) for _, header, _ in COLUMNS]
+        padding = 2 * self.cell_padding
+        lines = len(self._rows) + (self.header_height if self.show_header else 0)
+        bar = self.styles.scrollbar_size_vertical
+        widths = natural
+        for _ in range(2):  # a horizontal bar takes a line, which may call for the other bar
+            wide = sum(widths) + padding * len(widths) > region.width - bar
+            tall = lines > region.height - (self.styles.scrollbar_size_horizontal if wide else 0)
+            widths = fit_widths(natural, free, headers, region.width - (bar if tall else 0),
+                                padding)
+        return widths
+
+    def _order(self) -> list[str]:
+        """The row keys in the sort's order (load order unsorted), on the whole texts,
+        missing values last."""
+        keys = list(self._rows)
         if not self.sort_column:
-            return
-        key = self.sort_column
-        self.sort(key, key=lambda text: sort_value(key, str(text)), reverse=self.sort_reverse)
+            return keys
+        at = [k for k, _, _ in COLUMNS].index(self.sort_column)
+        values = {k: sort_value(self.sort_column, self._rows[k][at]) for k in keys}
+        # missing values last either way (a reversed sort is of the values, not of "—")
+        present = sorted((k for k in keys if values[k][0] == 0), key=values.__getitem__,
+                         reverse=self.sort_reverse)
+        return present + [k for k in keys if values[k][0] != 0]
+
+    def _layout(self) -> None:
+        """(Re)build the columns at the widths that fit and the rows in the sort's order,
+        ellipsized to them, the selected row and the horizontal scroll kept."""
+        selected, scroll_x = self.selected_key(), self.scroll_x
+        widths = self._fit()
+        if widths != self._widths:
+            self.clear(columns=True)
+            for (key, header, _), width in zip(COLUMNS, widths, strict=True):
+                self.add_column(Text(ellipsize(header, width)), width=width, key=key)
+            self._widths = widths
+        else:
+            self.clear()
+        for key in self._order():
+            self.add_row(*(Text(ellipsize(text, width), no_wrap=True, end="")
+                           for text, width in zip(self._rows[key], widths, strict=True)),
+                         key=key)
+        if selected in self._rows:
+            self.move_cursor(row=self.get_row_index(selected), animate=False)
+        if scroll_x:
+            self.scroll_to(x=scroll_x, animate=False, immediate=True)
 
     def sort_by(self, column: str, reverse: bool | None = None) -> None:
         """Sort the rows by ``column`` (a :data:`COLUMNS` key); ``reverse`` None: ascending,
@@ -79,10 +137,7 @@ class GroupTable(FittedTable):
         if reverse is None:
             reverse = not self.sort_reverse if column == self.sort_column else False
         self.sort_column, self.sort_reverse = column, reverse
-        selected = self.selected_key()
-        self._apply_sort()
-        if selected is not None:
-            self.move_cursor(row=self.get_row_index(selected), animate=False)
+        self._layout()
         self.retitle()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
