@@ -34,6 +34,7 @@ from textual import events, work
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Select, Static
@@ -65,6 +66,12 @@ __all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
 
 class PlanScreen(Screen):
     """Plan a campaign; see the module docstring for keys."""
+
+    #: Textual's ``Screen.focused`` without its repaint of the whole screen at each focus
+    #: change (a full render of the catalogue, the form and the preview at every Tab): the
+    #: widgets losing and gaining the focus repaint themselves (their ``:focus`` styles),
+    #: and so do the panes whose focus marks change (:meth:`_mark_pane`).
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
     #: The selection keys are the catalogue pane's (they act only while it has the focus:
     #: ``c`` on a settings checkbox cleared the whole selection, issue 47).
@@ -140,7 +147,13 @@ class PlanScreen(Screen):
         for pane_id, title in self.PANES.items():
             pane = self.query_one(f"#{pane_id}")
             inside = focused is pane or pane in focused.ancestors
-            pane.border_title = f"{FOCUS_MARK}{title}" if inside else title
+            shown = f"{FOCUS_MARK}{title}" if inside else title
+            if pane.border_title != shown:  # setting it repaints the whole pane, even unchanged
+                pane.border_title = shown
+            # A class, not the :focus-within pseudo-class: with it Textual restyled every
+            # widget of the form at each Tab inside it (about 200, most of a Tab's time);
+            # the class changes only when the focus enters or leaves the pane.
+            pane.set_class(inside, "-focus-within")
 
     def on_mount(self) -> None:
         self.on_resize()

@@ -153,9 +153,11 @@ class CampaignForm(VerticalScroll):
             return
         label = row.query_one(".label", Label)
         base = str(label.content).removeprefix(FOCUS_MARK).removeprefix("  ")
+        # No layout: the label's box is fixed (its width by the CSS, its row one line
+        # high); a layout of the screen at each Tab was most of what remained of its time.
         label.update(FOCUS_MARK + base if focused else ("  " + base if widget.id and
                                                          widget.id.startswith("opt-")
-                                                         else base))
+                                                         else base), layout=False)
 
     def on_resize(self, event: events.Resize | None = None) -> None:
         self.call_after_refresh(self._fit_hints)
