@@ -71,6 +71,21 @@ PLAN = (
            "and show its verdict in the title line", show=False),
 )
 
+#: Jump keys to the sections of the plan's settings form (about 20 Tabs reached the
+#: executors, issue 47): the focus moves to the section's first field. Alt and a digit, as
+#: a field takes every plain key as text; priority bindings for that reason (in a field
+#: ``alt+1`` is typed as ``1`` otherwise) and so that the keys typed right after the jump
+#: land in the field it moved to (as :data:`FOCUS`). Each section's title shows its key.
+PLAN_SECTIONS = tuple(
+    Action(f"plan.section-{name}", key, f"jump('{name}')", name,
+           f"settings: jump to the {name} section ({what})", show=False, priority=True)
+    for name, key, what in (
+        ("campaign", "alt+1", "name, passes, seed, threads, device(s), precision, folders"),
+        ("watchdog", "alt+2", "what a hung cell gets, and when"),
+        ("budget", "alt+3", "RAM, device memory and cores the campaign may take"),
+        ("executors", "alt+4", "which executors, their options, resume"),
+    ))
+
 RUN = (
     Action("run.retry", "r", "retry_cell", "kill+retry",
            "kill the selected cell and run it again now (asks first)"),
@@ -163,7 +178,7 @@ SCROLL_NAV = (
     Action("nav.bottom", "G", "scroll_end", "bottom", "the end", show=False),
 )
 
-ALL = APP + FOCUS + LEAVE + PLAN + RUN + RESULTS + REPLAY + NAV
+ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV
 
 
 def bindings(actions: tuple[Action, ...]):

@@ -20,6 +20,7 @@ in a thread worker.
 | ctrl+o | plan.load | load a campaign TOML |
 | ctrl+t | plan.attach | attach to a running campaign |
 | f6 | plan.selfcheck | run ``fugue-tui selfcheck`` (the title line shows this machine's last verdict) |
+| alt+1 … alt+4 | plan.section-* | jump to a section of the settings form (campaign, watchdog, budget, executors) |
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Select, Static
 
-from fugue_tui.app.actions import LEAVE, PLAN, bindings
+from fugue_tui.app.actions import LEAVE, PLAN, PLAN_SECTIONS, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
 from fugue_tui.app.models.catalogue import experiment_infos
 from fugue_tui.app.models.launch import LaunchFailed, launch_plan
@@ -59,6 +60,8 @@ from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
 from fugue_tui.app.widgets.selfcheck_line import SelfcheckLine
 
 if TYPE_CHECKING:  # the app imports this screen
+    from textual.css.query import QueryType
+
     from fugue_tui.app.app import FugueApp
 
 __all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
@@ -76,7 +79,7 @@ class PlanScreen(Screen):
     #: The selection keys are the catalogue pane's (they act only while it has the focus:
     #: ``c`` on a settings checkbox cleared the whole selection, issue 47).
     BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"
-                              and a.id not in CATALOGUE_KEYS) + LEAVE)
+                              and a.id not in CATALOGUE_KEYS) + PLAN_SECTIONS + LEAVE)
 
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
@@ -143,6 +146,37 @@ class PlanScreen(Screen):
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._mark_pane(event.widget)
 
+    def focus_next(self, selector: str | type[QueryType] = "*") -> Widget | None:
+        """Tab: inside the form, its next field (from the form's own list: Textual walks
+        and sorts the whole screen's widgets at each Tab); elsewhere, and out of the form
+        at its ends, Textual's focus chain."""
+        return self._step(1, selector) or super().focus_next(selector)
+
+    def focus_previous(self, selector: str | type[QueryType] = "*") -> Widget | None:
+        """Shift+Tab: as :meth:`focus_next`, backwards."""
+        return self._step(-1, selector) or super().focus_previous(selector)
+
+    def _step(self, direction: int, selector: str | type[QueryType]) -> Widget | None:
+        if selector != "*":
+            return None
+        target = self.form.next_stop(self.focused, direction)
+        if target is not None:
+            self.set_focus(target)
+        return target
+
+    def set_focus(self, widget: Widget | None, scroll_visible: bool = True,
+                  from_app_focus: bool = False) -> None:
+        """Textual's, with the focus marks (the field's ``> `` and the pane's title) set
+        at once: in the frame that shows the new focus, not one frame later."""
+        before = self.focused
+        super().set_focus(widget, scroll_visible, from_app_focus)
+        if self.focused is before:
+            return
+        self.form.mark(before, False)
+        self.form.mark(self.focused, True)
+        if self.focused is not None:
+            self._mark_pane(self.focused)
+
     def _mark_pane(self, focused: Widget) -> None:
         for pane_id, title in self.PANES.items():
             pane = self.query_one(f"#{pane_id}")
@@ -198,9 +232,12 @@ class PlanScreen(Screen):
         select = next((w for w in focused.ancestors_with_self if isinstance(w, Select)), None)
         if select is not None and select.expanded:
             raise SkipAction
-        # the screen's set_focus moves it now (Widget.focus waits for the next idle): the
-        # keys typed after the Escape are routed after the move
-        self.set_focus(self.form)
+        self.form.park()
+
+    def action_jump(self, section: str) -> None:
+        """A section's jump key: the focus on the section's first field, its title at the
+        top of the form."""
+        self.form.jump(section)
 
     def on_campaign_form_changed(self) -> None:
         self.schedule_preview()
