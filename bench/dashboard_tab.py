@@ -126,8 +126,10 @@ async def _tabs(probe: KeyProbe, screen, keys: int) -> list[float]:
     for _ in range(keys):
         chain = screen.focus_chain
         target = chain[(chain.index(screen.focused) + 1) % len(chain)]
+        # focused, its focus style applied (has_focus: set, and the widget restyled, when
+        # it handled its Focus event) and its label marked
         out.append(await probe.press("tab", None, lambda t=target: screen.focused is t
-                                     and _marked(t)))
+                                     and t.has_focus and _marked(t)))
         await asyncio.sleep(SETTLE_S)
     return out
 
