@@ -72,18 +72,20 @@ PLAN = (
 )
 
 #: Jump keys to the sections of the plan's settings form (about 20 Tabs reached the
-#: executors, issue 47): the focus moves to the section's first field. Alt and a digit, as
-#: a field takes every plain key as text; priority bindings for that reason (in a field
-#: ``alt+1`` is typed as ``1`` otherwise) and so that the keys typed right after the jump
-#: land in the field it moved to (as :data:`FOCUS`). Each section's title shows its key.
+#: executors, issue 47): the focus moves to the section's first field. Alt and a letter of
+#: the section, as a field takes every plain key as text. Not alt and a digit: Textual
+#: reads ESC 1, what a terminal sends for it, as macOS's option-1 character ``¡``; not
+#: alt+b or alt+f: ESC b and ESC f are ctrl+left and ctrl+right there. Priority bindings,
+#: so that they act from a field and the keys typed right after the jump land in the field
+#: it moved to (as :data:`FOCUS`). Each section's title shows its key.
 PLAN_SECTIONS = tuple(
     Action(f"plan.section-{name}", key, f"jump('{name}')", name,
            f"settings: jump to the {name} section ({what})", show=False, priority=True)
     for name, key, what in (
-        ("campaign", "alt+1", "name, passes, seed, threads, device(s), precision, folders"),
-        ("watchdog", "alt+2", "what a hung cell gets, and when"),
-        ("budget", "alt+3", "RAM, device memory and cores the campaign may take"),
-        ("executors", "alt+4", "which executors, their options, resume"),
+        ("campaign", "alt+c", "name, passes, seed, threads, device(s), precision, folders"),
+        ("watchdog", "alt+w", "what a hung cell gets, and when"),
+        ("budget", "alt+u", "RAM, device memory and cores the campaign may take"),
+        ("executors", "alt+e", "which executors, their options, resume"),
     ))
 
 RUN = (

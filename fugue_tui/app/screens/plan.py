@@ -20,7 +20,7 @@ in a thread worker.
 | ctrl+o | plan.load | load a campaign TOML |
 | ctrl+t | plan.attach | attach to a running campaign |
 | f6 | plan.selfcheck | run ``fugue-tui selfcheck`` (the title line shows this machine's last verdict) |
-| alt+1 … alt+4 | plan.section-* | jump to a section of the settings form (campaign, watchdog, budget, executors) |
+| alt+c, alt+w, alt+u, alt+e | plan.section-* | jump to a section of the settings form (campaign, watchdog, budget, executors) |
 """
 
 from __future__ import annotations

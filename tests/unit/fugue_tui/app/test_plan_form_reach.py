@@ -77,27 +77,27 @@ def test_jump_keys_reach_each_section(tmp_path, monkeypatch):
     field jumped to; the palette offers the jumps and the help lists them."""
     async def body(pilot, plan):
         app = pilot.app
-        for title in ("campaign  alt+1", "watchdog  alt+2", "budget  alt+3",
-                      "executors  alt+4"):
+        for title in ("campaign  alt+c", "watchdog  alt+w", "budget  alt+u",
+                      "executors  alt+e"):
             assert title in str(plan.query_one(f"#section-{title.split()[0]}",
                                                Static).render())
         plan.query_one("#f-name", Input).focus()
         await until(pilot, lambda: "> name" in screen_text(app), what="in a field")
-        for key, char in (("alt+3", "3"), ("6", "6")):
+        for key, char in (("alt+u", "u"), ("6", "6")):
             app.post_message(events.Key(key, char))
         ram = plan.query_one("#f-budget-ram", Input)
         await until(pilot, lambda: ram.value == "6" and "> budget.ram" in screen_text(app),
                     what="6 in budget.ram, marked")
         assert plan.doc["budget"] == {"ram": 6}
         assert plan.query_one("#f-name", Input).value == "dashboard"
-        app.post_message(events.Key("alt+4", "4"))
+        app.post_message(events.Key("alt+e", "e"))
         await until(pilot, lambda: app.focused is plan.query_one("#exec-seq", Checkbox)
-                    and "executors  alt+4" in screen_text(app),
+                    and "executors  alt+e" in screen_text(app),
                     what="the executors, their title in view")
-        app.post_message(events.Key("alt+2", "2"))
+        app.post_message(events.Key("alt+w", "w"))
         await until(pilot, lambda: app.focused is plan.query_one("#f-watchdog-action"),
                     what="the watchdog's first field")
-        app.post_message(events.Key("alt+1", "1"))
+        app.post_message(events.Key("alt+c", "c"))
         await until(pilot, lambda: app.focused is plan.query_one("#f-name"),
                     what="back to the campaign's first field")
         titles = [c.title for c in app.get_system_commands(plan)]
