@@ -1,7 +1,9 @@
-"""The campaign settings form of the plan screen: the campaign's fields first (name, passes,
-seed, retries, max_parallel, threads, device, compile, runs folder, experiments file,
-watchdog), then the executors (with their options) and the resume box — the order tab walks
-them in. Checkboxes show their state as ``X`` or blank, readable without colour.
+"""The campaign settings form of the plan screen, in sections, each titled with its jump key
+(:data:`fugue_tui.app.actions.PLAN_SECTIONS`): the campaign's fields (name, passes, seed,
+retries, max_parallel, threads, device, devices, compile, precision, runs folder,
+experiments file), its watchdog, its budget, then the executors (with their options) and the
+resume box — the order tab walks them in. Checkboxes show their state as ``X`` or blank,
+readable without colour; the focused field's label is marked ``> ``.
 
 The form edits a campaign document (:mod:`fugue_tui.app.models.plan`) in place, ``doc``, and
 keeps one error per field that does not parse, ``errors``. After every edit it posts
