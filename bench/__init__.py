@@ -24,6 +24,8 @@ PARTS: dict[str, str] = {
                         "K <= 32, max_parallel = \"auto\" within its RAM budget",
     "cluster_overhead": "a cell's fixed cost through a Ray cluster (a node agent) against "
                         "the same cell spawned on the runner's host",
+    "dashboard_tab": "a Tab between the plan form's fields against j in the catalogue, in "
+                     "process (key to screen)",
 }
 
 

@@ -70,7 +70,8 @@ class Flag:
 class FormField:
     """A key's field in the plan form: ``kind`` ``text`` | ``int`` | ``float`` | ``select``
     | ``list`` (a comma list of names, one cell each) | ``ints`` (a comma list of integers)
-    | ``size`` (``6GiB``, ``512MiB`` or MiB); ``choices`` of a select or list when they are
+    | ``size`` (``6GiB``, ``512MiB`` or MiB) | ``devices`` (``auto``, ``cpu`` or a comma list
+    of devices: ``engine.define.devices``); ``choices`` of a select or list when they are
     not the key's own (``device``: auto, cpu, cuda); ``hint``, the empty field's
     placeholder when it is not ``default <default>``; ``help`` when the key's doc is not
     the words the form shows."""
@@ -206,7 +207,11 @@ KEYS: dict[str, CampaignKey] = {k.name: k for k in (
                 flag=Flag("--devices", _HOW, "LIST",
                           help="several devices, one cell on each at once: auto (every "
                                "visible GPU), cpu, or a comma list of cuda:N / GPU-… / MIG-… "
-                               "UUIDs")),
+                               "UUIDs"),
+                form=FormField("devices", hint="e.g. cuda:0,cuda:1 or auto (unset: device)",
+                               help="several devices, one cell on each at once: auto (every "
+                                    "visible GPU), cpu, or a comma list of cuda:N / GPU-… / "
+                                    "MIG-… UUIDs (replaces device)")),
     CampaignKey("one_cell_per_host", (bool,), False,
                 "with devices: one cell at a time on the host anyway"),
     CampaignKey("compile", (str,), "off", "torch.compile: off, on or both (one cell each)",

@@ -71,6 +71,23 @@ PLAN = (
            "and show its verdict in the title line", show=False),
 )
 
+#: Jump keys to the sections of the plan's settings form (about 20 Tabs reached the
+#: executors, issue 47): the focus moves to the section's first field. Alt and a letter of
+#: the section, as a field takes every plain key as text. Not alt and a digit: Textual
+#: reads ESC 1, what a terminal sends for it, as macOS's option-1 character ``¡``; not
+#: alt+b or alt+f: ESC b and ESC f are ctrl+left and ctrl+right there. Priority bindings,
+#: so that they act from a field and the keys typed right after the jump land in the field
+#: it moved to (as :data:`FOCUS`). Each section's title shows its key.
+PLAN_SECTIONS = tuple(
+    Action(f"plan.section-{name}", key, f"jump('{name}')", name,
+           f"settings: jump to the {name} section ({what})", show=False, priority=True)
+    for name, key, what in (
+        ("campaign", "alt+c", "name, passes, seed, threads, device(s), precision, folders"),
+        ("watchdog", "alt+w", "what a hung cell gets, and when"),
+        ("budget", "alt+u", "RAM, device memory and cores the campaign may take"),
+        ("executors", "alt+e", "which executors, their options, resume"),
+    ))
+
 RUN = (
     Action("run.retry", "r", "retry_cell", "kill+retry",
            "kill the selected cell and run it again now (asks first)"),
@@ -165,7 +182,7 @@ SCROLL_NAV = (
     Action("nav.bottom", "G", "scroll_end", "bottom", "the end", show=False),
 )
 
-ALL = APP + FOCUS + LEAVE + PLAN + RUN + RESULTS + REPLAY + NAV
+ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV
 
 
 def bindings(actions: tuple[Action, ...]):

@@ -23,7 +23,9 @@ class Field:
     kind ``text`` | ``int`` | ``float`` | ``select`` | ``list`` (a comma list of names, one
     cell each; one name is written as a plain value) | ``ints`` (a comma list of integers,
     always a list: ``k_sweep``) | ``size`` (``6GiB``, ``512MiB`` or a number of MiB:
-    ``[budget]``), and the choices of a select or list."""
+    ``[budget]``) | ``devices`` (``auto``, ``cpu`` or a comma list of devices, checked as
+    the runner checks it: a list when several, one value as a plain string), and the
+    choices of a select or list."""
 
     path: str
     kind: str
@@ -37,6 +39,29 @@ class Field:
     def id(self) -> str:
         return "f-" + self.path.replace(".", "-").replace("_", "-")
 
+    @property
+    def section(self) -> str:
+        """The form's section the field is shown in (:func:`field_section`)."""
+        return field_section(self.path)
+
+
+#: The form's sections in the order shown, each with a jump key (``plan.section-<name>``
+#: in :mod:`fugue_tui.app.actions`): the campaign's own keys, its ``[watchdog]`` and
+#: ``[budget]`` tables, then the executors (with their options) and resume.
+SECTIONS = ("campaign", "watchdog", "budget", "executors")
+
+
+def field_section(path: str) -> str:
+    """The section of campaign field ``path``: its table (``watchdog`` for
+    ``watchdog.action``), ``campaign`` for a top-level key."""
+    table = path.rpartition(".")[0]
+    return table if table in SECTIONS else "campaign"
+
+
+#: ``device`` and ``devices`` are one setting (``engine.define.devices.check_device_pair``:
+#: a file may set only one): the form unsets the other when one is set.
+DEVICE_PAIR = {"device": "devices", "devices": "device"}
+
 
 #: The form's one field that is no campaign key: ``max_parallel``, written into every
 #: selected executor that declares the option (:meth:`fugue_tui.app.widgets.campaign_form.CampaignForm._max_parallel`), shown
@@ -47,7 +72,7 @@ _MAX_PARALLEL_AFTER = "retries"
 def campaign_fields() -> tuple[Field, ...]:
     """The campaign's fields, generated from the campaign keys declared as form fields
     (``engine.define.campaign_schema``: kind, choices, help and hint), in declaration
-    order, with ``max_parallel`` after ``retries``."""
+    order within each section (:data:`SECTIONS`), with ``max_parallel`` after ``retries``."""
     from engine.define.campaign_schema import KEYS, form_hint
 
     out = []
@@ -62,7 +87,8 @@ def campaign_fields() -> tuple[Field, ...]:
                                   "machine's profiles), for executors that run jobs "
                                   "concurrently (sets [options.<executor>] max_parallel)",
                              hint="e.g. 4 or auto (unset: all jobs)"))
-    return tuple(out)
+    # grouped by section (stable: declaration order within each), one title each
+    return tuple(sorted(out, key=lambda f: SECTIONS.index(f.section)))
 
 
 def option_hint(declared: OptionField) -> str:
@@ -147,12 +173,20 @@ def set_path(doc: PlanDoc, path: str, value: Any) -> None:
 
 
 def checked_value(spec: Field, text: str) -> tuple[Any] | str | None:
-    """``text`` of a ``k_sweep`` or ``[budget]`` field as the campaign file's value, in a
-    1-tuple; a one-line error (the same words as ``--k-sweep`` and the campaign file's
-    ``[budget]`` check); None for the other fields. The k_sweep rules that depend on the
+    """``text`` of a ``k_sweep``, ``devices`` or ``[budget]`` field as the campaign file's
+    value, in a 1-tuple; a one-line error (the same words as ``--k-sweep`` and the campaign
+    file's ``devices`` and ``[budget]`` checks); None for the other fields. The k_sweep rules that depend on the
     selection (increasing, >= 1, ensembles only) are the preview's, as for a file."""
     from engine.errors import ConfigError
 
+    if spec.kind == "devices":
+        from engine.define.devices import parse_devices
+
+        try:
+            names = parse_devices(text, "settings")
+        except ConfigError as exc:
+            return str(exc)
+        return (names[0] if len(names) == 1 else list(names),)
     if spec.kind == "ints":
         parts = [p.strip() for p in text.split(",") if p.strip()]
         try:
@@ -196,6 +230,8 @@ def set_setting(doc: PlanDoc, spec: Field, text: str) -> str:
         return checked
     if checked is not None:
         set_path(doc, spec.path, checked[0])
+        if spec.path in DEVICE_PAIR:
+            set_path(doc, DEVICE_PAIR[spec.path], None)
         return ""
     try:
         value: Any = {"int": int, "float": float}.get(spec.kind, str)(text)
@@ -261,7 +297,7 @@ def shown_value(doc: PlanDoc, spec: Field) -> str | None:
         if value in spec.choices:
             return str(value)
         return DEFAULT_WATCHDOG_ACTION if spec.path == "watchdog.action" else None
-    if spec.kind in ("list", "ints") and isinstance(value, list):
+    if spec.kind in ("list", "ints", "devices") and isinstance(value, list):
         return ", ".join(map(str, value))
     return "" if value is None else str(value)
 

@@ -20,6 +20,7 @@ in a thread worker.
 | ctrl+o | plan.load | load a campaign TOML |
 | ctrl+t | plan.attach | attach to a running campaign |
 | f6 | plan.selfcheck | run ``fugue-tui selfcheck`` (the title line shows this machine's last verdict) |
+| alt+c, alt+w, alt+u, alt+e | plan.section-* | jump to a section of the settings form (campaign, watchdog, budget, executors) |
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ from textual import events, work
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Select, Static
 
-from fugue_tui.app.actions import LEAVE, PLAN, bindings
+from fugue_tui.app.actions import LEAVE, PLAN, PLAN_SECTIONS, bindings
 from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
 from fugue_tui.app.models.catalogue import experiment_infos
 from fugue_tui.app.models.launch import LaunchFailed, launch_plan
@@ -58,6 +60,8 @@ from fugue_tui.app.widgets.plan_preview import PREVIEW_DEBOUNCE_S, PlanPreview
 from fugue_tui.app.widgets.selfcheck_line import SelfcheckLine
 
 if TYPE_CHECKING:  # the app imports this screen
+    from textual.css.query import QueryType
+
     from fugue_tui.app.app import FugueApp
 
 __all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
@@ -66,10 +70,16 @@ __all__ = ["PREVIEW_DEBOUNCE_S", "PlanScreen", "experiment_infos"]
 class PlanScreen(Screen):
     """Plan a campaign; see the module docstring for keys."""
 
+    #: Textual's ``Screen.focused`` without its repaint of the whole screen at each focus
+    #: change (a full render of the catalogue, the form and the preview at every Tab): the
+    #: widgets losing and gaining the focus repaint themselves (their ``:focus`` styles),
+    #: and so do the panes whose focus marks change (:meth:`_mark_pane`).
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+
     #: The selection keys are the catalogue pane's (they act only while it has the focus:
     #: ``c`` on a settings checkbox cleared the whole selection, issue 47).
     BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"
-                              and a.id not in CATALOGUE_KEYS) + LEAVE)
+                              and a.id not in CATALOGUE_KEYS) + PLAN_SECTIONS + LEAVE)
 
     def __init__(self, runs_dir: str = "runs", campaign: str | None = None) -> None:
         super().__init__()
@@ -136,11 +146,48 @@ class PlanScreen(Screen):
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._mark_pane(event.widget)
 
+    def focus_next(self, selector: str | type[QueryType] = "*") -> Widget | None:
+        """Tab: inside the form, its next field (from the form's own list: Textual walks
+        and sorts the whole screen's widgets at each Tab); elsewhere, and out of the form
+        at its ends, Textual's focus chain."""
+        return self._step(1, selector) or super().focus_next(selector)
+
+    def focus_previous(self, selector: str | type[QueryType] = "*") -> Widget | None:
+        """Shift+Tab: as :meth:`focus_next`, backwards."""
+        return self._step(-1, selector) or super().focus_previous(selector)
+
+    def _step(self, direction: int, selector: str | type[QueryType]) -> Widget | None:
+        if selector != "*":
+            return None
+        target = self.form.next_stop(self.focused, direction)
+        if target is not None:
+            self.set_focus(target)
+        return target
+
+    def set_focus(self, widget: Widget | None, scroll_visible: bool = True,
+                  from_app_focus: bool = False) -> None:
+        """Textual's, with the focus marks (the field's ``> `` and the pane's title) set
+        at once: in the frame that shows the new focus, not one frame later."""
+        before = self.focused
+        super().set_focus(widget, scroll_visible, from_app_focus)
+        if self.focused is before:
+            return
+        self.form.mark(before, False)
+        self.form.mark(self.focused, True)
+        if self.focused is not None:
+            self._mark_pane(self.focused)
+
     def _mark_pane(self, focused: Widget) -> None:
         for pane_id, title in self.PANES.items():
             pane = self.query_one(f"#{pane_id}")
             inside = focused is pane or pane in focused.ancestors
-            pane.border_title = f"{FOCUS_MARK}{title}" if inside else title
+            shown = f"{FOCUS_MARK}{title}" if inside else title
+            if pane.border_title != shown:  # setting it repaints the whole pane, even unchanged
+                pane.border_title = shown
+            # A class, not the :focus-within pseudo-class: with it Textual restyled every
+            # widget of the form at each Tab inside it (about 200, most of a Tab's time);
+            # the class changes only when the focus enters or leaves the pane.
+            pane.set_class(inside, "-focus-within")
 
     def on_mount(self) -> None:
         self.on_resize()
@@ -185,9 +232,12 @@ class PlanScreen(Screen):
         select = next((w for w in focused.ancestors_with_self if isinstance(w, Select)), None)
         if select is not None and select.expanded:
             raise SkipAction
-        # the screen's set_focus moves it now (Widget.focus waits for the next idle): the
-        # keys typed after the Escape are routed after the move
-        self.set_focus(self.form)
+        self.form.park()
+
+    def action_jump(self, section: str) -> None:
+        """A section's jump key: the focus on the section's first field, its title at the
+        top of the form."""
+        self.form.jump(section)
 
     def on_campaign_form_changed(self) -> None:
         self.schedule_preview()

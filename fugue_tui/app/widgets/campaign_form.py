@@ -1,7 +1,9 @@
-"""The campaign settings form of the plan screen: the campaign's fields first (name, passes,
-seed, retries, max_parallel, threads, device, compile, runs folder, experiments file,
-watchdog), then the executors (with their options) and the resume box — the order tab walks
-them in. Checkboxes show their state as ``X`` or blank, readable without colour.
+"""The campaign settings form of the plan screen, in sections, each titled with its jump key
+(:data:`fugue_tui.app.actions.PLAN_SECTIONS`): the campaign's fields (name, passes, seed,
+retries, max_parallel, threads, device, devices, compile, precision, runs folder,
+experiments file), its watchdog, its budget, then the executors (with their options) and the
+resume box — the order tab walks them in. Checkboxes show their state as ``X`` or blank,
+readable without colour; the focused field's label is marked ``> ``.
 
 The form edits a campaign document (:mod:`fugue_tui.app.models.plan`) in place, ``doc``, and
 keeps one error per field that does not parse, ``errors``. After every edit it posts
@@ -14,14 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.dom import NoScreen
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
 from fugue_tui.app.models.form_fields import (
+    DEVICE_PAIR,
     Field,
     campaign_fields,
     field_input_type,
@@ -84,6 +89,54 @@ class CampaignForm(VerticalScroll):
         self.errors: dict[str, str] = {}
         #: Each input's whole placeholder, before it was cut to the box (:meth:`_fit_hints`).
         self._full_hints: dict[Input, str] = {}
+        #: True while :meth:`park` gives the form the focus (:meth:`allow_focus`).
+        self._parking = False
+        self._tab_stops: list[Widget] | None = None
+        self._tab_index: dict[Widget, int] = {}
+
+    def allow_focus(self) -> bool:
+        """The form itself is no Tab stop: the first Tab from the catalogue landed on this
+        container, with nothing marked, and the next one on the first field. It takes the
+        focus only from Escape in one of its fields (:meth:`park`), and stays in the focus
+        chain while it has it (Tab then goes on to the first field)."""
+        if self._parking:
+            return True
+        try:
+            return self.screen.focused is self
+        except NoScreen:  # not mounted (yet)
+            return False
+
+    def tab_stops(self) -> list[Widget]:
+        """The form's fields in the order Tab walks them (Textual's focus chain, the order
+        shown), computed once: the form never recomposes."""
+        if self._tab_stops is None:
+            self._tab_stops = [w for w in self.screen.focus_chain if self in w.ancestors]
+            self._tab_index = {w: i for i, w in enumerate(self._tab_stops)}
+        return self._tab_stops
+
+    def next_stop(self, widget: Widget | None, direction: int) -> Widget | None:
+        """The field after (``direction`` 1) or before (-1) ``widget`` that can take the
+        focus now; None when ``widget`` is no field here or the step leaves the form."""
+        stops = self.tab_stops()
+        at = self._tab_index.get(widget) if widget is not None else None
+        if at is None:
+            return None
+        at += direction
+        while 0 <= at < len(stops):
+            if stops[at].focusable:
+                return stops[at]
+            at += direction
+        return None
+
+    def park(self) -> None:
+        """Give the focus to the form itself (Escape in a field: the keys act on the pane
+        again), now rather than at the next idle (the keys typed after the Escape are
+        routed after the move)."""
+        self._parking = True
+        try:
+            self.screen.set_focus(self)
+        finally:
+            self._parking = False
 
     @property
     def resume(self) -> bool:
@@ -99,8 +152,11 @@ class CampaignForm(VerticalScroll):
         # The executors (and their options) register when the plugins load: composed
         # before the catalogue worker loaded them, the form had no executor at all.
         load_plugins()
-        yield Label("campaign", classes="heading")
+        section = ""
         for spec in self.fields:
+            if spec.section != section:
+                section = spec.section
+                yield self._heading(section)
             with Horizontal(classes="row"):
                 yield Label(spec.path, classes="label")
                 value = get_path(self.doc, spec.path)
@@ -118,7 +174,7 @@ class CampaignForm(VerticalScroll):
                                 placeholder=spec.hint or spec.help,
                                 type=field_input_type(spec.kind), tooltip=spec.help or None,
                                 compact=True)
-        yield Label("executors", classes="heading")
+        yield self._heading("executors")
         for name in EXECUTORS.names():
             spec = EXECUTORS.get(name)
             yield StateCheckbox(f"{name}: {spec.label}", name in self.doc["executors"],
@@ -135,27 +191,68 @@ class CampaignForm(VerticalScroll):
         yield StateCheckbox("resume: preview and run only cells without an ok row",
                             False, id="resume", compact=True)
 
+    # -- sections and their jump keys ------------------------------------------------------
+    def _heading(self, section: str) -> Label:
+        """A section's title with its jump key (the user's keymap applied), ``#section-<name>``."""
+        from textual.keys import format_key
+
+        from fugue_tui.app.actions import by_id
+
+        action = by_id(f"plan.section-{section}")
+        keymap: dict[str, str] = getattr(self.app, "keymap", None) or {}
+        keys = ", ".join(format_key(k.strip())
+                         for k in keymap.get(action.id, action.key).split(",") if k.strip())
+        return Label(Text.assemble(section, (f"  {keys}", "not bold dim")),
+                     classes="heading", id=f"section-{section}")
+
+    def section_start(self, section: str) -> Widget:
+        """The first field of ``section`` (:data:`SECTIONS`)."""
+        heading = self.query_one(f"#section-{section}")
+        siblings = list(self.children)
+        for widget in siblings[siblings.index(heading) + 1:]:
+            for field in (widget, *widget.query("*")):
+                if field.can_focus:
+                    return field
+        raise LookupError(section)
+
+    def jump(self, section: str) -> None:
+        """The focus on ``section``'s first field, now (the keys typed after the jump are
+        routed after the move), its title scrolled to the top of the form."""
+        self.screen.set_focus(self.section_start(section), scroll_visible=False)
+        self.scroll_to_widget(self.query_one(f"#section-{section}"), top=True, animate=False)
+
     # -- where the keys go, readable without colour ----------------------------------------
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        self._mark(event.widget, True)
+        self.mark(event.widget, True)
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:
-        self._mark(event.widget, False)
+        self.mark(event.widget, False)
 
-    def _mark(self, widget: Widget, focused: bool) -> None:
-        """``> passes`` on the focused field's label (a checkbox: on its own label)."""
+    def mark(self, widget: Widget | None, focused: bool) -> None:
+        """``> passes`` on the focused field's label (a checkbox: on its own label); nothing
+        when it shows already (an update repaints). The plan screen calls it as the focus
+        moves (:meth:`fugue_tui.app.screens.plan.PlanScreen.set_focus`), so that the mark
+        is drawn in the same frame as the focus; the focus messages, a few hops later, came
+        a frame (tens of milliseconds) after it."""
+        if widget is None or self not in widget.ancestors:
+            return
         if isinstance(widget, Checkbox):
             base = str(widget.label).removeprefix(FOCUS_MARK)
-            widget.label = FOCUS_MARK + base if focused else base
+            if str(widget.label) != (shown := FOCUS_MARK + base if focused else base):
+                widget.label = shown
             return
         row = widget.parent
         if not isinstance(row, Horizontal) or not row.has_class("row"):
             return
         label = row.query_one(".label", Label)
         base = str(label.content).removeprefix(FOCUS_MARK).removeprefix("  ")
-        label.update(FOCUS_MARK + base if focused else ("  " + base if widget.id and
-                                                         widget.id.startswith("opt-")
-                                                         else base))
+        shown = FOCUS_MARK + base if focused else ("  " + base if widget.id and
+                                                   widget.id.startswith("opt-") else base)
+        if str(label.content) != shown:
+            # No layout: the label's box is fixed (its width by the CSS, its row one line
+            # high); a layout of the screen at each Tab was most of what remained of its
+            # time.
+            label.update(shown, layout=False)
 
     def on_resize(self, event: events.Resize | None = None) -> None:
         self.call_after_refresh(self._fit_hints)
@@ -189,6 +286,8 @@ class CampaignForm(VerticalScroll):
         error = set_setting(self.doc, spec, text)
         if error:
             self.errors[spec.path] = error
+        elif spec.path in DEVICE_PAIR and text.strip():
+            self._unset_partner(spec.path)
         elif spec.path == "experiments_file" and text.strip():
             self.post_message(self.ExperimentsFileChanged(get_path(self.doc, spec.path)))
 
@@ -217,7 +316,27 @@ class CampaignForm(VerticalScroll):
         if spec is None:
             return
         set_path(self.doc, spec.path, None if event.value is Select.NULL else str(event.value))
+        if event.value is not Select.NULL:
+            self._unset_partner(spec.path)
         self.post_message(self.Changed())
+
+    def _unset_partner(self, path: str) -> None:
+        """``device`` chosen: ``devices`` emptied, and the other way round (one setting:
+        a campaign file sets one of them)."""
+        partner = self._field_by_path(DEVICE_PAIR.get(path, ""))
+        if partner is None:
+            return
+        set_path(self.doc, partner.path, None)
+        self.errors.pop(partner.path, None)
+        with self.prevent(Input.Changed, Select.Changed):
+            widget = self.query_one(f"#{partner.id}")
+            if isinstance(widget, Select):
+                widget.value = Select.NULL
+            elif isinstance(widget, Input):
+                widget.value = ""
+
+    def _field_by_path(self, path: str) -> Field | None:
+        return next((f for f in self.fields if f.path == path), None)
 
     def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
         widget_id = event.checkbox.id or ""

@@ -77,6 +77,9 @@ class CatalogueTree(Tree[str]):
                 for exp in exps:
                     self._leaves[exp.id] = type_node.add_leaf(self._label(exp), data=exp.id)
         self._relabel_groups()
+        # The cursor on the first line from the start: Textual's tree has none (line -1)
+        # until the first key, so the pane showed no cursor line and its details no hint.
+        self.cursor_line = 0 if experiments else -1
 
     def _label(self, exp: ExperimentInfo) -> Text:
         mark = "[x] " if exp.id in self.selected else "[ ] "

@@ -195,7 +195,7 @@ def test_the_dashboard_plan_form_sets_the_precision_axis(tmp_path, monkeypatch):
                         what="catalogue")
             tree = plan(app).query_one(CatalogueTree)
             tree.focus()
-            await pilot.press("j", "j", "j", "space")  # D_ens
+            await pilot.press("j", "j", "space")  # D_ens (the cursor starts on the first line)
             await until(pilot, lambda: rows(app), what="the preview")
             legacy_key = rows(app)[0][6]
             plan(app).query_one("#f-precision", Input).value = "fp32, bf16"

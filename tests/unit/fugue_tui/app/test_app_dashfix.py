@@ -169,7 +169,7 @@ def test_the_focused_field_is_marked_in_plain_text_and_integers_refuse_letters(t
         async with app.run_test(size=(160, 48)) as pilot:
             plan = await until(pilot, lambda: isinstance(app.screen, PlanScreen) and app.screen)
             await until(pilot, lambda: "─ > catalogue ─" in _plain(app), what="the pane's mark")
-            await pilot.press("down", "down")  # the tree's cursor line
+            await pilot.press("down")  # the tree's cursor line (it starts on the first)
             await until(pilot, lambda: "├─ > ▼ ensemble" in _plain(app), what="the cursor")
             passes = plan.query_one("#f-passes", Input)
             passes.focus()

@@ -51,8 +51,8 @@ def test_select_preview_save_and_reload(tmp_path, monkeypatch):
         async with app.run_test(size=SIZE) as pilot:
             tree = await _ready(pilot)
             tree.focus()
-            # the offline family comes first: the cursor lands on D_ens after three moves
-            await pilot.press("j", "j", "j")
+            # the offline family comes first, the cursor on its line: D_ens two moves down
+            await pilot.press("j", "j")
             assert tree.highlighted_experiment().id == "D_ens"
             assert "can run here" in str(_plan(app).query_one("#exp-details", Static).render())
             await pilot.press("space")

@@ -112,8 +112,8 @@ def test_plan_screen_small_every_field_in_reach(tmp_path, monkeypatch, size):
             plan = app.screen
             # the order tab walks (Textual's focus chain), every field of the form in it
             order = [w.id for w in plan.focus_chain]
-            await pilot.press("tab", "tab")  # the catalogue, then the form's first field
-            assert app.focused.id == order[order.index("settings") + 1] == "f-name"
+            await pilot.press("tab")  # from the catalogue straight to the form's first field
+            assert app.focused.id == order[order.index("catalogue") + 1] == "f-name"
             form_ids = [w.id for w in plan.form.query("Input, Select, Checkbox")]
             assert [i for i in order if i in form_ids] == form_ids
             assert order.index("f-name") < order.index("exec-seq")  # settings first

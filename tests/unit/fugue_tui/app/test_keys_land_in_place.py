@@ -80,7 +80,7 @@ def test_selection_keys_act_on_the_catalogue_only_and_undo(tmp_path, monkeypatch
                                .experiments and t, what="catalogue")
             await until(pilot, lambda: tree.has_focus and "clear" in _footer(app),
                         what="the footer offering c in the catalogue")
-            await pilot.press("j", "j", "j", "space")  # D_ens
+            await pilot.press("j", "j", "space")  # D_ens (the cursor starts on the first line)
             await until(pilot, lambda: tree.ordered() == ["D_ens"], what="D_ens selected")
             box = _plan(app).query_one("#exec-seq", Checkbox)
             box.focus()
