@@ -130,28 +130,33 @@ class ClusterHead:
             return
         root = str(Path(engine_env()["PYTHONPATH"].split(os.pathsep)[0]))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        if self.settings.local:
-            from engine.executors.ray.runtime import start_runtime
-            from engine.measure.provenance import nvml_devices
-
-            if run_dir is None:
-                raise ValueError("a local cluster needs the campaign's run folder")
-            os.environ["PYTHONPATH"] = engine_env()["PYTHONPATH"]  # its workers import cells
-            # Ray's notices (e.g. that its token authentication is on) would be the front
-            # ends' output; errors still show
-            logging.getLogger("ray").setLevel(logging.ERROR)
-            self.local_dir = Path(run_dir) / f"{LOCAL_PREFIX}{os.getpid()}"
-            self.local_dir.mkdir(parents=True, exist_ok=True)
-            self.runtime = start_runtime(attempt_dir=self.local_dir,
-                                         num_cpus=float(os.cpu_count() or 1),
-                                         num_gpus=float(len(nvml_devices())))
-            self._record_local_processes()
-        else:
-            self._check_token()
-            ray.init(address=self.settings.address, namespace=f"fugue-{self.campaign.name}",
-                     log_to_driver=False, logging_level=logging.ERROR,
-                     job_config=ray.job_config.JobConfig(code_search_path=[root]))
+        # before ray.init: its listener prints from the moment it connects
         self._route_driver_messages(run_dir)
+        try:
+            if self.settings.local:
+                from engine.executors.ray.runtime import start_runtime
+                from engine.measure.provenance import nvml_devices
+
+                if run_dir is None:
+                    raise ValueError("a local cluster needs the campaign's run folder")
+                os.environ["PYTHONPATH"] = engine_env()["PYTHONPATH"]  # its workers import cells
+                # Ray's notices (e.g. that its token authentication is on) would be the front
+                # ends' output; errors still show
+                logging.getLogger("ray").setLevel(logging.ERROR)
+                self.local_dir = Path(run_dir) / f"{LOCAL_PREFIX}{os.getpid()}"
+                self.local_dir.mkdir(parents=True, exist_ok=True)
+                self.runtime = start_runtime(attempt_dir=self.local_dir,
+                                             num_cpus=float(os.cpu_count() or 1),
+                                             num_gpus=float(len(nvml_devices())))
+                self._record_local_processes()
+            else:
+                self._check_token()
+                ray.init(address=self.settings.address, namespace=f"fugue-{self.campaign.name}",
+                         log_to_driver=False, logging_level=logging.ERROR,
+                         job_config=ray.job_config.JobConfig(code_search_path=[root]))
+        except BaseException:
+            self._restore_printer()
+            raise
         self.connected = True
 
     def _check_token(self) -> None:
@@ -217,22 +222,27 @@ class ClusterHead:
         if not self.connected:
             return
         self.connected = False
+        try:
+            if self.runtime is not None and self.local_dir is not None:
+                from engine.executors.ray.runtime import shutdown
+
+                shutdown(self.runtime, self.local_dir)
+                from engine.cleanup import run_recorded
+
+                run_recorded(self.local_dir)  # what outlived the shutdown: stopped, forgotten
+                remove_local_folder(self.local_dir)  # each runner left one (issue 43)
+                self.runtime = None
+                return
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+        finally:
+            self._restore_printer()  # after the shutdown: its listener has stopped
+
+    def _restore_printer(self) -> None:
         if self._printer is not None:
             import ray._private.worker as ray_worker
 
             ray_worker.print_to_stdstream, self._printer = self._printer, None
-        if self.runtime is not None and self.local_dir is not None:
-            from engine.executors.ray.runtime import shutdown
-
-            shutdown(self.runtime, self.local_dir)
-            from engine.cleanup import run_recorded
-
-            run_recorded(self.local_dir)  # what outlived the shutdown: stopped and forgotten
-            remove_local_folder(self.local_dir)  # each runner left one (issue 43)
-            self.runtime = None
-            return
-        with contextlib.suppress(Exception):
-            ray.shutdown()
 
     def nodes(self) -> list[dict[str, Any]]:
         """The alive nodes (Ray's records: ``NodeID``, ``NodeManagerHostname``, ``Resources``)."""

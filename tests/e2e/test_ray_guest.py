@@ -31,6 +31,20 @@ pytestmark = pytest.mark.slow
 
 EXPERIMENTS = one_job("XA", "mlp", "digits", k=1, batch_size=64, epochs=1, lr=0.01)
 RAY = str(Path(sys.executable).with_name("ray"))
+#: Publishes, every 0.2 s, what a node's agents publish to every driver of the cluster when
+#: their raylet dies unexpectedly (ray._private.process_watcher.report_raylet_error_logs).
+PUBLISH = """
+import sys, time
+import ray
+from ray._private import ray_constants, utils
+from ray._raylet import GcsClient
+client = GcsClient(address=sys.argv[1])
+while True:
+    utils.publish_error_to_driver(ray_constants.RAYLET_DIED_ERROR,
+        "Raylet is terminated. Termination is unexpected. Last 20 lines of the Raylet "
+        "logs:\\n    [raylet] a line of its log", gcs_client=client)
+    time.sleep(0.2)
+"""
 
 
 def _user_env(home: Path, **extra: str) -> dict[str, str]:
@@ -109,13 +123,23 @@ def test_a_campaign_on_a_token_cluster_started_after_a_ray_cell_runs(guest, tmp_
     ``--batch``'s output."""
     home, address, _, _ = guest
     campaign = _campaign(tmp_path, "cl", ["seq"], f'cluster = "{address}"\ncpus_per_cell = 1\n')
-    run = _batch(tmp_path, campaign, _user_env(home))
+    # What a node's agents publish to every driver when its raylet dies, as they do
+    publisher = subprocess.Popen([sys.executable, "-c", PUBLISH, address],
+                                 env=_user_env(home, RAY_AUTH_MODE="token"),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run = _batch(tmp_path, campaign, _user_env(home))
+    finally:
+        publisher.kill()
+        publisher.wait()
     assert run.returncode == 0, run.stderr[-3000:]
     rows = read_rows(tmp_path / "runs" / "master_groups.csv")
     assert [r["status"] for r in rows] == ["ok"] and rows[0]["node"]
     for noise in ("InvalidAuthToken", "Traceback", "Raylet is terminated",
                   "Token authentication is"):
         assert noise not in run.stdout + run.stderr, (run.stdout + run.stderr)[-3000:]
+    # the runner heard it, and kept it in the run folder
+    assert "Raylet is terminated" in (tmp_path / "runs" / "cl" / "ray-driver.log").read_text()
 
 
 @pytest.mark.parametrize("token, needles", [
