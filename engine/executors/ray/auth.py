@@ -13,8 +13,10 @@ lines. A benchmark that starts runtimes must not change the user's Ray that way,
   the home folder, and a runtime that listens on a port never runs without authentication;
 - a connection to the user's cluster uses the user's token, found in Ray's documented order
   (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``: :func:`user_token`),
-  and a cluster that refuses it, or wants one where there is none, is one line naming
-  ``ray get-auth-token`` (:func:`use_user_token`) before ``ray.init`` would retry.
+  when the cluster wants one (a driver in token mode on a cluster without authentication
+  could not create its actors with Ray 2.60: "SchedulingCancelled"), and a cluster that refuses it, or wants one where there is
+  none, is one line naming ``ray get-auth-token`` (:func:`use_user_token`) before
+  ``ray.init`` would retry for 20 s.
 
 Torch-free; ``ray`` is imported only inside the functions that talk to it.
 """
@@ -123,34 +125,39 @@ def user_token(environ: Mapping[str, str] | None = None,
 
 def use_user_token(address: str) -> str | None:
     """Before this process connects to the user's cluster at ``address`` (``host:port``):
-    turn token authentication on when the user has a token (:func:`user_token`) and has not
-    set ``RAY_AUTH_MODE`` (a cluster without authentication accepts a driver that sends
-    one), then ask the cluster's GCS once whether it lets this process in. Returns None,
-    or one line saying why not: the cluster wants a token and none was found, or it
-    refused the one found. Anything else (not a GCS, not answering) is left for
-    ``ray.init`` to report. A ``ray://`` (Ray Client) address is not asked.
+    ask the cluster's GCS once whether it lets this process in as it is; when it wants a
+    token and the user has not set ``RAY_AUTH_MODE``, turn token authentication on with
+    the user's token (:func:`user_token`) and ask again. Only then: a driver in token mode on a
+    cluster without authentication could not create its actors (Ray 2.60).
+    Returns None, or one line saying why not: the cluster wants a token and none was
+    found, or it refused the one found, or ``RAY_AUTH_MODE`` turns it off here. Anything
+    else (not a GCS, not answering) is left for ``ray.init`` to report. A ``ray://`` (Ray
+    Client) address is not asked.
 
     Raises:
-        FugueError: ``RAY_AUTH_TOKEN_PATH`` names an unreadable or empty file.
+        FugueError: ``RAY_AUTH_TOKEN_PATH`` names an unreadable or empty file (only asked
+            when the cluster wants a token).
     """
-    found = user_token()
-    mode = os.environ.get(MODE_ENV)
-    if mode is None and found is not None:
-        os.environ[MODE_ENV] = "token"
-    refresh_ray()
     if address.startswith("ray://"):
         return None
-    refused = _refused(address)
-    if refused is None:
+    refresh_ray()
+    if _refused(address) is None:
         return None
     ask = (f"{GET_TOKEN} on the cluster's head node prints its token; put it in "
            f"~/.ray/{TOKEN_FILE} (or {PATH_ENV}, {TOKEN_ENV}) here")
+    mode = os.environ.get(MODE_ENV)
     if mode is not None and mode.lower() != "token":
         return (f"the Ray cluster at {address!r} requires an authentication token, but "
                 f"{MODE_ENV}={mode} here turns it off: unset it; {ask}")
+    found = user_token()
     if found is None:
         return (f"the Ray cluster at {address!r} requires an authentication token and none "
                 f"was found ({LOOKUP}): {ask}")
+    if mode is None:  # Ray never turns it on for an explicit address: this process does
+        os.environ[MODE_ENV] = "token"
+        refresh_ray()
+        if _refused(address) is None:
+            return None
     return (f"the Ray cluster at {address!r} refused the authentication token from "
             f"{found[0]}: {ask}")
 

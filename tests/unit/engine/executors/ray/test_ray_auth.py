@@ -72,35 +72,49 @@ def test_apply_env_sets_removes_and_puts_back():
 
 @pytest.fixture
 def user(monkeypatch, tmp_path):
-    """A user with an empty home and no Ray variable; the cluster's answer is set by the
-    test (``refusal``), Ray's caches are not touched."""
+    """A user with an empty home and no Ray variable, and a stand-in for the cluster's
+    GCS (``cluster["token"]``: the token it wants, None: no authentication) that answers
+    as Ray's does: in token mode the user's token is sent, else none. Ray's own caches
+    are not touched."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     for key in (auth.MODE_ENV, auth.TOKEN_ENV, auth.PATH_ENV):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(auth, "refresh_ray", lambda: None)
-    refusal: list[str | None] = [None]
-    monkeypatch.setattr(auth, "_refused", lambda address: refusal[0])
-    return home, refusal
+    cluster: dict[str, str | None] = {"token": None}
+    asked: list[str | None] = []
+
+    def refused(address: str) -> str | None:
+        sent = None
+        if os.environ.get(auth.MODE_ENV) == "token":
+            found = auth.user_token()
+            sent = found[1] if found else None
+        asked.append(sent)
+        wanted = cluster["token"]
+        return None if wanted is None or sent == wanted else "InvalidAuthToken"
+
+    monkeypatch.setattr(auth, "_refused", refused)
+    return home, cluster, asked
 
 
-def test_a_users_token_turns_token_auth_on_for_the_connection(user):
-    """Ray never turns authentication on for an explicit address: the campaign does, when
-    the user has a token and has not chosen a mode (a cluster without authentication lets
-    such a driver in)."""
-    home, _ = user
-    assert auth.use_user_token("127.0.0.1:1") is None
-    assert os.environ.get(auth.MODE_ENV) is None  # no token: left as it was
+def test_a_users_token_is_used_only_for_a_cluster_that_wants_one(user):
+    """Ray never turns authentication on for an explicit address: the campaign does, with
+    the user's token, when the cluster wants one; a cluster without authentication is
+    joined without (a driver in token mode could not create actors there)."""
+    home, cluster, asked = user
     (home / ".ray").mkdir()
     (home / ".ray" / "auth_token").write_text("t")
     assert auth.use_user_token("127.0.0.1:1") is None
-    assert os.environ[auth.MODE_ENV] == "token"
+    assert os.environ.get(auth.MODE_ENV) is None and asked == [None]
+    cluster["token"] = "t"
+    assert auth.use_user_token("127.0.0.1:1") is None
+    assert os.environ[auth.MODE_ENV] == "token" and asked == [None, None, "t"]
 
 
 def test_each_refusal_is_one_line_naming_ray_get_auth_token(user, monkeypatch):
-    home, refusal = user
-    refusal[0] = "InvalidAuthToken"
+    home, cluster, _ = user
+    cluster["token"] = "the-clusters"
     none = auth.use_user_token("10.0.0.5:6379")
     assert none is not None and "none was found (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, " \
         "~/.ray/auth_token)" in none
