@@ -138,6 +138,7 @@ def test_a_campaign_on_a_token_cluster_started_after_a_ray_cell_runs(guest, tmp_
     for noise in ("InvalidAuthToken", "Traceback", "Raylet is terminated",
                   "Token authentication is"):
         assert noise not in run.stdout + run.stderr, (run.stdout + run.stderr)[-3000:]
+    assert _everything_in(home) == [".ray", ".ray/auth_token"]  # the user's token only
     # the runner heard it, and kept it in the run folder
     assert "Raylet is terminated" in (tmp_path / "runs" / "cl" / "ray-driver.log").read_text()
 
