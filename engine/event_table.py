@@ -273,7 +273,8 @@ EVENTS = EventTable([
     _t("retried", RUNNER, "cell attempt manual", "retry retries node_lost", "lifecycle",
        "queued",
        doc="a failed, hung or killed cell runs again (node_lost: on another cluster node, "
-           "without using a retry of the campaign's budget)"),
+           "without using a retry of the campaign's budget; retry of retries: its node "
+           "losses so far of those allowed)"),
     # (the attempt's cell, attempt or folder first: how the runner and its guard have
     # always written it)
     _t("cleanup", RUNNER, "messages", "cell attempt attempt_dir predecessor guard runner_pid",

@@ -435,7 +435,7 @@ class RunnerKilled(RunnerEvent):
 
 
 class RunnerRetried(RunnerEvent):
-    """a failed, hung or killed cell runs again (node_lost: on another cluster node, without using a retry of the campaign's budget)"""
+    """a failed, hung or killed cell runs again (node_lost: on another cluster node, without using a retry of the campaign's budget; retry of retries: its node losses so far of those allowed)"""
 
     __slots__ = ()
     TYPE: ClassVar[str] = "retried"

@@ -15,6 +15,7 @@ The runner owns it (one at a time: ``runner.lock``); front ends and the next run
     campaign.toml               the campaign as last run
     runner.jsonl                lifecycle events of every runner session, appended
     zygote.log                  output of the runner's zygote (engine.runner.zygote)
+    ray-driver.log              what Ray told a cluster campaign's driver (engine.runner.cluster)
     control/                    command files (engine.runner.control)
     cells/<NNN-exp-executor-pP>-<key8>/attempt-<a>/
         spec.json, events.jsonl, cell.log, cell.pid (while it runs), cell.reason,

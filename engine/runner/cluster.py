@@ -74,6 +74,8 @@ MAX_NODE_LOSSES = 2
 #: local runtime's cleanup record and logs (engine.executors.ray.runtime): the runner's
 #: guard, else the next runner, stops what of it survived the runner.
 LOCAL_PREFIX = "cluster-local-"
+#: What Ray publishes to the campaign's driver, in the run folder (ClusterHead, issue 49).
+RAY_DRIVER_LOG = "ray-driver.log"
 
 
 class ClusterHead:
@@ -88,6 +90,8 @@ class ClusterHead:
         #: ``cluster = "local"``: the runtime this runner started, and its folder.
         self.runtime: Any = None
         self.local_dir: Path | None = None
+        #: Ray's own printer of what is published to the driver, while ours replaces it.
+        self._printer: Any = None
 
     # -- what a cell needs ------------------------------------------------------------------
     def need(self) -> dict[str, float]:
@@ -126,27 +130,75 @@ class ClusterHead:
             return
         root = str(Path(engine_env()["PYTHONPATH"].split(os.pathsep)[0]))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        if self.settings.local:
-            from engine.executors.ray.runtime import start_runtime
-            from engine.measure.provenance import nvml_devices
+        # before ray.init: its listener prints from the moment it connects
+        self._route_driver_messages(run_dir)
+        try:
+            if self.settings.local:
+                from engine.executors.ray.runtime import start_runtime
+                from engine.measure.provenance import nvml_devices
 
-            if run_dir is None:
-                raise ValueError("a local cluster needs the campaign's run folder")
-            os.environ["PYTHONPATH"] = engine_env()["PYTHONPATH"]  # its workers import cells
-            # Ray's notices (e.g. that its token authentication is on) would be the front
-            # ends' output; errors still show
-            logging.getLogger("ray").setLevel(logging.ERROR)
-            self.local_dir = Path(run_dir) / f"{LOCAL_PREFIX}{os.getpid()}"
-            self.local_dir.mkdir(parents=True, exist_ok=True)
-            self.runtime = start_runtime(attempt_dir=self.local_dir,
-                                         num_cpus=float(os.cpu_count() or 1),
-                                         num_gpus=float(len(nvml_devices())))
-            self._record_local_processes()
-        else:
-            ray.init(address=self.settings.address, namespace=f"fugue-{self.campaign.name}",
-                     log_to_driver=False, logging_level=logging.ERROR,
-                     job_config=ray.job_config.JobConfig(code_search_path=[root]))
+                if run_dir is None:
+                    raise ValueError("a local cluster needs the campaign's run folder")
+                os.environ["PYTHONPATH"] = engine_env()["PYTHONPATH"]  # its workers import cells
+                # Ray's notices (e.g. that its token authentication is on) would be the front
+                # ends' output; errors still show
+                logging.getLogger("ray").setLevel(logging.ERROR)
+                self.local_dir = Path(run_dir) / f"{LOCAL_PREFIX}{os.getpid()}"
+                self.local_dir.mkdir(parents=True, exist_ok=True)
+                self.runtime = start_runtime(attempt_dir=self.local_dir,
+                                             num_cpus=float(os.cpu_count() or 1),
+                                             num_gpus=float(len(nvml_devices())))
+                self._record_local_processes()
+            else:
+                self._check_token()
+                ray.init(address=self.settings.address, namespace=f"fugue-{self.campaign.name}",
+                         log_to_driver=False, logging_level=logging.ERROR,
+                         job_config=ray.job_config.JobConfig(code_search_path=[root]))
+        except BaseException:
+            self._restore_printer()
+            raise
         self.connected = True
+
+    def _check_token(self) -> None:
+        """The user's token, in Ray's order (engine.executors.ray.auth), for the user's
+        cluster: one line, before ``ray.init`` would retry for 20 s, when the cluster
+        wants a token and none is found or refuses the one found.
+
+        Raises:
+            ConfigError: names the key, the address and ``ray get-auth-token``.
+        """
+        from engine.errors import FugueError
+        from engine.executors.ray.auth import use_user_token
+
+        try:
+            refused = use_user_token(self.settings.address)
+        except FugueError as exc:
+            refused = str(exc).removeprefix("ray: ")
+        if refused:
+            raise ConfigError(f"{self.where}: key 'cluster': {refused}")
+
+    def _route_driver_messages(self, run_dir: Path | None) -> None:
+        """What Ray's processes publish to the drivers (a node's raylet that died: "Raylet
+        is terminated ... Last 20 lines of the Raylet logs") goes to ``ray-driver.log`` in
+        the run folder (while planning: nowhere), not to this runner's stdout, which is
+        ``--batch``'s output: a lost node is the cell's killed/retried lines there. Ray
+        prints them through one function of its driver (``print_to_stdstream``; with
+        ``log_to_driver=False`` nothing else goes through it); a Ray without it is left as
+        it is."""
+        import ray._private.worker as ray_worker
+
+        if not hasattr(ray_worker, "print_to_stdstream"):
+            return
+        path = Path(run_dir) / RAY_DRIVER_LOG if run_dir is not None else None
+
+        def to_file(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+            if path is None:
+                return
+            with contextlib.suppress(OSError), path.open("a", encoding="utf-8") as out:
+                out.writelines(f"{line}\n" for line in data.get("lines") or [])
+
+        self._printer = self._printer or ray_worker.print_to_stdstream
+        ray_worker.print_to_stdstream = to_file
 
     def _record_local_processes(self) -> None:
         """Every process of the local runtime by pid and start time, while its raylet still
@@ -170,18 +222,27 @@ class ClusterHead:
         if not self.connected:
             return
         self.connected = False
-        if self.runtime is not None and self.local_dir is not None:
-            from engine.executors.ray.runtime import shutdown
+        try:
+            if self.runtime is not None and self.local_dir is not None:
+                from engine.executors.ray.runtime import shutdown
 
-            shutdown(self.runtime, self.local_dir)
-            from engine.cleanup import run_recorded
+                shutdown(self.runtime, self.local_dir)
+                from engine.cleanup import run_recorded
 
-            run_recorded(self.local_dir)  # what outlived the shutdown: stopped and forgotten
-            remove_local_folder(self.local_dir)  # each runner left one (issue 43)
-            self.runtime = None
-            return
-        with contextlib.suppress(Exception):
-            ray.shutdown()
+                run_recorded(self.local_dir)  # what outlived the shutdown: stopped, forgotten
+                remove_local_folder(self.local_dir)  # each runner left one (issue 43)
+                self.runtime = None
+                return
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+        finally:
+            self._restore_printer()  # after the shutdown: its listener has stopped
+
+    def _restore_printer(self) -> None:
+        if self._printer is not None:
+            import ray._private.worker as ray_worker
+
+            ray_worker.print_to_stdstream, self._printer = self._printer, None
 
     def nodes(self) -> list[dict[str, Any]]:
         """The alive nodes (Ray's records: ``NodeID``, ``NodeManagerHostname``, ``Resources``)."""

@@ -398,7 +398,8 @@ class Runner:
                 lost = board.node_losses[cell.key] = board.node_losses.get(cell.key, 0) + 1
                 if lost <= self.strategy.max_node_losses:
                     emit(RunnerRetried(cell=cell.key, attempt=attempt + 1, manual=False,
-                                       node_lost=True))
+                                       node_lost=True, retry=lost,
+                                       retries=self.strategy.max_node_losses))
                     continue
                 after = ""  # then the campaign's retries apply
             if status == "ok" or after == "stop":

@@ -159,6 +159,8 @@ def _plain(event: Event, cell: KnownCell | None, total: int) -> list[str]:
     if isinstance(event, RunnerSuspect | RunnerHung):
         return [f"{INDENT}cell {event.type}: {event['seen']}"]
     if isinstance(event, RunnerRetried):
+        if event.get("node_lost"):
+            return [f"{INDENT}{_node_lost(event)}"]
         how = _retry(event, event.__getitem__)
         return [f"{INDENT}{how}: attempt {event['attempt']} next"]
     if isinstance(event, RunnerKilled):
@@ -212,6 +214,8 @@ def _runner_recent(event: RunnerEvent, label: str) -> list[str]:
     if isinstance(event, RunnerResumed):
         return [f"{label}: progressing again"]
     if isinstance(event, RunnerRetried):
+        if event.get("node_lost"):
+            return [f"{label}: {_node_lost(event)}"]
         how = _retry(event, event.get)
         return [f"{label}: {how}, attempt {event.get('attempt')} next"]
     if isinstance(event, RunnerKilled):
@@ -242,6 +246,19 @@ def _retry(event: RunnerRetried, read: Callable[[str], Any]) -> str:
     if event.get("manual"):
         return "manual retry"
     return f"retry {read('retry')}/{read('retries')}"
+
+
+def _node_lost(event: RunnerRetried) -> str:
+    """``node lost: rerun on another node (attempt 2 of 3)``: the attempt that runs next
+    of the last one node losses allow (``retry`` of ``retries`` counts the node losses,
+    which use no retry of the campaign's budget). An event without the counts (a runner
+    before they were written) reads ``(attempt 2)``."""
+    attempt, lost, most = event.get("attempt"), event.get("retry"), event.get("retries")
+    if isinstance(attempt, int) and isinstance(lost, int) and isinstance(most, int):
+        where = f"attempt {attempt} of {attempt + most - lost}"
+    else:
+        where = f"attempt {attempt}"
+    return f"node lost: rerun on another node ({where})"
 
 
 def _control_outcome(event: RunnerControl) -> str:

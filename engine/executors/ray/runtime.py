@@ -16,6 +16,8 @@ Why the pieces exist:
   a process name, so another user's Ray (or another cell's) is left alone.
 - The cell records a cleanup entry (``engine.cleanup``) before it starts Ray, so the runner
   stops what survived a watchdog kill or a SIGKILL of the cell.
+- A runtime we start has a token of its own in its temporary folder, never the user's
+  ``~/.ray/auth_token`` (:mod:`engine.executors.ray.auth` says why).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FugueError
+from engine.executors.ray import auth
 from engine.executors.ray.options import check_address
 
 #: Environment variable that marks every process of a runtime we start (value: the tag).
@@ -153,19 +156,26 @@ def start_runtime(*, attempt_dir: str | Path, num_cpus: float | None = None,
 
 def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_visible
            ) -> Runtime:
-    env = _cluster_env(tag)
+    env: dict[str, str | None] = dict(_cluster_env(tag))
     if cuda_visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible
     if temp_dir is not None:
         from engine import cleanup
         cleanup.record(attempt_dir, CLEANUP_NAME, CLEANUP_HANDLER, temp_dir=str(temp_dir),
                        tag=tag, driver_pid=os.getpid(), attempt_folder=str(attempt_dir))
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # inherited by the processes ray.init starts, restored below
+    if temp_dir is not None:  # its own token, never the user's (engine.executors.ray.auth)
+        env.update(auth.private_env(temp_dir))
+    # inherited by the processes ray.init starts, restored below (this process's Ray keeps
+    # the mode and token it read: the runtime's)
+    saved = auth.apply_env(env)
     skipped: list[str] = []
     t0 = time.perf_counter()
     try:
         if address:
+            # the user's cluster: the user's token (one line when it is refused)
+            refused = auth.use_user_token(address)
+            if refused:
+                raise FugueError(f"ray: options.ray.address: {refused}")
             # Workers of an existing cluster do not inherit the cell's environment.
             passed = {k: v for k, v in os.environ.items()
                       if k.startswith(("FUGUE_", "OMP_", "MKL_", "PYTHONPATH", "RAY_CHDIR",
@@ -173,6 +183,7 @@ def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_vi
             ctx = ray.init(address=address, include_dashboard=False, log_to_driver=False,
                            configure_logging=False, runtime_env={"env_vars": passed})
         else:
+            auth.refresh_ray()  # Ray cached the mode and token it read before
             ctx = _lean_init(ray, skipped, num_cpus=num_cpus, num_gpus=num_gpus,
                              include_dashboard=False, _temp_dir=str(temp_dir),
                              object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False,
@@ -183,11 +194,7 @@ def _start(ray, attempt_dir, temp_dir, tag, num_cpus, num_gpus, address, cuda_vi
         raise FugueError(f"ray: the runtime did not start: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        auth.apply_env(saved)
     init_s = time.perf_counter() - t0
     if temp_dir is not None:
         link_logs(temp_dir, attempt_dir)

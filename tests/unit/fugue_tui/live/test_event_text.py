@@ -264,3 +264,26 @@ def test_a_missing_field_raises_for_the_writer_to_report() -> None:
     assert not_shown(bad, raised.value) == "(event 'skipped' not shown: KeyError: 'reason')"
     # the recent line reads it leniently, as the live view always did
     assert event_text(bad, Form.RECENT, NamedCell(LABELS[C], 3)) == ["E02 seq pass 1: skipped, "]
+
+
+@pytest.mark.parametrize("counts, where", [
+    ({"retry": 1, "retries": 2}, "attempt 2 of 3"),
+    ({}, "attempt 2"),  # as a runner before the counts were written sent it
+], ids=["counted", "uncounted"])
+def test_a_node_loss_rerun_reads_the_same_in_batch_and_dashboard(counts, where) -> None:
+    """A cell whose cluster node was lost runs again without using the campaign's retries:
+    the plain line of ``--batch`` and the dashboard's recent line both say so (issue 49;
+    they printed ``(event 'retried' not shown: KeyError: 'retry')`` and ``retry
+    None/None``)."""
+    said = f"node lost: rerun on another node ({where})"
+    stdout = io.StringIO()
+    plain = PlainProgress(1, stream=stdout)
+    dashboard = LiveView(0, clock=lambda: 1000.0, recent=10)
+    begun = started(A, 1, 1)
+    lost = runner("retried", cell=A, attempt=2, manual=False, node_lost=True, **counts)
+    for event in (begun, lost):
+        plain(event)
+        dashboard.apply(event)
+        note_lifecycle(dashboard, event)
+    assert stdout.getvalue().splitlines()[-1] == f"    {said}"
+    assert _stamp_free([list(dashboard.recent)[-1]]) == [f"E01 seq pass 1: {said}"]
