@@ -124,19 +124,30 @@ def strip_labels(rows: list[dict[str, Any]]) -> list[str]:
     ``exp executor`` and the axes (:data:`AXES`: K, precision, scheduler, device, …) that
     tell cells of the same experiment and executor apart among ``rows`` — a K sweep's
     ``D_ens unified_model K=8`` and ``K=16`` — and nothing else, so an ordinary campaign
-    keeps ``D_ens unified_model``. An axis that differs somewhere is named on every row
-    that has a value for it. Rows still alike (they differ in an option no axis names)
+    keeps ``D_ens unified_model``. Only the fewest axes that separate the rows are named (in
+    :data:`AXES`' order; one that separates nothing the earlier ones left alike is skipped),
+    each on every row that has a value for it. Rows still alike (they differ in an option no axis names)
     get every axis with a value."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((_text(row.get("exp_id")), _text(row.get("executor"))), []).append(row)
-    shown = [(name, words) for name, words in AXES
-             if any(len({words(r) for r in group}) > 1 for group in groups.values())]
+    differ = [(name, words) for name, words in AXES
+              if any(len({words(r) for r in group}) > 1 for group in groups.values())]
 
     def label(row: dict[str, Any], axes: list[tuple[str, Callable[[dict[str, Any]], str]]]) -> str:
         parts = [_text(row.get("exp_id")), _text(row.get("executor"))]
         return " ".join(parts + [w for w in (words(row) for _, words in axes) if w])
 
+    # The fewest axes that tell the rows apart, in AXES' order: an axis is named only when it
+    # separates rows the ones before it left alike. A K sweep's unified_model cells differ in
+    # K and, as a consequence, in features (K = 1 does not vectorise): 'K=1' says it all, and
+    # the features would push a whole item off an 80-column strip (issue 47, items 4 and 5).
+    shown: list[tuple[str, Callable[[dict[str, Any]], str]]] = []
+    for axis in differ:
+        if len({label(r, shown) for r in rows}) == len(rows):
+            break
+        if len({label(r, [*shown, axis]) for r in rows}) > len({label(r, shown) for r in rows}):
+            shown.append(axis)
     labels = [label(r, shown) for r in rows]
     if len(set(labels)) < len(labels):
         every = [(n, w) for n, w in AXES if n not in ("precision", "scheduler", "device",

@@ -60,6 +60,24 @@ def test_a_k_sweep_keeps_k_in_the_strip_and_an_ordinary_campaign_short_labels(tm
         assert "K=5 " in strip and "K=10 " in strip and len(strip) <= width, strip
 
 
+def test_labels_name_only_the_axes_that_separate_the_cells():
+    """A K sweep from K=1: unified_model's K=1 cell does not vectorise, so its features
+    differ from K=2's as well as its K. The label names K alone (``… K=1 vf:0,s:0,fl:0``
+    pushed whole items off an 80-column strip); an axis that separates what K leaves alike
+    (precision here) is still named."""
+    from fugue_tui.app.models.so_far import strip_labels
+
+    def row(k: int, features: str, precision: str = "fp32") -> dict[str, str]:
+        return {"exp_id": "D_ens", "executor": "unified_model", "K": str(k),
+                "features": features, "precision": precision}
+
+    assert strip_labels([row(1, "vf:0,s:0,fl:0"), row(2, "vf:1,s:0,fl:0")]) == [
+        "D_ens unified_model K=1", "D_ens unified_model K=2"]
+    assert strip_labels([row(1, "vf:0"), row(2, "vf:1"), row(2, "vf:1", "bf16")]) == [
+        "D_ens unified_model K=1 fp32", "D_ens unified_model K=2 fp32",
+        "D_ens unified_model K=2 bf16"]
+
+
 def _run_screen(app) -> RunScreen | None:
     return app.screen if isinstance(app.screen, RunScreen) else None
 
