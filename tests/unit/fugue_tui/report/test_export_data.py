@@ -138,3 +138,50 @@ def test_overwrite_replaces_the_tensorboard_folder(exported):
     assert over.returncode == 0, over.stderr
     assert len(list((exported / "out" / "tensorboard" / "c" / "D_ens" / "seq" /
                      "pass1-attempt1" / "group").glob("events.out.*"))) == 1
+
+
+def _texts(folder: Path) -> dict[str, str]:
+    """The text summaries (``add_text``) of the event files under ``folder``."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    out: dict[str, str] = {}
+    for path in folder.glob("events.out.tfevents.*"):
+        data = path.read_bytes()
+        at = 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at:at + 8])
+            event = Event.FromString(data[at + 12:at + 12 + length])
+            at += 12 + length + 4
+            for value in event.summary.value:
+                if value.HasField("tensor") and value.tensor.string_val:
+                    out[value.tag.split("/")[0]] = value.tensor.string_val[0].decode()
+    return out
+
+
+def test_tensorboard_folder_names_are_portable_and_the_label_is_inside(tmp_path):
+    """Issue 49: ``unified_model-sha-vf:1,s:0,fl:0`` held ``:`` and ``,``, which Windows
+    file systems and some tools refuse; two labels with one portable form stay apart."""
+    from types import SimpleNamespace
+
+    from fugue_tui.report.export_data import write_tensorboard
+
+    base = {"campaign_id": "camp:1", "exp_id": "E,1", "executor": "unified_model",
+            "scheduler": "sha", "pass": 1, "attempt": 1, "T_group": 2.0,
+            "timestamp": "20261201_101010", "group_id": "g1"}
+    groups = pd.DataFrame([{**base, "features": "vf:1,s:0,fl:0"},
+                           {**base, "features": "vf_1_s_0_fl_0", "group_id": "g2",
+                            "T_group": 3.0}])
+    out = write_tensorboard(SimpleNamespace(groups=groups, jobs=pd.DataFrame()),
+                            tmp_path / "tb")
+    folders = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_dir())
+    for folder in folders:
+        for part in Path(folder).parts:
+            assert all(c.isalnum() or c in "-_." for c in part), folder
+    runs = [out / f for f in folders if f.endswith("/group")]
+    assert len(runs) == 2  # the two variants did not share one folder
+    first = out / "camp_1" / "E_1" / "unified_model-sha-vf_1_s_0_fl_0" / "pass1-attempt1"
+    assert first / "group" in runs
+    by_label = {_texts(r)["label"]: _scalars(r)["group/T_group_s"] for r in runs}
+    assert by_label == {
+        "camp:1/E,1/unified_model-sha-vf:1,s:0,fl:0/pass1-attempt1": [(1, 2.0)],
+        "camp:1/E,1/unified_model-sha-vf_1_s_0_fl_0/pass1-attempt1": [(1, 3.0)]}
