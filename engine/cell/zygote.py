@@ -247,11 +247,14 @@ def _become_cell(sock: socket.socket, doc: dict[str, Any], log_fd: int, go_fd: i
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
+        # before the environment is cleared: setproctitle finds the argument strings from
+        # the C environ's first entry, which clear() empties (the title would stay the
+        # zygote's)
+        _retitle([sys.executable, "-m", "engine.cell", *doc["argv"]])
         os.environ.clear()
         os.environ.update(doc["env"])
         os.chdir(doc["cwd"])
         sys.argv = [_main_path(), *doc["argv"]]
-        _retitle([sys.executable, "-m", "engine.cell", *doc["argv"]])
         _fresh_random_state()
         _fresh_signals()
         go = os.read(go_fd, 1)  # the runner adopted and recorded this process (or gave up)
