@@ -1,5 +1,5 @@
 """``report --export DIR --format parquet,json,tensorboard``: the results rows as data
-other tools build on (issue 29).
+other tools build on (issue 29); ``mlflow``: :mod:`fugue_tui.report.export_mlflow`.
 
 * ``parquet``: ``groups.parquet`` and ``jobs.parquet``, one row per group / job row of the
   results files, typed from the column registry (:mod:`engine.results.columns`): numbers
@@ -46,10 +46,12 @@ from engine.results.columns import (
 )
 from engine.results.derived import derived
 
-DATA_FORMATS = ("parquet", "json", "tensorboard")
-#: The files (and the folder) each data format owns in the export folder.
+DATA_FORMATS = ("parquet", "json", "tensorboard", "mlflow")
+#: The files (and the folder) each data format owns in the export folder (``mlflow``: its
+#: default tracking database, :mod:`fugue_tui.report.export_mlflow`).
 DATA_FILES = {"parquet": ("groups.parquet", "jobs.parquet"),
-              "json": ("groups.json", "jobs.json"), "tensorboard": ("tensorboard",)}
+              "json": ("groups.json", "jobs.json"), "tensorboard": ("tensorboard",),
+              "mlflow": ("mlflow.db",)}
 #: Number columns that hold counts: nullable int64 (a count is never 2.0).
 INTEGER_COLUMNS = frozenset({
     "K", "max_parallel", "num_workers", "total_samples", "cpu_cores", "gpu_vram_total_mb",
@@ -156,7 +158,8 @@ def _naming(path: Path):
 
 def export_data(runs, out: Path, formats: list[str]) -> list[Path]:
     """Write the data formats of ``formats`` (:data:`DATA_FORMATS`) of ``runs`` under
-    ``out``; the paths written."""
+    ``out``; the paths written (``mlflow`` is :func:`fugue_tui.report.export_all`'s call
+    into :mod:`fugue_tui.report.export_mlflow`, which builds on this module)."""
     written: list[Path] = []
     frames = {"groups": typed_frame(runs.groups, GROUPS_FILE),
               "jobs": typed_frame(runs.jobs, INDIVIDUAL_FILE)}
