@@ -190,6 +190,7 @@ def test_tensorboard_folder_names_are_portable_and_the_label_is_inside(tmp_path)
         "camp:1/E,1/unified_model-sha-vf_1_s_0_fl_0/pass1-attempt1": [(1, 3.0)]}
 
 
+@pytest.mark.filterwarnings("ignore:.*noload.*")  # MLflow 3.17 on SQLAlchemy 2.1, not ours
 def test_mlflow_runs_read_back_with_mlflows_client(exported):
     """Issue 49: one experiment per campaign, a parent run per group with its figures, a
     child run per job with its configuration, trial_config, per-epoch metrics at their
