@@ -40,7 +40,8 @@ class ProfileProgress:
         #: Redraw one line in place (a terminal) rather than print a line per K.
         self.live = self._is_terminal(self.stream) if live is None else live
         self.clock = clock
-        self.started: float | None = None
+        #: The command's start: the first probe's imports and data count in the ETA's rate.
+        self.started: float | None = clock()
         self.done_units = 0
         self.total_units = 0
         self.current: tuple[int, int, str, int | None] | None = None
