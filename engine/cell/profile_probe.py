@@ -316,6 +316,20 @@ def memory_lines(per_k: dict[int, dict[str, Any]]) -> dict[str, Any]:
             "rss_setup_base_mb": setup_line[0], "rss_setup_per_member_mb": setup_line[1]}
 
 
+def _note(spec: dict[str, Any], **fields: Any) -> None:
+    """One JSON line in the spec's ``progress`` file (absent: nothing): the parent reads it
+    while it waits, for ``profile``'s progress line (the imports and data loaded, each K
+    started and ended). A failed write is not the probe's failure."""
+    path = spec.get("progress")
+    if not path:
+        return
+    try:
+        with open(path, "a") as out:
+            out.write(json.dumps({"t": time.time(), **fields}) + "\n")
+    except OSError:
+        pass
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     """Measure one profile key (see the module docstring); the figures as a dict of the
     profiles file's columns (``engine.profile.store.COLUMNS``)."""
@@ -336,8 +350,11 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     spec = {**spec, "parent_rss_mb": parent_rss or 0.0}
     per_k: dict[int, dict[str, Any]] = {}
     errors = []
+    _note(spec, phase="loaded")
     for k in spec["ks"]:
+        _note(spec, k=k, phase="start")
         doc = _in_child(_measure_k, spec, host_data, k)
+        _note(spec, k=k, phase="end", ok="error" not in doc)
         if "error" in doc:
             errors.append(f"K={k}: {doc['error']}")
             if k == min(spec["ks"]):

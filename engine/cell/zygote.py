@@ -247,11 +247,14 @@ def _become_cell(sock: socket.socket, doc: dict[str, Any], log_fd: int, go_fd: i
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
+        # before the environment is cleared: setproctitle finds the argument strings from
+        # the C environ's first entry, which clear() empties (the title would stay the
+        # zygote's)
+        _retitle([sys.executable, "-m", "engine.cell", *doc["argv"]])
         os.environ.clear()
         os.environ.update(doc["env"])
         os.chdir(doc["cwd"])
         sys.argv = [_main_path(), *doc["argv"]]
-        _retitle([sys.executable, "-m", "engine.cell", *doc["argv"]])
         _fresh_random_state()
         _fresh_signals()
         go = os.read(go_fd, 1)  # the runner adopted and recorded this process (or gave up)
@@ -270,26 +273,32 @@ def _become_cell(sock: socket.socket, doc: dict[str, Any], log_fd: int, go_fd: i
 
 def _retitle(words: list[str]) -> None:
     """Show this process as ``words`` in ps and ``/proc/PID/cmdline``, as a spawned cell
-    shows its command line (else every cell would show the zygote's). The setproctitle way:
-    the original argument strings (the zygote's command line, which keeps
-    :data:`~engine.cell.protocol.TITLE_ROOM` bytes of room) are overwritten in place
-    through ``/proc/self/mem``, the title ending in a NUL and the rest filled with spaces
-    (a last byte that is not NUL tells the kernel to read the title up to its NUL). Where
-    anything is not as expected, nothing is written: the title is cosmetic."""
+    shows its command line (else every cell would show the zygote's), through the
+    ``setproctitle`` package: it overwrites the original argument strings (the zygote's
+    command line keeps :data:`~engine.cell.protocol.TITLE_ROOM` bytes of room for it).
+    ``SPT_NOENV`` keeps it off the environment strings (``/proc/PID/environ`` stays the
+    cell's, which the Ray and cleanup checks read); the thread name (``comm``, which
+    setproctitle also sets) is put back, as a spawned cell keeps its interpreter's name.
+    Where anything fails, the title stays the zygote's: the title is cosmetic."""
     try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: proc(5) 48, 49
-        original = Path("/proc/self/cmdline").read_bytes()
-        size = end - start
-        title = " ".join(words).encode()[:size - 2]
-        with open("/proc/self/mem", "r+b", buffering=0) as mem:
-            mem.seek(start)
-            if size < 2 or mem.read(size) != original[:size]:
-                return
-            mem.seek(start)
-            mem.write(title + b"\0" + b" " * (size - len(title) - 1))
-    except (OSError, ValueError, IndexError):
+        comm = Path("/proc/self/comm").read_text().strip()
+    except OSError:
+        comm = ""
+    had = os.environ.get("SPT_NOENV")
+    os.environ["SPT_NOENV"] = "1"  # read by setproctitle's first call
+    try:
+        import setproctitle
+
+        setproctitle.setproctitle(" ".join(words))
+        if comm:
+            setproctitle.setthreadtitle(comm)
+    except (ImportError, OSError, ValueError):
         return
+    finally:
+        if had is None:
+            os.environ.pop("SPT_NOENV", None)
+        else:
+            os.environ["SPT_NOENV"] = had
 
 
 def _main_path() -> str:

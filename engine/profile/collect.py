@@ -64,9 +64,13 @@ def distinct_keys(jobs_by_exp: dict[str, list[dict[str, Any]]], compile_mode: st
 
 def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: int,
               ks: tuple[int, ...], gpu_uuid: str | None, log: Path,
-              max_steps: int | None = None) -> dict[str, Any]:
+              max_steps: int | None = None,
+              progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """One probe process; its figures (the profiles file's columns). ``max_steps``: stop
-    each K after that many training steps (default: one epoch).
+    each K after that many training steps (default: one epoch). ``progress``: called with
+    each note the probe writes while it runs (``{"t", "phase": "loaded"}``, then per K
+    ``{"t", "k", "phase": "start"}`` and ``{"t", "k", "phase": "end", "ok"}``), and with
+    ``{"phase": "tick"}`` about every half second between them (a redraw of the ETA).
 
     Raises:
         ProfileError: the probe failed (its one-line reason; the log holds the rest).
@@ -84,7 +88,8 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fugue-profile-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
-        spec_path.write_text(json.dumps(spec))
+        notes = Path(tmp) / "progress.jsonl"
+        spec_path.write_text(json.dumps({**spec, "progress": str(notes)}))
         with open(log, "w") as out:
             # its own session, so a terminal's Ctrl-C reaches only us; we end the whole
             # group ourselves (the probe forks one child per K), then the temp folder goes
@@ -93,7 +98,7 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
                                     stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                proc.wait(timeout=PROBE_TIMEOUT_S)
+                _wait(proc, notes, progress)
             except subprocess.TimeoutExpired:
                 stop_probe(proc)
                 raise ProfileError(f"the profile probe ran over {PROBE_TIMEOUT_S} s (log: "
@@ -109,6 +114,43 @@ def run_probe(job: dict[str, Any], *, device: str, compile_mode: str, threads: i
     if "error" in doc:
         raise ProfileError(f"{doc['error']} (log: {log})")
     return doc
+
+
+def _wait(proc: subprocess.Popen, notes: Path,
+          progress: Callable[[dict[str, Any]], None] | None) -> None:
+    """Wait for the probe (at most :data:`PROBE_TIMEOUT_S`), passing each new line of its
+    ``notes`` file to ``progress``, and a tick between them.
+
+    Raises:
+        subprocess.TimeoutExpired: the probe ran over :data:`PROBE_TIMEOUT_S`.
+    """
+    if progress is None:
+        proc.wait(timeout=PROBE_TIMEOUT_S)
+        return
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    read = 0
+    while True:
+        try:
+            proc.wait(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+            done = True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+            done = False
+        try:
+            text = notes.read_text()
+        except OSError:
+            text = ""
+        complete = text[read:text.rfind("\n") + 1] if "\n" in text[read:] else ""
+        read += len(complete)
+        for line in complete.splitlines():
+            try:
+                progress(json.loads(line))
+            except ValueError:
+                continue
+        if done:
+            return
+        progress({"phase": "tick"})
 
 
 #: How long the probe's process group gets between SIGTERM and SIGKILL (s).
@@ -143,9 +185,13 @@ def stop_probe(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
 def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.PathLike[str],
             device: str, ident: dict[str, str], gpu_uuid: str | None, compile_mode: str = "off",
             threads: int = 0, ks: tuple[int, ...] = DEFAULT_KS, max_steps: int | None = None,
-            say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+            say: Callable[[str], None] = print,
+            progress: Callable[[int, int, str, dict[str, Any]], None] | None = None,
+            ) -> list[dict[str, Any]]:
     """Profile every distinct key of ``jobs_by_exp`` (experiment id → its jobs as dicts)
-    and append one row each; return the rows written.
+    and append one row each; return the rows written. ``progress``: called as
+    ``progress(i, n, key text, note)`` with each of the ``i``-th probe's notes
+    (:func:`run_probe`) and ``{"phase": "done"}`` when its row is written.
 
     Raises:
         ProfileError: a probe failed (the rows of the keys profiled before it are kept).
@@ -159,7 +205,10 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
             f"{', '.join(map(str, ks))} ...")
         doc = run_probe(job, device=device, compile_mode=compile_mode, threads=threads, ks=ks,
                         gpu_uuid=gpu_uuid, log=Path(runs_dir) / ".profiles" / f"{pid}.log",
-                        max_steps=max_steps)
+                        max_steps=max_steps,
+                        progress=None if progress is None else
+                        (lambda note, i=i, key=key: progress(i, len(keys), key_text(key),
+                                                             note)))
         for line in doc.pop("errors", []):
             say(f"  warning: {line}: left out of the profile")
         busy = busy_warning((_float(doc.get("load_avg")), _float(doc.get("load_avg_end"))),
@@ -182,6 +231,8 @@ def collect(jobs_by_exp: dict[str, list[dict[str, Any]]], *, runs_dir: str | os.
                 f"figures of {pid} are inflated; profile again on a quiet machine "
                 f"(the row records load_avg, load_avg_end and load_warning)")
         written.append(row)
+        if progress is not None:
+            progress(i, len(keys), key_text(key), {"phase": "done"})
     return written
 
 

@@ -21,7 +21,7 @@ class Parser(argparse.ArgumentParser):
     the executors that plugins register, without loading plugins for every command)."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {_did_you_mean(message)}\n")
 
     def _print_message(self, message: str, file=None) -> None:
         # argparse swallows a failed write (a closed pipe after `--help | head -1`) and
@@ -38,6 +38,25 @@ class Parser(argparse.ArgumentParser):
             return super().format_help()
         finally:
             self.epilog = epilog
+
+
+#: argparse's words for a value outside ``choices`` (a mistyped sub-command too); the
+#: choices quoted (3.11) or not (later Pythons).
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def _did_you_mean(message: str) -> str:
+    """argparse's invalid-choice message with the nearest choice named, as every other
+    unknown name of the command line is (``fugue-tui reprot``: did you mean 'report'?)."""
+    from engine.errors import nearest
+
+    match = _INVALID_CHOICE.search(message)
+    if match is None:
+        return message
+    choices = [c.strip().strip("'\"") for c in match["choices"].split(",")]
+    hint = nearest(match["value"], choices)
+    cut = match.end("value") + 1  # after the value's closing quote
+    return message[:cut] + hint + message[cut:] if hint else message
 
 
 #: An integer as a command line writes one: ASCII digits, an optional minus sign. Python's

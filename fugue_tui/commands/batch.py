@@ -95,6 +95,14 @@ def add_top_level(parser: argparse.ArgumentParser) -> None:
         if (parse := _parse(name)) is not None:
             kwargs["type"] = parse
         parser.add_argument(key.flag.spelling, **kwargs)
+    detail = parser.add_mutually_exclusive_group()
+    detail.add_argument("-q", "--quiet", dest="detail", action="store_const", const="quiet",
+                        help="with --batch: only each cell's lines and the report (no job "
+                             "or epoch lines, no live view)")
+    detail.add_argument("-v", "--verbose", dest="detail", action="store_const",
+                        const="verbose",
+                        help="with --batch: every job's every epoch when piped, the live "
+                             "view on a terminal (the default)")
     parser.add_argument("--resume", action="store_true",
                         help="with --batch: skip cells whose key already has an ok row of "
                              "this campaign")
@@ -123,12 +131,16 @@ def check_modes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(f"--json before the command applies with --batch CAMPAIGN{where}")
     if not args.batch:
         used = [flag for flag, value in (("--dry-run", args.dry_run), ("--resume", args.resume),
+                                         (f"--{args.detail}", args.detail),
                                          ("--since", args.since),
                                          ("--reuse-from-any-campaign", args.reuse_any),
                                          ("--remeasure-holes", args.remeasure_holes)) if value]
         if used:
             parser.error(f"{', '.join(used)} only applies with --batch CAMPAIGN")
         _check_users(parser, args)
+    if args.detail and (args.json or args.dry_run):  # neither prints progress lines
+        parser.error(f"--{args.detail} applies to --batch's progress lines; "
+                     f"{'--json' if args.json else '--dry-run'} prints none")
     for flag, value in (("--since", args.since), ("--reuse-from-any-campaign", args.reuse_any),
                         ("--remeasure-holes", args.remeasure_holes)):
         if value and not args.resume:  # silently running everything would mislead
@@ -206,4 +218,4 @@ def run(args: argparse.Namespace) -> int:
     overrides = {name: getattr(args, name) for name in OVERRIDES}
     return run_batch(args.batch, overrides, dry=args.dry_run, resume=args.resume,
                      since=args.since, reuse_any=args.reuse_any, as_json=args.json,
-                     remeasure_holes=args.remeasure_holes)
+                     remeasure_holes=args.remeasure_holes, quiet=args.detail == "quiet")

@@ -115,11 +115,17 @@ def profile(args: Any, out=None) -> int:
 
     preflight(runs_dir)  # an unwritable runs folder: one line, exit 2, nothing measured
     ident = identity(device, gpu)
+    from fugue_tui.console.profile_progress import ProfileProgress
+
+    progress = ProfileProgress(ks, out)  # a live line on a terminal, else a line per K
     with _terminate_as_interrupt():
-        rows = collect(jobs, runs_dir=runs_dir, device=device, ident=ident,
-                       gpu_uuid=(gpu or {}).get("uuid"), compile_mode=compile_mode,
-                       threads=args.threads or 0, ks=ks, max_steps=args.max_steps,
-                       say=lambda line: print(line, file=out, flush=True))
+        try:
+            rows = collect(jobs, runs_dir=runs_dir, device=device, ident=ident,
+                           gpu_uuid=(gpu or {}).get("uuid"), compile_mode=compile_mode,
+                           threads=args.threads or 0, ks=ks, max_steps=args.max_steps,
+                           say=progress.say, progress=progress)
+        finally:
+            progress.close()
     print(f"{len(rows)} profile(s) written to {runs_dir / 'profiles.csv'}", file=out)
     return 0
 

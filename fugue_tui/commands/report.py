@@ -46,7 +46,12 @@ def add_parser(sub) -> None:
     report.add_argument("--format", metavar="LIST", default="png,svg,tex",
                         help="what --export writes, comma-separated: png, svg, tex (the "
                              "figures and table; the default), parquet, json (group and job "
-                             "rows, typed), tensorboard (per-epoch curves and group figures)")
+                             "rows, typed), tensorboard (per-epoch curves and group figures), "
+                             "mlflow (a run per job under a run per group, in DIR/mlflow.db; "
+                             "the mlflow extra)")
+    report.add_argument("--mlflow-uri", metavar="URI",
+                        help="with --format mlflow: the MLflow tracking URI to write to "
+                             "instead of sqlite:///DIR/mlflow.db (a server, another database)")
     report.add_argument("--advise", action="store_true",
                         help="per workload and machine: the recommended strategy and K / "
                              f"max_parallel, its speedup over {base} with interval, energy per "
@@ -77,4 +82,4 @@ def run(args: argparse.Namespace) -> int:
                       formats=args.format, overwrite=args.overwrite,
                       baseline=args.baseline, as_json=args.json_sub,
                       advise=args.advise, knee_fraction=args.knee_fraction,
-                      per_core=args.per_core)
+                      per_core=args.per_core, mlflow_uri=args.mlflow_uri)

@@ -9,7 +9,8 @@ that did not end ok. The dashboard drives the same runner.
 
 The progress: on a terminal the live view (:mod:`fugue_tui.console.live`); when stdout is
 not a terminal, or ``FUGUE_PLAIN`` is set to anything but "" or "0", one plain line per
-lifecycle event and per job epoch (:mod:`fugue_tui.console.plain`); with ``--json`` JSON
+lifecycle event and per job epoch (:mod:`fugue_tui.console.plain`; with ``-q`` the cells'
+lines only, on a terminal too); with ``--json`` JSON
 lines (:mod:`fugue_tui.console.batch_json`). Each warning, the cells' and the runner's (an
 executor's, a results file repaired or upgraded with its backup), goes to stderr as it
 comes. ``--dry-run``: :mod:`fugue_tui.console.dry_run`.
@@ -64,11 +65,12 @@ class Progress(Protocol):
 
 
 def make_progress(total: int, console: Console,
-                  environ: dict[str, str] | None = None) -> Progress:
+                  environ: dict[str, str] | None = None, quiet: bool = False) -> Progress:
     """The progress renderer: the live view (:class:`fugue_tui.console.live.LiveProgress`) when
-    ``console`` writes to a terminal, else (or with ``FUGUE_PLAIN``) :class:`PlainProgress`."""
-    if plain_requested(environ) or not console.is_terminal or console.is_dumb_terminal:
-        return PlainProgress(total)
+    ``console`` writes to a terminal, else (or with ``FUGUE_PLAIN``) :class:`PlainProgress`;
+    ``quiet`` (``-q``): the plain lines of the cells only, on a terminal too."""
+    if quiet or plain_requested(environ) or not console.is_terminal or console.is_dumb_terminal:
+        return PlainProgress(total, quiet=quiet)
     from fugue_tui.console.live import LiveProgress
 
     return LiveProgress(total, console)
@@ -77,7 +79,8 @@ def make_progress(total: int, console: Console,
 def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: bool = False,
               since: str | None = None, shown: str | None = None,
               reuse_any: bool = False, words: Callable[[str], str] | None = None,
-              as_json: bool = False, remeasure_holes: bool = False) -> int:
+              as_json: bool = False, remeasure_holes: bool = False,
+              quiet: bool = False) -> int:
     """Run (or, with ``dry``, list) a campaign; ``resume`` skips cells with an ok row of this
     campaign (``reuse_any``: of any campaign; ``remeasure_holes``: not a row with a monitor
     hole, :mod:`engine.runner.holes`). Exit status: the runner's — 0 every cell
@@ -86,6 +89,8 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
 
     ``as_json``: with ``dry`` the plan as JSON (:mod:`fugue_tui.jsonout`); else the run as
     JSON lines on stdout (:mod:`fugue_tui.console.batch_json`), the same exit status.
+    ``quiet`` (``-q``): each cell's lines and the report, no job or epoch lines
+    (:class:`fugue_tui.console.plain.PlainProgress`).
 
     ``words``: rewrites a warning about the campaign (``"<path>: <text>"``) in the words
     the user typed (``fugue-tui run`` generates the file: the warning names its flags, not
@@ -122,7 +127,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
 
         progress = JsonProgress(runner.runs_dir, runner.campaign_id, started)
     else:
-        progress = make_progress(len(runner.cells), console)
+        progress = make_progress(len(runner.cells), console, quiet=quiet)
     forward = {sig: signal.signal(sig, lambda signum, _: proc.send_signal(signum))
                for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -1,6 +1,7 @@
 """The plain progress of ``fugue-tui --batch``: when stdout is not a terminal (a log, a
 pipe, CI), or ``FUGUE_PLAIN`` asks for it, one short line per lifecycle event and per job
-epoch instead of the live view, each warning on stderr as it comes. The lines are the
+epoch instead of the live view (``-q``: the cells' lines only, :data:`QUIET_DROPPED`), each
+warning on stderr as it comes. The lines are the
 :attr:`~fugue_tui.live.event_text.Form.PLAIN` texts of
 :func:`fugue_tui.live.event_text.event_text`; this module decides only when each is
 printed (a control command's skip of a queued cell waits for its turn)."""
@@ -28,6 +29,12 @@ from fugue_tui.live.event_text import (
     warning_line,
 )
 
+#: The cell events ``-q`` leaves out: per job and per phase (the quick campaign's 1,768
+#: piped lines were mostly these); the cell's summary and its end stay, as do the runner's
+#: lines (each cell's start, end, skip, retry) and every warning (stderr).
+QUIET_DROPPED = frozenset({"started", "phase", "executor", "job_started", "job_progress",
+                           "job_done"})
+
 
 def plain_requested(environ: dict[str, str] | None = None) -> bool:
     """``FUGUE_PLAIN`` set to anything but "" or "0" asks for the plain lines."""
@@ -40,8 +47,10 @@ class PlainProgress:
     ``stream``, and each ``warning`` event (a cell's or the runner's) to stderr as it comes
     (:func:`fugue_tui.live.event_text.warning_line`)."""
 
-    def __init__(self, total: int, stream: TextIO | None = None):
+    def __init__(self, total: int, stream: TextIO | None = None, quiet: bool = False):
         self.total = total
+        #: ``-q``: the cell events of :data:`QUIET_DROPPED` print nothing.
+        self.quiet = quiet
         self.stream = stream or sys.stdout
         #: Cell labels by key, from the runner's events (a cell's warning names its cell).
         self.labels: dict[str, str] = {}
@@ -74,6 +83,8 @@ class PlainProgress:
 
     def line(self, event: Event) -> str | None:
         """The plain text of ``event`` (several lines joined), None when it says nothing."""
+        if self.quiet and not is_runner_event(event) and event.get("type") in QUIET_DROPPED:
+            return None
         key = event.get("cell")
         cell = NamedCell(self.labels.get(key, ""), self.indices.get(key)) if key else None
         lines = event_text(event, Form.PLAIN, cell, self.total)

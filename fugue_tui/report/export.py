@@ -27,7 +27,7 @@ from fugue_tui.format import fmt_number
 
 #: What ``--format`` takes: the figures and the LaTeX table (this module), the rows as
 #: data (:mod:`fugue_tui.report.export_data`).
-FORMATS = ("png", "svg", "tex", "parquet", "json", "tensorboard")
+FORMATS = ("png", "svg", "tex", "parquet", "json", "tensorboard", "mlflow")
 
 
 def _pyplot():

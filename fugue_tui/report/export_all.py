@@ -15,13 +15,16 @@ from engine.errors import FugueError
 
 def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
                  overwrite: bool = False, what: str = "export folder",
+                 mlflow_uri: str | None = None,
                  ) -> tuple[list[str], Path, list[Path]]:
     """The formats (a list or ``"png,svg"``), the export folder and the files in it an
     export would replace, checked writing nothing (:func:`fugue_tui.report.export.export_folder`).
+    ``mlflow_uri``: only with the ``mlflow`` format (then no ``mlflow.db`` in the folder).
 
     Raises:
-        FugueError: an unknown format, or a folder :func:`~fugue_tui.report.export.export_folder`
-            refuses.
+        FugueError: an unknown format, a folder :func:`~fugue_tui.report.export.export_folder`
+            refuses, ``--mlflow-uri`` without ``mlflow``, or ``mlflow`` without MLflow's
+            client installed.
     """
     from fugue_tui.report.export import FORMATS, export_folder, planned_files
 
@@ -31,11 +34,21 @@ def check_export(out_dir: str | os.PathLike[str], formats: Any = "png,svg,tex",
     if bad or not chosen:
         raise FugueError(f"--format {','.join(chosen)}: choose among {', '.join(FORMATS)} "
                          "(comma-separated)")
+    if mlflow_uri is not None and "mlflow" not in chosen:
+        raise FugueError(f"--mlflow-uri {mlflow_uri}: only applies with --format mlflow")
+    if mlflow_uri is not None and not mlflow_uri.strip():
+        raise FugueError("--mlflow-uri '': give a tracking URI (sqlite:///path/mlflow.db, "
+                         "http://host:5000)")
+    if "mlflow" in chosen:
+        from fugue_tui.report.export_mlflow import check_mlflow
+
+        check_mlflow()
     from fugue_tui.report.hpo import planned_files as hpo_files
     from fugue_tui.report.sweeps import planned_files as sweep_files
 
-    out, present = export_folder(out_dir, planned_files(chosen) + sweep_files(chosen)
-                                 + hpo_files(chosen), overwrite, what)
+    names = [n for n in planned_files(chosen) if not (mlflow_uri and n == "mlflow.db")]
+    out, present = export_folder(out_dir, names + sweep_files(chosen) + hpo_files(chosen),
+                                 overwrite, what)
     return chosen, out, present
 
 
@@ -44,10 +57,11 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
                    skipped: list[tuple[str, str]] | None = None, overwrite: bool = False,
                    what: str = "export folder", baseline: str | None = None,
                    knee_fraction: float = 0.10, notes: list[str] | None = None,
-                   ) -> list[Path]:
+                   mlflow_uri: str | None = None) -> list[Path]:
     """Write the figures (PNG/SVG) and the LaTeX table of ``runs`` to ``out_dir``, from the
     same analysis as the terminal (:func:`fugue_tui.report.figures.build`), and the rows as data
-    (parquet, json, tensorboard: :mod:`fugue_tui.report.export_data`); the paths written.
+    (parquet, json, tensorboard, mlflow: :mod:`fugue_tui.report.export_data`; ``mlflow_uri``:
+    the MLflow tracking URI instead of ``out_dir/mlflow.db``); the paths written.
     A figure with nothing measured is not written: ``skipped``, when given, receives
     ``(figure file names, why)`` for each (only when PNG or SVG was asked for).
 
@@ -78,7 +92,7 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
     from fugue_tui.report.hpo import export_hpo
     from fugue_tui.report.sweeps import analyse, export_sweeps
 
-    chosen, out, present = check_export(out_dir, formats, overwrite, what)
+    chosen, out, present = check_export(out_dir, formats, overwrite, what, mlflow_uri)
     results = build(runs, by_campaign=by_campaign, baseline_precision=baseline)
     sweeps = analyse(runs, fraction=knee_fraction, advise=False, by_campaign=by_campaign)
     tmp, committing = None, False
@@ -94,6 +108,18 @@ def export_results(runs, out_dir: str | os.PathLike[str], formats="png,svg,tex",
         staged += export_sweeps(sweeps, tmp, chosen)
         staged += export_hpo(hpo_cells(runs, by_campaign), tmp, chosen)
         staged += export_data(runs, tmp, [f for f in chosen if f in DATA_FORMATS])
+        if "mlflow" in chosen:
+            from fugue_tui.report.export_mlflow import (
+                MLFLOW_DB,
+                default_uri,
+                write_mlflow,
+            )
+
+            if mlflow_uri:  # a server or another database: written there, not staged
+                write_mlflow(runs, mlflow_uri)
+            else:  # the experiments' artifacts would live beside the final database
+                write_mlflow(runs, default_uri(tmp), out / "mlartifacts")
+                staged.append(tmp / MLFLOW_DB)
         committing = True
         written = commit(tmp, out, staged, present)
     except OSError as exc:

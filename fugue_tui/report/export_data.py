@@ -1,5 +1,5 @@
 """``report --export DIR --format parquet,json,tensorboard``: the results rows as data
-other tools build on (issue 29).
+other tools build on (issue 29); ``mlflow``: :mod:`fugue_tui.report.export_mlflow`.
 
 * ``parquet``: ``groups.parquet`` and ``jobs.parquet``, one row per group / job row of the
   results files, typed from the column registry (:mod:`engine.results.columns`): numbers
@@ -16,7 +16,10 @@ other tools build on (issue 29).
   attempt's event stream, per group its headline figures (``group/T_group_s``,
   ``group/throughput_sps``, ``group/setup_s``, ``group/energy_per_model_j``,
   ``group/val_acc_mean``), each run named
-  ``<campaign>/<experiment>/<executor>[-<variant>]/pass<N>-attempt<M>/<job or group>``.
+  ``<campaign>/<experiment>/<executor>[-<variant>]/pass<N>-attempt<M>/<job or group>``,
+  each folder name portable (letters, digits, ``-_.``; any other character ``_``, so
+  ``sha-vf:1,s:0,fl:0`` is the folder ``sha-vf_1_s_0_fl_0``) and the label as the results
+  spell it in the run's ``label`` text.
 
 Columns the reader adds (``machine``: the provenance label; ``source``: the file the row
 came from) come after the file's columns.
@@ -25,8 +28,9 @@ came from) come after the file's columns.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
-import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +46,12 @@ from engine.results.columns import (
 )
 from engine.results.derived import derived
 
-DATA_FORMATS = ("parquet", "json", "tensorboard")
-#: The files (and the folder) each data format owns in the export folder.
+DATA_FORMATS = ("parquet", "json", "tensorboard", "mlflow")
+#: The files (and the folder) each data format owns in the export folder (``mlflow``: its
+#: default tracking database, :mod:`fugue_tui.report.export_mlflow`).
 DATA_FILES = {"parquet": ("groups.parquet", "jobs.parquet"),
-              "json": ("groups.json", "jobs.json"), "tensorboard": ("tensorboard",)}
+              "json": ("groups.json", "jobs.json"), "tensorboard": ("tensorboard",),
+              "mlflow": ("mlflow.db",)}
 #: Number columns that hold counts: nullable int64 (a count is never 2.0).
 INTEGER_COLUMNS = frozenset({
     "K", "max_parallel", "num_workers", "total_samples", "cpu_cores", "gpu_vram_total_mb",
@@ -152,7 +158,8 @@ def _naming(path: Path):
 
 def export_data(runs, out: Path, formats: list[str]) -> list[Path]:
     """Write the data formats of ``formats`` (:data:`DATA_FORMATS`) of ``runs`` under
-    ``out``; the paths written."""
+    ``out``; the paths written (``mlflow`` is :func:`fugue_tui.report.export_all`'s call
+    into :mod:`fugue_tui.report.export_mlflow`, which builds on this module)."""
     written: list[Path] = []
     frames = {"groups": typed_frame(runs.groups, GROUPS_FILE),
               "jobs": typed_frame(runs.jobs, INDIVIDUAL_FILE)}
@@ -173,8 +180,12 @@ def write_tensorboard(runs, out: Path) -> Path:
 
     out.mkdir(parents=True, exist_ok=True)
     jobs = runs.jobs
+    names = _Names()
     for row in runs.groups.to_dict("records"):
-        run = out / _run_name(row)
+        labels = _run_labels(row)
+        label = "/".join(labels)
+        run_name = names.path(labels)
+        run = out / run_name
         wall = _walltime(row)
         attempt = _int(row.get("attempt")) or 1
         with _summary_writer(SummaryWriter, run / "group") as writer:
@@ -192,8 +203,11 @@ def write_tensorboard(runs, out: Path) -> Path:
                 if _finite(value):
                     writer.add_scalar(tag, float(value), attempt, walltime=wall)
             writer.add_text("provenance", _provenance(row), attempt, walltime=wall)
+            # the folder names are portable (_Names); the label as the results spell it
+            writer.add_text("label", label, attempt, walltime=wall)
         for job_id, epochs in _epochs(row).items():
-            with _summary_writer(SummaryWriter, run / _safe(job_id)) as writer:
+            with _summary_writer(SummaryWriter, run / names(run_name, job_id)) as writer:
+                writer.add_text("label", f"{label}/{job_id}", 0, walltime=wall)
                 for epoch, values in sorted(epochs.items()):
                     when = values.get("ts", wall)
                     for tag, key in (("train/loss", "loss"), ("val/loss", "val_loss"),
@@ -228,7 +242,9 @@ def _summary_writer(factory, folder: Path):
         raise OSError(exc.errno, exc.strerror or str(exc), str(folder)) from None
 
 
-def _run_name(row: dict[str, Any]) -> str:
+def _run_labels(row: dict[str, Any]) -> list[str]:
+    """The run's labels, one per folder level (campaign, experiment, executor and variant,
+    pass and attempt), as the results name them (:class:`_Names` makes them portable)."""
     variant = "-".join(str(row.get(c)) for c in ("scheduler", "rung", "features", "mp_start",
                                                  "tune_actors")
                        if row.get(c) not in (None, "") and row.get(c) == row.get(c))
@@ -237,9 +253,9 @@ def _run_name(row: dict[str, Any]) -> str:
         executor += f"-c{row['compile_mode']}"
     if variant:
         executor += f"-{variant}"
-    return "/".join(_safe(p) for p in (
+    return [str(p) for p in (
         row.get("campaign_id") or "harness", row.get("exp_id") or "experiment", executor,
-        f"pass{_int(row.get('pass')) or 1}-attempt{_int(row.get('attempt')) or 1}"))
+        f"pass{_int(row.get('pass')) or 1}-attempt{_int(row.get('attempt')) or 1}")]
 
 
 def _epochs(row: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
@@ -302,7 +318,38 @@ def _int(value: Any) -> int | None:
     return int(float(value)) if _finite(value) else None
 
 
+#: What a folder name of the export keeps (the POSIX portable file name set): ``:`` and
+#: ``,`` (``vf:1,s:0,fl:0``) are refused by Windows file systems, some archivers and cloud
+#: storage syncs, so everything else becomes ``_``; the full label is written inside the
+#: files (the TensorBoard run's ``label`` text).
+_UNPORTABLE = re.compile(r"[^A-Za-z0-9._-]")
+
+
 def _safe(text: str) -> str:
-    """One path component: separators and leading dots replaced."""
-    cleaned = str(text).replace(os.sep, "_").replace("/", "_").lstrip(".")
+    """One portable path component (letters, digits, ``-_.``): any other character becomes
+    ``_``, leading dots and dashes are dropped (no hidden folder, no option look-alike)."""
+    cleaned = _UNPORTABLE.sub("_", str(text)).lstrip(".-")
     return cleaned or "_"
+
+
+class _Names:
+    """Portable folder names (:func:`_safe`) that stay distinct: a label whose portable
+    form another label under the same parent already took gets its SHA-256's first 8 hex
+    digits appended (``vf:1`` and ``vf_1`` never share one folder)."""
+
+    def __init__(self) -> None:
+        self._owner: dict[tuple[str, str], str] = {}
+
+    def __call__(self, parent: str, label: str) -> str:
+        name = _safe(label)
+        if self._owner.setdefault((parent, name), label) != label:
+            name = f"{name}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
+            self._owner.setdefault((parent, name), label)
+        return name
+
+    def path(self, labels: list[str]) -> str:
+        """The portable relative path of ``labels`` (one folder each)."""
+        parts: list[str] = []
+        for label in labels:
+            parts.append(self("/".join(parts), label))
+        return "/".join(parts)

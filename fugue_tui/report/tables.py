@@ -158,7 +158,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                export_dir: str | os.PathLike[str] | None = None,
                formats: str = "png,svg,tex", overwrite: bool = False,
                baseline: str | None = None, as_json: bool = False, advise: bool = False,
-               knee_fraction: float | str = 0.10, per_core: bool = False) -> int:
+               knee_fraction: float | str = 0.10, per_core: bool = False,
+               mlflow_uri: str | None = None) -> int:
     """``fugue-tui report``: exit status 0; bad input (no ``master_groups.csv``, an unknown
     campaign id, an unknown export format) raises a one-line
     :class:`~engine.errors.FugueError` (exit 2). ``export_dir``: also write the figures
@@ -166,13 +167,15 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
     only with ``overwrite``). ``advise``: also the advice per workload and machine;
     ``knee_fraction``: the knee rule (``--knee-fraction``, strictly between 0 and 1);
     ``per_core``: the advice ranks by speedup per core (``--per-core``, only with
-    ``advise``)."""
+    ``advise``); ``mlflow_uri``: where ``--format mlflow`` writes (``--mlflow-uri``)."""
     fraction = _fraction(knee_fraction)
     if per_core and not advise:
         raise FugueError("--per-core only applies with --advise (it ranks the advice by "
                          "speedup per core)")
     if overwrite and export_dir is None:
         raise FugueError("--overwrite only applies with --export DIR")
+    if mlflow_uri is not None and export_dir is None:
+        raise FugueError("--mlflow-uri only applies with --export DIR --format mlflow")
     if width is not None and width < 40:
         raise FugueError(f"--width {width}: at least 40 columns")
     console = Console(width=width) if width else Console()
@@ -180,10 +183,11 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
     notes: list[str] = []
     if export_dir is not None:
         # the formats and the folder first, before any result is read, printed or written
-        check_export(export_dir, formats, overwrite, "--export")
+        check_export(export_dir, formats, overwrite, "--export", mlflow_uri)
         export_results(select_runs(Path(runs_dir), campaign_id), export_dir, formats,
                        by_campaign, skipped, overwrite=overwrite, what="--export",
-                       baseline=baseline, knee_fraction=fraction, notes=notes)
+                       baseline=baseline, knee_fraction=fraction, notes=notes,
+                       mlflow_uri=mlflow_uri)
         for note in notes:
             print(f"fugue-tui: note: {note}", file=sys.stderr)
     if as_json:  # the cells as a fugue-tui/report document; what else is said: stderr

@@ -156,7 +156,8 @@ def test_cells_are_forked_by_the_zygote_as_the_runners_own_children(guarded):
         spec = str(Path(cell["attempt"]) / "spec.json")
         assert cell["argv"] == [cell["main"], spec]
         # ps shows it as it shows a spawned cell (not as the zygote)
-        assert cell["cmdline"][1:] == ["-m", "engine.cell", spec]
+        # (setproctitle pads with NULs: psutil lists the title, then empty strings)
+        assert " ".join(cell["cmdline"]).split()[1:] == ["-m", "engine.cell", spec]
         assert Path(cell["cwd"]) == guarded.workdir
 
 

@@ -47,6 +47,7 @@ def profiled(tmp_path_factory) -> Path:
     done = _cli(cwd, "profile", "P_tiny", "--experiments-file", "exp.toml", "--ks", "1,2,3",
                 "--threads", "1", "--device", "cpu")
     assert done.returncode == 0, done.stderr + done.stdout
+    (cwd / "profile.out").write_text(done.stdout)
     return cwd
 
 
@@ -75,6 +76,17 @@ def test_profile_measures_rss_per_k_and_keys_the_row_by_machine(profiled):
             row["batch_size"], row["precision"], row["optimizer"]) == (
         socket.gethostname(), "cpu", "mlp", '{"hidden":16}', "wine", "16", "fp32", "sgd")
     assert row["torch"] and len(row["profile_id"]) == 16
+
+
+def test_piped_profile_prints_a_plain_line_per_k_with_an_eta(profiled):
+    """Issue 49: ``profile`` was silent while each probe ran (about 50 s a configuration);
+    piped it now says each K as it is measured, with an ETA, and no escape codes."""
+    out = (profiled / "profile.out").read_text()
+    lines = [line for line in out.splitlines() if "K = " in line and "measured" in line]
+    assert [line.split("K = ")[1].split()[0] for line in lines] == ["1", "2", "3"], out
+    assert all("ETA" in line and "elapsed" in line for line in lines)
+    assert "ETA 0:00" in lines[-1]  # the last K: nothing left
+    assert "\x1b" not in out and "\r" not in out
 
 
 def test_list_shows_the_profile(profiled):

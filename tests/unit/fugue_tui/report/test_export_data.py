@@ -1,7 +1,8 @@
-"""``report --export DIR --format parquet,json,tensorboard`` (issue 29) as a subprocess on a
-runs folder written through the results store, with an attempt's event stream: typed
-rows that pandas and pyarrow read without options, the same rows as JSON, and TensorBoard
-event files with each job's per-epoch curves and each group's headline figures."""
+"""``report --export DIR --format parquet,json,tensorboard,mlflow`` (issues 29, 49) as a
+subprocess on a runs folder written through the results store, with an attempt's event
+stream: typed rows that pandas and pyarrow read without options, the same rows as JSON,
+TensorBoard event files with each job's per-epoch curves and each group's headline
+figures, and MLflow runs read back with MLflow's own client."""
 
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ def exported(tmp_path_factory):
     append_rows(runs / "master_individual.csv", [
         {"group_id": "seq_00000001", "job_id": f"D_ens_{i}", "exp_id": "D_ens",
          "executor": "seq", "final_val_acc": 0.75, "epochs": 2, "early_stopped": False,
-         "campaign_id": "c", "cell_key": KEY, "status": "ok"} for i in range(2)],
+         "campaign_id": "c", "cell_key": KEY, "status": "ok", "model": "mlp",
+         "dataset": "wine", "lr": 0.01, "precision": "fp32",
+         "trial_config": json.dumps({"lr": 0.01 * (i + 1), "hidden": 16})} for i in range(2)],
         INDIVIDUAL_COLUMNS)
     attempt = runs / "c" / "cells" / f"001-D_ens-seq-p1-{KEY[:8]}" / "attempt-1"
     attempt.mkdir(parents=True)
@@ -59,7 +62,7 @@ def exported(tmp_path_factory):
              for epoch, (loss, val_loss, val_acc) in EPOCHS.items() for i in range(2)]
     (attempt / "events.jsonl").write_text("\n".join(lines) + "\n")
     proc = fugue("report", "runs", "--export", "out", "--format",
-                 "parquet,json,tensorboard", cwd=root)
+                 "parquet,json,tensorboard,mlflow", cwd=root)
     assert proc.returncode == 0, proc.stderr
     return root
 
@@ -138,3 +141,113 @@ def test_overwrite_replaces_the_tensorboard_folder(exported):
     assert over.returncode == 0, over.stderr
     assert len(list((exported / "out" / "tensorboard" / "c" / "D_ens" / "seq" /
                      "pass1-attempt1" / "group").glob("events.out.*"))) == 1
+
+
+def _texts(folder: Path) -> dict[str, str]:
+    """The text summaries (``add_text``) of the event files under ``folder``."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    out: dict[str, str] = {}
+    for path in folder.glob("events.out.tfevents.*"):
+        data = path.read_bytes()
+        at = 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at:at + 8])
+            event = Event.FromString(data[at + 12:at + 12 + length])
+            at += 12 + length + 4
+            for value in event.summary.value:
+                if value.HasField("tensor") and value.tensor.string_val:
+                    out[value.tag.split("/")[0]] = value.tensor.string_val[0].decode()
+    return out
+
+
+def test_tensorboard_folder_names_are_portable_and_the_label_is_inside(tmp_path):
+    """Issue 49: ``unified_model-sha-vf:1,s:0,fl:0`` held ``:`` and ``,``, which Windows
+    file systems and some tools refuse; two labels with one portable form stay apart."""
+    from types import SimpleNamespace
+
+    from fugue_tui.report.export_data import write_tensorboard
+
+    base = {"campaign_id": "camp:1", "exp_id": "E,1", "executor": "unified_model",
+            "scheduler": "sha", "pass": 1, "attempt": 1, "T_group": 2.0,
+            "timestamp": "20261201_101010", "group_id": "g1"}
+    groups = pd.DataFrame([{**base, "features": "vf:1,s:0,fl:0"},
+                           {**base, "features": "vf_1_s_0_fl_0", "group_id": "g2",
+                            "T_group": 3.0}])
+    out = write_tensorboard(SimpleNamespace(groups=groups, jobs=pd.DataFrame()),
+                            tmp_path / "tb")
+    folders = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_dir())
+    for folder in folders:
+        for part in Path(folder).parts:
+            assert all(c.isalnum() or c in "-_." for c in part), folder
+    runs = [out / f for f in folders if f.endswith("/group")]
+    assert len(runs) == 2  # the two variants did not share one folder
+    first = out / "camp_1" / "E_1" / "unified_model-sha-vf_1_s_0_fl_0" / "pass1-attempt1"
+    assert first / "group" in runs
+    by_label = {_texts(r)["label"]: _scalars(r)["group/T_group_s"] for r in runs}
+    assert by_label == {
+        "camp:1/E,1/unified_model-sha-vf:1,s:0,fl:0/pass1-attempt1": [(1, 2.0)],
+        "camp:1/E,1/unified_model-sha-vf_1_s_0_fl_0/pass1-attempt1": [(1, 3.0)]}
+
+
+@pytest.mark.filterwarnings("ignore:.*noload.*")  # MLflow 3.17 on SQLAlchemy 2.1, not ours
+def test_mlflow_runs_read_back_with_mlflows_client(exported):
+    """Issue 49: one experiment per campaign, a parent run per group with its figures, a
+    child run per job with its configuration, trial_config, per-epoch metrics at their
+    own times, and the executor, precision, K and machine tags."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{exported / 'out' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("fugue-tui/c")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    groups = {r.data.tags["executor"]: r for r in runs if r.data.tags["fugue.kind"] == "group"}
+    jobs = [r for r in runs if r.data.tags["fugue.kind"] == "job"]
+    assert sorted(groups) == ["mp", "seq"] and len(jobs) == 2
+    seq = groups["seq"]
+    assert seq.info.run_name == "D_ens/seq/pass1-attempt1"
+    assert seq.data.metrics["group/T_group_s"] == 1.5
+    assert seq.data.metrics["group/throughput_sps"] == 200.0
+    assert seq.data.metrics["group/val_acc_mean"] == pytest.approx(0.75)
+    assert "group/energy_per_model_j" not in seq.data.metrics  # not measured: not 0
+    assert seq.data.params["K"] == "2" and seq.data.params["cell_key"] == KEY
+    assert "group/val_acc_mean" not in groups["mp"].data.metrics  # no job rows
+    for job in jobs:
+        i = int(job.info.run_name.rsplit("_", 1)[1])
+        tags = job.data.tags
+        assert tags["mlflow.parentRunId"] == seq.info.run_id
+        assert (tags["executor"], tags["precision"], tags["K"]) == ("seq", "fp32", "2")
+        assert tags["machine"]  # the provenance label the reader adds
+        params = job.data.params
+        assert (params["model"], params["dataset"], params["lr"]) == ("mlp", "wine", "0.01")
+        assert float(params["trial.lr"]) == pytest.approx(0.01 * (i + 1))
+        assert params["trial.hidden"] == "16"
+        history = client.get_metric_history(job.info.run_id, "train/loss")
+        assert [(m.step, m.value) for m in history] == [
+            (e, pytest.approx(v[0] + i)) for e, v in EPOCHS.items()]
+        # each epoch at its own time (the event's ts, in ms)
+        assert [m.timestamp for m in history] == [
+            int(round((1796157700.0 + 10 * e + i) * 1000)) for e in EPOCHS]
+        assert [m.value for m in client.get_metric_history(job.info.run_id, "val/acc")] == [
+            pytest.approx(v[2]) for v in EPOCHS.values()]
+    assert (exported / "out" / "mlflow.db").is_file()
+    assert not (exported / "mlruns").exists()  # nothing in the working folder
+
+
+def test_mlflow_uri_and_missing_format_are_checked(exported, tmp_path):
+    bad = fugue("report", "runs", "--export", "out2", "--mlflow-uri", "sqlite:///x.db",
+                cwd=exported)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().endswith("--mlflow-uri sqlite:///x.db: only applies with "
+                                       "--format mlflow")
+    assert not (exported / "out2").exists() and not (exported / "x.db").exists()
+    uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    done = fugue("report", "runs", "--export", "out3", "--format", "mlflow",
+                 "--mlflow-uri", uri, cwd=exported)
+    assert done.returncode == 0, done.stderr
+    assert not (exported / "out3" / "mlflow.db").exists()
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("fugue-tui/c")
+    assert len(client.search_runs([experiment.experiment_id])) == 4
