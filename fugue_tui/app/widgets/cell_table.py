@@ -79,6 +79,12 @@ class CellTable(FittedTable):
             return self  # update_cell's whole-table repaint: sync repaints the rows it changed
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
+    def on_resize(self) -> None:
+        """Keep the cursor's row in view at the new height (a live resize, a zoom cycle
+        showing the table again): DataTable scrolls only when the cursor moves, and the
+        followed running cell was off-screen until ``f`` (issue 47, item 5)."""
+        self.call_after_refresh(self._scroll_cursor_into_view)
+
     def sync(self, state: CampaignState, now: float) -> int:
         """Bring the table in line with ``state``; returns the number of table cells
         written (0 when nothing changed)."""
