@@ -285,7 +285,7 @@ class RunScreen(Screen):
         mark_focus(self)
 
     def on_resize(self, event: Any = None) -> None:
-        set_compact(self)
+        self.query_one(CellTable).set_compact(set_compact(self))
         self.dirty = True
 
     @property
