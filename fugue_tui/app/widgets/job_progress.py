@@ -166,8 +166,9 @@ class JobProgress(Static):
             parts.append(Text("  queued: jobs appear when the cell starts", style="dim"))
         elif cell.error:
             parts.append(Text(f"  {cell.error}", style="dim"))
-        for warning in cell.warnings:
-            parts.append(Text(f"  warning: {warning}", style="yellow"))
+        for warning in cell.warnings:  # one row each, as in the events pane (zoom: whole)
+            parts.append(Text(f"  warning: {warning}", style="yellow", no_wrap=True,
+                              overflow="ellipsis"))
         width = self.size.width
         if width >= 20 and self.is_mounted:
             self._put(prerender(self.app.console, Group(*parts), width))

@@ -30,6 +30,9 @@ def hpo_cell(progress: bool) -> CellState:
             cell.jobs[job] = JobState(job, status="running", epoch=3, epochs=20, step=40,
                                       steps=120, loss=0.3545 + i / 100, val_acc=0.4431,
                                       train_sps=26_627.0, elapsed=12.0)
+        cell.warnings.append("host load average 8.9 on 2 cores: the machine was busy; "
+                             "busiest other processes: python (pid 4242) 95 %, "
+                             "chromium-browser (pid 4444) 33 %")
     return cell
 
 
@@ -52,6 +55,9 @@ def test_columns_chosen_again_when_the_values_widen():
             assert lines[1].split() == ["job", "epoch", "progress", "loss", "val", "acc",
                                         "samples/s", "elapsed", "ETA"], lines[1]
             assert lines[2].split()[0] == "D_hpo_t0" and "0.3545" in lines[2], lines[2]
-            assert "…" not in "\n".join(lines), lines
+            assert "…" not in "\n".join(lines[:-1]), lines
+            # the warning in one row, cut at the pane's edge (it wrapped: a job row less)
+            assert len(lines) == 2 + len(JOBS) + 1, lines
+            assert lines[-1].startswith("  warning: host load") and lines[-1].endswith("…")
 
     asyncio.run(scenario())
