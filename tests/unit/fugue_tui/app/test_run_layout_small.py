@@ -115,3 +115,20 @@ def test_running_cell_header_and_strip_at_80x24_after_a_resize_and_zooms(tmp_pat
                         and RUNNING.search(screen_text(app)), what="back at 160x48")
 
     asyncio.run(scenario())
+
+
+def test_strip_at_80_columns_drops_the_cores_before_whole_items():
+    """On main the cores behind each ratio stayed while items went: one item and +3 more
+    at 80 columns; the ratios alone fit two."""
+    from fugue_tui.app.models.so_far import fit_strip
+
+    parts = [("D_ens unified_model", "1.55× on 0.91 cores", "[1.21, 1.90]"),
+             ("D_ens mp", "0.55× on 0.54 cores", "[0.41, 0.70]"),
+             ("D_ens ray", "1.38× on 1.48 cores", "[1.10, 1.60]"),
+             ("D_cv unified_model", "1.03× on 0.95 cores", "[0.90, 1.10]")]
+    assert fit_strip(parts, None, 78) == ("so far: D_ens unified_model 1.55× · D_ens mp 0.55× · "
+                                          "+2 more (v: results)")
+    # room enough: the cores stay
+    assert fit_strip(parts, None, 158) == " · ".join(
+        ["so far: D_ens unified_model 1.55× on 0.91 cores", "D_ens mp 0.55× on 0.54 cores",
+         "D_ens ray 1.38× on 1.48 cores", "D_cv unified_model 1.03× on 0.95 cores"])
