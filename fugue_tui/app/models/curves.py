@@ -171,7 +171,10 @@ def curves_text(store: CurveStore, state: CampaignState, cell: CellState | None,
     title = " ".join(f"{exp} {config} pass {pass_no}".split())
     title += (f" · loss (log) and {val_name} by progress · {len(cells)} executor"
               f"{'s' if len(cells) != 1 else ''}, one scale per job; Δ: val − seq's")
-    text = Text(title[:width] + "\n", style="bold")
+    if len(title) > width:  # whole parts only (issue 47, item 5: cut mid-word at 80x24)
+        cut = max(title.rfind(sep, 0, width + len(sep)) for sep in (" · ", "; ", ", "))
+        title = title[:cut] if cut > 0 else title[:width]
+    text = Text(title + "\n", style="bold")
     used = 1
     for n, job_id in enumerate(jobs):
         block = 1 + len(cells)

@@ -28,34 +28,48 @@ _CONFIRM = {
 }
 
 
+#: How many shortenings of the campaign line :func:`campaign_header` has (its ``level``).
+HEADER_LEVELS = 6
+
+
 def campaign_header(view: LiveView, run_dir: Path, now: float, *, replay: Any,
                     runner_alive: bool | None, attached: bool, handle: Any,
-                    stopping: bool, labelled: bool = True) -> Text:
+                    stopping: bool, level: int = 0) -> Text:
     """The campaign line: name, device, the campaign's ``elapsed 1:23`` (ticking with
-    ``now`` while it runs; the bare ``1:23`` unless ``labelled``: the header drops the word
-    where it would wrap the line), counts, runner and outcome."""
+    ``now`` while it runs), counts, runner and outcome.
+
+    ``level`` (0 to :data:`HEADER_LEVELS` - 1) shortens the line, one part more per level,
+    the least needed first: the header takes the first that fits its width (a wrapped
+    header hid cell rows at 80x24, issue 47 item 5). 1: the bare ``1:23``; 2: the runner as
+    ``pid 123``; 3: a live runner not named (the footer's keys say one runs); 4: the
+    ``done`` count (the ``6/20`` says it); 5: the word ``campaign``."""
     state = view.state
-    head = Text("campaign ", style="bold")
+    head = Text("" if level >= 5 else "campaign ", style="bold")
     head.append(state.campaign or run_dir.name, style="bold")
     if state.device:
         head.append(f" · {state.device}")
     end = state.ended_ts if state.ended_ts is not None else now
     # labelled: the campaign's clock, the cell line's is "cell 0:15" (issue 47, item 8)
     elapsed = fmt_duration(end - state.started_ts) if state.started_ts else PENDING
-    head.append(f" · elapsed {elapsed}" if labelled else f" · {elapsed}")
+    head.append(f" · elapsed {elapsed}" if level < 1 else f" · {elapsed}")
     counts = state.counts()
     if state.state in STOPPED and counts.get("queued"):
         # nothing will run them any more: the table's "not run" (issue 30, item 14)
         counts[NOT_RUN] = counts.pop("queued")
     done = sum(1 for cell in state.cells.values() if cell.finished)
     head.append(f" · cells {done}/{view.total or len(state.cells)}: ")
+    if level >= 4 and len(counts) > 1:
+        counts.pop("done", None)
     head.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
     if replay is not None and state.state not in ("done", "interrupted", "aborted"):
         pass  # the replay line below says where it is
     elif runner_alive:
         how = "attached to" if attached else "started"
         pid = handle.pid if handle else "?"
-        head.append(f" · runner pid {pid} ({how})", style="dim")
+        if level < 2:
+            head.append(f" · runner pid {pid} ({how})", style="dim")
+        elif level < 3:
+            head.append(f" · pid {pid}", style="dim")
         if stopping:
             head.append(" · stopping…", style="bold yellow")
     elif state.state in ("done", "interrupted", "aborted"):

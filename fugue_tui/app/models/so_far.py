@@ -162,7 +162,8 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int) ->
     ``width`` cells (the header is at most three lines: a strip that wrapped was cut off,
     at 160 columns too). Tries, in order: everything; the ETA without its explanation;
     the speedups without their intervals; without their configuration (experiment and
-    executor only); as many of those as fit and ``+N more (v: results)``. The ETA
+    executor only); without the cores behind each ratio; as many of those as fit and
+    ``+N more (v: results)``. The ETA
     (:meth:`Eta.text <fugue_tui.app.models.eta.Eta.text>`) is kept in each, its spread
     included."""
     eta_long = eta.text(long=True) if eta is not None else ""
@@ -175,6 +176,10 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int) ->
     short = [f"{head if heads.count(head) == 1 else label} {value}"
              for head, (label, value, _) in zip(heads, parts, strict=True)]
 
+    # the ratio alone (" on 0.91 cores" dropped): at 80 columns a whole item or two fit
+    tiny = [f"{head if heads.count(head) == 1 else label} {value.split(' on ', 1)[0]}"
+            for head, (label, value, _) in zip(heads, parts, strict=True)]
+
     def line(head: str, items: list[str], tail: str) -> str:
         body = (head + " · ".join(items)) if items else ""
         return " · ".join(p for p in (body, tail) if p)
@@ -183,13 +188,14 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int) ->
                               ("speedup so far: ", full, eta_short),
                               ("speedup so far: ", bare, eta_short),
                               ("so far: ", bare, eta_short),
-                              ("so far: ", short, eta_short)):
+                              ("so far: ", short, eta_short),
+                              ("so far: ", tiny, eta_short)):
         text = line(head, items, tail)
         if len(text) <= width:
             return text
-    for shown in range(len(short) - 1, -1, -1):
-        more = f"+{len(short) - shown} more (v: results)"
-        text = line("so far: ", [*short[:shown], more], eta_short)
+    for shown in range(len(tiny) - 1, -1, -1):
+        more = f"+{len(tiny) - shown} more (v: results)"
+        text = line("so far: ", [*tiny[:shown], more], eta_short)
         if len(text) <= width or shown == 0:
             return text if len(text) <= width else text[: max(0, width - 1)] + "…"
     return line("", [], eta_short)

@@ -62,6 +62,7 @@ from fugue_tui.app.screens.run_commands import CellCommands
 from fugue_tui.app.screens.run_layout import (
     ZOOMS,
     focus_zoomed,
+    mark_focus,
     next_zoom,
     visible,
     zoom_to,
@@ -170,6 +171,7 @@ class RunScreen(Screen):
         self.panes = RunPanes.of(self)
         self.on_resize()  # compact or not from the start
         self.query_one(CellTable).focus()
+        mark_focus(self)
         # new speedups so far: show them now, not at the next tick
         self.watch(self.panes.header, "so_far", self._redraw_soon, init=False)
         self._follow()
@@ -198,6 +200,7 @@ class RunScreen(Screen):
             feed = (message.log_lines, message.log_reset, self._log_title())
             if visible(self):
                 self.panes.log.feed(*feed)
+                mark_focus(self)  # a new log's title: marked again if it has the keys
             else:  # hidden: a repaint here would repaint the screen on top
                 self._hold_log(*feed)
         self.dirty = True
@@ -227,6 +230,7 @@ class RunScreen(Screen):
         if self._suspended:
             self._suspended = False
             self.panes.feed_held(self._hidden_log)
+            mark_focus(self)
             self.dirty = True
             self.refresh_view()
 
@@ -255,6 +259,7 @@ class RunScreen(Screen):
             self.log_target = target
             if target is None:
                 self.panes.log.feed([], True, NO_LOG)
+                mark_focus(self)
         if self.panes.draw(self.model, cell, running, now, self.run_dir, replay=self.replay,
                            attached=self.attached, handle=self.handle, stopping=self.stopping):
             self.dirty = True  # held back by a pane's rate limit: draw it on a later tick
@@ -273,8 +278,14 @@ class RunScreen(Screen):
         cell = self.selected_cell()
         return f"log: {cell.label} attempt {cell.attempt}" if cell else "log"
 
+    def on_descendant_focus(self) -> None:
+        mark_focus(self)
+
+    def on_descendant_blur(self) -> None:
+        mark_focus(self)
+
     def on_resize(self, event: Any = None) -> None:
-        set_compact(self)
+        self.query_one(CellTable).set_compact(set_compact(self))
         self.dirty = True
 
     @property

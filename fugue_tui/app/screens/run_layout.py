@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from textual.screen import Screen
 
+from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
+
 #: The panes ``z`` zooms, in turn (then none: every pane again).
 ZOOMS = ("cells", "jobs", "monitor", "log", "events")
 
@@ -24,6 +26,22 @@ def focus_zoomed(screen: Screen, pane: str) -> None:
         screen.set_focus(None)
     else:
         screen.query_one(target).focus()
+
+
+#: The panes that take keys, with their titles (the log's is its cell's: kept as it is).
+TITLES = {"#cells": "cells", "#jobs-pane": "jobs", "#log": ""}
+
+
+def mark_focus(screen: Screen) -> None:
+    """The pane with the focus has :data:`FOCUS_MARK` before its title, the others none
+    (issue 47, item 6: as on the Results screen, the keys' pane shows without colours)."""
+    for selector, title in TITLES.items():
+        pane = screen.query_one(selector)
+        shown = str(pane.border_title or "")
+        title = title or shown.removeprefix(FOCUS_MARK)
+        wanted = f"{FOCUS_MARK}{title}" if pane.has_focus_within else title
+        if wanted != shown:
+            pane.border_title = wanted
 
 
 def zoomed(screen: Screen) -> str:

@@ -42,6 +42,10 @@ _NAV = (
 )
 #: Shorter headers (the keys stay): at 80 columns the long ones pushed T_group off screen.
 HEADERS = {"configuration": "config", "attempt": "try"}
+#: Shorter still on a small terminal (80x24): with a ray cell's "fifo · pass 1" and
+#: "running" the columns were 5 wider than the screen, a horizontal scrollbar took a row
+#: and the note column was off screen (issue 47, item 5).
+COMPACT_HEADERS = {"experiment": "exp"}
 
 
 def _order(value: str) -> tuple[int, float]:
@@ -78,6 +82,29 @@ class CellTable(FittedTable):
         if self._rows_only and not regions and not layout and not recompose:
             return self  # update_cell's whole-table repaint: sync repaints the rows it changed
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def set_compact(self, compact: bool) -> None:
+        """Use the :data:`COMPACT_HEADERS` (or the usual ones): the column as wide as its
+        new header and its widest value."""
+        for name, short in COMPACT_HEADERS.items():
+            column = self.columns.get(ColumnKey(name))
+            label = short if compact else HEADERS.get(name, name)
+            if column is None or column.label.plain == label:
+                continue
+            index = COLUMNS.index(name)
+            values = (row[index] for row in self._shown.values())
+            column.label = Text(label)
+            column.content_width = max([cell_len(label), *(
+                cell_len(v.plain if isinstance(v, Text) else str(v)) for v in values)])
+            self._require_update_dimensions = True
+            self._clear_caches()
+            self.refresh(layout=True)
+
+    def on_resize(self) -> None:
+        """Keep the cursor's row in view at the new height (a live resize, a zoom cycle
+        showing the table again): DataTable scrolls only when the cursor moves, and the
+        followed running cell was off-screen until ``f`` (issue 47, item 5)."""
+        self.call_after_refresh(self._scroll_cursor_into_view)
 
     def sync(self, state: CampaignState, now: float) -> int:
         """Bring the table in line with ``state``; returns the number of table cells

@@ -9,6 +9,12 @@ opening, and again, pointlessly, for the run screen hidden under it. This footer
 what it would show (keys, their display, descriptions, enabled, tooltips) with what it shows,
 and recomposes only on a difference, and never while its screen is hidden (the resume
 publishes a bindings update of its own).
+
+It also ends cleanly on a narrow terminal (issue 47, item 5): the keys that do not fit
+beside the palette key are hidden whole (Textual cut the last one mid-word under it,
+``? hel▏^p palette``), and the palette key has no right margin (the compact footer gave every
+key one, the docked palette's included: the key scrolled under it showed through that
+column, ``^p palettei``).
 """
 
 from __future__ import annotations
@@ -16,10 +22,16 @@ from __future__ import annotations
 from typing import Any
 
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 
 class KeyFooter(Footer):
-    """A ``Footer`` that recomposes only when its content changes (see the module doc)."""
+    """A ``Footer`` that recomposes only when its content changes and shows only the keys
+    that fit whole (see the module doc)."""
+
+    DEFAULT_CSS = """
+    KeyFooter.-compact FooterKey.-command-palette { margin-right: 0; }
+    """
 
     _shown: Any = None
     #: How many times it recomposed (tests read it).
@@ -56,3 +68,33 @@ class KeyFooter(Footer):
         self._shown = content
         self.recomposes += 1
         await self.recompose()
+        self.fit_keys()
+
+    def on_resize(self) -> None:
+        self.fit_keys()
+
+    def watch_compact(self) -> None:
+        self.call_after_refresh(self.fit_keys)  # the keys' margins change with it
+
+    def fit_keys(self) -> None:
+        """Show the keys, in order, while they fit whole left of the palette key; hide
+        the rest (their width is what they render plus their margins: no layout needed)."""
+        if not self.size.width or not self.is_attached:
+            return  # not laid out yet: the resize comes
+        keys = list(self.query_children(FooterKey))
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        room = self.size.width - sum(_width(k) + 1 for k in palette)  # 1: its left border
+        for key in keys:
+            if key in palette:
+                continue
+            room -= _width(key)
+            fits = room >= 0
+            if key.display != fits:
+                key.display = fits
+
+
+def _width(key: FooterKey) -> int:
+    """The columns ``key`` takes: its label (its parts' paddings included), its own
+    padding and its margins."""
+    margin, padding = key.styles.margin, key.styles.padding
+    return key.render().cell_len + margin.left + margin.right + padding.left + padding.right

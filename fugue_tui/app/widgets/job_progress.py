@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from textual.containers import VerticalScroll
@@ -55,6 +56,27 @@ def prerender(console: Console, renderable: RenderableType, width: int) -> Text:
     return out
 
 
+def _widths(table: JobTable) -> tuple[int, ...]:
+    """The widest value of each of ``table``'s columns, in characters (a bar: 0)."""
+    return tuple(max((cell_len(v.plain) for row in table.rows
+                      if isinstance(v := row.get(name), Text)), default=0)
+                 for name in table.COLUMNS)
+
+
+def fit_line(line: Text, width: int) -> Text:
+    """The cell line in one line of ``width`` columns (0: not laid out, as it is): without
+    its `` · attempt N`` when that is what does not fit (the first attempt's, mostly: the
+    cell table has a column for it), and never wrapped (issue 47, item 5: at 80 columns the
+    stage went to a second line, pushing a job row out)."""
+    if width and cell_len(line.plain) > width:
+        start = line.plain.find(" · attempt ")
+        if start >= 0:
+            end = line.plain.find(" · ", start + 3)
+            line = line[:start] + line[end:] if end >= 0 else line
+        line.no_wrap, line.overflow = True, "ellipsis"
+    return line
+
+
 class JobProgress(Static):
     """Per-job progress of one cell."""
 
@@ -72,15 +94,19 @@ class JobProgress(Static):
         self.deferred = False
 
     def _fitted(self, jobs: Group, cell_key: str) -> Group:
-        """``jobs`` with its job table's columns chosen once per cell, width and job count
-        (the table's own fitting measures it up to five times on every draw)."""
+        """``jobs`` with its job table's columns chosen once per cell, width, job count and
+        values' widths (the table's own fitting measures it up to five times on every
+        draw)."""
         from rich.measure import Measurement
 
         width = self.size.width
         table = jobs.renderables[0] if jobs.renderables else None
         if width < 20 or not isinstance(table, JobTable) or not self.is_mounted:
             return jobs
-        key = (cell_key, width, len(table.rows))
+        # and the values' widths: columns chosen while the jobs waited ("–" everywhere)
+        # were kept once numbers came, and the table, too wide, squeezed loss and ETA to
+        # "…" with room left (issue 47, item 10, a hpo cell at 160x48)
+        key = (cell_key, width, len(table.rows), _widths(table))
         columns = self._columns.get(key)
         if columns is None:
             console = self.app.console
@@ -131,7 +157,7 @@ class JobProgress(Static):
                 (f"[{cell.index}/{view.total}] ", "bold"), (cell.label, "bold"), " · ",
                 (NOT_RUN, "yellow") if stopped else ("queued", "dim"))]
         else:
-            parts = [view.cell_line(cell, now)]  # the live view's renderers
+            parts = [fit_line(view.cell_line(cell, now), self.size.width)]  # the live view's
         if cell.planned_jobs or cell.jobs:
             parts.append(self._fitted(view.job_rows(cell, now), cell.key))
         elif stopped:
@@ -140,8 +166,9 @@ class JobProgress(Static):
             parts.append(Text("  queued: jobs appear when the cell starts", style="dim"))
         elif cell.error:
             parts.append(Text(f"  {cell.error}", style="dim"))
-        for warning in cell.warnings:
-            parts.append(Text(f"  warning: {warning}", style="yellow"))
+        for warning in cell.warnings:  # one row each, as in the events pane (zoom: whole)
+            parts.append(Text(f"  warning: {warning}", style="yellow", no_wrap=True,
+                              overflow="ellipsis"))
         width = self.size.width
         if width >= 20 and self.is_mounted:
             self._put(prerender(self.app.console, Group(*parts), width))

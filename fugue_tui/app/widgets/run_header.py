@@ -18,13 +18,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
 from textual import work
 from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from fugue_tui.app.models.run import RunModel, devices_line
-from fugue_tui.app.models.run_text import campaign_header
+from fugue_tui.app.models.run_text import HEADER_LEVELS, campaign_header
 
 #: Lines of the header without the devices (the stylesheet's cap), and devices shown at most.
 HEADER_LINES = 3
@@ -46,6 +47,17 @@ class RunHeader(Static):
         #: ``((runs_dir, campaign), SoFar)``: the incremental speedups of the campaign shown.
         self._so_far_model: tuple[tuple[Path, str], Any] | None = None
         self._so_far_lock = threading.Lock()
+        #: :meth:`show`'s arguments, to fit the lines again at a new width.
+        self._last: tuple[RunModel, float, Path, dict[str, Any]] | None = None
+        self._width = 0
+
+    def on_resize(self) -> None:
+        """Fit the lines to the new width at once: fitted to the old one, a strip wider
+        than the screen wrapped and was cut mid-item until the next redraw (issue 47,
+        item 5); a narrower one wasted the room."""
+        if self._last is not None:
+            model, now, run_dir, keywords = self._last
+            self.show(model, now, run_dir, **keywords)
 
     def show(self, model: RunModel, now: float, run_dir: Path, *, replay: Any,
              attached: bool, handle: Any, stopping: bool) -> None:
@@ -57,20 +69,19 @@ class RunHeader(Static):
         from fugue_tui.app.models.eta import campaign_eta
         from fugue_tui.app.models.so_far import comparable, fit_strip
 
+        self._last = (model, now, run_dir, {"replay": replay, "attached": attached,
+                                            "handle": handle, "stopping": stopping})
         width = max(20, self.content_size.width or self.app.size.width - 2)
-
-        def header(labelled: bool) -> Any:
-            return campaign_header(model.view, run_dir, now, replay=replay,
+        # one line (issue 47, item 5: at 80 columns it wrapped onto two, hiding a cell
+        # row): the first shortening that fits (campaign_header's levels, least needed
+        # part first); at the last, what still does not fit ends in "…", never wraps
+        for level in range(HEADER_LEVELS):
+            text = campaign_header(model.view, run_dir, now, replay=replay,
                                    runner_alive=model.runner_alive, attached=attached,
-                                   handle=handle, stopping=stopping, labelled=labelled)
-
-        text = header(True)
-        if len(text.plain.split("\n", 1)[0]) > width:
-            # the clock's word must not be what wraps the line (a finished campaign at 80
-            # columns): the bare time on the campaign line is still the campaign's
-            bare = header(False)
-            if len(bare.plain.split("\n", 1)[0]) <= width:
-                text = bare
+                                   handle=handle, stopping=stopping, level=level)
+            if cell_len(text.plain.split("\n", 1)[0]) <= width:
+                break
+        text.no_wrap, text.overflow = True, "ellipsis"
         state = model.view.state
         done = model.finished_count()
         if done != self._so_far_done and replay is None:  # a replay writes no rows
@@ -94,7 +105,10 @@ class RunHeader(Static):
             # at once (at most eight of them shown in full).
             self.styles.max_height = HEADER_LINES + min(MAX_DEVICES, devices.count("\n") + 1) \
                 if devices else HEADER_LINES
-            self.update(text, layout=before is None or before.count("\n") != lines)
+            # a new width too: the height was laid out for the text of the old one
+            self.update(text, layout=before is None or before.count("\n") != lines
+                        or width != self._width)
+            self._width = width
 
     @work(thread=True, exclusive=True, group="so-far")
     def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:

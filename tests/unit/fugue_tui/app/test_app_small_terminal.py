@@ -67,7 +67,7 @@ def test_run_screen_at_small_sizes(tmp_path, size):
             text = screen_text(app)
             assert "campaign finished" in text  # the newest event, not cut
             assert "cells 20/20" in text
-            for header in ("experiment", "executor", "state"):
+            for header in (" exp ", "executor", "state", "note"):  # compact headers, whole
                 assert header in text
             assert_snapshot(app, f"run_recorded_{size[0]}x{size[1]}", tmp_path)
 
@@ -80,11 +80,11 @@ def test_run_screen_at_small_sizes(tmp_path, size):
                 await until(pilot, lambda pane=pane: screen.zoomed == pane, what=pane)
                 await pilot.pause(0.6)
                 seen[pane] = screen_text(app)
-            assert "D_ens_ens_s0" in seen["jobs"] and "experiment" not in seen["jobs"]
+            assert "D_ens_ens_s0" in seen["jobs"] and "executor" not in seen["jobs"]
             assert "CPU % of one core" in seen["monitor"] and "last" in seen["monitor"]
             assert "campaign finished, exit code 0" in seen["events"]
-            assert "experiment" in seen["cells"] and "D_ens_ens_s0" not in seen["cells"]
-            assert "experiment" in seen[""] and "D_ens_ens_s0" in seen[""]
+            assert "executor" in seen["cells"] and "D_ens_ens_s0" not in seen["cells"]
+            assert "executor" in seen[""] and "D_ens_ens_s0" in seen[""]
 
     asyncio.run(scenario())
 
