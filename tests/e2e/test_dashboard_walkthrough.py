@@ -70,9 +70,9 @@ class Walk:
     #: An environment variable's value only the dashboard and its descendants carry.
     marker: str
     dashboard_pid: int = 0
-    runner_pid: int = 0
-    #: Every screen captured, with its time (time.monotonic()): a later step can ask what
-    #: showed while the campaign ran (the strip before the last cell ended).
+    #: Every screen captured, with its time (time.time(), the clock of the runner's
+    #: events): a later step can ask when something first showed (the strip's speedups
+    #: after each cell end).
     history: list[tuple[float, str]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     #: What a step found wrong without it stopping the walk (:meth:`check`).
@@ -98,7 +98,7 @@ class Walk:
 
     def screen(self) -> str:
         text = self.tmux("capture-pane", "-p", "-t", "dash")
-        self.history.append((time.monotonic(), text))
+        self.history.append((time.time(), text))
         return text
 
     def wait(self, check: str | Callable[[str], object], what: str,
@@ -143,7 +143,9 @@ def field_value(screen: str, name: str) -> str | None:
 
 
 def elapsed(screen: str) -> str | None:
-    found = re.search(r"· elapsed (\d+:\d\d)", header(screen))
+    """The campaign's clock in the header: ``campaign walk · cpu · elapsed 0:07 ·`` (at
+    80×24 the label gives way to the rest while the line is long: ``cpu · 0:07 ·``)."""
+    found = re.search(r"^ campaign walk · cpu · (?:elapsed )?(\d+:\d\d) ·", header(screen))
     return found.group(1) if found else None
 
 
@@ -155,6 +157,12 @@ def strip(screen: str) -> str:
 def strip_items(screen: str) -> list[str]:
     """The strip's speedups: ``D_ens unified_model K=2 0.47× on 0.52 cores``."""
     return [item for item in strip(screen).split(" · ") if "×" in item]
+
+
+def speedups_known(screen: str) -> int:
+    """How many speedups the strip knows: those it shows and its ``+N more``."""
+    more = re.search(r"\+(\d+) more \(v: results\)", strip(screen))
+    return len(strip_items(screen)) + (int(more.group(1)) if more else 0)
 
 
 def selected_cell(screen: str) -> int | None:
@@ -268,21 +276,17 @@ PLAN_STEPS: list[Callable[[Walk], None]] = [
 
 
 def launch(w: Walk) -> None:
-    """``ctrl+r``: the run screen of the campaign the form holds (item 1's values)."""
+    """``ctrl+r``: the run screen, and the runner started (it carries the marker, so the
+    last check, no process left, can see it and what it starts)."""
     w.keys("C-r")
-    w.wait(lambda s: "campaign walk · cpu · elapsed" in header(s), "the run screen")
-    events = w.workdir / "runs" / "walk" / "runner.jsonl"
-    w.wait(lambda s: events.exists() and '"runner_pid"' in events.read_text(),
-           f"the runner's pid in {events}")
-    started = json.loads(events.read_text().splitlines()[0])
-    w.runner_pid = started["runner_pid"]  # (at 80×24 the header has no room for it)
-    try:  # the final check (no process left) looks for this marker
-        assert psutil.Process(w.runner_pid).environ().get("FUGUE_WALK") == w.marker
-    except psutil.NoSuchProcess:
-        pass
-    ran = (w.workdir / "runs" / "walk" / "campaign.toml").read_text()
-    for line in ("passes = 1", "seed = 7", "retries = 2", 'name = "walk"'):
-        assert line in ran.splitlines(), ran
+    pressed = time.monotonic()
+    w.wait(elapsed, "the run screen")
+    w.timings["ctrl+r to the run screen (s)"] = time.monotonic() - pressed
+    deadline = time.monotonic() + UI_S
+    while not [p for p in psutil.process_iter() if p.pid != w.dashboard_pid
+               and _marked(p, w.marker)]:
+        assert time.monotonic() < deadline, "no process of the dashboard's carries its marker"
+        time.sleep(0.1)
 
 
 # ------------------------------------------------------------------ the run screen
@@ -291,41 +295,55 @@ def item8_clocks_tick(w: Walk) -> None:
     shows the running cell's own clock, ``cell m:ss``."""
     first = w.wait(elapsed, "the elapsed clock")
     then, start = elapsed(first), time.monotonic()
-    while time.monotonic() - start < 1.5 and elapsed(screen := w.screen()) == then:
+    while time.monotonic() - start < 1.5 and elapsed(screen := w.screen()) in (then, None):
         time.sleep(0.1)
     assert "finished" not in header(screen), \
         f"the campaign ended before the clock check could see it run:\n{screen}"
-    assert elapsed(screen) != then, f"elapsed {then} did not move in 1.5 s:\n{screen}"
+    assert elapsed(screen) not in (then, None), f"elapsed {then} did not move in 1.5 s:\n{screen}"
+    if w.size[0] >= 160:
+        w.check("· elapsed " in header(screen), "the header's clock without its label", screen)
     w.wait(lambda s: re.search(rf"│\[\d/{CELLS}\] D_ens .*· attempt 1 · cell \d+:\d\d", s),
            "the job pane's cell clock", timeout=CAMPAIGN_S)
 
 
+#: A speedup on the strip at most this long after its cell ended (the issue's bound, 5 s,
+#: is the bench's, on a quiet host; this is an end-to-end check on a loaded one).
+SO_FAR_S = 15.0
+
+
 def item2_4_strip_updates_and_names_the_k(w: Walk) -> None:
-    """The strip shows a speedup before the last cell ended (it is updated at the cell
-    ends, not at the campaign's end); after the end each speedup it shows names its K, and
-    both K show where the strip has the room (160 columns: every item)."""
+    """The strip is updated at the cell ends: each unified_model cell's speedup shows
+    within :data:`SO_FAR_S` of that cell's end (the runner's ``done`` event); after the
+    end each speedup it shows names its K, and at 160 columns both show."""
     done = w.wait(f"cells {CELLS}/{CELLS}: {CELLS} done · finished (done, ok)",
                   "the campaign to finish", timeout=CAMPAIGN_S)
-    ended = time.monotonic()
-
-    def complete(s: str) -> bool:  # every item, or as many as fit and "+N more"
-        kinds = {k for i in strip_items(s) for k in re.findall(r" K=(\d+) ", i)}
-        return "more (v: results)" in strip(s) or kinds == {"1", "2"}
-
-    screen = w.wait(complete, "the strip after the last cell end", timeout=20)
-    w.timings["strip after the end (s)"] = time.monotonic() - ended
+    screen = w.wait(lambda s: speedups_known(s) == 2, "the strip's two speedups",
+                    timeout=SO_FAR_S)
+    events = [json.loads(line) for line in
+              (w.workdir / "runs" / "walk" / "runner.jsonl").read_text().splitlines()]
+    labels = {e["cell"]: e["label"] for e in events if e["type"] == "queued"}
+    ends = {labels[e["cell"]]: e["ts"] for e in events if e["type"] == "done"}
+    for known, label in ((1, "D_ens unified_model K=1 pass 1"),
+                         (2, "D_ens unified_model K=2 pass 1")):
+        shown = next(t for t, s in w.history if speedups_known(s) >= known)
+        late = shown - ends[label]
+        w.timings[f"speedup {known} shown after its cell end (s)"] = late
+        assert late <= SO_FAR_S, f"{label}: its speedup showed {late:.1f} s after its end"
     items = strip_items(screen)
     w.check(items, "the strip shows no speedup after the campaign ended", screen)
     w.check(all(re.search(r"(^|so far: )D_ens unified_model K=[12] ", i.strip())
                 for i in items), f"a speedup without its K: {items}", screen)
     if w.size[0] >= 160:
-        w.check("more (v: results)" not in strip(screen), "160 columns: not every speedup "
-                "shows", screen)
-    early = [(t, s) for t, s in w.history if strip_items(s)
-             and re.search(rf"cells [0-{CELLS - 1}]/{CELLS}", header(s))]
-    assert early, ("no capture showed a speedup while a cell was left to end; the first "
-                   f"with the campaign finished:\n{done}")
-    w.timings["strip before the end (s)"] = ended - early[0][0]
+        w.check(len(items) == 2, "160 columns: not every speedup shows", screen)
+    assert done
+
+
+def item1_the_campaign_that_ran_has_the_typed_values(w: Walk) -> None:
+    """The campaign the runner ran (its copy in the run folder) has item 1's digits where
+    they were typed."""
+    ran = (w.workdir / "runs" / "walk" / "campaign.toml").read_text().splitlines()
+    for line in ('name = "walk"', "passes = 1", "seed = 7", "retries = 2"):
+        assert line in ran, ran
 
 
 ZOOMS = ("zoomed: cells", "zoomed: jobs", "zoomed: monitor", "zoomed: log", "zoomed: events",
@@ -351,6 +369,7 @@ def item6_j_and_k_after_the_zoom_cycle(w: Walk) -> None:
 RUN_STEPS: list[Callable[[Walk], None]] = [
     item8_clocks_tick,
     item2_4_strip_updates_and_names_the_k,
+    item1_the_campaign_that_ran_has_the_typed_values,
     item6_j_and_k_after_the_zoom_cycle,
 ]
 
@@ -358,6 +377,7 @@ RUN_STEPS: list[Callable[[Walk], None]] = [
 def quit_cleanly(w: Walk) -> None:
     """``q`` on the ended campaign: the dashboard exits 0; neither it, nor the runner, nor
     anything they started is left."""
+    started = json.loads((w.workdir / "runs" / "walk" / "runner.jsonl").open().readline())
     w.keys("q")
     w.wait("EXITED 0", "the dashboard to exit 0", timeout=UI_S)
     deadline = time.monotonic() + 30
@@ -367,7 +387,7 @@ def quit_cleanly(w: Walk) -> None:
             break
         time.sleep(0.2)
     assert not left, f"processes left: {[(p.pid, p.info['name']) for p in left]}"
-    for pid in (w.dashboard_pid, w.runner_pid):
+    for pid in (w.dashboard_pid, started["runner_pid"], started.get("guard_pid", 0)):
         assert not _alive(pid), pid
 
 
@@ -431,7 +451,9 @@ def test_dashboard_walkthrough_keyboard_only(tmp_path, data_dir, size):
             w.timings[step.__name__] = time.monotonic() - t0
         assert not w.defects, "\n\n".join(w.defects)
     finally:
+        socket = w.tmux("display", "-p", "#{socket_path}").strip()
         subprocess.run([TMUX, "-L", w.socket, "kill-server"], capture_output=True)
+        Path(socket).unlink(missing_ok=True)  # tmux leaves it behind
         _kill_marked(w.marker)  # after a failure: a runner or cell still going
         total = time.monotonic() - began
         print(f"\n{size[0]}x{size[1]}: {total:.1f} s; "
