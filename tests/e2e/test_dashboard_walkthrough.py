@@ -14,7 +14,9 @@ then quit: the dashboard exits 0 and leaves no process.
 Each item is one function (a *step*) taking the :class:`Walk`; :data:`PLAN_STEPS` run on
 the plan screen, :data:`RUN_STEPS` after the launch. Add an item's step to its list. A step
 waits on the exact text it asserts (no fixed sleeps but the clock's 1.5 s); a timeout
-prints the captured screen.
+prints the captured screen. A check that later steps do not depend on (:meth:`Walk.check`)
+is recorded and the walk goes on: the test fails at its end naming each, with its screen.
+Each size prints its time, step by step, and the load (``pytest -s``).
 """
 
 from __future__ import annotations
