@@ -22,7 +22,7 @@ TMUX = shutil.which("tmux")
 
 def _tmux(socket: str, *args: str) -> str:
     return subprocess.run([TMUX, "-L", socket, *args], capture_output=True, text=True,
-                          check=True).stdout
+                          check=True, env=os.environ).stdout  # not readline's COLUMNS=80
 
 
 def _wait_screen(socket: str, text: str, timeout: float) -> str:
@@ -59,6 +59,7 @@ def test_dashboard_in_tmux_runs_a_campaign_to_the_end(tmp_path, data_dir):
         row = next(line for line in screen.splitlines() if "D_ens" in line and "done" in line)
         assert f"{float(groups[0]['T_group']):.2f} s" in row
         assert "campaign tmux · cpu" in screen and "cells 1/1: 1 done" in screen
+        assert max(map(len, screen.splitlines())) == 150, screen  # the pane's width
         _tmux(socket, "send-keys", "-t", "dash", "q")
         _wait_screen(socket, "EXITED 0", timeout=30)
     finally:
