@@ -2,6 +2,8 @@
 tiny K-sweep campaign and drives it with keys alone (``tmux send-keys``), at 160×48 and at
 80×24, one tmux session per size, through what a first-time user tripped over:
 
+7. the catalogue shows its cursor line from the start, the first Tab lands on a field, and
+   alt+w / alt+e / alt+c jump to the watchdog, executors and campaign sections;
 1. keys typed right after Tab land in the field Tab moved to;
 3. ``c`` acts on the catalogue only (not on a settings checkbox), and ``u`` undoes it;
 9. Escape leaves a field so that ``?`` opens the help (which lists Tab and j/k), and the
@@ -9,6 +11,8 @@ tiny K-sweep campaign and drives it with keys alone (``tmux send-keys``), at 160
 8. the header's ``elapsed`` clock ticks every second; the job pane shows the cell's clock;
 2/4. the "speedup so far" strip updates at the cell ends and its labels carry the K;
 6. after cycling ``z`` through the zooms, j/k move the cell cursor without a Tab;
+5. through a resize to the other size and back, the run screen's campaign line stays one
+   line, the strip shows whole items and the footer ends at ``^p palette``;
 then quit: the dashboard exits 0 and leaves no process.
 
 Each item is one function (a *step*) taking the :class:`Walk`; :data:`PLAN_STEPS` run on
@@ -140,6 +144,8 @@ def footer(screen: str) -> str:
 def field_value(screen: str, name: str) -> str | None:
     """The text shown in the settings field ``name`` (its placeholder, ``default 1``, when
     empty), or None where the field does not show."""
+    # the form's scroll bar is drawn in block elements at the pane's right edge (80×24)
+    screen = re.sub("[\u2580-\u259f]", " ", screen)
     found = re.search(rf"│ (?:> )?{re.escape(name)} +(\S.*?) *(?:▼ *)?│", screen)
     return found.group(1) if found else None
 
@@ -169,7 +175,7 @@ def speedups_known(screen: str) -> int:
 
 def selected_cell(screen: str) -> int | None:
     """The number of the cell the job pane shows (the cell table's cursor): ``[3/4] ...``."""
-    found = re.search(rf"│\[(\d)/{CELLS}\] D_ens", screen)
+    found = re.search(rf"(?:│|^)\[(\d)/{CELLS}\] D_ens", screen, re.M)  # 80×24: no border
     return int(found.group(1)) if found else None
 
 
@@ -206,6 +212,22 @@ def tab_to(w: Walk, mark: str, key: str = "Tab", limit: int = 20) -> str:
 
 
 # ------------------------------------------------------------------ the plan screen
+def item7_the_form_within_reach(w: Walk) -> None:
+    """At the start the catalogue has the focus and shows its cursor line (``│> ▼``); one
+    Tab lands on the first field, ``name`` (it landed on the form's container, nothing
+    marked); alt+w, alt+e and alt+c put the focus on the watchdog's, the executors' and the
+    campaign's first field (about 20 Tabs reached the executors)."""
+    screen = w.wait(lambda s: "─ > catalogue" in s and re.search(r"│> ▼ ", s),
+                    "the catalogue's focus and its cursor line at the start")
+    assert not re.search(r"│ (?:▐.▌ )?> ", screen), screen  # no field marked yet
+    w.keys("Tab")
+    w.wait("│ > name ", "the first Tab to land on the name field")
+    for key, where in (("M-w", r"│ > watchdog\.a"), ("M-e", r"▌ > seq\b"),
+                       ("M-c", r"│ > name ")):
+        w.keys(key)
+        w.wait(lambda s, r=where: re.search(r, s), f"{key} to jump to {where!r}")
+
+
 def item1_keys_after_tab_land_in_the_next_field(w: Walk) -> None:
     """``Tab 1 Tab 7 Tab 2`` from ``name``, in one write: passes 1, seed 7, retries 2, the
     name untouched (each digit replaced the value of the field being left: name 1,
@@ -271,6 +293,7 @@ def item9_help_from_a_field_and_the_palette(w: Walk) -> None:
 
 #: The plan screen's steps, in order (then the launch).
 PLAN_STEPS: list[Callable[[Walk], None]] = [
+    item7_the_form_within_reach,
     item1_keys_after_tab_land_in_the_next_field,
     item3_selection_keys_act_on_the_catalogue_and_undo,
     item9_help_from_a_field_and_the_palette,
@@ -304,7 +327,8 @@ def item8_clocks_tick(w: Walk) -> None:
     assert elapsed(screen) not in (then, None), f"elapsed {then} did not move in 1.5 s:\n{screen}"
     if w.size[0] >= 160:
         w.check("· elapsed " in header(screen), "the header's clock without its label", screen)
-    w.wait(lambda s: re.search(rf"│\[\d/{CELLS}\] D_ens .*· attempt 1 · cell \d+:\d\d", s),
+    # compact panes (80×24) have no left border; the line may drop ' · attempt 1' to fit
+    w.wait(lambda s: re.search(rf"(?:│|^)\[\d/{CELLS}\] D_ens .*· cell \d+:\d\d", s, re.M),
            "the job pane's cell clock", timeout=CAMPAIGN_S)
 
 
@@ -358,7 +382,8 @@ def item6_j_and_k_after_the_zoom_cycle(w: Walk) -> None:
     for zoom in ZOOMS:
         w.keys("z")
         w.wait(zoom, f"z to show {zoom!r}")
-    screen = w.wait(lambda s: "│ #  experiment" in s and selected_cell(s), "every pane")
+    screen = w.wait(lambda s: re.search(r"(?:│|^) #  (?:experiment|exp) ", s, re.M)
+                    and selected_cell(s), "every pane")
     row = selected_cell(screen)
     up = row - 1 if row > 1 else row + 1
     w.keys("k" if row > 1 else "j")
@@ -367,12 +392,45 @@ def item6_j_and_k_after_the_zoom_cycle(w: Walk) -> None:
     w.wait(lambda s: selected_cell(s) == row, f"the cursor to move back to cell {row}")
 
 
+def one_line_header(screen: str) -> bool:
+    """The campaign line is one line: the strip under it (none while nothing is known),
+    then the first pane's top edge (a wrapped header pushed ``runner pid …`` and the ETA onto
+    more lines, hiding cell rows)."""
+    lines = screen.splitlines()
+    title = next((i for i, line in enumerate(lines[:4])
+                  if re.match(r"[╭─]", line)), None)  # a zoom: another pane, or untitled
+    return (re.search(r"· cells \d+/\d+: ", header(screen)) is not None
+            and (title == 1 or (title == 2 and re.search(r"so far|ETA", lines[1]) is not None)))
+
+
+def item5_resize_keeps_the_layout(w: Walk) -> None:
+    """Every run screen captured so far had a one-line campaign line; then a resize to the
+    other size and back: the line stays one line, the strip's speedups are whole items
+    (each names its K), the footer ends at ``^p palette`` with nothing after it."""
+    ran = [s for _, s in w.history if "· cells " in header(s)]
+    wrapped = [s for s in ran if not one_line_header(s)]
+    w.check(not wrapped, "the campaign line took more than one line",
+            wrapped[0] if wrapped else "")
+    other = (80, 24) if w.size[0] >= 160 else (160, 48)
+    for width, height in (other, w.size):
+        w.tmux("resize-window", "-t", "dash", "-x", str(width), "-y", str(height))
+        screen = w.wait(lambda s, n=width: max(map(len, s.splitlines())) == n
+                        and one_line_header(s) and footer(s).rstrip().endswith("^p palette"),
+                        f"the screen at {width}×{height}: one campaign line, the footer "
+                        "ending at ^p palette")
+        items = strip_items(screen)
+        w.check(items and all(re.search(r"D_ens unified_model K=[12] \d+\.\d+×", i)
+                              for i in items), f"{width}×{height}: cut strip items {items}",
+                screen)
+
+
 #: The run screen's steps, in order (then quit).
 RUN_STEPS: list[Callable[[Walk], None]] = [
     item8_clocks_tick,
     item2_4_strip_updates_and_names_the_k,
     item1_the_campaign_that_ran_has_the_typed_values,
     item6_j_and_k_after_the_zoom_cycle,
+    item5_resize_keeps_the_layout,
 ]
 
 
