@@ -13,19 +13,40 @@ record still being written waits for the next call), a record with another field
 than the header left out, and the rows :mod:`engine.results.load` drops for an impossible
 value left out too. :meth:`GroupTail.runs` normalises them with
 :func:`engine.results.load.runs_from_frames` (no job rows: the strip's speedups need none).
+
+The work per update is O(new rows), not O(rows so far): at each cell end the dashboard's
+strip spent ~25 ms normalising every row of the campaign again and ~10 ms of pandas checking
+the one new row for impossible values, and both grew with the campaign (the CPU share
+climbed by thirds). So a record whose numbers are all plain decimals within their range
+(:func:`_plainly_possible`: the common case) is kept without pandas; any other goes through
+:func:`engine.results.load._drop_impossible` (the rule and its note). And the rows are
+normalised once, as they arrive, and appended to those normalised before: row by row,
+normalising is the same except for the fills of an unfinished row (killed, failed) from the
+ok rows of its cell (:func:`engine.results.load.runs_from_frames`), so once a record whose
+status is not ``ok`` arrived, every later answer normalises all rows together again (as
+before: a rare, short-lived case).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import os
+import re
+from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from engine.results.columns import GROUPS_FILE
+from engine.results.columns import GROUPS_FILE, numeric_columns
 from engine.results.load import Runs, _drop_impossible, runs_from_frames
+from engine.results.values import value_range
+
+#: A number as the CSV files hold it and every parser reads alike (Python's float, Arrow,
+#: pandas): no spaces, no underscores, no words (nan, inf: those go the pandas way).
+_PLAIN = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 class GroupTail:
@@ -34,7 +55,9 @@ class GroupTail:
 
     ``bytes_read`` and ``rows_parsed`` count what all updates read and parsed (every
     campaign's rows parsed, its own kept): they tell a test that an update reads only what
-    was appended since the last one.
+    was appended since the last one. ``checked_by_pandas`` counts the records checked for
+    impossible values the slow way, ``rows_normalised`` the rows :meth:`runs` normalised
+    (each once while every row is ``ok``).
     """
 
     def __init__(self, path: str | os.PathLike[str], campaign: str) -> None:
@@ -42,6 +65,8 @@ class GroupTail:
         self.campaign = campaign
         self.bytes_read = 0
         self.rows_parsed = 0
+        self.checked_by_pandas = 0
+        self.rows_normalised = 0
         self.notes: list[str] = []
         self._reset(None)
 
@@ -51,6 +76,10 @@ class GroupTail:
         self._header: list[str] | None = None
         self._records: list[list[str]] = []
         self._runs: Runs | None = None
+        #: The rows normalised so far (``_records[:_done]``), while every status is "ok".
+        self._normalised: pd.DataFrame | None = None
+        self._done = 0
+        self._all_ok = True
 
     def update(self) -> bool:
         """Read what was appended since the last call; True when rows of the campaign
@@ -94,22 +123,64 @@ class GroupTail:
         mine = [r for r in records if len(r) == len(header) and r[at] == self.campaign]
         if not mine:
             return restart
-        frame = pd.DataFrame(mine, columns=header, dtype=str)
-        frame, _ = _drop_impossible(frame, self.path, GROUPS_FILE, self.notes)
-        if len(frame):
-            # kept as plain records: one frame built per answer, never a concat of many
-            self._records += frame.to_numpy(str).tolist()
+        if not _plainly_possible(mine, header):  # the rule and its note: pandas
+            self.checked_by_pandas += len(mine)
+            frame = pd.DataFrame(mine, columns=header, dtype=str)
+            frame, _ = _drop_impossible(frame, self.path, GROUPS_FILE, self.notes)
+            mine = frame.to_numpy(str).tolist()
+        if mine:
+            if "status" in header:
+                status = header.index("status")
+                self._all_ok = self._all_ok and all(r[status] == "ok" for r in mine)
+            self._records += mine
             self._runs = None
-        return bool(len(frame)) or restart
+        return bool(mine) or restart
 
     def runs(self) -> Runs:
         """The campaign's rows read so far, normalised (:class:`~engine.results.load.Runs`,
         no job rows); an empty frame before any."""
         if self._runs is None:
-            groups = pd.DataFrame(self._records, columns=self._header or [], dtype=str)
-            self._runs = runs_from_frames(groups.assign(source=str(self.path)), None,
-                                          [self.path])
+            if not self._all_ok:  # an unfinished row's fills read the others: all at once
+                self._normalised, self._done = None, 0
+            fresh = self._normalise(self._records[self._done:])
+            groups = fresh.groups if self._normalised is None else pd.concat(
+                [self._normalised, fresh.groups], ignore_index=True)
+            groups["row"] = np.arange(len(groups))  # the position among all (load order)
+            if self._all_ok:
+                self._normalised, self._done = groups, len(self._records)
+            self._runs = Runs(groups, fresh.jobs, [self.path])
         return self._runs
+
+    def _normalise(self, records: list[list[str]]) -> Runs:
+        self.rows_normalised += len(records)
+        groups = pd.DataFrame(records, columns=self._header or [], dtype=str)
+        return runs_from_frames(groups.assign(source=str(self.path)), None, [self.path])
+
+
+@cache
+def _ranges(header: tuple[str, ...]) -> tuple[tuple[int, float, float], ...]:
+    """Each number column of ``header`` as (position, low, high)."""
+    return tuple((header.index(c), *value_range(c)) for c in numeric_columns(GROUPS_FILE)
+                 if c in header)
+
+
+def _plainly_possible(records: list[list[str]], header: list[str]) -> bool:
+    """Whether every number of ``records`` is empty or a plain decimal (:data:`_PLAIN`)
+    within its column's range (:func:`engine.results.values.value_range`): then
+    :func:`engine.results.load._drop_impossible` keeps them all (it parses such a text to
+    the same float). False when one is anything else: pandas decides then."""
+    ranges = _ranges(tuple(header))
+    for record in records:
+        for at, low, high in ranges:
+            text = record[at]
+            if not text:
+                continue
+            if _PLAIN.fullmatch(text) is None:
+                return False
+            value = float(text)
+            if not (math.isfinite(value) and low <= value <= high):
+                return False
+    return True
 
 
 def _complete_end(data: bytes) -> int:
