@@ -99,9 +99,12 @@ class LogPane(Log):
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False):
-        if layout and not recompose and self.is_mounted and self.size.area:
-            # new lines (a larger virtual size): the scroll bars and the scroll limits
-            # follow; the pane's own size, hence the screen's layout, is unchanged
+        styles = self.styles
+        if (layout and not recompose and self.is_mounted and self.size.area
+                and styles.overflow_x == styles.overflow_y == "scroll"):
+            # new lines (a larger virtual size): the scroll bars (always shown: Log's
+            # overflow) and the scroll limits follow; the pane's own size, hence the
+            # screen's layout, is unchanged
             self.layouts_spared += 1
             self._scroll_update(self.virtual_size)
             layout = False
