@@ -11,20 +11,20 @@ rewrites it: another inode) or shorter than the offset is read again from its st
 Rows are what :func:`engine.results.load.load_runs` would keep: complete records only (a
 record still being written waits for the next call), a record with another field count
 than the header left out, and the rows :mod:`engine.results.load` drops for an impossible
-value left out too. :meth:`GroupTail.runs` normalises them with
-:func:`engine.results.load.runs_from_frames` (no job rows: the strip's speedups need none).
+value left out too. :meth:`GroupTail.runs` normalises them as
+:func:`engine.results.load.runs_from_frames` does (no job rows: the strip's speedups need none).
 
 The work per update is O(new rows), not O(rows so far): at each cell end the dashboard's
 strip spent ~25 ms normalising every row of the campaign again and ~10 ms of pandas checking
 the one new row for impossible values, and both grew with the campaign (the CPU share
 climbed by thirds). So a record whose numbers are all plain decimals within their range
 (:func:`_plainly_possible`: the common case) is kept without pandas; any other goes through
-:func:`engine.results.load._drop_impossible` (the rule and its note). And the rows are
-normalised once, as they arrive, and appended to those normalised before: row by row,
-normalising is the same except for the fills of an unfinished row (killed, failed) from the
-ok rows of its cell (:func:`engine.results.load.runs_from_frames`), so once a record whose
-status is not ``ok`` arrived, every later answer normalises all rows together again (as
-before: a rare, short-lived case).
+:func:`engine.results.load._drop_impossible` (the rule and its note). And each such row, ok,
+is normalised once, as it arrives, in Python (:func:`_normalised_ok`: what
+:func:`engine.results.load.runs_from_frames` does to an ok row, ~20 ms of fixed pandas cost
+a call otherwise), the frame built from them per answer. Once a record that is not ``ok``
+(its fills read the ok rows of its cell) or whose numbers are not plain arrived, every later
+answer normalises all rows together with pandas, as a whole load does (a rare case).
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ import os
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from engine.results.columns import GROUPS_FILE, numeric_columns
+from engine.results.columns import GROUPS_FILE, numeric_columns, text_columns
 from engine.results.load import Runs, _drop_impossible, runs_from_frames
 from engine.results.values import value_range
 
@@ -76,10 +77,10 @@ class GroupTail:
         self._header: list[str] | None = None
         self._records: list[list[str]] = []
         self._runs: Runs | None = None
-        #: The rows normalised so far (``_records[:_done]``), while every status is "ok".
-        self._normalised: pd.DataFrame | None = None
-        self._done = 0
-        self._all_ok = True
+        #: Every record ok, its numbers plain: normalised one by one (``_rows``).
+        self._fast = True
+        self._rows: list[dict[str, Any]] = []
+        self._empty: tuple[tuple[str, ...], Runs] | None = None
 
     def update(self) -> bool:
         """Read what was appended since the last call; True when rows of the campaign
@@ -125,13 +126,13 @@ class GroupTail:
             return restart
         if not _plainly_possible(mine, header):  # the rule and its note: pandas
             self.checked_by_pandas += len(mine)
+            self._fast = False  # what pandas kept may be no plain number (" 2"): its way
             frame = pd.DataFrame(mine, columns=header, dtype=str)
             frame, _ = _drop_impossible(frame, self.path, GROUPS_FILE, self.notes)
             mine = frame.to_numpy(str).tolist()
         if mine:
-            if "status" in header:
-                status = header.index("status")
-                self._all_ok = self._all_ok and all(r[status] == "ok" for r in mine)
+            status = header.index("status") if "status" in header else -1
+            self._fast = self._fast and status >= 0 and all(r[status] == "ok" for r in mine)
             self._records += mine
             self._runs = None
         return bool(mine) or restart
@@ -140,21 +141,63 @@ class GroupTail:
         """The campaign's rows read so far, normalised (:class:`~engine.results.load.Runs`,
         no job rows); an empty frame before any."""
         if self._runs is None:
-            if not self._all_ok:  # an unfinished row's fills read the others: all at once
-                self._normalised, self._done = None, 0
-            fresh = self._normalise(self._records[self._done:])
-            groups = fresh.groups if self._normalised is None else pd.concat(
-                [self._normalised, fresh.groups], ignore_index=True)
-            groups["row"] = np.arange(len(groups))  # the position among all (load order)
-            if self._all_ok:
-                self._normalised, self._done = groups, len(self._records)
-            self._runs = Runs(groups, fresh.jobs, [self.path])
+            template = self._template()
+            if self._fast:  # each row normalised once, in Python (:func:`_normalised_ok`)
+                for record in self._records[len(self._rows):]:
+                    self._rows.append(_normalised_ok(record, self._header or [],
+                                                     str(self.path)))
+                    self.rows_normalised += 1
+                types = template.groups.dtypes.drop("row")
+                groups = pd.DataFrame(self._rows, columns=list(types.index)).astype(
+                    types.to_dict())
+                groups["row"] = np.arange(len(groups))  # the position among all (load order)
+                groups = groups[list(template.groups.columns)]
+                self._runs = Runs(groups, template.jobs, [self.path])
+            else:  # an unfinished row's fills read the others: all at once, with pandas
+                self.rows_normalised += len(self._records)
+                groups = pd.DataFrame(self._records, columns=self._header or [], dtype=str)
+                self._runs = runs_from_frames(groups.assign(source=str(self.path)), None,
+                                              [self.path])
         return self._runs
 
-    def _normalise(self, records: list[list[str]]) -> Runs:
-        self.rows_normalised += len(records)
-        groups = pd.DataFrame(records, columns=self._header or [], dtype=str)
-        return runs_from_frames(groups.assign(source=str(self.path)), None, [self.path])
+    def _template(self) -> Runs:
+        """No rows, normalised by :func:`engine.results.load.runs_from_frames`: the
+        columns, their order and their types, once per header."""
+        header = tuple(self._header or ())
+        if self._empty is None or self._empty[0] != header:
+            frame = pd.DataFrame(columns=list(header), dtype=str)
+            self._empty = (header, runs_from_frames(frame.assign(source=""), None,
+                                                    [self.path]))
+        return self._empty[1]
+
+
+def _normalised_ok(record: list[str], header: list[str], source: str) -> dict[str, Any]:
+    """One record (``ok``, its numbers plain: :func:`_plainly_possible`) as
+    :func:`engine.results.load.runs_from_frames` normalises it, without pandas (its fixed
+    cost, ~20 ms a call, was most of the strip's work per cell end): the text columns as
+    text (``""`` where the file lacks one), the numbers as floats (NaN: empty), a
+    ``compile_mode`` (``on``/``off`` from ``compile`` where empty), ``compiled``,
+    ``machine``, ``precision`` and the harness's unmeasured ``0`` energy as NaN. The fills
+    of an unfinished row do not apply (every row is ok). Pinned against a whole load by
+    the tests."""
+    row: dict[str, Any] = dict(zip(header, record, strict=True))
+    row["source"] = source
+    for column in text_columns(GROUPS_FILE):
+        row.setdefault(column, "")
+    if not row["compile_mode"]:
+        row["compile_mode"] = "on" if row["compile"].lower() == "true" else "off"
+    row["compiled"] = row["compile_mode"] != "off"
+    cores = row.get("cpu_cores", "")
+    row["machine"] = row["host"] or (f"{row['cpu_model']} ({cores} cores)"
+                                     if row["cpu_model"] or cores else "unknown machine")
+    if not row["precision"]:
+        row["precision"] = "amp-fp16" if row["amp"].lower() == "true" else "fp32"
+    for column in numeric_columns(GROUPS_FILE):
+        text = row.get(column, "")
+        row[column] = float(text) if text else math.nan
+    if row["energy_group"] == 0 and not row["energy_method"] and not row["gpu_name"]:
+        row["energy_group"] = math.nan
+    return row
 
 
 @cache
