@@ -10,6 +10,8 @@ killed) last.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.event_types import (
@@ -34,17 +36,35 @@ class CampaignFollower:
     ``offset`` is where to start in ``runner.jsonl`` (a runner appends a new session to the
     same file each time it runs a campaign): 0 replays every session, and
     :func:`last_session_offset` finds the latest.
+
+    An attempt's file is read at each poll while the attempt runs, then for
+    ``retire_after_s`` (``clock`` seconds) after the runner's end event for it, until a poll
+    finds nothing new: every poll read every attempt's file ever started, so a long
+    campaign's follower (the dashboard's, four polls a second) cost more and more
+    (issue 47, item 2). ``reads`` counts the attempt files read by all polls.
     """
 
-    def __init__(self, run_dir: str | Path, offset: int = 0):
+    def __init__(self, run_dir: str | Path, offset: int = 0, retire_after_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.run_dir = Path(run_dir)
         self.runner = EventTail(RunFolder(self.run_dir).runner_log, offset)
         self.cells: dict[tuple[str | None, int | None], EventTail] = {}
+        self.reads = 0
+        self._retire_after_s = retire_after_s
+        self._clock = clock
+        #: Ended attempts still read: when their end event came (``clock``).
+        self._ended: dict[tuple[str | None, int | None], float] = {}
 
     def poll(self) -> list[Event]:
         out: list[Event] = []
-        for tail in self.cells.values():
-            out.extend(tail.read())
+        now = self._clock()
+        for key, tail in list(self.cells.items()):
+            self.reads += 1
+            new = list(tail.read())
+            out.extend(new)
+            ended = self._ended.get(key)
+            if not new and ended is not None and now - ended >= self._retire_after_s:
+                del self.cells[key], self._ended[key]  # its writers are gone: read no more
         for event in self.runner.read():
             if isinstance(event, RunnerCellStarted) and event.events is not None:
                 out.append(event)
@@ -52,8 +72,10 @@ class CampaignFollower:
                 out.extend(tail.read())
             elif isinstance(event, _END) and (event.cell, event.attempt) in self.cells:
                 # the cell's last words come first
+                self.reads += 1
                 out.extend(self.cells[(event.cell, event.attempt)].read())
                 out.append(event)
+                self._ended[(event.cell, event.attempt)] = now
             else:
                 out.append(event)
         return out

@@ -45,8 +45,10 @@ def follow_run(screen: FollowTarget, worker: Worker[Any]) -> None:
     tail of ``screen.log_target``, the runner's liveness and, while ``screen.idle_poll``,
     host samples."""
     from engine.observe.follow import CampaignFollower
+    from fugue_tui.app.models.run import freeze_heap
     from fugue_tui.app.models.series import HostPoller
 
+    freeze_heap("app")  # the app is up: its imports and widgets out of every collection
     follower = CampaignFollower(screen.run_dir, screen.event_offset)
     log = LogTail()
     poller: HostPoller | None = None

@@ -20,6 +20,8 @@ screen reads the model and redraws; the model never touches a widget.
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -33,6 +35,27 @@ from fugue_tui.app.models.series import SampleStore, Series, cell_sample
 from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.live.event_text import warning_line
 from fugue_tui.live.view import LiveView
+
+#: What :func:`freeze_heap` froze, by name (once each per process).
+_FROZEN: set[str] = set()
+_FREEZE_LOCK = threading.Lock()
+
+
+def freeze_heap(what: str) -> bool:
+    """Move every object alive now out of the garbage collector's sight, once per ``what``
+    and process (:func:`gc.freeze`); True when it did. For what lives as long as the
+    dashboard — its imports (Textual, rich; pandas, numpy, pyarrow once the strip loaded
+    them), the app and its widgets: a full collection traversed all of it again and again,
+    a few a minute, 100-400 ms each on a loaded host, more as the campaign went on (issue
+    47, item 2). What was garbage at that moment is never collected: call it where little
+    is (after start-up, after an import)."""
+    with _FREEZE_LOCK:
+        if what in _FROZEN:
+            return False
+        _FROZEN.add(what)
+    gc.freeze()
+    return True
+
 
 #: Lifecycle lines kept for the events pane (it shows the newest that fit its height).
 RECENT_KEPT = 50

@@ -36,9 +36,12 @@ class SoFar:
     workers take a lock: a superseded one may still be running)."""
 
     def __init__(self, runs_dir: Path, campaign: str) -> None:
+        from engine.results.analysis import speedups  # noqa: F401 (imported once, frozen)
         from engine.results.columns import GROUPS_FILE
         from engine.results.tail import GroupTail
+        from fugue_tui.app.models.run import freeze_heap
 
+        freeze_heap("analysis")  # pandas, numpy, pyarrow: out of every full collection
         self.tail = GroupTail(Path(runs_dir) / GROUPS_FILE, campaign)
         self._parts: list[tuple[str, str, str]] = []
         #: Rows arrived that the last answer does not include yet.

@@ -142,6 +142,13 @@ class CellTable(FittedTable):
             for key in changed:
                 self.refresh_row(self.get_row_index(key))
             self.row_repaints += len(changed)
+        if updates:
+            # DataTable keys its render caches by an update count: what an older count
+            # cached is never read again, yet stayed up to the caches' caps (10 000 cells,
+            # 1 000 lines), a heap each full garbage collection walked, growing with the
+            # campaign (issue 47, item 2). Dropped at once.
+            for cache in (self._row_render_cache, self._cell_render_cache, self._line_cache):
+                cache.clear()
         self.last_updates = updates
         return updates
 

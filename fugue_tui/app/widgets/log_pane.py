@@ -2,6 +2,12 @@
 
 The file is read by the run screen's follow worker (:class:`LogTail`, no widget access);
 the widget only receives lines through messages.
+
+The pane's size is the layout's (a share of the run screen), never its content's: new lines
+change only what it scrolls over. Textual's ``Log`` asks for a layout of the whole screen at
+each write and clear (its virtual size is a layout reactive), three or four per cell of a
+campaign, 6-9 ms each; :class:`LogPane` updates its scroll bars instead
+(issue 47, item 2: the dashboard's own CPU).
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from textual.geometry import Region
 from textual.widgets import Log
 
 from fugue_tui.app.actions import SCROLL_NAV, bindings
@@ -87,6 +94,21 @@ class LogPane(Log):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(max_lines=MAX_LINES, auto_scroll=True, **kwargs)
+        #: Layout requests answered by a scroll update instead (tests read it).
+        self.layouts_spared = 0
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False):
+        styles = self.styles
+        if (layout and not recompose and self.is_mounted and self.size.area
+                and styles.overflow_x == styles.overflow_y == "scroll"):
+            # new lines (a larger virtual size): the scroll bars (always shown: Log's
+            # overflow) and the scroll limits follow; the pane's own size, hence the
+            # screen's layout, is unchanged
+            self.layouts_spared += 1
+            self._scroll_update(self.virtual_size)
+            layout = False
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def feed(self, lines: list[str], reset: bool, title: str = "") -> None:
         if reset:
