@@ -205,9 +205,11 @@ class HelpScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         """The app keeps this screen between openings: a terminal resized meanwhile needs
-        the table laid out at the new width."""
+        the table laid out at the new width, and each opening starts at the top (it opened
+        where the last one was left, its title scrolled off)."""
         if self._width != self._table_width():
             self.query_one("#help-table", Static).update(self._table())
+        self.query_one(HelpBody).scroll_home(animate=False, immediate=True)
 
     def _table_width(self) -> int:
         return help_width(self.app.size.width)
