@@ -81,26 +81,28 @@ def _fits(shown: str, names: set[str], prefix: str) -> bool:
 
 
 def _rows(plan) -> list[tuple[Label, str]]:
-    """Each labelled field of the form in view: its label and the field's id."""
-    form = plan.form
-    top, bottom = form.content_region.y, form.content_region.bottom
-    out = []
-    for row in form.query(".row").results(Horizontal):
-        label = row.query_one(".label", Label)
-        field = row.children[1]
-        if top <= label.region.y < bottom and label.region.width:
-            out.append((label, field.id or ""))
-    return out
+    """Each labelled field of the form: its label and the field's id."""
+    return [(row.query_one(".label", Label), row.children[1].id or "")
+            for row in plan.form.query(".row").results(Horizontal)]
 
 
-def _all_fit(app, plan, focused: Label, focused_id: str) -> bool:
-    """The focused field's label and every other label in view fit (:func:`_fits`)."""
+def _in_view(plan, rows: list[tuple[Label, str]]) -> list[tuple[Label, str]]:
+    """Those of ``rows`` the form shows now."""
+    top, bottom = plan.form.content_region.y, plan.form.content_region.bottom
+    return [(label, field_id) for label, field_id in rows
+            if top <= label.region.y < bottom and label.region.width]
+
+
+def _all_fit(app, plan, rows: list[tuple[Label, str]], focused: Label,
+             focused_id: str) -> bool:
+    """The focused field's label and every other label of ``rows`` in view fit
+    (:func:`_fits`)."""
     lines = screen_text(app).splitlines()
     if not _fits(_shown(lines, focused), _names(focused_id), FOCUS_MARK):
         return False
     return all(_fits(_shown(lines, label), _names(field_id),
                      "  " if field_id.startswith("opt-") else "")
-               for label, field_id in _rows(plan) if label is not focused)
+               for label, field_id in _in_view(plan, rows) if label is not focused)
 
 
 def test_each_label_stays_whole_on_its_line_as_tab_walks_the_form(tmp_path, monkeypatch):
@@ -112,6 +114,7 @@ def test_each_label_stays_whole_on_its_line_as_tab_walks_the_form(tmp_path, monk
         await pilot.press("tab")
         await until(pilot, lambda: app.focused is plan.query_one("#f-name"), what="name")
         walked: set[str] = set()
+        rows = _rows(plan)
         while app.focused is not None and form in app.focused.ancestors:
             focused = app.focused
             if focused.id in walked:
@@ -121,7 +124,7 @@ def test_each_label_stays_whole_on_its_line_as_tab_walks_the_form(tmp_path, monk
             if isinstance(row, Horizontal) and row.has_class("row"):
                 label = row.query_one(".label", Label)
                 await _soon(pilot, lambda label=label, focused=focused: _all_fit(
-                    app, plan, label, focused.id or ""),
+                    app, plan, rows, label, focused.id or ""),
                     what=f"{focused.id}'s label whole and marked, every label on its line")
             # posted as a terminal's key is (pilot.press waited for the whole screen to
             # settle after each, about 0.1 s a Tab): the wait is on the focus moving
@@ -163,3 +166,25 @@ def test_the_help_opens_at_its_top_each_time(tmp_path, monkeypatch):
                     and HELP_TITLE in screen_text(app), what="the help reopened at its top")
 
     _run(tmp_path, monkeypatch, body)
+
+
+def test_the_help_cuts_its_texts_at_a_word_at_80x24():
+    """On main Rich cut them mid-word: ``the Results screen of every r…``."""
+    from rich.console import Console
+
+    from fugue_tui.app.actions import ALL
+    from fugue_tui.app.screens.modals import help_text, help_width
+
+    width = help_width(SIZE[0])
+    lines = help_text(Console(width=width), {}, width).plain.splitlines()
+    cut = 0
+    for action in ALL:
+        line = next(ln for ln in lines if ln.rstrip().endswith(" " + action.id))
+        shown = line[line.index(action.help[:8]):line.rindex(" " + action.id)].rstrip()
+        if shown == action.help:
+            continue
+        cut += 1
+        assert shown.endswith("…") and action.help.startswith(shown[:-1]), (action.id, shown)
+        # the ellipsis follows a whole word: a space or a separator comes next
+        assert action.help[len(shown) - 1] in " ,;·(", (action.id, shown)
+    assert cut  # 80 columns are too few for some: the test saw cut texts
