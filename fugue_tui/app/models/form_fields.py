@@ -58,6 +58,13 @@ def field_section(path: str) -> str:
     return table if table in SECTIONS else "campaign"
 
 
+def label_names(path: str) -> tuple[str, str]:
+    """The two names field ``path`` can be labelled with: its dotted path
+    (``watchdog.action``) and, where the section's title names its table, its key
+    (``action``); the same name twice for a top-level key or an option."""
+    return path, path.rpartition(".")[2]
+
+
 #: ``device`` and ``devices`` are one setting (``engine.define.devices.check_device_pair``:
 #: a file may set only one): the form unsets the other when one is set.
 DEVICE_PAIR = {"device": "devices", "devices": "device"}

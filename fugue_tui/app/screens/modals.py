@@ -153,7 +153,10 @@ def key_names(keys: str) -> str:
 def help_table(keymap: dict[str, str], width: int = NARROW_HELP) -> Table:
     """Every action: the keys in effect (after the user's keymap), what it does, its id
     (for the keymap), then the widgets' own keys. Narrower than :data:`NARROW_HELP`
-    columns: one line a key, its text cut with an ellipsis (the palette has it whole)."""
+    columns: one line a key, its text cut at a word with an ellipsis (the palette has it
+    whole; cut by Rich it ended mid-word, "the Results screen of every r…")."""
+    from fugue_tui.app.models.form_fields import fit_hint
+
     rows = [(key_names(keymap.get(a.id, a.key)), a.help, a.id) for a in ALL]
     rows += [(keys, text, "") for keys, text in BUILT_IN]
     narrow = width < NARROW_HELP
@@ -161,10 +164,11 @@ def help_table(keymap: dict[str, str], width: int = NARROW_HELP) -> Table:
     if narrow:
         keys_w = max(len(r[0]) for r in rows)
         ids_w = max(len(r[2]) for r in rows)
-        table.add_column("keys", no_wrap=True)
         # each of the three columns is padded by one space on either side
-        table.add_column("what it does", no_wrap=True, overflow="ellipsis",
-                         width=max(10, width - keys_w - ids_w - 6))
+        text_w = max(10, width - keys_w - ids_w - 6)
+        rows = [(keys, fit_hint(text, text_w), id_) for keys, text, id_ in rows]
+        table.add_column("keys", no_wrap=True)
+        table.add_column("what it does", no_wrap=True, overflow="ellipsis", width=text_w)
         table.add_column("binding id", no_wrap=True, style="dim")
     else:
         for column in ("keys", "what it does", "binding id"):
@@ -205,9 +209,11 @@ class HelpScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         """The app keeps this screen between openings: a terminal resized meanwhile needs
-        the table laid out at the new width."""
+        the table laid out at the new width, and each opening starts at the top (it opened
+        where the last one was left, its title scrolled off)."""
         if self._width != self._table_width():
             self.query_one("#help-table", Static).update(self._table())
+        self.query_one(HelpBody).scroll_home(animate=False, immediate=True)
 
     def _table_width(self) -> int:
         return help_width(self.app.size.width)

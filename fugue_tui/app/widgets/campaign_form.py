@@ -3,7 +3,10 @@
 retries, max_parallel, threads, device, devices, compile, precision, runs folder,
 experiments file), its watchdog, its budget, then the executors (with their options) and the
 resume box — the order tab walks them in. Checkboxes show their state as ``X`` or blank,
-readable without colour; the focused field's label is marked ``> ``.
+readable without colour; the focused field's label is marked ``> ``. A label stays on its
+one line with a gap before its value: a section whose dotted names do not fit with the mark
+shows the key within its table (``action`` under the ``watchdog`` title), and what still does
+not fit ends in an ellipsis (:func:`fugue_tui.app.models.form_fields.label_names`).
 
 The form edits a campaign document (:mod:`fugue_tui.app.models.plan`) in place, ``doc``, and
 keeps one error per field that does not parse, ``errors``. After every edit it posts
@@ -33,6 +36,7 @@ from fugue_tui.app.models.form_fields import (
     fit_hint,
     get_path,
     input_type,
+    label_names,
     option_hint,
     option_inputs,
     plan_executors,
@@ -58,6 +62,22 @@ __all__ = ["FOCUS_MARK", "CampaignForm", "Field", "StateCheckbox", "fit_hint", "
 FOCUS_MARK = "> "
 
 
+class _Row:
+    """A field's label and the two names it can show (:func:`label_names`): its section
+    settles which one as the label's width changes (:meth:`CampaignForm._fit_labels`)."""
+
+    __slots__ = ("full", "indent", "label", "section", "short", "short_shown")
+
+    def __init__(self, label: Label, full: str, short: str, section: str,
+                 indent: str = "") -> None:
+        self.label, self.full, self.short, self.section = label, full, short, section
+        self.indent, self.short_shown = indent, False
+
+    def text(self, focused: bool) -> str:
+        return (FOCUS_MARK if focused else self.indent) + (
+            self.short if self.short_shown else self.full)
+
+
 class StateCheckbox(Checkbox):
     """A checkbox whose state reads without colour (``NO_COLOR``, a monochrome terminal):
     ``X`` in the box when ticked, blank when not (Textual draws an ``X`` either way and
@@ -71,6 +91,13 @@ class StateCheckbox(Checkbox):
 
 class CampaignForm(VerticalScroll):
     """The campaign settings form (see the module docstring)."""
+
+    # The label box's width is the app's (app.tcss: 24 columns, 15 when compact). Its text
+    # never wraps: "> watchdog.action" wrapped in 15 columns and showed only ">". The
+    # padding keeps a gap before the value ("experiments_fil1/experiments.toml").
+    DEFAULT_CSS = """
+    CampaignForm .row > .label { text-wrap: nowrap; text-overflow: ellipsis; padding-right: 1; }
+    """
 
     class Changed(Message):
         """A setting, executor or option was edited (``doc`` or ``errors`` changed)."""
@@ -93,6 +120,8 @@ class CampaignForm(VerticalScroll):
         self._parking = False
         self._tab_stops: list[Widget] | None = None
         self._tab_index: dict[Widget, int] = {}
+        #: Each labelled field's label, by the field's id (:meth:`mark`, :meth:`_fit_labels`).
+        self._rows: dict[str, _Row] = {}
 
     def allow_focus(self) -> bool:
         """The form itself is no Tab stop: the first Tab from the catalogue landed on this
@@ -158,7 +187,7 @@ class CampaignForm(VerticalScroll):
                 section = spec.section
                 yield self._heading(section)
             with Horizontal(classes="row"):
-                yield Label(spec.path, classes="label")
+                yield self._label(spec.id, spec.path, section)
                 value = get_path(self.doc, spec.path)
                 if spec.kind == "select":
                     yield Select([(c, c) for c in spec.choices], id=spec.id,
@@ -184,12 +213,19 @@ class CampaignForm(VerticalScroll):
             for (option, declared), (_, widget_id, hint) in zip(
                     spec.option_fields.items(), option_inputs(name), strict=True):
                 with Horizontal(classes="row"):
-                    yield Label(f"  {option}", classes="label")
+                    yield self._label(widget_id, option, f"exec-{name}", indent="  ")
                     yield Input(placeholder=option_hint(declared), id=widget_id, tooltip=hint,
                                 type=input_type(declared.types) if not declared.axis
                                 else "text", compact=True)
         yield StateCheckbox("resume: preview and run only cells without an ok row",
                             False, id="resume", compact=True)
+
+    def _label(self, field_id: str, path: str, section: str, indent: str = "") -> Label:
+        """The label of field ``field_id`` (its dotted ``path``), remembered for the mark."""
+        full, short = label_names(path)
+        label = Label(indent + full, classes="label")
+        self._rows[field_id] = _Row(label, full, short, section, indent)
+        return label
 
     # -- sections and their jump keys ------------------------------------------------------
     def _heading(self, section: str) -> Label:
@@ -241,21 +277,34 @@ class CampaignForm(VerticalScroll):
             if str(widget.label) != (shown := FOCUS_MARK + base if focused else base):
                 widget.label = shown
             return
-        row = widget.parent
-        if not isinstance(row, Horizontal) or not row.has_class("row"):
+        row = self._rows.get(widget.id or "")
+        if row is None:
             return
-        label = row.query_one(".label", Label)
-        base = str(label.content).removeprefix(FOCUS_MARK).removeprefix("  ")
-        shown = FOCUS_MARK + base if focused else ("  " + base if widget.id and
-                                                   widget.id.startswith("opt-") else base)
-        if str(label.content) != shown:
+        if str(row.label.content) != (shown := row.text(focused)):
             # No layout: the label's box is fixed (its width by the CSS, its row one line
             # high); a layout of the screen at each Tab was most of what remained of its
             # time.
-            label.update(shown, layout=False)
+            row.label.update(shown, layout=False)
 
     def on_resize(self, event: events.Resize | None = None) -> None:
         self.call_after_refresh(self._fit_hints)
+        self.call_after_refresh(self._fit_labels)
+
+    def _fit_labels(self) -> None:
+        """Each section's labels by their dotted names where every one fits with the focus
+        mark in its box, else by their keys (the section's title names the table), so that
+        the focused label stays whole and the section reads alike whichever has the focus."""
+        rows = list(self._rows.values())
+        if not rows or (width := rows[0].label.content_size.width) <= 0:
+            return  # not laid out yet: the next resize fits them
+        crowded = {row.section for row in rows
+                   if len(FOCUS_MARK) + len(row.full) > width}
+        focused = self.screen.focused
+        for field_id, row in self._rows.items():
+            row.short_shown = row.section in crowded
+            shown = row.text(focused is not None and focused.id == field_id)
+            if str(row.label.content) != shown:
+                row.label.update(shown, layout=False)
 
     def _fit_hints(self) -> None:
         """Each placeholder cut to its box at a word, with an ellipsis."""
