@@ -226,7 +226,7 @@ def item7_the_form_within_reach(w: Walk) -> None:
     assert not re.search(r"│ (?:▐.▌ )?> ", screen), screen  # no field marked yet
     w.keys("Tab")
     w.wait("│ > name ", "the first Tab to land on the name field")
-    for key, where in (("M-w", r"│ > watchdog\.a"), ("M-e", r"▌ > seq\b"),
+    for key, where in (("M-w", r"│ > (?:watchdog\.)?action"), ("M-e", r"▌ > seq\b"),
                        ("M-c", r"│ > name ")):
         w.keys(key)
         w.wait(lambda s, r=where: re.search(r, s), f"{key} to jump to {where!r}")
@@ -273,7 +273,7 @@ def item9_help_from_a_field_and_the_palette(w: Walk) -> None:
     w.wait(lambda s: "─ > settings" in s and "│ > name " not in s, "Escape to leave the field")
     w.keys("?")
     screen = w.wait("fugue-tui dashboard: keys", "? to open the help")
-    assert re.search(r"█ +tab +move the focus to the next .*focus\.next", screen), screen
+    assert re.search(r"█ +tab +move the focus to the next.*focus\.next", screen), screen
     w.keys("G")
     screen = w.wait("ctrl+p", "G to show the help's last keys")
     assert re.search(r"█ +j +move down +nav\.down", screen), screen
