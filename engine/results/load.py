@@ -236,6 +236,13 @@ def _resolve(source) -> tuple[list[Path], list[Path]]:
                 if (path / GROUPS_FILE).exists():  # a directory, a FIFO: say which
                     raise NoResultsError(f"results file '{path / GROUPS_FILE}': "
                                          f"{_not_a_file(path / GROUPS_FILE)}")
+                if (path / "runner.jsonl").is_file() and (path.parent / GROUPS_FILE).is_file():
+                    # a campaign's run folder (the path --batch prints): its rows are in the
+                    # runs folder above it, with every other campaign's (a new user's trial)
+                    raise NoResultsError(
+                        f"'{path}' is a campaign's run folder; its rows are in "
+                        f"'{path.parent / GROUPS_FILE}': fugue-tui report {path.parent} "
+                        f"--campaign {path.name}")
                 raise NoResultsError(f"runs folder '{path}' has no {GROUPS_FILE}")
             groups.append(path / GROUPS_FILE)
             if (path / INDIVIDUAL_FILE).is_file():

@@ -298,6 +298,20 @@ def test_missing_folder_or_file_is_a_one_line_error(tmp_path):
     assert NoResultsError.exit_code == 2
 
 
+def test_a_campaigns_run_folder_points_at_its_runs_folder(tmp_path):
+    """``report runs/batch1`` (the folder --batch prints) said only 'has no
+    master_groups.csv': the rows are in the runs folder above, under the campaign's id."""
+    write(tmp_path, [group(executor="seq", t=2.0)])
+    run = tmp_path / "batch1"
+    run.mkdir()
+    (run / "runner.jsonl").write_text("")
+    with pytest.raises(NoResultsError) as caught:
+        load_runs(run)
+    assert str(caught.value) == (f"'{run}' is a campaign's run folder; its rows are in "
+                                 f"'{tmp_path / 'master_groups.csv'}': fugue-tui report "
+                                 f"{tmp_path} --campaign batch1")
+
+
 def test_header_only_file_gives_no_cells(tmp_path):
     (tmp_path / "master_groups.csv").write_text(",".join(GROUP_COLUMNS) + "\r\n")
     runs = load_runs(tmp_path)
