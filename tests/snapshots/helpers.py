@@ -22,7 +22,7 @@ SNAPSHOTS = Path(__file__).resolve().parent
 FIXTURES = SNAPSHOTS.parent / "fixtures" / "dashboard"
 PLACEHOLDER = "@RUNS@"
 #: Every snapshot is taken at this terminal size.
-SIZE = (150, 48)
+SIZE = (160, 48)
 THEME = "textual-dark"
 
 
