@@ -27,6 +27,8 @@ from fugue_tui.live.view import LiveView
 
 #: Seconds between two redraws for new progress of the same cell attempt.
 MIN_REDRAW_S = 1.0
+#: Column choices kept (by width, headers and the values' widths), at most.
+MAX_FITS = 32
 
 
 def job_signature(view: LiveView, cell: CellState | None, now: float) -> Any:
@@ -88,14 +90,16 @@ class JobProgress(Static):
         self._columns: dict[Any, tuple[str, ...]] = {}
         #: Redraws done (the CPU benchmark and tests read it).
         self.draws = 0
+        #: Column choices measured (tests read it).
+        self.fits = 0
         #: True while a change is held back by the redraw rate limit: the caller must ask
         #: again (a later tick), or the pane would keep showing the older numbers for good
         #: once the campaign goes quiet (the last progress of a fast cell).
         self.deferred = False
 
-    def _fitted(self, jobs: Group, cell_key: str) -> Group:
-        """``jobs`` with its job table's columns chosen once per cell, width, job count and
-        values' widths (the table's own fitting measures it up to five times on every
+    def _fitted(self, jobs: Group) -> Group:
+        """``jobs`` with its job table's columns chosen once per width, headers, job count
+        and values' widths (the table's own fitting measures it up to five times on every
         draw)."""
         from rich.measure import Measurement
 
@@ -105,8 +109,11 @@ class JobProgress(Static):
             return jobs
         # and the values' widths: columns chosen while the jobs waited ("–" everywhere)
         # were kept once numbers came, and the table, too wide, squeezed loss and ETA to
-        # "…" with room left (issue 47, item 10, a hpo cell at 160x48)
-        key = (cell_key, width, len(table.rows), _widths(table))
+        # "…" with room left (issue 47, item 10, a hpo cell at 160x48). What fits depends
+        # on the width, the headers and the widest value of each column only, not on the
+        # cell: the choices are kept across cells (a campaign's cells repeat a few shapes;
+        # choosing cost up to five table measurements at each new cell, issue 47, item 2)
+        key = (width, table.val_header, len(table.rows), _widths(table))
         columns = self._columns.get(key)
         if columns is None:
             console = self.app.console
@@ -117,7 +124,10 @@ class JobProgress(Static):
                     columns = tuple(c for c in columns if c != drop)
                 if Measurement.get(console, wide, table.table(columns)).maximum <= width:
                     break
-            self._columns = {key: columns}
+            if len(self._columns) >= MAX_FITS:
+                self._columns.clear()  # bounded: a long campaign's widths keep coming
+            self._columns[key] = columns
+            self.fits += 1
         return Group(table.table(columns), *jobs.renderables[1:])
 
     def on_resize(self) -> None:
@@ -159,7 +169,7 @@ class JobProgress(Static):
         else:
             parts = [fit_line(view.cell_line(cell, now), self.size.width)]  # the live view's
         if cell.planned_jobs or cell.jobs:
-            parts.append(self._fitted(view.job_rows(cell, now), cell.key))
+            parts.append(self._fitted(view.job_rows(cell, now)))
         elif stopped:
             parts.append(Text(f"  not run: {stopped} before this cell started", style="dim"))
         elif cell.state == "queued":

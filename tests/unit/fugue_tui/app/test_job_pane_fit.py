@@ -61,3 +61,34 @@ def test_columns_chosen_again_when_the_values_widen():
             assert lines[-1].startswith("  warning: host load") and lines[-1].endswith("…")
 
     asyncio.run(scenario())
+
+
+def test_columns_chosen_once_for_cells_of_the_same_shape():
+    """A campaign's next cell with the same width, jobs and values' widths reuses the
+    columns chosen for the previous one: no table measured again (issue 47, item 2: up to
+    five measurements at each cell end, every ~2 s in the long bench)."""
+    view = LiveView(20, clock=lambda: 130.0)
+
+    def cell(key: str, index: int) -> CellState:
+        one = hpo_cell(True)
+        one.key, one.index = key * 16, index
+        return one
+
+    async def scenario():
+        app = PaneApp()
+        async with app.run_test(size=(94, 20)) as pilot:
+            pane = app.query_one(JobProgress)
+            await pilot.pause()
+            pane.show(view, cell("a", 1), 130.0)
+            assert pane.fits == 1
+            first = pane.render().plain.split("\n")[1]
+            pane.show(view, cell("b", 2), 130.0)  # another cell: not rate-limited
+            assert "D_hpo_t0" in pane.render().plain
+            assert pane.render().plain.split("\n")[1] == first  # the same columns
+            assert pane.fits == 1  # ... chosen once
+            await pilot.resize_terminal(70, 20)
+            await pilot.pause()
+            pane.show(view, cell("c", 3), 130.0)
+            assert pane.fits == 2  # a new width: chosen again
+
+    asyncio.run(scenario())
