@@ -86,6 +86,8 @@ class JobProgress(Static):
         super().__init__("no cell selected", **kwargs)
         self._signature: Any = object()
         self._lines = 1
+        #: The styled lines shown (None: a renderable Textual measures).
+        self._text: Text | None = None
         self._last_draw = float("-inf")
         self._columns: dict[Any, tuple[str, ...]] = {}
         #: Redraws done (the CPU benchmark and tests read it).
@@ -132,18 +134,23 @@ class JobProgress(Static):
 
     def on_resize(self) -> None:
         self._signature = object()  # lay the table out again at the new width
+        self._text = None
 
     def _put(self, content: RenderableType) -> None:
         if isinstance(content, Text):
+            if content == self._text:
+                return  # new numbers that read the same (a rate, a loss to 4 digits)
             lines = content.plain.count("\n") + 1
         else:
             lines = -1
+        self._text = content if isinstance(content, Text) else None
         self.update(content, layout=lines != self._lines or lines < 0)
         self._lines = lines
         self.draws += 1
 
     def show(self, view: LiveView, cell: CellState | None, now: float) -> bool:
-        """Redraw for ``cell`` if anything shown changed; True when it redrew. New numbers
+        """Redraw for ``cell`` if anything shown changed; True when it rebuilt the lines
+        (repainted only when their text changed: :attr:`draws` counts those). New numbers
         of the same cell attempt are drawn at most every :data:`MIN_REDRAW_S`."""
         signature = job_signature(view, cell, now)
         if signature == self._signature:
