@@ -8,7 +8,8 @@ milliseconds of the UI thread (more on a busy machine) and ran while the help wa
 opening, and again, pointlessly, for the run screen hidden under it. This footer compares
 what it would show (keys, their display, descriptions, enabled, tooltips) with what it shows,
 and recomposes only on a difference, and never while its screen is hidden (the resume
-publishes a bindings update of its own).
+publishes a bindings update of its own); when only some keys became enabled or disabled
+(the run screen's retry/skip/kill at each cell end) it marks them in place.
 
 It also ends cleanly on a narrow terminal (issue 47, item 5): the keys that do not fit
 beside the palette key are hidden whole (Textual cut the last one mid-word under it,
@@ -36,6 +37,8 @@ class KeyFooter(Footer):
     _shown: Any = None
     #: How many times it recomposed (tests read it).
     recomposes = 0
+    #: How many times only keys' enabled states changed, set in place (tests read it).
+    restyles = 0
 
     def _content(self) -> Any:
         """What :meth:`Footer.compose` would show now."""
@@ -65,10 +68,33 @@ class KeyFooter(Footer):
         content = self._content()
         if content == self._shown:
             return
+        if self._shown is not None and _without_enabled(content) == _without_enabled(self._shown):
+            # the same keys, only some enabled or not (retry/skip/kill at each cell end, twice:
+            # the cell ended, the next started): their state in place, no recomposition
+            # (all keys removed and mounted again: issue 47, item 2's CPU bound)
+            self._shown = content
+            self._set_enabled(content)
+            self.restyles += 1
+            return
         self._shown = content
         self.recomposes += 1
         await self.recompose()
         self.fit_keys()
+
+    def _set_enabled(self, content: Any) -> None:
+        """Each shown key enabled as ``content`` (:meth:`_content`) says: a key shows the
+        first binding of its action (as :meth:`Footer.compose` chooses)."""
+        keys, palette, _compact = content
+        enabled: dict[str, bool] = {}
+        for _key, _display, _description, action, on, _tooltip, _group in keys:
+            enabled.setdefault(action, on)
+        for key in self.query(FooterKey):
+            on = palette[2] if key.has_class("-command-palette") and palette else \
+                enabled.get(key.action)
+            if on is not None and key._disabled == on:
+                # as FooterKey's constructor marks it (its clicks read the flag)
+                key._disabled = not on
+                key.set_class(not on, "-disabled")
 
     def on_resize(self) -> None:
         self.fit_keys()
@@ -91,6 +117,13 @@ class KeyFooter(Footer):
             fits = room >= 0
             if key.display != fits:
                 key.display = fits
+
+
+def _without_enabled(content: Any) -> Any:
+    """:meth:`KeyFooter._content` without the keys' enabled states."""
+    keys, palette, compact = content
+    return (tuple(k[:4] + k[5:] for k in keys),
+            palette[:2] + palette[3:] if palette else palette, compact)
 
 
 def _width(key: FooterKey) -> int:

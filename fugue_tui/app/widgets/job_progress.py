@@ -27,6 +27,8 @@ from fugue_tui.live.view import LiveView
 
 #: Seconds between two redraws for new progress of the same cell attempt.
 MIN_REDRAW_S = 1.0
+#: Column choices kept (by width, headers and the values' widths), at most.
+MAX_FITS = 32
 
 
 def job_signature(view: LiveView, cell: CellState | None, now: float) -> Any:
@@ -84,18 +86,22 @@ class JobProgress(Static):
         super().__init__("no cell selected", **kwargs)
         self._signature: Any = object()
         self._lines = 1
+        #: The styled lines shown (None: a renderable Textual measures).
+        self._text: Text | None = None
         self._last_draw = float("-inf")
         self._columns: dict[Any, tuple[str, ...]] = {}
         #: Redraws done (the CPU benchmark and tests read it).
         self.draws = 0
+        #: Column choices measured (tests read it).
+        self.fits = 0
         #: True while a change is held back by the redraw rate limit: the caller must ask
         #: again (a later tick), or the pane would keep showing the older numbers for good
         #: once the campaign goes quiet (the last progress of a fast cell).
         self.deferred = False
 
-    def _fitted(self, jobs: Group, cell_key: str) -> Group:
-        """``jobs`` with its job table's columns chosen once per cell, width, job count and
-        values' widths (the table's own fitting measures it up to five times on every
+    def _fitted(self, jobs: Group) -> Group:
+        """``jobs`` with its job table's columns chosen once per width, headers, job count
+        and values' widths (the table's own fitting measures it up to five times on every
         draw)."""
         from rich.measure import Measurement
 
@@ -105,8 +111,11 @@ class JobProgress(Static):
             return jobs
         # and the values' widths: columns chosen while the jobs waited ("–" everywhere)
         # were kept once numbers came, and the table, too wide, squeezed loss and ETA to
-        # "…" with room left (issue 47, item 10, a hpo cell at 160x48)
-        key = (cell_key, width, len(table.rows), _widths(table))
+        # "…" with room left (issue 47, item 10, a hpo cell at 160x48). What fits depends
+        # on the width, the headers and the widest value of each column only, not on the
+        # cell: the choices are kept across cells (a campaign's cells repeat a few shapes;
+        # choosing cost up to five table measurements at each new cell, issue 47, item 2)
+        key = (width, table.val_header, len(table.rows), _widths(table))
         columns = self._columns.get(key)
         if columns is None:
             console = self.app.console
@@ -117,23 +126,31 @@ class JobProgress(Static):
                     columns = tuple(c for c in columns if c != drop)
                 if Measurement.get(console, wide, table.table(columns)).maximum <= width:
                     break
-            self._columns = {key: columns}
+            if len(self._columns) >= MAX_FITS:
+                self._columns.clear()  # bounded: a long campaign's widths keep coming
+            self._columns[key] = columns
+            self.fits += 1
         return Group(table.table(columns), *jobs.renderables[1:])
 
     def on_resize(self) -> None:
         self._signature = object()  # lay the table out again at the new width
+        self._text = None
 
     def _put(self, content: RenderableType) -> None:
         if isinstance(content, Text):
+            if content == self._text:
+                return  # new numbers that read the same (a rate, a loss to 4 digits)
             lines = content.plain.count("\n") + 1
         else:
             lines = -1
+        self._text = content if isinstance(content, Text) else None
         self.update(content, layout=lines != self._lines or lines < 0)
         self._lines = lines
         self.draws += 1
 
     def show(self, view: LiveView, cell: CellState | None, now: float) -> bool:
-        """Redraw for ``cell`` if anything shown changed; True when it redrew. New numbers
+        """Redraw for ``cell`` if anything shown changed; True when it rebuilt the lines
+        (repainted only when their text changed: :attr:`draws` counts those). New numbers
         of the same cell attempt are drawn at most every :data:`MIN_REDRAW_S`."""
         signature = job_signature(view, cell, now)
         if signature == self._signature:
@@ -159,7 +176,7 @@ class JobProgress(Static):
         else:
             parts = [fit_line(view.cell_line(cell, now), self.size.width)]  # the live view's
         if cell.planned_jobs or cell.jobs:
-            parts.append(self._fitted(view.job_rows(cell, now), cell.key))
+            parts.append(self._fitted(view.job_rows(cell, now)))
         elif stopped:
             parts.append(Text(f"  not run: {stopped} before this cell started", style="dim"))
         elif cell.state == "queued":

@@ -7,8 +7,10 @@ The speedups are computed from the rows the campaign has written, in a thread wo
 when a cell finished since the last computation (rows land as cells finish), and only when
 a speedup can exist (:func:`~fugue_tui.app.models.so_far.comparable`). Incrementally: one
 :class:`~fugue_tui.app.models.so_far.SoFar` per campaign reads only the group rows appended
-since its last call (the runs folder's other campaigns once), and a newer cell end cancels a
-worker still waiting. The result lands in :attr:`RunHeader.so_far`, a
+since its last call (the runs folder's other campaigns once), at most one analysis per
+:data:`~fugue_tui.app.models.so_far.STRIP_WINDOW_S` (cell ends closer together are folded into
+the next one, :class:`~fugue_tui.app.models.so_far.Coalesce`), and a newer analysis cancels a
+worker still waiting (it never posts a stale answer). The result lands in :attr:`RunHeader.so_far`, a
 reactive variable: the screen watches it to redraw at once when it changed.
 """
 
@@ -47,6 +49,13 @@ class RunHeader(Static):
         #: ``((runs_dir, campaign), SoFar)``: the incremental speedups of the campaign shown.
         self._so_far_model: tuple[tuple[Path, str], Any] | None = None
         self._so_far_lock = threading.Lock()
+        from fugue_tui.app.models.so_far import Coalesce
+
+        #: One analysis per window; the folder and campaign the next one is for.
+        self._so_far_gate = Coalesce()
+        self._so_far_args: tuple[Path, str] | None = None
+        #: Analyses started (tests read it).
+        self.so_far_runs = 0
         #: :meth:`show`'s arguments, to fit the lines again at a new width.
         self._last: tuple[RunModel, float, Path, dict[str, Any]] | None = None
         self._width = 0
@@ -87,7 +96,7 @@ class RunHeader(Static):
         if done != self._so_far_done and replay is None:  # a replay writes no rows
             self._so_far_done = done  # rows land as cells finish: recompute then only
             if comparable(state):  # else no speedup yet: spare the analysis' imports
-                self._speedup_so_far(run_dir.parent, state.campaign or run_dir.name)
+                self._ask_so_far(run_dir.parent, state.campaign or run_dir.name)
         # one line of the header's width: a strip that wrapped was cut (issue 30, item 14)
         # the ETA counts down between cell ends (issue 47, item 8): it moves with ``now``
         eta = campaign_eta(state, now, model.view.total) if state.state == "running" else None
@@ -109,6 +118,24 @@ class RunHeader(Static):
             self.update(text, layout=before is None or before.count("\n") != lines
                         or width != self._width)
             self._width = width
+
+    def _ask_so_far(self, runs_dir: Path, campaign: str) -> None:
+        """A cell ended: the analysis now, or at the window's end (folded into one already
+        pending: it reads every row arrived by the time it runs)."""
+        self._so_far_args = (runs_dir, campaign)
+        wait = self._so_far_gate.ask()
+        if wait is None:
+            return
+        if wait <= 0:
+            self._start_so_far()
+        else:
+            self.set_timer(wait, self._start_so_far)
+
+    def _start_so_far(self) -> None:
+        self._so_far_gate.start()
+        if self._so_far_args is not None:
+            self.so_far_runs += 1
+            self._speedup_so_far(*self._so_far_args)
 
     @work(thread=True, exclusive=True, group="so-far")
     def _speedup_so_far(self, runs_dir: Path, campaign: str) -> None:

@@ -61,3 +61,59 @@ def test_columns_chosen_again_when_the_values_widen():
             assert lines[-1].startswith("  warning: host load") and lines[-1].endswith("…")
 
     asyncio.run(scenario())
+
+
+def test_columns_chosen_once_for_cells_of_the_same_shape():
+    """A campaign's next cell with the same width, jobs and values' widths reuses the
+    columns chosen for the previous one: no table measured again (issue 47, item 2: up to
+    five measurements at each cell end, every ~2 s in the long bench)."""
+    view = LiveView(20, clock=lambda: 130.0)
+
+    def cell(key: str, index: int) -> CellState:
+        one = hpo_cell(True)
+        one.key, one.index = key * 16, index
+        return one
+
+    async def scenario():
+        app = PaneApp()
+        async with app.run_test(size=(94, 20)) as pilot:
+            pane = app.query_one(JobProgress)
+            await pilot.pause()
+            pane.show(view, cell("a", 1), 130.0)
+            assert pane.fits == 1
+            first = pane.render().plain.split("\n")[1]
+            pane.show(view, cell("b", 2), 130.0)  # another cell: not rate-limited
+            assert "D_hpo_t0" in pane.render().plain
+            assert pane.render().plain.split("\n")[1] == first  # the same columns
+            assert pane.fits == 1  # ... chosen once
+            await pilot.resize_terminal(70, 20)
+            await pilot.pause()
+            pane.show(view, cell("c", 3), 130.0)
+            assert pane.fits == 2  # a new width: chosen again
+
+    asyncio.run(scenario())
+
+
+def test_new_numbers_that_read_the_same_are_not_repainted():
+    """A job's rate moved in a digit the pane does not show: no update, no repaint."""
+    view = LiveView(20, clock=lambda: 130.0)
+
+    async def scenario():
+        app = PaneApp()
+        async with app.run_test(size=(94, 20)) as pilot:
+            pane = app.query_one(JobProgress)
+            await pilot.pause()
+            cell = hpo_cell(True)
+            cell.state = "done"  # no clock ticking in it
+            pane.show(view, cell, 130.0)
+            draws = pane.draws
+            cell.jobs[JOBS[0]].train_sps = 26_627.01
+            pane._last_draw = float("-inf")  # the rate limit is not what this is about
+            assert pane.show(view, cell, 130.0)  # a change it looked at ...
+            assert pane.draws == draws  # ... that reads the same: not drawn again
+            cell.jobs[JOBS[0]].loss = 0.1234
+            pane._last_draw = float("-inf")
+            pane.show(view, cell, 130.0)
+            assert pane.draws == draws + 1 and "0.1234" in pane.render().plain
+
+    asyncio.run(scenario())
