@@ -169,6 +169,9 @@ def test_the_focused_field_is_marked_in_plain_text_and_integers_refuse_letters(t
         async with app.run_test(size=(160, 48)) as pilot:
             plan = await until(pilot, lambda: isinstance(app.screen, PlanScreen) and app.screen)
             await until(pilot, lambda: "─ > catalogue ─" in _plain(app), what="the pane's mark")
+            # the tree puts its cursor on the first line once the catalogue is in: a down
+            # pressed before that is lost (it failed so under load)
+            await until(pilot, lambda: "│> ▼ offline" in _plain(app), what="the first line")
             await pilot.press("down")  # the tree's cursor line (it starts on the first)
             await until(pilot, lambda: "├─ > ▼ ensemble" in _plain(app), what="the cursor")
             passes = plan.query_one("#f-passes", Input)
