@@ -64,6 +64,9 @@ class CellContext:
     #: ``run`` on work the window rule keeps out of ``T_group`` (unified_model's parity
     #: probe: docs/measurement.md); the cell subtracts their total from the window.
     outside_window: list[tuple[float, float]] = field(default_factory=list)
+    #: Which jobs' final weights are written after the group window (issue 50):
+    #: ``"false"``, ``"true"`` or ``"best"`` (:data:`engine.models.save.SAVE_MODES`).
+    save_models: str = "false"
 
     def __post_init__(self) -> None:
         if not isinstance(self.group, GroupRow):
