@@ -12,11 +12,12 @@ import asyncio
 import json
 from pathlib import Path
 
+from rich.console import Console
 from textual.widgets import OptionList
 
 from fugue_tui.app.alerts import AlertSettings
 from fugue_tui.app.app import FugueApp
-from fugue_tui.app.screens.modals import ConfirmScreen, HelpScreen
+from fugue_tui.app.screens.modals import ConfirmScreen, HelpScreen, help_text
 from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.screens.run_filter import ChoicePicker
@@ -120,10 +121,20 @@ def test_filter_by_each_field_and_bulk_retry_and_skip(tmp_path, monkeypatch):
             screen = await _open(pilot, app, run)
             table = screen.query_one(CellTable)
             assert "╭─ > cells ─" in screen_text(app)  # no filter: the title as before
+            # each new key in the palette (what applies now) and in the help, by its id
+            offered = {c.title for c in app.get_system_commands(screen)}
+            assert {"filter", "retry failed", "skip queued of exp"} <= offered
+            ids = {line.split()[-1] for line in
+                   help_text(Console(width=146), {}, 146).plain.splitlines() if line.strip()}
+            assert {"run.filter", "run.retry-failed", "run.skip-queued"} <= ids
             title = "cells · status:failed · 2 of 7 cells + 1 running"
             await _pick(pilot, app, "status=failed")
             await until(pilot, lambda: title in screen_text(app), what=title)
             assert _rows(table) == ["2", "3", "4"]  # the running cell stays reachable
+            repaints = table.row_repaints
+            screen.dirty = True
+            screen.refresh_view()  # a redraw under the filter: no row rebuilt or repainted
+            assert table.last_updates == 0 and table.row_repaints == repaints
             await _pick(pilot, app, "status=failed")  # picked again: dropped
             await _pick(pilot, app, "executor=unified_model")
             title = "cells · executor:unified_model · 3 of 7 cells"
