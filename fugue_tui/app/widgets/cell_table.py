@@ -167,9 +167,15 @@ class CellTable(FittedTable):
         if not keys:
             return 0
         selected = self.selected_row_key()
-        for key in keys:
-            self.remove_row(key)
-            del self._shown[key]
+        # remove_row re-validates the cursor (clamped when its row went): the program's
+        # move, not the user's (it stopped the following of the running cell)
+        self._program_move = True
+        try:
+            for key in keys:
+                self.remove_row(key)
+                del self._shown[key]
+        finally:
+            self._program_move = False
         if selected in self._shown:
             self._move(self.get_row_index(selected))
         return len(keys) * len(COLUMNS)

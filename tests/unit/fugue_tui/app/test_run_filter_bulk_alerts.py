@@ -131,6 +131,8 @@ def test_filter_by_each_field_and_bulk_retry_and_skip(tmp_path, monkeypatch):
             await _pick(pilot, app, "status=failed")
             await until(pilot, lambda: title in screen_text(app), what=title)
             assert _rows(table) == ["2", "3", "4"]  # the running cell stays reachable
+            # the rows above it gone: the cursor still on the followed running cell
+            assert table.selected_cell_key() == key(4) and screen.follow_running
             repaints = table.row_repaints
             screen.dirty = True
             screen.refresh_view()  # a redraw under the filter: no row rebuilt or repainted
@@ -144,6 +146,8 @@ def test_filter_by_each_field_and_bulk_retry_and_skip(tmp_path, monkeypatch):
             title = "cells · executor:unified_model exp:D_cv · 1 of 7 cells"
             await until(pilot, lambda: title in screen_text(app), what=title)
             assert _rows(table) == ["4"]
+            await pilot.pause(0.6)  # a redraw later: still following (no move of the user's)
+            assert table.selected_cell_key() == key(4) and screen.follow_running
             await _pick(pilot, app, "clear")
             await until(pilot, lambda: table.row_count == 7
                         and "╭─ > cells ─" in screen_text(app), what="every cell again")
@@ -160,8 +164,9 @@ def test_filter_by_each_field_and_bulk_retry_and_skip(tmp_path, monkeypatch):
                                            for n in app._notifications), what="sent")
             assert _sent(run) == [("retry", key(2)), ("retry", key(3))]
             # K on a queued D_ens cell: its experiment's queued cells, 5 and 6 (not 7)
-            table.focus()
-            table.select_cell(key(5))
+            assert table.selected_cell_key() == key(4)  # the running cell, followed
+            await pilot.press("down")  # the user's move: cell 5 stays selected
+            await until(pilot, lambda: table.selected_cell_key() == key(5), what="cell 5")
             await pilot.press("K")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen)
                         and "Skip 2 queued cells of D_ens?" in screen_text(app),
