@@ -121,3 +121,34 @@ def test_an_alert_once_per_cell_attempt_and_state_and_none_when_off():
     off = CellAlerts(AlertSettings(bell=False, notify=False))
     assert off.take(app, state, [event]) == 1 and app.bells == 2 and len(app.notes) == 2
     assert CellAlerts(live=False).take(app, state, [event]) == 0  # a replay
+
+
+def test_skip_queued_picks_the_experiment_when_the_selected_one_has_none_queued():
+    """K on a cell whose experiment has no queued cell: a list of those that have, with
+    their counts; the one picked gets the one question naming its count."""
+    from types import SimpleNamespace
+
+    from fugue_tui.app.screens.bulk import BulkCommands
+    from fugue_tui.app.screens.modals import ConfirmScreen
+    from fugue_tui.app.screens.run_filter import ChoicePicker
+
+    cells = _cells()[:4] + [CellState("7" * 16, 7, "D_cv seq pass 2", state="queued")]
+    state = CampaignState()
+    state.cells = {c.key: c for c in cells}
+    pushed: list = []
+    screen = SimpleNamespace(
+        runner_alive=True, stopping=False, replay=None, cell_filter=CellFilter(),
+        view=SimpleNamespace(state=state), selected_cell=lambda: cells[0],  # D_ens: done
+        notify=lambda *a, **k: pushed.append(("notify", a)),
+        app=SimpleNamespace(push_screen=lambda s, then=None: pushed.append((s, then))))
+    BulkCommands(screen).skip_queued()
+    picker, then = pushed[0]
+    assert isinstance(picker, ChoicePicker) and picker.options == [("D_cv", "D_cv  (1 queued)")]
+    assert picker.question.startswith("D_ens has no queued cell; skip the queued cells of")
+    then("D_cv")
+    confirm = pushed[1][0]
+    assert isinstance(confirm, ConfirmScreen)
+    assert confirm.question.startswith("Skip 1 queued cell of D_cv?")
+    screen.runner_alive = False  # no live runner: said, nothing asked
+    BulkCommands(screen).retry_failed()
+    assert pushed[2] == ("notify", ("retry failed: no live runner to send it to",))
