@@ -30,8 +30,8 @@ QUESTION = "Skip 2 queued cells of D_ens?"
 async def _still(pilot) -> None:
     """Until the screen stops changing (the last paint of a redraw)."""
     before = None
-    for _ in range(30):
-        await pilot.pause(0.2)
+    for _ in range(50):
+        await pilot.pause(0.1)
         now = screen_text(pilot.app)
         if now == before:
             return
