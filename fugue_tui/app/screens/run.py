@@ -21,7 +21,8 @@ all are :mod:`fugue_tui.app.screens.run_layout`'s.
 Its keys (retry, skip, kill, stop, follow, plan, results, stacks, zoom, monitor view, back; in
 replay pause, step, faster, slower, to end) are declared, with what each does, in
 :data:`fugue_tui.app.actions.RUN` and :data:`~fugue_tui.app.actions.REPLAY` (the help
-screen lists them).
+screen lists them). The cell filter and the bulk retry/skip (``F``, ``R``, ``K``) are
+:mod:`~fugue_tui.app.screens.bulk`'s; the watchdog's alerts :mod:`fugue_tui.app.alerts`'.
 
 The monitor pane has three views (``t``): the selected cell's monitor charts, the
 campaign's host/device timeline with its cells' boundaries (:mod:`fugue_tui.app.models.timeline`)
