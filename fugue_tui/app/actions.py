@@ -9,6 +9,10 @@ Keymap file: ``$FUGUE_CONFIG_DIR/keymap.toml``, else ``~/.config/fugue-tui/keyma
     [keymap]
     "run.retry" = "R"            # one key
     "plan.launch" = "ctrl+r,f5"  # several, comma-separated
+
+    [alerts]                     # a cell turning suspect or hung (fugue_tui.app.alerts)
+    bell = true
+    notify = true
 """
 
 from __future__ import annotations
@@ -119,6 +123,20 @@ RUN = (
            "terminal zooms to the pane)"),
     Action("run.back", "escape", "back", "back",
            "close a replay, or leave a campaign that has ended (the screen before it)"),
+    # Not in the footer (full at 80x24): the help and the palette show them, the cell
+    # pane's title shows the filter.
+    Action("run.filter", "F", "cell_set('filter')", "filter",
+           "filter the cells by status, executor or experiment from a list with their "
+           "counts (a picked value again drops it; 'clear' shows all); the cells pane's "
+           "title says how many it shows of how many, a running cell always shows",
+           show=False),
+    Action("run.retry-failed", "R", "cell_set('retry_failed')", "retry failed",
+           "retry every failed cell of the campaign (asks once, naming the count; one "
+           "control retry per cell, as r sends)", show=False),
+    Action("run.skip-queued", "K", "cell_set('skip_queued')", "skip queued of exp",
+           "skip every queued cell of the selected cell's experiment, or of one picked from "
+           "a list (asks once, naming the count; one control skip per cell, as s sends)",
+           show=False),
 )
 
 RESULTS = (
@@ -220,7 +238,8 @@ def load_keymap(path: str | Path | None = None) -> dict[str, str]:
     # Anything there that is not a regular file (a folder, a FIFO, a link to /dev/zero) is
     # named by the TOML reader rather than silently ignored (issue 44).
     doc = tomlfile.load(path, kind="keymap file")
-    tomlfile.check_keys(doc, {"keymap": (dict,)}, str(path))
+    # [alerts]: fugue_tui.app.alerts reads it (the bell, the notifications)
+    tomlfile.check_keys(doc, {"keymap": (dict,), "alerts": (dict,)}, str(path))
     keymap = doc.get("keymap", {})
     ids = [a.id for a in ALL]
     for action_id, keys in keymap.items():

@@ -21,6 +21,7 @@ from textual.screen import Screen
 from engine.errors import ConfigError
 from engine.runfolder import RunFolder
 from fugue_tui.app.actions import APP, FOCUS, bindings, load_keymap
+from fugue_tui.app.alerts import AlertSettings, load_alerts
 from fugue_tui.app.process import RunnerHandle, find_runner
 from fugue_tui.app.screens.modals import HelpScreen, QuitScreen
 from fugue_tui.app.screens.plan import PlanScreen
@@ -52,17 +53,27 @@ class FugueApp(App):
         self.keymap_file = keymap_file
         self.clock = clock
         self.keymap: dict[str, str] = {}
+        #: Bell and notification for a suspect or hung cell (the keymap file's [alerts]).
+        self.alert_settings = AlertSettings()
         #: A line printed after the dashboard exits (how to attach again, what stopped).
         self.farewell = ""
         self._help_screen: HelpScreen | None = None
 
     def on_mount(self) -> None:
+        bad = ""
         try:
             self.keymap = load_keymap(self.keymap_file)
             self.set_keymap(self.keymap)
         except ConfigError as exc:
-            self.notify(str(exc), title="keymap ignored", severity="error", timeout=20,
+            bad = str(exc)
+            self.notify(bad, title="keymap ignored", severity="error", timeout=20,
                         markup=False)
+        try:
+            self.alert_settings = load_alerts(self.keymap_file)
+        except ConfigError as exc:  # said once when the keymap's error is the same
+            if str(exc) != bad:
+                self.notify(str(exc), title="alerts: the defaults kept", severity="error",
+                            timeout=20, markup=False)
         self.run_worker(self._warm_help, thread=True, group="warm", exit_on_error=False)
         self.push_screen(PlanScreen(self.runs_dir, self.campaign_file))
         if self.attach_dir:

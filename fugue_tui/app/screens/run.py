@@ -21,7 +21,8 @@ all are :mod:`fugue_tui.app.screens.run_layout`'s.
 Its keys (retry, skip, kill, stop, follow, plan, results, stacks, zoom, monitor view, back; in
 replay pause, step, faster, slower, to end) are declared, with what each does, in
 :data:`fugue_tui.app.actions.RUN` and :data:`~fugue_tui.app.actions.REPLAY` (the help
-screen lists them).
+screen lists them). The cell filter and the bulk retry/skip (``F``, ``R``, ``K``) are
+:mod:`~fugue_tui.app.screens.bulk`'s; the watchdog's alerts :mod:`fugue_tui.app.alerts`'.
 
 The monitor pane has three views (``t``): the selected cell's monitor charts, the
 campaign's host/device timeline with its cells' boundaries (:mod:`fugue_tui.app.models.timeline`)
@@ -52,12 +53,15 @@ from textual.worker import get_current_worker
 
 from engine.observe.state import CellState
 from fugue_tui.app.actions import NAV, REPLAY, RUN, bindings, by_id
+from fugue_tui.app.alerts import CellAlerts
 from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
 from fugue_tui.app.messages import Followed, Notice
+from fugue_tui.app.models.cell_filter import CellFilter
 from fugue_tui.app.models.run import RunModel, devices_line, followed_cell
 from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.app.process import RunnerHandle
+from fugue_tui.app.screens.bulk import BulkCommands
 from fugue_tui.app.screens.run_commands import CellCommands
 from fugue_tui.app.screens.run_layout import (
     ZOOMS,
@@ -125,6 +129,8 @@ class RunScreen(Screen):
         self.clock = clock
         self.model = RunModel(clock, handle.alive() if handle is not None else False)
         self.commands = CellCommands(self)
+        self.bulk, self.cell_filter = BulkCommands(self), CellFilter()  # F, R, K
+        self.alerts = CellAlerts(live=replay is None)  # a suspect or hung cell: bell, notify
         self.follow_running = True
         #: With several cells running: the one 'f' chose to follow (None: the first).
         self.follow_key: str | None = None
@@ -169,6 +175,7 @@ class RunScreen(Screen):
 
     def on_mount(self) -> None:
         self.panes = RunPanes.of(self)
+        self.alerts.settings = getattr(self.app, "alert_settings", self.alerts.settings)
         self.on_resize()  # compact or not from the start
         self.query_one(CellTable).focus()
         mark_focus(self)
@@ -195,6 +202,7 @@ class RunScreen(Screen):
         scroll away unseen); the panes redraw at the next tick."""
         for notice in self.model.apply(message.events):
             self.notify(notice, severity="warning", markup=False)
+        self.alerts.take(self.app, self.view.state, message.events)
         self.model.observe(message.host_sample, message.runner_alive)
         if (message.log_reset or message.log_lines) and message.log_path == self.log_target:
             feed = (message.log_lines, message.log_reset, self._log_title())
@@ -249,7 +257,9 @@ class RunScreen(Screen):
         self.dirty = False
         now = self.clock()
         table = self.query_one(CellTable)
-        self.table_writes += table.sync(self.view.state, now)
+        shown = self.cell_filter
+        self.table_writes += table.sync(self.view.state, now, shown.keeps if shown.active else None)
+        table.set_title(shown.title(self.view.state.cells.values()))
         self._note_user_move(table)
         table.follow(running.key if self.follow_running and running is not None else None)
         cell = self.selected_cell()
@@ -353,6 +363,10 @@ class RunScreen(Screen):
         self.notify(f"zoomed: {after} (z: next pane)" if after else "every pane (z: zoom)",
                     timeout=2, markup=False)
         self._redraw_soon()
+
+    def action_cell_set(self, command: str) -> None:
+        """``F``, ``R``, ``K``: :class:`BulkCommands`' ``command`` (filter, retry_failed…)."""
+        getattr(self.bulk, command)()
 
     def action_cells(self, action: str) -> None:
         """Run the cell table's move ``action`` (``cursor_down``…) from the screen."""

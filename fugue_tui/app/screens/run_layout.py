@@ -28,8 +28,9 @@ def focus_zoomed(screen: Screen, pane: str) -> None:
         screen.query_one(target).focus()
 
 
-#: The panes that take keys, with their titles (the log's is its cell's: kept as it is).
-TITLES = {"#cells": "cells", "#jobs-pane": "jobs", "#log": ""}
+#: The panes that take keys, with their titles (the log's is its cell's, the cells' says
+#: the filter: kept as they are).
+TITLES = {"#cells": "", "#jobs-pane": "jobs", "#log": ""}
 
 
 def mark_focus(screen: Screen) -> None:

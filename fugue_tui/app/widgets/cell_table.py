@@ -21,6 +21,7 @@ run screen then stops following the running cell).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from rich.cells import cell_len
@@ -29,9 +30,10 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.widgets.data_table import ColumnKey
 
-from engine.observe.state import CampaignState
+from engine.observe.state import CampaignState, CellState
 from fugue_tui.app.actions import Action, bindings
 from fugue_tui.app.models.cells import COLUMNS, cell_row, history_rows
+from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
 from fugue_tui.app.widgets.fitted_table import FittedTable
 
 _NAV = (
@@ -67,6 +69,7 @@ class CellTable(FittedTable):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.border_title = "cells"  # the filter's title replaces it (set_title)
         self._shown: dict[str, tuple[Any, ...]] = {}
         #: Cell updates done by the last sync (how many table cells changed).
         self.last_updates = 0
@@ -106,14 +109,20 @@ class CellTable(FittedTable):
         followed running cell was off-screen until ``f`` (issue 47, item 5)."""
         self.call_after_refresh(self._scroll_cursor_into_view)
 
-    def sync(self, state: CampaignState, now: float) -> int:
+    def sync(self, state: CampaignState, now: float,
+             keep: Callable[[CellState], bool] | None = None) -> int:
         """Bring the table in line with ``state``; returns the number of table cells
-        written (0 when nothing changed)."""
+        written (0 when nothing changed). ``keep``: which cells show (a filter; None: all);
+        the rows of the others are removed (only when that changes: a filter does not
+        rebuild the rows that stay)."""
         wanted: dict[str, tuple[Any, ...]] = {}
         for cell in sorted(state.cells.values(), key=lambda c: c.index):
+            if keep is not None and not keep(cell):
+                continue
             wanted.update(history_rows(cell))
             wanted[cell.key] = cell_row(cell, now, state.state)
-        updates, added = 0, False
+        updates = self._drop_rows([key for key in self._shown if key not in wanted])
+        added = False
         changed: list[str] = []
         for key, row in wanted.items():
             old = self._shown.get(key)
@@ -151,6 +160,32 @@ class CellTable(FittedTable):
                 cache.clear()
         self.last_updates = updates
         return updates
+
+    def _drop_rows(self, keys: list[str]) -> int:
+        """Remove the rows of ``keys`` (the filter hides them), keeping the cursor on its
+        cell when that stays; returns the table cells removed."""
+        if not keys:
+            return 0
+        selected = self.selected_row_key()
+        # remove_row re-validates the cursor (clamped when its row went): the program's
+        # move, not the user's (it stopped the following of the running cell)
+        self._program_move = True
+        try:
+            for key in keys:
+                self.remove_row(key)
+                del self._shown[key]
+        finally:
+            self._program_move = False
+        if selected in self._shown:
+            self._move(self.get_row_index(selected))
+        return len(keys) * len(COLUMNS)
+
+    def set_title(self, title: str) -> None:
+        """Show ``title`` on the pane's border, keeping the focus mark before it."""
+        shown = str(self.border_title or "")
+        wanted = (FOCUS_MARK if shown.startswith(FOCUS_MARK) else "") + title
+        if wanted != shown:
+            self.border_title = wanted
 
     def _wider(self, column: str, value: Any) -> bool:
         """Whether ``value`` needs ``column`` wider than it is (a longer note or state).
