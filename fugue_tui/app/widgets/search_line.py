@@ -22,7 +22,7 @@ class SearchLine(Horizontal):
 
     DEFAULT_CSS = """
     SearchLine { dock: bottom; height: 1; margin-bottom: 1; background: $panel; }
-    SearchLine > .slash { width: 2; padding: 0 0 0 1; }
+    SearchLine > .slash { width: 3; padding: 0 0 0 1; }
     SearchLine > Input { border: none; height: 1; padding: 0; width: 1fr;
                          background: $panel; }
     SearchLine > Input:focus { border: none; background: $boost; }

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
+import time
 from pathlib import Path
 
 import pytest
+from textual.drivers.headless_driver import HeadlessDriver
 
+from engine.events import read_events
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.external import NoProgram, command
 from fugue_tui.app.screens.run import RunScreen
@@ -18,7 +22,7 @@ from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.log_pane import LogPane
 from fugue_tui.app.widgets.recent_lines import RecentLines
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import install
+from tests.snapshots.helpers import assert_snapshot, install
 
 SIZE = (160, 48)
 FIRST = "001-D_ens-seq-p1-7b9b2584"
@@ -151,3 +155,105 @@ def test_jump_keys_search_and_copy(tmp_path, monkeypatch):
                 f"\n{folder}"), what="the folder shown")
 
     asyncio.run(scenario())
+
+
+def _fake_program(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A program that writes its arguments, one a line, to a file and exits: the script,
+    the file."""
+    out = tmp_path / f"{name}.argv"
+    script = tmp_path / name
+    script.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {out}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script, out
+
+
+def test_pager_and_editor_round_trip_and_their_notices(tmp_path, monkeypatch):
+    """o/O/e run $PAGER/$EDITOR on the selected cell's files with the screen suspended
+    (the headless driver cannot suspend: it is made to, as a terminal's would), then the
+    screen is back and answers keys; a variable naming no program, and a terminal that
+    cannot suspend, each say so in one line."""
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    runs = _runs(tmp_path)
+    pager, pager_argv = _fake_program(tmp_path, "fake-pager")
+    editor, editor_argv = _fake_program(tmp_path, "fake-editor")
+    monkeypatch.setenv("PAGER", f"{pager} --flag")
+    monkeypatch.setenv("EDITOR", str(editor))
+    attempt = runs / "speed" / "cells" / FIRST / "attempt-1"
+    suspended: list[str] = []
+
+    async def scenario():
+        app = FugueApp(attach=str(runs / "speed"))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await _first_cell(pilot)
+            # the terminal cannot be suspended (as headless): one line, nothing run
+            await pilot.press("o")
+            await until(pilot, lambda: "cannot be handed to" in _notified(app, "suspend"),
+                        what="the cannot-suspend notice")
+            assert str(attempt / "cell.log") in _notified(app, "suspend")
+            assert not pager_argv.exists()
+            # a terminal that can: the driver's suspend and resume, recorded
+            monkeypatch.setattr(HeadlessDriver, "can_suspend", property(lambda self: True),
+                                raising=False)
+            monkeypatch.setattr(HeadlessDriver, "suspend_application_mode",
+                                lambda self: suspended.append("suspend"), raising=False)
+            monkeypatch.setattr(HeadlessDriver, "resume_application_mode",
+                                lambda self: suspended.append("resume"), raising=False)
+            for key, argv, expected in (
+                    ("o", pager_argv, ["--flag", str(attempt / "cell.log")]),
+                    ("O", pager_argv, ["--flag", str(attempt / "events.jsonl")]),
+                    ("e", editor_argv, [str(attempt / "cell.log")])):
+                argv.unlink(missing_ok=True)
+                await pilot.press(key)
+                await until(pilot, argv.exists, what=f"{key}: the program run")
+                assert argv.read_text().splitlines() == expected
+            assert suspended == ["suspend", "resume"] * 3
+            # back and working: j moves the cursor, the panes follow it
+            table = screen.query_one(CellTable)
+            await pilot.press("j")
+            await until(pilot, lambda: table.cursor_row == 1
+                        and "[2/20]" in screen_text(app), what="j after the pager")
+            # a variable naming no program: one line, nothing run
+            monkeypatch.setenv("PAGER", "no-such-pager-48 -R")
+            await pilot.press("o")
+            await until(pilot, lambda: "$PAGER names 'no-such-pager-48', which is not a "
+                        "program here" in _notified(app, "no-such-pager"),
+                        what="the no-program notice")
+            assert suspended == ["suspend", "resume"] * 3
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_search_line_snapshot(tmp_path, monkeypatch, size):
+    """The search line over the log: the query, what is searched, the count, the matches
+    highlighted and the log moved to the second one."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    (tmp_path / "no-data").mkdir()
+    monkeypatch.setenv("FUGUE_DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.chdir(tmp_path)
+    runs = _runs(tmp_path)
+    last = max(e["ts"] for e in read_events(runs / "speed" / "runner.jsonl"))
+
+    async def scenario():
+        app = FugueApp(attach=str(runs / "speed"), clock=lambda: last + 10)
+        async with app.run_test(size=size) as pilot:
+            await _first_cell(pilot)
+            # the strip is computed off the UI thread: in the snapshot, not racing it
+            await until(pilot, lambda: "so far:" in screen_text(app)
+                        and "campaign finished" in screen_text(app), timeout=30,
+                        what="the strip and the campaign's end")
+            await pilot.press("3", "slash", *"checkpoint", "enter", "n")
+            await until(pilot, lambda: "/ checkpoint" in screen_text(app)
+                        and "in log 2/6" in screen_text(app), what="the search at 2/6")
+            await pilot.pause(0.3)
+            name = "run_search" if size == (160, 48) else f"run_search_{size[0]}x{size[1]}"
+            assert_snapshot(app, name, tmp_path)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        monkeypatch.undo()
+        time.tzset()
