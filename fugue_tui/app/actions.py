@@ -147,8 +147,8 @@ REPLAY = (
 #: The run screen's navigation (issue 48, item 2): jump to a pane, search the log or the
 #: events, open the selected cell's files in a pager or an editor, copy its key or folder.
 #: Not in the footer (full at 80x24): ``?`` and the palette list them. ``n``/``N`` and
-#: Escape act only while a search is open (else they stand aside, ``SkipAction``, for
-#: replay's step and for back): the screen lists these bindings before those.
+#: Escape act only while a search is open (else they do not apply, and replay's step and
+#: back, bound after them on the screen, act and show in the footer).
 RUN_NAV = (
     Action("run.jump-cells", "1", "jump('cells')", "cells",
            "put the keys on the cells pane (a zoom that hides it shows every pane again)",

@@ -106,11 +106,11 @@ class RunScreen(RunSearch, RunNavigation, Screen):
     #: zoomed): they move the cell table's cursor, hidden or not.
     #: ``d`` with nothing to dump runs a hidden twin of run.stacks (the same key and id, so
     #: a keymap moves both) that says why: the footer offers "stacks" only where it applies,
-    #: but the key must not do nothing silently (issue 47). RUN_NAV's n/N/Escape come first:
-    #: they act while a search is open, else stand aside for replay's step and back.
-    BINDINGS = bindings(RUN_NAV + RUN + REPLAY + tuple(
+    #: but the key must not do nothing silently (issue 47). RUN_NAV's n/N/Escape act while a
+    #: search is open, replay's step and back otherwise (:meth:`RunSearch.search_applies`).
+    BINDINGS = bindings(RUN + REPLAY + tuple(
         replace(a, action=f"cells('{a.action}')") for a in NAV) + (
-        replace(by_id("run.stacks"), action="why_no_stacks", show=False),))
+        replace(by_id("run.stacks"), action="why_no_stacks", show=False),) + RUN_NAV)
     #: The panes, found once mounted.
     panes: RunPanes
 
@@ -310,7 +310,7 @@ class RunScreen(RunSearch, RunNavigation, Screen):
 
     # -- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.commands.available(action)
+        return self.commands.available(action) and self.search_applies(action)
 
     def action_retry_cell(self) -> None:
         self.commands.confirm("retry")

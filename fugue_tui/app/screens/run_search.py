@@ -9,9 +9,10 @@ marks (:meth:`LogPane.mark <fugue_tui.app.widgets.log_pane.LogPane.mark>`,
 :meth:`RecentLines.mark <fugue_tui.app.widgets.recent_lines.RecentLines.mark>`).
 
 A mixin of :class:`~fugue_tui.app.screens.run.RunScreen` (its actions are the screen's:
-``search_open``, ``search_next``, ``search_previous``, ``search_close``). ``n``, ``N`` and
-Escape raise ``SkipAction`` while no search is open, so the replay's step and the screen's
-back, bound to the same keys after these, act then.
+``search_open``, ``search_next``, ``search_previous``, ``search_close``). The keys ``n``
+and Escape are also the replay's step and the screen's back: which applies is
+:meth:`RunSearch.search_applies`'s (the screen's ``check_action`` asks it), the search's
+while one is open, the others' otherwise (the footer then shows those, in their places).
 """
 
 from __future__ import annotations
@@ -62,6 +63,17 @@ class RunSearch(Screen):
         self._searched(line).mark(query, at)
         line.show_count(count_label(matching(self._lines(line), query), at) if query else "")
 
+    def search_applies(self, action: str) -> bool:
+        """Whether ``action`` applies now, as far as the search is concerned: n, N and
+        Escape's search actions only while a search is open, the replay's step (n) and
+        back (Escape) only while none is (Textual runs the first binding of a key that
+        applies; the footer shows it)."""
+        if action in ("search_next", "search_previous", "search_close"):
+            return self.search_line() is not None
+        if action in ("step", "back"):
+            return self.search_line() is None
+        return True
+
     # -- the actions ----------------------------------------------------------------------
     async def action_search_open(self) -> None:
         """Open the search line on the log or the events (see the module docstring), or
@@ -81,6 +93,7 @@ class RunSearch(Screen):
         await self.mount(line, before=self.query_one(KeyFooter))
         line.query_box.focus()  # before the next key: "/" is a priority binding
         line.show_count("")
+        self.refresh_bindings()  # Escape closes the search now
 
     def on_search_line_typed(self, message: SearchLine.Typed) -> None:
         """Each key typed: the first match at or after where the search is."""
@@ -121,3 +134,4 @@ class RunSearch(Screen):
         await line.remove()
         if had_keys:
             pane.focus()
+        self.refresh_bindings()  # Escape is back's again
