@@ -150,14 +150,14 @@ REPLAY = (
 #: Escape act only while a search is open (else they do not apply, and replay's step and
 #: back, bound after them on the screen, act and show in the footer).
 RUN_NAV = (
-    Action("run.jump-cells", "1", "jump('cells')", "cells",
+    Action("run.jump-cells", "1", "jump('cells')", "to cells",
            "put the keys on the cells pane (a zoom that hides it shows every pane again)",
            show=False),
-    Action("run.jump-jobs", "2", "jump('jobs')", "jobs", "put the keys on the jobs pane",
+    Action("run.jump-jobs", "2", "jump('jobs')", "to jobs", "put the keys on the jobs pane",
            show=False),
-    Action("run.jump-log", "3", "jump('log')", "log",
+    Action("run.jump-log", "3", "jump('log')", "to log",
            "put the keys on the log pane (/ then searches it)", show=False),
-    Action("run.jump-events", "4", "jump('events')", "events",
+    Action("run.jump-events", "4", "jump('events')", "to events",
            "put the keys on the events pane (/ then searches it)", show=False),
     # priority: the keys typed right after "/" go to the search line (see FOCUS)
     Action("run.search", "slash", "search_open", "search",

@@ -16,6 +16,7 @@ from textual.drivers.headless_driver import HeadlessDriver
 from engine.events import read_events
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.external import NoProgram, command
+from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.search import count_label, matching, nearest, step
 from fugue_tui.app.widgets.cell_table import CellTable
@@ -95,6 +96,11 @@ def test_jump_keys_search_and_copy(tmp_path, monkeypatch):
         app = FugueApp(attach=str(runs / "speed"))
         async with app.run_test(size=SIZE) as pilot:
             screen = await _first_cell(pilot)
+            # every navigation key is in the palette (n/N/Escape's only while searching)
+            offered = {c.title for c in app.get_system_commands(screen)}
+            assert {"to cells", "to jobs", "to log", "to events", "search", "pager",
+                    "events in pager", "editor", "copy key", "copy folder"} <= offered
+            assert "next match" not in offered
             # -- jump keys: the keys and the "> " mark go to the pane named
             for key, pane in (("2", "jobs-pane"), ("3", "log"), ("4", "recent"),
                               ("1", "cells")):
@@ -182,9 +188,17 @@ def test_pager_and_editor_round_trip_and_their_notices(tmp_path, monkeypatch):
     suspended: list[str] = []
 
     async def scenario():
-        app = FugueApp(attach=str(runs / "speed"))
+        app = FugueApp(runs_dir=str(runs))
         async with app.run_test(size=SIZE) as pilot:
-            screen = await _first_cell(pilot)
+            # a replay (from the plan screen, so that Escape has a screen to go back to)
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen), what="the plan")
+            screen = app.open_replay(runs / "speed", paused=True)
+            await pilot.press("E")  # to the end: every cell there
+            table = screen.query_one(CellTable)
+            await until(pilot, lambda: screen.replay.done and table.row_count == 20,
+                        what="the replay's end")
+            await pilot.press("g")
+            await until(pilot, lambda: "[1/20]" in screen_text(app), what="the first cell")
             # the terminal cannot be suspended (as headless): one line, nothing run
             await pilot.press("o")
             await until(pilot, lambda: "cannot be handed to" in _notified(app, "suspend"),
@@ -219,6 +233,17 @@ def test_pager_and_editor_round_trip_and_their_notices(tmp_path, monkeypatch):
                         "program here" in _notified(app, "no-such-pager"),
                         what="the no-program notice")
             assert suspended == ["suspend", "resume"] * 3
+            # n and Escape: the search's while one is open, else the replay's step and back
+            await pilot.press("4", "slash", *"started", "enter")
+            await until(pilot, lambda: "in events 1/" in screen_text(app), what="a search")
+            at = screen.search_at
+            await pilot.press("n")
+            await until(pilot, lambda: screen.search_at != at, what="n: the next match")
+            await pilot.press("escape")
+            await until(pilot, lambda: screen.search_line() is None, what="search closed")
+            assert app.screen is screen
+            await pilot.press("escape")  # no search now: back to the plan
+            await until(pilot, lambda: isinstance(app.screen, PlanScreen), what="back")
 
     asyncio.run(scenario())
 
