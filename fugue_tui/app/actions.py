@@ -133,6 +133,9 @@ RESULTS = (
     Action("results.export", "e", "export", "export",
            "write the figures (PNG, SVG) and the LaTeX table of the rows shown to a folder"),
     Action("results.back", "escape", "back", "back", "back to the previous screen"),
+    Action("results.copy-key", "y", "copy_key", "copy key",
+           "copy the selected row's cell key to the clipboard (OSC 52) and show it, to "
+           "select by hand where the terminal ignores OSC 52", show=False),
 )
 
 REPLAY = (

@@ -2,10 +2,7 @@
 :class:`~fugue_tui.app.screens.run.RunScreen`: jump to a pane (``1``-``4``), open the
 selected cell's log or events file in ``$PAGER`` or ``$EDITOR`` and come back
 (:mod:`fugue_tui.app.external`), copy its key or folder to the clipboard.
-
-The copy goes out as OSC 52 (Textual's ``App.copy_to_clipboard``), which a terminal that
-does not support it ignores without a word: so the text copied is always shown too, in a
-notification long enough to read and select by hand.
+The copy is :func:`fugue_tui.app.clipboard.copy_shown`'s (OSC 52, and the text shown).
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 
+from fugue_tui.app.clipboard import copy_shown
 from fugue_tui.app.external import open_in
 from fugue_tui.app.screens.run_layout import zoom_to, zoomed
 
@@ -23,8 +21,6 @@ if TYPE_CHECKING:
 
 #: The pane each jump key gives the keys to.
 JUMPS = {"cells": "#cells", "jobs": "#jobs-pane", "log": "#log", "events": "#recent"}
-#: Seconds the copied text stays on the screen (to be selected by hand).
-COPIED_S = 12.0
 
 
 def cell_file(cell: CellState | None, kind: str) -> Path | None:
@@ -83,8 +79,5 @@ class RunNavigation(Screen):
         if cell is None:
             self.notify("no cell selected: nothing to copy", markup=False)
             return
-        text = copied_text(cell, what, self.run_dir)
-        self.app.copy_to_clipboard(text)
-        name = "cell key" if what == "key" else "cell folder"
-        self.notify(f"copied the {name} (OSC 52; where the terminal ignores it, select it "
-                    f"here):\n{text}", title="clipboard", timeout=COPIED_S, markup=False)
+        copy_shown(self, copied_text(cell, what, self.run_dir),
+                   "cell key" if what == "key" else "cell folder")

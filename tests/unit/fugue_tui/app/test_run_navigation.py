@@ -1,6 +1,7 @@
 """The run screen's navigation (issue 48, item 2): jump keys, ``/`` search with ``n``/``N``
 in the log and the events, the selected cell's files in ``$PAGER``/``$EDITOR`` and back,
-its key and folder copied (OSC 52) and shown. Each UI test waits on the text it asserts."""
+its key and folder copied (OSC 52) and shown (and a Results row's key). Each UI test waits
+on what it asserts."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from engine.events import read_events
 from fugue_tui.app.app import FugueApp
 from fugue_tui.app.external import NoProgram, command
 from fugue_tui.app.screens.plan import PlanScreen
+from fugue_tui.app.screens.results import ResultsScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.search import count_label, matching, nearest, step
 from fugue_tui.app.widgets.cell_table import CellTable
@@ -159,6 +161,16 @@ def test_jump_keys_search_and_copy(tmp_path, monkeypatch):
             await until(pilot, lambda: app.clipboard == folder, what="the folder copied")
             await until(pilot, lambda: _notified(app, "copied the cell folder").endswith(
                 f"\n{folder}"), what="the folder shown")
+            # -- the Results screen's y: the selected row's cell key
+            await pilot.press("v")
+            results = await until(pilot, lambda: isinstance(app.screen, ResultsScreen)
+                                  and app.screen.selected_key() and app.screen,
+                                  timeout=20, what="the campaign's rows")
+            row_key = results._by_key[results.selected_key()]["cell_key"]  # noqa: SLF001
+            assert row_key
+            await pilot.press("y")
+            await until(pilot, lambda: app.clipboard == row_key, what="the row's key copied")
+            assert _notified(app, "copied the cell key").endswith(f"\n{row_key}")
 
     asyncio.run(scenario())
 
@@ -282,3 +294,4 @@ def test_search_line_snapshot(tmp_path, monkeypatch, size):
     finally:
         monkeypatch.undo()
         time.tzset()
+
