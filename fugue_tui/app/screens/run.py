@@ -69,7 +69,6 @@ from fugue_tui.app.screens.run_layout import (
     zoomed,
 )
 from fugue_tui.app.screens.run_nav import RunNavigation
-from fugue_tui.app.screens.run_search import RunSearch
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import VIEW_NAMES, DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -91,7 +90,7 @@ _CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dum
             "why_no_stacks", "stop_campaign")
 
 
-class RunScreen(RunSearch, RunNavigation, Screen):
+class RunScreen(RunNavigation, Screen):
     """One campaign's run folder, followed live; see the module docstring.
 
     The screen holds no campaign data of its own: :attr:`model` (:class:`RunModel`) takes
@@ -106,8 +105,7 @@ class RunScreen(RunSearch, RunNavigation, Screen):
     #: zoomed): they move the cell table's cursor, hidden or not.
     #: ``d`` with nothing to dump runs a hidden twin of run.stacks (the same key and id, so
     #: a keymap moves both) that says why: the footer offers "stacks" only where it applies,
-    #: but the key must not do nothing silently (issue 47). RUN_NAV's n/N/Escape act while a
-    #: search is open, replay's step and back otherwise (:meth:`RunSearch.search_applies`).
+    #: but the key must not do nothing silently (issue 47). RUN_NAV's n, Escape: search_applies.
     BINDINGS = bindings(RUN + REPLAY + tuple(
         replace(a, action=f"cells('{a.action}')") for a in NAV) + (
         replace(by_id("run.stacks"), action="why_no_stacks", show=False),) + RUN_NAV)

@@ -1,7 +1,9 @@
 """The run screen's navigation keys (issue 48 item 2), a mixin of
 :class:`~fugue_tui.app.screens.run.RunScreen`: jump to a pane (``1``-``4``), open the
 selected cell's log or events file in ``$PAGER`` or ``$EDITOR`` and come back
-(:mod:`fugue_tui.app.external`), copy its key or folder to the clipboard.
+(:mod:`fugue_tui.app.external`), copy its key or folder to the clipboard; and, through its
+base :class:`~fugue_tui.app.screens.run_search.RunSearch`, the ``/`` search (one mixin, so
+that the hub names one).
 The copy is :func:`fugue_tui.app.clipboard.copy_shown`'s (OSC 52, and the text shown).
 """
 
@@ -10,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual.screen import Screen
-
 from fugue_tui.app.clipboard import copy_shown
 from fugue_tui.app.external import open_in
 from fugue_tui.app.screens.run_layout import zoom_to, zoomed
+from fugue_tui.app.screens.run_search import RunSearch
 
 if TYPE_CHECKING:
     from engine.observe.state import CellState
@@ -40,8 +41,8 @@ def copied_text(cell: CellState, what: str, run_dir: Path) -> str:
     return str(Path(cell.log_path).parent if cell.log_path else run_dir)
 
 
-class RunNavigation(Screen):
-    """Jump, open and copy actions (mixed into the run screen)."""
+class RunNavigation(RunSearch):
+    """Jump, open and copy actions, and the search's (mixed into the run screen)."""
 
     if TYPE_CHECKING:
         run_dir: Path
