@@ -133,8 +133,15 @@ def test_jump_keys_search_and_copy(tmp_path, monkeypatch):
                             what=f"{key}: {count}")
             assert screen.search_at == 15
             assert log.scroll_y <= 15 < log.scroll_y + log.scrollable_content_region.height
-            await pilot.press("escape")  # closes the search, not the screen
-            await until(pilot, lambda: screen.search_line() is None, what="search closed")
+            # "/" again: the keys back to the query; a query matching nothing counts 0/0
+            await pilot.press("slash")
+            await until(pilot, lambda: line.query_box.has_focus, what="the query again")
+            line.query_box.value = ""
+            await pilot.press(*"no such line")
+            await until(pilot, lambda: "in log 0/0" in screen_text(app), what="0/0")
+            await pilot.press("escape")  # from the query: closes the search, not the screen
+            await until(pilot, lambda: screen.search_line() is None and app.focused is log,
+                        what="search closed, the keys on the log")
             assert app.screen is screen and not log.highlight
             # -- search the events pane (it has the keys)
             recent = screen.query_one(RecentLines)
