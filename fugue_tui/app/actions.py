@@ -151,6 +151,9 @@ RESULTS = (
     Action("results.export", "e", "export", "export",
            "write the figures (PNG, SVG) and the LaTeX table of the rows shown to a folder"),
     Action("results.back", "escape", "back", "back", "back to the previous screen"),
+    Action("results.copy-key", "y", "copy_key", "copy key",
+           "copy the selected row's cell key to the clipboard (OSC 52) and show it, to "
+           "select by hand where the terminal ignores OSC 52", show=False),
 )
 
 REPLAY = (
@@ -160,6 +163,50 @@ REPLAY = (
            "replay twice as fast"),
     Action("replay.slower", "minus", "slower", "slower", "replay half as fast"),
     Action("replay.end", "E", "to_end", "to end", "apply every remaining event at once"),
+)
+
+#: The run screen's navigation (issue 48, item 2): jump to a pane, search the log or the
+#: events, open the selected cell's files in a pager or an editor, copy its key or folder.
+#: Not in the footer (full at 80x24): ``?`` and the palette list them. ``n``/``N`` and
+#: Escape act only while a search is open (else they do not apply, and replay's step and
+#: back, bound after them on the screen, act and show in the footer).
+RUN_NAV = (
+    Action("run.jump-cells", "1", "jump('cells')", "to cells",
+           "put the keys on the cells pane (a zoom that hides it shows every pane again)",
+           show=False),
+    Action("run.jump-jobs", "2", "jump('jobs')", "to jobs", "put the keys on the jobs pane",
+           show=False),
+    Action("run.jump-log", "3", "jump('log')", "to log",
+           "put the keys on the log pane (/ then searches it)", show=False),
+    Action("run.jump-events", "4", "jump('events')", "to events",
+           "put the keys on the events pane (/ then searches it)", show=False),
+    # priority: the keys typed right after "/" go to the search line (see FOCUS)
+    Action("run.search", "slash", "search_open", "search",
+           "search the log (the events when that pane has the keys or is zoomed): type, "
+           "Enter keeps the matches (n/N: next/previous, around the end), Escape closes",
+           show=False, priority=True),
+    Action("run.search-next", "n", "search_next", "next match",
+           "while a search is open: the next matching line (after the last, the first)",
+           show=False),
+    Action("run.search-previous", "N", "search_previous", "previous match",
+           "while a search is open: the previous matching line (before the first, the last)",
+           show=False),
+    Action("run.search-close", "escape", "search_close", "close search",
+           "while a search is open: close it and clear its highlights", show=False),
+    Action("run.pager", "o", "open_file('log', 'PAGER')", "pager",
+           "open the selected cell's log in $PAGER (less when unset); quit it to come back",
+           show=False),
+    Action("run.pager-events", "O", "open_file('events', 'PAGER')", "events in pager",
+           "open the selected cell's events file (events.jsonl) in $PAGER", show=False),
+    Action("run.editor", "e", "open_file('log', 'EDITOR')", "editor",
+           "open the selected cell's log in $EDITOR ($VISUAL, else vi); quit it to come back",
+           show=False),
+    Action("run.copy-key", "y", "copy('key')", "copy key",
+           "copy the selected cell's key to the clipboard (OSC 52) and show it, to select "
+           "by hand where the terminal ignores OSC 52", show=False),
+    Action("run.copy-path", "Y", "copy('path')", "copy folder",
+           "copy the selected cell's attempt folder (its cell.log, events.jsonl) to the "
+           "clipboard (OSC 52) and show it", show=False),
 )
 
 #: The focus moves as *priority* bindings of the app: Textual's own tab binding is the
@@ -200,7 +247,7 @@ SCROLL_NAV = (
     Action("nav.bottom", "G", "scroll_end", "bottom", "the end", show=False),
 )
 
-ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV
+ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV + RUN_NAV
 
 
 def bindings(actions: tuple[Action, ...]):

@@ -41,6 +41,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from fugue_tui.app.actions import LEAVE, RESULTS, bindings
+from fugue_tui.app.clipboard import copy_shown
 from fugue_tui.app.messages import Notice, ResultsLoaded
 from fugue_tui.app.models.results import (
     COLUMNS,
@@ -355,6 +356,14 @@ class ResultsScreen(Screen):
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity, markup=False)
+
+    def action_copy_key(self) -> None:
+        """``y``: the selected row's cell key to the clipboard, and shown."""
+        row = self._by_key.get(self.selected_key() or "")
+        if row is None or not row.get("cell_key"):
+            self.notify("no row with a cell key selected: nothing to copy", markup=False)
+            return
+        copy_shown(self, str(row["cell_key"]), "cell key")
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

@@ -52,7 +52,7 @@ from textual.widgets import DataTable
 from textual.worker import get_current_worker
 
 from engine.observe.state import CellState
-from fugue_tui.app.actions import NAV, REPLAY, RUN, bindings, by_id
+from fugue_tui.app.actions import NAV, REPLAY, RUN, RUN_NAV, bindings, by_id
 from fugue_tui.app.alerts import CellAlerts
 from fugue_tui.app.compact import set_compact
 from fugue_tui.app.follow import follow_run, replay_run
@@ -72,6 +72,7 @@ from fugue_tui.app.screens.run_layout import (
     zoom_to,
     zoomed,
 )
+from fugue_tui.app.screens.run_nav import RunNavigation
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import VIEW_NAMES, DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
@@ -93,7 +94,7 @@ _CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dum
             "why_no_stacks", "stop_campaign")
 
 
-class RunScreen(Screen):
+class RunScreen(RunNavigation, Screen):
     """One campaign's run folder, followed live; see the module docstring.
 
     The screen holds no campaign data of its own: :attr:`model` (:class:`RunModel`) takes
@@ -108,10 +109,10 @@ class RunScreen(Screen):
     #: zoomed): they move the cell table's cursor, hidden or not.
     #: ``d`` with nothing to dump runs a hidden twin of run.stacks (the same key and id, so
     #: a keymap moves both) that says why: the footer offers "stacks" only where it applies,
-    #: but the key must not do nothing silently (issue 47).
+    #: but the key must not do nothing silently (issue 47). RUN_NAV's n, Escape: search_applies.
     BINDINGS = bindings(RUN + REPLAY + tuple(
         replace(a, action=f"cells('{a.action}')") for a in NAV) + (
-        replace(by_id("run.stacks"), action="why_no_stacks", show=False),))
+        replace(by_id("run.stacks"), action="why_no_stacks", show=False),) + RUN_NAV)
     #: The panes, found once mounted.
     panes: RunPanes
 
@@ -317,7 +318,7 @@ class RunScreen(Screen):
 
     # -- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.commands.available(action)
+        return self.commands.available(action) and self.search_applies(action)
 
     def action_retry_cell(self) -> None:
         self.commands.confirm("retry")

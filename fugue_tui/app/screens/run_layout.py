@@ -31,6 +31,8 @@ def focus_zoomed(screen: Screen, pane: str) -> None:
 #: The panes that take keys, with their titles (the log's is its cell's, the cells' says
 #: the filter: kept as they are).
 TITLES = {"#cells": "", "#jobs-pane": "jobs", "#log": ""}
+#: Panes titled only while they have the keys (the events pane: ``4``, Tab).
+FOCUS_TITLES = {"#recent": "events"}
 
 
 def mark_focus(screen: Screen) -> None:
@@ -42,6 +44,11 @@ def mark_focus(screen: Screen) -> None:
         title = title or shown.removeprefix(FOCUS_MARK)
         wanted = f"{FOCUS_MARK}{title}" if pane.has_focus_within else title
         if wanted != shown:
+            pane.border_title = wanted
+    for selector, title in FOCUS_TITLES.items():
+        pane = screen.query_one(selector)
+        wanted = f"{FOCUS_MARK}{title}" if pane.has_focus else ""
+        if wanted != str(pane.border_title or ""):
             pane.border_title = wanted
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rich.highlighter import Highlighter
+from rich.text import Text
 from textual.geometry import Region
 from textual.widgets import Log
 
@@ -87,6 +89,21 @@ def hold(held: list[Feed], feed: Feed, cap: int = MAX_LINES) -> None:
         held[0] = (lines, True, title)
 
 
+#: How a search's matches show (in the log and the events panes).
+MATCH_STYLE = "black on yellow"
+
+
+class Matches(Highlighter):
+    """Marks every occurrence of ``query`` (case-insensitive) in a line."""
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+
+    def highlight(self, text: Text) -> None:
+        if self.query:
+            text.highlight_words([self.query], MATCH_STYLE, case_sensitive=False)
+
+
 class LogPane(Log):
     """A log view of one cell attempt (lines arrive via :meth:`feed`); j/k/g/G scroll it."""
 
@@ -117,3 +134,14 @@ class LogPane(Log):
                 self.border_title = title
         if lines:
             self.write_lines(lines)
+
+    def mark(self, query: str, line: int | None) -> None:
+        """Highlight ``query`` ("": none) and scroll so that ``line`` (an index of
+        :attr:`lines`; None: stay) is in the middle of the pane (the run screen's search)."""
+        self.highlight = bool(query)
+        self.highlighter = Matches(query)
+        self._render_line_cache.clear()  # the lines drawn so far carry the old marks
+        if line is not None:
+            middle = max(0, line - self.scrollable_content_region.height // 2)
+            self.scroll_to(y=middle, animate=False, immediate=True)
+        self.refresh()

@@ -17,6 +17,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from fugue_tui.app.widgets.log_pane import MATCH_STYLE
+
 #: The busy-host warning's text (engine.measure.host.busy_warning, then the busiest other
 #: processes engine.cell.rows.load_warnings appends), as a recent line carries it.
 _BUSY = re.compile(r"warning: host load average (?P<load>\S+) on (?P<cores>\d+) cores: "
@@ -37,10 +39,10 @@ def brief(line: str) -> str | None:
 
 
 def recent_text(lines: list[str] | tuple[str, ...], width: int, height: int,
-                console: Console, full: bool = False) -> Text:
+                console: Console, full: bool = False, query: str = "") -> Text:
     """The tail of ``lines`` that fills ``height`` rows of ``width`` columns once wrapped
     (all of them before the pane has a size); a busy-host warning takes one row (cut at
-    ``width``, :func:`brief`) unless ``full``."""
+    ``width``, :func:`brief`) unless ``full``; ``query`` (a search) highlighted."""
     if not lines:
         return Text("no lifecycle events yet", style="dim")
     if width < 1 or height < 1:
@@ -49,17 +51,24 @@ def recent_text(lines: list[str] | tuple[str, ...], width: int, height: int,
     for line in reversed(lines):
         short = None if full else brief(line)
         if short is not None:
-            row = Text(short)
+            row = _marked(short, query)
             row.truncate(width, overflow="ellipsis")
             wrapped = [row]
         else:
-            wrapped = list(Text(line).wrap(console, width))
+            wrapped = list(_marked(line, query).wrap(console, width))
         if len(rows) + len(wrapped) > height:
             if not rows:  # one line taller than the pane: its end, the newest words
                 rows = wrapped[-height:]
             break
         rows = wrapped + rows
     return Text("\n").join(rows)
+
+
+def _marked(line: str, query: str) -> Text:
+    text = Text(line)
+    if query:
+        text.highlight_words([query], MATCH_STYLE, case_sensitive=False)
+    return text
 
 
 class RecentLines(Static):
@@ -72,6 +81,13 @@ class RecentLines(Static):
     size is the layout's), the same lines do nothing."""
 
     lines: reactive[tuple[str, ...]] = reactive((), layout=False, repaint=True)
+    #: A search (the run screen's ``/``): the query highlighted, and the line (an index of
+    #: :attr:`lines`) the pane ends at instead of the newest (None: the newest).
+    search_query: reactive[str] = reactive("", layout=False, repaint=True)
+    search_anchor: reactive[int | None] = reactive(None, layout=False, repaint=True)
+    #: Focusable, so that ``4`` and Tab give it the keys (``/`` then searches it); its
+    #: title shows only then (``> events``), as the other panes mark the focus.
+    can_focus = True
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
@@ -80,4 +96,12 @@ class RecentLines(Static):
         size = self.content_size
         # zoomed to (z), the pane shows each line in full: the details of a shortened one
         full = self.screen.has_class("-zoom-events")
-        return recent_text(self.lines, size.width, size.height, self.app.console, full)
+        anchor = self.search_anchor
+        lines = self.lines if anchor is None else self.lines[:anchor + 1]
+        return recent_text(lines, size.width, size.height, self.app.console, full,
+                           self.search_query)
+
+    def mark(self, query: str, line: int | None) -> None:
+        """Highlight ``query`` ("": none) and end the pane at ``line`` (None: the newest
+        lines again), as :meth:`LogPane.mark <fugue_tui.app.widgets.log_pane.LogPane.mark>`."""
+        self.search_query, self.search_anchor = query, line
