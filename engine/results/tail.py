@@ -143,10 +143,7 @@ class GroupTail:
         if self._runs is None:
             template = self._template()
             if self._fast:  # each row normalised once, in Python (:func:`_normalised_ok`)
-                for record in self._records[len(self._rows):]:
-                    self._rows.append(_normalised_ok(record, self._header or [],
-                                                     str(self.path)))
-                    self.rows_normalised += 1
+                self.plain_rows()
                 types = template.groups.dtypes.drop("row")
                 groups = pd.DataFrame(self._rows, columns=list(types.index)).astype(
                     types.to_dict())
@@ -159,6 +156,18 @@ class GroupTail:
                 self._runs = runs_from_frames(groups.assign(source=str(self.path)), None,
                                               [self.path])
         return self._runs
+
+    def plain_rows(self) -> list[dict[str, Any]] | None:
+        """The campaign's rows read so far, each normalised once as :meth:`runs` would
+        (:func:`_normalised_ok`: numbers as floats, NaN missing; in load order), while
+        every one is ``ok`` with plain numbers; None once one is not (then only
+        :meth:`runs` answers). The list is the tail's own: do not change it."""
+        if not self._fast:
+            return None
+        for record in self._records[len(self._rows):]:
+            self._rows.append(_normalised_ok(record, self._header or [], str(self.path)))
+            self.rows_normalised += 1
+        return self._rows
 
     def _template(self) -> Runs:
         """No rows, normalised by :func:`engine.results.load.runs_from_frames`: the

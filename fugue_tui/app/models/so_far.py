@@ -1,7 +1,8 @@
 """The run screen's "speedup so far" line: each strategy cell's speedup over seq from the
 rows this campaign has written up to now — the same analysis as the Results screen and
 ``fugue-tui report`` (:func:`engine.results.analysis.speedups`: ratio of mean ``T_group``,
-the bootstrap interval once both sides have enough passes) — fitted to one line with the
+the bootstrap interval once both sides have enough passes; a plain campaign's numbers
+without pandas, :mod:`engine.results.light_speedups`) — fitted to one line with the
 campaign's ETA (:mod:`fugue_tui.app.models.eta`). Textual-free; :func:`speedup_line` reads
 files (call it from a worker).
 """
@@ -57,18 +58,26 @@ class SoFar:
         previous answer when no row arrived since, or when ``cancelled()`` turned true
         before the analysis (a newer cell end superseded this one)."""
         from engine.results.analysis import speedups
+        from engine.results.light_speedups import light_speedups
 
         if self.tail.update():
             self._dirty = True
         if not self._dirty or cancelled():
             return self._parts
-        runs = self.tail.runs()
-        if not len(runs.groups):
+        # the plain case (every row ok, uncompiled, fifo: a campaign as the dashboard runs
+        # it) in plain Python, ~2 ms; else the whole analysis, ~40 ms of pandas a call
+        # (a third of the dashboard's CPU on a long campaign: issue 47, item 2)
+        plain = self.tail.plain_rows()
+        table = light_speedups(plain, n_boot=n_boot) if plain is not None else None
+        if table is None:
+            runs = self.tail.runs()
+            table = (speedups(runs, n_boot=n_boot).to_dict("records") if len(runs.groups)
+                     else [])
+        if not table:
             self._parts, self._dirty = [], False
             return self._parts
-        table = speedups(runs, n_boot=n_boot)
         rows = []
-        for row in table.to_dict("records"):
+        for row in table:
             value = row.get("speedup")
             if row["executor"] == BASELINE_EXECUTOR or value is None or not math.isfinite(value):
                 continue
