@@ -119,6 +119,23 @@ RUN = (
            "terminal zooms to the pane)"),
     Action("run.back", "escape", "back", "back",
            "close a replay, or leave a campaign that has ended (the screen before it)"),
+    Action("run.processes", "P", "show_processes", "processes",
+           "the campaign's processes (runner, cells, workers, monitors, Ray) with CPU, RSS "
+           "and GPU memory, sortable, and a cell's process killed by pid (asks first; the "
+           "runner records the kill)", show=False),
+)
+
+PROCESSES = (
+    Action("procs.sort", "o", "pick_sort", "sort by",
+           "the process view: pick the column to sort by (the sorted one again reverses it)"),
+    Action("procs.reverse", "O", "reverse_sort", "reverse",
+           "the process view: reverse the sort order"),
+    Action("procs.kill", "x", "kill_selected", "kill",
+           "the process view: kill the selected process's cell through the runner (asks "
+           "first, naming the pid and its command; recorded as a control command)"),
+    Action("procs.kill-pid", "K", "kill_pid", "kill pid…",
+           "the process view: type a pid to kill (only a process of this campaign's cells)"),
+    Action("procs.back", "escape", "back", "back", "back to the run screen"),
 )
 
 RESULTS = (
@@ -182,7 +199,7 @@ SCROLL_NAV = (
     Action("nav.bottom", "G", "scroll_end", "bottom", "the end", show=False),
 )
 
-ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV
+ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV + PROCESSES
 
 
 def bindings(actions: tuple[Action, ...]):

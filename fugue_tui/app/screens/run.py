@@ -71,6 +71,7 @@ from fugue_tui.app.screens.run_layout import (
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import VIEW_NAMES, DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
+from fugue_tui.app.widgets.host_bar import HostBar
 from fugue_tui.app.widgets.job_progress import JobProgress, JobsPane
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import Feed, LogPane, hold
@@ -157,6 +158,7 @@ class RunScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")
+        yield HostBar(id="host-bar")
         yield CellTable(id="cells")
         with Horizontal(id="run-middle"):
             with JobsPane(id="jobs-pane"):
@@ -363,6 +365,11 @@ class RunScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_show_processes(self) -> None:
+        from fugue_tui.app.screens.processes import ProcessScreen
+
+        self.app.push_screen(ProcessScreen(self))
 
     def action_show_results(self) -> None:
         """The Results screen of the runs folder this campaign writes to, filtered to it."""
