@@ -119,13 +119,15 @@ RUN = (
            "terminal zooms to the pane)"),
     Action("run.back", "escape", "back", "back",
            "close a replay, or leave a campaign that has ended (the screen before it)"),
+)
+
+#: The process view's keys, and the run screen's key that opens it (listed here, together
+#: in the help; the run screen binds it).
+PROCESSES = (
     Action("run.processes", "P", "show_processes", "processes",
            "the campaign's processes (runner, cells, workers, monitors, Ray) with CPU, RSS "
            "and GPU memory, sortable, and a cell's process killed by pid (asks first; the "
            "runner records the kill)", show=False),
-)
-
-PROCESSES = (
     Action("procs.sort", "o", "pick_sort", "sort by",
            "the process view: pick the column to sort by (the sorted one again reverses it)"),
     Action("procs.reverse", "O", "reverse_sort", "reverse",

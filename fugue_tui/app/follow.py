@@ -60,8 +60,9 @@ def follow_run(screen: FollowTarget, worker: Worker[Any]) -> None:
         lines, reset = log.read(target)
         alive = screen.handle.alive() if screen.handle is not None else False
         host = None
-        # always: the host bar shows the host (the idle charts draw it while nothing runs)
-        if time.monotonic() >= next_host:
+        # while the runner lives: the host bar shows the host (and the idle charts while
+        # nothing runs); a finished campaign's screen is not about the host now
+        if (alive or screen.idle_poll) and time.monotonic() >= next_host:
             poller = poller or HostPoller(devices=True)
             host = poller.sample()
             next_host = time.monotonic() + HOST_POLL_S

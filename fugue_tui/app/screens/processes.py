@@ -79,7 +79,7 @@ class ProcessScreen(Screen[None]):
     """One campaign's processes (see the module). ``nvml``: passed to the sampler (tests:
     a fake NVML; False: none)."""
 
-    BINDINGS = bindings(PROCESSES) + bindings(tuple(a for a in NAV))
+    BINDINGS = bindings(tuple(a for a in PROCESSES if a.id != "run.processes") + NAV)
 
     def __init__(self, run: RunScreen, nvml: Any = None) -> None:
         super().__init__()

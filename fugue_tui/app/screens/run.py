@@ -108,7 +108,8 @@ class RunScreen(Screen):
     #: but the key must not do nothing silently (issue 47).
     BINDINGS = bindings(RUN + REPLAY + tuple(
         replace(a, action=f"cells('{a.action}')") for a in NAV) + (
-        replace(by_id("run.stacks"), action="why_no_stacks", show=False),))
+        replace(by_id("run.stacks"), action="why_no_stacks", show=False),
+        by_id("run.processes")))
     #: The panes, found once mounted.
     panes: RunPanes
 

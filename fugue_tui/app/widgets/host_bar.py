@@ -1,8 +1,9 @@
-"""The run screen's host bar: one line, always visible, with the host's CPU and memory and
+"""The run screen's host bar: one line, visible while the campaign's runner lives, with the host's CPU and memory and
 each GPU's utilisation and memory — what the follow worker's
 :class:`~fugue_tui.app.models.series.HostPoller` sampled last (the same sampler as the idle
 charts; :attr:`fugue_tui.app.models.run.RunModel.host_now`). A part the host cannot measure
-is left out (no GPU: no GPU part), never shown as 0.
+is left out (no GPU: no GPU part), never shown as 0. A finished or replayed campaign has no
+bar (the host now is not the campaign's).
 
 The line is fitted to the bar's width as the header is (:data:`LEVELS` forms, each shorter,
 the first that fits): at 80 columns with two GPUs it still fits in one line."""
@@ -70,7 +71,7 @@ class HostBar(Static):
         super().__init__("", **kwargs)
         self.sample: Mapping[str, Any] = {}
         self._text = ""
-
+        self.display = False  # until a sample: no empty line
     def show(self, sample: Mapping[str, Any]) -> None:
         """Draw ``sample`` (redraws only when the line changed)."""
         self.sample = sample

@@ -52,7 +52,8 @@ class RunPanes:
         self.charts.show_monitor(model, cell, running, now)
         deferred = self.jobs.deferred or self.charts.deferred
         self.header.show(model, now, run_dir, **header)
-        self.host.show(model.host_now)
+        # the host now, while the campaign's runner lives (ended, replayed: no bar)
+        self.host.show(model.host_now if model.runner_alive else {})
         # the newest lines that fit, laid out by the pane at its size when it paints
         self.recent.lines = tuple(model.view.recent)
         return deferred

@@ -16,6 +16,7 @@ from fugue_tui.app.widgets.host_bar import LEVELS, HostBar, host_line
 from tests.app_screen import until
 from tests.fixtures.fake_nvml import FakeDevice, FakeNVML
 from tests.unit.fugue_tui.app.test_app_run_screen import T0, recorded_run
+from tests.unit.fugue_tui.app.test_run_layout_small import AliveRunner
 
 SAMPLE = {"t": 1.0, "cpu_pct": 340.0, "cores": 16, "rss_mib": 3276.8, "mem_total_mib": 16384.0,
           "devices": [DeviceReading(0, 87.0, 10444.8, 81920.0),
@@ -40,10 +41,11 @@ def test_the_bar_shows_the_fake_gpus_in_one_line_and_p_opens_the_process_view(
     run = recorded_run(tmp_path)
 
     async def scenario():
-        app = FugueApp(attach=str(run), clock=lambda: T0 + 40)
+        app = FugueApp(runs_dir=str(run.parent), clock=lambda: T0 + 40)
         async with app.run_test(size=(80, 24)) as pilot:
+            app.open_run(run, AliveRunner(), 0, attached=True)  # a live runner: the bar
             screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
-            bar = screen.query_one(HostBar)
+            bar = (await until(pilot, lambda: screen.query(HostBar), what="the bar")).first()
             await until(pilot, lambda: "GPU1" in bar._text, what="both GPUs in the bar")
             text = bar._text
             assert "CPU " in text and "GPU0 " in text and "/15.0" in text, text
@@ -58,6 +60,9 @@ def test_the_bar_shows_the_fake_gpus_in_one_line_and_p_opens_the_process_view(
             await until(pilot, lambda: isinstance(app.screen, ProcessScreen), what="P")
             await pilot.press("escape")
             await until(pilot, lambda: isinstance(app.screen, RunScreen), what="back")
+            screen.handle = None  # the runner gone: the host now is not the campaign's
+            screen.model.runner_alive = False
+            await until(pilot, lambda: not bar.display, what="no bar once the runner ended")
 
     asyncio.run(scenario())
 
