@@ -87,6 +87,9 @@ class ProcessScreen(Screen[None]):
         self.nvml = nvml
         self.sort_column, self.sort_reverse = "cpu_pct", True
         self.rows: list[ProcRow] = []
+        #: The table's texts as written, row by row (what :meth:`show_rows` compares).
+        self._shown: list[list[str]] = []
+        self._title_text = ""
         #: pid → (cell key, label) of the running cells, copied on the UI thread for the
         #: worker (the run model is the UI thread's).
         self.cell_pids: dict[int, tuple[str, str]] = {}
@@ -140,24 +143,38 @@ class ProcessScreen(Screen[None]):
             sampler.close()
 
     def show_rows(self, rows: list[ProcRow]) -> None:
-        """Redraw the table from ``rows`` (sorted), the cursor kept on the same pid."""
+        """Redraw the table from ``rows`` (sorted), the cursor kept on the same pid. The
+        same processes in the same order: only the cells whose text changed are written
+        (a rebuild each second cost most of the view's CPU); else the table is rebuilt."""
         self.rows = rows
         table = self.query_one(DataTable)
-        chosen = self.selected_pid()
-        table.clear()
-        for row in sort_rows(rows, self.sort_column, self.sort_reverse):
-            table.add_row(*(cell_text(row.value(key), key) for key, _, _ in COLUMNS),
-                          key=str(row.pid))
-        if chosen is not None and str(chosen) in {str(r.pid) for r in rows}:
-            table.move_cursor(row=table.get_row_index(str(chosen)))
+        ordered = sort_rows(rows, self.sort_column, self.sort_reverse)
+        texts = [[cell_text(row.value(key), key) for key, _, _ in COLUMNS] for row in ordered]
+        keys = [str(row.pid) for row in ordered]
+        if keys == [str(k.value) for k in table.rows]:
+            for key, new, old in zip(keys, texts, self._shown, strict=True):
+                for (column, _, _), text, was in zip(COLUMNS, new, old, strict=True):
+                    if text != was:
+                        table.update_cell(key, column, text)
+        else:
+            chosen = self.selected_pid()
+            table.clear()
+            for key, row_texts in zip(keys, texts, strict=True):
+                table.add_row(*row_texts, key=key)
+            if chosen is not None and str(chosen) in keys:
+                table.move_cursor(row=keys.index(str(chosen)))
+        self._shown = texts
         self._title()
 
     def _title(self) -> None:
         header = dict((k, h) for k, h, _ in COLUMNS)[self.sort_column]
-        self.query_one("#procs-title", Static).update(Text.assemble(
-            ("processes", "bold"), f" of {self.run.view.state.campaign or self.run.run_dir.name}"
-            f" · {len(self.rows)} · sorted by {header} {'↓' if self.sort_reverse else '↑'}"
-            " · GPU MiB empty: not measured"))
+        title = (f" of {self.run.view.state.campaign or self.run.run_dir.name}"
+                 f" · {len(self.rows)} · sorted by {header} {'↓' if self.sort_reverse else '↑'}"
+                 " · GPU MiB empty: not measured")
+        if title != self._title_text:  # unchanged: not repainted
+            self._title_text = title
+            self.query_one("#procs-title", Static).update(
+                Text.assemble(("processes", "bold"), title))
 
     def selected_pid(self) -> int | None:
         table = self.query_one(DataTable)
