@@ -131,8 +131,8 @@ class ProcessSampler:
             role = "runner" if proc.pid == self.runner_pid else role_of(cmdline, name)
             if proc.pid in cells:
                 role = "cell"
-            elif mine is not None and role in ("cell", name):
-                role = "worker"
+            elif mine is not None and role in ("cell", "zygote", "runner", name):
+                role = "worker"  # a fork of the cell carries its parent's command line
             rows.append(ProcRow(proc.pid, ppid, role, mine[1] if mine else "",
                                 mine[0] if mine else "", short_command(cmdline, name),
                                 None if first else cpu, rss,

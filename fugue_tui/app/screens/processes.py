@@ -146,6 +146,8 @@ class ProcessScreen(Screen[None]):
         """Redraw the table from ``rows`` (sorted), the cursor kept on the same pid. The
         same processes in the same order: only the cells whose text changed are written
         (a rebuild each second cost most of the view's CPU); else the table is rebuilt."""
+        if not self.is_attached:  # closed while the sample was on its way
+            return
         self.rows = rows
         table = self.query_one(DataTable)
         ordered = sort_rows(rows, self.sort_column, self.sort_reverse)
