@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 #: How many forms :func:`host_line` has (0: the longest).
 LEVELS = 4
@@ -64,24 +64,30 @@ def host_line(sample: Mapping[str, Any], level: int = 0) -> str:
     return ("host " + line) if level == 0 and line else line
 
 
-class HostBar(Static):
-    """The one-line bar (see the module); :meth:`show` takes each new sample."""
+class HostBar(Widget):
+    """The one-line bar (see the module); :meth:`show` takes each new sample. A plain
+    widget that renders its line, not a ``Static``: ``Static.update`` lays the whole
+    screen out again, once a second here (0.2 % of a core on the run screen)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__("", **kwargs)
+        super().__init__(**kwargs)
         self.sample: Mapping[str, Any] = {}
         self._text = ""
         self.display = False  # until a sample: no empty line
+
     def show(self, sample: Mapping[str, Any]) -> None:
-        """Draw ``sample`` (redraws only when the line changed)."""
+        """Draw ``sample`` (repaints only when the line changed)."""
         self.sample = sample
         self._fit()
 
     def on_resize(self) -> None:
         self._fit()
 
+    def render(self) -> Text:
+        return Text(self._text, no_wrap=True, overflow="ellipsis")
+
     def _fit(self) -> None:
-        width = max(self.size.width, 1)
+        width = max(self.content_size.width, 1)
         text = ""
         for level in range(LEVELS):
             text = host_line(self.sample, level)
@@ -89,5 +95,6 @@ class HostBar(Static):
                 break
         if text != self._text:
             self._text = text
-            self.display = bool(text)  # nothing sampled (a replay): no empty line
-            self.update(Text(text))
+            if self.display != bool(text):
+                self.display = bool(text)  # nothing sampled (a replay): no empty line
+            self.refresh()  # the same one line: no layout
