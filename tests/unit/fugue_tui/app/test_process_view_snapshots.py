@@ -59,3 +59,39 @@ def test_the_process_view(tmp_path, monkeypatch, size):
             assert_snapshot(app, f"processes_{size[0]}x{size[1]}", tmp_path)
 
     asyncio.run(scenario())
+
+
+def test_the_run_screen_with_its_host_bar_at_80x24(tmp_path, monkeypatch):
+    """A live campaign's run screen at 80x24 with the host bar (a fixed host sample with
+    two GPUs, one of them without a utilisation reading): one line under the header."""
+    from fugue_tui.app.app import FugueApp
+    from fugue_tui.app.models import series
+    from fugue_tui.app.screens.run import RunScreen
+    from fugue_tui.app.widgets.host_bar import HostBar
+    from tests.unit.fugue_tui.app.test_host_bar import SAMPLE
+    from tests.unit.fugue_tui.app.test_run_layout_small import (
+        RUNNING,
+        AliveRunner,
+        live_copy,
+    )
+
+    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setattr(series.HostPoller, "__init__", lambda self, **kw: None)
+    monkeypatch.setattr(series.HostPoller, "sample", lambda self: dict(SAMPLE))
+    run, cut = live_copy(tmp_path)
+
+    async def scenario():
+        app = FugueApp(runs_dir=str(run.parent), clock=lambda: cut + 5)
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.open_run(run, AliveRunner(), 0, attached=True)
+            line = ("host CPU 21% · mem 3.2/16.0 GiB · GPU0 87% 10.2/80.0 GiB · GPU1 "
+                    "0.5/80.0 GiB")  # 77 columns: the long form fits
+            await until(pilot, lambda: isinstance(app.screen, RunScreen)
+                        and app.screen.query(HostBar) and RUNNING.search(screen_text(app))
+                        and f" {line}" in screen_text(app).splitlines(), what="the bar")
+            await pilot.pause(1.2)  # the strip's first analysis (at most once per 3 s)
+            assert_snapshot(app, "run_host_bar_80x24", tmp_path)
+
+    asyncio.run(scenario())
