@@ -180,8 +180,9 @@ class Commands:
             self.stopped[cell.key] = attempt
             if pending is not None:  # the retry it outranks did not happen
                 self.retried.pop(cell.key, None)
-        self._answer(cmd=name, cell=cell.key, applied=True)
-        return what, reason
+        self._answer(cmd=name, cell=cell.key, applied=True,
+                     reason=by_pid(command) or None)
+        return what, stop_reason(reason, command)
 
     def repeated_retry(self, command: dict[str, Any], cell: CellSpec) -> str | None:
         """Why a retry of ``cell`` repeats the retry last applied to it (the answer's
@@ -269,6 +270,25 @@ class Commands:
         self.journal.emit(RunnerControl(
             cmd=cmd, cell=ABSENT if cell is None else cell, applied=applied,
             reason=ABSENT if reason is None else reason))
+
+
+def by_pid(command: dict[str, Any]) -> str:
+    """Who a kill named, when it named a process (the dashboard's process view):
+    ``pid 123 (python -m …), sent by pid 45``; "" for a kill of the cell."""
+    pid = command.get("pid")
+    if command.get("cmd") != "kill" or not isinstance(pid, int):
+        return ""
+    process = str(command.get("process") or "").strip()
+    sender = command.get("sender_pid")
+    return (f"pid {pid}" + (f" ({process})" if process else "")
+            + (f", sent by pid {sender}" if isinstance(sender, int) else ""))
+
+
+def stop_reason(reason: str, command: dict[str, Any]) -> str:
+    """The killed row's reason for a stop by ``command``: the command's, with the process
+    it named (:func:`by_pid`)."""
+    who = by_pid(command)
+    return f"{reason}: {who}" if who else reason
 
 
 def _abort_reason(command: dict[str, Any]) -> str:

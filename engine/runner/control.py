@@ -82,10 +82,13 @@ def _index_written_otherwise(ref: str) -> str:
 
 
 def send(run_dir: str | Path, command: str, cell: str | None = None,
-         reason: str | None = None) -> Path:
+         reason: str | None = None, pid: int | None = None, process: str = "") -> Path:
     """Queue a command for the runner of ``run_dir``; return the command file. ``reason``
     (abort only): who stopped the campaign, recorded as the running cell's kill reason
-    (the dashboard's Stop says so instead of a Ctrl-C nobody typed).
+    (the dashboard's Stop says so instead of a Ctrl-C nobody typed). ``pid`` and
+    ``process`` (kill only): the cell's process the user chose to kill (the dashboard's
+    process view) and its command line; the runner kills the cell's attempt and names
+    them in its records (:func:`engine.runner.commands.stop_reason`).
 
     Raises:
         ConfigError: unknown command, a missing cell, no such run folder, or a cell that
@@ -100,6 +103,8 @@ def send(run_dir: str | Path, command: str, cell: str | None = None,
     body = {"cmd": command, "cell": cell, "ts": time.time(), "sender_pid": os.getpid()}
     if reason and command == "abort":
         body["reason"] = str(reason)
+    if pid is not None and command == "kill":
+        body["pid"], body["process"] = int(pid), str(process)[:120]
     name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
     tmp = inbox / f".{name}.tmp"
     created = not os.path.lexists(inbox)

@@ -139,6 +139,25 @@ RUN = (
            show=False),
 )
 
+#: The process view's keys, and the run screen's key that opens it (listed here, together
+#: in the help; the run screen binds it).
+PROCESSES = (
+    Action("run.processes", "P", "show_processes", "processes",
+           "the campaign's processes (runner, cells, workers, monitors, Ray) with CPU, RSS "
+           "and GPU memory, sortable, and a cell's process killed by pid (asks first; the "
+           "runner records the kill)", show=False),
+    Action("procs.sort", "o", "pick_sort", "sort by",
+           "the process view: pick the column to sort by (the sorted one again reverses it)"),
+    Action("procs.reverse", "O", "reverse_sort", "reverse",
+           "the process view: reverse the sort order"),
+    Action("procs.kill", "x", "kill_selected", "kill",
+           "the process view: kill the selected process's cell through the runner (asks "
+           "first, naming the pid and its command; recorded as a control command)"),
+    Action("procs.kill-pid", "K", "kill_pid", "kill pid…",
+           "the process view: type a pid to kill (only a process of this campaign's cells)"),
+    Action("procs.back", "escape", "back", "back", "back to the run screen"),
+)
+
 RESULTS = (
     # priority: the keys typed right after "/" go to the box (see FOCUS)
     Action("results.filter", "slash", "focus_filter", "filter",
@@ -247,7 +266,7 @@ SCROLL_NAV = (
     Action("nav.bottom", "G", "scroll_end", "bottom", "the end", show=False),
 )
 
-ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV + RUN_NAV
+ALL = APP + FOCUS + LEAVE + PLAN + PLAN_SECTIONS + RUN + RESULTS + REPLAY + NAV + RUN_NAV + PROCESSES
 
 
 def bindings(actions: tuple[Action, ...]):

@@ -60,8 +60,10 @@ def follow_run(screen: FollowTarget, worker: Worker[Any]) -> None:
         lines, reset = log.read(target)
         alive = screen.handle.alive() if screen.handle is not None else False
         host = None
-        if screen.idle_poll and time.monotonic() >= next_host:
-            poller = poller or HostPoller()
+        # while the runner lives: the host bar shows the host (and the idle charts while
+        # nothing runs); a finished campaign's screen is not about the host now
+        if (alive or screen.idle_poll) and time.monotonic() >= next_host:
+            poller = poller or HostPoller(devices=True)
             host = poller.sample()
             next_host = time.monotonic() + HOST_POLL_S
         if events or lines or reset or alive != last_alive or host:

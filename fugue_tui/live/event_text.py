@@ -262,5 +262,7 @@ def _node_lost(event: RunnerRetried) -> str:
 
 
 def _control_outcome(event: RunnerControl) -> str:
-    """``applied`` or ``ignored (<why>)``."""
-    return "applied" if event.get("applied") else f"ignored ({event.get('reason')})"
+    """``applied`` (``applied, <whom>``: a kill naming a process) or ``ignored (<why>)``."""
+    if event.get("applied"):
+        return f"applied, {event['reason']}" if event.get("reason") else "applied"
+    return f"ignored ({event.get('reason')})"

@@ -78,6 +78,8 @@ class RunModel:
         self.timeline = CampaignTimeline()
         self.curves = CurveStore()
         self.host = Series()
+        #: The latest host sample (:meth:`HostPoller.sample`; empty before the first).
+        self.host_now: dict[str, Any] = {}
         self.runner_alive = runner_alive
 
     # -- intake ---------------------------------------------------------------------------
@@ -114,6 +116,7 @@ class RunModel:
         ``cpu_pct``, ``rss_mib``) and the runner's liveness (None: not read this time)."""
         if host_sample:
             self.host.add(dict(host_sample), HOST_FIELDS)
+            self.host_now = dict(host_sample)  # the host bar's latest, devices included
         if runner_alive is not None:
             self.runner_alive = runner_alive
 

@@ -6,8 +6,9 @@ A cell's monitor writes ``sample`` events (fields:
 ``rss_mib`` of the cell's process tree). The store keeps
 the last :data:`MAX_POINTS` of each cell attempt. :func:`panels` picks what to draw: the GPU
 panels when the samples carry GPU values, else the process tree's CPU and RSS, labelled as
-such. :class:`HostPoller` samples the host with psutil (never NVML) for the "idle polling"
-view when no cell runs.
+such. :class:`HostPoller` samples the host with psutil for the "idle polling" view when no
+cell runs and, with its devices' NVML readings, for the run screen's host bar
+(:mod:`fugue_tui.app.widgets.host_bar`) always.
 """
 
 from __future__ import annotations
@@ -119,8 +120,16 @@ class HostPoller:
     read (tests: a fixture tree). Call :meth:`sample` from a worker thread about once a
     second."""
 
-    def __init__(self, clock=time.monotonic, root: Path | None = None) -> None:
+    def __init__(self, clock=time.monotonic, root: Path | None = None,
+                 devices: bool = False) -> None:
         self.clock = clock
+        #: ``devices``: each NVML device's utilisation and memory too (the host bar), read
+        #: through one :class:`engine.measure.nvml_procs.NvmlReader` (no NVML: none).
+        self.nvml = None
+        if devices:
+            from engine.measure.nvml_procs import NvmlReader
+
+            self.nvml = NvmlReader()
         # located once: a process does not change cgroup; read at every sample (~0.1 ms)
         self.cgroup = cgroup_memory.locate(root)
         psutil.cpu_percent(interval=None)  # the first call only starts the measurement
@@ -132,5 +141,10 @@ class HostPoller:
         level = self.cgroup.read() if self.cgroup is not None else None
         if level is not None:
             used = min(used, max(level.usage_mib - level.reclaimable_mib, 0.0))
-        return {"t": self.clock(), "cpu_pct": psutil.cpu_percent(interval=None) * cores,
-                "rss_mib": used}
+        sample = {"t": self.clock(), "cpu_pct": psutil.cpu_percent(interval=None) * cores,
+                  "rss_mib": used, "cores": cores,
+                  "mem_total_mib": memory.total / 2**20 if level is None
+                  else min(memory.total / 2**20, level.limit_mib)}
+        if self.nvml is not None:
+            sample["devices"] = self.nvml.devices()
+        return sample

@@ -76,6 +76,7 @@ from fugue_tui.app.screens.run_nav import RunNavigation
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import VIEW_NAMES, DeviceCharts
 from fugue_tui.app.widgets.footer import KeyFooter
+from fugue_tui.app.widgets.host_bar import HostBar
 from fugue_tui.app.widgets.job_progress import JobProgress, JobsPane
 from fugue_tui.app.widgets.log_pane import MAX_LINES as LOG_LINES
 from fugue_tui.app.widgets.log_pane import Feed, LogPane, hold
@@ -112,7 +113,8 @@ class RunScreen(RunNavigation, Screen):
     #: but the key must not do nothing silently (issue 47). RUN_NAV's n, Escape: search_applies.
     BINDINGS = bindings(RUN + REPLAY + tuple(
         replace(a, action=f"cells('{a.action}')") for a in NAV) + (
-        replace(by_id("run.stacks"), action="why_no_stacks", show=False),) + RUN_NAV)
+        replace(by_id("run.stacks"), action="why_no_stacks", show=False),
+        by_id("run.processes")) + RUN_NAV)
     #: The panes, found once mounted.
     panes: RunPanes
 
@@ -164,6 +166,7 @@ class RunScreen(RunNavigation, Screen):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")
+        yield HostBar(id="host-bar")
         yield CellTable(id="cells")
         with Horizontal(id="run-middle"):
             with JobsPane(id="jobs-pane"):
@@ -378,6 +381,11 @@ class RunScreen(RunNavigation, Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_show_processes(self) -> None:
+        from fugue_tui.app.screens.processes import ProcessScreen
+
+        self.app.push_screen(ProcessScreen(self))
 
     def action_show_results(self) -> None:
         """The Results screen of the runs folder this campaign writes to, filtered to it."""

@@ -14,6 +14,7 @@ from textual.dom import DOMNode
 from engine.observe.state import CellState
 from fugue_tui.app.models.run import RunModel
 from fugue_tui.app.widgets.device_charts import DeviceCharts
+from fugue_tui.app.widgets.host_bar import HostBar
 from fugue_tui.app.widgets.job_progress import JobProgress
 from fugue_tui.app.widgets.log_pane import Feed, LogPane
 from fugue_tui.app.widgets.recent_lines import RecentLines
@@ -32,13 +33,14 @@ class RunPanes:
     charts: DeviceCharts
     log: LogPane
     recent: RecentLines
+    host: HostBar
 
     @classmethod
     def of(cls, screen: DOMNode) -> RunPanes:
         """The panes ``screen`` composed (raises ``NoMatches`` before its compose)."""
         return cls(screen.query_one(RunHeader), screen.query_one(JobProgress),
                    screen.query_one(DeviceCharts), screen.query_one(LogPane),
-                   screen.query_one(RecentLines))
+                   screen.query_one(RecentLines), screen.query_one(HostBar))
 
     def draw(self, model: RunModel, cell: CellState | None, running: CellState | None,
              now: float, run_dir: Path, **header: Any) -> bool:
@@ -50,6 +52,8 @@ class RunPanes:
         self.charts.show_monitor(model, cell, running, now)
         deferred = self.jobs.deferred or self.charts.deferred
         self.header.show(model, now, run_dir, **header)
+        # the host now, while the campaign's runner lives (ended, replayed: no bar)
+        self.host.show(model.host_now if model.runner_alive else {})
         # the newest lines that fit, laid out by the pane at its size when it paints
         self.recent.lines = tuple(model.view.recent)
         return deferred

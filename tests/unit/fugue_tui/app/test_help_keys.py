@@ -88,7 +88,7 @@ def test_the_help_names_keys_as_typed_and_scrolls_at_80x24(tmp_path, monkeypatch
                         what="the top again")
             # pgdn, a page at a time, to the page with results.filter (the second, while
             # the list ended on it; issue 48's keys made it longer)
-            for _ in range(4):
+            for _ in range(8):
                 top = body.scroll_y
                 await pilot.press("pagedown")
                 await until(pilot, lambda t=top: body.scroll_y > t, what="a page down")
