@@ -182,6 +182,15 @@ REPLAY = (
            "replay twice as fast"),
     Action("replay.slower", "minus", "slower", "slower", "replay half as fast"),
     Action("replay.end", "E", "to_end", "to end", "apply every remaining event at once"),
+    # Seeks: in the help and the palette, not the footer (at 160 columns it is full: "? help"
+    # and "^q quit" were pushed off it).
+    Action("replay.back", "left_square_bracket", "seek(-1)", "rewind",
+           "seek back a 20th of the campaign (at least 10 s of campaign time)", show=False),
+    Action("replay.forward", "right_square_bracket", "seek(1)", "skip ahead",
+           "seek forward a 20th of the campaign (at least 10 s of campaign time)", show=False),
+    Action("replay.seek", "T", "seek_to", "seek to",
+           "seek to a time from the start (m:ss or seconds), backwards or forwards",
+           show=False),
 )
 
 #: The run screen's navigation (issue 48, item 2): jump to a pane, search the log or the

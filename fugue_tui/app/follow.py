@@ -82,9 +82,11 @@ def replay_run(screen: FollowTarget, worker: Worker[Any]) -> None:
     while not worker.is_cancelled:
         # Typed as live events are (a replay read from files already holds typed events,
         # returned as they are; one built from plain dicts gets typed copies).
-        events = [parse_event(e) for e in replay.due()]
+        generation, due = replay.due_tagged()
+        events = [parse_event(e) for e in due]
         target = screen.log_target
         lines, reset = log.read(target)
         if events or lines or reset:
-            screen.post_message(Followed(events, lines, reset, target, False))
+            screen.post_message(Followed(events, lines, reset, target, False,
+                                         generation=generation))
         time.sleep(POLL_S)

@@ -85,6 +85,8 @@ class Followed(Message):
     log_path: str | None = None
     runner_alive: bool | None = None
     host_sample: dict[str, float] | None = None
+    #: A replay's position generation it was read at (a seek drops older news).
+    generation: int = 0
 
 
 @dataclass(eq=False)

@@ -29,6 +29,48 @@ from engine.runfolder import RunFolder
 #: 0.25, and a speed given off the ladder could not be returned to).
 SPEEDS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
 
+#: ``[`` / ``]`` move a 20th of the campaign, never less than 10 s of campaign time.
+SEEK_STEPS = 20
+SEEK_MIN_S = 10.0
+
+
+def parse_time(text: str) -> float:
+    """A seek prompt's answer: campaign time from the start, ``m:ss``, ``h:mm:ss`` or seconds
+    (``75``, ``1:15``, ``0:01:15``), in seconds.
+
+    Raises:
+        ValueError: one line naming the value and the forms taken.
+    """
+    import math
+
+    parts = text.strip().split(":")
+    try:
+        if not 1 <= len(parts) <= 3 or any(not p.strip() for p in parts):
+            raise ValueError
+        values = [float(p) for p in parts]
+        if len(parts) > 1 and (any(v != int(v) for v in values[:-1])
+                               or any(v >= 60 for v in values[1:])):
+            raise ValueError
+    except ValueError:
+        values = [math.nan]
+    seconds = sum(v * 60 ** i for i, v in enumerate(reversed(values)))
+    if not (math.isfinite(seconds) and seconds >= 0 and min(values) >= 0):
+        # one line of the 80-column dialog
+        raise ValueError(f"not a time: {text.strip()[:20]!r} (m:ss, h:mm:ss or seconds)")
+    return seconds
+
+
+def _times(events: Sequence[Mapping[str, Any]], start: float) -> list[float]:
+    """The time by which each event is released: the latest ``ts`` up to it (an end event
+    :func:`timeline` moved after its cell's last line keeps that line's time, as :meth:`Replay.due`
+    releases it, which stops at the first event still ahead), so non-decreasing."""
+    out, previous = [], start
+    for event in events:
+        ts = event.get("ts")
+        previous = max(previous, float(ts)) if isinstance(ts, (int, float)) else previous
+        out.append(previous)
+    return out
+
 
 def parse_speed(text: str) -> float:
     """``--speed``: campaign seconds per second, a finite number in [0.1, 1000] (0, a
@@ -136,10 +178,15 @@ class Replay:
         self.paused = paused
         self.pos = 0
         self._wall = wall
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # due_tagged holds it around due
         stamps = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
         self.start_ts = float(stamps[0]) if stamps else 0.0
         self.end_ts = float(max(stamps)) if stamps else 0.0
+        #: Each event's campaign time (one without a ``ts``: the one before it's), sorted as
+        #: the events are: a seek finds its position by bisection.
+        self._times = _times(self.events, self.start_ts)
+        #: Bumped by each seek: news posted before it (an older position) is dropped.
+        self.generation = 0
         self._now = self.start_ts
         self._last_wall = wall()
         self._steps = 0
@@ -193,6 +240,30 @@ class Replay:
     def to_end(self) -> None:
         with self._lock:
             self._to_end = True
+
+    def seek(self, target: float) -> tuple[int, list[Event]]:
+        """Move to campaign time ``target`` (Unix s, clamped to the campaign), backwards or
+        forwards; keeps pause and speed. Returns the new generation and every event up to
+        there (those with ``ts <= target``, in stream order): the caller folds them into
+        fresh state, so the screen reads exactly as if played to ``target``."""
+        import bisect
+
+        with self._lock:
+            self._advance()
+            self._now = min(self.end_ts, max(self.start_ts, float(target)))
+            self.pos = bisect.bisect_right(self._times, self._now)
+            self._steps, self._to_end = 0, False
+            self.generation += 1
+            return self.generation, self.events[:self.pos]
+
+    def seek_step(self) -> float:
+        """What ``[`` and ``]`` move: a 20th of the campaign, at least 10 s (campaign s)."""
+        return max(SEEK_MIN_S, (self.end_ts - self.start_ts) / SEEK_STEPS)
+
+    def due_tagged(self) -> tuple[int, list[Event]]:
+        """:meth:`due` with the generation it belongs to (read under the same lock)."""
+        with self._lock:
+            return self.generation, self.due()
 
     @property
     def done(self) -> bool:

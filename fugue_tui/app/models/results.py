@@ -41,8 +41,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("status", "status", "status"),
     ("T_group", "T_group s", "T_group"),
     # issue 47: the cell's T_group speedup over its seq cell, as `fugue-tui report` pairs
-    # and prints it (engine.results.analysis.speedups; 3 decimals, beside T_group there too)
-    ("speedup", "speedup", "speedup"),
+    # and prints it (engine.results.analysis.speedups; 3 decimals, beside T_group there too);
+    # headed "cell ×": the cell's one figure, repeated on each of its pass rows (issue 48)
+    ("speedup", "cell ×", "speedup"),
     ("throughput", "samples/s", "throughput_group"),
     # hpo groups (issue 25): time to best, its speedup over the baseline executor (the row's
     # cell's), which trial reached the best; empty outside hpo

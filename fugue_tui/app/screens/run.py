@@ -61,6 +61,7 @@ from fugue_tui.app.models.cell_filter import CellFilter
 from fugue_tui.app.models.run import RunModel, devices_line, followed_cell
 from fugue_tui.app.models.timeline import CampaignTimeline
 from fugue_tui.app.process import RunnerHandle
+from fugue_tui.app.screens import replay_seek
 from fugue_tui.app.screens.bulk import BulkCommands
 from fugue_tui.app.screens.run_commands import CellCommands
 from fugue_tui.app.screens.run_layout import (
@@ -204,7 +205,8 @@ class RunScreen(RunNavigation, Screen):
         """A worker's news: the model takes the events and the facts, the log pane its
         lines; each warning is notified as it comes (a repaired results file must not
         scroll away unseen); the panes redraw at the next tick."""
-        for notice in self.model.apply(message.events):
+        stale = self.replay is not None and message.generation != self.replay.generation
+        for notice in self.model.apply([] if stale else message.events):  # stale: pre-seek
             self.notify(notice, severity="warning", markup=False)
         self.alerts.take(self.app, self.view.state, message.events)
         self.model.observe(message.host_sample, message.runner_alive)
@@ -415,6 +417,12 @@ class RunScreen(RunNavigation, Screen):
 
     def action_to_end(self) -> None:
         self._redraw_now(self.replay.to_end)
+
+    def action_seek(self, direction: int) -> None:
+        replay_seek.seek_by(self, direction)
+
+    def action_seek_to(self) -> None:
+        replay_seek.ask_time(self)
 
     # -- stop -----------------------------------------------------------------------------
     def active_pids(self) -> set[int]:

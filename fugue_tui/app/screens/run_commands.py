@@ -51,7 +51,7 @@ class CellCommands:
                 bool(screen.runner_alive) and not screen.stopping
         if action == "why_no_stacks":  # d where the dump does not apply: it says why
             return not self.available("dump_stacks")
-        if action in ("toggle_pause", "step", "faster", "slower", "to_end"):
+        if action in ("toggle_pause", "step", "faster", "slower", "to_end", "seek", "seek_to"):
             return screen.replay is not None
         return True
 

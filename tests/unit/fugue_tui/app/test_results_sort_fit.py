@@ -69,7 +69,7 @@ def test_speedup_column_and_o_picks_the_sort_column_from_a_list(tmp_path, monkey
             table = screen.query_one("#groups")
             await until(pilot, lambda: [_cell(table, i, "speedup") for i in range(ROWS)]
                         == wanted, what="each row's cell's speedup, as the report's")
-            await until(pilot, lambda: "T_group s  speedup" in screen_text(app)
+            await until(pilot, lambda: "T_group s  cell ×" in screen_text(app)
                         and "o sort by" in screen_text(app).splitlines()[-1],
                         what="the speedup header beside T_group, the footer's 'o sort by'")
             await pilot.press("o")
@@ -77,8 +77,8 @@ def test_speedup_column_and_o_picks_the_sort_column_from_a_list(tmp_path, monkey
                                  and "Sort the rows by" in screen_text(app) and app.screen,
                                  what="the sort picker")
             options = picker.query_one("#sort-columns")
-            # s: scheduler, status, then speedup (a letter jumps to the next header)
-            await pilot.press("s", "s", "s")
+            # c: compile, then the speedup, headed "cell ×" (a letter jumps to the next header)
+            await pilot.press("c", "c")
             await until(pilot, lambda: options.highlighted is not None
                         and options.get_option_at_index(options.highlighted).id == "speedup",
                         what="speedup highlighted")
@@ -93,7 +93,7 @@ def test_speedup_column_and_o_picks_the_sort_column_from_a_list(tmp_path, monkey
             # the picker marks the sort; escape leaves it be
             await pilot.press("o")
             await until(pilot, lambda: isinstance(app.screen, SortPicker)
-                        and "speedup  (sorted ↓ descending)" in screen_text(app),
+                        and "cell ×  (sorted ↓ descending)" in screen_text(app),
                         what="the picker marking the sort")
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is screen, what="the picker closed")
@@ -160,7 +160,7 @@ def test_no_column_is_cut_at_the_right_edge(tmp_path, monkeypatch):
                 await until(pilot, lambda s=size: not cut(s), what=f"every column whole at {size}")
                 if size == SIZE:
                     shown = tokens(_visible(app, table)[0])
-                    assert shown[-5:] == ["T_group s", "speedup", "samples/s", "ttb s", "ttb ×"]
+                    assert shown[-5:] == ["T_group s", "cell ×", "samples/s", "ttb s", "ttb ×"]
 
     asyncio.run(scenario())
 
