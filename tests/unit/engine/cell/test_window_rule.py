@@ -101,6 +101,10 @@ def test_in_process_executors_build_inside_and_load_before(tmp_path, probe, exec
     phases = [e["phase"] for e in seen if e["type"] == "phase"]
     assert phases.index("data_load") < phases.index("setup") < phases.index("group_start")
     assert group["window_rule"] == "2" and group["mp_start"] == ""
+    # issue 50: the hand-back digests each job's weights after the window, before teardown
+    assert phases.index("group_end") < phases.index("hand_back") < phases.index("teardown")
+    assert [len(j["weights_sha256"]) for j in jobs] == [64, 64]
+    assert float(group["digest_s"]) > 0 and group["save_s"] == group["save_status"] == ""
     assert all(j["worker_start_s"] == "" for j in jobs)  # no per-job worker
     if executor == "seq":
         assert group["parity_contract"] == "exact"  # the reference, by construction
