@@ -171,3 +171,7 @@ def test_mp_forkserver_starts_the_warm_parent_in_setup(tmp_path, probe):
     assert group["mp_start"] == "forkserver" and group["window_rule"] == "2"
     for job in jobs:
         assert 0 < float(job["worker_start_s"]) < float(group["T_group"])
+    # issue 50: each worker held its weights past the window and digested them there
+    assert [len(j["weights_sha256"]) for j in jobs] == [64, 64]
+    assert float(group["digest_s"]) > 0
+    assert all(w["exit"] == 0 for w in info["workers"].values())
