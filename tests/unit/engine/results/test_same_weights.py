@@ -39,3 +39,23 @@ def test_all_the_same_and_hpo_without_the_same_decisions(tmp_path):
     assert row_of(df, executor="unified_model")["same_weights"] == "2 of 2"
     # no seq cell under asha made the same decisions: not judged
     assert row_of(df, executor="mp")["same_weights"] == "n/a"
+
+
+def test_the_report_table_and_json_carry_it(tmp_path):
+    from rich.console import Console
+
+    from fugue_tui.jsonout import report_cells
+    from fugue_tui.report.tables import print_report
+
+    seq = group(executor="seq", t=2.0, k=2)
+    uni = group(executor="unified_model", t=1.0, k=2)
+    write(tmp_path, [seq, uni], _jobs(seq, [A, B]) + _jobs(uni, [A, C]))
+    console = Console(width=400, record=True, color_system=None)
+    print_report(tmp_path, console, chart=False)
+    text = console.export_text()
+    assert "same weights" in text and "as seq" in text
+    row = next(s for s in text.splitlines() if "unified_model" in s and "│" in s)
+    assert "1 of 2" in row
+    cells = {c["executor"]: c for c in report_cells(load_runs(tmp_path))}
+    assert cells["unified_model"]["same_weights"] == "1 of 2"
+    assert cells["seq"]["same_weights"] == "n/a"
