@@ -39,7 +39,8 @@ def _ctx(tmp_path, save):
     return SimpleNamespace(settings=TrainSettings(torch.device("cpu")),
                            datasets=lambda name: data, threads=1, seed=0, options={},
                            emit=lambda type_, **f: None, group=GroupRow(), scheduler=None,
-                           attempt_dir=tmp_path / "attempt-1", save_models=save)
+                           attempt_dir=tmp_path / "attempt-1", save_models=save,
+                           features=None, max_parallel=None, outside_window=[])
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +51,17 @@ def threads():
     torch.set_num_threads(old)
 
 
-def _run(tmp_path, save, fail=None):
+def _run(tmp_path, save, fail=None, executor="seq"):
+    from engine.executors.unified.executor import UnifiedExecutor
+
     jobs = _jobs()
     ctx = _ctx(tmp_path, save)
-    seq = SeqExecutor()
+    seq = SeqExecutor() if executor == "seq" else UnifiedExecutor()
     results = seq.run(jobs, ctx)
     if fail is not None:
         results[fail].status = "failed"
     events = []
-    run_hand_back(seq, jobs, results, ctx, "seq", lambda t, **f: events.append((t, f)))
+    run_hand_back(seq, jobs, results, ctx, executor, lambda t, **f: events.append((t, f)))
     assert events[-1][0] == "phase" and events[-1][1]["phase"] == "hand_back"
     return results, ctx
 
@@ -71,8 +74,9 @@ def test_every_ok_job_is_digested_and_nothing_saved_by_default(tmp_path, threads
     assert not (tmp_path / "attempt-1" / "models").exists()
 
 
-def test_save_true_writes_every_job_with_its_digest(tmp_path, threads):
-    results, ctx = _run(tmp_path, "true")
+@pytest.mark.parametrize("executor", ["seq", "unified_model"])
+def test_save_true_writes_every_job_with_its_digest(tmp_path, threads, executor):
+    results, ctx = _run(tmp_path, "true", executor=executor)
     assert ctx.group["save_status"] == "ok" and ctx.group["save_s"] > 0
     folder = tmp_path / "attempt-1" / "models"
     assert sorted(p.name for p in folder.iterdir()) == [
@@ -82,13 +86,14 @@ def test_save_true_writes_every_job_with_its_digest(tmp_path, threads):
     for r in results:
         meta = json.loads((folder / f"{r.job.job_id}.json").read_text())
         assert meta["weights_sha256"] == r.weights_sha256
-        assert (meta["executor"], meta["model"], meta["seed"]) == ("seq", "mlp", r.job.seed)
+        assert (meta["executor"], meta["model"], meta["seed"]) == (executor, "mlp", r.job.seed)
         assert weights_sha256(load_file(str(folder / f"{r.job.job_id}.safetensors"))) \
             == r.weights_sha256
 
 
-def test_save_best_writes_only_the_best_job(tmp_path, threads):
-    results, ctx = _run(tmp_path, "best")
+@pytest.mark.parametrize("executor", ["seq", "unified_model"])
+def test_save_best_writes_only_the_best_job(tmp_path, threads, executor):
+    results, ctx = _run(tmp_path, "best", executor=executor)
     folder = tmp_path / "attempt-1" / "models"
     from engine.models.hand_back import best_job
 
