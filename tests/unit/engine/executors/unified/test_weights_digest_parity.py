@@ -108,3 +108,39 @@ def test_unified_hands_back_one_member_at_a_time(digits):
     backs = hand_back(states(), results, "unified_model", set(), None)
     assert len(backs) == 3 and all(b.digest for b in backs.values())
     assert seen == [0, 0, 0]
+
+
+def test_pruned_trials_too_seq_and_unified_same_digests(parity):
+    """hpo under sha with the same decisions on both sides: every trial is digested, a
+    pruned one with its weights at its stop, and each equals seq's (kernels exact)."""
+    from engine.executors.base import CellContext
+    from tests.unit.engine.executors.test_hpo_seq_schedulers import trials
+    from tests.unit.engine.executors.unified.test_hpo_unified_schedulers import trials as two
+
+    from engine.parts.datasets import load_dataset
+    from engine.train.data import to_device
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        wine = to_device(load_dataset("wine"), torch.device("cpu"))
+        jobs = two()
+        assert [j.job_id for j in jobs] == [j.job_id for j in trials()]
+        got = {}
+        for name, executor, options in (("seq", SeqExecutor(), {}),
+                                        ("unified_model", UnifiedExecutor(),
+                                         {"kernels": "exact", "verify": False})):
+            ctx = CellContext(settings=TrainSettings(device=torch.device("cpu")),
+                              datasets=lambda n: wine, emit=lambda kind, **f: None,
+                              threads=1, scheduler="sha",
+                              options={"scheduler": "sha", "grace_period": 1,
+                                       "reduction_factor": 2, **options})
+            results = executor.run(jobs, ctx)
+            got[name] = ({r.job.job_id for r in results if r.early_stopped},
+                         _digests(executor, jobs, results))
+    finally:
+        torch.set_num_threads(threads)
+    (stopped, seq), (stopped_u, uni) = got["seq"], got["unified_model"]
+    assert stopped and stopped == stopped_u and len(seq) == len(jobs)
+    for job in jobs:
+        parity.same(f"{job.job_id} weights_sha256", uni[job.job_id], seq[job.job_id])
