@@ -114,11 +114,12 @@ def test_pruned_trials_too_seq_and_unified_same_digests(parity):
     """hpo under sha with the same decisions on both sides: every trial is digested, a
     pruned one with its weights at its stop, and each equals seq's (kernels exact)."""
     from engine.executors.base import CellContext
-    from tests.unit.engine.executors.test_hpo_seq_schedulers import trials
-    from tests.unit.engine.executors.unified.test_hpo_unified_schedulers import trials as two
-
     from engine.parts.datasets import load_dataset
     from engine.train.data import to_device
+    from tests.unit.engine.executors.test_hpo_seq_schedulers import trials
+    from tests.unit.engine.executors.unified.test_hpo_unified_schedulers import (
+        trials as two,
+    )
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
