@@ -11,7 +11,8 @@ pass_index, options, experiment, jobs).
 
 Phases, in order (``docs/measurement.md`` has the per-executor table):
 imports and torch set-up → host dataset load (``data_load_s``) → executor setup
-(``setup_s``) → the group window (``T_group``) → teardown → rows.
+(``setup_s``) → the group window (``T_group``) → the hand-back (``digest_s``) →
+teardown → rows.
 
 Exit status: 0 all jobs ok; 1 the group ran but a job failed (rows written with status
 failed); 2 bad input (message on stderr, failed group row written); 3 an internal error;
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import stacks
+from engine.cell.hand_back import run_hand_back
 from engine.cell.output import CellEvents, say
 from engine.cell.protocol import (
     EXIT_OUTPUT,
@@ -333,6 +335,8 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
             # The window's ends on perf_counter (system-wide monotonic): what a check of the
             # window rule compares per-job and runtime timestamps with (docs/measurement.md).
             CellPhase(phase="group_end", seconds=t_group, window=[g0, g1]).send(events.emit)
+            # Each job's final weights, digested (and saved) after the window (issue 50).
+            run_hand_back(executor, jobs, results, ctx, cell.executor, events.emit)
         finally:
             if monitor is not None:
                 monitor.stop()  # one last sample after the window closed

@@ -254,6 +254,7 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
             "job_device": r.device_uuid,
             "time_utc": group.get("time_utc"),  # the pair's instant (issue 43)
             "job_isolation": r.isolation,  # shared state (engine.train.isolation)
+            "weights_sha256": r.weights_sha256,  # the hand-back's digest (issue 50)
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

@@ -9,7 +9,7 @@ order. The cell times ``setup`` (reported as ``setup_s``), the group window arou
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from engine.bounds import DEFAULT_SEED
 from engine.define.workloads import JobSpec
 from engine.executors.step_observer import StepObserver
+from engine.models.hand_back import HandBack
 from engine.results.rows import GroupRow
 from engine.train.loop import JobResult, TrainSettings
 
@@ -82,6 +83,24 @@ class Executor(ABC):
     @abstractmethod
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         """Train every job; return their results in job order. This is the group window."""
+
+    def final_states(self, jobs: list[JobSpec], results: list[JobResult], ctx: CellContext
+                     ) -> Iterator[tuple[JobSpec, Mapping[str, Any]]]:
+        """Each job's final weights (name → tensor, the user's key names), one at a time,
+        when they live in the cell's process: what the default :meth:`hand_back` digests.
+        Default: none (an executor that trains elsewhere overrides :meth:`hand_back`)."""
+        return iter(())
+
+    def hand_back(self, jobs: list[JobSpec], results: list[JobResult], ctx: CellContext,
+                  save: set[str], executor: str) -> dict[str, HandBack]:
+        """After the group window, before teardown: digest every ok job's final weights and
+        write those in ``save`` (job ids), in the process that holds them, one job at a time
+        (:mod:`engine.models.hand_back`). Returns the hand-backs by job id; a job missing
+        from it gets an empty ``weights_sha256``."""
+        from engine.models.hand_back import hand_back
+
+        return hand_back(self.final_states(jobs, results, ctx), results, executor, save,
+                         ctx.attempt_dir)
 
     def teardown(self, ctx: CellContext) -> None:  # noqa: B027 - optional hook
         """Stop what ``setup`` started; always called, even after a failure."""

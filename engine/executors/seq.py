@@ -32,17 +32,39 @@ from engine.train.loop import JobResult, SteppedJob, train_job
 
 
 class SeqExecutor(Executor):
-    """Trains jobs in job order. A failed job is recorded and the next one starts."""
+    """Trains jobs in job order. A failed job is recorded and the next one starts.
+
+    Each job's final weights are kept until the hand-back after the window
+    (:meth:`final_states`): only their tensors (``engine.train.loop.final_state``), so the
+    cell's peak memory grows by the group's weights — not by gradients, optimizer state or
+    activations, which go with each job's model as before."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, dict[str, Any]] = {}
+
+    def keeper(self, job: JobSpec):
+        """The ``keep`` callback of ``job``'s training: its final weights, kept by job id."""
+        def keep(state: dict[str, Any]) -> None:
+            self.states[job.job_id] = state
+        return keep
+
+    def final_states(self, jobs, results, ctx):
+        for job in jobs:
+            state = self.states.pop(job.job_id, None)
+            if state is not None:
+                yield job, state
+                del state  # dropped before the next job's digest
 
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         name = getattr(ctx, "scheduler", None) or "fifo"
         if name != "fifo":
-            return EarlyStopRun(jobs, ctx, name, "seq").run()
+            return EarlyStopRun(jobs, ctx, name, "seq", keep=self.keeper).run()
         results = []
         for job in jobs:
             job_started(job.job_id).send(ctx.emit)
             result = train_job(job, ctx.datasets(job.dataset), ctx.settings,
-                               progress=lambda **fields: job_progress(**fields).send(ctx.emit))
+                               progress=lambda **fields: job_progress(**fields).send(ctx.emit),
+                               keep=self.keeper(job))
             job_done(result).send(ctx.emit)
             results.append(result)
         return results
@@ -60,7 +82,7 @@ class EarlyStopRun:
     """One cell's trials under an early-stopping scheduler, in the cell's process."""
 
     def __init__(self, jobs: list[JobSpec], ctx: CellContext, name: str, who: str,
-                 options_type: type = SeqOptions) -> None:
+                 options_type: type = SeqOptions, keep: Any = None) -> None:
         options = from_table(options_type, ctx.options)
         self.jobs, self.ctx, self.name = jobs, ctx, name
         self.grace, self.eta = int(options.grace_period), int(options.reduction_factor)
@@ -68,8 +90,10 @@ class EarlyStopRun:
         metrics = {task_metric(j, ctx) for j in jobs}
         self.metric, self.mode = early_stop.objective(metrics.pop() if len(metrics) == 1
                                                       else "accuracy")
+        # keep(job): where each trial's final weights go (a pruned one's at its stop)
         self.stepped = [SteppedJob(j, ctx.datasets(j.dataset), ctx.settings,
-                                   progress=lambda **f: job_progress(**f).send(ctx.emit))
+                                   progress=lambda **f: job_progress(**f).send(ctx.emit),
+                                   keep=None if keep is None else keep(j))
                         for j in jobs]
         self.stops: list[early_stop.Stop] = []
         self.order: list[tuple[int, int]] = []  # (trial, epoch) as they ran

@@ -83,6 +83,7 @@ from engine.results.derived import (  # noqa: F401 - BASELINE_EXECUTOR, PARITY_*
     derived,
 )
 from engine.results.load import Runs
+from engine.results.same_weights import same_weights
 
 #: Fewest rows on each side (strategy and seq) for a bootstrap interval.
 MIN_BOOT_N = 5
@@ -267,6 +268,9 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     # issue 46: mean cores_used over the cell's ok rows that recorded one (NaN: none did),
     # printed beside each speedup: a speedup on a CPU campaign is partly cores
     "cores_used_mean",
+    # issue 50: "n of K" jobs with the same weights_sha256 as seq's (engine.results.
+    # same_weights), beside the parity verdict; "n/a" where it cannot be judged
+    "same_weights",
 )
 
 
@@ -345,6 +349,8 @@ def speedups(runs: Runs, by_campaign: bool = False, n_boot: int = 2000,
     conditions.fill(cells, ok, seq_rows)  # issue 46: how busy the host was, short windows
     _time_to_best(cells, ok, all_seq, prov, runs.jobs)
     cells["parity_contract"] = _contracts(cells, ok)
+    cells["same_weights"] = same_weights(cells, ok, seq_rows, all_seq,
+                                         prov + list(TTB_BASELINE_COLUMNS), runs.jobs)
     if packed.any():  # nor a time-to-best speedup over a one-GPU seq
         cells.loc[packed, "ttb_speedup"] = np.nan
         cells.loc[packed, "ttb_baseline"] = PACKED_BASELINE

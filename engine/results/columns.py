@@ -481,6 +481,21 @@ _OURS: tuple[Column, ...] = (
            "(user + system; the cell, its session, Ray's re-parented processes) inside the "
            "window ÷ its seconds (engine.measure.cores); empty without a monitor, on a Ray "
            "cluster and in older rows"),
+    # Issue 50: the trained models back. Outcomes of the hand-back after the group window,
+    # never part of a cell key (docs/measurement.md).
+    Column("weights_sha256", I, TEXT,
+           "sha256 (64 hex) of the job's final parameters and buffers, the canonical digest "
+           "of docs/fidelity.md (\"The weights digest\"), computed after the group window "
+           "in the process that held the weights; empty for a failed job and in older rows"),
+    Column("digest_s", G, NUMBER,
+           "seconds the hand-back after the group window spent digesting every job's final "
+           "weights (outside T_group); empty in older rows"),
+    Column("save_s", G, NUMBER,
+           "seconds the hand-back spent writing saved models (save_models true or best; "
+           "outside T_group); empty when nothing was saved"),
+    Column("save_status", G, TEXT,
+           "`ok` when every model asked for was saved, `failed: <one line>` when a save "
+           "failed (the measured rows stay valid); empty when save_models was false"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

@@ -110,6 +110,9 @@ class JobResult:
     #: ``ok`` or ``shared state changed: Net.counter`` (engine.train.isolation: the state
     #: the job's build started from against its process's first); None: not checked
     isolation: str | None = None
+    #: the canonical digest of the job's final weights (engine.models.digest), set by the
+    #: hand-back after the group window; None for a failed job or before the hand-back
+    weights_sha256: str | None = None
 
     @property
     def train_throughput_sps(self) -> float | None:
@@ -312,7 +315,8 @@ def compile_job(model: torch.nn.Module, settings: TrainSettings, result: JobResu
 
 def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
               progress: ProgressFn | None = None,
-              on_epoch_end: Callable[[JobResult], None] | None = None) -> JobResult:
+              on_epoch_end: Callable[[JobResult], None] | None = None,
+              keep: Callable[[dict[str, torch.Tensor]], None] | None = None) -> JobResult:
     """Train one job to completion and return its :class:`JobResult`.
 
     Never raises for a failure of the job itself: the result carries ``status="failed"``
@@ -322,10 +326,13 @@ def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
     called with the live result after each epoch's record and progress event (Ray Tune
     reports from it: a trial its scheduler stops is killed, so the last epoch's snapshot is
     all that remains of it); an exception it raises fails the job like any other.
+    ``keep(state)`` receives the job's final weights (:func:`final_state`) when it ended
+    ok: what the hand-back after the group window digests (engine.models.hand_back).
     """
     result = JobResult(job)
     try:
-        _train(job, data, settings, progress or (lambda **_: None), result, on_epoch_end)
+        _train(job, data, settings, progress or (lambda **_: None), result, on_epoch_end,
+               keep)
     except Exception as exc:  # the job failed; the group goes on and records it
         traceback.print_exc()
         result.status = "failed"
@@ -338,8 +345,9 @@ def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
 
 def _train(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: ProgressFn,
            result: JobResult,
-           on_epoch_end: Callable[[JobResult], None] | None = None) -> None:
-    for _ in _epochs(job, data, settings, progress, result, on_epoch_end):
+           on_epoch_end: Callable[[JobResult], None] | None = None,
+           keep: Callable[[dict[str, torch.Tensor]], None] | None = None) -> None:
+    for _ in _epochs(job, data, settings, progress, result, on_epoch_end, keep):
         pass
 
 
@@ -358,11 +366,12 @@ class SteppedJob:
     """
 
     def __init__(self, job: JobSpec, data: DeviceData, settings: TrainSettings,
-                 progress: ProgressFn | None = None) -> None:
+                 progress: ProgressFn | None = None,
+                 keep: Callable[[dict[str, torch.Tensor]], None] | None = None) -> None:
         self.job, self.settings = job, settings
         self.result = JobResult(job)
         self._epochs = _epochs(job, data, settings, progress or (lambda **_: None),
-                               self.result, None)
+                               self.result, None, keep)
         self._rng: tuple[Any, Any] | None = None
         self.busy_s = 0.0
         self.done = False
@@ -416,10 +425,20 @@ class SteppedJob:
             r.total_time_s = self.busy_s
 
 
+def final_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A trained model's parameters and buffers by name (detached views, no copy): what an
+    executor keeps of a job until the hand-back after the group window. Only the weights'
+    storage stays alive: gradients, optimizer state and activations go with the model."""
+    return {k: v.detach() for k, v in model.state_dict().items()}
+
+
 def _epochs(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: ProgressFn,
-            result: JobResult, on_epoch_end: Callable[[JobResult], None] | None = None):
+            result: JobResult, on_epoch_end: Callable[[JobResult], None] | None = None,
+            keep: Callable[[dict[str, torch.Tensor]], None] | None = None):
     """The training loop as a generator: yields each epoch's history record after its
-    progress event and ``on_epoch_end``; the job's end (times, peaks) after the last."""
+    progress event and ``on_epoch_end``; the job's end (times, peaks) after the last.
+    ``keep(final_state(model))`` after the last epoch, or when the generator is closed
+    after an epoch (a scheduler stopped the trial: its weights as they were then)."""
     device = settings.device
     task = job.task or data.task
     if device.type == "cuda":  # per-job peaks: jobs in one process run one after another here
@@ -499,8 +518,15 @@ def _epochs(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: P
         progress(**epoch_progress(result, job, order, record, now, metric=task.metric))
         if on_epoch_end is not None:
             on_epoch_end(result)
-        yield record
+        try:
+            yield record
+        except GeneratorExit:  # stopped early (SteppedJob.stop): its weights at the stop
+            if keep is not None:
+                keep(final_state(model))
+            raise
     sync(device)
+    if keep is not None:
+        keep(final_state(model))
     result.end = time.perf_counter()
     result.total_time_s = result.end - result.start
     if skipped is not None:

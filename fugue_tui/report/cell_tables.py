@@ -71,6 +71,8 @@ def cell_values(row: dict[str, Any]) -> dict[str, str]:
         # the verdict and, where outside, what failed (the note under the tables explains)
         "parity": (parity_words(row.get("parity"), row.get("parity_failed"),
                                 row.get("parity_on")) or MISSING) if n else MISSING,
+        # issue 50: n of K jobs with seq's weights (engine.results.same_weights)
+        "same weights": (fmt_text(row.get("same_weights")) or MISSING) if n else MISSING,
         "not ok": str(int(bad)) if bad is not None and bad == bad else "0",
         # "bit for bit" only where every row of the cell says exact (issue 42)
         "contract": (wording(row.get("parity_contract")) or MISSING) if n else MISSING,
@@ -100,7 +102,7 @@ _RIGHT = {"ok", "K", "T_group s", "T_group sd", "setup s", "samples/s", "train s
 #: (several tables) still shows them together in the first one.
 _COLUMNS = ("T_group s", "speedup", "cores", "95% CI", "baseline", "variant", "setup s", "T_group sd",
             "samples/s", "train samples/s", "J/model", "VRAM MiB", "val acc",
-            "seq acc [min, max]", "parity", "not ok", "contract", "host load")
+            "seq acc [min, max]", "parity", "same weights", "not ok", "contract", "host load")
 #: Headers on two lines, so that a column is no wider than its numbers.
 _HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "setup s": "setup\ns",
             "samples/s": "samples\n/s",
@@ -108,6 +110,7 @@ _HEADERS = {"T_group s": "T_group\ns", "T_group sd": "T_group\nsd", "setup s": "
             "VRAM MiB": "VRAM\nMiB", "val acc": "val\nacc", "seq acc [min, max]":
             "seq acc\n[min, max]", "not ok": "not\nok", "experiment": "exp",
             "contract": "parity\ncontract", "host load": "host\nload",
+            "same weights": "same weights\nas seq",
             "cores": "cores\nused"}
 
 

@@ -60,6 +60,9 @@ from engine.train.loop import JobResult
 
 #: Seconds between SIGTERM and SIGKILL when a worker must be stopped.
 TERM_GRACE_S = 5.0
+#: How long the hand-back waits for one worker's digest (and save) before giving up on it:
+#: generous, a save of a large model to a slow disk included.
+HAND_BACK_WAIT_S = 600.0
 #: Name of the cleanup record of the MPS daemon in the attempt folder.
 MPS_RECORD = "mps-daemon"
 
@@ -94,6 +97,9 @@ class _Worker:
     #: set the pin (its ``pin`` message).
     device: str | None = None
     pin: dict[str, Any] | None = None
+    #: The job ended ok and the process holds its final weights for the hand-back after
+    #: the window (its ``held`` message, issue 50).
+    held: bool = False
 
 
 def _exit_reason(pid: int | None, code: int | None) -> str:
@@ -230,6 +236,8 @@ class MPExecutor(Executor):
     def __init__(self) -> None:
         self.daemon: mps.MPSDaemon | None = None
         self.workers: dict[int, _Worker] = {}
+        #: Workers whose job ended ok, holding its weights for the hand-back (issue 50).
+        self.holding: dict[int, _Worker] = {}
         self.parallel = 1
         self.client_env: dict[str, str] = {}
         self.info: dict[str, Any] = {}
@@ -442,7 +450,8 @@ class MPExecutor(Executor):
                 for worker in list(self.workers.values()):
                     if worker.conn in ready:
                         self._drain(worker, ctx)
-                    if worker.process.sentinel in ready:
+                    if worker.process.sentinel in ready or (worker.held
+                                                            and worker.result is not None):
                         results[worker.index] = self._finish(worker, ctx)
                         per_job[worker.job.job_id] = worker.info
                         spans.extend(worker.spans)
@@ -515,16 +524,29 @@ class MPExecutor(Executor):
                     worker.result, worker.spans = payload
                 elif kind == "error":
                     worker.error = payload
+                elif kind == "held":
+                    worker.held = True
         except (EOFError, OSError):
             worker.eof = True
 
     def _finish(self, worker: _Worker, ctx: CellContext) -> JobResult:
         """The worker's process ended: its result, or a failed result saying how it died."""
         self._drain(worker, ctx)
-        worker.process.join()
-        code = worker.process.exitcode
         del self.workers[worker.index]
-        worker.conn.close()
+        if worker.held and worker.stopped is None and worker.process.is_alive():
+            # the job ended ok; its process waits with the weights for the hand-back after
+            # the window, outside the slots: the next job starts now, as before
+            self.holding[worker.index] = worker
+            code = None
+        else:
+            if worker.held:
+                # a trial stopped before its worker finished (a SIGTERM that came late):
+                # the weights ran past the decision, so none are handed back; closing the
+                # pipe ends the worker's wait
+                worker.conn.close()
+            worker.process.join()
+            code = worker.process.exitcode
+            worker.conn.close()
         if self.slots is not None:
             self.slots.done(worker.index)
         result = worker.result
@@ -566,6 +588,42 @@ class MPExecutor(Executor):
         job_done(result, pid=worker.pid).send(ctx.emit)
         return result
 
+    def hand_back(self, jobs, results, ctx, save, executor):
+        """Each held worker, one at a time: digest (and save) in the worker, which then
+        exits (engine.executors.mp.worker._hand_back). A worker that cannot answer leaves
+        its job's digest empty."""
+        backs: dict[str, Any] = {}
+        ok = {r.job.job_id for r in results if r.status == "ok"}
+        for index in sorted(self.holding):
+            worker = self.holding[index]
+            if worker.job.job_id not in ok:
+                continue
+            try:
+                worker.conn.send(("hand_back", {"save": worker.job.job_id in save,
+                                                "attempt_dir": ctx.attempt_dir}))
+                while worker.conn.poll(HAND_BACK_WAIT_S):
+                    kind, payload = worker.conn.recv()
+                    if kind == "handed":
+                        backs[worker.job.job_id] = payload
+                        break
+            except (EOFError, OSError):
+                pass
+            self._release(worker)
+        return backs
+
+    def _release(self, worker: _Worker, grace: float = TERM_GRACE_S) -> None:
+        """A held worker told to leave (its pipe closed: EOF ends its wait), joined; its
+        exit status into the workers' record."""
+        with contextlib.suppress(OSError):
+            worker.conn.close()
+        worker.process.join(grace)
+        if worker.process.is_alive():
+            with contextlib.suppress(OSError):
+                worker.process.terminate()
+            worker.process.join(grace)
+        worker.info["exit"] = worker.process.exitcode
+        self.holding.pop(worker.index, None)
+
     def _stop_workers(self, grace: float = TERM_GRACE_S) -> None:
         """SIGTERM every live worker, wait ``grace`` s, SIGKILL what is left: MPS clients
         get the chance to leave the server cleanly before any SIGKILL."""
@@ -590,6 +648,8 @@ class MPExecutor(Executor):
     def teardown(self, ctx: CellContext) -> None:
         """Stop leftover workers, then the pre-warmed parent (its workers hold its pipe),
         then quit our MPS daemon and forget its record."""
+        for worker in list(self.holding.values()):  # no hand-back asked (or it failed)
+            self._release(worker)
         self._stop_workers()
         if self.parent is not None:
             self.info.setdefault("parent", {})["stop"] = self.parent.stop()

@@ -19,11 +19,14 @@ the job if its process dies later), then ``("result", (JobResult, spans))`` — 
 ``(start, end)`` ``perf_counter`` pairs of its epochs' training-step phases — or
 ``("error", one_line)`` when set-up failed, and ``("cpu", seconds)`` (its user + system
 CPU) just before it leaves after a result: a forked worker is the parent's child, not the
-cell's, so the cell's own accounting never sees it.
+cell's, so the cell's own accounting never sees it. A job that ended ok then says
+``("held", None)`` and keeps its final weights, waiting for the cell's hand-back after the
+group window (:func:`_hand_back`): the worker process outlives its job until then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -36,6 +39,27 @@ def _exit_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
     # default immediate death: an MPS client that vanishes mid-kernel can leave the MPS
     # server unusable for the other clients. SIGKILL follows after a grace period anyway.
     raise SystemExit(128 + signum)
+
+
+def _hand_back(conn: Any, job: Any, result: Any, state: Any) -> None:
+    """Hold the job's final weights until the cell's hand-back after the group window
+    (issue 50): say ``("held", None)``, wait for ``("hand_back", {"save", "attempt_dir"})``,
+    digest (and save) here, where the weights are, and answer ``("handed", HandBack)``.
+    Any other message (``"exit"``), the cell closing its end (EOF) or the cell's death
+    (``die_with_parent``) ends the wait: the worker leaves without handing back."""
+    from engine.models.hand_back import hand_back_one
+
+    conn.send(("held", None))
+    try:
+        message = conn.recv()
+    except (EOFError, OSError):
+        return
+    if isinstance(message, tuple) and message[0] == "hand_back":
+        ask = message[1]
+        back = hand_back_one(job, result, state, "mp", bool(ask.get("save")),
+                             ask.get("attempt_dir"))
+        with contextlib.suppress(OSError):
+            conn.send(("handed", back))
 
 
 def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], threads: int,
@@ -133,12 +157,16 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
                 sys.stderr.flush()
                 os._exit(0)
 
+    kept: dict[str, Any] = {}
     result = train_job(job, data, train_settings,
                        progress=lambda **fields: conn.send(("progress", fields)),
-                       on_epoch_end=epoch_end)
+                       on_epoch_end=epoch_end, keep=lambda state: kept.update(state=state))
     conn.send(("result", (result, spans.spans)))
     times = os.times()
     conn.send(("cpu", times.user + times.system))
+    if result.status == "ok" and "state" in kept:
+        del data  # only the weights stay while the worker waits for the hand-back
+        _hand_back(conn, job, result, kept.pop("state"))
     conn.close()
     # Leave without interpreter teardown: with torch loaded it takes ~2.5 s of CPU on a
     # small host, during which the process would hold its slot and compete with the next

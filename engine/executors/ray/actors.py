@@ -100,6 +100,8 @@ class RayExecutor(Executor):
         self.actor_device: dict[Any, str] = {}
         self.n_actors = 0
         self.slots: packing.Slots | None = None
+        #: job id → the pool actor that trained it and holds its weights (issue 50)
+        self.trained_by: dict[str, Any] = {}
 
     # -- setup ------------------------------------------------------------------------
     def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
@@ -394,6 +396,7 @@ class RayExecutor(Executor):
                 try:
                     results[i], self.spans[jobs[i].job_id] = ray.get(ref)
                     idle.append(actor)
+                    self.trained_by[jobs[i].job_id] = actor  # holds its weights
                 except ray.exceptions.RayError as exc:
                     # The actor's process died (a crash no Python handler saw): the job
                     # failed, a fresh actor takes the slot and the rest go on.
@@ -432,6 +435,7 @@ class RayExecutor(Executor):
                 try:
                     results[i], self.spans[jobs[i].job_id] = ray.get(ref)
                     idle[device].append(actor)
+                    self.trained_by[jobs[i].job_id] = actor  # holds its weights
                 except ray.exceptions.RayError as exc:
                     results[i] = JobResult(jobs[i], status="failed",
                                            error=f"ray actor died: {first_line(exc)}")
@@ -473,6 +477,25 @@ class RayExecutor(Executor):
         # Checked in teardown (outside T_group): Tune stops those actors asynchronously.
         self.stopped_pids = [r.worker_pid for r in results if r.early_stopped and r.worker_pid]
         return results
+
+    def hand_back(self, jobs, results, ctx, save, executor):
+        """Pool actors: each ok job's weights digested (and saved) in the actor that
+        trained it, one job at a time. Tune trials: not handed back (their digests stay
+        empty: a trial's process ends with its trial)."""
+        backs: dict[str, Any] = {}
+        for result in results:
+            actor = self.trained_by.get(result.job.job_id)
+            if actor is None or result.status != "ok":
+                continue
+            try:
+                back = ray.get(actor.hand_back.remote(
+                    result.job.to_dict(), result, result.job.job_id in save,
+                    None if ctx.attempt_dir is None else str(ctx.attempt_dir)))
+            except ray.exceptions.RayError:  # the actor died since: no digest
+                continue
+            if back is not None:
+                backs[result.job.job_id] = back
+        return backs
 
     # -- teardown ---------------------------------------------------------------------
     def teardown(self, ctx: CellContext) -> None:

@@ -161,6 +161,9 @@ class JobActor:
         self.threads = threads
         self.device = worker_device(device)
         self.settings = dataclasses.replace(settings, device=self.device)
+        #: job id → final weights of the jobs this actor trained, kept until the cell's
+        #: hand-back after the group window (issue 50): the tensors only
+        self.held: dict[str, dict[str, torch.Tensor]] = {}
 
     def ready(self) -> dict[str, Any]:
         return self.info
@@ -176,8 +179,22 @@ class JobActor:
         reset_job_state(self.threads)
         spans = TrainSpans()
         result = train_job(job, device_data(job.dataset, self.device), self.settings,
-                           progress=report.progress, on_epoch_end=spans)
+                           progress=report.progress, on_epoch_end=spans,
+                           keep=lambda state: self.held.__setitem__(job.job_id, state))
         return result, spans.spans
+
+    def hand_back(self, job_dict: dict[str, Any], result: JobResult, save: bool,
+                  attempt_dir: str | None):
+        """After the group window: digest (and save) one job's held weights here, where
+        they are, and let them go (``engine.models.hand_back.hand_back_one``). None when
+        this actor holds none for the job."""
+        from engine.models.hand_back import hand_back_one
+
+        job = JobSpec.from_dict(job_dict)
+        state = self.held.pop(job.job_id, None)
+        if state is None:
+            return None
+        return hand_back_one(job, result, state, "ray", save, attempt_dir)
 
 
 class StopAtRung(BaseException):

@@ -250,6 +250,9 @@ class BucketRun(BucketBuild):
     def stop_member(self, m: Member, reason: str) -> None:
         """Stop ``m`` early, after the epochs it ran: retired (it leaves its stack at the
         next re-stack), its row says why; its final training loss is its last epoch's."""
+        # its module gets the stack's weights before it leaves the stack: what the
+        # hand-back after the window digests (a copy of one member, as a validation does)
+        self.route.sync_member(m.index)
         self._retire(m)
         m.waiting = False
         r = m.result

@@ -56,7 +56,7 @@ from engine.executors.unified.features import (
 from engine.executors.unified.parity import COMPILED, IDENTICAL
 from engine.registry import OPTIMIZERS
 from engine.results.parity_contract import weakest
-from engine.train.loop import JobResult
+from engine.train.loop import JobResult, final_state
 
 if TYPE_CHECKING:  # bucket imports torch at module level; the executor loads it in run()
     from engine.executors.unified.bucket import BucketRun
@@ -288,6 +288,9 @@ class UnifiedExecutor(Executor):
         self.interleaves.append(interleave)
         return interleave, runs
 
+    def final_states(self, jobs, results, ctx):
+        return final_states(getattr(self, "runs", []), jobs)
+
     def _group_facts(self, plan, features: dict[str, int], reason: str | None, largest: int,
                      compile_mode: str, warmup: float, samples: int, train_clock: float,
                      results: dict[str, JobResult]) -> dict[str, Any]:
@@ -302,6 +305,25 @@ class UnifiedExecutor(Executor):
                     train_throughput_sps=samples / train_clock if train_clock > 0
                     and all(r.status == "ok" for r in results.values()) else None,
                     executor_info=plan.info())
+
+
+def final_states(runs: list[BucketRun], jobs: list[JobSpec]):
+    """Each ok member's final weights, member by member in job order, for the hand-back
+    (``engine.models.hand_back``): its module's state (synced with the stack at its last
+    epoch or its stop; a retired member has left its stack, so the stack's
+    ``member_state`` no longer holds it) as views, no copy. The previous member's state is
+    dropped here before the next is produced: at most one is handed out at a time."""
+    members = {m.job.job_id: m for run in runs for m in run.members}
+    for job in jobs:
+        m = members.get(job.job_id)
+        if m is None or m.result.status != "ok":
+            continue
+        state = m.final if m.final is not None else (
+            final_state(m.model) if m.model is not None else None)
+        m.final = None
+        if state is not None:
+            yield job, state
+        del state
 
 
 def _keep_outside(outside: list[tuple[float, float]], results, ctx: CellContext) -> None:
@@ -328,6 +350,10 @@ def release(runs: list[BucketRun]) -> None:
     ``stack`` (None)."""
     for run in runs:
         for member in run.members:
+            if member.model is not None and member.result.status == "ok":
+                # its final weights (synced at its last epoch or its stop) stay for the
+                # hand-back after the window: the tensors only, not the module's grads
+                member.final = final_state(member.model)
             member.model = member.optimizer = member.scaler = member.forward = None
             member.batches = member.val_x = member.val_y = None
             member.scores = {}

@@ -74,6 +74,9 @@ class Member:
     clock0: float = 0.0
     scores: dict[str, torch.Tensor] = field(default_factory=dict)
     forward: Any = None  # the compiled module (eager route under compile), else None
+    #: The member's final weights (``engine.train.loop.final_state``) once its chunk was
+    #: released, kept for the hand-back after the group window (issue 50); else None.
+    final: dict[str, torch.Tensor] | None = None
 
 
 class VectorRoute:

@@ -101,6 +101,10 @@ def test_in_process_executors_build_inside_and_load_before(tmp_path, probe, exec
     phases = [e["phase"] for e in seen if e["type"] == "phase"]
     assert phases.index("data_load") < phases.index("setup") < phases.index("group_start")
     assert group["window_rule"] == "2" and group["mp_start"] == ""
+    # issue 50: the hand-back digests each job's weights after the window, before teardown
+    assert phases.index("group_end") < phases.index("hand_back") < phases.index("teardown")
+    assert [len(j["weights_sha256"]) for j in jobs] == [64, 64]
+    assert float(group["digest_s"]) > 0 and group["save_s"] == group["save_status"] == ""
     assert all(j["worker_start_s"] == "" for j in jobs)  # no per-job worker
     if executor == "seq":
         assert group["parity_contract"] == "exact"  # the reference, by construction
@@ -167,3 +171,7 @@ def test_mp_forkserver_starts_the_warm_parent_in_setup(tmp_path, probe):
     assert group["mp_start"] == "forkserver" and group["window_rule"] == "2"
     for job in jobs:
         assert 0 < float(job["worker_start_s"]) < float(group["T_group"])
+    # issue 50: each worker held its weights past the window and digested them there
+    assert [len(j["weights_sha256"]) for j in jobs] == [64, 64]
+    assert float(group["digest_s"]) > 0
+    assert all(w["exit"] == 0 for w in info["workers"].values())

@@ -160,14 +160,16 @@ def test_ray_tune_refuses_reuse_for_a_counter_but_not_for_a_one_time_cache(probe
 def test_seq_carries_the_counter_into_later_jobs_and_says_so(tmp_path, probe):
     """seq trains its jobs in one process: the second and third build from the count the
     first left (their rows say so, the cell's summary warns); the clean model's rows read
-    ok without a warning. The column is the last of the job file."""
+    ok without a warning. The column is in the job file, in the registry's order."""
     seen, group, jobs = _run_cell(tmp_path, "S3", "seq")
     assert [j["job_isolation"] for j in jobs] == ["ok", CHANGED, CHANGED]
     warning, = _warnings(seen)
     assert "2 of 3 jobs" in warning and "Net.counter" in warning
     summary, = [e for e in seen if e["type"] == "summary"]  # --batch prints it
     assert f"    warning: {warning}" in event_text(summary, Form.PLAIN)
-    assert list(jobs[0])[-1] == "job_isolation"
+    from engine.results.columns import INDIVIDUAL_COLUMNS
+
+    assert list(jobs[0]) == list(INDIVIDUAL_COLUMNS)  # appended after it: weights_sha256
     seen, group, jobs = _run_cell(tmp_path, "C3", "seq")
     assert [j["job_isolation"] for j in jobs] == ["ok"] * 3 and not _warnings(seen)
 
