@@ -22,14 +22,17 @@ from __future__ import annotations
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.models.save import SAVE_MODES
 
+#: The values of the key, as the cell spec carries them (``engine.models.save`` re-exports
+#: them: declared here, below the packages that train, so that the definitions import
+#: nothing of the models' package, which imports torch and the plugins).
+SAVE_MODES = ("false", "true", "best")
 #: The allowed values as a campaign file writes them (the one-line refusal names them).
 ALLOWED_TEXT = 'false, true or "best"'
 
 
 def parse_save_models(value: Any, where: str) -> str:
-    """A ``save_models`` value as one of :data:`~engine.models.save.SAVE_MODES`.
+    """A ``save_models`` value as one of :data:`SAVE_MODES`.
 
     ``value``: a TOML boolean, or one of the strings ``"false"``, ``"true"``, ``"best"``
     (what ``--save-models`` and the plan form give). ``where``: the file (and table) or
@@ -52,4 +55,4 @@ def cell_save_models(campaign_value: str, experiment_value: str | None) -> str:
     return experiment_value if experiment_value is not None else campaign_value
 
 
-__all__ = ["ALLOWED_TEXT", "cell_save_models", "parse_save_models"]
+__all__ = ["ALLOWED_TEXT", "SAVE_MODES", "cell_save_models", "parse_save_models"]

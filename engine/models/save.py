@@ -16,8 +16,8 @@ starts at a multiple of its element size. Saving a member so holds at most one t
 host copy at a time (none for a contiguous CPU tensor); any safetensors reader
 (``safe_open``, :func:`engine.models.load`) reads the file.
 
-Torch is imported only by the functions that touch tensors: the runner side may import
-this module for :data:`SAVE_MODES` and :func:`models_dir`.
+Torch is imported only by the functions that touch tensors: a reader of run folders
+(:mod:`engine.models.listing`) imports this module for :func:`models_dir` without it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-#: The values of the ``save_models`` key (campaign, experiment, ``run --save-models``).
-SAVE_MODES = ("false", "true", "best")
+# The values of the ``save_models`` key (campaign, experiment, ``run --save-models``),
+# declared with the key and re-exported here, where the executors look for them.
+from engine.define.save_models import SAVE_MODES
 
 #: torch dtype name (without ``torch.``) → safetensors dtype name.
 SAFETENSORS_DTYPES = {
@@ -150,3 +151,6 @@ def write_member(attempt_dir: Path, job_id: str, state: Mapping[str, Any],
         for leftover in (tmp, tmp_doc) if done else (tmp, tmp_doc, weights, doc):
             leftover.unlink(missing_ok=True)
     return size
+
+
+__all__ = ["SAFETENSORS_DTYPES", "SAVE_MODES", "models_dir", "write_member", "write_weights"]
