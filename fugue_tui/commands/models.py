@@ -60,25 +60,28 @@ def run(args: argparse.Namespace) -> int:
         for line in problems:
             print(line)
         return 0
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+    rows = [(m.cell, m.attempt, [m.job_id, m.executor or "—",
+                                 f"{m.metric[0]} {m.metric[1]:.4f}" if m.metric else "—",
+                                 (m.digest or "—")[:SHORT_DIGEST], human_size(m.size)])
+            for m in models]
+    header = ["job", "executor", "metric", "digest", "size"]
+    widths = [max(len(r[i]) for r in [header, *(row for _, _, row in rows)])
+              for i in range(len(header))]
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
-    for column in ("cell", "job", "executor", "metric", "digest", "size"):
-        table.add_column(column, no_wrap=column != "cell", overflow="fold")
-    for m in models:
-        metric = m.metric
-        # the cell's slug (its folder less the key's 8 digits); the attempt when retried
-        cell = m.cell.rsplit("-", 1)[0] + (f" #{m.attempt}" if m.attempt > 1 else "")
-        table.add_row(cell, m.job_id, m.executor or "—",
-                      f"{metric[0]} {metric[1]:.4g}" if metric else "—",
-                      (m.digest or "—")[:SHORT_DIGEST], human_size(m.size))
-    console = Console()
-    console.print(table)
+    def line(cells: list[str]) -> str:
+        return "  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    print(line(header))
+    shown = None
+    for cell, attempt, row in rows:
+        # one heading per cell (and attempt, when it was retried): its folder's name
+        if (cell, attempt) != shown:
+            shown = (cell, attempt)
+            print(cell + (f" (attempt {attempt})" if attempt > 1 else ""))
+        print(line(row))
     if without:
-        console.print(f"{len(without)} cell{'s' if len(without) != 1 else ''} without saved "
-                      f"models: {', '.join(without)}", highlight=False)
-    for line in problems:
-        console.print(line, highlight=False, markup=False)
+        print(f"{len(without)} cell{'s' if len(without) != 1 else ''} without saved models: "
+              f"{', '.join(without)}")
+    for text in problems:
+        print(text)
     return 0
