@@ -158,6 +158,62 @@ def cells_without_models(cells: Iterable[CellModels], asked_only: bool = False) 
             and (not asked_only or c.asked in ("true", "best"))]
 
 
+def has_models(runs_dir: str | Path, campaigns: Iterable[str], key: str) -> bool:
+    """Whether a cell of key ``key`` kept a model in the run folder of one of
+    ``campaigns`` (any attempt; any slug, so a cell reused from another campaign is found
+    in that campaign's folder)."""
+    return any(next(Path(runs_dir, c).glob(f"cells/*-{key[:8]}/attempt-*/models/*.json"), None)
+               is not None for c in dict.fromkeys(campaigns) if c)
+
+
+def _why_none(row: dict[str, str] | None) -> str:
+    """Why a cell that asked for saved models has none, from its latest group row."""
+    if row is None:
+        return "it did not run"
+    if row.get("status") != "ok":
+        return f"its last attempt {row.get('status') or 'ended'}"
+    status = row.get("save_status") or ""
+    if status.startswith("failed"):
+        return f"save {status}; its measured rows stand, --resume does not train it again"
+    if not status:
+        return "it ran without saving; --resume keeps its rows and does not train it again"
+    return "its group had nothing to save"
+
+
+def missing_models_note(cells: Iterable[Any], rows: Iterable[dict[str, str]],
+                        runs_dir: str | Path, campaign_id: str) -> str | None:
+    """The line a campaign's end prints when ``save_models`` asked for models that are
+    not on disk: ``no saved models for 2 of the 3 cells that asked for them: D_ens seq pass
+    1 (it ran without saving; ...); ...``; None when nothing was asked or every cell that
+    asked has its models.
+
+    ``cells``: the plan's cells (``label``, ``key``, ``save_models``); ``rows``: group
+    rows (the latest of this campaign per cell key counts, else the latest of any campaign,
+    which ``--reuse-from-any-campaign`` may have used); ``save_status`` is read when the
+    rows have it.
+    """
+    asked = [c for c in cells if getattr(c, "save_models", "false") in ("true", "best")]
+    if not asked:
+        return None
+    wanted = {c.key for c in asked}
+    own: dict[str, dict[str, str]] = {}
+    other: dict[str, dict[str, str]] = {}
+    for row in rows:
+        key = row.get("cell_key", "")
+        if key in wanted:
+            (own if row.get("campaign_id") == campaign_id else other)[key] = row
+    missing = []
+    for cell in asked:
+        row = own.get(cell.key) or other.get(cell.key)
+        source = row.get("campaign_id", "") if row else ""
+        if not has_models(runs_dir, (campaign_id, source), cell.key):
+            missing.append(f"{cell.label} ({_why_none(row)})")
+    if not missing:
+        return None
+    return (f"no saved models for {len(missing)} of the {len(asked)} cell"
+            f"{'s' if len(asked) != 1 else ''} that asked for them: " + "; ".join(missing))
+
+
 def human_size(size: int | None) -> str:
     """``1.2 MiB``; ``—`` for a missing file."""
     if size is None:
@@ -171,4 +227,4 @@ def human_size(size: int | None) -> str:
 
 
 __all__ = ["METRICS", "CellModels", "SavedModel", "attempt_models", "cells_without_models",
-           "human_size", "saved_by_job", "scan"]
+           "has_models", "human_size", "missing_models_note", "saved_by_job", "scan"]
