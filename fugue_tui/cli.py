@@ -14,6 +14,7 @@
     fugue-tui selfcheck [--device cpu|cuda] [--json] [--runs-dir DIR]
     fugue-tui report [RUNS_DIR] [--campaign ID] [--by-campaign] [--width N] [--export DIR]
     fugue-tui completion {bash,zsh,fish}        a shell completion script (shtab)
+    fugue-tui models RUN_FOLDER [--json]        the trained models a run kept (save_models)
 
 Bad input prints one line naming the file, key or value and exits with status 2.
 
@@ -37,6 +38,7 @@ from fugue_tui.commands import (
     completion,
     control,
     listing,
+    models,
     prefetch,
     profile,
     report,
@@ -58,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_top_level(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_dashboard(sub)
-    for module in (control, listing, validate, prefetch, run, report):
+    for module in (control, listing, validate, prefetch, run, report, models):
         module.add_parser(sub)
     profile.add_parsers(sub)
     selfcheck.add_parser(sub)
@@ -161,6 +163,7 @@ def _main(argv: list[str]) -> int:
         "selfcheck": lambda: selfcheck.run(args),
         "bench": lambda: bench.run(args),
         "control": lambda: control.run(args),
+        "models": lambda: models.run(args),
         "completion": lambda: completion.run(parser, args),
     }
     command = args.command or ("dashboard" if not args.batch else None)

@@ -3,7 +3,7 @@
 
 Every document is one JSON object with ``"schema"`` (``"fugue-tui/list"``,
 ``"fugue-tui/validate"``, ``"fugue-tui/report"``, ``"fugue-tui/plan"``,
-``"fugue-tui/selfcheck"``) and ``"version"``
+``"fugue-tui/selfcheck"``, ``"fugue-tui/models"``) and ``"version"``
 (:data:`SCHEMA_VERSION`; ``"fugue-tui/batch"`` is a stream of such objects, one a line:
 :mod:`fugue_tui.console.batch_json`): the JSON Schema of each is ``fugue_tui/schemas/<kind>.v1.json``,
 described in docs/json.md. A later version adds keys (a reader ignores those it does not
@@ -25,7 +25,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 #: Where the JSON Schemas live (one per kind: ``<kind>.v<version>.json``).
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-KINDS = ("list", "validate", "report", "plan", "batch", "selfcheck")
+KINDS = ("list", "validate", "report", "plan", "batch", "selfcheck", "models")
 
 
 def document(kind: str, **body: Any) -> dict[str, Any]:

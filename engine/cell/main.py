@@ -296,7 +296,8 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
                       options=cell.options, seed=spec.seed, scheduler=cell.scheduler,
                       rung=cell.rung, features=cell.features, max_parallel=cell.max_parallel,
                       attempt_dir=spec.attempt_dir, job_env=dict(spec.job_env or {}),
-                      gpu_uuid=spec.gpu_uuid)
+                      gpu_uuid=spec.gpu_uuid,
+                      save_models=cell.save_models)
     from engine.plugins import plugin_versions
 
     host: dict[str, Any] = {"plugins": ",".join(plugins) or None,

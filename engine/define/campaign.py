@@ -44,6 +44,7 @@ from engine.define.cluster import ClusterSettings, parse_cluster
 from engine.define.devices import check_device_pair, parse_devices
 from engine.define.ksweep import check_k_sweep
 from engine.define.paths import check_campaign_name, user_path
+from engine.define.save_models import parse_save_models
 from engine.define.sha_slots import check_options_sha_slots
 from engine.define.validate import check_experiment
 from engine.define.watchdog_settings import WatchdogSettings
@@ -104,6 +105,9 @@ class Campaign:
     #: ``cluster`` (issue 28, engine.define.cluster): the Ray cluster the cells run on, with
     #: its ``gpu`` selector and ``cpus_per_cell``; None: on this host (the runner's own).
     cluster: ClusterSettings | None = None
+    #: ``save_models`` (issue 50, engine.define.save_models): ``"false"``, ``"true"`` or
+    #: ``"best"``; what cells of experiments that set none save. Never hashed.
+    save_models: str = "false"
 
     def resolved(self) -> dict[str, Any]:
         """The campaign as it runs (after overrides), JSON-able."""
@@ -121,7 +125,8 @@ class Campaign:
                 **({"devices": list(self.devices)} if self.devices else {}),
                 **({"one_cell_per_host": True} if self.one_cell_per_host else {}),
                 **(self.cluster.resolved() if self.cluster else {}),
-                **({"budget": self.budget} if self.budget else {})}
+                **({"budget": self.budget} if self.budget else {}),
+                **({"save_models": self.save_models} if self.save_models != "false" else {})}
 
     def compile_modes(self) -> list[str]:
         """The compile axis of the matrix: ``"off"`` and/or the compile mode."""
@@ -190,6 +195,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     check_options_sha_slots(options, executors, exps, seed, where)
     budget = _budget(value_of(doc, "budget"), f"{where}: budget")
     name = check_campaign_name(doc.get("name"), where, source.stem if source else None)
+    save_models = parse_save_models(value_of(doc, "save_models"), src.at("save_models"))
     return Campaign(
         name=name, experiments=experiments, executors=list(executors),
         passes=value_of(doc, "passes"), seed=seed, runs_dir=runs_dir, device=device,
@@ -200,7 +206,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         options=options, budget=budget, precision=precision, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
         devices=devices, one_cell_per_host=value_of(doc, "one_cell_per_host"),
-        cluster=cluster,
+        cluster=cluster, save_models=save_models,
         # the file actually merged: the campaign's, or the default one (engine.dirs)
         experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
                                .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))

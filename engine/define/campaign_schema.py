@@ -255,6 +255,17 @@ KEYS: dict[str, CampaignKey] = {k.name: k for k in (
                           help="a user experiments file merged over the catalogue"),
                 form=FormField("text", hint="e.g. my_experiments.toml",
                                help="a user catalogue merged over the built-in one")),
+    CampaignKey("save_models", (bool, str), False,
+                "keep the trained models: true (every job's), \"best\" (the best trial or "
+                "member) or false; an experiment may set its own (not in the cell key)",
+                rule='false, true or "best"',
+                flag=Flag("--save-models", _HOW, "true|best", const="true",
+                          help="keep each job's trained weights under its attempt folder: "
+                               "true (the flag alone) or best (the best trial or member "
+                               "only); default false (campaign key save_models)"),
+                form=FormField("select", ("false", "true", "best"), hint="default false",
+                               help="keep the trained models: true (every job's), best (the "
+                                    "best trial or member) or false")),
     CampaignKey("monitor", (bool,), True, "the per-cell sampler (engine/measure/monitor.py)"),
     CampaignKey("monitor_interval_s", (float,), 0.5, "seconds between monitor samples",
                 bound=CAMPAIGN["monitor_interval_s"], unit="s",

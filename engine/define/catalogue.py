@@ -110,6 +110,11 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
             raise ConfigError(f"{where}: keys 'amp' and 'precision' are both set; keep one "
                               "('amp = true' means precision = \"amp-fp16\")")
         check_value(precision, where)
+    save_models = table.get("save_models")
+    if save_models is not None:
+        from engine.define.save_models import parse_save_models
+
+        save_models = parse_save_models(save_models, where)
     return Experiment(
         id=exp_id, type=wtype, k=k, model=values.get("model"), dataset=values.get("dataset"),
         task=values["task"], batch_size=values.get("batch_size"), epochs=values.get("epochs"),
@@ -121,6 +126,7 @@ def _parse_experiment(exp_id: str, table: dict[str, Any], where: str,
         val_fraction=float(values["val_fraction"]), split_seed=values["split_seed"],
         precision=precision,
         source=where.split(":")[0], user_keys=user_keys, num_samples=values.get("num_samples"),
+        save_models=save_models,
     )
 
 

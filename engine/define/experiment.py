@@ -28,7 +28,7 @@ EXPERIMENT_KEYS: dict[str, tuple[type, ...]] = {
     **JOB_FIELDS, "type": (str,), "family": (str,), "k": (int,), "size": (str,),
     "search_space": (dict,), "members": (list,), "description": (str,),
     "val_fraction": (float,), "split_seed": (int,), "precision": (str,),
-    "num_samples": (int,),
+    "num_samples": (int,), "save_models": (bool, str),
 }
 #: Other spellings of job fields, suggested for an unknown key (difflib finds none of these).
 ALIASES: dict[str, str] = {
@@ -88,6 +88,10 @@ class Experiment:
     #: None (absent) is the legacy grid and is left out of :meth:`to_dict` (cell keys).
     num_samples: int | None = None
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
+    #: ``save_models`` for this experiment's cells (issue 50: ``"false"``, ``"true"``,
+    #: ``"best"``); None: the campaign's. Which models are kept after the group window
+    #: changes nothing measured: no part of :meth:`to_dict` (cell keys).
+    save_models: str | None = None
 
     def models(self) -> list[str]:
         return [m["model"] for m in self.members] if self.members else [str(self.model)]
@@ -97,7 +101,8 @@ class Experiment:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved definition (JSON-able), as written into cell specs and hashed into keys."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("source", "user_keys")}
+        out = {k: v for k, v in self.__dict__.items()
+               if k not in ("source", "user_keys", "save_models")}
         if out["precision"] is None:
             del out["precision"]
         if self.num_samples is None:  # absent: the legacy grid, whose keys never change

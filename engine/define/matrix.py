@@ -34,6 +34,7 @@ from engine import precision as precision_lib
 from engine.bounds import MAX_CELLS, MAX_PLANNED_JOBS
 from engine.define.campaign import Campaign
 from engine.define.executor_options import NO_LEGACY
+from engine.define.save_models import cell_save_models
 from engine.define.sha_slots import check_sha_slots
 from engine.define.workloads import expand
 from engine.errors import ConfigError
@@ -83,6 +84,9 @@ class CellSpec:
     #: One line each for the user about that decision (a missing profile, another
     #: machine's ignored); the front ends print each distinct line once.
     notes: list[str] = field(default_factory=list)
+    #: Which jobs' weights the cell writes after its group window (issue 50,
+    #: ``engine.define.save_models``): ``"false"``, ``"true"`` or ``"best"``. Never hashed.
+    save_models: str = "false"
 
     @property
     def label(self) -> str:
@@ -295,6 +299,9 @@ def build_cells(campaign: Campaign, machine: dict[str, Any],
                             max_parallel=options.get("max_parallel"),
                             config_key=config_key, workload_key=workload_key,
                             variant=variant, k=size, **how,
+                            save_models=cell_save_models(
+                                campaign.save_models,
+                                campaign.catalogue.get(exp_id).save_models),
                             **{**point, "precision": precision}))
     # sha with fewer slots than trials would deadlock at its first rung: refused now.
     check_sha_slots(cells, str(campaign.source) if campaign.source else "campaign")

@@ -23,6 +23,10 @@ types in :mod:`.arguments`. The dashboard's parser stays in :mod:`fugue_tui.cli`
   line, exit 2, with nothing written. Its flags and ``--help`` epilog are in
   :mod:`.run_flags`; naming, writing and checking the generated files in
   :mod:`.run_campaign`.
+* :mod:`.models`: ``models RUN_FOLDER [--json]``, the trained models a run folder (a cell,
+  an attempt) kept under ``save_models``, read from their JSON without importing torch
+  (:mod:`engine.models.listing`). Exit 0, also when none were kept; 2 for a folder that is
+  no run folder.
 * :mod:`.common`: the helpers they share.
 
 Torch-free at import (prefetch imports torchvision / scikit-learn inside the downloaders).

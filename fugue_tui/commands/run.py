@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         "precision": ([p for group in args.run_precision for p in group]
                       if args.run_precision else None),
         "k_sweep": _k_sweep(getattr(args, "run_k_sweep", None)),
+        "save_models": getattr(args, "run_save_models", None),
     }
     if experiments_doc is None and experiments_file:
         doc["experiments_file"] = str(Path(experiments_file).resolve())

@@ -202,5 +202,19 @@ def _precisions(text: str) -> list[str]:
     return names
 
 
+def _save_models(text: str) -> str:
+    """``--save-models`` value: true, best or false (argparse's one line on error)."""
+    import argparse
+
+    from engine.define.save_models import parse_save_models
+
+    try:
+        return parse_save_models(text, "--save-models")
+    except FugueError as exc:
+        raise argparse.ArgumentTypeError(
+            str(exc).removeprefix("--save-models: key 'save_models' ")) from None
+
+
 #: Flags whose words need more than their key's type to parse: the key, the parser.
-_FLAG_TYPES: dict[str, Callable[[str], Any]] = {"precision": _precisions}
+_FLAG_TYPES: dict[str, Callable[[str], Any]] = {"precision": _precisions,
+                                                "save_models": _save_models}

@@ -150,6 +150,7 @@ def run_batch(path: str, overrides: dict[str, Any], dry: bool = False, resume: b
     if not as_json:
         print_summary(console, runner.runs_dir / GROUPS_FILE, runner.campaign_id)
         _print_problems(runner, started)
+    _note_missing_models(runner)
     if code == 130:
         print("interrupted: the running cell was stopped and recorded as killed", file=sys.stderr)
     elif code == 3:
@@ -254,6 +255,21 @@ def _print_problems(runner: Runner, since: str) -> list[dict[str, Any]]:
                          "attempt": int(row["attempt"]), "cell_key": row["cell_key"],
                          "group_id": row.get("group_id"), "error": row["error"]})
     return problems
+
+
+def _note_missing_models(runner: Runner) -> None:
+    """Issue 50: one line on stderr naming the cells that asked for saved models
+    (``save_models``) and have none on disk, and why (ran before saving was asked, a
+    failed save): ``--resume`` does not train a done cell again only to save it."""
+    from engine.models.listing import missing_models_note
+
+    try:
+        note = missing_models_note(runner.cells, read_rows(runner.runs_dir / GROUPS_FILE),
+                                   runner.runs_dir, runner.campaign_id)
+    except OSError as exc:  # the note never fails the run
+        note = f"cannot tell which cells kept their models: {exc}"
+    if note:
+        print(f"{WARNING_PREFIX}{note}", file=sys.stderr)
 
 
 def print_summary(console: Console, groups_csv: Path, campaign_id: str) -> None:

@@ -52,10 +52,11 @@ GROUP_PARAMS = ("exp_id", "executor", "K", "max_parallel", "num_workers", "mode"
                 "scheduler", "rung", "features", "compile_mode", "precision", "seed",
                 "passes", "threads", "device", "mp_start", "tune_actors", "cell_key",
                 "config_key", "workload_key", "campaign_hash")
-#: A job's configuration (job row columns); ``trial_config`` is spread as ``trial.<key>``.
+#: A job's configuration (job row columns); ``trial_config`` is spread as ``trial.<key>``;
+#: and its weights digest (issue 50: text, which MLflow keeps as a param).
 JOB_PARAMS = ("job_id", "exp_id", "model", "dataset", "executor", "batch_size", "epochs",
               "lr", "seed", "precision", "compile_mode", "threads", "split", "job_device",
-              "num_workers", "param_count")
+              "num_workers", "param_count", "weights_sha256")
 #: Final figures of a job (job row columns) logged once, at the job's end.
 JOB_FINALS = ("final_train_loss", "final_train_acc", "final_val_loss", "final_val_acc",
               "total_time_s", "throughput_sps", "epochs_run")

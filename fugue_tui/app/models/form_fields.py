@@ -301,6 +301,8 @@ def shown_value(doc: PlanDoc, spec: Field) -> str | None:
                   if isinstance(v, dict) and "max_parallel" in v}
         value = values.pop() if len(values) == 1 else None
     if spec.kind == "select":
+        if isinstance(value, bool):  # save_models = true in a file: the "true" choice
+            value = str(value).lower()
         if value in spec.choices:
             return str(value)
         return DEFAULT_WATCHDOG_ACTION if spec.path == "watchdog.action" else None

@@ -1,6 +1,7 @@
 """The Results screen's row pane: for the selected group row, its hpo view — the
 best-so-far curve of an hpo row as a step chart, with its time to best (issue 25:
-:mod:`fugue_tui.app.models.hpo`) — then its provenance (:func:`fugue_tui.app.models.results.provenance`).
+:mod:`fugue_tui.app.models.hpo`), which of its trained models are on disk (issue 50:
+:mod:`fugue_tui.app.models.saved_models`) — then its provenance (:func:`fugue_tui.app.models.results.provenance`).
 
 The curve comes first: the pane is cut at its height and the provenance list is long.
 """
@@ -15,6 +16,7 @@ from textual.widgets import Static
 
 from fugue_tui.app.models.hpo import best_curve, curve_text
 from fugue_tui.app.models.results import provenance
+from fugue_tui.app.models.saved_models import models_line
 
 #: What the pane says while no row is selected.
 PROMPT = "select a row: its provenance"
@@ -44,6 +46,10 @@ class ProvenancePane(Static):
             text.append_text(curve_text(best, ttb if isinstance(ttb, (int, float)) else None,
                                         max(MIN_CURVE_WIDTH, self.content_size.width - 1)))
             text.append("\n\n")
+        saved = models_line(row)  # issue 50: the group's trained models on disk
+        if saved is not None:
+            text.append(f"{'models':>13} ", style="dim")
+            text.append(saved + "\n\n")
         text.append("provenance\n")
         for label, value in provenance(row):
             text.append(f"{label:>13} ", style="dim")

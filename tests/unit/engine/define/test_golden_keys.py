@@ -94,6 +94,17 @@ def experiments_file(tmp: Path) -> list[dict[str, str]]:
                            'executors = ["seq", "unified_model"]\n', mine)
 
 
+def save_models(tmp: Path) -> list[dict[str, str]]:
+    """issue 50: ``experiments_file_override`` with ``save_models = "best"`` in the campaign
+    and ``save_models = true`` in an experiment: which models are kept changes nothing
+    measured, so no key (the test below: equal to that scenario's pinned keys)."""
+    mine = ('[experiments.D_ens]\nk = 3\nepochs = 2\n'
+            '[experiments.U1]\ntype = "cv"\nmodel = "mlp"\ndataset = "wine"\nk = 3\n'
+            'batch_size = 16\nepochs = 1\nlr = 0.01\nsave_models = true\n')
+    return _from_text(tmp, 'name = "g"\nexperiments = "D_ens,U1"\nexperiments_file = "mine.toml"\n'
+                           'executors = ["seq", "unified_model"]\nsave_models = "best"\n', mine)
+
+
 def adhoc_run(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     """``fugue-tui run --model mlp --dataset wine --type cv --k 3 ... --dry-run``, through the
     command's own code path up to the point where it hands the campaign to the runner."""
@@ -439,6 +450,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "device_mig_index": device_mig_index,
     "devices_mig_uuid": devices_mig_uuid,
     "devices_two_placed": devices_two_placed,
+    "save_models": save_models,
 }
 
 
@@ -498,3 +510,10 @@ def test_one_device_spellings_share_the_pinned_cuda_index_keys():
     assert golden["devices_mig_uuid"] == golden["device_mig_index"]
     assert {c["key"] for c in golden["devices_two_placed"]}.isdisjoint(
         c["key"] for c in golden["device_index"])
+
+
+def test_save_models_changes_no_key():
+    """Issue 50: ``save_models`` (campaign and experiment key) is pinned with exactly the
+    keys of the same campaign without it: it is no part of any key (docs/measurement.md)."""
+    golden = _golden()
+    assert golden["save_models"] == golden["experiments_file_override"]
