@@ -282,9 +282,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="--long: earlier group rows in the runs folder (default 300)")
     parser.add_argument("--epochs", type=int, default=30,
                         help="--long: D_ens's epochs per cell (default 30: a cell every ~5 s)")
+    parser.add_argument("--view", choices=("run", "processes"), default="run",
+                        help="--long: the screen open during the campaign: the run screen "
+                             "(default; part dashboard_cost_long) or the process view, opened "
+                             "with P after the first screen and kept open (CPU figures only; "
+                             "part dashboard_cost_long_processes)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.view != "run" and not args.long:
+        parser.error("--view goes with --long (the one-cell campaigns watch the run screen)")
     if args.long:
         from bench.dashboard_long import main_long
 

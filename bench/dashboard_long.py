@@ -30,6 +30,21 @@ Figures, per repetition:
 * ``clock_gap_max_s``: the longest time between two successive values of the header's
   elapsed clock arriving on the terminal (it ticks every second). Target ≤ 1.5;
 * ``strip_latency_s``: every such latency (no target); ``load_1min`` after each repetition.
+
+``--view processes`` (issue 48: "the long-campaign figure still met with the process view
+open"), published as part ``dashboard_cost_long_processes`` (its own section of RESULTS.md,
+so that the run screen's figures above stay shown beside it), variants named
+``processes: …``: the same campaign, but once the run screen is up the bench presses ``P``
+and the process view (:mod:`fugue_tui.app.screens.processes`: psutil over the campaign's
+process tree and NVML every second, its table updated cell by cell) stays open until the
+runner exits. Only the CPU figures are measured then — ``dashboard_cpu_share`` (all, first
+and last third, from the moment the view is on the terminal) and ``cpu_share_drift`` —
+because the view covers the run screen: Textual paints only the screen on top, so neither
+the strip nor the header's clock reaches the terminal while it is open. Alternating the two
+screens was not chosen: each switch repaints a whole screen (a cost of the switching, not
+of either screen), and the run screen's figures are measured without the view already.
+The view's rows are checked to keep arriving (its title, which counts the processes,
+reaches the terminal in the last third of the campaign), or the repetition fails.
 """
 
 from __future__ import annotations
@@ -47,6 +62,11 @@ from pathlib import Path
 import psutil
 
 PART = "dashboard_cost_long"
+#: ``--view``: the screen open during the campaign → the part its figures are published as.
+VIEWS = {"run": PART, "processes": "dashboard_cost_long_processes"}
+#: Bytes that show the process view is on the terminal (its title, rewritten as the count
+#: of processes changes).
+PROCS_MARK = b"sorted by CPU %"
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "dashboard" / "runs"
 #: The header's elapsed clock: `` · cpu · elapsed 1:23 · cells`` (bytes, as the terminal
 #: gets them; the word is left out where it would wrap the line).
@@ -141,8 +161,16 @@ def _campaign(tmp: Path, name: str, cells: int, epochs: int) -> Path:
     return path
 
 
-def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 30) -> dict:
-    """One long campaign watched by a dashboard; the figures of one repetition."""
+def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 30,
+             view: str = "run") -> dict:
+    """One long campaign watched by a dashboard; the figures of one repetition. ``view``:
+    ``run`` (the run screen throughout) or ``processes`` (the process view opened once the
+    run screen is up and kept open: CPU figures only, see the module docstring).
+
+    Raises:
+        RuntimeError: the runner failed, the dashboard did not show its screen in 60 s, or
+            the process view stopped reaching the terminal.
+    """
     from bench.dashboard_cost import READY_MARK, Terminal, _env, raise_if_failed, stop
     from engine.results.columns import GROUPS_FILE
     from engine.results.tail import GroupTail
@@ -171,6 +199,12 @@ def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 30) -
         if term.wait_for(READY_MARK, 0, 60) is None:
             raise RuntimeError("the dashboard did not show the run screen in 60 s")
         time.sleep(0.5)  # the first full paint
+        if view == "processes":
+            opened = term.mark()
+            term.send(b"P")
+            if term.wait_for(PROCS_MARK, opened, 30) is None:
+                raise RuntimeError("the dashboard did not show the process view in 30 s")
+            time.sleep(1.5)  # its first samples
         proc = psutil.Process(term.pid)
         tail = GroupTail(runs / GROUPS_FILE, name)
         tail.update()
@@ -191,11 +225,20 @@ def run_long(tmp: Path, name: str, cells: int, earlier: int, epochs: int = 30) -
                     ends.append((now, mark, len(needles) - 1))
             time.sleep(0.1)
         samples.append((time.monotonic(), sum(proc.cpu_times()[:2])))
-        time.sleep(5.5)  # the last cell end's strip
+        if view == "run":
+            time.sleep(5.5)  # the last cell end's strip
     finally:
         stop(runner, recorder, term)
     raise_if_failed(runner)
     buffer = bytes(term.buffer)
+    if view == "processes":
+        last = buffer.rfind(PROCS_MARK)
+        t0, t1 = samples[0][0], samples[-1][0]
+        if last < 0 or recorder.time_at(last) < t0 + 2 * (t1 - t0) / 3:
+            raise RuntimeError("the process view's rows stopped reaching the terminal "
+                               "before the last third of the campaign")
+        return {"shares": _thirds(samples), "latencies": [], "clock_gap": float("nan"),
+                "cells": cells}
     latencies = []
     for when, mark, first in ends:
         found = [p for p in (buffer.find(n, mark) for n in needles[first:]) if p >= 0]
@@ -225,14 +268,16 @@ def main_long(args) -> int:
 
     from bench import results as bench_results
 
+    view = getattr(args, "view", "run")
     command = (f"python -m bench.dashboard_cost --long --reps {args.reps} --cells {args.cells} "
-               f"--earlier {args.earlier} --epochs {args.epochs}")
+               f"--earlier {args.earlier} --epochs {args.epochs}"
+               + (f" --view {view}" if view != "run" else ""))
     share: dict[str, list[float]] = {"all": [], "first third": [], "last third": []}
     drift, worst, clock, every, loads = [], [], [], [], []
     for rep in range(args.reps):
         with tempfile.TemporaryDirectory(prefix="bench-dashboard-long-") as tmp_name:
             out = run_long(Path(tmp_name), f"long{rep + 1}", args.cells, args.earlier,
-                           args.epochs)
+                           args.epochs, view)
         for key, value in out["shares"].items():
             share[key].append(value)
         drift.append(100 * (out["shares"]["last third"] - out["shares"]["first third"]))
@@ -240,16 +285,28 @@ def main_long(args) -> int:
         every += out["latencies"]
         clock.append(out["clock_gap"])
         loads.append(os.getloadavg()[0])
+        seen = (f"strip latency max {worst[-1]:.2f} s over {len(out['latencies'])} cell "
+                f"ends; clock gap max {clock[-1]:.2f} s" if view == "run"
+                else "the process view open throughout")
         print(f"rep {rep + 1}/{args.reps}: {args.cells} cells, dashboard "
               f"{share['all'][-1]:.2%} of a core (first third {share['first third'][-1]:.2%}, "
-              f"last {share['last third'][-1]:.2%}, drift {drift[-1]:+.2f} pp); strip latency "
-              f"max {worst[-1]:.2f} s over {len(out['latencies'])} cell ends; clock gap max "
-              f"{clock[-1]:.2f} s; load {loads[-1]:.2f}", flush=True)
+              f"last {share['last third'][-1]:.2%}, drift {drift[-1]:+.2f} pp); {seen}; "
+              f"load {loads[-1]:.2f}", flush=True)
     if args.no_write:
         return 0
     fig = figures(args.cells, args.earlier, args.epochs)
     run_id = bench_results.new_run_id()
     prov = bench_results.provenance(command)
+    if view != "run":
+        part = VIEWS[view]
+        named = {f"{view}: {key}": values for key, values in share.items()}
+        rows = (bench_results.figure_rows(part, _with_view(fig["share"], view), named,
+                                          run_id, prov)
+                + bench_results.figure_rows(part, fig["drift"], {view: drift}, run_id, prov)
+                + bench_results.figure_rows(part, fig["load"], {"machine": loads}, run_id,
+                                            prov))
+        bench_results.publish(part, rows, args.results_dir)
+        return 0
     rows = (bench_results.figure_rows(PART, fig["share"], share, run_id, prov)
             + bench_results.figure_rows(PART, fig["drift"], {"long": drift}, run_id, prov)
             + bench_results.figure_rows(PART, fig["latency_max"], {"long": worst}, run_id, prov)
@@ -258,3 +315,12 @@ def main_long(args) -> int:
             + bench_results.figure_rows(PART, fig["load"], {"machine": loads}, run_id, prov))
     bench_results.publish(PART, rows, args.results_dir)
     return 0
+
+
+def _with_view(figure, view: str):
+    """``figure`` with its note saying which screen was open (``--view``)."""
+    import dataclasses
+
+    return dataclasses.replace(figure, note=f"{figure.note}; the {view} view open from the "
+                                            "first screen to the runner's exit (P on the run "
+                                            "screen), measured from the view's first paint")

@@ -167,6 +167,12 @@ RESULTS = (
            "pick the column to sort the rows by from a list (the sorted one again reverses "
            "it; a header click sorts too)"),
     Action("results.reverse", "O", "reverse_sort", "reverse", "reverse the sort order"),
+    # Not in the footer (full at 80x24): the help, the palette and the table's title (when
+    # columns are hidden) name it.
+    Action("results.columns", "c", "pick_columns", "columns",
+           "choose the columns shown from a checklist (space toggles, enter applies, d: "
+           "all again); saved for this user beside the keymap, restored next time",
+           show=False),
     Action("results.export", "e", "export", "export",
            "write the figures (PNG, SVG) and the LaTeX table of the rows shown to a folder"),
     Action("results.back", "escape", "back", "back", "back to the previous screen"),

@@ -19,7 +19,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
@@ -38,6 +38,7 @@ from fugue_tui.app.models.processes import (
     sort_rows,
 )
 from fugue_tui.app.screens.modals import ConfirmScreen, PathScreen
+from fugue_tui.app.screens.run_layout import QuietWhenCovered
 from fugue_tui.app.widgets.footer import KeyFooter
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class ColumnPicker(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class ProcessScreen(Screen[None]):
+class ProcessScreen(QuietWhenCovered):
     """One campaign's processes (see the module). ``nvml``: passed to the sampler (tests:
     a fake NVML; False: none)."""
 
@@ -175,8 +176,8 @@ class ProcessScreen(Screen[None]):
                  " · GPU MiB empty: not measured")
         if title != self._title_text:  # unchanged: not repainted
             self._title_text = title
-            self.query_one("#procs-title", Static).update(
-                Text.assemble(("processes", "bold"), title))
+            self.query_one("#procs-title", Static).update(  # one line: no layout pass
+                Text.assemble(("processes", "bold"), title), layout=False)
 
     def selected_pid(self) -> int | None:
         table = self.query_one(DataTable)

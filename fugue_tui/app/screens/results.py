@@ -18,6 +18,7 @@ Export writes the same figures as PNG/SVG and the LaTeX table
 | / | results.filter | edit the filter (see :mod:`fugue_tui.app.models.results`) |
 | o | results.sort | pick the column to sort by (:class:`SortPicker`; a header click sorts by that column) |
 | O | results.reverse | reverse the sort |
+| c | results.columns | choose the columns shown (:class:`~fugue_tui.app.screens.results_columns.ColumnPicker`), saved per user (:mod:`fugue_tui.app.models.results_columns`) |
 | e | results.export | write the figures (PNG, SVG) and the LaTeX table to a folder |
 | escape | results.back | back to the previous screen |
 """
@@ -40,6 +41,7 @@ from textual.widgets import DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from engine.errors import FugueError
 from fugue_tui.app.actions import LEAVE, RESULTS, bindings
 from fugue_tui.app.clipboard import copy_shown
 from fugue_tui.app.messages import Notice, ResultsLoaded
@@ -52,7 +54,13 @@ from fugue_tui.app.models.results import (
     result_files,
     row_key,
 )
+from fugue_tui.app.models.results_columns import (
+    DEFAULT_HIDDEN,
+    load_hidden,
+    save_hidden,
+)
 from fugue_tui.app.screens.modals import PathScreen
+from fugue_tui.app.screens.results_columns import ColumnPicker
 from fugue_tui.app.screens.results_export import ResultsExport
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
 from fugue_tui.app.widgets.figure_charts import FigureCharts
@@ -176,6 +184,13 @@ class ResultsScreen(Screen):
         #: The load notes already notified (:attr:`engine.results.load.Runs.notes`).
         self._told: set[str] = set()
         self._exporter = ResultsExport(self)
+        #: The columns the user hid (their saved choice); a file that cannot be read gives
+        #: the defaults and one warning, on mount.
+        self._columns_problem = ""
+        try:
+            self._hidden = load_hidden()
+        except FugueError as exc:
+            self._hidden, self._columns_problem = DEFAULT_HIDDEN, str(exc)
         #: Loads applied (tests read them).
         self.loads = 0
 
@@ -190,7 +205,7 @@ class ResultsScreen(Screen):
                     placeholder="filter: exp:D_ens executor:unified k:8 gpu:none host:… "
                                 "campaign:… (Enter applies)")
         with Horizontal(id="results-top"):
-            yield GroupTable()
+            yield GroupTable(hidden=self._hidden)
             yield ProvenancePane()
         yield FigureCharts()
         yield KeyFooter()
@@ -205,6 +220,9 @@ class ResultsScreen(Screen):
     def on_mount(self) -> None:
         self.on_resize()
         self.query_one(GroupTable).focus()
+        if self._columns_problem:
+            self.notify(f"{self._columns_problem}; showing the default columns",
+                        severity="warning", markup=False)
         self._mark_focus()
         self._watch()
 
@@ -335,6 +353,23 @@ class ResultsScreen(Screen):
                 self.sort_by(column)
 
         self.app.push_screen(SortPicker(table.sort_column, table.sort_reverse), picked)
+
+    def action_pick_columns(self) -> None:
+        """``c``: :class:`ColumnPicker`; the columns unchecked are hidden, and the choice
+        saved for this user (:func:`~fugue_tui.app.models.results_columns.save_hidden`); a
+        save that fails is said, the choice still applied here."""
+        table = self.query_one(GroupTable)
+
+        def picked(hidden: frozenset[str] | None) -> None:
+            if hidden is None:
+                return
+            table.set_hidden(hidden)
+            try:
+                save_hidden(hidden)
+            except FugueError as exc:
+                self.notify(str(exc), severity="error", markup=False)
+
+        self.app.push_screen(ColumnPicker(table.hidden), picked)
 
     def action_reverse_sort(self) -> None:
         table = self.query_one(GroupTable)

@@ -47,7 +47,6 @@ from typing import Any
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import DataTable
 from textual.worker import get_current_worker
 
@@ -66,6 +65,7 @@ from fugue_tui.app.screens.bulk import BulkCommands
 from fugue_tui.app.screens.run_commands import CellCommands
 from fugue_tui.app.screens.run_layout import (
     ZOOMS,
+    QuietWhenCovered,
     focus_zoomed,
     mark_focus,
     next_zoom,
@@ -96,7 +96,7 @@ _CHECKED = ("retry_cell", "skip_cell", "kill_cell", "back_to_plan", "back", "dum
             "why_no_stacks", "stop_campaign")
 
 
-class RunScreen(RunNavigation, Screen):
+class RunScreen(RunNavigation, QuietWhenCovered):
     """One campaign's run folder, followed live; see the module docstring.
 
     The screen holds no campaign data of its own: :attr:`model` (:class:`RunModel`) takes

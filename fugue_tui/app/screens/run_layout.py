@@ -1,6 +1,7 @@
 """Which of the run screen's panes show: the zoom (``z``: one pane alone, in turn, then
 every pane again) and whether the screen shows at all (covered by another screen, it draws
-nothing). The stylesheet does the layout; this module only sets its classes."""
+nothing: :func:`visible`, :class:`QuietWhenCovered`). The stylesheet does the layout; this
+module only sets its classes."""
 
 from __future__ import annotations
 
@@ -80,3 +81,27 @@ def visible(screen: Screen) -> bool:
     if stack and stack[-1] is screen:
         return True
     return len(stack) > 1 and stack[-2] is screen and stack[-1].styles.background.a < 1
+
+
+class QuietWhenCovered(Screen):
+    """A screen that paints nothing while an opaque screen covers it (the run screen under
+    the help, the Results screen or the process view; the process view under the help).
+
+    Textual 8.2.8 counts the screen right under the top one as visible whatever the top
+    one's opacity (``App._background_screens``): each of its updates repaints the whole
+    screen on top and marks itself for a whole repaint again, which its next message (the
+    follow worker's, several a second) carries out: a loop that repainted the help and the
+    process view in full about 4 times a second (issue 48: the process view cost 5.2 % of
+    a core over the long campaign). Covered (:func:`visible` False), what it would paint
+    is dropped; Textual repaints a screen whole when it is back on top. A translucent
+    dialog over it still shows it, painted as before.
+    tests/unit/fugue_tui/app/test_upstream_covered_repaint.py says when upstream stops
+    needing this."""
+
+    def _compositor_refresh(self) -> None:
+        if visible(self):
+            super()._compositor_refresh()
+            return
+        self._compositor._dirty_regions.clear()
+        self._dirty_widgets.clear()
+        self._repaint_required = False

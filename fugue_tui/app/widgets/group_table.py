@@ -8,6 +8,11 @@ The columns are laid out to the table's width (:func:`~fugue_tui.app.widgets.fit
 fit_widths`): the free-text columns give way, their values ellipsized, so that the numbers
 are whole and the right edge never cuts a column (issue 47); the rest is reached by
 scrolling right. The rows are sorted on their whole texts, not the ellipsized ones.
+
+Only the columns shown are laid out: :attr:`GroupTable.hidden` (the Results screen's ``c``,
+:mod:`fugue_tui.app.models.results_columns`) leaves columns out of the table and out of the
+fitting, so the width they took goes to the others. A hidden column still sorts (``o``
+lists every column); the title says how many are hidden.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from fugue_tui.app.widgets.fitted_table import FittedTable, ellipsize, fit_width
 
 class GroupTable(FittedTable):
     """See the module docstring. ``sort_column``: a :data:`COLUMNS` key (``""``: load
-    order), ``sort_reverse``: descending."""
+    order), ``sort_reverse``: descending; ``hidden``: the columns left out at first."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, hidden: frozenset[str] = frozenset(), **kwargs: Any) -> None:
         super().__init__(id=kwargs.pop("id", "groups"), cursor_type="row", zebra_stripes=True,
                          **kwargs)
         self.sort_column = ""
@@ -36,15 +41,19 @@ class GroupTable(FittedTable):
         #: The rows shown: row key → cells, whole (a reload that changes none leaves the
         #: table be).
         self._rows: dict[str, tuple[str, ...]] = {}
+        #: The columns left out of the table (:data:`COLUMNS` keys; :meth:`set_hidden`).
+        self.hidden: frozenset[str] = frozenset(hidden)
         #: The columns' widths as laid out (empty: not yet).
         self._widths: list[int] = []
+        #: The columns laid out (their :data:`COLUMNS` positions) with those widths.
+        self._laid_out: list[int] = []
 
     def on_mount(self) -> None:
         self._layout()
         self.retitle()
 
     def on_resize(self, event: events.Resize) -> None:
-        if self._fit() != self._widths:
+        if self._fit() != self._widths or self.shown_columns() != self._laid_out:
             self._layout()
 
     def retitle(self) -> None:
@@ -53,7 +62,22 @@ class GroupTable(FittedTable):
         focus moves."""
         sort = f" · sorted by {self.sort_column} {'↓' if self.sort_reverse else '↑'}" \
             if self.sort_column else ""
-        self.border_title = f"{FOCUS_MARK if self.has_focus else ''}rows{sort}"
+        hidden = len(self.hidden)
+        cols = f" · {hidden} column{'s' if hidden != 1 else ''} hidden (c)" if hidden else ""
+        self.border_title = f"{FOCUS_MARK if self.has_focus else ''}rows{sort}{cols}"
+
+    def shown_columns(self) -> list[int]:
+        """The positions in :data:`COLUMNS` of the columns shown, in order."""
+        return [i for i, (key, _, _) in enumerate(COLUMNS) if key not in self.hidden]
+
+    def set_hidden(self, hidden: frozenset[str]) -> None:
+        """Leave the columns ``hidden`` (:data:`COLUMNS` keys) out of the table; the rest
+        laid out again to the width, the selected row and the sort kept."""
+        if hidden == self.hidden:
+            return
+        self.hidden = frozenset(hidden)
+        self._layout()
+        self.retitle()
 
     def show(self, groups: pd.DataFrame, ttb: dict[str, float],
              speedup: dict[str, float] | None = None) -> None:
@@ -79,13 +103,14 @@ class GroupTable(FittedTable):
         """The columns' widths for the rows shown at the table's present width, less the
         vertical scroll bar when the rows will need one (the bar's 2 columns left empty
         otherwise would show the next column's first characters)."""
-        natural = [max([len(header)] + [len(cells[i]) for cells in self._rows.values()])
-                   for i, (_, header, _) in enumerate(COLUMNS)]
+        shown = self.shown_columns()
+        natural = [max([len(COLUMNS[i][1])] + [len(cells[i]) for cells in self._rows.values()])
+                   for i in shown]
         region = self.content_region
         if region.width <= 0:
             return natural
-        free = [key not in NUMERIC for key, _, _ in COLUMNS]
-        headers = [len(header) for _, header, _ in COLUMNS]
+        free = [COLUMNS[i][0] not in NUMERIC for i in shown]
+        headers = [len(COLUMNS[i][1]) for i in shown]
         padding = 2 * self.cell_padding
         lines = len(self._rows) + (self.header_height if self.show_header else 0)
         bar = self.styles.scrollbar_size_vertical
@@ -114,17 +139,20 @@ class GroupTable(FittedTable):
         """(Re)build the columns at the widths that fit and the rows in the sort's order,
         ellipsized to them, the selected row and the horizontal scroll kept."""
         selected, scroll_x = self.selected_key(), self.scroll_x
+        shown = self.shown_columns()
         widths = self._fit()
-        if widths != self._widths:
+        if widths != self._widths or shown != self._laid_out:
             self.clear(columns=True)
-            for (key, header, _), width in zip(COLUMNS, widths, strict=True):
+            for at, width in zip(shown, widths, strict=True):
+                key, header, _ = COLUMNS[at]
                 self.add_column(Text(ellipsize(header, width)), width=width, key=key)
-            self._widths = widths
+            self._widths, self._laid_out = widths, shown
         else:
             self.clear()
         for key in self._order():
-            self.add_row(*(Text(ellipsize(text, width), no_wrap=True, end="")
-                           for text, width in zip(self._rows[key], widths, strict=True)),
+            cells = self._rows[key]
+            self.add_row(*(Text(ellipsize(cells[at], width), no_wrap=True, end="")
+                           for at, width in zip(shown, widths, strict=True)),
                          key=key)
         if selected in self._rows:
             self.move_cursor(row=self.get_row_index(selected), animate=False)
