@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import threading
 import time
 from typing import Any
 
@@ -32,7 +33,7 @@ import torch
 
 from engine.define.workloads import JobSpec
 from engine.measure.spans import TrainSpans
-from engine.train.loop import JobResult, TrainSettings
+from engine.train.loop import JobResult, JobStopped, TrainSettings
 
 _HOST: dict[str, Any] = {}    # dataset name -> DatasetBundle (host tensors), per process
 _DEVICE: dict[str, Any] = {}  # dataset name -> DeviceData, per process
@@ -197,9 +198,61 @@ class JobActor:
         return hand_back_one(job, result, state, "ray", save, attempt_dir)
 
 
-class StopAtRung(BaseException):
+class StopAtRung(JobStopped):
     """sha: the cell stopped this trial at a rung. A BaseException, so that the training
-    loop's own handler (which turns an Exception into a failed job) lets it through."""
+    loop's own handler (which turns an Exception into a failed job) lets it through, after
+    keeping the trial's weights at the rung."""
+
+
+#: Set while this process has no trial between the end of its training and the end of its
+#: weights' hand-off (:func:`hand_off`); :class:`WaitForHandOff` waits on it.
+_HANDED = threading.Event()
+_HANDED.set()
+#: How long a stopping trial's actor waits for its training thread to hand its weights off.
+HANDOFF_WAIT_S = 60.0
+
+
+def hand_off(hub, job_id: str, held: dict[str, Any]) -> None:
+    """Send a Tune trial's final weights (``held["state"]``, kept by the training loop) to
+    the cell through ``hub`` before the trial's process ends or takes the next trial (issue
+    50): ``("held", id, {"records"})`` (:func:`engine.models.transfer.to_records`: plain
+    data, the hub stays torch-free) or ``{"error": one line}``, then ``("handoff", id,
+    seconds)``: the time from the copy's start until the hub held it. Inside the group
+    window (the trial's process ends inside it), so only this copy happens here; the cell
+    digests and saves after the window (``RayExecutor.hand_back``). Nothing when the loop
+    kept no state (a failed job)."""
+    import ray
+
+    from engine.errors import failure_line
+    from engine.models.transfer import to_records
+
+    state = held.pop("state", None)
+    if state is None:
+        return
+    t0 = time.perf_counter()
+    try:
+        payload: dict[str, Any] = {"records": to_records(state)}
+    except Exception as exc:  # noqa: BLE001 - the trial's result stands; no digest
+        payload = {"error": failure_line(exc)}
+    del state
+    ray.get(hub.put.remote(("held", job_id, payload)))
+    del payload
+    ray.get(hub.put.remote(("handoff", job_id, time.perf_counter() - t0)))
+
+
+class WaitForHandOff:
+    """Mixin of the Tune trainable (``trial.__mixins__``). Tune stops a trial by releasing
+    its training thread, blocked in ``tune.report``, which then raises ``SystemExit``
+    (:func:`trial` hands the weights off on the way out), and — for a trial whose actor is
+    not reused — ends the actor's process right after ``stop()`` returns, without waiting
+    for that thread. ``cleanup`` (called by ``stop()``) waits up to
+    :data:`HANDOFF_WAIT_S` for the hand-off, so the process outlives it."""
+
+    def cleanup(self) -> None:
+        try:
+            super().cleanup()  # type: ignore[misc]
+        finally:
+            _HANDED.wait(HANDOFF_WAIT_S)
 
 
 def _number(value: float | None) -> float:
@@ -252,10 +305,29 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
             if ray.get(hub.verdict.remote(job.job_id, result.epochs_run)) == "stop":
                 raise StopAtRung()
 
+    held: dict[str, Any] = {}
+    _HANDED.clear()
     try:
-        result = train_job(job, device_data(job.dataset, dev),
-                           dataclasses.replace(settings, device=dev),
-                           progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end))
-    except StopAtRung:
-        return  # the cell keeps the rung's snapshot (report.epoch) as the trial's result
-    report.done(result)
+        try:
+            result = train_job(job, device_data(job.dataset, dev),
+                               dataclasses.replace(settings, device=dev),
+                               progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end),
+                               keep=lambda state: held.__setitem__("state", state))
+        except StopAtRung:
+            # the cell keeps the rung's snapshot (report.epoch) as the trial's result; the
+            # weights at the rung go to the cell
+            hand_off(hub, job.job_id, held)
+            return
+        except SystemExit:
+            # Tune stopped the trial in tune.report (its scheduler, or the trial's last
+            # result under asha): the weights as of that epoch go to the cell, then the
+            # thread ends as Tune asked
+            hand_off(hub, job.job_id, held)
+            raise
+        report.done(result)
+        hand_off(hub, job.job_id, held)
+    finally:
+        _HANDED.set()
+
+
+trial.__mixins__ = (WaitForHandOff,)  # type: ignore[attr-defined]
