@@ -17,50 +17,21 @@ import torch
 
 pytest.importorskip("ray")
 
-from engine.define.workloads import JobSpec  # noqa: E402
 from engine.executors.base import CellContext  # noqa: E402
-from engine.executors.seq import SeqExecutor  # noqa: E402
-from engine.models.hand_back import hand_back, save_selection  # noqa: E402
+from engine.models.hand_back import save_selection  # noqa: E402
 from engine.train.loop import TrainSettings  # noqa: E402
+from tests.unit.engine.models.trained import hpo_jobs, seq_digests  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 HEX = set("0123456789abcdef")
 
 
-def _jobs() -> list[JobSpec]:
-    # good learning rates first: one trial at a time, the weak last one (lr 1e-5) reaches
-    # asha's first rung below the others there and is stopped after epoch 1
-    return [JobSpec(job_id=f"H{i}", exp_id="H", index=i, seed=42 + i, model="mlp",
-                    dataset="wine", task=None, batch_size=32, epochs=3, lr=lr,
-                    optimizer="sgd", validate_every_epoch=True)
-            for i, lr in enumerate([3e-2, 1e-2, 1e-5])]
-
-
-def seq_digests(jobs: list[JobSpec]) -> dict[str, str]:
-    """Each job trained alone under seq (one thread), its weights' digest."""
-    from engine.parts.datasets import load_dataset
-    from engine.train.data import to_device
-
-    data = to_device(load_dataset("wine"), torch.device("cpu"))
-    ctx = CellContext(settings=TrainSettings(device=torch.device("cpu")),
-                      datasets=lambda name: data, emit=lambda kind, **f: None, threads=1)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        seq = SeqExecutor()
-        results = seq.run(jobs, ctx)
-    finally:
-        torch.set_num_threads(threads)
-    return {j: b.digest for j, b in
-            hand_back(seq.final_states(jobs, results, ctx), results, "seq", set(), None).items()}
-
-
 def test_every_tune_trial_hands_back_and_the_best_is_saved(tmp_path):
     from engine.executors.ray.actors import RayExecutor
     from engine.models import load
 
-    jobs = _jobs()
+    jobs = hpo_jobs()
     ctx = CellContext(settings=TrainSettings(device=torch.device("cpu")), datasets=None,
                       emit=lambda kind, **f: None, threads=1, scheduler="asha",
                       options={"max_parallel": 1, "grace_period": 1, "reduction_factor": 2,
