@@ -131,10 +131,18 @@ class _Stopper:
 
     - ``sha``: each worker waits after its rung epochs (``settings["rungs"]``) until the
       cell answers; when every trial that must pass a rung has reported there, the pruned
-      workers get ``stop`` and end, the others ``go``. Every trial must run at once
+      workers get ``stop``, the others ``go``. Every trial must run at once
       (``max_parallel`` >= K), else a waiting worker would hold the slot a later trial needs.
-    - ``asha``, ``median``, ``hyperband``: decided as each epoch message arrives; a stopped
-      worker is ended (SIGTERM) and its row keeps its result as of the deciding epoch.
+    - ``asha``, ``median``, ``hyperband``: decided as each epoch message arrives; after
+      each epoch the decider may judge it at (``early_stop.decision_epochs``) a worker
+      waits for the verdict, answered at once (its epoch was judged as its epoch message
+      came, just before its wait message). Its row keeps its result as of the deciding
+      epoch.
+
+    A stopped worker (``stop_sent``) stops right after the deciding epoch and holds its
+    weights as of then for the hand-back after the window (issue 50), like a finished one.
+    A stop at an epoch the worker did not wait at (none, by ``decision_epochs``) would end
+    it by SIGTERM, its weights past the decision, so it would hand nothing back.
     """
 
     def __init__(self, name: str, jobs: list[JobSpec], metric: str, mode: str, grace: int,

@@ -22,6 +22,11 @@ CPU) just before it leaves after a result: a forked worker is the parent's child
 cell's, so the cell's own accounting never sees it. A job that ended ok then says
 ``("held", None)`` and keeps its final weights, waiting for the cell's hand-back after the
 group window (:func:`_hand_back`): the worker process outlives its job until then.
+
+Under a pruning scheduler the worker sends ``("rung", epoch)`` after each epoch the cell
+may judge it at (``settings["rungs"]``) and waits for ``"go"`` or ``"stop"``; stopped, it
+sends no result (the cell keeps the epoch's) and holds its weights as of that epoch for
+the hand-back, as a finished job does (issue 50).
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ the events file.
 Messages in the hub are tuples ``(kind, job_id, payload)``: ``("ready", None, facts)`` (a
 pre-warmed Tune actor waits at the start gate), ``("started", id, pid)``,
 ``("progress", id, fields)``, ``("epoch", id, snapshot)`` and ``("done", id, snapshot)``,
-where a snapshot is :func:`snapshot` of the job's :class:`~engine.train.loop.JobResult`.
+where a snapshot is :func:`snapshot` of the job's :class:`~engine.train.loop.JobResult`;
+a Tune trial that ends — completed or stopped — then sends ``("held", id, {"records"})``
+and ``("handoff", id, seconds)`` (:func:`hand_off`: its final weights for the cell's
+hand-back after the window, issue 50).
 
 One process, several jobs (a pool actor's jobs; a reused Tune actor's trials): everything a
 job could see of an earlier one is rebuilt per job. ``train_job`` seeds the global RNG
@@ -277,7 +280,12 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
     Reports ``val_loss``, ``val_acc`` and ``epoch`` to Tune after every epoch (from the
     training loop's epoch-end hook; the scheduler judges the task's metric, ``val_acc`` —
     the R² — for regression; a missing value is NaN, which no scheduler ranks above a
-    number); the cell gets the full snapshot through the hub first."""
+    number); the cell gets the full snapshot through the hub first.
+
+    As the trial ends — completed, stopped by Tune's scheduler (``SystemExit`` out of
+    ``tune.report``) or at a sha rung — its final weights go to the cell (:func:`hand_off`;
+    the training loop keeps them as of the stopping epoch), and the trainable's ``cleanup``
+    (:class:`WaitForHandOff`) lets the process end only after that."""
     import ray
     from ray import tune
 
