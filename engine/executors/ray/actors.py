@@ -104,7 +104,8 @@ class RayExecutor(Executor):
         self.trained_by: dict[str, Any] = {}
         #: Tune trials (issue 50): job id → the final weights a trial handed off at its end
         #: (``{"records"}`` or ``{"error"}``, engine.executors.ray.worker.hand_off), kept
-        #: here until the hand-back; job id → the seconds each hand-off took in its trial
+        #: here until the hand-back; job id → the seconds each hand-off's copy took in its
+        #: trial
         self.handed: dict[str, dict[str, Any]] = {}
         self.handoff_s: dict[str, float] = {}
 
@@ -351,9 +352,8 @@ class RayExecutor(Executor):
             elif kind == "done":
                 self.finals[job_id] = payload
             elif kind == "held":
+                self.handoff_s[job_id] = float(payload.pop("copy_s", 0.0))
                 self.handed[job_id] = payload
-            elif kind == "handoff":
-                self.handoff_s[job_id] = float(payload)
 
     def _job_done(self, ctx: CellContext, result: JobResult) -> None:
         if result.job.job_id in self.done_emitted:
@@ -514,9 +514,9 @@ class RayExecutor(Executor):
         stopped by the scheduler (its weights at the stopping epoch) or at a sha rung
         (``engine.executors.ray.worker.hand_off``: a host copy, timed in the trial). Here,
         after the window, each ok trial's weights are rebuilt, digested and saved one at a
-        time and let go. ``executor_info.tune_handoff_s``: the hand-offs' seconds (sum and
-        largest), inside the window; ``handoff_errors``: trials whose weights could not be
-        handed off."""
+        time and let go. ``executor_info.tune_handoff_s``: the hand-offs' copies (seconds:
+        sum and largest, and how many trials), inside the window; ``handoff_errors``:
+        trials whose weights could not be handed off."""
         from engine.models.hand_back import hand_back_one
         from engine.models.transfer import from_records
 

@@ -9,9 +9,9 @@ Messages in the hub are tuples ``(kind, job_id, payload)``: ``("ready", None, fa
 pre-warmed Tune actor waits at the start gate), ``("started", id, pid)``,
 ``("progress", id, fields)``, ``("epoch", id, snapshot)`` and ``("done", id, snapshot)``,
 where a snapshot is :func:`snapshot` of the job's :class:`~engine.train.loop.JobResult`;
-a Tune trial that ends — completed or stopped — then sends ``("held", id, {"records"})``
-and ``("handoff", id, seconds)`` (:func:`hand_off`: its final weights for the cell's
-hand-back after the window, issue 50).
+a Tune trial that ends — completed (just before ``done``) or stopped — sends
+``("held", id, {"records", "copy_s"})`` (:func:`hand_off`: its final weights for the
+cell's hand-back after the window, issue 50).
 
 One process, several jobs (a pool actor's jobs; a reused Tune actor's trials): everything a
 job could see of an earlier one is rebuilt per job. ``train_job`` seeds the global RNG
@@ -215,15 +215,19 @@ _HANDED.set()
 HANDOFF_WAIT_S = 60.0
 
 
-def hand_off(hub, job_id: str, held: dict[str, Any]) -> None:
+def hand_off(hub, job_id: str, held: dict[str, Any], wait: bool = True) -> None:
     """Send a Tune trial's final weights (``held["state"]``, kept by the training loop) to
     the cell through ``hub`` before the trial's process ends or takes the next trial (issue
-    50): ``("held", id, {"records"})`` (:func:`engine.models.transfer.to_records`: plain
-    data, the hub stays torch-free) or ``{"error": one line}``, then ``("handoff", id,
-    seconds)``: the time from the copy's start until the hub held it. Inside the group
-    window (the trial's process ends inside it), so only this copy happens here; the cell
-    digests and saves after the window (``RayExecutor.hand_back``). Nothing when the loop
-    kept no state (a failed job)."""
+    50): ``("held", id, {"records", "copy_s"})`` (:func:`engine.models.transfer.to_records`:
+    plain data, the hub stays torch-free; ``copy_s``: the seconds the copy took here) or
+    ``{"error": one line, "copy_s"}``. Inside the group window (the trial's process ends
+    inside it), so only this copy happens here; the cell digests and saves after the
+    window (``RayExecutor.hand_back``). Nothing when the loop kept no state (a failed job).
+
+    ``wait``: wait until the hub holds it (one hub call: a stopped trial, whose process may
+    end next). ``False``: only submit it; the caller's next awaited message to the hub
+    (a finished trial's ``done``) returns after it, since Ray runs one caller's calls to an
+    actor in submission order — so a finished trial pays no wait of its own."""
     import ray
 
     from engine.errors import failure_line
@@ -238,9 +242,11 @@ def hand_off(hub, job_id: str, held: dict[str, Any]) -> None:
     except Exception as exc:  # noqa: BLE001 - the trial's result stands; no digest
         payload = {"error": failure_line(exc)}
     del state
-    ray.get(hub.put.remote(("held", job_id, payload)))
+    payload["copy_s"] = time.perf_counter() - t0
+    sent = hub.put.remote(("held", job_id, payload))
     del payload
-    ray.get(hub.put.remote(("handoff", job_id, time.perf_counter() - t0)))
+    if wait:
+        ray.get(sent)
 
 
 class WaitForHandOff:
@@ -332,8 +338,8 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
             # thread ends as Tune asked
             hand_off(hub, job.job_id, held)
             raise
+        hand_off(hub, job.job_id, held, wait=False)  # held by the hub when done returns
         report.done(result)
-        hand_off(hub, job.job_id, held)
     finally:
         _HANDED.set()
 
