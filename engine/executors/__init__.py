@@ -213,7 +213,7 @@ class MPOptions:
     scheduler: str | list[str] = option(
         "fifo", choices=SCHEDULER_CHOICES, axis=True, legacy="fifo", workloads=("hpo",),
         help=_SCHEDULER_HELP + "; under sha each worker waits at each rung for the cell's "
-             "decision (needs max_parallel >= the trials); a stopped worker ends")
+             "decision (needs max_parallel >= the trials); asha/median/hyperband: a worker waits for the verdict after each epoch it may be judged at; a stopped worker holds its weights for the hand-back, then ends")
     grace_period: int = option(1, minimum=1, help=_GRACE_HELP)
     reduction_factor: int = option(2, minimum=2, help=_FACTOR_HELP)
     # Packing (issue 27, engine.executors.packing). No default: absent is the legacy

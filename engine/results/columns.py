@@ -486,7 +486,9 @@ _OURS: tuple[Column, ...] = (
     Column("weights_sha256", I, TEXT,
            "sha256 (64 hex) of the job's final parameters and buffers, the canonical digest "
            "of docs/fidelity.md (\"The weights digest\"), computed after the group window "
-           "in the process that held the weights; empty for a failed job and in older rows"),
+           "in the process that held the weights (Ray Tune trials: in the cell, from the "
+           "weights each trial handed off as it ended); a trial stopped early: its weights "
+           "as of its stop; empty for a failed job and in older rows"),
     Column("digest_s", G, NUMBER,
            "seconds the hand-back after the group window spent digesting every job's final "
            "weights (outside T_group); empty in older rows"),

@@ -4,7 +4,7 @@ baseline â€” ``n of K``, the lowest over the cell's ok groups (the worst pass) â
 parity verdict, which judges accuracies and losses only. Torch-free, pure.
 
 ``n/a`` where it cannot be judged: the seq cells themselves (the baseline), a cell without
-a seq baseline, rows without digests (older rows; Tune trials), and hpo cells under an
+a seq baseline, rows without digests (older rows), and hpo cells under an
 early-stopping scheduler whose decisions differ from seq's under the same scheduler (a
 trial pruned on one side and finished on the other has other weights by design; the
 pairing is time to best's, ``ttb_baseline``).

@@ -342,6 +342,20 @@ def judged(decider: Asha | Median, log: DecisionLog | None, trial: int, epoch: i
     return stop
 
 
+def decision_epochs(decider: Asha | Median, trial: int, budget: int) -> list[int]:
+    """The epochs after which ``decider`` may judge ``trial`` (its epoch budget ``budget``):
+    where a worker that must keep its weights as of a decision waits for it (mp, issue 50).
+
+    ``asha``/``hyperband``: the milestones of the trial's bracket below its budget and
+    ``max_t`` (epochs run one by one, so a result is recorded at a rung exactly at its
+    milestone); ``median``: every epoch from ``grace_period`` on, below the budget. The
+    last epoch of a trial is never a decision (it has finished)."""
+    if isinstance(decider, Asha):
+        bracket = decider.brackets[decider.bracket_of(trial)]
+        return sorted(int(m) for m, _ in bracket.rungs if m < min(budget, decider.max_t))
+    return list(range(max(1, int(decider.grace)), budget))
+
+
 def bracket_record(decider: Asha | Median | None, job_ids: Sequence[str]) -> dict:
     """``executor_info.early_stop``'s record of hyperband's draw: ``seed`` and
     ``brackets_of`` (job id → bracket index); empty for every other scheduler."""

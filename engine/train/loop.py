@@ -327,7 +327,9 @@ def train_job(job: JobSpec, data: DeviceData, settings: TrainSettings,
     reports from it: a trial its scheduler stops is killed, so the last epoch's snapshot is
     all that remains of it); an exception it raises fails the job like any other.
     ``keep(state)`` receives the job's final weights (:func:`final_state`) when it ended
-    ok: what the hand-back after the group window digests (engine.models.hand_back).
+    ok: what the hand-back after the group window digests (engine.models.hand_back); also
+    when ``on_epoch_end`` stopped the job with a BaseException (:class:`JobStopped`, Ray
+    Tune's ``SystemExit``): the weights at that epoch's end, the exception re-raised.
     """
     result = JobResult(job)
     try:
@@ -425,6 +427,13 @@ class SteppedJob:
             r.total_time_s = self.busy_s
 
 
+class JobStopped(BaseException):
+    """Raised by an ``on_epoch_end`` hook when a scheduler stopped the job after this epoch
+    (mp's and Ray's early-stopped trials): :func:`train_job` lets it through — a
+    BaseException, so the loop's handler does not turn it into a failed job — after
+    ``keep`` received the weights as they are at this epoch's end."""
+
+
 def final_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A trained model's parameters and buffers by name (detached views, no copy): what an
     executor keeps of a job until the hand-back after the group window. Only the weights'
@@ -517,7 +526,15 @@ def _epochs(job: JobSpec, data: DeviceData, settings: TrainSettings, progress: P
         last_report = now
         progress(**epoch_progress(result, job, order, record, now, metric=task.metric))
         if on_epoch_end is not None:
-            on_epoch_end(result)
+            try:
+                on_epoch_end(result)
+            except BaseException as exc:
+                # A scheduler stopped the job in its epoch-end hook (Ray Tune's SystemExit
+                # out of tune.report, a worker's JobStopped): its weights are this epoch's.
+                # A failure (an Exception) keeps nothing.
+                if keep is not None and not isinstance(exc, Exception):
+                    keep(final_state(model))
+                raise
         try:
             yield record
         except GeneratorExit:  # stopped early (SteppedJob.stop): its weights at the stop

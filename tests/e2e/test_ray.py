@@ -122,8 +122,8 @@ def test_final_training_loss_equals_seq(family_run):
                                                              rel=1e-5), j["job_id"]
         assert j["total_samples"] == ref["total_samples"]
         assert j["epochs_run"] == ref["epochs_run"] and j["early_stopped"] == "False"
-        if groups[j["group_id"]]["mode"] != "hpo":  # pool actors hand back (issue 50)
-            assert j["weights_sha256"] == ref["weights_sha256"] != "", j["job_id"]
+        # pool actors and Tune trials hand back (issue 50): the same weights as seq's
+        assert j["weights_sha256"] == ref["weights_sha256"] != "", j["job_id"]
         compared += 1
     assert compared == sum(FAMILY_K.values())
 
@@ -145,6 +145,8 @@ def test_asha_stops_a_trial_early_and_says_why(family_run):
     for j in rows:
         if j["early_stopped"] == "False":
             assert j["epochs_run"] == "3" and j["stop_reason"] == ""
+        # every trial hands its weights back, a stopped one as of its stop (issue 50)
+        assert len(j["weights_sha256"]) == 64, j
     # issue 46: Tune's decisions in arrival order, named by the row, in the attempt folder
     from engine.results import decisions
 

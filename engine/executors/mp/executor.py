@@ -93,6 +93,9 @@ class _Worker:
     #: stopped it with its result as of that epoch.
     waiting_at: int | None = None
     stopped: tuple[Any, JobResult, float] | None = None
+    #: The stop reached the worker while it waited at the deciding epoch (issue 50): its
+    #: weights are that epoch's, and it holds them for the hand-back like a finished job.
+    stop_sent: bool = False
     #: Packing (issue 27): the GPU UUID the worker is pinned to, and what it saw when it
     #: set the pin (its ``pin`` message).
     device: str | None = None
@@ -128,10 +131,18 @@ class _Stopper:
 
     - ``sha``: each worker waits after its rung epochs (``settings["rungs"]``) until the
       cell answers; when every trial that must pass a rung has reported there, the pruned
-      workers get ``stop`` and end, the others ``go``. Every trial must run at once
+      workers get ``stop``, the others ``go``. Every trial must run at once
       (``max_parallel`` >= K), else a waiting worker would hold the slot a later trial needs.
-    - ``asha``, ``median``, ``hyperband``: decided as each epoch message arrives; a stopped
-      worker is ended (SIGTERM) and its row keeps its result as of the deciding epoch.
+    - ``asha``, ``median``, ``hyperband``: decided as each epoch message arrives; after
+      each epoch the decider may judge it at (``early_stop.decision_epochs``) a worker
+      waits for the verdict, answered at once (its epoch was judged as its epoch message
+      came, just before its wait message). Its row keeps its result as of the deciding
+      epoch.
+
+    A stopped worker (``stop_sent``) stops right after the deciding epoch and holds its
+    weights as of then for the hand-back after the window (issue 50), like a finished one.
+    A stop at an epoch the worker did not wait at (none, by ``decision_epochs``) would end
+    it by SIGTERM, its weights past the decision, so it would hand nothing back.
     """
 
     def __init__(self, name: str, jobs: list[JobSpec], metric: str, mode: str, grace: int,
@@ -171,9 +182,16 @@ class _Stopper:
         return cls(name, jobs, metric, mode, grace, factor, seed=ctx.seed)
 
     def rungs_of(self, index: int) -> list[int]:
-        if self.rungs is None:
+        """The epochs after which worker ``index`` waits for the cell's verdict: sha's rungs
+        below its budget; for the asynchronous schedulers, every epoch the decider may
+        judge it at (``early_stop.decision_epochs``), so that a stopped trial stops at the
+        deciding epoch, with its weights as of then (issue 50), instead of training on
+        until a signal reaches it."""
+        if self.rungs is not None:
+            return [r for r in self.rungs.rungs if self.jobs[index].epochs > r]
+        if self.decider is None:
             return []
-        return [r for r in self.rungs.rungs if self.jobs[index].epochs > r]
+        return early_stop.decision_epochs(self.decider, index, self.jobs[index].epochs)
 
     def epoch(self, executor: "MPExecutor", worker: _Worker) -> None:
         """A worker's epoch message arrived (``worker.so_far`` is its result now)."""
@@ -188,12 +206,25 @@ class _Stopper:
             stop = early_stop.Stop(worker.index, epoch, value, self.name)
             self.stops.append(stop)
             worker.stopped = (stop, worker.so_far, time.perf_counter())
-            with contextlib.suppress(ProcessLookupError, OSError):
-                os.kill(worker.pid, signal.SIGTERM)
+            if epoch not in self.rungs_of(worker.index):
+                # not an epoch it waits at (cannot happen with decision_epochs): it trains
+                # on, so it is ended by a signal and hands nothing back
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    os.kill(worker.pid, signal.SIGTERM)
 
     def settle(self, executor: "MPExecutor") -> None:
-        """Decide every rung that every trial it waits for reached; answer the waiters."""
+        """Decide every rung that every trial it waits for reached; answer the waiters.
+        Asynchronous schedulers: a worker's epoch was judged as its epoch message arrived,
+        before its wait message: answer it at once."""
         if self.rungs is None:
+            for worker in list(executor.workers.values()):
+                if worker.waiting_at is None:
+                    continue
+                stop = worker.stopped is not None and worker.stopped[0].epoch == worker.waiting_at
+                worker.waiting_at = None
+                worker.stop_sent = stop
+                with contextlib.suppress(OSError, EOFError):
+                    worker.conn.send("stop" if stop else "go")
             return
         for rung in self.rungs.rungs:
             if self.rungs.ready(rung):
@@ -209,6 +240,7 @@ class _Stopper:
             stop = self.decided[rung].get(worker.index)
             if stop is not None:
                 worker.stopped = (stop, worker.so_far, time.perf_counter())
+                worker.stop_sent = True
             with contextlib.suppress(OSError, EOFError):
                 worker.conn.send("stop" if stop is not None else "go")
 
@@ -450,8 +482,8 @@ class MPExecutor(Executor):
                 for worker in list(self.workers.values()):
                     if worker.conn in ready:
                         self._drain(worker, ctx)
-                    if worker.process.sentinel in ready or (worker.held
-                                                            and worker.result is not None):
+                    if worker.process.sentinel in ready or (
+                            worker.held and (worker.result is not None or worker.stop_sent)):
                         results[worker.index] = self._finish(worker, ctx)
                         per_job[worker.job.job_id] = worker.info
                         spans.extend(worker.spans)
@@ -533,16 +565,18 @@ class MPExecutor(Executor):
         """The worker's process ended: its result, or a failed result saying how it died."""
         self._drain(worker, ctx)
         del self.workers[worker.index]
-        if worker.held and worker.stopped is None and worker.process.is_alive():
-            # the job ended ok; its process waits with the weights for the hand-back after
-            # the window, outside the slots: the next job starts now, as before
+        if (worker.held and (worker.stopped is None or worker.stop_sent)
+                and worker.process.is_alive()):
+            # the job ended ok, or was stopped at the epoch it waited at; its process waits
+            # with the weights for the hand-back after the window, outside the slots: the
+            # next job starts now, as before
             self.holding[worker.index] = worker
             code = None
         else:
             if worker.held:
-                # a trial stopped before its worker finished (a SIGTERM that came late):
-                # the weights ran past the decision, so none are handed back; closing the
-                # pipe ends the worker's wait
+                # a trial stopped by a signal (not at an epoch it waited at): its weights
+                # may have run past the decision, so none are handed back; closing the pipe
+                # ends the worker's wait
                 worker.conn.close()
             worker.process.join()
             code = worker.process.exitcode
@@ -593,14 +627,17 @@ class MPExecutor(Executor):
         exits (engine.executors.mp.worker._hand_back). A worker that cannot answer leaves
         its job's digest empty."""
         backs: dict[str, Any] = {}
-        ok = {r.job.job_id for r in results if r.status == "ok"}
+        ok = {r.job.job_id: r for r in results if r.status == "ok"}
         for index in sorted(self.holding):
             worker = self.holding[index]
             if worker.job.job_id not in ok:
                 continue
             try:
+                # the cell's result (a stopped trial's is the deciding epoch's, with its
+                # stop) is what the saved model's JSON records
                 worker.conn.send(("hand_back", {"save": worker.job.job_id in save,
-                                                "attempt_dir": ctx.attempt_dir}))
+                                                "attempt_dir": ctx.attempt_dir,
+                                                "result": ok[worker.job.job_id]}))
                 while worker.conn.poll(HAND_BACK_WAIT_S):
                     kind, payload = worker.conn.recv()
                     if kind == "handed":

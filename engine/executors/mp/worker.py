@@ -22,6 +22,11 @@ CPU) just before it leaves after a result: a forked worker is the parent's child
 cell's, so the cell's own accounting never sees it. A job that ended ok then says
 ``("held", None)`` and keeps its final weights, waiting for the cell's hand-back after the
 group window (:func:`_hand_back`): the worker process outlives its job until then.
+
+Under a pruning scheduler the worker sends ``("rung", epoch)`` after each epoch the cell
+may judge it at (``settings["rungs"]``) and waits for ``"go"`` or ``"stop"``; stopped, it
+sends no result (the cell keeps the epoch's) and holds its weights as of that epoch for
+the hand-back, as a finished job does (issue 50).
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ def _exit_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
 
 def _hand_back(conn: Any, job: Any, result: Any, state: Any) -> None:
     """Hold the job's final weights until the cell's hand-back after the group window
-    (issue 50): say ``("held", None)``, wait for ``("hand_back", {"save", "attempt_dir"})``,
-    digest (and save) here, where the weights are, and answer ``("handed", HandBack)``.
+    (issue 50): say ``("held", None)``, wait for ``("hand_back", {"save", "attempt_dir",
+    "result"})`` (``result``: the cell's record of the job, which a stopped trial's saved
+    JSON describes; ``result`` here is the fallback), digest (and save) here, where the
+    weights are, and answer ``("handed", HandBack)``.
     Any other message (``"exit"``), the cell closing its end (EOF) or the cell's death
     (``die_with_parent``) ends the wait: the worker leaves without handing back."""
     from engine.models.hand_back import hand_back_one
@@ -56,8 +63,8 @@ def _hand_back(conn: Any, job: Any, result: Any, state: Any) -> None:
         return
     if isinstance(message, tuple) and message[0] == "hand_back":
         ask = message[1]
-        back = hand_back_one(job, result, state, "mp", bool(ask.get("save")),
-                             ask.get("attempt_dir"))
+        back = hand_back_one(job, ask.get("result") or result, state, "mp",
+                             bool(ask.get("save")), ask.get("attempt_dir"))
         with contextlib.suppress(OSError):
             conn.send(("handed", back))
 
@@ -111,7 +118,7 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
         from engine.plugins import load_plugins
         from engine.train.backend import apply_backend_flags
         from engine.train.data import to_device
-        from engine.train.loop import TrainSettings, train_job
+        from engine.train.loop import JobStopped, TrainSettings, train_job
 
         job = JobSpec.from_dict(job_dict)
         train_settings = TrainSettings(device=torch.device(settings["device"]),
@@ -147,24 +154,28 @@ def worker_main(conn: Any, job_dict: dict[str, Any], settings: dict[str, Any], t
     def epoch_end(so_far) -> None:
         spans(so_far)
         if so_far.epochs_run in rungs:
-            # sha (issue 25): wait at the rung for the cell's decision, which it makes once
-            # every trial reached the rung; "stop" ends the job here, after this epoch
-            # (the cell keeps the epoch's result, already sent).
+            # Wait for the cell's verdict on this epoch: sha (issue 25) once every trial
+            # reached the rung; asha, median, hyperband at once (each epoch they may judge
+            # it at). "stop" ends the job here, after this epoch (the cell keeps the
+            # epoch's result, already sent); the training loop keeps the weights as they
+            # are now, held for the hand-back (issue 50).
             conn.send(("rung", so_far.epochs_run))
             if conn.recv() == "stop":
-                conn.close()
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(0)
+                raise JobStopped()
 
     kept: dict[str, Any] = {}
-    result = train_job(job, data, train_settings,
-                       progress=lambda **fields: conn.send(("progress", fields)),
-                       on_epoch_end=epoch_end, keep=lambda state: kept.update(state=state))
-    conn.send(("result", (result, spans.spans)))
+    result = None
+    try:
+        result = train_job(job, data, train_settings,
+                           progress=lambda **fields: conn.send(("progress", fields)),
+                           on_epoch_end=epoch_end, keep=lambda state: kept.update(state=state))
+    except JobStopped:
+        pass  # stopped at a verdict: no result of its own (the cell has the epoch's)
+    else:
+        conn.send(("result", (result, spans.spans)))
     times = os.times()
     conn.send(("cpu", times.user + times.system))
-    if result.status == "ok" and "state" in kept:
+    if (result is None or result.status == "ok") and "state" in kept:
         del data  # only the weights stay while the worker waits for the hand-back
         _hand_back(conn, job, result, kept.pop("state"))
     conn.close()

@@ -102,6 +102,12 @@ class RayExecutor(Executor):
         self.slots: packing.Slots | None = None
         #: job id → the pool actor that trained it and holds its weights (issue 50)
         self.trained_by: dict[str, Any] = {}
+        #: Tune trials (issue 50): job id → the final weights a trial handed off at its end
+        #: (``{"records"}`` or ``{"error"}``, engine.executors.ray.worker.hand_off), kept
+        #: here until the hand-back; job id → the seconds each hand-off's copy took in its
+        #: trial
+        self.handed: dict[str, dict[str, Any]] = {}
+        self.handoff_s: dict[str, float] = {}
 
     # -- setup ------------------------------------------------------------------------
     def setup(self, jobs: list[JobSpec], ctx: CellContext) -> None:
@@ -345,6 +351,9 @@ class RayExecutor(Executor):
                 self.latest[job_id] = payload
             elif kind == "done":
                 self.finals[job_id] = payload
+            elif kind == "held":
+                self.handoff_s[job_id] = float(payload.pop("copy_s", 0.0))
+                self.handed[job_id] = payload
 
     def _job_done(self, ctx: CellContext, result: JobResult) -> None:
         if result.job.job_id in self.done_emitted:
@@ -480,8 +489,10 @@ class RayExecutor(Executor):
 
     def hand_back(self, jobs, results, ctx, save, executor):
         """Pool actors: each ok job's weights digested (and saved) in the actor that
-        trained it, one job at a time. Tune trials: not handed back (their digests stay
-        empty: a trial's process ends with its trial)."""
+        trained it, one job at a time. Tune trials (:meth:`_hand_back_tune`): here, from
+        what each trial handed off at its end."""
+        if self.tune:
+            return self._hand_back_tune(results, ctx, save)
         backs: dict[str, Any] = {}
         for result in results:
             actor = self.trained_by.get(result.job.job_id)
@@ -495,6 +506,39 @@ class RayExecutor(Executor):
                 continue
             if back is not None:
                 backs[result.job.job_id] = back
+        return backs
+
+    def _hand_back_tune(self, results, ctx, save) -> dict[str, Any]:
+        """Tune trials: a trial's process ends (or takes the next trial) inside the window,
+        so each trial handed its final weights off to the cell as it ended — completed,
+        stopped by the scheduler (its weights at the stopping epoch) or at a sha rung
+        (``engine.executors.ray.worker.hand_off``: a host copy, timed in the trial). Here,
+        after the window, each ok trial's weights are rebuilt, digested and saved one at a
+        time and let go. ``executor_info.tune_handoff_s``: the hand-offs' copies (seconds:
+        sum and largest, and how many trials), inside the window; ``handoff_errors``:
+        trials whose weights could not be handed off."""
+        from engine.models.hand_back import hand_back_one
+        from engine.models.transfer import from_records
+
+        self._drain(ctx)  # a hand-off that reached the hub as Tune ended
+        if self.handoff_s:
+            self.info["tune_handoff_s"] = {"sum": round(sum(self.handoff_s.values()), 6),
+                                           "max": round(max(self.handoff_s.values()), 6),
+                                           "trials": len(self.handoff_s)}
+        errors = {j: p["error"] for j, p in self.handed.items() if "error" in p}
+        if errors:
+            self.info["handoff_errors"] = errors
+        backs: dict[str, Any] = {}
+        attempt = None if ctx.attempt_dir is None else str(ctx.attempt_dir)
+        for result in results:
+            payload = self.handed.pop(result.job.job_id, None)
+            if payload is None or "records" not in payload or result.status != "ok":
+                continue
+            state = from_records(payload.pop("records"))
+            backs[result.job.job_id] = hand_back_one(result.job, result, state, "ray",
+                                                     result.job.job_id in save, attempt)
+            del state
+        self.handed.clear()
         return backs
 
     # -- teardown ---------------------------------------------------------------------

@@ -38,7 +38,10 @@ Trial actors (``[options.ray] reuse_actors``):
 A stopped trial ends in its ``tune.report`` call (reused actor) or with its process (fresh
 actors), so what the row records comes from the snapshot the trial sent at its last epoch
 end (``engine.executors.ray.worker``); its stop reason from the scheduler's decision,
-recorded as Tune makes it. Every rung decision is logged as Tune's scheduler makes it, in
+recorded as Tune makes it. Its weights are handed off to the cell as it ends, those of a
+stopped trial as of its last epoch (``engine.executors.ray.worker.hand_off``: inside the
+window, since the trial's process ends there; digested and saved after it, issue 50).
+Every rung decision is logged as Tune's scheduler makes it, in
 the order the results reach it (``_Recording``; the cell's ``decisions.json``,
 ``engine.results.decisions``).
 """

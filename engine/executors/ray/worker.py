@@ -8,7 +8,10 @@ the events file.
 Messages in the hub are tuples ``(kind, job_id, payload)``: ``("ready", None, facts)`` (a
 pre-warmed Tune actor waits at the start gate), ``("started", id, pid)``,
 ``("progress", id, fields)``, ``("epoch", id, snapshot)`` and ``("done", id, snapshot)``,
-where a snapshot is :func:`snapshot` of the job's :class:`~engine.train.loop.JobResult`.
+where a snapshot is :func:`snapshot` of the job's :class:`~engine.train.loop.JobResult`;
+a Tune trial that ends — completed (just before ``done``) or stopped — sends
+``("held", id, {"records", "copy_s"})`` (:func:`hand_off`: its final weights for the
+cell's hand-back after the window, issue 50).
 
 One process, several jobs (a pool actor's jobs; a reused Tune actor's trials): everything a
 job could see of an earlier one is rebuilt per job. ``train_job`` seeds the global RNG
@@ -25,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import threading
 import time
 from typing import Any
 
@@ -32,7 +36,7 @@ import torch
 
 from engine.define.workloads import JobSpec
 from engine.measure.spans import TrainSpans
-from engine.train.loop import JobResult, TrainSettings
+from engine.train.loop import JobResult, JobStopped, TrainSettings
 
 _HOST: dict[str, Any] = {}    # dataset name -> DatasetBundle (host tensors), per process
 _DEVICE: dict[str, Any] = {}  # dataset name -> DeviceData, per process
@@ -197,9 +201,67 @@ class JobActor:
         return hand_back_one(job, result, state, "ray", save, attempt_dir)
 
 
-class StopAtRung(BaseException):
+class StopAtRung(JobStopped):
     """sha: the cell stopped this trial at a rung. A BaseException, so that the training
-    loop's own handler (which turns an Exception into a failed job) lets it through."""
+    loop's own handler (which turns an Exception into a failed job) lets it through, after
+    keeping the trial's weights at the rung."""
+
+
+#: Set while this process has no trial between the end of its training and the end of its
+#: weights' hand-off (:func:`hand_off`); :class:`WaitForHandOff` waits on it.
+_HANDED = threading.Event()
+_HANDED.set()
+#: How long a stopping trial's actor waits for its training thread to hand its weights off.
+HANDOFF_WAIT_S = 60.0
+
+
+def hand_off(hub, job_id: str, held: dict[str, Any], wait: bool = True) -> None:
+    """Send a Tune trial's final weights (``held["state"]``, kept by the training loop) to
+    the cell through ``hub`` before the trial's process ends or takes the next trial (issue
+    50): ``("held", id, {"records", "copy_s"})`` (:func:`engine.models.transfer.to_records`:
+    plain data, the hub stays torch-free; ``copy_s``: the seconds the copy took here) or
+    ``{"error": one line, "copy_s"}``. Inside the group window (the trial's process ends
+    inside it), so only this copy happens here; the cell digests and saves after the
+    window (``RayExecutor.hand_back``). Nothing when the loop kept no state (a failed job).
+
+    ``wait``: wait until the hub holds it (one hub call: a stopped trial, whose process may
+    end next). ``False``: only submit it; the caller's next awaited message to the hub
+    (a finished trial's ``done``) returns after it, since Ray runs one caller's calls to an
+    actor in submission order — so a finished trial pays no wait of its own."""
+    import ray
+
+    from engine.errors import failure_line
+    from engine.models.transfer import to_records
+
+    state = held.pop("state", None)
+    if state is None:
+        return
+    t0 = time.perf_counter()
+    try:
+        payload: dict[str, Any] = {"records": to_records(state)}
+    except Exception as exc:  # noqa: BLE001 - the trial's result stands; no digest
+        payload = {"error": failure_line(exc)}
+    del state
+    payload["copy_s"] = time.perf_counter() - t0
+    sent = hub.put.remote(("held", job_id, payload))
+    del payload
+    if wait:
+        ray.get(sent)
+
+
+class WaitForHandOff:
+    """Mixin of the Tune trainable (``trial.__mixins__``). Tune stops a trial by releasing
+    its training thread, blocked in ``tune.report``, which then raises ``SystemExit``
+    (:func:`trial` hands the weights off on the way out), and — for a trial whose actor is
+    not reused — ends the actor's process right after ``stop()`` returns, without waiting
+    for that thread. ``cleanup`` (called by ``stop()``) waits up to
+    :data:`HANDOFF_WAIT_S` for the hand-off, so the process outlives it."""
+
+    def cleanup(self) -> None:
+        try:
+            super().cleanup()  # type: ignore[misc]
+        finally:
+            _HANDED.wait(HANDOFF_WAIT_S)
 
 
 def _number(value: float | None) -> float:
@@ -224,7 +286,12 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
     Reports ``val_loss``, ``val_acc`` and ``epoch`` to Tune after every epoch (from the
     training loop's epoch-end hook; the scheduler judges the task's metric, ``val_acc`` —
     the R² — for regression; a missing value is NaN, which no scheduler ranks above a
-    number); the cell gets the full snapshot through the hub first."""
+    number); the cell gets the full snapshot through the hub first.
+
+    As the trial ends — completed, stopped by Tune's scheduler (``SystemExit`` out of
+    ``tune.report``) or at a sha rung — its final weights go to the cell (:func:`hand_off`;
+    the training loop keeps them as of the stopping epoch), and the trainable's ``cleanup``
+    (:class:`WaitForHandOff`) lets the process end only after that."""
     import ray
     from ray import tune
 
@@ -252,10 +319,29 @@ def trial(config: dict[str, Any], jobs: list[dict[str, Any]], threads: int,
             if ray.get(hub.verdict.remote(job.job_id, result.epochs_run)) == "stop":
                 raise StopAtRung()
 
+    held: dict[str, Any] = {}
+    _HANDED.clear()
     try:
-        result = train_job(job, device_data(job.dataset, dev),
-                           dataclasses.replace(settings, device=dev),
-                           progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end))
-    except StopAtRung:
-        return  # the cell keeps the rung's snapshot (report.epoch) as the trial's result
-    report.done(result)
+        try:
+            result = train_job(job, device_data(job.dataset, dev),
+                               dataclasses.replace(settings, device=dev),
+                               progress=report.progress, on_epoch_end=TrainSpans(on_epoch_end),
+                               keep=lambda state: held.__setitem__("state", state))
+        except StopAtRung:
+            # the cell keeps the rung's snapshot (report.epoch) as the trial's result; the
+            # weights at the rung go to the cell
+            hand_off(hub, job.job_id, held)
+            return
+        except SystemExit:
+            # Tune stopped the trial in tune.report (its scheduler, or the trial's last
+            # result under asha): the weights as of that epoch go to the cell, then the
+            # thread ends as Tune asked
+            hand_off(hub, job.job_id, held)
+            raise
+        hand_off(hub, job.job_id, held, wait=False)  # held by the hub when done returns
+        report.done(result)
+    finally:
+        _HANDED.set()
+
+
+trial.__mixins__ = (WaitForHandOff,)  # type: ignore[attr-defined]

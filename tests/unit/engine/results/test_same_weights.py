@@ -59,3 +59,32 @@ def test_the_report_table_and_json_carry_it(tmp_path):
     cells = {c["executor"]: c for c in report_cells(load_runs(tmp_path))}
     assert cells["unified_model"]["same_weights"] == "1 of 2"
     assert cells["seq"]["same_weights"] == "n/a"
+
+
+def test_hpo_under_a_pruning_scheduler_counts_only_with_the_same_decisions():
+    """Against seq under the same scheduler: n/a when the trials stopped differ (a trial
+    pruned on one side and finished on the other has other weights by design), even where
+    the digests happen to agree; counted when the decisions are the same."""
+    import pandas as pd
+
+    from engine.results.load import runs_from_frames
+    from tests.unit.engine.results.test_hpo_analysis import _group, _jobs
+
+    accs = {"t0": 0.9, "t1": 0.5}
+
+    def with_digests(rows, digests):
+        return [{**r, "weights_sha256": d} for r, d in zip(rows, digests, strict=True)]
+
+    groups = [_group("s1", "seq", "", 10.0, 4.0, "sf"), _group("s2", "seq", "asha", 3.0, 2.0, "sa"),
+              _group("m1", "mp", "asha", 5.0, 1.0, "ma"),       # stopped t1 after epoch 1
+              _group("r1", "ray", "asha", 5.0, 1.0, "ra")]      # stopped t1 after epoch 3
+    jobs = (with_digests(_jobs("s1", {}, accs), [A, B])
+            + with_digests(_jobs("s2", {"t1": 1}, accs), [A, C])
+            + with_digests(_jobs("m1", {"t1": 1}, accs), [A, C])
+            + with_digests(_jobs("r1", {"t1": 3}, accs), [A, C]))
+    table = speedups(runs_from_frames(pd.DataFrame(groups), pd.DataFrame(jobs)), n_boot=0) \
+        .set_index(["executor", "scheduler"])
+    assert table.loc[("mp", "asha"), "ttb_baseline"] == "seq asha"
+    assert table.loc[("mp", "asha"), "same_weights"] == "2 of 2"
+    assert table.loc[("ray", "asha"), "ttb_baseline"] == "seq asha: decisions differ"
+    assert table.loc[("ray", "asha"), "same_weights"] == "n/a"
