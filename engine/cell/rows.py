@@ -151,9 +151,11 @@ def stopped_warning(stopped_s: float, t_group: float) -> str:
 def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
                t_group: float, setup_s: float, data_load_s: float | None,
                facts: dict[str, Any], settings: Any, executor_group: dict[str, Any],
-               monitor: CellMonitor | None = None) -> str:
+               monitor: CellMonitor | None = None,
+               job_columns: dict[str, dict[str, Any]] | None = None) -> str:
     """The group row and one row per job, appended together, then the ``summary`` and the
-    end event; returns the group's status (ok | failed)."""
+    end event; returns the group's status (ok | failed). ``job_columns``: more columns of
+    each job's row by job id (a stream cell's, issue 51)."""
     from engine.registry import EXECUTORS
     from engine.results.parity_contract import BY_CONSTRUCTION_EXECUTORS, EXACT
     from engine.results.store import append_group
@@ -255,6 +257,7 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
             "time_utc": group.get("time_utc"),  # the pair's instant (issue 43)
             "job_isolation": r.isolation,  # shared state (engine.train.isolation)
             "weights_sha256": r.weights_sha256,  # the hand-back's digest (issue 50)
+            **(job_columns or {}).get(job.job_id, {}),  # a stream cell's (issue 51)
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,

@@ -19,10 +19,12 @@ attempt folder every rung decision in arrival order (``engine.results.decisions`
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
+from engine.event_types import CellWaiting
 from engine.events import job_done, job_progress, job_started
 from engine.executors import SeqOptions
 from engine.executors.base import CellContext, Executor
@@ -57,6 +59,8 @@ class SeqExecutor(Executor):
 
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         name = getattr(ctx, "scheduler", None) or "fifo"
+        if ctx.arrivals is not None:
+            return self.serve(jobs, ctx)
         if name != "fifo":
             return EarlyStopRun(jobs, ctx, name, "seq", keep=self.keeper).run()
         results = []
@@ -68,6 +72,41 @@ class SeqExecutor(Executor):
             job_done(result).send(ctx.emit)
             results.append(result)
         return results
+
+
+    def serve(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        """A stream cell (issue 51): the jobs served FIFO as they arrive, one at a time.
+        Job i starts at max(its arrival, the previous job's end); while the next job has
+        not arrived the cell sleeps, sending a ``waiting`` event every
+        :data:`HEARTBEAT_S` (the watchdog counts it as progress)."""
+        assert ctx.arrivals is not None
+        origin = ctx.stream_origin if ctx.stream_origin is not None else time.perf_counter()
+        results = []
+        for job, arrival in zip(jobs, ctx.arrivals, strict=True):
+            wait_until(origin + arrival, job.job_id, arrival, ctx.emit)
+            admitted = time.perf_counter()
+            job_started(job.job_id).send(ctx.emit)
+            result = train_job(job, ctx.datasets(job.dataset), ctx.settings,
+                               progress=lambda **fields: job_progress(**fields).send(ctx.emit),
+                               keep=self.keeper(job))
+            ctx.stream_marks[job.job_id] = (admitted, time.perf_counter())
+            job_done(result).send(ctx.emit)
+            results.append(result)
+        return results
+
+
+#: Seconds between a waiting stream cell's ``waiting`` events (well inside the watchdog's
+#: smallest sensible interval).
+HEARTBEAT_S = 1.0
+
+
+def wait_until(deadline: float, job_id: str, until_s: float, emit: Any) -> None:
+    """Sleep until ``time.perf_counter()`` reaches ``deadline`` (now when it has), sending
+    a ``waiting`` event (``job_id`` arrives at ``until_s``) first and every
+    :data:`HEARTBEAT_S` after."""
+    while (left := deadline - time.perf_counter()) > 0:
+        CellWaiting(job_id=job_id, until_s=until_s).send(emit)
+        time.sleep(min(HEARTBEAT_S, left))
 
 
 def task_metric(job: JobSpec, ctx: CellContext | None = None) -> str:

@@ -1,0 +1,113 @@
+"""A stream campaign end to end from ``--batch`` (issue 51): seq serves a trace of the
+offline mix online — FIFO, one job at a time, each job admitted at max(its arrival, the
+previous job's end), a ``waiting`` event while the next job has not arrived — and writes
+each job's arrival, admission, completion, queueing delay and completion time and the
+stream's figures; the stream file in the run folder is the one the cell served, and
+``--resume`` finds the whole stream cell done."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.results.read import read_rows
+from tests.unit.fugue_tui.commands.test_commands import _env
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENTS = """
+[experiments.D_ens]
+k = 2
+epochs = 1
+[experiments.D_reg]
+k = 2
+epochs = 1
+"""
+# two jobs at once (the second queues), then a gap the cell waits through
+TRACE = "time_s,experiment\n0,D_ens\n0,D_reg\n0.05,D_ens\n1.3,D_reg\n"
+CAMPAIGN = """
+name = "st"
+executors = ["seq"]
+experiments_file = "e.toml"
+threads = 1
+monitor = false
+arrivals = { trace = "trace.csv" }
+"""
+
+
+def _batch(work: Path, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "fugue_tui", "--batch", "c.toml", *args],
+                          cwd=work, env=_env(), capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("stream_batch")
+    (work / "e.toml").write_text(EXPERIMENTS)
+    (work / "trace.csv").write_text(TRACE)
+    (work / "c.toml").write_text(CAMPAIGN)
+    _batch(work)
+    return work
+
+
+def test_seq_serves_the_stream_fifo_one_job_at_a_time(run):
+    runs = run / "runs"
+    [group] = read_rows(runs / "master_groups.csv")
+    jobs = read_rows(runs / "master_individual.csv")
+    assert group["status"] == "ok" and group["exp_id"] == "stream" and group["mode"] == "stream"
+    assert [j["exp_id"] for j in jobs] == ["D_ens", "D_reg", "D_ens", "D_reg"]
+    assert [j["seed"] for j in jobs] == ["42", "42", "43", "43"]  # seed + m per template
+    t = {k: [float(j[k]) for j in jobs] for k in
+         ("arrival_s", "admitted_s", "completed_s", "queue_delay_s", "jct_s")}
+    assert t["arrival_s"] == [0.0, 0.0, 0.05, 1.3]
+    previous_end = 0.0
+    for i in range(4):
+        assert t["admitted_s"][i] >= max(t["arrival_s"][i], previous_end) - 1e-9
+        assert t["completed_s"][i] > t["admitted_s"][i]
+        assert t["queue_delay_s"][i] == pytest.approx(t["admitted_s"][i] - t["arrival_s"][i])
+        assert t["jct_s"][i] == pytest.approx(t["completed_s"][i] - t["arrival_s"][i])
+        previous_end = t["completed_s"][i]
+    # the second job waited for the first; the last arrived after the others were done
+    assert t["queue_delay_s"][1] >= t["completed_s"][0] - t["admitted_s"][0]
+    assert t["admitted_s"][3] - t["arrival_s"][3] < 0.5
+    jct = sorted(t["jct_s"])
+    assert float(group["jct_mean_s"]) == pytest.approx(sum(jct) / 4)
+    assert float(group["jct_p50_s"]) == pytest.approx((jct[1] + jct[2]) / 2)
+    assert float(group["makespan_s"]) == pytest.approx(t["completed_s"][3])
+    assert float(group["stream_jobs"]) == 4
+    assert 0 < float(group["busy_s"]) < float(group["makespan_s"])  # the wait is idle
+    assert float(group["throughput_jps"]) == pytest.approx(4 / float(group["busy_s"]))
+    assert float(group["arrival_rate_jps"]) == pytest.approx(3 / 1.3)
+    assert float(group["T_group"]) >= 1.3
+
+
+def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run):
+    from engine.define.arrivals import generate, stream_csv, stream_sha256
+    from engine.define.campaign import load_campaign
+    from engine.plugins import load_plugins
+
+    folder = run / "runs" / "st"
+    [events_file] = folder.glob("cells/*/attempt-1/events.jsonl")
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    waiting = [e for e in events if e["type"] == "waiting"]
+    assert waiting and {e["job_id"] for e in waiting} == {"a0003_D_reg_ens_s1"}
+    assert waiting[0]["until_s"] == 1.3
+    load_plugins()
+    campaign = load_campaign(run / "c.toml")
+    assert campaign.arrivals is not None and campaign.catalogue is not None
+    stream = generate(campaign.arrivals, campaign.catalogue, campaign.seed)
+    assert (folder / "arrivals.csv").read_text() == stream_csv(stream)
+    [group] = read_rows(run / "runs" / "master_groups.csv")
+    assert group["stream_sha256"] == stream_sha256(stream)
+
+
+def test_resume_finds_the_whole_stream_cell_done(run):
+    _batch(run, "--resume")
+    assert len(read_rows(run / "runs" / "master_groups.csv")) == 1
