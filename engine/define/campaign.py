@@ -230,11 +230,12 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
 
 def _check_stream_executors(executors: list[str], where: str, doc: dict[str, Any]) -> None:
     """A stream campaign's executors each serve streams (``ExecutorSpec.serves_streams``),
-    and it sweeps no K (a stream's jobs are its templates' own).
+    pack onto no device list, and it sweeps no K (a stream's jobs are its templates' own).
 
     Raises:
         ConfigError: ``"<where>: key 'executors': 'ray' does not serve arrival streams yet
-            (key 'arrivals'); ones that do: seq"``.
+            (key 'arrivals'); ones that do: seq, mp"``; packing (``devices``) with a
+            stream.
     """
     serving = [n for n in EXECUTORS.names() if EXECUTORS.get(n).serves_streams]
     for name in executors:
@@ -245,6 +246,13 @@ def _check_stream_executors(executors: list[str], where: str, doc: dict[str, Any
     if "k_sweep" in doc:
         raise ConfigError(f"{where}: key 'k_sweep' and key 'arrivals': a stream campaign "
                           "sweeps no K (its jobs are its templates' own)")
+    options = doc.get("options")
+    for name in executors:
+        table = options.get(name) if isinstance(options, dict) else None
+        if isinstance(table, dict) and table.get("devices") is not None:
+            raise ConfigError(f"{where}: key 'devices' of [options.{name}] and key "
+                              "'arrivals': packing onto several devices does not serve "
+                              "arrival streams yet")
 
 
 def _stream_resolved(spec: StreamSpec) -> dict[str, Any]:

@@ -368,6 +368,12 @@ def _stream_cells(campaign: Campaign, machine: dict[str, Any],
                         executor, cell_table, STREAM_ID):
                     options, how = parallel.resolve(STREAM_ID, executor, jobs, options,
                                                     point["compile_mode"], precision)
+                    if given.get("max_parallel") == "auto":  # hashed as the number (rule 3)
+                        from engine.define.executor_options import key_options
+                        from engine.registry import EXECUTORS
+
+                        literal, resolved = key_options(
+                            EXECUTORS.get(executor).option_fields, options, STREAM_ID)
                     config: dict[str, Any] = {
                         "arrivals": keyed, "executor": executor, "options": literal,
                         "seed": campaign.seed, "pass": pass_index,

@@ -237,7 +237,7 @@ class MPOptions:
 register_executor(ExecutorSpec(
     name="mp", label="Multiprocess (MPS)", target="engine.executors.mp.executor:MPExecutor",
     concurrent=True, trains_in_workers=True, options=MPOptions, memory_model=memory_models.MP,
-    options_check="engine.executors.packing:campaign_check",
+    options_check="engine.executors.packing:campaign_check", serves_streams=True,
     description="one process per job (forked from a pre-warmed parent, or spawned) sharing "
                 "the GPU through a private CUDA MPS daemon"))
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
-from engine.event_types import CellWaiting
 from engine.events import job_done, job_progress, job_started
 from engine.executors import SeqOptions
+from engine.executors.arrivals import wait_until
 from engine.executors.base import CellContext, Executor
 from engine.results.decisions import DecisionLog
 from engine.train import early_stop
@@ -78,7 +78,8 @@ class SeqExecutor(Executor):
         """A stream cell (issue 51): the jobs served FIFO as they arrive, one at a time.
         Job i starts at max(its arrival, the previous job's end); while the next job has
         not arrived the cell sleeps, sending a ``waiting`` event every
-        :data:`HEARTBEAT_S` (the watchdog counts it as progress)."""
+        :data:`~engine.executors.arrivals.HEARTBEAT_S` (the watchdog counts it as
+        progress)."""
         assert ctx.arrivals is not None
         origin = ctx.stream_origin if ctx.stream_origin is not None else time.perf_counter()
         results = []
@@ -93,20 +94,6 @@ class SeqExecutor(Executor):
             job_done(result).send(ctx.emit)
             results.append(result)
         return results
-
-
-#: Seconds between a waiting stream cell's ``waiting`` events (well inside the watchdog's
-#: smallest sensible interval).
-HEARTBEAT_S = 1.0
-
-
-def wait_until(deadline: float, job_id: str, until_s: float, emit: Any) -> None:
-    """Sleep until ``time.perf_counter()`` reaches ``deadline`` (now when it has), sending
-    a ``waiting`` event (``job_id`` arrives at ``until_s``) first and every
-    :data:`HEARTBEAT_S` after."""
-    while (left := deadline - time.perf_counter()) > 0:
-        CellWaiting(job_id=job_id, until_s=until_s).send(emit)
-        time.sleep(min(HEARTBEAT_S, left))
 
 
 def task_metric(job: JobSpec, ctx: CellContext | None = None) -> str:

@@ -177,7 +177,7 @@ def test_a_bad_trace_is_one_line_naming_the_row(tmp_path, trace, message):
 
 @pytest.mark.parametrize("extra, message", [
     ('experiments = "D_ens"\n', "key 'experiments' and key 'arrivals': give one"),
-    ('executors = ["mp"]\n', "key 'executors': 'mp' does not serve arrival streams yet"),
+    ('executors = ["ray"]\n', "key 'executors': 'ray' does not serve arrival streams yet"),
     ("k_sweep = [1, 2]\n", "key 'k_sweep' and key 'arrivals'"),
 ])
 def test_what_a_stream_campaign_cannot_hold(tmp_path, extra, message):

@@ -1,11 +1,11 @@
-"""seq's wait between arrivals (issue 51): a ``waiting`` event first and every heartbeat,
+"""The wait between arrivals of seq and mp (issue 51): a ``waiting`` event first and every heartbeat,
 and no wait at all for a job that has already arrived."""
 
 from __future__ import annotations
 
 import time
 
-import engine.executors.seq as seq
+import engine.executors.arrivals as seq
 from engine.events import EVENTS
 
 

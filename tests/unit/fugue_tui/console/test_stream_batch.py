@@ -1,9 +1,10 @@
-"""A stream campaign end to end from ``--batch`` (issue 51): seq serves a trace of the
-offline mix online — FIFO, one job at a time, each job admitted at max(its arrival, the
-previous job's end), a ``waiting`` event while the next job has not arrived — and writes
-each job's arrival, admission, completion, queueing delay and completion time and the
-stream's figures; the stream file in the run folder is the one the cell served, and
-``--resume`` finds the whole stream cell done."""
+"""A stream campaign end to end from ``--batch`` (issue 51): seq and mp serve a trace of
+the offline mix online — seq FIFO one job at a time, each job admitted at max(its arrival,
+the previous job's end); mp FIFO with at most ``max_parallel`` processes, none before its
+arrival — with a ``waiting`` event while nothing runs and the next job has not arrived,
+and write each job's arrival, admission, completion, queueing delay and completion time
+and the stream's figures; the stream file in the run folder is the one the cells served,
+and ``--resume`` finds the whole stream cells done."""
 
 from __future__ import annotations
 
@@ -27,15 +28,18 @@ epochs = 1
 k = 2
 epochs = 1
 """
-# two jobs at once (the second queues), then a gap the cell waits through
-TRACE = "time_s,experiment\n0,D_ens\n0,D_reg\n0.05,D_ens\n1.3,D_reg\n"
+# three jobs at once (under seq the second and third queue; under mp at most two run),
+# then a gap the cells wait through
+TRACE = "time_s,experiment\n0,D_ens\n0,D_reg\n0,D_ens\n2.0,D_reg\n"
 CAMPAIGN = """
 name = "st"
-executors = ["seq"]
+executors = ["seq", "mp"]
 experiments_file = "e.toml"
 threads = 1
 monitor = false
 arrivals = { trace = "trace.csv" }
+[options.mp]
+max_parallel = 2
 """
 
 
@@ -57,16 +61,26 @@ def run(tmp_path_factory):
     return work
 
 
-def test_seq_serves_the_stream_fifo_one_job_at_a_time(run):
+def _cell(run: Path, executor: str) -> tuple[dict[str, str], list[dict[str, str]]]:
     runs = run / "runs"
-    [group] = read_rows(runs / "master_groups.csv")
-    jobs = read_rows(runs / "master_individual.csv")
+    [group] = [g for g in read_rows(runs / "master_groups.csv") if g["executor"] == executor]
+    jobs = [j for j in read_rows(runs / "master_individual.csv")
+            if j["group_id"] == group["group_id"]]
+    return group, jobs
+
+
+def _times(jobs: list[dict[str, str]]) -> dict[str, list[float]]:
+    return {k: [float(j[k]) for j in jobs] for k in
+            ("arrival_s", "admitted_s", "completed_s", "queue_delay_s", "jct_s")}
+
+
+def test_seq_serves_the_stream_fifo_one_job_at_a_time(run):
+    group, jobs = _cell(run, "seq")
     assert group["status"] == "ok" and group["exp_id"] == "stream" and group["mode"] == "stream"
     assert [j["exp_id"] for j in jobs] == ["D_ens", "D_reg", "D_ens", "D_reg"]
     assert [j["seed"] for j in jobs] == ["42", "42", "43", "43"]  # seed + m per template
-    t = {k: [float(j[k]) for j in jobs] for k in
-         ("arrival_s", "admitted_s", "completed_s", "queue_delay_s", "jct_s")}
-    assert t["arrival_s"] == [0.0, 0.0, 0.05, 1.3]
+    t = _times(jobs)
+    assert t["arrival_s"] == [0.0, 0.0, 0.0, 2.0]
     previous_end = 0.0
     for i in range(4):
         assert t["admitted_s"][i] >= max(t["arrival_s"][i], previous_end) - 1e-9
@@ -74,8 +88,9 @@ def test_seq_serves_the_stream_fifo_one_job_at_a_time(run):
         assert t["queue_delay_s"][i] == pytest.approx(t["admitted_s"][i] - t["arrival_s"][i])
         assert t["jct_s"][i] == pytest.approx(t["completed_s"][i] - t["arrival_s"][i])
         previous_end = t["completed_s"][i]
-    # the second job waited for the first; the last arrived after the others were done
+    # the second and third jobs waited; the last arrived after the others were done
     assert t["queue_delay_s"][1] >= t["completed_s"][0] - t["admitted_s"][0]
+    assert t["queue_delay_s"][2] >= t["completed_s"][1] - t["admitted_s"][0]
     assert t["admitted_s"][3] - t["arrival_s"][3] < 0.5
     jct = sorted(t["jct_s"])
     assert float(group["jct_mean_s"]) == pytest.approx(sum(jct) / 4)
@@ -84,8 +99,28 @@ def test_seq_serves_the_stream_fifo_one_job_at_a_time(run):
     assert float(group["stream_jobs"]) == 4
     assert 0 < float(group["busy_s"]) < float(group["makespan_s"])  # the wait is idle
     assert float(group["throughput_jps"]) == pytest.approx(4 / float(group["busy_s"]))
-    assert float(group["arrival_rate_jps"]) == pytest.approx(3 / 1.3)
-    assert float(group["T_group"]) >= 1.3
+    assert float(group["arrival_rate_jps"]) == pytest.approx(3 / 2.0)
+    assert float(group["T_group"]) >= 2.0
+
+
+def test_mp_admits_at_most_max_parallel_fifo_and_never_before_arrival(run):
+    group, jobs = _cell(run, "mp")
+    assert group["status"] == "ok" and float(group["max_parallel"]) == 2
+    t = _times(jobs)
+    assert t["arrival_s"] == [0.0, 0.0, 0.0, 2.0]
+    for i in range(4):
+        assert t["admitted_s"][i] >= t["arrival_s"][i] - 1e-9
+        assert t["completed_s"][i] > t["admitted_s"][i]
+        assert t["jct_s"][i] == pytest.approx(t["completed_s"][i] - t["arrival_s"][i])
+    assert t["admitted_s"] == sorted(t["admitted_s"])  # FIFO
+    # the third job waited for a slot: admitted no earlier than the first of two ended
+    assert t["admitted_s"][2] >= min(t["completed_s"][:2]) - 1e-9
+    for i in range(4):  # never more than two at once
+        running = [k for k in range(4) if t["admitted_s"][k] <= t["admitted_s"][i]
+                   < t["completed_s"][k]]
+        assert len(running) <= 2
+    assert float(group["arrival_rate_jps"]) == pytest.approx(3 / 2.0)
+    assert float(group["jct_p95_s"]) >= float(group["jct_p50_s"]) > 0
 
 
 def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run):
@@ -94,20 +129,23 @@ def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run)
     from engine.plugins import load_plugins
 
     folder = run / "runs" / "st"
-    [events_file] = folder.glob("cells/*/attempt-1/events.jsonl")
-    events = [json.loads(line) for line in events_file.read_text().splitlines()]
-    waiting = [e for e in events if e["type"] == "waiting"]
-    assert waiting and {e["job_id"] for e in waiting} == {"a0003_D_reg_ens_s1"}
-    assert waiting[0]["until_s"] == 1.3
+    files = sorted(folder.glob("cells/*/attempt-1/events.jsonl"))
+    assert [f.parent.parent.name[:13] for f in files] == ["001-stream-se", "002-stream-mp"]
+    for events_file in files:
+        events = [json.loads(line) for line in events_file.read_text().splitlines()]
+        waiting = [e for e in events if e["type"] == "waiting"]
+        assert waiting and {e["job_id"] for e in waiting} == {"a0003_D_reg_ens_s1"}
+        assert waiting[0]["until_s"] == 2.0
     load_plugins()
     campaign = load_campaign(run / "c.toml")
     assert campaign.arrivals is not None and campaign.catalogue is not None
     stream = generate(campaign.arrivals, campaign.catalogue, campaign.seed)
     assert (folder / "arrivals.csv").read_text() == stream_csv(stream)
-    [group] = read_rows(run / "runs" / "master_groups.csv")
-    assert group["stream_sha256"] == stream_sha256(stream)
+    groups = read_rows(run / "runs" / "master_groups.csv")
+    assert [g["stream_sha256"] for g in groups] == [stream_sha256(stream)] * 2
+    assert len({g["workload_key"] for g in groups}) == 1  # seq is mp's baseline
 
 
-def test_resume_finds_the_whole_stream_cell_done(run):
+def test_resume_finds_the_whole_stream_cells_done(run):
     _batch(run, "--resume")
-    assert len(read_rows(run / "runs" / "master_groups.csv")) == 1
+    assert len(read_rows(run / "runs" / "master_groups.csv")) == 2
