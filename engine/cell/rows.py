@@ -273,6 +273,10 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
         # monitor's process-tree CPU says what the cell used, or nothing is claimed.
         util = facts.get("cpu_util_mean")
         cpu_s = util / 100.0 * t_group if util is not None else None
+    if cell.arrivals is not None:
+        # A stream cell's window holds the waits between arrivals by design (issue 51):
+        # its low CPU share says nothing about the host; the load average still does.
+        cpu_s = None
     warnings = load_warnings(t_group, cpu_s, threads or 1,
                              (facts.get("host_load_start"), facts.get("host_load_end")),
                              cores=len(spec.cpus) if spec.cpus else None,

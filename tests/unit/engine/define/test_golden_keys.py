@@ -124,6 +124,14 @@ def stream_trace(tmp: Path) -> list[dict[str, str]]:
                            'arrivals = { trace = "trace.csv" }\n')
 
 
+def stream_mp(tmp: Path) -> list[dict[str, str]]:
+    """issue 51: a stream served by seq and by mp (``max_parallel``): one workload key,
+    mp's options in its own cells' keys as in a batch cell's."""
+    return _from_text(tmp, 'name = "g"\nexecutors = ["seq", "mp"]\n'
+                           'arrivals = { process = "poisson", rate = 2.0, count = 5, '
+                           'mix = { D_ens = 1, D_cv = 1 } }\n[options.mp]\nmax_parallel = 2\n')
+
+
 def adhoc_run(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     """``fugue-tui run --model mlp --dataset wine --type cv --k 3 ... --dry-run``, through the
     command's own code path up to the point where it hands the campaign to the runner."""
@@ -472,6 +480,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "save_models": save_models,
     "stream_poisson": stream_poisson,
     "stream_trace": stream_trace,
+    "stream_mp": stream_mp,
 }
 
 
