@@ -98,6 +98,8 @@ def trial_config_of(experiment: dict[str, Any], job) -> dict[str, Any] | None:
     its index), so that the jobs hashed into cell keys carry nothing new; None otherwise."""
     from engine.define.search_space import trial_config
 
+    if experiment.get("type") == "stream":  # a stream cell (issue 51): the job's template
+        experiment = (experiment.get("definitions") or {}).get(job.exp_id) or {}
     space = experiment.get("search_space")
     if experiment.get("type") != "hpo" or not space:
         return None

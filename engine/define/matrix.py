@@ -350,7 +350,10 @@ def _stream_cells(campaign: Campaign, machine: dict[str, Any],
     info: dict[str, Any] = {"sha256": sha, "templates": templates, "count": len(stream),
                             "process": spec.process,
                             **({"rate": spec.rate} if spec.rate is not None else {})}
-    experiment = {"id": STREAM_ID, "type": STREAM_ID, "size": None, "templates": templates}
+    # the templates' definitions ride along (not hashed: the stream's sha256 covers the
+    # jobs they made) so that a row can say what an hpo template's trial was
+    experiment = {"id": STREAM_ID, "type": STREAM_ID, "size": None, "templates": templates,
+                  "definitions": {t: campaign.catalogue.get(t).to_dict() for t in templates}}
     workload_key = _digest({"arrivals": keyed, "seed": campaign.seed,
                             "threads": campaign.threads})
     where = str(campaign.source) if campaign.source else "campaign"

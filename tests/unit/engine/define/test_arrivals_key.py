@@ -208,3 +208,21 @@ def test_batch_refuses_a_bad_stream_with_exit_2_and_writes_nothing(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{path}: key 'arrivals'" in err[0] and words in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no runs folder
+
+
+def test_an_hpo_templates_trial_is_recomputed_for_its_stream_job(tmp_path):
+    """A stream job of an hpo template is its trial (seed + m, trial m mod K of the
+    expansion at seed + K·(m // K)); the row's trial_config says which."""
+    from engine.cell.rows import trial_config_of
+    from engine.define.workloads import JobSpec, trial_config
+
+    campaign = load_campaign(_campaign(
+        tmp_path, 'arrivals = { process = "poisson", rate = 9.0, count = 5, '
+                  'mix = { D_hpo = 1 } }\n'))
+    [cell] = build_cells(campaign, MACHINE)
+    assert campaign.catalogue is not None
+    exp = campaign.catalogue.get("D_hpo")
+    for m, job in enumerate(cell.jobs):
+        base = campaign.seed + exp.k * (m // exp.k)
+        assert trial_config_of(cell.experiment, JobSpec.from_dict(job)) == \
+            trial_config(exp, base, m % exp.k)
