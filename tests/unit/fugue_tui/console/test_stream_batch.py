@@ -152,3 +152,22 @@ def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run)
 def test_resume_finds_the_whole_stream_cells_done(run):
     _batch(run, "--resume")
     assert len(read_rows(run / "runs" / "master_groups.csv")) == 2
+
+
+def test_report_compares_the_strategies_on_the_stream(run, capsys):
+    """``report --json``'s ``streams`` (schema-valid) and the text table: seq and mp on one
+    stream, each figure the mean of its one pass (no interval below 5 passes)."""
+    from fugue_tui.cli import main
+    from tests.unit.fugue_tui.test_json_outputs import strict
+
+    assert main(["report", str(run / "runs"), "--json"]) == 0
+    doc = strict(capsys.readouterr().out, "report")
+    seq_group, _ = _cell(run, "seq")
+    assert [(c["executor"], c["passes"]) for c in doc["streams"]] == [("seq", 1), ("mp", 1)]
+    first = doc["streams"][0]
+    assert first["stream_sha256"] == seq_group["stream_sha256"]
+    assert first["figures"]["jct_p95_s"]["mean"] == pytest.approx(float(seq_group["jct_p95_s"]))
+    assert first["figures"]["jct_p95_s"]["ci_low"] is None
+    assert main(["report", str(run / "runs"), "--width", "120"]) == 0
+    out = capsys.readouterr().out
+    assert f"stream {seq_group['stream_sha256'][:12]}: 4 jobs" in out and "p95 s" in out
