@@ -149,9 +149,24 @@ def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run)
     assert len({g["workload_key"] for g in groups}) == 1  # seq is mp's baseline
 
 
-def test_resume_finds_the_whole_stream_cells_done(run):
-    _batch(run, "--resume")
+def test_resume_finds_the_whole_stream_cells_done_and_json_says_the_figures(run):
+    """``--resume`` skips both stream cells whole; ``--json``'s summary line carries the
+    streams comparison (schema-valid)."""
+    import jsonschema
+
+    from fugue_tui.jsonout import schema
+
+    done = _batch(run, "--resume", "--json")
     assert len(read_rows(run / "runs" / "master_groups.csv")) == 2
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    validator = jsonschema.Draft202012Validator(schema("batch"))
+    for doc in lines:
+        validator.validate(doc)
+    [summary] = [d for d in lines if d["kind"] == "summary"]
+    assert [s["executor"] for s in summary["streams"]] == ["seq", "mp"]
+    skipped = [d["event"] for d in lines if d["kind"] == "event"
+               and d["event"]["type"] == "skipped"]
+    assert len(skipped) == 2
 
 
 def test_report_compares_the_strategies_on_the_stream(run, capsys):
