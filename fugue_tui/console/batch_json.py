@@ -184,10 +184,9 @@ def write_summary(exit_code: int, runner: Any, problems: list[dict[str, Any]],
     when it has none), a stream campaign's ``streams`` (as ``report --json``'s; absent
     otherwise) and ``problems``."""
     from engine.errors import FugueError
+    from engine.results.stream_report import stream_cells
     from fugue_tui.jsonout import report_cells
     from fugue_tui.report.tables import select_runs
-
-    from engine.results.stream_report import stream_cells
 
     streams: list[dict[str, Any]] = []
     try:
