@@ -37,9 +37,17 @@ executors = ["seq", "mp"]
 experiments_file = "e.toml"
 threads = 1
 monitor = false
+retries = 0
 arrivals = { trace = "trace.csv" }
 [options.mp]
 max_parallel = 2
+# a watchdog that kills a cell after two quiet checks (1.4 s): the 2 s wait for the last
+# arrival passes only because the cell's `waiting` heartbeat (1 s) counts as progress
+[watchdog]
+interval_s = 0.7
+suspect_after = 1
+hung_after = 2
+action = "kill"
 """
 
 
@@ -121,6 +129,12 @@ def test_mp_admits_at_most_max_parallel_fifo_and_never_before_arrival(run):
         assert len(running) <= 2
     assert float(group["arrival_rate_jps"]) == pytest.approx(3 / 2.0)
     assert float(group["jct_p95_s"]) >= float(group["jct_p50_s"]) > 0
+
+
+def test_the_watchdog_never_found_a_waiting_cell_hung(run):
+    log = run / "runs" / "st" / "runner.jsonl"
+    types = [json.loads(line)["type"] for line in log.read_text().splitlines()]
+    assert types.count("done") == 2 and "hung" not in types and "killed" not in types
 
 
 def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run):
