@@ -197,7 +197,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         check_experiment(exp, seed, src.at("seed"))
     executors = _executors(value_of(doc, "executors"), where)
     if arrivals is not None:
-        _check_stream_executors(executors, src.at("executors"), doc)
+        _check_stream_executors(executors, src, doc)
     _check_declared(doc, src)
     watchdog = _watchdog(value_of(doc, "watchdog"), f"{where}: watchdog")
     precision = parse_axis(doc, src.at("precision"))
@@ -228,7 +228,7 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
                                .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))
 
 
-def _check_stream_executors(executors: list[str], where: str, doc: dict[str, Any]) -> None:
+def _check_stream_executors(executors: list[str], src: _Source, doc: dict[str, Any]) -> None:
     """A stream campaign's executors each serve streams (``ExecutorSpec.serves_streams``),
     pack onto no device list, and it sweeps no K (a stream's jobs are its templates' own).
 
@@ -240,17 +240,17 @@ def _check_stream_executors(executors: list[str], where: str, doc: dict[str, Any
     serving = [n for n in EXECUTORS.names() if EXECUTORS.get(n).serves_streams]
     for name in executors:
         if not EXECUTORS.get(name).serves_streams:
-            raise ConfigError(f"{where}: key 'executors': {quoted(name)} does not serve "
+            raise ConfigError(f"{src.at('executors')}: key 'executors': {quoted(name)} does not serve "
                               f"arrival streams yet (key 'arrivals'); ones that do: "
                               f"{', '.join(serving)}")
     if "k_sweep" in doc:
-        raise ConfigError(f"{where}: key 'k_sweep' and key 'arrivals': a stream campaign "
+        raise ConfigError(f"{src.at('k_sweep')}: key 'k_sweep' and key 'arrivals': a stream campaign "
                           "sweeps no K (its jobs are its templates' own)")
     options = doc.get("options")
     for name in executors:
         table = options.get(name) if isinstance(options, dict) else None
         if isinstance(table, dict) and table.get("devices") is not None:
-            raise ConfigError(f"{where}: key 'devices' of [options.{name}] and key "
+            raise ConfigError(f"{src.where}: key 'devices' of [options.{name}] and key "
                               "'arrivals': packing onto several devices does not serve "
                               "arrival streams yet")
 

@@ -179,10 +179,12 @@ def test_a_bad_trace_is_one_line_naming_the_row(tmp_path, trace, message):
     ('experiments = "D_ens"\n', "key 'experiments' and key 'arrivals': give one"),
     ('executors = ["ray"]\n', "key 'executors': 'ray' does not serve arrival streams yet"),
     ("k_sweep = [1, 2]\n", "key 'k_sweep' and key 'arrivals'"),
+    ('executors = ["mp"]\n[options.mp]\ndevices = ["cuda:0", "cuda:1"]\n',
+     "key 'devices' of [options.mp] and key 'arrivals'"),
 ])
 def test_what_a_stream_campaign_cannot_hold(tmp_path, extra, message):
     path = tmp_path / "c.toml"
-    path.write_text('name = "c"\n' + extra + POISSON)
+    path.write_text('name = "c"\n' + POISSON + extra)
     with pytest.raises(ConfigError, match=message):
         load_campaign(path)
 
