@@ -189,7 +189,8 @@ def load_plan(path: str | Path) -> PlanDoc:
             doc["experiments_file"] = str((path.parent / extra).resolve())
     arrivals = doc.get("arrivals")
     trace = arrivals.get("trace") if isinstance(arrivals, dict) else None
-    if isinstance(trace, str) and trace and not Path(trace).expanduser().is_absolute():
+    if (isinstance(arrivals, dict) and isinstance(trace, str) and trace
+            and not Path(trace).expanduser().is_absolute()):
         # a stream's trace (issue 51), like experiments_file: relative to the file
         with contextlib.suppress(ValueError, OSError):
             doc["arrivals"] = {**arrivals, "trace": str((path.parent / trace).resolve())}
