@@ -307,6 +307,10 @@ EVENTS = EventTable([
        "val_loss val_acc epoch_end train_sps val_metric", "progress",
        doc="rate-limited at the source; epoch_end with the epoch's validation (val_metric: "
            "what val_acc holds, accuracy or r2; absent in older recordings)"),
+    _t("waiting", CELL, "job_id until_s", "", "progress",
+       doc="a stream cell waits for its next arrival (issue 51): job job_id arrives at "
+           "until_s seconds after the group window opened; repeated every heartbeat while "
+           "it waits, so the watchdog sees progress"),
     _t("job_done", CELL, "job_id status error total_time_s samples final_val_acc",
        "pid early_stopped stop_reason", "progress",
        doc="a job ended (status ok or failed)"),
@@ -332,7 +336,7 @@ EVENTS = EventTable([
 #: null). A field added to the table needs its type here (the generator says so).
 FIELD_TYPES: dict[str, str] = {
     # common
-    "campaign": "str", "cell": "str", "attempt": "int",
+    "campaign": "str", "cell": "str", "attempt": "int", "until_s": "float",
     # the runner's
     "cells": "int", "run_dir": "str", "device": "str", "runner_pid": "int", "resume": "bool",
     "reuse_any": "bool", "guard_pid": "int | None", "devices": "list[str]",

@@ -52,6 +52,7 @@ __all__ = [
     "CellWarning",
     "CellJobStarted",
     "CellJobProgress",
+    "CellWaiting",
     "CellJobDone",
     "CellSummary",
     "CellDone",
@@ -772,6 +773,24 @@ class CellJobProgress(CellEvent):
         return dict.get(self, "val_metric")
 
 
+class CellWaiting(CellEvent):
+    """a stream cell waits for its next arrival (issue 51): job job_id arrives at until_s seconds after the group window opened; repeated every heartbeat while it waits, so the watchdog sees progress"""
+
+    __slots__ = ()
+    TYPE: ClassVar[str] = "waiting"
+
+    def __init__(self, *, job_id: str, until_s: float) -> None:
+        super().__init__(draft("waiting", {"job_id": job_id, "until_s": until_s}))
+
+    @property
+    def job_id(self) -> str | None:
+        return dict.get(self, "job_id")
+
+    @property
+    def until_s(self) -> float | None:
+        return dict.get(self, "until_s")
+
+
 class CellJobDone(CellEvent):
     """a job ended (status ok or failed)"""
 
@@ -1007,6 +1026,7 @@ CLASSES: dict[tuple[str, str], type[Event]] = {
     (CELL, "warning"): CellWarning,
     (CELL, "job_started"): CellJobStarted,
     (CELL, "job_progress"): CellJobProgress,
+    (CELL, "waiting"): CellWaiting,
     (CELL, "job_done"): CellJobDone,
     (CELL, "summary"): CellSummary,
     (CELL, "done"): CellDone,

@@ -13,6 +13,7 @@ The runner owns it (one at a time: ``runner.lock``); front ends and the next run
 
     runner.lock, runner.pid     held by the running runner
     campaign.toml               the campaign as last run
+    arrivals.csv                a stream campaign's stream (issue 51, engine.define.arrivals)
     runner.jsonl                lifecycle events of every runner session, appended
     zygote.log                  output of the runner's zygote (engine.runner.zygote)
     ray-driver.log              what Ray told a cluster campaign's driver (engine.runner.cluster)

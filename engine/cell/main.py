@@ -297,7 +297,7 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
                       rung=cell.rung, features=cell.features, max_parallel=cell.max_parallel,
                       attempt_dir=spec.attempt_dir, job_env=dict(spec.job_env or {}),
                       gpu_uuid=spec.gpu_uuid,
-                      save_models=cell.save_models)
+                      save_models=cell.save_models, arrivals=cell.arrivals)
     from engine.plugins import plugin_versions
 
     host: dict[str, Any] = {"plugins": ",".join(plugins) or None,
@@ -321,6 +321,7 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
                 monitor.mark()
             cpu0 = _cpu_seconds()
             g0 = time.perf_counter()
+            ctx.stream_origin = g0  # a stream's time 0 (issue 51)
             results = executor.run(jobs, ctx)
             if sync_device:
                 torch.cuda.synchronize(device)
@@ -362,9 +363,32 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
             info = dict(ctx.group.get("executor_info") or {})
             info["best_so_far"] = curve
             ctx.group["executor_info"] = info
+    job_columns = None
+    if cell.arrivals is not None:  # a stream cell's figures (issue 51)
+        job_columns = _stream_columns(cell, results, ctx)
     facts = _group_facts(spec, device, in_workers, host, monitor, ctx.group, (g0, g1))
     return write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
-                       ctx.group, monitor)
+                       ctx.group, monitor, job_columns)
+
+
+def _stream_columns(cell: Any, results: list[Any], ctx: Any) -> dict[str, dict[str, Any]]:
+    """A stream cell's group columns, set on ``ctx.group``, and each job's by job id
+    (:mod:`engine.results.streams`): times from the executor's marks, else each result's
+    ``start`` and ``end``, relative to the window's opening."""
+    from engine.results.streams import stream_figures
+
+    origin = ctx.stream_origin
+    admitted: list[float | None] = []
+    completed: list[float | None] = []
+    for r in results:
+        start, end = ctx.stream_marks.get(r.job.job_id, (r.start, r.end))
+        admitted.append(start - origin if start is not None else None)
+        completed.append(end - origin if end is not None else None)
+    stream = cell.stream or {}
+    group, jobs = stream_figures(cell.arrivals, admitted, completed,
+                                 [r.status == "ok" for r in results], stream.get("rate"))
+    ctx.group.update(group, stream_sha256=stream.get("sha256"))
+    return {r.job.job_id: cols for r, cols in zip(results, jobs, strict=True)}
 
 
 def _nvml_facts(uuid: str) -> dict[str, Any]:

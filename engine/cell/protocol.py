@@ -12,6 +12,7 @@ import dataclasses
 import errno
 import functools
 import json
+import math
 import os
 import re
 import types
@@ -301,6 +302,8 @@ class CellRunSpec:
 # made of (CellRunSpec, engine.define.matrix.CellSpec, engine.define.workloads.JobSpec and
 # SplitSpec), so a field added there is checked here too; the ranges from engine.bounds.
 
+#: The most jobs a stream cell serves (engine.define.arrivals.MAX_COUNT).
+_MAX_STREAM = 10_000
 _DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 _AT_LEAST_1 = Bound(1, None, integer=True)
 _AT_LEAST_0 = Bound(0, None, integer=True)
@@ -344,9 +347,17 @@ def check_values(doc: dict[str, Any], where: str) -> None:
     if not isinstance(jobs, list) or not jobs:
         raise ConfigError(f"{where}: key 'cell.jobs' must be a non-empty list of jobs, got "
                           f"{jobs!r}"[:300])
-    if len(jobs) > MAX_JOBS:
+    arrivals = cell.get("arrivals")
+    # a stream cell (issue 51) serves up to engine.define.arrivals.MAX_COUNT jobs
+    most = MAX_JOBS if arrivals is None else max(MAX_JOBS, _MAX_STREAM)
+    if len(jobs) > most:
         raise ConfigError(f"{where}: key 'cell.jobs' holds {len(jobs)} jobs: at most "
-                          f"{MAX_JOBS}")
+                          f"{most}")
+    if arrivals is not None and (len(arrivals) != len(jobs) or not all(
+            isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+            and t >= 0 for t in arrivals) or list(arrivals) != sorted(arrivals)):
+        raise ConfigError(f"{where}: key 'cell.arrivals' must be one finite time >= 0 per "
+                          "job, non-decreasing"[:300])
     for i, job in enumerate(jobs):
         name = f"cell.jobs[{i}]"
         if not isinstance(job, dict):

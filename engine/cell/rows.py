@@ -98,6 +98,8 @@ def trial_config_of(experiment: dict[str, Any], job) -> dict[str, Any] | None:
     its index), so that the jobs hashed into cell keys carry nothing new; None otherwise."""
     from engine.define.search_space import trial_config
 
+    if experiment.get("type") == "stream":  # a stream cell (issue 51): the job's template
+        experiment = (experiment.get("definitions") or {}).get(job.exp_id) or {}
     space = experiment.get("search_space")
     if experiment.get("type") != "hpo" or not space:
         return None
@@ -151,9 +153,11 @@ def stopped_warning(stopped_s: float, t_group: float) -> str:
 def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
                t_group: float, setup_s: float, data_load_s: float | None,
                facts: dict[str, Any], settings: Any, executor_group: dict[str, Any],
-               monitor: CellMonitor | None = None) -> str:
+               monitor: CellMonitor | None = None,
+               job_columns: dict[str, dict[str, Any]] | None = None) -> str:
     """The group row and one row per job, appended together, then the ``summary`` and the
-    end event; returns the group's status (ok | failed)."""
+    end event; returns the group's status (ok | failed). ``job_columns``: more columns of
+    each job's row by job id (a stream cell's, issue 51)."""
     from engine.registry import EXECUTORS
     from engine.results.parity_contract import BY_CONSTRUCTION_EXECUTORS, EXACT
     from engine.results.store import append_group
@@ -255,6 +259,7 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
             "time_utc": group.get("time_utc"),  # the pair's instant (issue 43)
             "job_isolation": r.isolation,  # shared state (engine.train.isolation)
             "weights_sha256": r.weights_sha256,  # the hand-back's digest (issue 50)
+            **(job_columns or {}).get(job.job_id, {}),  # a stream cell's (issue 51)
         }))
         if monitor is not None:
             rows[-1].update(_job_monitor_columns(monitor, spec, job.job_id, r.start, r.end,
@@ -270,6 +275,10 @@ def write_rows(spec: CellRunSpec, events: Emitter, results: list[Any],
         # monitor's process-tree CPU says what the cell used, or nothing is claimed.
         util = facts.get("cpu_util_mean")
         cpu_s = util / 100.0 * t_group if util is not None else None
+    if cell.arrivals is not None:
+        # A stream cell's window holds the waits between arrivals by design (issue 51):
+        # its low CPU share says nothing about the host; the load average still does.
+        cpu_s = None
     warnings = load_warnings(t_group, cpu_s, threads or 1,
                              (facts.get("host_load_start"), facts.get("host_load_end")),
                              cores=len(spec.cpus) if spec.cpus else None,

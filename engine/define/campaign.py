@@ -28,6 +28,7 @@ from typing import Any
 
 from engine.bounds import CAMPAIGN
 from engine.define import tomlfile
+from engine.define.arrivals import StreamSpec, parse_arrivals
 from engine.define.campaign_options import axis_warnings, check_options
 from engine.define.campaign_schema import (
     COMPILE_CHOICES,
@@ -108,6 +109,9 @@ class Campaign:
     #: ``save_models`` (issue 50, engine.define.save_models): ``"false"``, ``"true"`` or
     #: ``"best"``; what cells of experiments that set none save. Never hashed.
     save_models: str = "false"
+    #: ``arrivals`` (issue 51, engine.define.arrivals): the stream a stream campaign's cells
+    #: serve (one cell per executor, pass and variant); None: a batch campaign.
+    arrivals: StreamSpec | None = None
 
     def resolved(self) -> dict[str, Any]:
         """The campaign as it runs (after overrides), JSON-able."""
@@ -126,7 +130,8 @@ class Campaign:
                 **({"one_cell_per_host": True} if self.one_cell_per_host else {}),
                 **(self.cluster.resolved() if self.cluster else {}),
                 **({"budget": self.budget} if self.budget else {}),
-                **({"save_models": self.save_models} if self.save_models != "false" else {})}
+                **({"save_models": self.save_models} if self.save_models != "false" else {}),
+                **({"arrivals": _stream_resolved(self.arrivals)} if self.arrivals else {})}
 
     def compile_modes(self) -> list[str]:
         """The compile axis of the matrix: ``"off"`` and/or the compile mode."""
@@ -172,6 +177,15 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     runs_dir = user_path(value_of(doc, "runs_dir"), src.at("runs_dir") if "runs_dir" in given
                          else f"{where}: key 'runs_dir'")
     catalogue = load_catalogue(_experiments_file(doc, src, base_dir))
+    arrivals = None
+    if "arrivals" in doc:
+        # a stream campaign (issue 51): its experiments are the stream's templates
+        if "experiments" in doc:
+            raise ConfigError(f"{src.at('experiments')}: key 'experiments' and key 'arrivals': "
+                              "give one (a stream's experiments are its mix's or trace's)")
+        arrivals = parse_arrivals(doc["arrivals"], where, catalogue, value_of(doc, "seed"),
+                                  base_dir)
+        doc = {**doc, "experiments": arrivals.templates}
     if "experiments" not in doc:
         raise ConfigError(f"{where}: missing key 'experiments' (e.g. experiments = \"D_ens\")")
     _check_lists(doc, src)
@@ -182,6 +196,8 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
     for exp in exps:
         check_experiment(exp, seed, src.at("seed"))
     executors = _executors(value_of(doc, "executors"), where)
+    if arrivals is not None:
+        _check_stream_executors(executors, src, doc)
     _check_declared(doc, src)
     watchdog = _watchdog(value_of(doc, "watchdog"), f"{where}: watchdog")
     precision = parse_axis(doc, src.at("precision"))
@@ -206,10 +222,45 @@ def parse_campaign(doc: dict[str, Any], where: str, *, file_hash: str = "",
         options=options, budget=budget, precision=precision, source=source,
         file_hash=file_hash, catalogue=catalogue, warnings=warnings, k_sweep=k_sweep,
         devices=devices, one_cell_per_host=value_of(doc, "one_cell_per_host"),
-        cluster=cluster, save_models=save_models,
+        cluster=cluster, save_models=save_models, arrivals=arrivals,
         # the file actually merged: the campaign's, or the default one (engine.dirs)
         experiments_file_hash=(hashlib.sha256(Path(catalogue.sources[1]).read_bytes())
                                .hexdigest()[:16] if len(catalogue.sources) > 1 else ""))
+
+
+def _check_stream_executors(executors: list[str], src: _Source, doc: dict[str, Any]) -> None:
+    """A stream campaign's executors each serve streams (``ExecutorSpec.serves_streams``),
+    pack onto no device list, and it sweeps no K (a stream's jobs are its templates' own).
+
+    Raises:
+        ConfigError: ``"<where>: key 'executors': 'ray' does not serve arrival streams yet
+            (key 'arrivals'); ones that do: seq, mp"``; packing (``devices``) with a
+            stream.
+    """
+    serving = [n for n in EXECUTORS.names() if EXECUTORS.get(n).serves_streams]
+    for name in executors:
+        if not EXECUTORS.get(name).serves_streams:
+            raise ConfigError(f"{src.at('executors')}: key 'executors': {quoted(name)} does not serve "
+                              f"arrival streams yet (key 'arrivals'); ones that do: "
+                              f"{', '.join(serving)}")
+    if "k_sweep" in doc:
+        raise ConfigError(f"{src.at('k_sweep')}: key 'k_sweep' and key 'arrivals': a stream campaign "
+                          "sweeps no K (its jobs are its templates' own)")
+    options = doc.get("options")
+    for name in executors:
+        table = options.get(name) if isinstance(options, dict) else None
+        if isinstance(table, dict) and table.get("devices") is not None:
+            raise ConfigError(f"{src.where}: key 'devices' of [options.{name}] and key "
+                              "'arrivals': packing onto several devices does not serve "
+                              "arrival streams yet")
+
+
+def _stream_resolved(spec: StreamSpec) -> dict[str, Any]:
+    """The ``arrivals`` key as the resolved campaign shows it."""
+    if spec.process == "trace":
+        return {"trace": spec.trace, "count": spec.count}
+    return {"process": spec.process, "rate": spec.rate, "count": spec.count,
+            "seed": spec.seed, "mix": dict(spec.mix)}
 
 
 #: List-valued keys whose entries are checked by a check of their own: K values (ints).

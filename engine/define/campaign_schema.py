@@ -320,6 +320,11 @@ KEYS: dict[str, CampaignKey] = {k.name: k for k in (
                                              "node"),
     CampaignKey("options", (dict,), doc="[options.<executor>]: each executor's options "
                                         "(docs/executors.md)"),
+    CampaignKey("arrivals", (dict,),
+                doc="jobs arriving over time (engine/define/arrivals.py): one stream cell per "
+                    "executor serves them online; the experiments are the stream's templates",
+                rule='{ process = "poisson", rate > 0, count 1-10000, seed, mix = { <id> = '
+                     '<weight> > 0 } } or { trace = "file.csv" }'),
     CampaignKey("description", (str,), doc="free text, kept with the campaign"),
 )}
 

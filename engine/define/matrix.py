@@ -87,6 +87,12 @@ class CellSpec:
     #: Which jobs' weights the cell writes after its group window (issue 50,
     #: ``engine.define.save_models``): ``"false"``, ``"true"`` or ``"best"``. Never hashed.
     save_models: str = "false"
+    #: A stream cell's arrival times (issue 51, ``engine.define.arrivals``): seconds after
+    #: its group window opens, one per job in ``jobs`` order; None: a batch cell.
+    arrivals: list[float] | None = None
+    #: A stream cell's stream: ``sha256``, ``templates``, ``count``, ``process`` (and
+    #: ``rate``) — what its rows and report name it by; None: a batch cell.
+    stream: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -209,6 +215,8 @@ def build_cells(campaign: Campaign, machine: dict[str, Any],
         ConfigError: the plan is larger than the bounds of :func:`check_plan_size`.
     """
     assert campaign.catalogue is not None
+    if campaign.arrivals is not None:
+        return _stream_cells(campaign, machine, share)
     check_plan_size(campaign)
     machine_text = ',"machine":' + _dumps(machine) + "}"
     from engine.define.ksweep import at_size
@@ -305,6 +313,88 @@ def build_cells(campaign: Campaign, machine: dict[str, Any],
                             **{**point, "precision": precision}))
     # sha with fewer slots than trials would deadlock at its first rung: refused now.
     check_sha_slots(cells, str(campaign.source) if campaign.source else "campaign")
+    return cells
+
+
+#: The exp_id, slug and group row ``mode`` of a stream cell (issue 51).
+STREAM_ID = "stream"
+
+
+def _stream_cells(campaign: Campaign, machine: dict[str, Any],
+                  share: HostShare | None = None) -> list[CellSpec]:
+    """A stream campaign's cells (issue 51): per pass, per executor and its variants
+    (compile modes, option axes, precision), one cell serving the whole stream.
+
+    Its keys hash, in place of the experiment and its jobs, the resolved stream once:
+    ``"arrivals": {"sha256": <the stream's hash>, "templates": [ids], "seed": <the key's
+    own seed, only when it sets one>}`` (the sha256 covers every arrival time and each
+    job's configuration and seed, ``engine.define.arrivals``); the rest as a batch cell's
+    (executor, options, seed, pass, threads, the variant's point). ``workload_key``: the
+    same without the executor, its options, the point and the pass.
+
+    Raises:
+        ConfigError: the plan is larger than the bounds of :func:`check_plan_size`.
+    """
+    from engine.define.arrivals import generate, stream_sha256
+
+    assert campaign.catalogue is not None and campaign.arrivals is not None
+    spec = campaign.arrivals
+    stream = generate(spec, campaign.catalogue, campaign.seed)
+    sha = stream_sha256(stream)
+    templates = spec.templates
+    jobs = [a.job for a in stream]
+    times = [a.time_s for a in stream]
+    keyed: dict[str, Any] = {"sha256": sha, "templates": templates}
+    if spec.seed is not None:
+        keyed["seed"] = spec.seed
+    info: dict[str, Any] = {"sha256": sha, "templates": templates, "count": len(stream),
+                            "process": spec.process,
+                            **({"rate": spec.rate} if spec.rate is not None else {})}
+    # the templates' definitions ride along (not hashed: the stream's sha256 covers the
+    # jobs they made) so that a row can say what an hpo template's trial was
+    experiment = {"id": STREAM_ID, "type": STREAM_ID, "size": None, "templates": templates,
+                  "definitions": {t: campaign.catalogue.get(t).to_dict() for t in templates}}
+    workload_key = _digest({"arrivals": keyed, "seed": campaign.seed,
+                            "threads": campaign.threads})
+    where = str(campaign.source) if campaign.source else "campaign"
+    parallel = _ParallelResolver(campaign, machine, share)
+    requested: list[str | None] = list(campaign.precision) if campaign.precision else [None]
+    cells: list[CellSpec] = []
+    for pass_index in range(1, campaign.passes + 1):
+        for executor in campaign.executors:
+            given = dict(campaign.options.get(executor, {}))
+            for point, precision in itertools.product(
+                    _variants(campaign, STREAM_ID, executor, given), requested):
+                cell_table = _cell_table(executor, given, point)
+                point = {**point, **({"precision": precision} if precision else {})}
+                for options, literal, resolved, variant in _option_points(
+                        executor, cell_table, STREAM_ID):
+                    options, how = parallel.resolve(STREAM_ID, executor, jobs, options,
+                                                    point["compile_mode"], precision)
+                    if given.get("max_parallel") == "auto":  # hashed as the number (rule 3)
+                        from engine.define.executor_options import key_options
+                        from engine.registry import EXECUTORS
+
+                        literal, resolved = key_options(
+                            EXECUTORS.get(executor).option_fields, options, STREAM_ID)
+                    config: dict[str, Any] = {
+                        "arrivals": keyed, "executor": executor, "options": literal,
+                        "seed": campaign.seed, "pass": pass_index,
+                        "threads": campaign.threads, **point}
+                    if resolved:
+                        config["resolved"] = resolved
+                    unpassed = {k: v for k, v in config.items() if k != "pass"}
+                    cells.append(CellSpec(
+                        index=len(cells) + 1, exp_id=STREAM_ID, executor=executor,
+                        pass_index=pass_index, key=cell_key(config, machine),
+                        experiment=experiment, jobs=jobs, options=options,
+                        max_parallel=options.get("max_parallel"),
+                        config_key=_digest(unpassed), workload_key=workload_key,
+                        variant=variant, **how, save_models=campaign.save_models,
+                        arrivals=times, stream=info, **point))
+                    if len(cells) > MAX_CELLS:
+                        raise ConfigError(f"{where}: the campaign plans more than "
+                                          f"{MAX_CELLS} cells (README, \"Bounds\")")
     return cells
 
 

@@ -81,6 +81,10 @@ class ExecutorSpec:
     #: :class:`~engine.profile.memory_model.MemoryModel` (``docs/executors.md``, "Memory
     #: model"). None: the estimate takes one job at a time and says so in a note.
     memory_model: MemoryModel | None = None
+    #: Serves a stream (issue 51, campaign key ``arrivals``): its ``run`` admits each job
+    #: no earlier than ``ctx.arrivals`` says (an online scheduler). False: a stream
+    #: campaign refuses the executor (it would run the stream as a batch).
+    serves_streams: bool = False
     #: Every option, read from ``options`` (see the class docstring), in declaration order.
     option_fields: dict[str, OptionField] = field(init=False, repr=False, compare=False)
 
@@ -153,6 +157,7 @@ class SeqOptions:
 
 register_executor(ExecutorSpec(
     name="seq", label="Sequential", target="engine.executors.seq:SeqExecutor",
+    serves_streams=True,
     options=SeqOptions, memory_model=memory_models.SEQ,
     description="one job after another in the cell's process: the denominator of speedups"))
 
@@ -232,7 +237,7 @@ class MPOptions:
 register_executor(ExecutorSpec(
     name="mp", label="Multiprocess (MPS)", target="engine.executors.mp.executor:MPExecutor",
     concurrent=True, trains_in_workers=True, options=MPOptions, memory_model=memory_models.MP,
-    options_check="engine.executors.packing:campaign_check",
+    options_check="engine.executors.packing:campaign_check", serves_streams=True,
     description="one process per job (forked from a pre-warmed parent, or spawned) sharing "
                 "the GPU through a private CUDA MPS daemon"))
 

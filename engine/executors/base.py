@@ -68,6 +68,16 @@ class CellContext:
     #: Which jobs' final weights are written after the group window (issue 50):
     #: ``"false"``, ``"true"`` or ``"best"`` (:data:`engine.models.save.SAVE_MODES`).
     save_models: str = "false"
+    #: A stream cell's arrival times (issue 51): seconds after ``stream_origin``, one per
+    #: job in job order; None: a batch cell (every job known at the start).
+    arrivals: list[float] | None = None
+    #: ``time.perf_counter`` when the group window opened: the stream's time 0 (the cell
+    #: sets it just before ``run``).
+    stream_origin: float | None = None
+    #: Per job id, ``(admitted, completed)`` on ``time.perf_counter`` as the executor's
+    #: online scheduler saw them (engine.results.streams); a job missing here falls back
+    #: to its result's ``start`` and ``end``.
+    stream_marks: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.group, GroupRow):

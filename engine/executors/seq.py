@@ -19,12 +19,14 @@ attempt folder every rung decision in arrival order (``engine.results.decisions`
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from engine.define.executor_options import from_table
 from engine.define.workloads import JobSpec
 from engine.events import job_done, job_progress, job_started
 from engine.executors import SeqOptions
+from engine.executors.arrivals import wait_until
 from engine.executors.base import CellContext, Executor
 from engine.results.decisions import DecisionLog
 from engine.train import early_stop
@@ -57,6 +59,8 @@ class SeqExecutor(Executor):
 
     def run(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
         name = getattr(ctx, "scheduler", None) or "fifo"
+        if ctx.arrivals is not None:
+            return self.serve(jobs, ctx)
         if name != "fifo":
             return EarlyStopRun(jobs, ctx, name, "seq", keep=self.keeper).run()
         results = []
@@ -65,6 +69,28 @@ class SeqExecutor(Executor):
             result = train_job(job, ctx.datasets(job.dataset), ctx.settings,
                                progress=lambda **fields: job_progress(**fields).send(ctx.emit),
                                keep=self.keeper(job))
+            job_done(result).send(ctx.emit)
+            results.append(result)
+        return results
+
+
+    def serve(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:
+        """A stream cell (issue 51): the jobs served FIFO as they arrive, one at a time.
+        Job i starts at max(its arrival, the previous job's end); while the next job has
+        not arrived the cell sleeps, sending a ``waiting`` event every
+        :data:`~engine.executors.arrivals.HEARTBEAT_S` (the watchdog counts it as
+        progress)."""
+        assert ctx.arrivals is not None
+        origin = ctx.stream_origin if ctx.stream_origin is not None else time.perf_counter()
+        results = []
+        for job, arrival in zip(jobs, ctx.arrivals, strict=True):
+            wait_until(origin + arrival, job.job_id, arrival, ctx.emit)
+            admitted = time.perf_counter()
+            job_started(job.job_id).send(ctx.emit)
+            result = train_job(job, ctx.datasets(job.dataset), ctx.settings,
+                               progress=lambda **fields: job_progress(**fields).send(ctx.emit),
+                               keep=self.keeper(job))
+            ctx.stream_marks[job.job_id] = (admitted, time.perf_counter())
             job_done(result).send(ctx.emit)
             results.append(result)
         return results

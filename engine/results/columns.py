@@ -498,6 +498,45 @@ _OURS: tuple[Column, ...] = (
     Column("save_status", G, TEXT,
            "`ok` when every model asked for was saved, `failed: <one line>` when a save "
            "failed (the measured rows stay valid); empty when save_models was false"),
+    # Issue 51: jobs that arrive over time. A stream cell's figures (docs/measurement.md,
+    # "Streams"); empty in every batch cell's rows and in older rows.
+    Column("arrival_s", I, NUMBER,
+           "stream cells: the job's arrival, s after the group window opened "
+           "(engine.define.arrivals); empty in batch cells"),
+    Column("admitted_s", I, NUMBER,
+           "stream cells: when the job was admitted (its training began), s after the group "
+           "window opened; empty in batch cells"),
+    Column("completed_s", I, NUMBER,
+           "stream cells: when the job ended, s after the group window opened; empty in "
+           "batch cells"),
+    Column("queue_delay_s", I, NUMBER,
+           "stream cells: admitted_s − arrival_s, s; empty in batch cells"),
+    Column("jct_s", I, NUMBER,
+           "stream cells: job completion time, completed_s − arrival_s, s; empty for a "
+           "failed job and in batch cells"),
+    Column("stream_sha256", G, TEXT,
+           "stream cells: sha256 of the stream served (engine.define.arrivals, the canonical "
+           "serialisation); empty in batch cells"),
+    Column("stream_jobs", G, NUMBER, "stream cells: jobs in the stream; empty in batch cells"),
+    Column("jct_mean_s", G, NUMBER,
+           "stream cells: mean job completion time over the completed jobs, s"),
+    Column("jct_p50_s", G, NUMBER,
+           "stream cells: median job completion time (linear interpolation), s"),
+    Column("jct_p95_s", G, NUMBER,
+           "stream cells: 95th percentile job completion time (linear interpolation), s"),
+    Column("makespan_s", G, NUMBER,
+           "stream cells: last completion − first arrival, s"),
+    Column("busy_s", G, NUMBER,
+           "stream cells: the busy period, the length of the union of the jobs' [arrival, "
+           "completion] intervals (at least one job in the system), s"),
+    Column("throughput_jps", G, NUMBER,
+           "stream cells: completed jobs ÷ busy_s, jobs/s"),
+    Column("arrival_rate_jps", G, NUMBER,
+           "stream cells: the stream's arrival rate, jobs/s (poisson: its rate; a trace: "
+           "(n − 1) ÷ (last − first arrival))"),
+    Column("offered_load", G, NUMBER,
+           "stream cells: arrival_rate_jps × the mean service time (completed − admitted) "
+           "of its completed jobs under this strategy; per server, divide by max_parallel"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

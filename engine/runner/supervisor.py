@@ -9,6 +9,7 @@ Run folder ``<runs_dir>/<campaign name>/`` (the campaign id)::
 
     runner.lock, runner.pid     held by the running runner (a second one is refused)
     campaign.toml               the campaign as last run
+    arrivals.csv                a stream campaign's stream (engine.define.arrivals)
     runner.jsonl                lifecycle events of every runner session, appended
     zygote.log                  output of the runner's zygote (engine.runner.zygote)
     control/                    command files (engine.runner.control)
@@ -188,10 +189,13 @@ class Runner:
                 planned.append(PlannedCell(cell, f"already ok in campaign '{source}' ({how})",
                                            reused=row))
                 continue
-            if cell.exp_id not in available:
-                available[cell.exp_id] = experiment_availability(
-                    self._catalogue().get(cell.exp_id))
-            ok, reason = available[cell.exp_id]
+            # a stream cell (issue 51) needs every template of its stream
+            needed = (cell.stream or {}).get("templates") or [cell.exp_id]
+            for exp_id in needed:
+                if exp_id not in available:
+                    available[exp_id] = experiment_availability(self._catalogue().get(exp_id))
+            ok, reason = next((available[e] for e in needed if not available[e][0]),
+                              (True, ""))
             planned.append(PlannedCell(cell, "" if ok else f"unavailable here: {reason}"))
         return planned
 
@@ -426,6 +430,12 @@ class Runner:
             "machine": self.machine, "resume": self.resume, "since": self.since,
             "experiments": {e: self._catalogue().get(e).to_dict()
                             for e in self.campaign.experiments}})
+        if self.campaign.arrivals is not None and self.campaign.catalogue is not None:
+            # A stream campaign's stream (issue 51), the one every stream cell serves.
+            from engine.define.arrivals import generate, write_stream
+
+            write_stream(generate(self.campaign.arrivals, self.campaign.catalogue,
+                                  self.campaign.seed), self.run_dir)
         self.journal.open(self.folder.runner_log)
 
     def _clean_predecessors(self) -> None:

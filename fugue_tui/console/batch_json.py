@@ -181,15 +181,20 @@ def write_summary(exit_code: int, runner: Any, problems: list[dict[str, Any]],
                   stream=None) -> None:
     """The stream's last line: the exit status, the campaign's identity and folders, its
     report's cells (:func:`fugue_tui.jsonout.report_cells` over this campaign's rows; ``[]``
-    when it has none) and ``problems``."""
+    when it has none), a stream campaign's ``streams`` (as ``report --json``'s; absent
+    otherwise) and ``problems``."""
     from engine.errors import FugueError
+    from engine.results.stream_report import stream_cells
     from fugue_tui.jsonout import report_cells
     from fugue_tui.report.tables import select_runs
 
+    streams: list[dict[str, Any]] = []
     try:
-        cells = report_cells(select_runs(runner.runs_dir, runner.campaign_id))
+        runs = select_runs(runner.runs_dir, runner.campaign_id)
+        cells = report_cells(runs)
+        streams = stream_cells(runs.groups)  # a stream campaign's comparison (issue 51)
     except FugueError:  # no rows of this campaign (all skipped or reused) or no file
         cells = []
     write_line("summary", stream, exit_code=int(exit_code), campaign=runner.campaign_id,
                runs_dir=str(runner.runs_dir), run_dir=str(runner.run_dir),
-               cells=cells, problems=problems)
+               cells=cells, **({"streams": streams} if streams else {}), problems=problems)

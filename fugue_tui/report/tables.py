@@ -116,6 +116,11 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
     hpo, ttb = hpo_analyse(runs, table, by_campaign)
     print_hpo(hpo, ttb, console, width=width or min(console.width, 120), color=color,
               chart=chart, by_campaign=by_campaign)
+    # issue 51: strategies compared on one stream
+    from engine.results.stream_report import stream_cells
+    from fugue_tui.report.streams import print_streams
+
+    print_streams(stream_cells(runs.groups, by_campaign), console)
     # issue 46: where executors' scheduler decisions first differ (decisions.json)
     from engine.results import decision_diff
 
@@ -205,6 +210,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
 
         for note in condition_notes(pd.DataFrame(cells)):
             print(f"fugue-tui: note: {note}", file=sys.stderr)
+        from engine.results.stream_report import stream_cells
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
@@ -214,6 +220,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                       hpo=hpo_section(runs, by_campaign),
                       decisions=decision_diff.compare(runs.groups.to_dict("records"),
                                                       runs_dir, by_campaign),
+                      streams=stream_cells(runs.groups, by_campaign),
                       warnings=list(runs.notes)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)

@@ -23,6 +23,11 @@ Options (``[options.mp]``): ``max_parallel`` (default: all jobs of the cell), ``
   are clients that never create a CUDA context (the daemon's cost is still measured);
 - ``off``: plain concurrent processes.
 
+A stream cell (issue 51, ``ctx.arrivals``): jobs are admitted FIFO, each no earlier than
+its arrival, while fewer than ``max_parallel`` run; with nothing running and the next job
+not yet arrived the cell sleeps with a ``waiting`` heartbeat (``engine.executors.arrivals``).
+Each job's admission (its process started) and end go to ``ctx.stream_marks``.
+
 Group columns set here: ``max_parallel`` (the most worker processes alive at once),
 ``mp_start``, ``mps_used``, ``mps_thread_pct``, ``mps_present``, ``gpu_compute_mode`` and
 ``executor_info`` (start method, the parent's facts, worker pids, per-job worker start and
@@ -49,6 +54,7 @@ from engine.define.workloads import JobSpec
 from engine.errors import ConfigError, FugueError
 from engine.events import job_done, job_progress, job_started
 from engine.executors import MPOptions, packing
+from engine.executors.arrivals import HEARTBEAT_S, wait_until
 from engine.executors.base import CellContext, Executor
 from engine.executors.mp import mps, mps_checks
 from engine.executors.mp.parent import PrewarmedParent
@@ -443,13 +449,33 @@ class MPExecutor(Executor):
         if self.slots is not None and ctx.settings.device.type == "cuda":
             settings["device"] = "cuda:0"  # the one device the pinned worker sees
 
+        # A stream cell (issue 51): a job is admitted FIFO, no earlier than its arrival
+        # (seconds after the window opened), while fewer than max_parallel run.
+        arrivals = ctx.arrivals
+        origin = ctx.stream_origin if ctx.stream_origin is not None else time.perf_counter()
+
+        def arrived(index: int) -> bool:
+            return arrivals is None or time.perf_counter() - origin >= arrivals[index]
+
         def take() -> int | None:
             """The next job to start now, or None (packing: its device's slots)."""
             if self.slots is not None:
                 return self.slots.next()
-            if pending and len(self.workers) < self.parallel:
+            if pending and len(self.workers) < self.parallel and arrived(pending[0][0]):
                 return pending.popleft()[0]
             return None
+
+        def until_next_arrival() -> float | None:
+            """Seconds to wait at most for the next arrival (a stream with a free slot and
+            its next job not yet arrived), else None (wait for a worker)."""
+            if arrivals is None or not pending or len(self.workers) >= self.parallel:
+                return None
+            head = pending[0][0]
+            if not self.workers:  # nothing runs: sleep to the arrival, with heartbeats
+                wait_until(origin + arrivals[head], jobs[head].job_id, arrivals[head],
+                           ctx.emit)
+                return 0.0
+            return max(0.0, min(HEARTBEAT_S, origin + arrivals[head] - time.perf_counter()))
 
         def waiting() -> bool:
             return self.slots.waiting() if self.slots is not None else bool(pending)
@@ -473,18 +499,22 @@ class MPExecutor(Executor):
                     self._spawn(spawn, index, job, {**settings, "rungs": rungs,
                                                     "pin": device}, job_env, ctx)
                     self.workers[index].device = device
+                timeout = until_next_arrival()
                 if not self.workers:
                     continue
                 peak = max(peak, len(self.workers))
                 ready = multiprocessing.connection.wait(
                     [w.conn for w in self.workers.values() if not w.eof]
-                    + [w.process.sentinel for w in self.workers.values()])
+                    + [w.process.sentinel for w in self.workers.values()], timeout=timeout)
                 for worker in list(self.workers.values()):
                     if worker.conn in ready:
                         self._drain(worker, ctx)
                     if worker.process.sentinel in ready or (
                             worker.held and (worker.result is not None or worker.stop_sent)):
+                        ended = time.perf_counter()
                         results[worker.index] = self._finish(worker, ctx)
+                        if arrivals is not None:  # admitted when its process was started
+                            ctx.stream_marks[worker.job.job_id] = (worker.started, ended)
                         per_job[worker.job.job_id] = worker.info
                         spans.extend(worker.spans)
         finally:

@@ -126,8 +126,8 @@ def preview(doc: PlanDoc, resume: bool = False, where: str = PLAN_WHERE) -> Prev
 
 
 def save_plan(doc: PlanDoc, path: str | Path) -> Path:
-    """Write the plan as a campaign TOML file (tomli-w); ``experiments_file`` is rewritten
-    relative to the file's folder. Returns the path.
+    """Write the plan as a campaign TOML file (tomli-w); ``experiments_file`` and a stream's
+    ``arrivals.trace`` are rewritten relative to the file's folder. Returns the path.
 
     Raises:
         OutputError: the file cannot be written (names the file and the reason).
@@ -141,6 +141,12 @@ def save_plan(doc: PlanDoc, path: str | Path) -> Path:
             out["experiments_file"] = os.path.relpath(absolute, path.resolve().parent)
         except ValueError:  # another drive: keep it absolute
             out["experiments_file"] = str(absolute)
+    arrivals = out.get("arrivals")
+    if isinstance(arrivals, dict) and isinstance(arrivals.get("trace"), str):
+        # a stream's trace (issue 51), as experiments_file: relative to the file's folder
+        with contextlib.suppress(ValueError):
+            out["arrivals"] = {**arrivals, "trace": os.path.relpath(
+                Path(arrivals["trace"]).resolve(), path.resolve().parent)}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
@@ -167,7 +173,7 @@ def load_plan(path: str | Path) -> PlanDoc:
     """Read a campaign TOML file into a plan and validate it.
 
     The watchdog action defaults to :data:`DEFAULT_WATCHDOG_ACTION` when the file does not
-    set one; ``experiments_file`` becomes absolute.
+    set one; ``experiments_file`` and a stream's ``arrivals.trace`` become absolute.
 
     Raises:
         ConfigError: unreadable or malformed TOML (file, line, column), an unknown key,
@@ -181,12 +187,20 @@ def load_plan(path: str | Path) -> PlanDoc:
         # campaign check below names it in one line (the path text rule).
         with contextlib.suppress(ValueError, OSError):
             doc["experiments_file"] = str((path.parent / extra).resolve())
+    arrivals = doc.get("arrivals")
+    trace = arrivals.get("trace") if isinstance(arrivals, dict) else None
+    if (isinstance(arrivals, dict) and isinstance(trace, str) and trace
+            and not Path(trace).expanduser().is_absolute()):
+        # a stream's trace (issue 51), like experiments_file: relative to the file
+        with contextlib.suppress(ValueError, OSError):
+            doc["arrivals"] = {**arrivals, "trace": str((path.parent / trace).resolve())}
     load_plugins()
     try:
         parse_campaign(clean_doc(doc), str(path))  # raises, naming the file and key
     except ConfigError as exc:
         raise ProblemList(located_problems(path, doc, str(exc))) from None
-    if not isinstance(doc.get("experiments"), list):
+    if not isinstance(doc.get("experiments"), list) and "arrivals" not in doc:
+        # (a stream campaign names none: its experiments are its stream's templates)
         campaign = parse_campaign(clean_doc(doc), str(path))
         doc["experiments"] = list(campaign.experiments)
     watchdog = dict(doc.get("watchdog") or {})

@@ -25,8 +25,9 @@ def test_derived_sets_are_the_historical_ones():
     assert EVENTS.lifecycle == {"queued", "started", "done", "failed", "killed", "skipped",
                                 "retried", "suspect", "hung"}
     assert EVENTS.required == EVENTS.lifecycle | {"summary"}
+    # waiting: a stream cell between arrivals (issue 51) is alive, not hung
     assert EVENTS.progress == {"started", "phase", "job_started", "job_progress", "job_done",
-                               "summary", "done", "failed"}
+                               "summary", "done", "failed", "waiting"}
     assert EVENTS.end == {"done", "failed", "killed"}
     assert EVENTS.active == {"running", "suspect", "hung"}
     assert EVENTS.ended == {"done", "failed", "killed"}

@@ -105,6 +105,33 @@ def save_models(tmp: Path) -> list[dict[str, str]]:
                            'executors = ["seq", "unified_model"]\nsave_models = "best"\n', mine)
 
 
+def stream_poisson(tmp: Path) -> list[dict[str, str]]:
+    """issue 51: a stream campaign (``arrivals``, a Poisson process over two templates):
+    one stream cell per executor and pass, keyed by the stream's hash, its templates and
+    its own seed once each (docs/measurement.md, "Cell keys"). The arrival times are
+    numpy's PCG64 ``exponential`` draws rounded to the microsecond."""
+    return _from_text(tmp, 'name = "g"\nexecutors = ["seq"]\npasses = 2\n'
+                           'arrivals = { process = "poisson", rate = 4.0, count = 6, seed = 3, '
+                           'mix = { D_ens = 2, D_reg = 1 } }\n')
+
+
+def stream_trace(tmp: Path) -> list[dict[str, str]]:
+    """issue 51: a stream campaign from a trace (times, templates, an override): no
+    random draw at all, and no seed of its own in the key."""
+    (tmp / "trace.csv").write_text("time_s,experiment,epochs\n0,D_ens,\n0.5,D_cv,1\n"
+                                   "0.5,D_ens,2\n")
+    return _from_text(tmp, 'name = "g"\nexecutors = ["seq"]\n'
+                           'arrivals = { trace = "trace.csv" }\n')
+
+
+def stream_mp(tmp: Path) -> list[dict[str, str]]:
+    """issue 51: a stream served by seq and by mp (``max_parallel``): one workload key,
+    mp's options in its own cells' keys as in a batch cell's."""
+    return _from_text(tmp, 'name = "g"\nexecutors = ["seq", "mp"]\n'
+                           'arrivals = { process = "poisson", rate = 2.0, count = 5, '
+                           'mix = { D_ens = 1, D_cv = 1 } }\n[options.mp]\nmax_parallel = 2\n')
+
+
 def adhoc_run(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     """``fugue-tui run --model mlp --dataset wine --type cv --k 3 ... --dry-run``, through the
     command's own code path up to the point where it hands the campaign to the runner."""
@@ -451,6 +478,9 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "devices_mig_uuid": devices_mig_uuid,
     "devices_two_placed": devices_two_placed,
     "save_models": save_models,
+    "stream_poisson": stream_poisson,
+    "stream_trace": stream_trace,
+    "stream_mp": stream_mp,
 }
 
 

@@ -122,3 +122,29 @@ def test_a_nul_byte_in_experiments_file_is_one_config_error_not_a_crash(tmp_path
     with pytest.raises(ConfigError) as info:
         load_plan(path)
     assert "NUL byte" in str(info.value) and "experiments_file" in str(info.value)
+
+
+def test_a_stream_campaign_loads_into_the_dashboards_plan(tmp_path):
+    """issue 51: a stream campaign (a trace beside it) loads as a plan without gaining an
+    experiments list, its trace made absolute; its cell keys are the file's."""
+    from engine.define.campaign import load_campaign
+    from engine.define.matrix import build_cells
+
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "t.csv").write_text("time_s,experiment\n0,D_ens\n0.5,D_reg\n")
+    path = folder / "s.toml"
+    path.write_text(f'executors = ["seq"]\nruns_dir = "{tmp_path / "runs"}"\n'
+                    'arrivals = { trace = "t.csv" }\n')
+    doc = load_plan(path)
+    assert "experiments" not in doc
+    assert doc["arrivals"]["trace"] == str((folder / "t.csv").resolve())
+    machine = {"host": "h", "device": "cpu"}
+    from fugue_tui.app.models.plan import parse_plan
+
+    keys = [c.key for c in build_cells(load_campaign(path), machine)]
+    assert [c.key for c in build_cells(parse_plan(doc), machine)] == keys
+    # saved elsewhere: the trace is written relative to the new file, and still found
+    saved = save_plan(doc, tmp_path / "elsewhere" / "s.toml")
+    assert 'trace = "../c/t.csv"' in saved.read_text()
+    assert [c.key for c in build_cells(load_campaign(saved), machine)] == keys
