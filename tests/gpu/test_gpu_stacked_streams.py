@@ -48,7 +48,7 @@ def _multi_model() -> list[JobSpec]:
 
 
 def _ctx(data: DeviceData, device: torch.device, features: str) -> SimpleNamespace:
-    return SimpleNamespace(settings=TrainSettings(device), datasets=lambda name: data,
+    return SimpleNamespace(arrivals=None, settings=TrainSettings(device), datasets=lambda name: data,
                            threads=1, seed=42, emit=lambda type_, **f: None, options={},
                            features=features, max_parallel=None, group={})
 

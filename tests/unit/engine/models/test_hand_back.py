@@ -40,7 +40,7 @@ def _ctx(tmp_path, save):
                            datasets=lambda name: data, threads=1, seed=0, options={},
                            emit=lambda type_, **f: None, group=GroupRow(), scheduler=None,
                            attempt_dir=tmp_path / "attempt-1", save_models=save,
-                           features=None, max_parallel=None, outside_window=[])
+                           features=None, max_parallel=None, outside_window=[], arrivals=None)
 
 
 @pytest.fixture(scope="module")

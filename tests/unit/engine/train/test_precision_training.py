@@ -89,7 +89,7 @@ def _jobs(k: int, epochs: int, **kw) -> list[JobSpec]:
 
 def _ctx(data, precision, events=None, options=None):
     events = [] if events is None else events
-    return SimpleNamespace(settings=TrainSettings(CPU, precision=precision),
+    return SimpleNamespace(arrivals=None, settings=TrainSettings(CPU, precision=precision),
                            datasets=lambda name: data, threads=1, seed=42,
                            emit=lambda type_, **f: events.append((type_, f)),
                            options=dict(options or {}),

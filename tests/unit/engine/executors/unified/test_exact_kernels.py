@@ -106,7 +106,7 @@ def test_layers_left_to_vmap_are_named_and_recorded_in_the_plan():
                     model_kwargs={"hidden": 8}, split=SplitSpec("holdout", 0))
             for i in range(2)]
     for kernels, want in (("exact", []), ("batched", None)):
-        ctx = SimpleNamespace(settings=TrainSettings(torch.device("cpu")),
+        ctx = SimpleNamespace(arrivals=None, settings=TrainSettings(torch.device("cpu")),
                               datasets=lambda name: data, threads=1, seed=0,
                               emit=lambda *a, **f: None, options={"kernels": kernels},
                               features=None, max_parallel=None, group={})

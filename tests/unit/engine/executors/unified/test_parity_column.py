@@ -54,7 +54,7 @@ def _job(i, **kw) -> JobSpec:
 
 def _run(jobs, data=None, **extra):
     data = data or _data()
-    ctx = SimpleNamespace(settings=TrainSettings(torch.device("cpu")),
+    ctx = SimpleNamespace(arrivals=None, settings=TrainSettings(torch.device("cpu")),
                           datasets=lambda name: data, threads=1, seed=42,
                           emit=lambda type_, **f: None, options=extra.pop("options", {}),
                           features=extra.pop("features", None), max_parallel=None, group={},
@@ -146,7 +146,8 @@ def test_eager_route_is_exact_and_bit_for_bit_seqs(parity, monkeypatch):
     data = _data()
     ctx, plan, _ = _run(jobs, data, features="vf:0")
     SeqExecutor().run(jobs, SimpleNamespace(
-        settings=TrainSettings(torch.device("cpu")), datasets=lambda name: data, threads=1,
+        arrivals=None, settings=TrainSettings(torch.device("cpu")),
+        datasets=lambda name: data, threads=1,
         seed=42, emit=lambda type_, **f: None, options={}, group={}))
     assert ctx.group["parity_contract"] == "exact"
     assert plan[0]["route"] == "eager" and plan[0]["parity_probe"] is None

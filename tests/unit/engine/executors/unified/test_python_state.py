@@ -135,7 +135,7 @@ def test_a_forward_counting_steps_runs_eager_and_trains_as_seq(models, monkeypat
     data = _data()
     ctx, plan, _ = _run(jobs, data, features="vf:1,s:0,fl:0")
     SeqExecutor().run(jobs, SimpleNamespace(
-        settings=TrainSettings(torch.device("cpu")), datasets=lambda name: data, threads=1,
+        arrivals=None, settings=TrainSettings(torch.device("cpu")), datasets=lambda name: data, threads=1,
         seed=42, emit=lambda type_, **f: None, options={}, group={}))
     assert [(p["route"], p["check"]) for p in plan] == [("eager", "disagreed")], plan
     reason = plan[0]["reason"]

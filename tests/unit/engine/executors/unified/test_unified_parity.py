@@ -63,7 +63,7 @@ def _job(i, **kw) -> JobSpec:
 
 
 def _ctx(data, events, **extra):
-    return SimpleNamespace(settings=TrainSettings(torch.device("cpu")),
+    return SimpleNamespace(arrivals=None, settings=TrainSettings(torch.device("cpu")),
                            datasets=lambda name: data, threads=1, seed=42,
                            emit=lambda type_, **f: events.append((type_, f)),
                            options=extra.pop("options", {}), features=extra.pop("features", None),

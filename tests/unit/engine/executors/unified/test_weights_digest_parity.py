@@ -39,7 +39,7 @@ def _jobs(model="mlp_bn", **kwargs):
 
 
 def _ctx(data, **options):
-    return SimpleNamespace(settings=TrainSettings(torch.device("cpu")),
+    return SimpleNamespace(arrivals=None, settings=TrainSettings(torch.device("cpu")),
                            datasets=lambda name: data, threads=1, seed=42,
                            emit=lambda type_, **f: None, options=options, features=None,
                            max_parallel=None, group={}, attempt_dir=None, scheduler=None)
