@@ -82,7 +82,8 @@ def _ctx(dataset: DeviceData, device: torch.device, precision: str,
     return SimpleNamespace(settings=TrainSettings(device, precision=precision),
                            datasets=lambda name: dataset, threads=1, seed=SEED,
                            emit=lambda type_, **fields: None, options=dict(options or {}),
-                           features=None, max_parallel=None, group={})
+                           features=None, max_parallel=None, group={},
+                           arrivals=None)  # a batch cell: no stream (issue 51)
 
 
 def reduction(model: torch.nn.Module, sample: torch.Tensor) -> int:
