@@ -12,7 +12,10 @@ docs/json.md), each with ``"schema"``, ``"version"`` and ``"kind"``:
     ``master_individual.csv``), typed from the column registry
     (:mod:`engine.results.columns`): numbers as numbers (counts as integers), flags as
     booleans, JSON columns parsed, ``timestamp`` in ISO 8601, missing as ``null``. A group
-    row comes as soon as it is on disk, its job rows with it or after.
+    row comes once it is on disk and its cell's ``summary`` event has been written (a cell
+    appends its rows just before that event: holding the row until then gives one order
+    to rely on, summary then row), its job rows with it or after; at the end of the run
+    every row of the run still held is written.
 ``summary``
     the last line: the exit status, the campaign, and its report's ``cells`` (as in
     ``report --json``) and ``problems`` (this run's cells whose last attempt was not ok).
@@ -116,6 +119,9 @@ class JsonProgress:
         #: Group ids of this run's group rows already written, and the job rows written.
         self.groups: set[str] = set()
         self.jobs: set[tuple[str, str]] = set()
+        #: Group ids whose cell's summary event has been written (their rows may follow).
+        self.summarised: set[str] = set()
+        self._final = False
         self._sizes: dict[str, int] = {}
 
     def __call__(self, event: Event) -> None:
@@ -128,6 +134,9 @@ class JsonProgress:
         if warning is not None:
             print(warning, file=sys.stderr, flush=True)
         write_line("event", self.stream, event=event)
+        if event.get("type") == "summary" and event.get("group_id"):
+            self.summarised.add(str(event["group_id"]))
+            self._sizes.pop(GROUPS_FILE, None)  # a held row may now be written: read again
 
     def tick(self) -> None:
         """After each poll: the rows appended since (a stat per file when nothing changed)."""
@@ -145,7 +154,8 @@ class JsonProgress:
 
     def rows(self) -> None:
         """Write this run's new group rows (campaign ``campaign_id``, stamped at or after
-        ``since``), then the job rows of every group written so far, each once."""
+        ``since``) whose summary event has been written (all of them at the end), then
+        the job rows of every group written so far, each once."""
         from engine.results.read import read_rows
 
         groups_changed = self._changed(GROUPS_FILE)
@@ -156,6 +166,8 @@ class JsonProgress:
                 if (row.get("campaign_id") != self.campaign_id or gid in self.groups
                         or (row_instant(row) or float("-inf")) < self.since_s):
                     continue
+                if not self._final and gid not in self.summarised:
+                    continue  # held until its summary event (which makes the file read again)
                 self.groups.add(gid)
                 write_line("row", self.stream, file=GROUPS_FILE,
                            row=typed_row(row, GROUPS_FILE))
@@ -174,6 +186,8 @@ class JsonProgress:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        self._final = True  # a cell killed between its rows and its summary: rows all the same
+        self._sizes.clear()
         self.rows()  # whatever the last poll did not see
 
 

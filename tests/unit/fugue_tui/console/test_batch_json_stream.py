@@ -81,7 +81,14 @@ def test_a_live_run_as_json_lines(live):
     assert seq["campaign_id"] == "cj" and seq["timestamp"][4] == "-"  # ISO 8601
     # a row comes after its cell's summary event, before the campaign ends
     first_row = kinds.index("row")
-    assert types.index("summary") < first_row < kinds.index("event", first_row)
+    first_summary = next(i for i, d in enumerate(lines)
+                         if d["kind"] == "event" and d["event"]["type"] == "summary")
+    assert first_summary < first_row < kinds.index("event", first_row)
+    for i, d in enumerate(lines):  # each group row after its own cell's summary event
+        if d["kind"] == "row" and d["file"] == "master_groups.csv":
+            gid = d["row"]["group_id"]
+            assert any(e["kind"] == "event" and e["event"]["type"] == "summary"
+                       and e["event"].get("group_id") == gid for e in lines[:i]), gid
     summary = lines[-1]
     assert summary["exit_code"] == 0 and summary["campaign"] == "cj" and not summary["problems"]
     cells = {c["executor"]: c for c in summary["cells"]}
@@ -127,3 +134,38 @@ def test_job_rows_carry_their_groups_stack(live):
             assert job[name] == group[name], name
         assert job["torch_version"] and job["numpy_version"] and job["sklearn_version"]
         assert len(job["experiments_file_hash"]) == 16  # the campaign names a user file
+
+
+def test_a_group_row_waits_for_its_cells_summary_event(tmp_path):
+    """A cell appends its rows just before its summary event: a poll in between must not
+    put the row first (the order the stream promises: summary, then the cell's rows); at
+    the end of the run a row whose summary never came is written all the same."""
+    import io
+
+    from fugue_tui.console.batch_json import JsonProgress
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "master_groups.csv").write_text(
+        "group_id,campaign_id,time_utc\n"
+        "seq_00000001,cj,2026-12-05T10:00:01+00:00\n"
+        "seq_00000002,cj,2026-12-05T10:00:02+00:00\n")
+    (runs / "master_individual.csv").write_text(
+        "group_id,job_id\nseq_00000001,j0\nseq_00000002,j0\n")
+    out = io.StringIO()
+
+    def lines():
+        return [json.loads(x) for x in out.getvalue().splitlines()]
+
+    with JsonProgress(runs, "cj", "2026-12-05T10:00:00+00:00", stream=out) as progress:
+        progress.tick()
+        assert [d["kind"] for d in lines()] == []  # rows on disk, no summary yet: held
+        progress({"type": "summary", "group_id": "seq_00000001", "cell": "c1"})
+        progress.tick()
+        kinds = [(d["kind"], d.get("file")) for d in lines()]
+        assert kinds == [("event", None), ("row", "master_groups.csv"),
+                         ("row", "master_individual.csv")]
+        assert lines()[1]["row"]["group_id"] == "seq_00000001"
+    rows = [d["row"] for d in lines() if d["kind"] == "row"]  # the exit wrote the held one
+    assert [r["group_id"] for r in rows] == ["seq_00000001", "seq_00000001",
+                                             "seq_00000002", "seq_00000002"]
