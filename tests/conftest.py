@@ -17,12 +17,18 @@ from engine.plugins import load_builtins
 load_builtins()
 
 GPU_TESTS = Path(__file__).resolve().parent / "gpu"
+E2E_TESTS = Path(__file__).resolve().parent / "e2e"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if GPU_TESTS in Path(str(item.fspath)).resolve().parents:
+        parents = Path(str(item.fspath)).resolve().parents
+        if GPU_TESTS in parents:
             item.add_marker(pytest.mark.gpu)
+        if E2E_TESTS in parents:
+            # scripts/test runs these alone, after the rest: real cells under a watchdog,
+            # tmux terminals and Ray clusters, timed against a host nobody else loads
+            item.add_marker(pytest.mark.serial)
     if nvml_devices():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible through NVML)")

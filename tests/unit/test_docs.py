@@ -35,9 +35,12 @@ def test_readme_starts_with_the_two_commands():
     lines = (ROOT / "README.md").read_text().splitlines()
     head = "\n".join(lines[:15])
     assert "scripts/ensure-env && .venv/bin/fugue-tui --batch campaigns/quick.toml" in head
-    assert "scripts/ensure-env && .venv/bin/python -m pytest" in head
+    assert "scripts/ensure-env && scripts/test" in head
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "scripts/ensure-env" in ci and ".venv/bin/python -m pytest" in ci
+    assert "scripts/ensure-env" in ci and "exec scripts/test" in ci
+    # the script runs every test once: the not-serial ones in parallel, then the serial ones
+    script = (ROOT / "scripts" / "test").read_text()
+    assert '-m "not serial"' in script and "-m serial" in script and "-n " in script
 
 
 def test_quick_campaign_runs_the_whole_offline_family():

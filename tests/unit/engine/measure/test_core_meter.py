@@ -20,6 +20,10 @@ import pytest
 
 from engine.measure.cores import CoreMeter, cores_over
 
+# Measures what the host gives two busy workers: alone (scripts/test's serial phase), or a
+# test beside it takes the second core and the comparison with one worker is skipped.
+pytestmark = pytest.mark.serial
+
 SPIN_S = 0.4
 LEADER = r"""
 import json, os, sys, time
@@ -55,8 +59,9 @@ sys.stdin.readline()                 # stay, the session's leader, until the tes
 """
 
 
-def _measure(tmp_path: Path, shape: str, n: int) -> tuple[float, float]:
-    """(the meter's cores over the work, the cores the workers say they got); ``shape``
+def _measure(tmp_path: Path, shape: str, n: int) -> tuple[float, float, float]:
+    """(the meter's cores over the work, the cores the workers say they got, the window's
+    seconds); ``shape``
     ``reaped``, ``orphan``, or any other name for ``reaped`` in a folder of its own."""
     out = tmp_path / shape
     out.mkdir()
@@ -86,7 +91,16 @@ def _measure(tmp_path: Path, shape: str, n: int) -> tuple[float, float]:
             leader.kill()
     reported = [json.loads(p.read_text())["cpu_s"] for p in out.glob("*.json")]
     assert len(reported) == n
-    return cores_over(samples, t0, t1), sum(reported) / (t1 - t0)
+    return cores_over(samples, t0, t1), sum(reported) / (t1 - t0), t1 - t0
+
+
+def _tick_slack(processes: int, window_s: float) -> float:
+    """Cores the meter may miss by the kernel's accounting alone: /proc gives each
+    process's user and system times in clock ticks (10 ms at USER_HZ 100), truncated, so
+    each process may lose up to a tick of each — against the workers' own nanosecond
+    process_time. On a loaded host, where the workers got little CPU, that is several
+    percent of what they report (measured: 0.350 cores for 0.373 reported, at load 4)."""
+    return processes * 2 / os.sysconf("SC_CLK_TCK") / window_s
 
 
 def test_two_workers_reaped_by_their_parent_count_in_full_and_above_one(tmp_path):
@@ -95,11 +109,12 @@ def test_two_workers_reaped_by_their_parent_count_in_full_and_above_one(tmp_path
     cores than one (seq's shape) on a host that gives them two: the scheduler shares the
     CPUs per session (autogroup), so with other sessions busy two workers may get no more
     than one; then only the accounting is checked, and the test says so."""
-    one, one_reported = _measure(tmp_path, "one", 1)
-    cores, reported = _measure(tmp_path, "reaped", 2)
+    one, one_reported, one_window = _measure(tmp_path, "one", 1)
+    cores, reported, window = _measure(tmp_path, "reaped", 2)
     print(f"two workers: {cores:.3f} cores, they report {reported:.3f}; one: {one:.3f}")
-    assert 0.95 * reported <= cores <= reported + 0.25  # + the leader's and forks' own CPU
-    assert 0.95 * one_reported <= one <= 1.1
+    # + the leader's and forks' own CPU above; the workers' and the intermediate's ticks below
+    assert 0.95 * reported - _tick_slack(3, window) <= cores <= reported + 0.25
+    assert 0.95 * one_reported - _tick_slack(2, one_window) <= one <= 1.1
     if reported < 1.3:
         pytest.skip(f"the host gave two busy workers {reported:.2f} cores together (load "
                     f"{os.getloadavg()[0]:.1f}): cores_used {cores:.2f} accounts for them")
@@ -110,7 +125,7 @@ def test_an_orphan_reaped_by_init_keeps_its_last_reading(tmp_path):
     """Ray's shape: a worker whose parent exited is reaped by init (or a subreaper outside
     the cell): its CPU up to its last reading stays counted (at most one reading's worth,
     0.1 s of one core, is lost)."""
-    cores, reported = _measure(tmp_path, "orphan", 1)
+    cores, reported, _ = _measure(tmp_path, "orphan", 1)
     print(f"orphan: {cores:.3f} cores, it reports {reported:.3f}")
     elapsed_floor = 0.1 / (SPIN_S + 0.5)
     assert reported - elapsed_floor - 0.05 <= cores <= 1.1

@@ -66,10 +66,17 @@ def test_sha_refuses_fewer_slots_than_trials():
         _Stopper.make(trials(), ctx, 2)
 
 
-def test_asha_stops_workers(tmp_path):
-    results, ctx = mp(tmp_path, trials(3), "asha", grace_period=1, reduction_factor=2)
+def test_asha_stops_workers(tmp_path, wine):  # noqa: F811
+    # One worker at a time: asha decides in arrival order, and with workers at once that
+    # order is the host scheduler's (on a loaded host the trials could arrive best-last and
+    # none be stopped); FIFO makes it seq's order, so the stops must be seq's.
+    results, ctx = mp(tmp_path, trials(3), "asha", grace_period=1, reduction_factor=2,
+                      max_parallel=1)
+    seq_results, _ = seq_run(wine, trials(3), "asha", grace_period=1, reduction_factor=2)
     stopped = [r for r in results if r.early_stopped]
     assert stopped and ctx.group["trials_stopped"] == len(stopped)
+    assert [(r.early_stopped, r.epochs_run) for r in results] == [
+        (s.early_stopped, s.epochs_run) for s in seq_results]
     for r in stopped:  # the row is the trial as of the deciding epoch
         assert r.status == "ok" and r.epochs_run == len(r.history)
         assert r.stop_reason.startswith(f"asha: stopped after epoch {r.epochs_run} of 4")
