@@ -209,3 +209,33 @@ def test_in_replay_the_jobs_follow_the_replay_clock(tmp_path, pinned):
 
     asyncio.run(scenario())
 
+
+def test_a_finished_campaigns_timeline_is_drawn_again_when_its_pane_resizes(tmp_path, pinned):
+    """A finished campaign's screen has no tick that redraws the monitor pane: drawn at one
+    height and then made shorter by the layout (the header gained a line: its speedups so
+    far, which a worker computes), it kept its old drawing, the last lines (the cells'
+    legend) cut off. Its resize now redraws it."""
+    run = install(tmp_path, "stream_runs") / "stream"
+    last = max(e["ts"] for e in read_events(run / "runner.jsonl"))
+
+    async def scenario():
+        from fugue_tui.app.widgets.device_charts import DeviceCharts
+        from fugue_tui.app.widgets.run_header import RunHeader
+
+        app = FugueApp(attach=str(run), clock=lambda: last + 10)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, RunScreen)
+                        and "speedup so far" in screen_text(app), timeout=20,
+                        what="the header's speedups")
+            await pilot.press("t")
+            await until(pilot, lambda: "1 stream seq pass 1 0:" in screen_text(app),
+                        what="the timeline and the cells' legend")
+            charts = app.screen.query_one(DeviceCharts)
+            header = app.screen.query_one(RunHeader)
+            rows = charts.size.height
+            header.styles.height = header.size.height + 1  # as when it gains a line
+            await until(pilot, lambda: charts.size.height == rows - 1
+                        and "1 stream seq pass 1 0:" in screen_text(app),
+                        what="the timeline drawn again for one row less")
+
+    asyncio.run(scenario())
