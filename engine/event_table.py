@@ -293,9 +293,14 @@ EVENTS = EventTable([
     # -- a cell (events.jsonl) ------------------------------------------------------------
     _t("started", CELL, "pid exp_id executor jobs", "", "lifecycle progress",
        doc="the cell process is up; its job ids"),
-    _t("phase", CELL, "phase", "seconds window", "progress",
+    _t("phase", CELL, "phase", "seconds window arrivals", "progress",
        doc="imports, data_load, setup, group_start, group_end (window: the group window's "
-           "[start, end] on time.perf_counter), teardown"),
+           "[start, end] on time.perf_counter), teardown (arrivals: a stream cell's "
+           "group_start, issue 51: each job's arrival, seconds after the window opens, in "
+           "the order of its started event's jobs; the window opens just after this event, "
+           "once the device is synchronised and the monitor's mark sample written, so the "
+           "event's ts is the stream's time 0 to within milliseconds, what the dashboard's "
+           "timeline places the arrivals from)"),
     _t("executor", CELL, "name", "temp_dir tag address",
        doc="the executor's runtime (ray)"),
     _t("warning", CELL, "message",
@@ -354,7 +359,8 @@ FIELD_TYPES: dict[str, str] = {
     "message": "str", "ok": "bool", "failed": "int",
     # a cell's
     "exp_id": "str", "executor": "str", "jobs": "list[str]", "phase": "str",
-    "seconds": "float | None", "window": "list[float]", "name": "str",
+    "seconds": "float | None", "window": "list[float]", "arrivals": "list[float]",
+    "name": "str",
     "temp_dir": "str | None", "tag": "str | None", "address": "str | None",
     "job_id": "str", "worker_pid": "int | None", "epoch": "int", "epochs": "int",
     "step": "int", "steps": "int", "samples": "int", "loss": "float | None",

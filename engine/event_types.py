@@ -628,13 +628,13 @@ class CellStarted(CellEvent):
 
 
 class CellPhase(CellEvent):
-    """imports, data_load, setup, group_start, group_end (window: the group window's [start, end] on time.perf_counter), teardown"""
+    """imports, data_load, setup, group_start, group_end (window: the group window's [start, end] on time.perf_counter), teardown (arrivals: a stream cell's group_start, issue 51: each job's arrival, seconds after the window opens, in the order of its started event's jobs; the window opens just after this event, once the device is synchronised and the monitor's mark sample written, so the event's ts is the stream's time 0 to within milliseconds, what the dashboard's timeline places the arrivals from)"""
 
     __slots__ = ()
     TYPE: ClassVar[str] = "phase"
 
-    def __init__(self, *, phase: str, seconds: float | None | _Absent = ABSENT, window: list[float] | _Absent = ABSENT) -> None:
-        super().__init__(draft("phase", {"phase": phase, "seconds": seconds, "window": window}))
+    def __init__(self, *, phase: str, seconds: float | None | _Absent = ABSENT, window: list[float] | _Absent = ABSENT, arrivals: list[float] | _Absent = ABSENT) -> None:
+        super().__init__(draft("phase", {"phase": phase, "seconds": seconds, "window": window, "arrivals": arrivals}))
 
     @property
     def phase(self) -> str | None:
@@ -647,6 +647,10 @@ class CellPhase(CellEvent):
     @property
     def window(self) -> list[float] | None:
         return dict.get(self, "window")
+
+    @property
+    def arrivals(self) -> list[float] | None:
+        return dict.get(self, "arrivals")
 
 
 class CellExecutor(CellEvent):

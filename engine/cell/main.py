@@ -312,7 +312,10 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
         # before and just after it, never inside.
         others0 = _others_snapshot()
         try:
-            CellPhase(phase="group_start").send(events.emit)
+            # A stream cell's arrivals (issue 51) ride on it: the front ends place each
+            # job's arrival from this event's time (docs/events.md).
+            CellPhase(phase="group_start", arrivals=ABSENT if cell.arrivals is None
+                      else list(cell.arrivals)).send(events.emit)
             if sync_device:
                 torch.cuda.synchronize(device)
             if monitor is not None:

@@ -81,6 +81,10 @@ class JobState:
     #: extrapolate the elapsed time and ETA from them.
     reported_elapsed: float | None = None
     reported_ts: float | None = None
+    #: Wall-clock ``ts`` of its ``job_started`` (a stream job's admission) and of its
+    #: ``job_done`` (its completion); None before them.
+    started_ts: float | None = None
+    ended_ts: float | None = None
 
 
 #: Fields of a monitor ``sample`` event kept as the cell's latest sample (GPU fields are
@@ -136,6 +140,10 @@ class CellState:
     history: list[AttemptRecord] = field(default_factory=list)
     #: A multi-device campaign: the device the current attempt runs on (its placement).
     device: str = ""
+    #: A stream cell (issue 51): each job's arrival, Unix seconds by job id, placed from
+    #: its ``group_start`` phase event (its ``ts`` is the stream's time 0, its ``arrivals``
+    #: the offsets, in the order of ``planned_jobs``); empty for a batch cell.
+    arrivals: dict[str, float] = field(default_factory=dict)
 
     # The cell-state sets are the event table's (EVENTS.active, .ended, .finished).
     @property
@@ -228,6 +236,7 @@ class CampaignState:
             cell.started_ts, cell.ended_ts, cell.T_group = event.ts, None, None
             cell.error, cell.watchdog, cell.jobs = "", "", {}
             cell.planned_jobs, cell.phase, cell.warnings, cell.sample = [], "", [], None
+            cell.arrivals = {}
             cell.stage = "starting"
             cell.log_path = event.log_path or ""
             cell.device = event.device or ""
@@ -258,9 +267,15 @@ class CampaignState:
         elif isinstance(event, CellPhase):
             cell.phase = str(event.phase or "")
             cell.stage = PHASE_STAGES.get(cell.phase, cell.stage)
+            # (one offset per announced job, else none is trusted: a stream is not guessed)
+            if (event.arrivals and len(event.arrivals) == len(cell.planned_jobs)
+                    and isinstance(event.ts, (int, float))):
+                cell.arrivals = {job: event.ts + float(offset) for job, offset
+                                 in zip(cell.planned_jobs, event.arrivals, strict=True)}
         elif isinstance(event, CellJobStarted) and event.job_id is not None:
             job = cell.jobs[event.job_id] = JobState(event.job_id)
             job.reported_elapsed, job.reported_ts = 0.0, event.ts  # its own clock starts
+            job.started_ts = event.ts
         elif isinstance(event, CellJobProgress) and event.job_id is not None:
             job = cell.jobs.setdefault(event.job_id, JobState(event.job_id))
             for name in _PROGRESS_FIELDS:
@@ -276,6 +291,7 @@ class CampaignState:
         elif isinstance(event, CellJobDone) and event.job_id is not None:
             job = cell.jobs.setdefault(event.job_id, JobState(event.job_id))
             job.status = event.status or "ok"
+            job.ended_ts = event.ts
         elif isinstance(event, CellWarning):
             _add_warning(cell, event.message)
         elif isinstance(event, CellSummary):

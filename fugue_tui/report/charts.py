@@ -404,3 +404,69 @@ def timeline_chart(span: float, panels: Sequence[tuple[str, Sequence[float], Seq
         fig.ruler("x").ticks(xt, [f"{t}s" for t in xl])
         charts.append(_render(fig, use_color))
     return "\n".join(charts + out)
+
+
+#: The stream jobs chart's marks (:func:`jobs_chart`): what each means is said on the key
+#: line under the chart (:data:`JOB_KEY`).
+ARRIVAL_MARK, QUEUED_MARK, BAR_MARK, FAILED_MARK = "◆", "┄", "━", "✗"
+#: The key line of :func:`jobs_chart`, and its short form for a narrow pane.
+JOB_KEY = (f"{ARRIVAL_MARK} arrival  {QUEUED_MARK} queued  {BAR_MARK} admitted → completed  "
+           f"{FAILED_MARK} failed")
+JOB_KEY_SHORT = (f"{ARRIVAL_MARK} arrival {QUEUED_MARK} queued {BAR_MARK} admitted→done "
+                 f"{FAILED_MARK} failed")
+_JOB_COLORS = {ARRIVAL_MARK: "magenta", QUEUED_MARK: "gray", BAR_MARK: "blue",
+               FAILED_MARK: "red"}
+
+
+def jobs_chart(span: float, jobs: Sequence[tuple[int, float, float | None, float, bool]],
+               lanes: int, marks: Sequence[tuple[float, str]], title: str, width: int = 80,
+               height: int = 8, color: bool | None = None) -> str:
+    """A stream's jobs on the timeline's axis of ``span`` seconds (from 0), one
+    ``(lane, arrival, admitted, end, failed)`` each (seconds from 0; ``admitted`` None: not
+    admitted; ``end``: its completion, or where its marks stop while it runs or waits): on
+    its lane (0 at the top, ``lanes`` in all) a :data:`ARRIVAL_MARK` at its arrival,
+    :data:`QUEUED_MARK` from there to its admission (the queueing delay), a :data:`BAR_MARK`
+    bar from its admission to ``end``, and :data:`FAILED_MARK` there when it failed; a
+    dotted line at each ``(x, label)`` of ``marks`` (cell starts and ends, as
+    :func:`timeline_chart`). The lane axis has no ticks: a lane is a place, not a quantity.
+    Each kind of mark is one plotext signal of points two per column (a stream of
+    thousands of jobs costs what a few signals cost, not a signal per job)."""
+    use_color = _use_color(color)
+    span = max(float(span), 1.0)
+    fig = _figure(width, max(5, int(height)), title, use_color)
+    columns = max(1, int(width) - _FRAME)
+    step = span / columns / 2
+    points: dict[str, tuple[list[float], list[float]]] = {
+        m: ([], []) for m in (QUEUED_MARK, BAR_MARK, FAILED_MARK, ARRIVAL_MARK)}
+
+    def run(symbol: str, start: float, end: float, y: float) -> None:
+        n = max(1, int((end - start) / step)) + 1
+        xs, ys = points[symbol]
+        xs.extend(start + (end - start) * i / (n - 1) if n > 1 else start for i in range(n))
+        ys.extend([y] * n)
+
+    for lane, arrival, admitted, end, failed in jobs:
+        y = float(lanes - lane)  # plotext's y grows upwards: lane 0 on top
+        waited_until = end if admitted is None else admitted
+        if waited_until > arrival:
+            run(QUEUED_MARK, arrival, waited_until, y)
+        if admitted is not None:
+            run(BAR_MARK, admitted, max(admitted, end), y)
+            if failed:
+                points[FAILED_MARK][0].append(end)
+                points[FAILED_MARK][1].append(y)
+        points[ARRIVAL_MARK][0].append(arrival)
+        points[ARRIVAL_MARK][1].append(y)
+    for at, _ in marks:
+        if 0.0 <= at <= span:
+            fig.line(at, orientation="v", style="dotted")
+    for symbol, (xs, ys) in points.items():  # later kinds drawn over earlier ones
+        if xs:
+            fig.draw(fig.signal(xs, ys, marker=plt.marker(symbol, pixel=_JOB_COLORS[symbol])
+                                if use_color else symbol))
+    fig.ruler("y").lim(0.5, max(1, lanes) + 0.5)
+    fig.ruler("y").ticks([], [])
+    fig.ruler("x").lim(0.0, span)
+    xt, xl = nice_ticks(0.0, span, max(2, min(6, columns // 8)))
+    fig.ruler("x").ticks(xt, [f"{t}s" for t in xl])
+    return _render(fig, use_color)

@@ -26,10 +26,11 @@ SIZE = (160, 48)
 THEME = "textual-dark"
 
 
-def install(dest: Path) -> Path:
-    """A copy of the recorded runs folder under ``dest`` (returned), paths resolved."""
+def install(dest: Path, recording: str = "runs") -> Path:
+    """A copy of the recorded runs folder under ``dest`` (returned), paths resolved;
+    ``recording``: which (``runs``, or ``stream_runs``: a stream campaign, issue 51)."""
     runs = dest / "runs"
-    shutil.copytree(FIXTURES / "runs", runs)
+    shutil.copytree(FIXTURES / recording, runs)
     for path in runs.rglob("*.jsonl"):
         text = path.read_text()
         if PLACEHOLDER in text:

@@ -10,6 +10,11 @@ largest any cell saw, not a sum. A GPU panel on a CPU-only machine is one line, 
 measured", never a line at 0. Samples are binned onto the chart's columns (a mean per cell
 and bin, then summed or maxed across cells); a bin in which no cell sampled is a gap.
 
+A stream campaign (issue 51) adds its jobs under the panels, on the same axis
+(:func:`stream_jobs`, :func:`jobs_panel`): per job its arrival, the queueing delay up to its
+admission and its bar to completion, jobs packed into lanes (:func:`lanes`), then a key line
+saying what the marks mean; a batch campaign's timeline is unchanged.
+
 Times are Unix seconds (a sample's ``time``, else its event ``ts``) from the campaign's
 start; in replay the clock is the replay's. :class:`CampaignTimeline` keeps the last
 :data:`MAX_POINTS` samples of each cell attempt.
@@ -214,6 +219,102 @@ def _packed(items: list[str], width: int, lines: int) -> list[str]:
         left += 1
 
 
+@dataclass(frozen=True)
+class StreamJob:
+    """One job of a stream cell (issue 51) on the timeline, in seconds from the campaign's
+    start: its arrival, its admission (None: not admitted, still queued or cut by its cell's
+    end) and where its marks end (``end``: its completion when ``completed``, else now, or
+    its cell's end when the cell ended first)."""
+
+    job_id: str
+    arrival: float
+    admitted: float | None
+    end: float
+    completed: bool = False
+    failed: bool = False
+    #: Its cell ended first (killed, failed): the job was cut, never completed.
+    cut: bool = False
+
+
+def stream_jobs(state: CampaignState, start: float, now: float) -> list[StreamJob]:
+    """The jobs of every stream cell's current attempt that had arrived by ``now`` (Unix
+    seconds; an arrival after its cell ended, a stream cut short, never happened), in arrival
+    order; none for a batch campaign. Arrivals are placed from the cell's ``group_start``
+    event (:attr:`engine.observe.state.CellState.arrivals`), admissions and completions are
+    its ``job_started`` and ``job_done`` events' times."""
+    out = []
+    for cell in state.cells.values():
+        if not cell.arrivals:
+            continue
+        until = now if cell.active or cell.ended_ts is None else min(now, cell.ended_ts)
+        for job_id, at in cell.arrivals.items():
+            if at > until:
+                continue
+            job = cell.jobs.get(job_id)
+            admitted = job.started_ts if job is not None else None
+            ended = job.ended_ts if job is not None else None
+            out.append(StreamJob(
+                job_id, at - start, None if admitted is None else admitted - start,
+                (until if ended is None else ended) - start, ended is not None,
+                ended is not None and job is not None and job.status == "failed",
+                ended is None and cell.ended_ts is not None and not cell.active))
+    return sorted(out, key=lambda j: (j.arrival, j.job_id))
+
+
+def lanes(jobs: list[StreamJob], gap: float, most: int) -> tuple[list[int | None], int]:
+    """A lane for each job (first fit in arrival order: the first lane whose last job's
+    marks ended more than ``gap`` seconds before this one arrives) and the lanes used; a
+    job that finds none of ``most`` lanes free gets None (not drawn: more jobs in the
+    system at once than the chart has rows)."""
+    last: list[float] = []
+    out: list[int | None] = []
+    for job in jobs:
+        lane = next((i for i, e in enumerate(last) if e + gap < job.arrival), None)
+        if lane is None and len(last) < most:
+            lane = len(last)
+            last.append(job.end)
+        elif lane is not None:
+            last[lane] = job.end
+        out.append(lane)
+    return out, len(last)
+
+
+#: Rows of the stream jobs chart besides its lanes (title, frame, tick labels).
+JOBS_FRAME = 4
+#: The fewest rows a monitor panel gets above a stream's jobs (3 of them plotted): fewer
+#: panels are drawn rather than flatter ones.
+STREAM_PANEL_ROWS = 7
+
+
+def jobs_panel(jobs: list[StreamJob], cells: list[Span], span: float, width: int, rows: int,
+               color: bool | None) -> list[str]:
+    """The stream jobs chart (:func:`fugue_tui.report.charts.jobs_chart`) in at most
+    ``rows`` rows (lanes as :func:`lanes` packs them), then its key line: what the marks
+    mean, and how many jobs found no lane."""
+    from fugue_tui.report.charts import JOB_KEY, JOB_KEY_SHORT, jobs_chart
+
+    columns = max(10, width - 12)
+    placed, used = lanes(jobs, 1.5 * span / columns, max(1, rows - JOBS_FRAME))
+    drawn = [(lane, j.arrival, j.admitted, j.end, j.failed)
+             for j, lane in zip(jobs, placed, strict=True) if lane is not None]
+    counts = {"done": sum(1 for j in jobs if j.completed and not j.failed),
+              "failed": sum(1 for j in jobs if j.failed),
+              "running": sum(1 for j in jobs if j.admitted is not None and not j.completed
+                             and not j.cut),
+              "queued": sum(1 for j in jobs if j.admitted is None and not j.cut),
+              "cut by their cell's end": sum(1 for j in jobs if j.cut)}
+    title = "stream jobs: " + ", ".join(f"{n} {what}" for what, n in counts.items()
+                                        if n or what in ("done", "running", "queued"))
+    chart = jobs_chart(span, drawn, max(1, used), marks(cells, span, columns), title,
+                       width=width, height=min(rows, max(1, used) + JOBS_FRAME), color=color)
+    # the key, then the jobs that found no lane; shorter forms where the pane is narrow
+    hidden = len(jobs) - len(drawn)
+    more = [f"  (+{hidden} not drawn: more at once than rows)", f"  +{hidden} not drawn"]
+    key = next((k + m for m in (more if hidden else [""]) for k in (JOB_KEY, JOB_KEY_SHORT)
+                if len(k + m) <= width), JOB_KEY_SHORT + more[-1] if hidden else JOB_KEY_SHORT)
+    return [chart, key[:width]]
+
+
 def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: int,
            height: int, color: bool | None = None) -> str:
     """The timeline at ``width`` × ``height`` (see the module docstring)."""
@@ -239,6 +340,10 @@ def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: 
             continue
         xs, ys = timeline.binned(name, start, span, columns, how)
         panels.append((title, xs.tolist(), ys.tolist()))
+    latest = "now" if state.state == "running" else "last"
+    jobs = stream_jobs(state, start, end)
+    if jobs:
+        return _with_jobs(jobs, panels, cells, key, span, width, height, color, latest)
     drawn = sum(1 for _, _, ys in panels if any(math.isfinite(y) for y in ys))
     if height - len(key) - (len(panels) - drawn) < 5 * max(1, drawn):
         # too short for every panel: the first ones (CPU, then RSS) that fit
@@ -246,5 +351,38 @@ def render(timeline: CampaignTimeline, state: CampaignState, now: float, width: 
         panels = panels[:keep]
     chart = timeline_chart(span, panels, marks(cells, span, columns), width=width,
                            height=max(5, height - len(key) - (len(panels) - drawn)),
-                           color=color, latest="now" if state.state == "running" else "last")
+                           color=color, latest=latest)
     return "\n".join([chart, *key])
+
+
+#: The line that stands for the monitor's panels when the pane leaves them no room.
+NO_ROOM = "monitor panels left out: z zooms the pane"
+
+
+def _with_jobs(jobs: list[StreamJob], panels: list[tuple[str, list[float], list[float]]],
+               cells: list[Span], key: list[str], span: float, width: int, height: int,
+               color: bool | None, latest: str) -> str:
+    """A stream campaign's timeline: the monitor's panels, then the jobs' chart and its key
+    line, then the cells' legend (``key``). The jobs get the rows their lanes need, up to
+    two thirds of the pane; the panels what is left, as many as get
+    :data:`STREAM_PANEL_ROWS` rows each (at least one of 5 rows, else :data:`NO_ROOM` and
+    the jobs get the pane), their "not measured" lines counted as they wrap."""
+    from fugue_tui.report.charts import timeline_chart
+
+    columns = max(10, width - 12)
+    measured = [p for p in panels if any(math.isfinite(y) for y in p[2])]
+    missing = [p for p in panels if p not in measured]
+    missing_rows = sum(-(-len(f"{title}: not measured") // max(1, width))
+                       for title, _, _ in missing)
+    room = height - len(key) - 1  # the jobs' key line
+    need = lanes(jobs, 1.5 * span / columns, len(jobs))[1] + JOBS_FRAME
+    rows = min(need, max(5, (room - missing_rows) * 2 // 3))
+    left = room - rows - missing_rows
+    if left < 5 or not measured:
+        above = NO_ROOM[:width] if measured else "\n".join(f"{t}: not measured" for t, _, _ in missing)
+        rows = min(need, max(5, room - (above.count("\n") + 1)))
+    else:
+        above = timeline_chart(span, measured[:max(1, left // STREAM_PANEL_ROWS)] + missing,
+                               marks(cells, span, columns), width=width, height=left,
+                               color=color, latest=latest)
+    return "\n".join([above, *jobs_panel(jobs, cells, span, width, rows, color), *key])

@@ -58,6 +58,14 @@ class DeviceCharts(Static):
         #: The view shown (:data:`MONITOR_VIEWS`).
         self.monitor_view = MONITOR_VIEWS[0]
 
+    def on_resize(self) -> None:
+        """The pane changed size (the run header grew or lost a line, the terminal was
+        resized): the screen's next refresh draws it again at the new size. Without this a
+        finished campaign's pane, which no other tick redraws, kept the height it was drawn
+        at, its last lines cut off."""
+        if self._drawn is not None and hasattr(self.screen, "dirty"):
+            self.screen.dirty = True
+
     def next_view(self) -> str:
         """Switch to the next of :data:`MONITOR_VIEWS` (after the last: the first); returns
         it. The next :meth:`show_monitor` draws it."""

@@ -19,22 +19,45 @@ from engine.observe.state import CampaignState, rebuild
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dashboard"
 
 
-def _states() -> dict:
+#: Fields added to the states after they were pinned, left out of the comparison (and
+#: checked on their own): a stream cell's arrivals, a job's start and end (issue 51).
+ADDED_CELL_FIELDS = ("arrivals",)
+ADDED_JOB_FIELDS = ("started_ts", "ended_ts")
+
+
+def _pinned(state: CampaignState) -> dict:
+    """``state`` as a document, without the fields added since the pin."""
+    doc = dataclasses.asdict(state)
+    for cell in doc["cells"].values():
+        for name in ADDED_CELL_FIELDS:
+            del cell[name]
+        for job in cell["jobs"].values():
+            for name in ADDED_JOB_FIELDS:
+                del job[name]
+    return doc
+
+
+def _states() -> dict[str, CampaignState]:
     out = {}
     for run in sorted(p for p in (FIXTURES / "runs").iterdir() if p.is_dir()):
         for all_sessions in (False, True):
-            out[f"{run.name}:{all_sessions}"] = dataclasses.asdict(
-                rebuild(run, all_sessions=all_sessions))
+            out[f"{run.name}:{all_sessions}"] = rebuild(run, all_sessions=all_sessions)
     state = CampaignState()
     for event in read_events(FIXTURES / "t4_stream.jsonl"):
         state.apply(event)
-    out["t4_stream"] = dataclasses.asdict(state)
+    out["t4_stream"] = state
     return out
 
 
 def test_recorded_campaigns_give_the_states_they_always_gave():
     expected = json.loads((FIXTURES / "states.json").read_text())
-    assert json.loads(json.dumps(_states(), sort_keys=True, default=str)) == expected
+    states = _states()
+    got = {name: _pinned(state) for name, state in states.items()}
+    assert json.loads(json.dumps(got, sort_keys=True, default=str)) == expected
+    # batch cells have no arrivals (the jobs' times: tests/unit/fugue_tui/app/
+    # test_stream_timeline.py)
+    cells = [c for state in states.values() for c in state.cells.values()]
+    assert cells and all(c.arrivals == {} for c in cells)
 
 
 def test_typed_events_and_their_documents_give_the_same_state():

@@ -200,3 +200,29 @@ def test_report_compares_the_strategies_on_the_stream(run, capsys):
     assert main(["report", str(run / "runs"), "--width", "120"]) == 0
     out = capsys.readouterr().out
     assert f"stream {seq_group['stream_sha256'][:12]}: 4 jobs" in out and "p95 s" in out
+
+
+def test_group_start_carries_the_stream_the_dashboard_places_as_the_rows_measure(
+        run, monkeypatch):
+    """Each cell's ``group_start`` event carries the stream's arrivals (for the dashboard's
+    timeline, which reads events, never the run folder's files): placed from that event's
+    time by the state reducer, each job's arrival, ``job_started`` and ``job_done`` give
+    the rows' queueing delay and completion time to within the event writes (measured:
+    2-20 ms; a loaded host is allowed 0.25 s)."""
+    from engine.observe.state import rebuild
+
+    monkeypatch.chdir(run)  # the runner's events name the cells' files from there
+    state = rebuild(run / "runs" / "st", all_sessions=True)  # --resume ran after
+    for executor in ("seq", "mp"):
+        _, jobs = _cell(run, executor)
+        [cell] = [c for c in state.cells.values() if c.label.split()[1] == executor]
+        t = _times(jobs)
+        ids = [j["job_id"] for j in jobs]
+        assert list(cell.arrivals) == ids
+        origin = cell.arrivals[ids[0]] - t["arrival_s"][0]
+        for i, job_id in enumerate(ids):
+            arrival, job = cell.arrivals[job_id], cell.jobs[job_id]
+            assert arrival - origin == pytest.approx(t["arrival_s"][i], abs=1e-6)
+            assert job.started_ts is not None and job.ended_ts is not None
+            assert job.started_ts - arrival == pytest.approx(t["queue_delay_s"][i], abs=0.25)
+            assert job.ended_ts - arrival == pytest.approx(t["jct_s"][i], abs=0.25)
