@@ -16,6 +16,7 @@ UNIT = ROOT / "tests" / "unit"
 #: The test files that stay directly in tests/unit, and why: each checks the repository as a
 #: whole (its configuration, its documents, its dependency lock, this folder), not one package.
 REPOSITORY_WIDE = {
+    "test_suite_phases.py": "scripts/test's two phases run every test once (serial marks)",
     "test_lint.py": "ruff over every Python file ([tool.ruff])",
     "test_import_contracts.py": "import-linter's contracts between all packages (pyproject)",
     "test_import_hygiene.py": "what every entry point may import, across the packages",

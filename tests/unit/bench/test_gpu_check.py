@@ -192,10 +192,12 @@ def test_an_mps_zombie_is_not_a_daemon_left_behind(tmp_path):
     while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    assert gpu_check.mps_processes_left(psutil, wait_s=0.2) == []
+    # the host's whole process table is scanned: another test beside this one (the mp
+    # executor's fake daemons under scripts/test's parallel phase) may have its own there
+    assert zombie.pid not in gpu_check.mps_processes_left(psutil, wait_s=0.2)
     server = subprocess.Popen([str(tmp_path / "nvidia-cuda-mps-server"), "30"])
     try:
-        assert gpu_check.mps_processes_left(psutil, wait_s=0.2) == [server.pid]
+        assert server.pid in gpu_check.mps_processes_left(psutil, wait_s=0.2)
     finally:
         server.kill()
         server.wait()
