@@ -11,6 +11,11 @@ members (``engine.executors.unified.interleave.Interleave``) → results in job 
 Chunks train one after another; each dataset is copied to the device once
 (``ctx.datasets``).
 
+A stream cell (``ctx.arrivals``, issue 52) has no chunks: one interleaved loop serves the
+whole stream, each job admitted as it arrives and joining the running bucket of its
+structure at a step boundary, or starting its own (``engine.executors.unified.serve``,
+``engine.executors.unified.join``); ``max_parallel`` bounds the members training at once.
+
 Switches (campaign ``[options.unified_model]``, ``--option unified_model.KEY=VALUE``;
 ``--features``, ``--sweep``, ``--max-parallel`` on ``fugue-tui run``):
 
@@ -301,7 +306,7 @@ class UnifiedExecutor(Executor):
         from engine.executors.unified.serve import StreamServe
 
         serve = StreamServe(jobs, ctx, tasks, bucket_run, plan, vectorise=vectorise,
-                            max_parallel=max_parallel)
+                            max_parallel=max_parallel, release=release)
         interleave = Interleave([], settings.device, streams=decide_streams, trace=self.trace,
                                 observer=getattr(ctx, "step_observer", None),
                                 feed=serve.feed, interrupt=serve.interrupt)

@@ -23,6 +23,12 @@ its own ``train_clock_s`` while it has active members.
 ``observer`` (:class:`~engine.executors.step_observer.StepObserver`, the cell context's
 ``step_observer``): told when the loop starts and around each bucket step (the profile
 probe's timings and peaks); None costs one test per step.
+
+A stream cell (issue 52, ``engine.executors.unified.serve``) runs one loop for the whole
+stream: its ``feed`` is called before every segment (it adds new buckets with
+:meth:`Interleave.add`, joins arriving jobs into running ones and waits while nothing
+runs) and its ``interrupt`` after every global step (True ends the segment there, so an
+arrival is admitted at the next step boundary, not at the next epoch end).
 """
 
 from __future__ import annotations

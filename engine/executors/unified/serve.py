@@ -63,6 +63,8 @@ class StreamServe:
         plan: the cell's plan; each new bucket is appended to it.
         vectorise: False under ``vf:0``: every job its own eager bucket, no joins.
         max_parallel: most members training at once (None: no limit).
+        release: drops what finished bucket runs hold beyond their results (the
+            executor's ``release``, as for a batch cell's finished chunks).
     """
 
     #: The stream's clock (``time.perf_counter`` seconds) and how the cell waits for an
@@ -72,11 +74,13 @@ class StreamServe:
 
     def __init__(self, jobs: list[JobSpec], ctx: CellContext, tasks: dict[str, str],
                  bucket_run: Callable[[BucketPlan], BucketRun], plan: Plan, *,
-                 vectorise: bool, max_parallel: int | None):
+                 vectorise: bool, max_parallel: int | None,
+                 release: Callable[[list[BucketRun]], None] = lambda runs: None):
         assert ctx.arrivals is not None
         self.jobs, self.ctx, self.tasks = jobs, ctx, tasks
         self.arrivals = ctx.arrivals
         self.bucket_run, self.plan = bucket_run, plan
+        self.release = release
         self.vectorise = vectorise
         self.max_parallel = max_parallel
         self.origin = ctx.stream_origin if ctx.stream_origin is not None else self.clock()
@@ -160,14 +164,11 @@ class StreamServe:
 
     def _release(self) -> None:
         """Drop what finished buckets hold beyond their results (as a batch cell's
-        finished chunks: ``executor.release``); their members' final weights stay for the
-        hand-back."""
-        from engine.executors.unified.executor import release
-
+        finished chunks); their members' final weights stay for the hand-back."""
         done = [r for r in self.runs if not r.active and id(r) not in self._released]
         for r in done:
             self._released.add(id(r))
-        release(done)
+        self.release(done)
 
     def marks(self) -> None:
         """Each admitted job's ``(admitted, completed)`` into ``ctx.stream_marks``."""

@@ -150,8 +150,8 @@ def test_jobs_of_two_structures_never_share_a_stack(monkeypatch):
     assert ctx.group["eager_buckets"] == "0/2"
 
 
-def test_a_joiner_the_checks_refuse_trains_eager_in_its_own_bucket(monkeypatch, models,
-                                                                   parity):
+@pytest.mark.usefixtures("models")
+def test_a_joiner_the_checks_refuse_trains_eager_in_its_own_bucket(monkeypatch, parity):
     """A model whose forward counts its calls (Python state a stack cannot carry): the
     second job is checked against the running one like a bucket member (here the
     fingerprint already sees the running member's counter), refused, and trains eagerly
@@ -210,7 +210,7 @@ def test_optimizer_state_moves_into_a_new_stack_exactly(kind, kwargs, parity):
 
     make = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
     torch.manual_seed(0)
-    models = [nn.Linear(5, 3) for _ in range(3)]
+    sources = [nn.Linear(5, 3) for _ in range(3)]
     lrs = [0.1, 0.2, 0.3]
     x = torch.randn(6, 4, 5)
 
@@ -221,7 +221,7 @@ def test_optimizer_state_moves_into_a_new_stack_exactly(kind, kwargs, parity):
         opt.step()
 
     solos = []
-    for i, src in enumerate(models):
+    for i, src in enumerate(sources):
         m = nn.Linear(5, 3)
         m.load_state_dict(src.state_dict())
         opt = make(m.parameters(), lr=lrs[i], **kwargs)
@@ -231,7 +231,7 @@ def test_optimizer_state_moves_into_a_new_stack_exactly(kind, kwargs, parity):
             opt.step()
         solos.append(m)
     a, b, c = (nn.Linear(5, 3) for _ in range(3))
-    for m, src in zip((a, b, c), models, strict=True):
+    for m, src in zip((a, b, c), sources, strict=True):
         m.load_state_dict(src.state_dict())
     solo_b = make(b.parameters(), lr=lrs[1], **kwargs)
     stacked_a, _ = stack_module_state([a])
