@@ -78,6 +78,7 @@ def join(bucket: BucketRun, m: Member, found: Check) -> int:
     m.index = len(bucket.members)
     bucket.members.append(m)
     bucket.results.append(m.result)
+    plan.jobs.append(m.job)
     bucket.active_mask.append(True)
     bucket.loss_sums = torch.cat([bucket.loss_sums, bucket.loss_sums.new_zeros(1)])
     route = bucket.route
@@ -103,7 +104,6 @@ def join(bucket: BucketRun, m: Member, found: Check) -> int:
         optimizer=first.job.optimizer)
     plan.parity_contract = weakest([plan.parity_contract, value])
     size = len(route.slots)
-    plan.jobs.append(m.job)
     bucket.restacks.append(size)
     plan.joins.append({"job": m.job.job_id, "stack": size, "check": found.check,
                        "probed": found.probed,

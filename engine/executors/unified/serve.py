@@ -36,13 +36,16 @@ epoch than the others): per member, noted in the plan.
 from __future__ import annotations
 
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine.define.workloads import JobSpec
+from engine.errors import failure_line
 from engine.executors.arrivals import wait_until
 from engine.executors.unified import join as joining
+from engine.executors.unified.bucket_build import Check
 from engine.executors.unified.plan import BucketPlan, Plan, bucket_key
 from engine.train.loop import JobResult
 
@@ -88,15 +91,17 @@ class StreamServe:
         self.results: dict[str, JobResult] = {}
         self.admitted: dict[str, float] = {}
         self.runs: list[BucketRun] = []
+        #: the runs not released yet (what admission counts: a long stream's finished
+        #: buckets are not walked at every step)
+        self.running: list[BucketRun] = []
         #: per bucket key, the running bucket a job of that structure may join
         self.open: dict[tuple[Any, ...], BucketRun] = {}
         self.peak = 0
-        self._released: set[int] = set()
 
     # -- the interleave's hooks ----------------------------------------------------------
     def training(self) -> int:
         """Members training now (active, or held at a rung)."""
-        return sum(1 for r in self.runs for m in r.members if m.active or m.waiting)
+        return sum(1 for r in self.running for m in r.members if m.active or m.waiting)
 
     def _arrived(self, index: int) -> bool:
         return self.clock() - self.origin >= self.arrivals[index]
@@ -112,6 +117,9 @@ class StreamServe:
         """Before a segment: admit every job that has arrived while there is room; while
         nothing runs, wait for the next arrival. Returns whether jobs remain."""
         self._release()
+        # the loop walks only what still trains (a long stream's finished buckets stay in
+        # self.runs for the results and the hand-back)
+        interleave.runs[:] = [r for r in interleave.runs if r.active]
         while self.pending and self._room():
             head = self.pending[0]
             if not self._arrived(head):
@@ -142,9 +150,21 @@ class StreamServe:
             return
         target = self.open.get(key) if self.vectorise else None
         if target is not None and target.active:
-            found = joining.check(target, run.members[0])
+            member = run.members[0]
+            try:
+                found = joining.check(target, member)
+            except Exception as exc:  # noqa: BLE001 - a check that breaks is a verdict
+                traceback.print_exc()
+                found = Check(False, "raised", failure_line(exc, 300))
             if found.ok:
-                size = joining.join(target, run.members[0], found)
+                try:
+                    size = joining.join(target, member, found)
+                except Exception as exc:  # noqa: BLE001 - the running bucket broke
+                    traceback.print_exc()
+                    target.fail_all(exc)  # the newcomer too, once it is a member
+                    if member.result.end is None:
+                        run._fail(member.result, failure_line(exc))
+                    return
                 self.ctx.stream_joins[job.job_id] = self.clock()
                 print(f"  joined: {job.job_id} → bucket {target.plan.index} (stack of {size}, "
                       f"{found.check})", flush=True)
@@ -160,15 +180,16 @@ class StreamServe:
         self.plan.buckets.append(bucket)
         print("  decided: " + bucket.line(), flush=True)
         self.runs.append(run)
+        self.running.append(run)
         interleave.add(run)
 
     def _release(self) -> None:
         """Drop what finished buckets hold beyond their results (as a batch cell's
         finished chunks); their members' final weights stay for the hand-back."""
-        done = [r for r in self.runs if not r.active and id(r) not in self._released]
-        for r in done:
-            self._released.add(id(r))
-        self.release(done)
+        done = [r for r in self.running if not r.active]
+        if done:
+            self.running = [r for r in self.running if r.active]
+            self.release(done)
 
     def marks(self) -> None:
         """Each admitted job's ``(admitted, completed)`` into ``ctx.stream_marks``."""

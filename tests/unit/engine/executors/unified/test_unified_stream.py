@@ -69,13 +69,15 @@ def _serve(monkeypatch, jobs, arrivals, data=None, *, waits=None, **options):
     ctx = SimpleNamespace(arrivals=list(arrivals), stream_origin=0.0, stream_marks={},
                           stream_joins={}, settings=TrainSettings(torch.device("cpu")),
                           datasets=lambda name: data, threads=1, seed=42,
-                          emit=lambda type_, **f: None, options=options,
+                          emit=lambda type_, **f: None,
+                          options={k: v for k, v in options.items() if k != "failures"},
                           features=None, max_parallel=options.pop("max_parallel", None),
                           group={}, outside_window=[])
     executor = UnifiedExecutor()
     executor.trace = trace
     results = executor.run(jobs, ctx)
-    assert all(r.status == "ok" for r in results), [r.error for r in results]
+    if not options.get("failures"):
+        assert all(r.status == "ok" for r in results), [r.error for r in results]
     return ctx, ctx.group["executor_info"]["plan"], results, trace
 
 
@@ -195,6 +197,28 @@ def test_the_cell_waits_while_nothing_runs_and_max_parallel_holds_arrivals(monke
     assert [(job_id, until) for job_id, until, _ in waits] == [("j2", 1000)]
     assert waits[0][2] == len(trace) - sum(1 for _, m in trace if m == ("j2",))
     assert ctx.group["max_parallel"] == 1
+
+
+def test_a_join_that_breaks_fails_its_bucket_and_the_stream_goes_on(monkeypatch):
+    """The re-stack of a join raises: the running bucket's members and the newcomer fail,
+    each saying why; the other structure's bucket and later jobs train on."""
+    from engine.executors.unified.stack import Stack
+
+    def broken(self, positions, member, generator):
+        raise RuntimeError("injected: the re-stack ran out of memory")
+
+    monkeypatch.setattr(Stack, "joined", broken)
+    small = {"hidden": 8, "dropout": 0.2}
+    jobs = [_job(0), _job(1), _job(2, model_kwargs=small), _job(3), _job(4, epochs=1)]
+    ctx, plan, results, _ = _serve(monkeypatch, jobs, [0, 1, 2, 3, 30], waits=[],
+                                   failures=True)
+    status = {r.job.job_id: (r.status, r.error) for r in results}
+    for job_id in ("j0", "j1", "j3"):  # j1 joined j0 (a stack of two); j3's join broke it
+        assert status[job_id] == ("failed", "RuntimeError: injected: the re-stack ran out "
+                                            "of memory"), status
+    assert status["j2"][0] == status["j4"][0] == "ok"
+    assert all(r.end is not None for r in results)
+    assert [b["jobs"] for b in plan] == [["j0", "j1", "j3"], ["j2"], ["j4"]]
 
 
 @pytest.mark.parametrize("kind,kwargs", [
