@@ -128,6 +128,7 @@ class UnifiedExecutor(Executor):
         _refuse_unstackable(buckets, tasks)
         plan = Plan([] if stream else buckets, features_string(features))
         if stream:
+            plan.stream_jobs = len(jobs)
             plan.notes.append("stream: each job admitted as it arrives; a job joins the "
                               "running bucket of its structure at a step boundary, else "
                               "starts its own (engine.executors.unified.serve)")

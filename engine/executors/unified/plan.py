@@ -123,6 +123,9 @@ class Plan:
     buckets: list[BucketPlan] = field(default_factory=list)
     features: str = ""
     notes: list[str] = field(default_factory=list)
+    #: a stream cell's job count (issue 52: its buckets are formed as the jobs arrive);
+    #: None in a batch cell
+    stream_jobs: int | None = None
 
     def text(self) -> str:
         n_jobs = sum(len(b.jobs) for b in self.buckets)
@@ -131,6 +134,10 @@ class Plan:
                 f"{len(self.buckets)} bucket{'s' if len(self.buckets) != 1 else ''}"
                 f"{f' in {n_chunks} chunks' if n_chunks > 1 else ''}, "
                 f"features {self.features}")
+        if self.stream_jobs is not None and not self.buckets:
+            head = (f"unified_model plan: a stream of {self.stream_jobs} job"
+                    f"{'s' if self.stream_jobs != 1 else ''}, buckets formed as they "
+                    f"arrive, features {self.features}")
         return "\n".join([head, *("  " + b.line() for b in self.buckets),
                           *("  note: " + n for n in self.notes)])
 

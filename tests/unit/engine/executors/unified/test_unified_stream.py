@@ -91,21 +91,22 @@ def _seq(jobs, data):
 @pytest.mark.parametrize("kernels", ["exact", "batched"])
 def test_a_job_that_joined_a_running_stack_midway_trains_as_alone(monkeypatch, parity,
                                                                 kernels):
-    """j0 trains alone (eager) for 5 steps; j1 arrives and joins it (the lone member and
-    the newcomer become a stack of two, j0's momentum copied in); j2 arrives 4 steps later
-    and joins the running stack (a re-stack of three); j0, then j1 leave. Every job
+    """j0 (two epochs of four steps) trains alone (eager) for 5 steps; j1 arrives and
+    joins it in j0's last epoch (the lone member and the newcomer become a stack of two,
+    j0's momentum and its training score so far copied in); j2 arrives 2 steps later and
+    joins the running stack (a re-stack of three); j0, then j2, then j1 leave. Every job
     against its solo seq run: bit for bit under exact kernels (by construction on any
     CPU), within rounding_bound(T, n) under the batched default (its own T steps)."""
     built = _captured(monkeypatch)
     data = _data()
-    jobs = [_job(0, epochs=3), _job(1, epochs=2, lr=0.02),
+    jobs = [_job(0, epochs=2), _job(1, epochs=3, lr=0.02),
             _job(2, epochs=2, lr=0.03, optimizer_kwargs={"momentum": 0.5,
                                                          "weight_decay": 1e-3})]
-    ctx, plan, results, trace = _serve(monkeypatch, jobs, [0, 5, 9], data, kernels=kernels)
+    ctx, plan, results, trace = _serve(monkeypatch, jobs, [0, 5, 7], data, kernels=kernels)
     seq = _seq(jobs, data)
     # the joins happened mid-way, at the step boundaries the arrivals fell on
-    assert trace[:5] == [(0, ("j0",))] * 5 and trace[5] == (0, ("j0", "j1"))
-    assert trace[9] == (0, ("j0", "j1", "j2"))
+    assert trace[:5] == [(0, ("j0",))] * 5 and trace[5:7] == [(0, ("j0", "j1"))] * 2
+    assert trace[7] == (0, ("j0", "j1", "j2")) and trace[8] == (0, ("j1", "j2"))
     assert set(ctx.stream_joins) == {"j1", "j2"}
     [bucket] = plan
     assert bucket["jobs"] == ["j0", "j1", "j2"] and bucket["route"] == "vectorised"
