@@ -173,8 +173,9 @@ class StreamServe:
             bucket.reason = f"did not join bucket {target.plan.index}: {found.reason}"
             bucket.shared_state = found.shared_state
             bucket.verify_s, bucket.probed = found.verify_s, found.probed
-            if found.shared_state:
-                bucket.parity_contract = None
+            if found.shared_state:  # both buckets move it, interleaved: nothing promised
+                bucket.parity_contract = target.plan.parity_contract = None
+                target.plan.shared_state = True
         elif self.vectorise:
             self.open[key] = run  # the bucket the next job of this structure joins
         self.plan.buckets.append(bucket)

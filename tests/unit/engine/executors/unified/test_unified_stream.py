@@ -182,6 +182,28 @@ def test_a_joiner_the_checks_refuse_trains_eager_in_its_own_bucket(monkeypatch, 
             parity.same(f"{job.job_id} {name}", value, want[name])
 
 
+def test_a_joiner_over_shared_state_leaves_both_buckets_promising_nothing(monkeypatch):
+    """A class-level counter moved by forward (state every member shares): the joiner's
+    checks see it move and refuse; both buckets train eagerly, interleaved over the one
+    count, so neither promises anything against seq (never ``exact``)."""
+    from engine.registry import MODELS, register_model
+    from tests.unit.engine.executors.unified.test_python_state import SharedSchedule
+
+    register_model("py_shared_stream", description="test: shared state")(
+        lambda in_shape, n_outputs, **kw: SharedSchedule(in_shape, n_outputs))
+    try:
+        jobs = [_job(i, model="py_shared_stream", model_kwargs={}, optimizer_kwargs={},
+                     epochs=2) for i in range(2)]
+        ctx, plan, _, _ = _serve(monkeypatch, jobs, [0, 2])
+    finally:
+        MODELS.items.pop("py_shared_stream", None)
+    assert [(b["route"], b["check"]) for b in plan] == [("eager", "single"),
+                                                        ("eager", "disagreed")]
+    assert "forward changes shared state: SharedSchedule.steps" in plan[1]["reason"]
+    assert [b["parity_contract"] for b in plan] == [None, None]
+    assert ctx.group["parity_contract"] is None
+
+
 def test_the_cell_waits_while_nothing_runs_and_max_parallel_holds_arrivals(monkeypatch):
     """j1 arrives while j0 trains but max_parallel = 1: it is admitted when j0 has left
     (no join); j2 arrives long after: the cell waits for it (the waiting heartbeat's
