@@ -83,6 +83,7 @@ def join(bucket: BucketRun, m: Member, found: Check) -> int:
     bucket.loss_sums = torch.cat([bucket.loss_sums, bucket.loss_sums.new_zeros(1)])
     route = bucket.route
     if isinstance(route, VectorRoute):
+        bucket.hand_stack_to_main()
         keep = [k for k in route.slots
                 if bucket.members[k].active or bucket.members[k].waiting]
         route.join(keep, m, lambda params: bucket.stacked_optimizer(
