@@ -391,6 +391,10 @@ def _stream_columns(cell: Any, results: list[Any], ctx: Any) -> dict[str, dict[s
     group, jobs = stream_figures(cell.arrivals, admitted, completed,
                                  [r.status == "ok" for r in results], stream.get("rate"))
     ctx.group.update(group, stream_sha256=stream.get("sha256"))
+    joins = getattr(ctx, "stream_joins", {})
+    for r, cols in zip(results, jobs, strict=True):  # unified_model's joins (issue 52)
+        joined = joins.get(r.job.job_id)
+        cols["joined_s"] = joined - origin if joined is not None else None
     return {r.job.job_id: cols for r, cols in zip(results, jobs, strict=True)}
 
 

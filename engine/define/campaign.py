@@ -234,7 +234,7 @@ def _check_stream_executors(executors: list[str], src: _Source, doc: dict[str, A
 
     Raises:
         ConfigError: ``"<where>: key 'executors': 'ray' does not serve arrival streams yet
-            (key 'arrivals'); ones that do: seq, mp"``; packing (``devices``) with a
+            (key 'arrivals'); ones that do: seq, mp, unified_model"``; packing (``devices``) with a
             stream.
     """
     serving = [n for n in EXECUTORS.names() if EXECUTORS.get(n).serves_streams]

@@ -342,6 +342,6 @@ class UnifiedOptions:
 register_executor(ExecutorSpec(
     name="unified_model", label="Unified model",
     target="engine.executors.unified.executor:UnifiedExecutor", concurrent=True,
-    options=UnifiedOptions, memory_model=memory_models.UNIFIED,
+    options=UnifiedOptions, memory_model=memory_models.UNIFIED, serves_streams=True,
     description="all jobs in one process, identical models stacked into one vectorised "
                 "module (torch.func vmap)"))

@@ -1,6 +1,6 @@
 """Waiting for a stream's next arrival (issue 51), shared by the executors that serve
-streams online (seq, mp): sleep with a ``waiting`` heartbeat the watchdog counts as
-progress."""
+streams online (seq, mp, unified_model): sleep with a ``waiting`` heartbeat the watchdog
+counts as progress."""
 
 from __future__ import annotations
 

@@ -78,6 +78,10 @@ class CellContext:
     #: online scheduler saw them (engine.results.streams); a job missing here falls back
     #: to its result's ``start`` and ``end``.
     stream_marks: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: Per job id, ``time.perf_counter`` when the job joined a running stack
+    #: (unified_model's dynamic stacking, issue 52: the ``joined_s`` column); a job
+    #: missing here did not join one.
+    stream_joins: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.group, GroupRow):

@@ -537,6 +537,13 @@ _OURS: tuple[Column, ...] = (
     Column("offered_load", G, NUMBER,
            "stream cells: arrival_rate_jps × the mean service time (completed − admitted) "
            "of its completed jobs under this strategy; per server, divide by max_parallel"),
+    # Issue 52: unified_model's dynamic stacking in stream cells (docs/measurement.md,
+    # "Streams"). An outcome, never part of a cell key.
+    Column("joined_s", I, NUMBER,
+           "stream cells under unified_model: when the job joined a running stack of its "
+           "structure (its first stacked step follows), s after the group window opened; "
+           "empty when it started a bucket of its own, under other executors and in batch "
+           "cells"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

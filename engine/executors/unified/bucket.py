@@ -180,17 +180,25 @@ class BucketRun(BucketBuild):
             return
         if self.compile_mode != "off" and len(keep) > len(route.slots) // 2:
             return  # under compile: only at halving sizes (each new size recompiles)
-        if self.stream is not None:  # what the old stack allocated on its stream
-            main = torch.cuda.current_stream(self.device)
-            for t in [*route.stack.params.values(), *route.stack.buffers.values(),
-                      *(v for st in route.optimizer.state.values() for v in st.values())]:
-                t.record_stream(main)
+        self.hand_stack_to_main()
         route.restack(keep)
         self.stack = route.stack
         route.set_active(self.active_mask)
         self.restacks.append(len(keep))
         if self.compile_mode != "off":
             self._needs_probe = True  # a new member count: compile and probe again
+
+    def hand_stack_to_main(self) -> None:
+        """Before a re-stack on the current stream (a removal, a stream's join): what the
+        old stack allocated on the bucket's own CUDA stream is recorded on the current
+        one, so its memory is not reused while the copies still read it."""
+        route = self.route
+        if self.stream is None or not isinstance(route, VectorRoute):
+            return
+        main = torch.cuda.current_stream(self.device)
+        for t in [*route.stack.params.values(), *route.stack.buffers.values(),
+                  *(v for st in route.optimizer.state.values() for v in st.values())]:
+            t.record_stream(main)
 
     def _end_epoch(self, m: Member) -> None:
         r = m.result

@@ -31,6 +31,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -78,6 +79,21 @@ Emit = Callable[..., Any]
 RETIRE = ("remove", "mask")
 
 
+@dataclass
+class Check:
+    """What :meth:`BucketBuild.check_members` found: ``ok`` (they may train stacked),
+    the plan's ``check`` (``verified``, ``unchecked``, ``disagreed``, ``raised``,
+    ``refused``) and ``reason``, the probed members' job ids (None: no probe ran), the
+    checks' wall time and whether their forwards changed state every member shares."""
+
+    ok: bool
+    check: str
+    reason: str
+    probed: list[str] | None = None
+    verify_s: float | None = None
+    shared_state: bool = False
+
+
 class BucketBuild:
     """The state of one bucket (``plan``) on ``data`` and :meth:`build`, which builds the
     members and decides the route (updating ``plan``); :class:`~engine.executors.unified.
@@ -94,6 +110,8 @@ class BucketBuild:
             frozen in the stack).
         outside: where the parity probe's ``(start, end)`` on ``time.perf_counter`` is
             appended: time the cell keeps out of ``T_group`` (``CellContext.outside_window``).
+        probe_parity: False: no float32 parity probe (a stream cell's buckets: the
+            contract's bound stands).
     """
 
     def __init__(self, plan: BucketPlan, data: DeviceData, settings: TrainSettings,
@@ -101,7 +119,8 @@ class BucketBuild:
                  data_order: str = "per_member", exact_kernels: bool = False,
                  announce: Callable[[BucketPlan], Any] | None = None,
                  retire: str = "remove", compile_backend: str = "inductor",
-                 outside: list[tuple[float, float]] | None = None):
+                 outside: list[tuple[float, float]] | None = None,
+                 probe_parity: bool = True):
         if retire not in RETIRE:
             raise ValueError(f"retire must be one of {RETIRE}, got {retire!r}")
         self.plan = plan
@@ -120,6 +139,10 @@ class BucketBuild:
         self.stopper = None
         self.compile_backend = compile_backend
         self.outside = outside if outside is not None else []
+        #: run the float32 one-step parity probe where the contract asks for it (False in
+        #: a stream cell: its time could not be kept out of the jobs' completion times,
+        #: so the bucket keeps the contract's bound)
+        self.probe_parity = probe_parity
         self.clock = Clock()
         #: training-step wall time of the chunk while this bucket had active members
         self.train_clock_s = 0.0
@@ -136,6 +159,8 @@ class BucketBuild:
         self.compile_reason = ""
         self.compile_warmup_s = 0.0
         self.restacks: list[int] = []  # stack sizes after each re-stack
+        #: its route was built (a bucket whose build broke has none; kept after release)
+        self.routed = False
         self._needs_probe = False
         self._last_report = 0.0
 
@@ -203,20 +228,32 @@ class BucketBuild:
         if len(members) < 2:
             plan.route, plan.check, plan.reason = "eager", "single", "one member left to train"
             return
+        found = self.check_members(members, task)
+        plan.verify_s = found.verify_s
+        plan.probed = found.probed
+        plan.check, plan.reason = found.check, found.reason
+        if not found.ok:
+            plan.route = "eager"
+            plan.shared_state = found.shared_state
+
+    def check_members(self, members: list[Member], task) -> Check:
+        """The checks that decide whether ``members`` (built, two or more) may train in one
+        stack: a layer without a vectorised form, the structure (fingerprint) and, unless
+        ``verify = false``, ``verify.verify_bucket`` plus the shared-state watch. Used for
+        a bucket's members before training and for a stream's job joining a running stack
+        (issue 52: checked with the stack's first member as a bucket member is). Runs on
+        the members' modules as they stand; changes none of them."""
         reason = unsupported_reason(members[0].model)
         if reason is not None:
-            plan.route, plan.check, plan.reason = "eager", "refused", reason
-            return
+            return Check(False, "refused", reason)
         t0 = time.perf_counter()
         mismatch = fingerprint_mismatch([m.model for m in members])
         if mismatch is not None:
-            plan.route, plan.check, plan.reason = "eager", "disagreed", f"structure: {mismatch}"
-            plan.verify_s = time.perf_counter() - t0
-            return
+            return Check(False, "disagreed", f"structure: {mismatch}",
+                         verify_s=time.perf_counter() - t0)
         if not self.verify:
-            plan.check, plan.reason = "unchecked", "verify = false"
-            return
-        bs = plan.jobs[0].batch_size
+            return Check(True, "unchecked", "verify = false")
+        bs = members[0].job.batch_size
         idx = torch.stack([m.split.train_idx[:bs] for m in members]).to(self.device)
         precision = members[0].precision
         # Interchangeable by construction: one model, one set of constructor arguments
@@ -237,17 +274,17 @@ class BucketBuild:
                 optimizer_kwargs=[dict(m.job.optimizer_kwargs) for m in members],
                 stacked_loss=loss_function(task, self.fused),
                 sample_shape=tuple(self.data.in_shape), exact_kernels=self.exact_kernels)
-        plan.verify_s = time.perf_counter() - t0
-        plan.probed = [members[i].job.job_id for i in probed]
+        verify_s = time.perf_counter() - t0
+        names = [members[i].job.job_id for i in probed]
         shared = isolation.shared_changes(members[0].job.model, shared_before)
         if shared:
-            plan.route, plan.check, plan.shared_state = "eager", "disagreed", True
-            plan.reason = (f"forward changes shared state: {', '.join(shared[:3])} (every "
-                           f"member sees it: trained eager, nothing promised against seq)")
-        elif verdict.ok:
-            plan.check, plan.reason = "verified", ""
-        else:
-            plan.route, plan.check, plan.reason = "eager", verdict.verdict, verdict.detail
+            return Check(False, "disagreed",
+                         f"forward changes shared state: {', '.join(shared[:3])} (every "
+                         f"member sees it: trained eager, nothing promised against seq)",
+                         names, verify_s, shared_state=True)
+        if verdict.ok:
+            return Check(True, "verified", "", names, verify_s)
+        return Check(False, verdict.verdict, verdict.detail, names, verify_s)
 
     def _parity(self) -> None:
         """The bucket's ``parity_contract`` (engine.executors.unified.parity): decided by
@@ -264,7 +301,7 @@ class BucketBuild:
             optimizer=first.job.optimizer,
             shared_state=plan.shared_state)
         plan.parity_contract = value
-        if not probe or self.stack is None or value is None:
+        if not probe or not self.probe_parity or self.stack is None or value is None:
             return
         bs = plan.jobs[0].batch_size
         idx = torch.stack([m.split.train_idx[:bs] for m in members]).to(self.device)
@@ -311,6 +348,22 @@ class BucketBuild:
             return "per-member generators (seq's masks)"
         return f"per-member generators (not seq's masks on {self.device.type})"
 
+    def new_stack(self, members: list[Member]) -> Stack:
+        """The stack ``members`` train in (their modules as they stand, their dropout
+        generators)."""
+        return Stack([m.model for m in members], [m.generator for m in members],
+                     tuple(self.data.in_shape), members[0].job.batch_size,
+                     exact_kernels=self.exact_kernels,
+                     # the gradient layout probe runs without autocast: under AMP the
+                     # gradients come through casts, in their own layout
+                     shared_input=None if members[0].precision.amp else self.shared)
+
+    def stacked_optimizer(self, members: list[Member], params: dict[str, torch.Tensor]) -> Any:
+        """The stacked optimizer over ``params`` with each of ``members``' own learning rate
+        and keywords (fresh state)."""
+        return build_stacked(members[0].job.optimizer, params, [m.job.lr for m in members],
+                             [dict(m.job.optimizer_kwargs) for m in members])
+
     # -- build ---------------------------------------------------------------------------
     def build(self) -> list[JobResult]:
         """Build every member (a failing build fails that job, as under seq), decide the
@@ -335,20 +388,10 @@ class BucketBuild:
             if self.announce is not None:  # the decision, before this bucket trains
                 self.announce(self.plan)
             if self.plan.route == "vectorised":
-                self.stack = Stack([m.model for m in self.members],
-                                   [m.generator for m in self.members],
-                                   tuple(self.data.in_shape), self.plan.jobs[0].batch_size,
-                                   exact_kernels=self.exact_kernels,
-                                   # the gradient layout probe runs without autocast: under
-                                   # AMP the gradients come through casts, in their own layout
-                                   shared_input=None if self.members[0].precision.amp
-                                   else self.shared)
+                self.stack = self.new_stack(self.members)
                 if self.exact_kernels:
                     self.plan.exact_kernels_skipped = list(self.stack.vmapped_layers)
-                optimizer = build_stacked(
-                    self.members[0].job.optimizer, self.stack.params,
-                    [m.job.lr for m in self.members],
-                    [dict(m.job.optimizer_kwargs) for m in self.members])
+                optimizer = self.stacked_optimizer(self.members, self.stack.params)
                 for m in self.members:  # the stack trains; the solo optimizers are unused
                     m.optimizer = None
                 scaler = None
@@ -365,6 +408,7 @@ class BucketBuild:
                                           scaler)
             else:
                 self.route = EagerRoute(self.members, self.task, self.device)
+            self.routed = True
             self._parity()
             self._needs_probe = self.settings.compile_mode != "off"
         except Exception as exc:  # the bucket itself broke: its unfinished members fail

@@ -186,6 +186,15 @@ PATHS: tuple[Path, ...] = (
          "each member's own module, the task's criterion and the registry's torch "
          "optimizer, stepped alone: the solo kernels on the solo shapes, seq's arithmetic",
          "", "test_parity_column (float32, against seq with torch.equal)"),
+    Path("unified_model stream cell: a member joining or leaving a running stack "
+         "(dynamic stacking)", "construction",
+         "a join re-stacks exact copies of every member's parameters, buffers, optimizer "
+         "state (a lone eager member's torch.optim state copied into its stacked slot), "
+         "dropout generator and batch position; the newcomer starts from torch's fresh "
+         "state. What each member computes afterwards is its path's row: kernels = "
+         "\"exact\" by construction, batched within the bound", "",
+         "test_unified_stream (exact bit for bit, batched within rounding_bound), "
+         "test_stream_unified (weights digests equal seq's after a kill and resume)"),
     Path("unified_model, kernels = \"batched\" (default): Linear", "bound",
          "vmap's batched matmul (MKL sgemm_batch) against the solo addmm: other blocking; "
          "the solo addmm adds the bias before later blocks of a long contraction; "

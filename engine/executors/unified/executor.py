@@ -11,6 +11,11 @@ members (``engine.executors.unified.interleave.Interleave``) → results in job 
 Chunks train one after another; each dataset is copied to the device once
 (``ctx.datasets``).
 
+A stream cell (``ctx.arrivals``, issue 52) has no chunks: one interleaved loop serves the
+whole stream, each job admitted as it arrives and joining the running bucket of its
+structure at a step boundary, or starting its own (``engine.executors.unified.serve``,
+``engine.executors.unified.join``); ``max_parallel`` bounds the members training at once.
+
 Switches (campaign ``[options.unified_model]``, ``--option unified_model.KEY=VALUE``;
 ``--features``, ``--sweep``, ``--max-parallel`` on ``fugue-tui run``):
 
@@ -112,13 +117,25 @@ class UnifiedExecutor(Executor):
 
         tasks = {job.job_id: task_lib.resolve_task(job.task, job.dataset, where=job.job_id).name
                  for job in jobs}
-        buckets = make_buckets(jobs, tasks, max_parallel)
+        stream = getattr(ctx, "arrivals", None) is not None
+        # A stream cell (issue 52) refuses what a batch cell of the same jobs would: a
+        # structure with two jobs or more may stack, whenever they arrive.
+        buckets = make_buckets(jobs, tasks, None if stream else max_parallel)
         if not features["vf"]:
             for b in buckets:
                 if b.route == "vectorised":
                     b.route, b.check, b.reason = "eager", "off", "vf:0 (vectorised forward off)"
         _refuse_unstackable(buckets, tasks)
-        plan = Plan(buckets, features_string(features))
+        plan = Plan([] if stream else buckets, features_string(features))
+        if stream:
+            plan.stream_jobs = len(jobs)
+            plan.notes.append("stream: each job admitted as it arrives; a job joins the "
+                              "running bucket of its structure at a step boundary, else "
+                              "starts its own (engine.executors.unified.serve)")
+            if data_order == "shared":
+                plan.notes.append("data_order = shared not applied to a stream: per member "
+                                  "(a joining member is at another epoch)")
+                data_order = "per_member"
         plan.notes.extend(notes)
         if reason:
             plan.notes.append(reason)
@@ -142,25 +159,38 @@ class UnifiedExecutor(Executor):
         outside: list[tuple[float, float]] = []
         self.outside = outside
 
-        def decide_streams(runs: list[BucketRun]) -> bool:
-            ok = (any(r.compile_mode != "off" for r in runs) if compile_mode != "off"
-                  else None)
+        def decide_streams(runs: list[BucketRun], stream: bool = False) -> bool:
+            # a stream cell decides before any bucket exists: its buckets compile as they
+            # come, so it counts on compile running (no side streams under CUDA graphs)
+            ok = ((True if stream else any(r.compile_mode != "off" for r in runs))
+                  if compile_mode != "off" else None)
             chunk_features.append(effective_features(want, device_type, compile_mode, ok))
             return bool(chunk_features[-1][0]["s"])
 
-        stopper = self._stopper(jobs, ctx, options, chunks(buckets))
+        # no early stopping in a stream cell (as under seq and mp)
+        stopper = None if stream else self._stopper(jobs, ctx, options, chunks(buckets))
 
         def bucket_run(bucket) -> BucketRun:
             run = BucketRun(bucket, ctx.datasets(bucket.jobs[0].dataset), settings, ctx.emit,
                             fused=bool(features["fl"]), verify=verify, data_order=data_order,
                             exact_kernels=kernels == "exact",
-                            announce=lambda b: print("  decided: " + b.line(), flush=True),
-                            retire=retire, compile_backend=backend, outside=outside)
+                            announce=None if stream else
+                            (lambda b: print("  decided: " + b.line(), flush=True)),
+                            retire=retire, compile_backend=backend, outside=outside,
+                            probe_parity=not stream)
             run.stopper = stopper
             return run
 
+        if stream:
+            interleave, runs, largest = self._serve(
+                jobs, ctx, tasks, bucket_run, plan, settings, bool(features["vf"]),
+                max_parallel, results, lambda runs: decide_streams(runs, stream=True))
+            train_clock = interleave.train_clock_s
+            samples = sum(r.samples for r in runs)
+            warmup = self._settle(runs, compile_mode)
+            release(runs)  # what the last buckets hold beyond their members' final weights
         finished: list[BucketRun] = []
-        for part in chunks(buckets):
+        for part in [] if stream else chunks(buckets):
             # max_parallel bounds what trains at once, so it must bound memory too: the
             # previous chunk's models, optimizers and stacks go before the next is built
             # (they were kept until the cell ended: a cell in chunks of 8 grew past a
@@ -171,20 +201,7 @@ class UnifiedExecutor(Executor):
             train_clock += interleave.train_clock_s
             samples += sum(r.samples for r in runs)
             largest = max(largest, sum(len(b.jobs) for b in part))
-            for run in runs:
-                b = run.plan
-                b.restacks = list(run.restacks)
-                if compile_mode != "off" and run.route is not None:
-                    b.compile = (run.compile_mode if run.compile_mode != "off"
-                                 else f"off ({run.compile_reason or 'not probed'})")
-                    b.compile_warmup_s = run.compile_warmup_s
-                    warmup += run.compile_warmup_s
-                if b.restacks and b.parity_probe and b.parity_probe["outcome"] == IDENTICAL:
-                    # the probe spoke for the stack it was built at: a re-stack to fewer
-                    # members runs the batched kernels on other shapes
-                    b.parity_contract = b.parity_probe["bound"]
-                if run.compile_mode != "off" and b.parity_contract is not None:
-                    b.parity_contract = weakest([b.parity_contract, COMPILED])
+            warmup += self._settle(runs, compile_mode)
             finished = runs
         _keep_outside(outside, results.values(), ctx)
 
@@ -259,6 +276,48 @@ class UnifiedExecutor(Executor):
                                                 factor, who="unified_model"):
             ctx.emit("warning", message=line)
         return MemberStopper(name, jobs, metric, mode, grace, factor, seed=ctx.seed)
+
+    @staticmethod
+    def _settle(runs: list[BucketRun], compile_mode: str) -> float:
+        """After training: each bucket's plan takes its re-stacks, what was compiled and its
+        final ``parity_contract``; returns the buckets' compile warm-up."""
+        warmup = 0.0
+        for run in runs:
+            b = run.plan
+            b.restacks = list(run.restacks)
+            if compile_mode != "off" and run.routed:
+                b.compile = (run.compile_mode if run.compile_mode != "off"
+                             else f"off ({run.compile_reason or 'not probed'})")
+                b.compile_warmup_s = run.compile_warmup_s
+                warmup += run.compile_warmup_s
+            if b.restacks and b.parity_probe and b.parity_probe["outcome"] == IDENTICAL:
+                # the probe spoke for the stack it was built at: a re-stack to fewer
+                # members runs the batched kernels on other shapes
+                b.parity_contract = b.parity_probe["bound"]
+            if run.compile_mode != "off" and b.parity_contract is not None:
+                b.parity_contract = weakest([b.parity_contract, COMPILED])
+        return warmup
+
+    def _serve(self, jobs, ctx, tasks, bucket_run, plan, settings, vectorise: bool,
+               max_parallel, results: dict[str, JobResult], decide_streams):
+        """A stream cell (issue 52): one interleaved loop for the whole stream, its
+        admissions and joins by :class:`~engine.executors.unified.serve.StreamServe`.
+        Returns the interleave, every bucket run and the most members trained at once."""
+        from engine.executors.unified.interleave import Interleave
+        from engine.executors.unified.serve import StreamServe
+
+        serve = StreamServe(jobs, ctx, tasks, bucket_run, plan, vectorise=vectorise,
+                            max_parallel=max_parallel, release=release)
+        interleave = Interleave([], settings.device, streams=decide_streams, trace=self.trace,
+                                observer=getattr(ctx, "step_observer", None),
+                                feed=serve.feed, interrupt=serve.interrupt)
+        interleave.run()
+        serve.marks()
+        results.update(serve.results)
+        self.runs.extend(serve.runs)
+        self.interleaves.append(interleave)
+        self.serve = serve
+        return interleave, serve.runs, serve.peak
 
     def _train_chunk(self, part, bucket_run, settings, decide_streams,
                      results: dict[str, JobResult], observer: StepObserver | None = None):

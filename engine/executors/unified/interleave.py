@@ -23,6 +23,12 @@ its own ``train_clock_s`` while it has active members.
 ``observer`` (:class:`~engine.executors.step_observer.StepObserver`, the cell context's
 ``step_observer``): told when the loop starts and around each bucket step (the profile
 probe's timings and peaks); None costs one test per step.
+
+A stream cell (issue 52, ``engine.executors.unified.serve``) runs one loop for the whole
+stream: its ``feed`` is called before every segment (it adds new buckets with
+:meth:`Interleave.add`, joins arriving jobs into running ones and waits while nothing
+runs) and its ``interrupt`` after every global step (True ends the segment there, so an
+arrival is admitted at the next step boundary, not at the next epoch end).
 """
 
 from __future__ import annotations
@@ -59,7 +65,9 @@ class Interleave:
 
     def __init__(self, runs: Sequence[BucketRun], device: torch.device, *,
                  streams: bool | Callable[[list[BucketRun]], bool] = False,
-                 trace: list | None = None, observer: StepObserver | None = None):
+                 trace: list | None = None, observer: StepObserver | None = None,
+                 feed: Callable[[Interleave], bool] | None = None,
+                 interrupt: Callable[[], bool] | None = None):
         self.runs = [r for r in runs if r.route is not None and r.active]
         self.device = device
         self._streams = streams
@@ -67,6 +75,30 @@ class Interleave:
         self.trace = trace
         self.observer = observer
         self.clock = Clock()
+        #: A stream cell's scheduler (``engine.executors.unified.serve``): called before
+        #: every segment, it may add runs (:meth:`add`) or join jobs into running ones,
+        #: and waits while nothing runs and more is to come; returns whether more is to
+        #: come (the loop ends when nothing runs and it says no).
+        self.feed = feed
+        #: Asked after every global step: True ends the segment there (a job arrived that
+        #: the feed should admit at this step boundary rather than at the next epoch end).
+        self.interrupt = interrupt
+
+    def add(self, run: BucketRun) -> None:
+        """A run built while the loop runs (a stream's new bucket): started on the shared
+        clock and, when the loop uses CUDA streams, given its own. A run that cannot
+        start fails its members; one with nothing to train is not added."""
+        if run.route is None or not run.active:
+            return
+        try:
+            run.start(self.clock)
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            run.fail_all(exc)
+            return
+        if self.streams:
+            run.stream = torch.cuda.Stream(self.device)
+        self.runs.append(run)
 
     def _probe(self, runs: list[BucketRun]) -> None:
         for r in runs:
@@ -99,10 +131,13 @@ class Interleave:
             for r in runs:
                 r.stream = torch.cuda.Stream(self.device)
         while True:
-            live = [r for r in runs if r.active]
+            more = self.feed(self) if self.feed is not None else False
+            live = [r for r in self.runs if r.active]
             self._probe(live)  # buckets re-stacked under compile
             live = [r for r in live if r.active]
             if not live:
+                if more:
+                    continue
                 break
             length = min(r.remaining() for r in live)
             for r in live:
@@ -133,6 +168,9 @@ class Interleave:
                     if self.trace is not None:
                         self.trace.append((r.plan.index, tuple(
                             m.job.job_id for m in r.members if m.active)))
+                if self.interrupt is not None and i + 1 < length and self.interrupt():
+                    length = i + 1  # the segment ends at this step boundary
+                    break
             if main is not None:
                 for r in live:
                     main.wait_stream(r.stream)  # losses, parameters: before bookkeeping

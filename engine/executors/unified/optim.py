@@ -339,6 +339,48 @@ class StackedOptimizer:
         new._views = {}
         return new
 
+    def member_state(self, position: int) -> tuple[dict[str, dict[str, torch.Tensor]], int]:
+        """Stack position ``position``'s optimizer state (parameter name → {key: its slice,
+        a view}) and the steps it took: what :meth:`load_member` of another stacked
+        optimizer takes (a member moving into a new stack)."""
+        return ({n: {k: v[position] for k, v in st.items()} for n, st in self.state.items()},
+                self._steps_host[position])
+
+    @torch.no_grad()
+    def load_member(self, position: int, state: Mapping[str, Mapping[str, Any]],
+                    steps: int) -> None:
+        """Give stack position ``position`` a member's optimizer state as it stands: what a
+        member brings into a new stack (issue 52: a stream's member joining a running
+        stack, or a lone member re-stacked with the one that joined it). ``state``:
+        parameter name → {key: the member's own tensor (its shape), or None}, in this
+        optimizer's keys (``momentum_buffer``; ``exp_avg``, ``exp_avg_sq``,
+        ``max_exp_avg_sq``: torch's and this class's names agree); ``steps``: the steps the
+        member has taken (Adam's bias corrections, SGD's first-step buffer).
+
+        Exact copies; a key the member does not have stays zero for it, which is the
+        state torch starts every key of this optimizer from (Adam's moments, amsgrad's
+        maximum; SGD's buffer, which a first step overwrites with the gradient). So the
+        member's next step is the one it would have taken where it came from.
+        """
+        for name, entries in state.items():
+            p = self.params[name]
+            slot = self.state[name]
+            if self.kind != "sgd" and not slot:  # Adam keeps all its keys or none
+                slot["exp_avg"] = torch.zeros_like(p)
+                slot["exp_avg_sq"] = torch.zeros_like(p)
+                if self.flags["amsgrad"]:
+                    slot["max_exp_avg_sq"] = torch.zeros_like(p)
+            for key, value in entries.items():
+                if value is None or key == "step":
+                    continue
+                if key not in slot:
+                    if self.kind != "sgd":
+                        raise ValueError(f"optimizer state key {key!r} is not {self.kind}'s")
+                    slot[key] = torch.zeros_like(p)
+                slot[key][position].copy_(value)
+        self._steps_host[position] = int(steps)
+        self.steps[position] = float(steps)
+
     # -- persistence -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: kind, flags, per-member hyperparameters, per-member
@@ -367,6 +409,22 @@ class StackedOptimizer:
         self.steps = torch.tensor(self._steps_host, dtype=torch.float64, device=self.device)
         self.state = {n: {k: v.clone().to(self.params[n].device) for k, v in s.items()}
                       for n, s in state["state"].items()}
+
+
+def torch_member_state(optimizer: torch.optim.Optimizer, model: torch.nn.Module,
+                       steps: int) -> tuple[dict[str, dict[str, Any]], int]:
+    """A solo member's ``torch.optim`` state in :meth:`StackedOptimizer.load_member`'s form:
+    parameter name (the module's) → {key: tensor or None}, and its step count (Adam's own
+    ``step``; ``steps``, the steps the member took, for SGD, which keeps none)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    out: dict[str, dict[str, Any]] = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            entries = dict(optimizer.state.get(p) or {})
+            if "step" in entries:
+                steps = int(entries.pop("step"))
+            out[names[id(p)]] = entries
+    return out, steps
 
 
 def _factory(kind: str):

@@ -63,7 +63,9 @@ class BucketPlan:
     shared_state: bool = False
     compile: str = "off"             # off | the mode that ran | "off (probe failed: ...)"
     compile_warmup_s: float | None = None
-    restacks: list[int] = field(default_factory=list)  # stack sizes after each removal
+    #: stack sizes after each re-stack: a removal (members finished), or a stream's job
+    #: joining (``joins``)
+    restacks: list[int] = field(default_factory=list)
     #: job ids whose training step verification probed (the bucket's representatives);
     #: None when no probe ran
     probed: list[str] | None = None
@@ -80,6 +82,10 @@ class BucketPlan:
     #: when the contract decided without it
     parity_probe: dict[str, Any] | None = None
     parity_probe_s: float | None = None
+    #: a stream cell's jobs that joined this bucket while it ran (issue 52,
+    #: ``engine.executors.unified.join``), in order: ``{"job", "stack" (its size after the
+    #: join), "check", "probed", "verify_s"}``
+    joins: list[dict[str, Any]] = field(default_factory=list)
 
     def line(self) -> str:
         n = len(self.jobs)
@@ -106,7 +112,8 @@ class BucketPlan:
                 "parity_contract": self.parity_contract,
                 "parity_probe": None if self.parity_probe is None else dict(self.parity_probe),
                 "parity_probe_s": None if self.parity_probe_s is None
-                else round(self.parity_probe_s, 4)}
+                else round(self.parity_probe_s, 4),
+                **({"joins": [dict(j) for j in self.joins]} if self.joins else {})}
 
 
 @dataclass
@@ -116,6 +123,9 @@ class Plan:
     buckets: list[BucketPlan] = field(default_factory=list)
     features: str = ""
     notes: list[str] = field(default_factory=list)
+    #: a stream cell's job count (issue 52: its buckets are formed as the jobs arrive);
+    #: None in a batch cell
+    stream_jobs: int | None = None
 
     def text(self) -> str:
         n_jobs = sum(len(b.jobs) for b in self.buckets)
@@ -124,6 +134,10 @@ class Plan:
                 f"{len(self.buckets)} bucket{'s' if len(self.buckets) != 1 else ''}"
                 f"{f' in {n_chunks} chunks' if n_chunks > 1 else ''}, "
                 f"features {self.features}")
+        if self.stream_jobs is not None and not self.buckets:
+            head = (f"unified_model plan: a stream of {self.stream_jobs} job"
+                    f"{'s' if self.stream_jobs != 1 else ''}, buckets formed as they "
+                    f"arrive, features {self.features}")
         return "\n".join([head, *("  " + b.line() for b in self.buckets),
                           *("  note: " + n for n in self.notes)])
 

@@ -224,6 +224,33 @@ class VectorRoute:
         self.slots = list(keep)
         self._slot_index = torch.tensor(self.slots, dtype=torch.long, device=stack.device)
 
+    def join(self, keep: list[int], member: Member, optimizer_for: Any) -> None:
+        """Keep bucket members ``keep`` (a subset of ``slots``, in slot order) and add
+        ``member`` (its bucket index already given) in the last slot (issue 52: a stream's
+        job joining at a step boundary): a new stack (``Stack.joined``) and a new stacked
+        optimizer over it (``optimizer_for(params)``, every slot's own hyperparameters),
+        into which each kept member's optimizer state is copied (``load_member``); the
+        newcomer starts from torch's fresh state. Exact copies: every kept member's next
+        step is the one it would have taken in the old stack. The caller accounts for the
+        deferred losses first (:meth:`take` must hold nothing) and sets ``k_all``."""
+        if self._pending:
+            raise RuntimeError("join: the route still holds deferred losses")
+        if self.scaler is not None:
+            raise RuntimeError("join: a stack with per-member GradScalers takes no member")
+        positions = [self.slots.index(k) for k in keep]
+        stack = self.stack.joined(positions, member.model, member.generator)
+        optimizer = optimizer_for(stack.params)
+        for new, old in enumerate(positions):
+            optimizer.load_member(new, *self.optimizer.member_state(old))
+        if self.scores is not None:
+            idx = torch.tensor(positions, dtype=torch.long, device=self.stack.device)
+            self.scores = {key: torch.cat([value.index_select(0, idx),
+                                           value.new_zeros((1, *value.shape[1:]))])
+                           for key, value in self.scores.items()}
+        self.stack, self.optimizer = stack, optimizer
+        self.slots = [*keep, member.index]
+        self._slot_index = torch.tensor(self.slots, dtype=torch.long, device=stack.device)
+
     # -- compile -------------------------------------------------------------------------
     def compile_probe(self, compiler, xb, yb, shared: bool) -> str | None:
         """Compile the stack's vectorised call and probe it on one batch; restores every

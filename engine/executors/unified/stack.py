@@ -446,6 +446,29 @@ class Stack:
         new.compiler = self.compiler
         return new
 
+    def joined(self, positions: Sequence[int], member: nn.Module,
+               generator: torch.Generator | None) -> "Stack":
+        """A new stack of the members at ``positions`` (in that order) and ``member`` last
+        (issue 52: a stream's job joining a running stack at a step boundary), built as
+        :meth:`subset` builds one: the members' current stacked parameters and buffers
+        written back and stacked again (exact copies), ``member`` as it stands (its initial
+        weights), its dropout ``generator`` beside the others'. The call counter and
+        compiler carry over (a compiled call recompiles for the new member count).
+
+        Raises:
+            RuntimeError: ``member`` is not of the stack's structure (``stack_state``)."""
+        self.write_back()
+        sample_shape, batch_size, exact = self._args
+        generators = (None if self.generators is None or generator is None
+                      else [*(self.generators[p] for p in positions), generator])
+        new = Stack([*(self.members[p] for p in positions), member], generators,
+                    sample_shape, batch_size, exact_kernels=exact,
+                    shared_input=self._shared_input, exact_linear=self._exact_linear)
+        new.train(self.training)
+        new.forward_calls = self.forward_calls
+        new.compiler = self.compiler
+        return new
+
     def member_state(self, index: int) -> dict[str, torch.Tensor]:
         """Member ``index``'s parameters and buffers as a name → tensor dict (views)."""
         state = {n: p[index] for n, p in self.params.items()}

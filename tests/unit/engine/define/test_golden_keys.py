@@ -132,6 +132,16 @@ def stream_mp(tmp: Path) -> list[dict[str, str]]:
                            'mix = { D_ens = 1, D_cv = 1 } }\n[options.mp]\nmax_parallel = 2\n')
 
 
+def stream_unified(tmp: Path) -> list[dict[str, str]]:
+    """issue 52: a stream served by seq and by unified_model (dynamic stacking), with
+    unified_model options: one workload key, the options in unified_model's cells' keys as
+    in a batch cell's; serving a stream adds no key of its own."""
+    return _from_text(tmp, 'name = "g"\nexecutors = ["seq", "unified_model"]\n'
+                           'arrivals = { process = "poisson", rate = 3.0, count = 5, seed = 4, '
+                           'mix = { D_ens = 2, D_reg = 1 } }\n[options.unified_model]\n'
+                           'kernels = "exact"\nmax_parallel = 4\n')
+
+
 def adhoc_run(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     """``fugue-tui run --model mlp --dataset wine --type cv --k 3 ... --dry-run``, through the
     command's own code path up to the point where it hands the campaign to the runner."""
@@ -481,6 +491,7 @@ SCENARIOS: dict[str, Callable[..., list[dict[str, str]]]] = {
     "stream_poisson": stream_poisson,
     "stream_trace": stream_trace,
     "stream_mp": stream_mp,
+    "stream_unified": stream_unified,
 }
 
 

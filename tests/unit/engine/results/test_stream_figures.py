@@ -73,5 +73,6 @@ def test_a_batch_cells_rows_leave_the_stream_columns_empty(tmp_path, monkeypatch
     for name in ("stream_sha256", "stream_jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s",
                  "makespan_s", "busy_s", "throughput_jps", "arrival_rate_jps", "offered_load"):
         assert group[name] == "", name
-    for name in ("arrival_s", "admitted_s", "completed_s", "queue_delay_s", "jct_s"):
+    for name in ("arrival_s", "admitted_s", "completed_s", "queue_delay_s", "jct_s",
+                 "joined_s"):
         assert row[name] == "", name
