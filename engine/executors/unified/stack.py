@@ -435,16 +435,9 @@ class Stack:
         current stacked parameters and buffers: the survivors of a stack whose other
         members finished. Exact (copies); the call counter and compiler carry over (a
         compiled call recompiles for the new member count)."""
-        self.write_back()
-        sample_shape, batch_size, exact = self._args
-        new = Stack([self.members[p] for p in positions],
-                    None if self.generators is None else [self.generators[p] for p in positions],
-                    sample_shape, batch_size, exact_kernels=exact,
-                    shared_input=self._shared_input, exact_linear=self._exact_linear)
-        new.train(self.training)
-        new.forward_calls = self.forward_calls
-        new.compiler = self.compiler
-        return new
+        return self._rebuilt([self.members[p] for p in positions],
+                             None if self.generators is None
+                             else [self.generators[p] for p in positions])
 
     def joined(self, positions: Sequence[int], member: nn.Module,
                generator: torch.Generator | None) -> "Stack":
@@ -457,12 +450,18 @@ class Stack:
 
         Raises:
             RuntimeError: ``member`` is not of the stack's structure (``stack_state``)."""
+        return self._rebuilt([*(self.members[p] for p in positions), member],
+                             None if self.generators is None or generator is None
+                             else [*(self.generators[p] for p in positions), generator])
+
+    def _rebuilt(self, members: list[nn.Module],
+                 generators: list[torch.Generator] | None) -> "Stack":
+        """The re-stack :meth:`subset` and :meth:`joined` share: this stack's weights
+        written back into its members first (so the copies are current), then a new stack
+        of ``members`` with this one's arguments, mode, call counter and compiler."""
         self.write_back()
         sample_shape, batch_size, exact = self._args
-        generators = (None if self.generators is None or generator is None
-                      else [*(self.generators[p] for p in positions), generator])
-        new = Stack([*(self.members[p] for p in positions), member], generators,
-                    sample_shape, batch_size, exact_kernels=exact,
+        new = Stack(members, generators, sample_shape, batch_size, exact_kernels=exact,
                     shared_input=self._shared_input, exact_linear=self._exact_linear)
         new.train(self.training)
         new.forward_calls = self.forward_calls
