@@ -233,9 +233,9 @@ def _check_stream_executors(executors: list[str], src: _Source, doc: dict[str, A
     pack onto no device list, and it sweeps no K (a stream's jobs are its templates' own).
 
     Raises:
-        ConfigError: ``"<where>: key 'executors': 'ray' does not serve arrival streams yet
-            (key 'arrivals'); ones that do: seq, mp, unified_model"``; packing (``devices``) with a
-            stream.
+        ConfigError: ``"<where>: key 'executors': '<name>' does not serve arrival streams
+            yet (key 'arrivals'); ones that do: seq, mp, ray, unified_model"``; packing
+            (``devices``) with a stream; ray with a Ray Tune scheduler and a stream.
     """
     serving = [n for n in EXECUTORS.names() if EXECUTORS.get(n).serves_streams]
     for name in executors:
@@ -249,6 +249,13 @@ def _check_stream_executors(executors: list[str], src: _Source, doc: dict[str, A
     options = doc.get("options")
     for name in executors:
         table = options.get(name) if isinstance(options, dict) else None
+        # ray serves a stream on its actor pool, FIFO: a Ray Tune trial scheduler would
+        # need the whole trial set up front (Tune's own queue), so it is refused, not ignored
+        chosen = table.get("scheduler") if isinstance(table, dict) else None
+        if name == "ray" and chosen not in (None, "fifo", ["fifo"]):
+            raise ConfigError(f"{src.where}: key 'scheduler' of [options.ray] and key "
+                              "'arrivals': Ray Tune's trial schedulers do not serve arrival "
+                              "streams (a stream's jobs queue FIFO on ray's actor pool)")
         if isinstance(table, dict) and table.get("devices") is not None:
             raise ConfigError(f"{src.where}: key 'devices' of [options.{name}] and key "
                               "'arrivals': packing onto several devices does not serve "

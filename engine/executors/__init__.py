@@ -290,7 +290,7 @@ register_executor(ExecutorSpec(
     name="ray", label="Ray", target="engine.executors.ray.actors:RayExecutor",
     concurrent=True, trains_in_workers=True, idle_cpu_fraction=0.10, options=RayOptions,
     memory_model=memory_models.RAY,
-    options_check="engine.executors.ray.options:campaign_check",
+    options_check="engine.executors.ray.options:campaign_check", serves_streams=True,
     description="Ray actors (ensemble, cv, multi_model) or Ray Tune trials (hpo)"))
 
 

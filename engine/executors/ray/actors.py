@@ -38,6 +38,7 @@ from engine.define.workloads import JobSpec
 from engine.errors import FugueError, first_line
 from engine.events import job_done, job_progress, job_started
 from engine.executors import RayOptions, packing
+from engine.executors.arrivals import wait_until
 from engine.executors.base import CellContext, Executor
 from engine.executors.ray import runtime as raytools
 from engine.executors.ray.hub import Hub
@@ -394,14 +395,36 @@ class RayExecutor(Executor):
         running: dict[Any, tuple[int, Any]] = {}  # object ref -> (job index, actor)
         datasets = list(dict.fromkeys(j.dataset for j in jobs))
         replaced = 0
+        # A stream cell (issue 51): a job is admitted FIFO, no earlier than its arrival
+        # (seconds after the window opened), onto an idle actor (at most max_parallel run);
+        # with nothing running and the next job not yet arrived the cell sleeps with a
+        # ``waiting`` heartbeat, as mp's does. Admission: just before its task is submitted;
+        # completion: when the cell sees its result (the marks mp takes around a process).
+        arrivals = ctx.arrivals
+        origin = ctx.stream_origin if ctx.stream_origin is not None else time.perf_counter()
+        admitted: dict[int, float] = {}
+
+        def arrived(index: int) -> bool:
+            return arrivals is None or time.perf_counter() - origin >= arrivals[index]
+
         while todo or running:
-            while todo and idle:
+            if arrivals is not None and todo and idle and not running:
+                head = todo[0]
+                wait_until(origin + arrivals[head], jobs[head].job_id, arrivals[head], ctx.emit)
+            while todo and idle and arrived(todo[0]):
                 i, actor = todo.pop(0), idle.pop(0)
+                admitted[i] = time.perf_counter()
                 running[actor.train.remote(jobs[i].to_dict(), self.hub)] = (i, actor)
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+            timeout = POLL_S
+            if arrivals is not None and todo and idle:  # wake for the next arrival
+                timeout = max(0.0, min(POLL_S, origin + arrivals[todo[0]] - time.perf_counter()))
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
+            ended = time.perf_counter()
             self._drain(ctx)
             for ref in ready:
                 i, actor = running.pop(ref)
+                if arrivals is not None:
+                    ctx.stream_marks[jobs[i].job_id] = (admitted[i], ended)
                 try:
                     results[i], self.spans[jobs[i].job_id] = ray.get(ref)
                     idle.append(actor)

@@ -178,7 +178,8 @@ def test_a_bad_trace_is_one_line_naming_the_row(tmp_path, trace, message):
 
 @pytest.mark.parametrize("extra, message", [
     ('experiments = "D_ens"\n', "key 'experiments' and key 'arrivals': give one"),
-    ('executors = ["ray"]\n', "key 'executors': 'ray' does not serve arrival streams yet"),
+    ('executors = ["ray"]\n[options.ray]\nscheduler = ["asha"]\n',
+     "key 'scheduler' of [options.ray] and key 'arrivals': Ray Tune's trial schedulers"),
     ("k_sweep = [1, 2]\n", "key 'k_sweep' and key 'arrivals'"),
     ('executors = ["mp"]\n[options.mp]\ndevices = ["cuda:0", "cuda:1"]\n',
      "key 'devices' of [options.mp] and key 'arrivals'"),

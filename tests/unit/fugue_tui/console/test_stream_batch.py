@@ -1,7 +1,7 @@
-"""A stream campaign end to end from ``--batch`` (issue 51): seq and mp serve a trace of
+"""A stream campaign end to end from ``--batch`` (issue 51): seq, mp and ray serve a trace of
 the offline mix online — seq FIFO one job at a time, each job admitted at max(its arrival,
 the previous job's end); mp FIFO with at most ``max_parallel`` processes, none before its
-arrival — with a ``waiting`` event while nothing runs and the next job has not arrived,
+arrival; ray the same on its actor pool — with a ``waiting`` event while nothing runs and the next job has not arrived,
 and write each job's arrival, admission, completion, queueing delay and completion time
 and the stream's figures; the stream file in the run folder is the one the cells served,
 and ``--resume`` finds the whole stream cells done."""
@@ -33,13 +33,15 @@ epochs = 1
 TRACE = "time_s,experiment\n0,D_ens\n0,D_reg\n0,D_ens\n2.0,D_reg\n"
 CAMPAIGN = """
 name = "st"
-executors = ["seq", "mp"]
+executors = ["seq", "mp", "ray"]
 experiments_file = "e.toml"
 threads = 1
 monitor = false
 retries = 0
 arrivals = { trace = "trace.csv" }
 [options.mp]
+max_parallel = 2
+[options.ray]
 max_parallel = 2
 # a watchdog that kills a cell after two quiet checks (1.4 s): the 2 s wait for the last
 # arrival passes only because the cell's `waiting` heartbeat (1 s) counts as progress
@@ -131,10 +133,32 @@ def test_mp_admits_at_most_max_parallel_fifo_and_never_before_arrival(run):
     assert float(group["jct_p95_s"]) >= float(group["jct_p50_s"]) > 0
 
 
+@pytest.mark.parametrize("executor", ["mp", "ray"])
+def test_an_online_pool_admits_fifo_at_most_max_parallel_never_before_arrival(run, executor):
+    """mp's processes and ray's actors (issue 51): the same admission rules, the same
+    columns."""
+    group, jobs = _cell(run, executor)
+    assert group["status"] == "ok" and float(group["max_parallel"]) == 2
+    t = _times(jobs)
+    assert t["arrival_s"] == [0.0, 0.0, 0.0, 2.0]
+    for i in range(4):
+        assert t["admitted_s"][i] >= t["arrival_s"][i] - 1e-9
+        assert t["completed_s"][i] > t["admitted_s"][i]
+        assert t["queue_delay_s"][i] == pytest.approx(t["admitted_s"][i] - t["arrival_s"][i])
+        assert t["jct_s"][i] == pytest.approx(t["completed_s"][i] - t["arrival_s"][i])
+    assert t["admitted_s"] == sorted(t["admitted_s"])  # FIFO
+    assert t["admitted_s"][2] >= min(t["completed_s"][:2]) - 1e-9  # waited for a slot
+    assert t["admitted_s"][3] - t["arrival_s"][3] < 0.5  # a free actor took it on arrival
+    jct = sorted(t["jct_s"])
+    assert float(group["jct_mean_s"]) == pytest.approx(sum(jct) / 4)
+    assert float(group["makespan_s"]) == pytest.approx(max(t["completed_s"]))
+    assert float(group["T_group"]) >= 2.0
+
+
 def test_the_watchdog_never_found_a_waiting_cell_hung(run):
     log = run / "runs" / "st" / "runner.jsonl"
     types = [json.loads(line)["type"] for line in log.read_text().splitlines()]
-    assert types.count("done") == 2 and "hung" not in types and "killed" not in types
+    assert types.count("done") == 3 and "hung" not in types and "killed" not in types
 
 
 def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run):
@@ -144,7 +168,7 @@ def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run)
 
     folder = run / "runs" / "st"
     files = sorted(folder.glob("cells/*/attempt-1/events.jsonl"))
-    assert [f.parent.parent.name[:13] for f in files] == ["001-stream-se", "002-stream-mp"]
+    assert [f.parent.parent.name[:13] for f in files] == ["001-stream-se", "002-stream-mp", "003-stream-ra"]
     for events_file in files:
         events = [json.loads(line) for line in events_file.read_text().splitlines()]
         waiting = [e for e in events if e["type"] == "waiting"]
@@ -159,7 +183,7 @@ def test_the_cell_waits_with_heartbeats_and_the_run_folder_holds_the_stream(run)
     stream = generate(campaign.arrivals, campaign.catalogue, campaign.seed)
     assert (folder / "arrivals.csv").read_text() == stream_csv(stream)
     groups = read_rows(run / "runs" / "master_groups.csv")
-    assert [g["stream_sha256"] for g in groups] == [stream_sha256(stream)] * 2
+    assert [g["stream_sha256"] for g in groups] == [stream_sha256(stream)] * 3
     assert len({g["workload_key"] for g in groups}) == 1  # seq is mp's baseline
 
 
@@ -171,16 +195,16 @@ def test_resume_finds_the_whole_stream_cells_done_and_json_says_the_figures(run)
     from fugue_tui.jsonout import schema
 
     done = _batch(run, "--resume", "--json")
-    assert len(read_rows(run / "runs" / "master_groups.csv")) == 2
+    assert len(read_rows(run / "runs" / "master_groups.csv")) == 3
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     validator = jsonschema.Draft202012Validator(schema("batch"))
     for doc in lines:
         validator.validate(doc)
     [summary] = [d for d in lines if d["kind"] == "summary"]
-    assert [s["executor"] for s in summary["streams"]] == ["seq", "mp"]
+    assert [s["executor"] for s in summary["streams"]] == ["seq", "mp", "ray"]
     skipped = [d["event"] for d in lines if d["kind"] == "event"
                and d["event"]["type"] == "skipped"]
-    assert len(skipped) == 2
+    assert len(skipped) == 3
 
 
 def test_report_compares_the_strategies_on_the_stream(run, capsys):
@@ -192,7 +216,7 @@ def test_report_compares_the_strategies_on_the_stream(run, capsys):
     assert main(["report", str(run / "runs"), "--json"]) == 0
     doc = strict(capsys.readouterr().out, "report")
     seq_group, _ = _cell(run, "seq")
-    assert [(c["executor"], c["passes"]) for c in doc["streams"]] == [("seq", 1), ("mp", 1)]
+    assert [(c["executor"], c["passes"]) for c in doc["streams"]] == [("seq", 1), ("mp", 1), ("ray", 1)]
     first = doc["streams"][0]
     assert first["stream_sha256"] == seq_group["stream_sha256"]
     assert first["figures"]["jct_p95_s"]["mean"] == pytest.approx(float(seq_group["jct_p95_s"]))
