@@ -370,6 +370,8 @@ def run_cell(spec: CellRunSpec, events: CellEvents) -> str:
     if cell.arrivals is not None:  # a stream cell's figures (issue 51)
         job_columns = _stream_columns(cell, results, ctx)
     facts = _group_facts(spec, device, in_workers, host, monitor, ctx.group, (g0, g1))
+    if job_columns is not None:  # a stream cell's measured figures (issue 51)
+        ctx.group.update(_stream_measures(job_columns, facts, monitor, ctx.stream_origin))
     return write_rows(spec, events, results, t_group, setup_s, data_load_s, facts, settings,
                        ctx.group, monitor, job_columns)
 
@@ -396,6 +398,24 @@ def _stream_columns(cell: Any, results: list[Any], ctx: Any) -> dict[str, dict[s
         joined = joins.get(r.job.job_id)
         cols["joined_s"] = joined - origin if joined is not None else None
     return {r.job.job_id: cols for r, cols in zip(results, jobs, strict=True)}
+
+
+def _stream_measures(job_columns: dict[str, dict[str, Any]], facts: dict[str, Any],
+                     monitor: Any, origin: float) -> dict[str, Any]:
+    """A stream cell's utilisation over its busy period and energy per completed job
+    (:mod:`engine.results.streams`): empty when the monitor measured nothing, never 0."""
+    from engine.measure.cores import cores_over
+    from engine.results.streams import busy_cores, per_job
+
+    done = [c for c in job_columns.values() if c.get("jct_s") is not None]
+    spans = [(origin + c["arrival_s"], origin + c["completed_s"]) for c in job_columns.values()
+             if c.get("completed_s") is not None]
+    samples = getattr(monitor, "samples", None) if monitor is not None else None
+    cores = (busy_cores(spans, lambda a, b: cores_over(samples, a, b))
+             if samples and done else None)
+    return {"busy_cores_used": cores,
+            "energy_per_job_j": per_job(facts.get("energy_group"), len(done)),
+            "cpu_energy_per_job_j": per_job(facts.get("cpu_energy_j"), len(done))}
 
 
 def _nvml_facts(uuid: str) -> dict[str, Any]:

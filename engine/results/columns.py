@@ -544,6 +544,18 @@ _OURS: tuple[Column, ...] = (
            "structure (its first stacked step follows), s after the group window opened; "
            "empty when it started a bucket of its own, under other executors and in batch "
            "cells"),
+    # Issue 51 item 3: a stream's utilisation and energy (docs/measurement.md, "Streams").
+    # Measured outcomes, never part of a cell key.
+    Column("busy_cores_used", G, NUMBER,
+           "stream cells: mean CPU cores the cell's processes used over the busy period only "
+           "(the idle gaps between arrivals left out; cores_used's counter); empty without a "
+           "monitor and in batch cells"),
+    Column("energy_per_job_j", G, NUMBER,
+           "stream cells: energy_group ÷ completed jobs, J (idle waits included); empty when "
+           "not measured"),
+    Column("cpu_energy_per_job_j", G, NUMBER,
+           "stream cells: cpu_energy_j ÷ completed jobs, J (idle waits included); empty when "
+           "not measured"),
     # New columns go here, at the end, in either file (then python -m
     # engine.results.columns_doc): never before, never renamed, never removed.
 )

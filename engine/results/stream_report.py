@@ -19,7 +19,8 @@ from typing import Any
 
 #: The per-stream figures compared, in the table's order.
 FIGURES: tuple[str, ...] = ("jct_mean_s", "jct_p50_s", "jct_p95_s", "throughput_jps",
-                            "offered_load", "makespan_s", "busy_s")
+                            "offered_load", "makespan_s", "busy_s", "busy_cores_used",
+                            "energy_per_job_j", "cpu_energy_per_job_j")
 #: Bootstrap resamples of an interval, and the generator's seed.
 N_BOOT = 2000
 SEED = 0

@@ -14,6 +14,13 @@ zero span) and ``offered_load`` (``arrival_rate_jps`` × the mean service time
 ``completed_s − admitted_s`` of the completed jobs under this strategy; with
 ``max_parallel`` servers the load per server is this ÷ ``max_parallel``). A figure that
 cannot be computed is None (an empty cell), never 0.
+
+Measured over the stream (the cell's monitor, ``engine.cell.main``): ``busy_cores_used``
+(mean CPU cores the cell's processes used over the busy period only, the idle gaps between
+arrivals left out: :func:`busy_cores`), ``energy_per_job_j`` and ``cpu_energy_per_job_j``
+(the window's GPU and CPU-package energy, ``energy_group`` and ``cpu_energy_j``, ÷ the
+completed jobs: what serving the stream cost per job, idle waits included). Empty when not
+measured, never 0.
 """
 
 from __future__ import annotations
@@ -22,20 +29,48 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def busy_intervals(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``[start, end]`` intervals as disjoint, sorted intervals."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def busy_period(intervals: Sequence[tuple[float, float]]) -> float:
     """The length of the union of ``[start, end]`` intervals, s (0.0 for none)."""
-    total = 0.0
-    cur_start = cur_end = None
-    for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None and cur_start is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None and cur_start is not None:
-        total += cur_end - cur_start
-    return total
+    return sum(end - start for start, end in busy_intervals(intervals))
+
+
+def busy_cores(intervals: Sequence[tuple[float, float]],
+               cores_over: Any) -> float | None:
+    """Mean CPU cores used over the busy period (the union of ``intervals``):
+    ``cores_over(a, b)`` (mean cores over ``[a, b]``, None when unknown) weighted by each
+    busy interval's length. None when the period is empty or any interval is unknown."""
+    total = used = 0.0
+    for start, end in busy_intervals(intervals):
+        if end <= start:
+            continue
+        cores = cores_over(start, end)
+        if cores is None:
+            return None
+        used += cores * (end - start)
+        total += end - start
+    return used / total if total > 0 else None
+
+
+def per_job(energy_j: Any, completed: int) -> float | None:
+    """``energy_j`` ÷ ``completed`` jobs; None when not measured or none completed."""
+    if energy_j is None or completed <= 0:
+        return None
+    try:
+        value = float(energy_j)
+    except (TypeError, ValueError):
+        return None
+    return value / completed if value == value else None  # NaN: not measured
 
 
 def job_figures(arrival: float, admitted: float | None, completed: float | None,
@@ -81,4 +116,5 @@ def stream_figures(arrivals: Sequence[float], admitted: Sequence[float | None],
     return group, jobs
 
 
-__all__ = ["busy_period", "job_figures", "stream_figures"]
+__all__ = ["busy_cores", "busy_intervals", "busy_period", "job_figures", "per_job",
+           "stream_figures"]

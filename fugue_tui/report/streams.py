@@ -15,7 +15,8 @@ from fugue_tui.format import MISSING
 #: The table's columns: (figure, header, format).
 _SHOWN = (("jct_mean_s", "JCT mean s", ".3f"), ("jct_p50_s", "p50 s", ".3f"),
           ("jct_p95_s", "p95 s", ".3f"), ("throughput_jps", "jobs/s busy", ".2f"),
-          ("offered_load", "offered load", ".2f"))
+          ("offered_load", "offered load", ".2f"), ("busy_cores_used", "cores busy", ".2f"),
+          ("energy_per_job_j", "GPU J/job", ".1f"), ("cpu_energy_per_job_j", "CPU J/job", ".1f"))
 
 
 def _cell(figure: dict[str, Any], fmt: str) -> str:
@@ -51,7 +52,9 @@ def print_streams(cells: list[dict[str, Any]], console: Console) -> None:
     if by_stream:
         console.print(Text("streams: JCT = job completion time (arrival → done); jobs/s busy ="
                            " completed jobs ÷ busy period; offered load = arrival rate × mean "
-                           "service time (docs/measurement.md, \"Streams\"); [low, high] = 95% "
+                           "service time; cores busy = mean CPU cores over the busy period; "
+                           "J/job = window energy ÷ completed jobs (docs/measurement.md, "
+                           "\"Streams\"); [low, high] = 95% "
                            "percentile-bootstrap interval of the mean over passes, only with "
                            ">= 5 passes"))
 

@@ -76,3 +76,28 @@ def test_a_batch_cells_rows_leave_the_stream_columns_empty(tmp_path, monkeypatch
     for name in ("arrival_s", "admitted_s", "completed_s", "queue_delay_s", "jct_s",
                  "joined_s"):
         assert row[name] == "", name
+
+
+def test_busy_cores_weighs_each_busy_interval_and_leaves_the_idle_gap_out():
+    """Two busy intervals, [0, 3] (2 cores) and [10, 11] (1 core): (2·3 + 1·1) ÷ 4; the
+    idle gap [3, 10] is never asked for."""
+    from engine.results.streams import busy_cores
+
+    asked = []
+
+    def cores(a, b):
+        asked.append((a, b))
+        return 2.0 if b <= 3.0 else 1.0
+
+    assert busy_cores([(0.0, 1.0), (0.5, 3.0), (10.0, 11.0)], cores) == pytest.approx(7 / 4)
+    assert asked == [(0.0, 3.0), (10.0, 11.0)]
+    assert busy_cores([(0.0, 1.0)], lambda a, b: None) is None  # unknown, never 0
+    assert busy_cores([], cores) is None
+
+
+def test_energy_per_job_is_empty_when_not_measured_never_zero():
+    from engine.results.streams import per_job
+
+    assert per_job(120.0, 4) == pytest.approx(30.0)
+    assert per_job(None, 4) is None and per_job(float("nan"), 4) is None
+    assert per_job(120.0, 0) is None

@@ -153,6 +153,9 @@ def test_an_online_pool_admits_fifo_at_most_max_parallel_never_before_arrival(ru
     assert float(group["jct_mean_s"]) == pytest.approx(sum(jct) / 4)
     assert float(group["makespan_s"]) == pytest.approx(max(t["completed_s"]))
     assert float(group["T_group"]) >= 2.0
+    # monitor = false: nothing measured, so the measured stream figures are empty, never 0
+    assert [group[c] for c in ("busy_cores_used", "energy_per_job_j",
+                               "cpu_energy_per_job_j")] == ["", "", ""]
 
 
 def test_the_watchdog_never_found_a_waiting_cell_hung(run):
