@@ -411,7 +411,8 @@ def _stream_measures(job_columns: dict[str, dict[str, Any]], facts: dict[str, An
     spans = [(origin + c["arrival_s"], origin + c["completed_s"]) for c in job_columns.values()
              if c.get("completed_s") is not None]
     samples = getattr(monitor, "samples", None) if monitor is not None else None
-    cores = (busy_cores(spans, lambda a, b: cores_over(samples, a, b))
+    resolution = float(getattr(monitor, "interval_s", 0.0) or 0.0)
+    cores = (busy_cores(spans, lambda a, b: cores_over(samples, a, b), resolution)
              if samples and done else None)
     return {"busy_cores_used": cores,
             "energy_per_job_j": per_job(facts.get("energy_group"), len(done)),

@@ -549,7 +549,8 @@ _OURS: tuple[Column, ...] = (
     Column("busy_cores_used", G, NUMBER,
            "stream cells: mean CPU cores the cell's processes used over the busy period only "
            "(the idle gaps between arrivals left out; cores_used's counter); empty without a "
-           "monitor and in batch cells"),
+           "monitor, when a busy interval is shorter than monitor_interval_s and in batch "
+           "cells"),
     Column("energy_per_job_j", G, NUMBER,
            "stream cells: energy_group ÷ completed jobs, J (idle waits included); empty when "
            "not measured"),

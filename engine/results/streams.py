@@ -17,7 +17,8 @@ cannot be computed is None (an empty cell), never 0.
 
 Measured over the stream (the cell's monitor, ``engine.cell.main``): ``busy_cores_used``
 (mean CPU cores the cell's processes used over the busy period only, the idle gaps between
-arrivals left out: :func:`busy_cores`), ``energy_per_job_j`` and ``cpu_energy_per_job_j``
+arrivals left out: :func:`busy_cores`; empty when a busy interval is shorter than the
+monitor's sampling interval), ``energy_per_job_j`` and ``cpu_energy_per_job_j``
 (the window's GPU and CPU-package energy, ``energy_group`` and ``cpu_energy_j``, ÷ the
 completed jobs: what serving the stream cost per job, idle waits included). Empty when not
 measured, never 0.
@@ -45,13 +46,17 @@ def busy_period(intervals: Sequence[tuple[float, float]]) -> float:
     return sum(end - start for start, end in busy_intervals(intervals))
 
 
-def busy_cores(intervals: Sequence[tuple[float, float]],
-               cores_over: Any) -> float | None:
+def busy_cores(intervals: Sequence[tuple[float, float]], cores_over: Any,
+               resolution_s: float = 0.0) -> float | None:
     """Mean CPU cores used over the busy period (the union of ``intervals``):
     ``cores_over(a, b)`` (mean cores over ``[a, b]``, None when unknown) weighted by each
-    busy interval's length. None when the period is empty or any interval is unknown."""
+    busy interval's length. None when the period is empty, any interval is unknown, or any
+    is shorter than ``resolution_s`` (the sampling interval: a counter interpolated across
+    a whole sample step cannot say what a shorter interval used)."""
     total = used = 0.0
     for start, end in busy_intervals(intervals):
+        if end - start < resolution_s:
+            return None
         if end <= start:
             continue
         cores = cores_over(start, end)

@@ -93,6 +93,9 @@ def test_busy_cores_weighs_each_busy_interval_and_leaves_the_idle_gap_out():
     assert asked == [(0.0, 3.0), (10.0, 11.0)]
     assert busy_cores([(0.0, 1.0)], lambda a, b: None) is None  # unknown, never 0
     assert busy_cores([], cores) is None
+    # a busy interval shorter than the sampling interval cannot be resolved: empty
+    assert busy_cores([(0.0, 3.0), (10.0, 10.4)], cores, resolution_s=0.5) is None
+    assert busy_cores([(0.0, 3.0), (10.0, 11.0)], cores, resolution_s=0.5) == pytest.approx(7 / 4)
 
 
 def test_energy_per_job_is_empty_when_not_measured_never_zero():
