@@ -17,12 +17,34 @@ class ProcessTree:
     plus what its reaped children used) between two readings, as % of one core; a process
     that exits unreaped between readings takes its CPU time with it, so this is a lower
     bound (``cell_cpu_s`` in the row counts the cell exactly).
+
+    Two rules keep a reading within what the host can do (cores × 100 %, plus the
+    kernel's accounting grain: one clock tick, 10 ms, per process per reading):
+
+    - a process found for the first time (a rescan, every :data:`REFRESH_S`) adds only its
+      CPU since the previous reading, estimated from its life so far at its mean rate
+      (all of it when it was born after that reading). Counting its whole CPU at once put
+      seconds of CPU (an mp worker's imports, found up to 2 s late) into one interval: the
+      dashboard's ~5,000 % spike when an mp cell started. The rest (what it used before
+      that interval) is owed, and reported in the following readings as far as the
+      host's idle cores allow (cores × interval less what was measured), so the readings
+      still sum to all the tree's CPU (``cpu_util_mean`` loses nothing) and none exceeds
+      the host;
+    - a reading less than :data:`MIN_INTERVAL_S` after the previous one (a cell's mark at
+      its window's ends comes milliseconds after a regular sample) reports no % (None,
+      missing, never 0) and leaves its CPU to the next reading's interval: over a few ms a
+      single tick is hundreds of %. No CPU is dropped: the next reading measures from the
+      last one that reported.
     """
 
     #: Seconds between rescans of the tree's membership. Finding descendants reads every
     #: process on the host (~3 ms here), which at every 0.5 s sample would cost most of the
     #: monitor's 1 %-of-a-core budget; between rescans only known members are read.
     REFRESH_S = 2.0
+    #: The shortest interval a % is reported over (seconds; the default sampling
+    #: interval is 0.5 s, a mark comes ~10 ms after a sample): shorter ones leave their CPU to
+    #: the next reading. At 50 ms one clock tick (10 ms) is 20 % per process: the tolerance.
+    MIN_INTERVAL_S = 0.05
 
     def __init__(self, root_pid: int):
         import psutil
@@ -32,6 +54,15 @@ class ProcessTree:
         self._members: list[Any] = [self.root]
         self._scanned_at = -math.inf
         self._last: tuple[float, float] | None = None
+        #: Wall-clock time of the last reading that reported (new members' CPU is
+        #: pro-rated from it, against their ``create_time``).
+        self._last_wall: float | None = None
+        #: Each member's CPU seconds at the last reading (pid: seconds).
+        self._seen: dict[int, float] = {}
+        #: CPU seconds late-found members used before the interval they were found in,
+        #: still to report (see the class docstring).
+        self._owed = 0.0
+        self._cores = psutil.cpu_count() or 1
 
     def _procs(self) -> list[Any]:
         now = time.monotonic()
@@ -51,21 +82,60 @@ class ProcessTree:
             procs = self._procs()
         except psutil.Error:
             return None, None
-        cpu = rss = 0.0
+        now, wall = time.monotonic(), time.time()
+        if self._last is not None and now - self._last[0] < self.MIN_INTERVAL_S:
+            return None, self._rss(procs)  # too short to mean a %: the next one counts it
+        rss = 0.0
+        # CPU seconds since the last reading: the growth of the known members' sum (one
+        # that vanished takes its last value out, its reaper's children times bring its
+        # final one in, as before), plus the new members' share of the interval.
+        fresh = 0.0
+        seen: dict[int, float] = {}
         for proc in procs:
             try:
                 with proc.oneshot():
                     t = proc.cpu_times()
-                    cpu += t.user + t.system + t.children_user + t.children_system
+                    total = t.user + t.system + t.children_user + t.children_system
                     rss += proc.memory_info().rss
+                    created = proc.create_time()
             except psutil.Error:
                 continue
-        now = time.monotonic()
+            seen[proc.pid] = total
+            if proc.pid not in self._seen and self._last_wall is not None:
+                share = _since(total, created, self._last_wall, wall)
+                fresh += share
+                self._owed += total - share
         pct = None
-        if self._last is not None and now > self._last[0]:
-            pct = max(cpu - self._last[1], 0.0) / (now - self._last[0]) * 100.0
-        self._last = (now, cpu)
+        if self._last is not None:
+            dt = now - self._last[0]
+            known = sum(v for pid, v in seen.items() if pid in self._seen)
+            grown = max(known - sum(self._seen.values()), 0.0) + fresh
+            # what late-found processes used before this interval, as the host's idle
+            # cores allow: the readings' sum keeps all the CPU, none above the host
+            paid = min(self._owed, max(self._cores * dt - grown, 0.0))
+            self._owed -= paid
+            pct = (grown + paid) / dt * 100.0
+        self._last, self._last_wall, self._seen = (now, sum(seen.values())), wall, seen
         return pct, rss / 2**20
+
+    def _rss(self, procs: list[Any]) -> float | None:
+        rss = 0.0
+        for proc in procs:
+            try:
+                rss += proc.memory_info().rss
+            except self._psutil.Error:
+                continue
+        return rss / 2**20
+
+
+def _since(total: float, created: float, last: float, now: float) -> float:
+    """The share of a process's ``total`` CPU seconds spent after ``last`` (wall clock),
+    for a process first seen ``now`` and born at ``created``: all of it when it was born
+    after ``last``, else its mean rate over its life times ``now - last``."""
+    if created >= last:
+        return total
+    life = now - created
+    return total * (now - last) / life if life > 0 else 0.0
 
 
 #: How far the 1-minute load average may exceed the host's cores before the host counts as
