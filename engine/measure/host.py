@@ -18,18 +18,21 @@ class ProcessTree:
     that exits unreaped between readings takes its CPU time with it, so this is a lower
     bound (``cell_cpu_s`` in the row counts the cell exactly).
 
-    Two rules keep a reading within what the host can do (cores × 100 %, plus the
-    kernel's accounting grain: one clock tick, 10 ms, per process per reading):
+    Three rules keep a reading within what the host can do (cores × 100 %: the bound is
+    exact, the kernel's 10-ms accounting ticks are absorbed by the owed CPU below):
 
     - a process found for the first time (a rescan, every :data:`REFRESH_S`) adds only its
       CPU since the previous reading, estimated from its life so far at its mean rate
       (all of it when it was born after that reading). Counting its whole CPU at once put
       seconds of CPU (an mp worker's imports, found up to 2 s late) into one interval: the
       dashboard's ~5,000 % spike when an mp cell started. The rest (what it used before
-      that interval) is owed, and reported in the following readings as far as the
-      host's idle cores allow (cores × interval less what was measured), so the readings
-      still sum to all the tree's CPU (``cpu_util_mean`` loses nothing) and none exceeds
-      the host;
+      that interval) is owed;
+    - a reading never reports more than the host's cores can do over its interval
+      (cores × 100 %): more growth than that was spent before the interval (the above,
+      or children born and reaped between two rescans, whose whole CPU lands in their
+      parent's children times at once). The excess is owed too, and reported by the
+      following readings as far as the same bound allows, so the readings still sum to
+      all the tree's CPU (nothing is hidden; it shows up to a few intervals late);
     - a reading less than :data:`MIN_INTERVAL_S` after the previous one (a cell's mark at
       its window's ends comes milliseconds after a regular sample) reports no % (None,
       missing, never 0) and leaves its CPU to the next reading's interval: over a few ms a
@@ -43,7 +46,7 @@ class ProcessTree:
     REFRESH_S = 2.0
     #: The shortest interval a % is reported over (seconds; the default sampling
     #: interval is 0.5 s, a mark comes ~10 ms after a sample): shorter ones leave their CPU to
-    #: the next reading. At 50 ms one clock tick (10 ms) is 20 % per process: the tolerance.
+    #: the next reading (at 50 ms one 10-ms clock tick is 20 % per process).
     MIN_INTERVAL_S = 0.05
 
     def __init__(self, root_pid: int):
@@ -110,11 +113,12 @@ class ProcessTree:
             dt = now - self._last[0]
             known = sum(v for pid, v in seen.items() if pid in self._seen)
             grown = max(known - sum(self._seen.values()), 0.0) + fresh
-            # what late-found processes used before this interval, as the host's idle
-            # cores allow: the readings' sum keeps all the CPU, none above the host
-            paid = min(self._owed, max(self._cores * dt - grown, 0.0))
-            self._owed -= paid
-            pct = (grown + paid) / dt * 100.0
+            # More than the host's cores can do in dt was spent before it (late-found
+            # processes, children reaped in one go): owed, reported as cores allow.
+            due = grown + self._owed
+            reported = min(due, self._cores * dt)
+            self._owed = due - reported
+            pct = reported / dt * 100.0
         self._last, self._last_wall, self._seen = (now, sum(seen.values())), wall, seen
         return pct, rss / 2**20
 
