@@ -69,7 +69,7 @@ class CampaignFollower:
             if isinstance(event, RunnerCellStarted) and event.events is not None:
                 event = self._located(event)
                 out.append(event)
-                tail = self.cells[(event.cell, event.attempt)] = EventTail(event.events)
+                tail = self.cells[(event.cell, event.attempt)] = EventTail(event["events"])
                 out.extend(tail.read())
             elif isinstance(event, _END) and (event.cell, event.attempt) in self.cells:
                 # the cell's last words come first
