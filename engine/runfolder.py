@@ -122,6 +122,26 @@ class RunFolder:
     def of(cls, runs_dir: str | Path, campaign_id: str) -> RunFolder:
         return cls(Path(runs_dir) / campaign_id)
 
+    def recorded(self, text: str) -> Path:
+        """Where a path the runner recorded for an attempt's file (``cell_started``'s
+        ``events``, ``log_path``) is now, read from any working directory.
+
+        A runner records them as it opened them: relative to ITS working directory when the
+        campaign's ``runs_dir`` is relative (``runs/<id>/cells/<cell>/attempt-1/events.jsonl``),
+        so a reader elsewhere (``--attach`` from another folder) found nothing, and an
+        absolute path names the old place of a moved or copied run folder. A recorded path
+        is resolved against this run folder: its part from ``cells/`` on, under
+        :attr:`path` (an absolute path that still exists is kept as is: the same file);
+        a relative path without ``cells/`` is read as relative to the run folder."""
+        recorded = Path(text).expanduser()
+        if recorded.is_absolute() and recorded.exists():
+            return recorded
+        parts = recorded.parts
+        if CELLS in parts[:-1]:
+            at = len(parts) - 1 - parts[::-1].index(CELLS)
+            return self.path.joinpath(*parts[at:])
+        return recorded if recorded.is_absolute() else self.path / recorded
+
     @property
     def lock(self) -> Path:
         return self.path / LOCK

@@ -67,8 +67,9 @@ class CampaignFollower:
                 del self.cells[key], self._ended[key]  # its writers are gone: read no more
         for event in self.runner.read():
             if isinstance(event, RunnerCellStarted) and event.events is not None:
+                event = self._located(event)
                 out.append(event)
-                tail = self.cells[(event.cell, event.attempt)] = EventTail(event.events)
+                tail = self.cells[(event.cell, event.attempt)] = EventTail(event["events"])
                 out.extend(tail.read())
             elif isinstance(event, _END) and (event.cell, event.attempt) in self.cells:
                 # the cell's last words come first
@@ -79,6 +80,16 @@ class CampaignFollower:
             else:
                 out.append(event)
         return out
+
+
+    def _located(self, event: RunnerCellStarted) -> RunnerCellStarted:
+        """``event`` with its attempt's files (``events``, ``log_path``) as they are found
+        from this process (:meth:`engine.runfolder.RunFolder.recorded`): the runner wrote
+        them relative to its own working directory, or where a moved run folder was."""
+        folder = RunFolder(self.run_dir)
+        fixed = {key: str(folder.recorded(event[key])) for key in ("events", "log_path")
+                 if isinstance(event.get(key), str) and event[key]}
+        return RunnerCellStarted.of({**event, **fixed})
 
 
 def last_session_offset(run_dir: str | Path) -> int:

@@ -82,6 +82,8 @@ class Preview:
     campaign: Campaign | None = None
     error: str = ""
     warnings: list[str] = field(default_factory=list)
+    #: A stream campaign's stream in one line (:func:`describe_stream`), ``""`` for others.
+    stream: str = ""
 
     @property
     def runs(self) -> int:
@@ -103,7 +105,37 @@ class Preview:
 def parse_plan(doc: PlanDoc, where: str = PLAN_WHERE) -> Campaign:
     """Validate a plan as a campaign (errors: :func:`engine.define.campaign.parse_campaign`)."""
     load_plugins()  # idempotent: the names a plan may use, before it is validated
-    return parse_campaign(clean_doc(doc), where)
+    return parse_campaign(_stream_cleaned(clean_doc(doc)), where)
+
+
+def _stream_cleaned(doc: PlanDoc) -> PlanDoc:
+    """A stream plan (``arrivals``, issue 51) without the empty ``experiments`` list the
+    plan screen keeps for its catalogue: a stream names its experiments in its mix or trace,
+    and the campaign refuses both keys (a non-empty selection still is refused, as by
+    ``--batch``)."""
+    if "arrivals" in doc and not doc.get("experiments"):
+        doc = {k: v for k, v in doc.items() if k != "experiments"}
+    return doc
+
+
+def is_stream(doc: PlanDoc) -> bool:
+    """Whether a plan is a stream campaign (it has an ``arrivals`` table or value)."""
+    return doc.get("arrivals") not in (None, "", {})
+
+
+def describe_stream(campaign: Campaign) -> str:
+    """One line for a stream campaign's preview: its process and what drives it
+    (``"stream: poisson, 2.0 jobs/s, 6 jobs, seed 42, mix D_ens 0.5, D_reg 0.5"`` or
+    ``"stream: trace /x/t.csv, 6 jobs"``); ``""`` for a campaign without a stream."""
+    spec = getattr(campaign, "arrivals", None)
+    if spec is None:
+        return ""
+    if spec.process == "trace":
+        return f"stream: trace {spec.trace}, {len(spec.rows)} jobs"
+    seed = spec.seed if spec.seed is not None else f"{campaign.seed} (the campaign's)"
+    mix = ", ".join(f"{exp} {weight:g}" for exp, weight in spec.mix)
+    return (f"stream: {spec.process}, {spec.rate:g} jobs/s, {spec.count} jobs, "
+            f"seed {seed}, mix {mix}")
 
 
 def preview(doc: PlanDoc, resume: bool = False, where: str = PLAN_WHERE) -> Preview:
@@ -111,7 +143,7 @@ def preview(doc: PlanDoc, resume: bool = False, where: str = PLAN_WHERE) -> Prev
     ``ok`` row already). Spends nothing; never raises for bad input (see ``error``)."""
     from engine.runner.supervisor import Runner
 
-    if not doc.get("experiments"):
+    if not doc.get("experiments") and not is_stream(doc):
         return Preview(error="select at least one experiment")
     try:
         campaign = parse_plan(doc, where)
@@ -122,7 +154,8 @@ def preview(doc: PlanDoc, resume: bool = False, where: str = PLAN_WHERE) -> Prev
     # saying (no profile: every job at once), each line once, as --batch prints them.
     notes = dict.fromkeys(n for p in planned for n in getattr(p.cell, "notes", []))
     return Preview(planned, campaign,
-                   warnings=[*(getattr(campaign, "warnings", []) or []), *notes])
+                   warnings=[*(getattr(campaign, "warnings", []) or []), *notes],
+                   stream=describe_stream(campaign))
 
 
 def save_plan(doc: PlanDoc, path: str | Path) -> Path:
@@ -133,7 +166,7 @@ def save_plan(doc: PlanDoc, path: str | Path) -> Path:
         OutputError: the file cannot be written (names the file and the reason).
     """
     path = Path(path)
-    out = clean_doc(copy.deepcopy(doc))
+    out = _stream_cleaned(clean_doc(copy.deepcopy(doc)))
     extra = out.get("experiments_file")
     if extra:
         absolute = Path(extra).resolve()

@@ -168,6 +168,8 @@ class PlanPreview(Vertical):
             return Text(f"preview: {result.error}", style="bold red")
         text = Text(f"preview: {result.summary()}", style="bold")
         text.append("  ·  ctrl+r launch · ctrl+s save · ctrl+o load", style="dim")
+        if result.stream:
+            text.append(f"\n{result.stream}", style="cyan")
         for warning in result.warnings:
             text.append(f"\nwarning: {warning}", style="yellow")
         return text

@@ -234,3 +234,85 @@ def test_a_two_second_nvml_call_stalls_the_sampler_not_the_clock(tmp_path):
     gaps = [b["t"] - a["t"] for a, b in zip(samples, samples[1:], strict=False)]
     assert max(gaps) >= 1.9  # each sample waits for the slow call ...
     assert all(s["power_w"] is not None for s in samples)  # ... and still gets its value
+
+
+_LATE_CHILD = """
+import subprocess, sys, time
+sys.stdin.readline()
+child = subprocess.Popen([sys.executable, "-c",
+    "import sys, time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.6: pass\\n"
+    "print('burnt', flush=True)\\ntime.sleep(0.3)\\n"
+    "if sys.argv[1] == 'stays': time.sleep(60)",
+    sys.argv[1]], stdout=sys.stdout)
+child.wait()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("child", ["stays", "reaped"])
+def test_cpu_spent_before_an_interval_is_owed_never_above_the_host(child):
+    """The dashboard's ~5,000 % spike when an mp cell started: a process the tree found at
+    a rescan (an mp worker, found up to REFRESH_S late) added ALL its CPU so far to one
+    interval, and so did a child born and reaped between two rescans (its CPU lands in its
+    parent's children times at once). No reading exceeds the host's cores now (one here),
+    and the later readings report the rest: nothing is lost."""
+    root = subprocess.Popen([sys.executable, "-c", _LATE_CHILD, child],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        tree = ProcessTree(root.pid)
+        tree.REFRESH_S = 1e9          # no rescan until the test asks for one
+        tree._cores = 1               # the bound of a one-core host, on any host
+        tree.read()
+        root.stdin.write("go\n")
+        root.stdin.flush()
+        assert root.stdout.readline().strip() == "burnt"  # 0.6 s of CPU, not yet seen
+        tree.read()
+        last = time.monotonic()
+        tree._scanned_at = -float("inf")  # the next reading's rescan finds it if it stays
+        time.sleep(0.35)                  # (else it is gone, reaped by the root)
+        reported = 0.0
+        for _ in range(9):
+            cpu, _ = tree.read()
+            now = time.monotonic()
+            # was ~0.6 s / 0.35 s = 170 % in one reading, either way
+            assert cpu is not None and cpu <= 100, cpu
+            reported += cpu / 100 * (now - last)
+            last = now
+            time.sleep(0.1)
+        # the rest is owed, not dropped: the later readings report it while all sleep
+        assert reported >= 0.6 * 0.9, reported  # all of its 0.6 s (ticks aside)
+    finally:
+        for proc in psutil_children(root.pid):
+            proc.kill()
+        root.kill()
+        root.wait()
+
+
+def psutil_children(pid):
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def test_a_reading_milliseconds_after_the_last_reports_no_pct_and_keeps_the_cpu():
+    """A mark's sample comes ~10 ms after a regular one: over so short an interval one
+    clock tick is hundreds of %. It reports None (missing, not 0) and the next reading
+    counts that CPU: a busy process still shows busy."""
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\n"
+                              "while time.time()-t<3: pass"])
+    try:
+        tree = ProcessTree(child.pid)
+        tree.read()
+        time.sleep(0.3)
+        tree.read()
+        cpu, rss = tree.read()  # microseconds later
+        assert cpu is None and rss is not None and rss > 1
+        time.sleep(0.5)
+        cpu, _ = tree.read()
+        assert cpu is not None and 20 < cpu <= 100 * os.cpu_count(), cpu
+    finally:
+        child.kill()
+        child.wait()

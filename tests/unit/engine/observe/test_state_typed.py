@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 
 from engine.event_types import CellJobProgress, RunnerCampaignStarted, RunnerCellStarted
-from engine.events import Event, read_events
-from engine.observe.follow import CampaignFollower
+from engine.events import Event, EventTail, read_events
+from engine.observe.follow import CampaignFollower, last_session_offset
 from engine.observe.state import CampaignState, rebuild
+from engine.runfolder import RunFolder
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dashboard"
 
@@ -37,11 +38,23 @@ def _pinned(state: CampaignState) -> dict:
     return doc
 
 
+def _runner_only(run: Path, all_sessions: bool) -> CampaignState:
+    """The state of the runner's events alone: what :func:`rebuild` gave when the states
+    were pinned, as the recorded runs' ``events`` paths (``@RUNS@/...``) named no file
+    then; the follower now finds the cells' files in the run folder (the cells' events:
+    :func:`test_the_follower_finds_the_recorded_cells_files_in_the_run_folder`)."""
+    offset = 0 if all_sessions else last_session_offset(run)
+    state = CampaignState()
+    for event in EventTail(RunFolder(run).runner_log, offset).read():
+        state.apply(event)
+    return state
+
+
 def _states() -> dict[str, CampaignState]:
     out = {}
     for run in sorted(p for p in (FIXTURES / "runs").iterdir() if p.is_dir()):
         for all_sessions in (False, True):
-            out[f"{run.name}:{all_sessions}"] = rebuild(run, all_sessions=all_sessions)
+            out[f"{run.name}:{all_sessions}"] = _runner_only(run, all_sessions)
     state = CampaignState()
     for event in read_events(FIXTURES / "t4_stream.jsonl"):
         state.apply(event)
@@ -58,6 +71,17 @@ def test_recorded_campaigns_give_the_states_they_always_gave():
     # test_stream_timeline.py)
     cells = [c for state in states.values() for c in state.cells.values()]
     assert cells and all(c.arrivals == {} for c in cells)
+
+
+def test_the_follower_finds_the_recorded_cells_files_in_the_run_folder():
+    """A real recorded run whose ``cell_started`` events name its files where it was
+    recorded (``@RUNS@/speed/cells/...``): the follower reads them in the run folder as it
+    is now, so the rebuilt state has the cells' own events (their T_group)."""
+    run = FIXTURES / "runs" / "speed"
+    runner_only, rebuilt = _runner_only(run, False), rebuild(run)
+    assert rebuilt.cells.keys() == runner_only.cells.keys()
+    assert all(c.T_group is None for c in runner_only.cells.values())
+    assert all(c.T_group and c.T_group > 0 for c in rebuilt.cells.values())
 
 
 def test_typed_events_and_their_documents_give_the_same_state():

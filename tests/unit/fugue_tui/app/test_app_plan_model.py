@@ -148,3 +148,27 @@ def test_a_stream_campaign_loads_into_the_dashboards_plan(tmp_path):
     saved = save_plan(doc, tmp_path / "elsewhere" / "s.toml")
     assert 'trace = "../c/t.csv"' in saved.read_text()
     assert [c.key for c in build_cells(load_campaign(saved), machine)] == keys
+
+
+def test_a_stream_plan_previews_saves_and_launches_like_batch(tmp_path):
+    """A stream plan (``arrivals``, no experiments: the screen keeps an empty selection)
+    previews as the runner's dry run, describes its stream, and saves a file ``--batch``
+    reads (no empty ``experiments`` beside ``arrivals``); a bad stream keeps the define
+    layer's one-line message."""
+    from engine.define.campaign import load_campaign
+
+    doc = {**default_doc(str(tmp_path / "runs")), "name": "s", "device": "cpu",
+           "arrivals": {"process": "poisson", "rate": 2.0, "count": 3, "seed": 7,
+                        "mix": {"D_ens": 1.0}}}
+    assert doc["experiments"] == []
+    result = preview(doc)
+    assert result.error == ""
+    assert len(result.cells) == 1 and result.runs == 1
+    assert result.stream == "stream: poisson, 2 jobs/s, 3 jobs, seed 7, mix D_ens 1"
+    saved = save_plan(doc, tmp_path / "s.toml")
+    assert "experiments" not in saved.read_text()
+    assert load_campaign(saved).arrivals.count == 3
+    bad = preview({**doc, "arrivals": {**doc["arrivals"], "rate": -1}})
+    assert "rate" in bad.error and "\n" not in bad.error
+    both = preview({**doc, "experiments": ["D_reg"]})
+    assert "key 'arrivals'" in both.error

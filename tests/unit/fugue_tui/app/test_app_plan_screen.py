@@ -177,3 +177,40 @@ def test_attach_searches_the_runs_folder_with_its_tilde_expanded(tmp_path, monke
             assert app.screen.query_one(Input).value.startswith(str(tmp_path / "home" / "runs"))
 
     asyncio.run(scenario())
+
+
+def test_a_stream_campaign_loads_shows_its_stream_and_launches(tmp_path, monkeypatch):
+    """A stream campaign file (``arrivals``, no experiments) loads into the plan screen,
+    previews its cells with its stream in one line, and ``ctrl+r`` launches it through
+    :func:`launch_plan` (it said "select at least one experiment" and refused)."""
+    import fugue_tui.app.screens.plan as plan_screen
+
+    monkeypatch.chdir(tmp_path)
+    stream = tmp_path / "s.toml"
+    stream.write_text('name = "su"\nexecutors = ["seq", "mp"]\ndevice = "cpu"\n'
+                      'arrivals = { process = "poisson", rate = 4.0, count = 4, seed = 3, '
+                      'mix = { D_ens = 1.0 } }\n')
+    launched = []
+
+    def launch(doc, resume, saved):
+        launched.append((doc, saved))
+        raise plan_screen.LaunchFailed("", "stopped here by the test")
+
+    monkeypatch.setattr(plan_screen, "launch_plan", launch)
+
+    async def scenario():
+        app = FugueApp(runs_dir="runs")
+        async with app.run_test(size=SIZE) as pilot:
+            await _ready(pilot)
+            await pilot.press("ctrl+o")
+            await _type_path(pilot, str(stream))
+            await until(pilot, lambda: "stream: poisson" in _summary(app), what="the stream")
+            assert "2 cells: 2 run" in _summary(app)
+            assert "stream: poisson, 4 jobs/s, 4 jobs, seed 3, mix D_ens 1" in _summary(app)
+            await pilot.press("ctrl+r")
+            await until(pilot, lambda: launched, what="the launch")
+            doc, saved = launched[0]
+            assert doc["arrivals"]["count"] == 4 and saved is not None
+            assert saved[0] == stream
+
+    asyncio.run(scenario())
