@@ -15,8 +15,11 @@ The rule
     to compare. Where a row of the two compared cells was measured on a busy host
     (:mod:`engine.results.conditions`: load average above its cores + 0.5) the difference is
     never called resolved (``distinguishable`` None), whatever the intervals say. The
-    offered load (mean ``offered_load`` of the recommended cell) and the arrival rate are
-    shown beside it: the answer holds for that load.
+    offered load and the arrival rate are shown beside it: the answer holds for that load.
+    ``offered_load`` is per strategy (arrival rate × mean service time as that strategy
+    served the jobs, docs/measurement.md "Streams"): the one shown is seq's — the load
+    against one server's capacity — where seq served the stream, else the recommended
+    strategy's (``offered_load_of`` names it); each candidate carries its own.
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ def _interval(fig: dict[str, Any]) -> str:
 def stream_advice(groups: Any, by_campaign: bool = False) -> list[dict[str, Any]]:
     """One JSON-able advice per stream and machine of ``groups`` (a ``Runs.groups`` frame;
     ``[]`` without stream rows), by the module doc's rule: provenance, ``stream_sha256``,
-    ``arrival_rate_jps``, ``offered_load`` (the recommended cell's mean), ``measure``,
+    ``arrival_rate_jps``, ``offered_load`` and ``offered_load_of`` (module doc), ``measure``,
     ``recommended`` / ``runner_up`` (None: none), ``distinguishable`` (None: cannot be
     said), ``more_passes``, ``host_busy``, ``verdict`` and ``text`` (the report's lines)."""
     from engine.results.analysis import provenance_columns
@@ -134,19 +137,22 @@ def stream_advice(groups: Any, by_campaign: bool = False) -> list[dict[str, Any]
         best = ranked[0] if ranked else None
         second = ranked[1] if len(ranked) > 1 else None
         rate = mine[0].get("arrival_rate_jps")
-        load = _figure(best, "offered_load")["mean"] if best else None
+        # the load against seq's capacity (one server) where seq served the stream, else
+        # as the recommended strategy served it (offered_load is per strategy)
+        seq = next((c for c in mine if c["executor"] == "seq"), None)
+        load_cell = seq if seq is not None else best
+        load = _figure(load_cell, "offered_load")["mean"] if load_cell else None
+        load_of = _label(load_cell) if load_cell else None
         busy = False
         if best is None:
             distinct, verdict, more = None, f"no strategy recorded {MEASURE}: nothing to rank", None
         else:
             distinct, verdict, more = _compare(best, second)
             figures = []
-            for cell in (best, second):
-                if cell is None:
-                    continue
-                n_busy, n, hload, cores = _busy(groups, cell, prov)
+            for compared in [c for c in (best, second) if c is not None]:
+                n_busy, n, hload, cores = _busy(groups, compared, prov)
                 if n_busy:
-                    figures.append(f"{_label(cell)}: {n_busy} of {n} rows, load up to "
+                    figures.append(f"{_label(compared)}: {n_busy} of {n} rows, load up to "
                                    f"{hload:.2f} on {cores:g} cores")
             if figures:
                 busy = True
@@ -161,7 +167,7 @@ def stream_advice(groups: Any, by_campaign: bool = False) -> list[dict[str, Any]
                            f"do not rank strategies: rerun on a quiet host")
                 distinct, more = None, None
         head = (f"stream {key[-1][:12]} on {key[0]} at {_num(rate, ' jobs/s')} "
-                f"(offered load {_num(load)}):")
+                f"(offered load {_num(load)}" + (f" as {load_of} served it" if load_of else "") + "):")
         lines = [head]
         if best is not None:
             lines.append(f"  lowest p95 job completion time: {_label(best)} "
@@ -170,7 +176,8 @@ def stream_advice(groups: Any, by_campaign: bool = False) -> list[dict[str, Any]
             lines.append(f"  runner-up: {_label(second)} {_interval(_figure(second))}")
         lines.append(f"  {verdict}")
         out.append({**dict(zip(prov, key[:-1], strict=True)), "stream_sha256": key[-1],
-                    "arrival_rate_jps": rate, "offered_load": load, "measure": MEASURE,
+                    "arrival_rate_jps": rate, "offered_load": load, "offered_load_of": load_of,
+                    "measure": MEASURE,
                     "recommended": _entry(best), "runner_up": _entry(second),
                     "distinguishable": distinct, "more_passes": more, "host_busy": busy,
                     "verdict": verdict, "text": "\n".join(lines)})

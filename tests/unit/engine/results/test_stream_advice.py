@@ -34,7 +34,8 @@ def test_a_clear_winner_is_distinguishable_with_its_interval_and_offered_load():
     fig = advice["recommended"]["jct_p95_s"]
     assert fig["ci_low"] <= fig["mean"] <= fig["ci_high"] < 3.0
     assert advice["distinguishable"] is True and advice["more_passes"] is None
-    assert advice["offered_load"] == 0.6 and advice["arrival_rate_jps"] == 2.0
+    assert advice["offered_load"] == 0.6 and advice["offered_load_of"] == "seq"
+    assert advice["arrival_rate_jps"] == 2.0
     assert "distinguishable with 5 passes" in advice["verdict"]
     assert "offered load 0.6" in advice["text"] and "runner-up: ray" in advice["text"]
 
