@@ -147,9 +147,18 @@ def advice_lines(view: SweepView) -> list[str]:
     return out
 
 
-def print_advice(view: SweepView, console: Any) -> None:
+def print_advice(view: SweepView, console: Any,
+                 streams: list[dict[str, Any]] | None = None) -> None:
+    """The advice section: the batch advice, then per stream the strategy with the lowest
+    p95 job completion time (issue 52, :mod:`engine.results.stream_advice`'s ``text``).
+    Where only streams were measured the batch part's "no advice" line is left out."""
     console.print(Text("advice (fugue-tui report --advise)", style="bold"))
-    for line in advice_lines(view):
+    lines = advice_lines(view) if view.advice or not streams else []
+    for advice in streams or []:
+        if lines:
+            lines.append("")
+        lines.extend(advice["text"].splitlines())
+    for line in lines:
         console.print(Text(line), soft_wrap=True)
 
 

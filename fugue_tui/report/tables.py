@@ -128,7 +128,9 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
                                                           runs_dir, by_campaign)):
         console.print(Text(line))
     if advise:
-        print_advice(view, console)
+        from engine.results.stream_advice import stream_advice
+
+        print_advice(view, console, stream_advice(runs.groups, by_campaign))
     return len(table)
 
 
@@ -210,6 +212,7 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
 
         for note in condition_notes(pd.DataFrame(cells)):
             print(f"fugue-tui: note: {note}", file=sys.stderr)
+        from engine.results.stream_advice import stream_advice
         from engine.results.stream_report import stream_cells
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
@@ -221,6 +224,8 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
                       decisions=decision_diff.compare(runs.groups.to_dict("records"),
                                                       runs_dir, by_campaign),
                       streams=stream_cells(runs.groups, by_campaign),
+                      **({"stream_advice": stream_advice(runs.groups, by_campaign)}
+                         if advise else {}),
                       warnings=list(runs.notes)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)
