@@ -15,6 +15,7 @@ invalid value included), without the restyle.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from textual.app import App, ComposeResult
 from textual.color import Color
@@ -45,11 +46,11 @@ def _tint(widget: Widget) -> Color:
     return part.styles.background_tint
 
 
-def _looks() -> dict[str, object]:
+def _looks() -> dict[str, Any]:
     """Per field: its tint blurred and focused, whether focusing it restyled it, and (the
     integer inputs) the tint focused with an invalid value; the theme's focus tint."""
 
-    async def scenario() -> dict[str, object]:
+    async def scenario() -> dict[str, Any]:
         app = _Host()
         restyled: list[Widget] = []
         async with app.run_test(size=(40, 10)) as pilot:
@@ -60,7 +61,7 @@ def _looks() -> dict[str, object]:
                 update_styles(node, animate=animate)
 
             app.update_styles = spy  # type: ignore[method-assign]
-            out: dict[str, object] = {"focus": Color.parse(
+            out: dict[str, Any] = {"focus": Color.parse(
                 app.get_css_variables()["foreground"]).with_alpha(0.05)}
             for wid in ("up-input", "up-select", "our-input", "our-select"):
                 widget = app.query_one(f"#{wid}")
@@ -89,19 +90,19 @@ def _looks() -> dict[str, object]:
 def test_upstream_restyles_on_focus_and_tints_compact_fields() -> None:
     looks = _looks()
     for wid in ("up-input", "up-select"):
-        blurred, focused, restyled = looks[wid]  # type: ignore[misc]
+        blurred, focused, restyled = looks[wid]
         assert restyled, f"{wid}: upstream no longer restyles on focus (drop the workaround?)"
-        assert blurred.a == 0 and looks[wid + " after"].a == 0  # type: ignore[union-attr]
+        assert blurred.a == 0 and looks[wid + " after"].a == 0
         assert focused == looks["focus"], f"{wid}: upstream's focus look changed: {focused}"
-    invalid, tint = looks["up-int"]  # type: ignore[misc]
+    invalid, tint = looks["up-int"]
     assert invalid and tint != looks["focus"] and tint.a > 0  # the error tint wins
 
 
 def test_form_fields_look_as_upstream_without_the_restyle() -> None:
     looks = _looks()
     for up, ours in (("up-input", "our-input"), ("up-select", "our-select")):
-        blurred, focused, restyled = looks[ours]  # type: ignore[misc]
+        blurred, focused, restyled = looks[ours]
         assert not restyled, f"{ours} was restyled on focus"
-        assert (blurred, focused) == looks[up][:2]  # type: ignore[index]
+        assert (blurred, focused) == looks[up][:2]
         assert looks[ours + " after"] == looks[up + " after"]
     assert looks["our-int"] == looks["up-int"]  # an invalid value: the error tint, focused
