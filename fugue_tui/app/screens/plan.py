@@ -161,7 +161,12 @@ class PlanScreen(Screen):
             return None
         target = self.form.next_stop(self.focused, direction)
         if target is not None:
-            self.set_focus(target)
+            # Scrolled only when not wholly in view, then centred (Textual centres the
+            # focused widget at every focus: the form scrolled, and repainted whole, at
+            # every Tab of its lower half; centred, the next Tabs need no scroll)
+            self.set_focus(target, scroll_visible=False)
+            if not self.form.scrollable_content_region.contains_region(target.region):
+                self.form.scroll_to_center(target, animate=False, immediate=True)
         return target
 
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True,

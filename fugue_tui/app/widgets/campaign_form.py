@@ -22,11 +22,15 @@ from typing import Any
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
+from textual.color import Color
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.dom import NoScreen
 from textual.message import Message
+from textual.validation import ValidationResult
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select, Static
+from textual.widgets._select import SelectCurrent
 
 from fugue_tui.app.models.form_fields import (
     DEVICE_PAIR,
@@ -53,7 +57,7 @@ from fugue_tui.app.models.plan import PlanDoc
 _fields = campaign_fields
 
 #: Re-exported: the form's fields are read where they are shown (tests, the docs).
-__all__ = ["FOCUS_MARK", "CampaignForm", "Field", "StateCheckbox", "fit_hint", "input_type",
+__all__ = ["FOCUS_MARK", "CampaignForm", "Field", "FormInput", "FormSelect", "StateCheckbox", "fit_hint", "input_type",
            "option_hint", "option_inputs"]
 
 
@@ -87,6 +91,86 @@ class StateCheckbox(Checkbox):
     # A property where Checkbox has a class attribute: the mark depends on the value.
     def BUTTON_INNER(self) -> str:  # type: ignore[override]  # noqa: N802 (Textual's name)
         return "X" if self.value else " "
+
+
+class _FocusTint:
+    """The focus look of a compact form field (Textual's ``background-tint: $foreground 5%``
+    under ``:focus``; a compact field has no border), set in place as the focus comes and
+    goes rather than by Textual's restyle.
+
+    On every focus change Textual re-matches the widget's CSS rules (a Select: its children's
+    too; an Input: its four component classes) — ``Widget.watch_has_focus`` →
+    ``update_node_styles`` — twice per Tab (the field left and the field entered): it made a
+    Tab between fields about twice as slow as ``j`` in the tree (issue 47, item 7;
+    ``bench.dashboard_tab``). The subclasses neutralise the stylesheet's ``:focus`` tint for
+    themselves (their CSS then does not depend on the focus: the restyle would change
+    nothing) and set the tint as an inline style of the part that shows it.
+    ``tests/unit/fugue_tui/app/test_upstream_focus_style.py`` fails when upstream's focus
+    look or its restyle-on-focus changes."""
+
+    #: The tint of a focused field, by theme (``$foreground 5%``).
+    _tints: dict[str, Color] = {}
+
+    def focus_tint(self) -> Color:
+        """``$foreground 5%`` in the app's theme."""
+        app = self.app  # type: ignore[attr-defined]
+        tint = self._tints.get(app.theme)
+        if tint is None:
+            tint = Color.parse(app.get_css_variables()["foreground"]).with_alpha(0.05)
+            self._tints[app.theme] = tint
+        return tint
+
+    def _tinted(self) -> Widget:
+        """The part whose background shows the focus."""
+        raise NotImplementedError
+
+    def _tint_shown(self) -> bool:
+        return bool(self.has_focus)  # type: ignore[attr-defined]
+
+    def _show_focus(self) -> None:
+        """The focus tint inline while it shows; none otherwise (the stylesheet's shows)."""
+        try:
+            part = self._tinted()
+        except NoMatches:  # not composed yet
+            return
+        part.styles.background_tint = self.focus_tint() if self._tint_shown() else None
+
+    def watch_has_focus(self, has_focus: bool) -> None:  # noqa: FBT001 (Textual's watcher)
+        # Not Widget.watch_has_focus (the restyle): nothing in this widget's CSS depends on
+        # the focus (the subclasses' DEFAULT_CSS), so the tint changes alone, and repaints.
+        self._show_focus()
+
+
+class FormInput(_FocusTint, Input):
+    """The form's text field (see :class:`_FocusTint`). An invalid value keeps Textual's
+    error tint, focused or not (``-invalid``: its rule wins over ``:focus`` upstream too)."""
+
+    DEFAULT_CSS = """
+    FormInput.-textual-compact:focus { background-tint: 0%; }
+    """
+
+    def _tinted(self) -> Widget:
+        return self
+
+    def _tint_shown(self) -> bool:
+        return self.has_focus and not self.has_class("-invalid")
+
+    def validate(self, value: str) -> ValidationResult | None:
+        """Input's validation (it sets ``-invalid``), then the tint that goes with it."""
+        result = super().validate(value)
+        self._show_focus()
+        return result
+
+
+class FormSelect(_FocusTint, Select[str]):
+    """The form's choice field (see :class:`_FocusTint`): the tint on its current value."""
+
+    DEFAULT_CSS = """
+    FormSelect.-textual-compact:focus > SelectCurrent { background-tint: 0%; }
+    """
+
+    def _tinted(self) -> Widget:
+        return self.query_one(SelectCurrent)
 
 
 class CampaignForm(VerticalScroll):
@@ -190,7 +274,7 @@ class CampaignForm(VerticalScroll):
                 yield self._label(spec.id, spec.path, section)
                 value = get_path(self.doc, spec.path)
                 if spec.kind == "select":
-                    yield Select([(c, c) for c in spec.choices], id=spec.id,
+                    yield FormSelect([(c, c) for c in spec.choices], id=spec.id,
                                  value=value if value in spec.choices else Select.NULL,
                                  allow_blank=spec.path != "watchdog.action",
                                  # Textual's blank reads "Select", as if it were a value
@@ -199,7 +283,7 @@ class CampaignForm(VerticalScroll):
                 else:
                     if isinstance(value, list):  # a list field: "fp32, bf16"
                         value = ", ".join(map(str, value))
-                    yield Input("" if value is None else str(value), id=spec.id,
+                    yield FormInput("" if value is None else str(value), id=spec.id,
                                 placeholder=spec.hint or spec.help,
                                 type=field_input_type(spec.kind), tooltip=spec.help or None,
                                 compact=True)
@@ -214,9 +298,10 @@ class CampaignForm(VerticalScroll):
                     spec.option_fields.items(), option_inputs(name), strict=True):
                 with Horizontal(classes="row"):
                     yield self._label(widget_id, option, f"exec-{name}", indent="  ")
-                    yield Input(placeholder=option_hint(declared), id=widget_id, tooltip=hint,
-                                type=input_type(declared.types) if not declared.axis
-                                else "text", compact=True)
+                    yield FormInput(placeholder=option_hint(declared), id=widget_id,
+                                    tooltip=hint, compact=True,
+                                    type=input_type(declared.types) if not declared.axis
+                                    else "text")
         yield StateCheckbox("resume: preview and run only cells without an ok row",
                             False, id="resume", compact=True)
 
