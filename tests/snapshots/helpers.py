@@ -12,7 +12,9 @@ line of the screen text is shown.
 from __future__ import annotations
 
 import difflib
+import html
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -45,7 +47,37 @@ def pin(app) -> None:
         box.cursor_blink = False
 
 
+async def await_snapshot(pilot, app, name: str, tmp_path: Path,
+                         timeout: float = 15.0) -> None:
+    """:func:`assert_snapshot` once the screen has become the pinned one, or after
+    ``timeout`` seconds (then it fails with the rows that differ). A screen is drawn in
+    several steps (workers, timers, a late repaint), and a loaded host (CI's parallel phase)
+    can take the snapshot between two of them: the test waits on the exact screen it
+    asserts instead of pausing for a guessed time. When writing snapshots, the screen is
+    taken once it has stopped changing for 0.5 s."""
+    import asyncio
+
+    path = SNAPSHOTS / f"{name}.svg"
+    writing = os.environ.get("FUGUE_SNAPSHOT_UPDATE") == "1" or not path.exists()
+    expected = None if writing else _HASH.sub("terminal-X-", path.read_text())
+    loop = asyncio.get_running_loop()
+    deadline, last, still_since = loop.time() + timeout, None, loop.time()
+    while loop.time() < deadline:
+        pin(app)
+        svg = _HASH.sub("terminal-X-", app.export_screenshot(title="fugue-tui"))
+        if expected is not None and svg == expected:
+            break
+        if svg != last:
+            last, still_since = svg, loop.time()
+        elif writing and loop.time() - still_since >= 0.5:
+            break
+        await pilot.pause(0.1)
+    assert_snapshot(app, name, tmp_path)
+
+
 def assert_snapshot(app, name: str, tmp_path: Path) -> None:
+    """The screen now against ``tests/snapshots/<name>.svg`` (prefer
+    :func:`await_snapshot`, which waits for it)."""
     pin(app)
     svg = app.export_screenshot(title="fugue-tui")
     path = SNAPSHOTS / f"{name}.svg"
@@ -59,6 +91,37 @@ def assert_snapshot(app, name: str, tmp_path: Path) -> None:
     if svg != expected:
         actual = tmp_path / f"{name}.actual.svg"
         actual.write_text(svg)
-        diff = "\n".join(list(difflib.unified_diff(expected.splitlines(), svg.splitlines(),
-                                                   lineterm="", n=0))[:12])
-        raise AssertionError(f"screen differs from snapshot {path}; new one: {actual}\n{diff}")
+        raise AssertionError(f"screen differs from snapshot {path}; new one: {actual}\n"
+                             + snapshot_diff(expected, svg))
+
+
+_HASH = re.compile(r"terminal-\d+-")
+_TEXT = re.compile(r'<text [^>]*?x="([\d.]+)"[^>]*clip-path="url\(#terminal-X-line-(\d+)\)">'
+                   r"([^<]*)</text>")
+
+
+def screen_lines(svg: str) -> list[str]:
+    """The screen's text rows read back from an exported SVG (styles dropped)."""
+    rows: dict[int, str] = {}
+    for x, line, text in _TEXT.findall(_HASH.sub("terminal-X-", svg)):
+        # Rich writes runs of spaces as bare background: place each run at its column
+        # (Rich's cell width is 12.2 px).
+        row, col = rows.get(int(line), ""), round(float(x) / 12.2)
+        text = html.unescape(text).replace("\xa0", " ").rstrip("\n")
+        rows[int(line)] = row.ljust(col)[:col] + text + row[col + len(text):]
+    return [rows[n].rstrip() for n in sorted(rows)]
+
+
+def snapshot_diff(expected: str, actual: str, limit: int = 16) -> str:
+    """What differs, for a failure message: the screen rows that differ when any do (CI
+    logs keep no SVG), else the SVG's lines with Rich's per-render class hash ignored (a
+    style change). Rich's hash changes with any change, so a raw diff shows only it."""
+    old, new = screen_lines(expected), screen_lines(actual)
+    if old != new:
+        what = "screen text"
+    else:
+        what = "styles (screen text identical)"
+        old = _HASH.sub("terminal-X-", expected).splitlines()
+        new = _HASH.sub("terminal-X-", actual).splitlines()
+    diff = list(difflib.unified_diff(old, new, lineterm="", n=0))[2:]
+    return f"{what}:\n" + "\n".join(diff[:limit])

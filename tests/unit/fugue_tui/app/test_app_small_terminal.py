@@ -16,7 +16,7 @@ from fugue_tui.app.screens.plan import PlanScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import assert_snapshot, install
+from tests.snapshots.helpers import await_snapshot, install
 
 SMALL, MEDIUM = (80, 24), (100, 30)
 
@@ -69,7 +69,7 @@ def test_run_screen_at_small_sizes(tmp_path, size):
             assert "cells 20/20" in text
             for header in (" exp ", "executor", "state", "note"):  # compact headers, whole
                 assert header in text
-            assert_snapshot(app, f"run_recorded_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"run_recorded_{size[0]}x{size[1]}", tmp_path)
 
             if size != SMALL:
                 return  # the zoom once, at the smallest size
@@ -108,7 +108,7 @@ def test_plan_screen_small_every_field_in_reach(tmp_path, monkeypatch, size):
             await _settle(pilot, lambda: isinstance(app.screen, PlanScreen)
                           and "D_reg" in screen_text(app)
                           and "select at least one" in screen_text(app), "the catalogue")
-            assert_snapshot(app, f"plan_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"plan_{size[0]}x{size[1]}", tmp_path)
             plan = app.screen
             # the order tab walks (Textual's focus chain), every field of the form in it
             order = [w.id for w in plan.focus_chain]
@@ -144,6 +144,6 @@ def test_results_screen_small(tmp_path, size):
             figures = screen.query_one("#figures").content.plain
             assert "\n1  D_ens unified_model vf:1,s:0,fl:0 1.035 [0.591, 1.614]" in figures
             assert "e+" not in figures
-            assert_snapshot(app, f"results_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"results_{size[0]}x{size[1]}", tmp_path)
 
     asyncio.run(scenario())

@@ -25,7 +25,7 @@ from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from fugue_tui.report.figures import build
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import FIXTURES, SIZE, assert_snapshot, install
+from tests.snapshots.helpers import FIXTURES, SIZE, await_snapshot, install
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +97,7 @@ def test_plan_screen(tmp_path, monkeypatch):
             # then until nothing moves (the footer follows the focus, the table's last
             # paint): it differed once under load with no diff kept
             await _settle(pilot, lambda: True, "a still screen")
-            assert_snapshot(app, "plan", tmp_path)
+            await await_snapshot(pilot, app, "plan", tmp_path)
 
     asyncio.run(scenario())
 
@@ -140,7 +140,7 @@ def test_run_screen_of_a_recorded_campaign(tmp_path):
                         and "speedup so far:" in screen_text(app), timeout=30,
                         what="the speedup strip")
             await pilot.pause(0.3)
-            assert_snapshot(app, "run_recorded", tmp_path)
+            await await_snapshot(pilot, app, "run_recorded", tmp_path)
             await pilot.press("q")
 
     asyncio.run(scenario())
@@ -170,7 +170,7 @@ def test_gpu_panes_from_the_real_t4_trace(tmp_path):
             assert f"GPU power W  last {last['power_w']:.3g}" in text
             assert "cuda:0 (Tesla T4, trace)" in text
             assert "replay · 101/101 events" in text and "finished" in text
-            assert_snapshot(app, "run_gpu_t4_trace", tmp_path)
+            await await_snapshot(pilot, app, "run_gpu_t4_trace", tmp_path)
 
     asyncio.run(scenario())
 
@@ -200,7 +200,7 @@ def test_replay_steps_through_a_campaign_as_it_happened(tmp_path):
             table = screen.query_one(CellTable)
             applied = screen.replay.events[:screen.replay.pos]
             assert table.row_count == sum(e["type"] == "queued" for e in applied) > 0
-            assert_snapshot(app, "replay_paused", tmp_path)
+            await await_snapshot(pilot, app, "replay_paused", tmp_path)
             await pilot.press("E")
             await _settle(pilot, lambda: screen.replay.done
                           and "cells 20/20: 20 done" in screen_text(app), "the end")
@@ -227,7 +227,7 @@ def test_results_screen_on_the_harness_files(tmp_path):
             for exp_id, speedup in (("D_ens", "1.464"), ("D_cv", "1.236"), ("D_hpo", "1.113")):
                 assert f"{exp_id} unified_model vf:1,s:1,fl:1 {speedup}" in text
             assert "AMD EPYC (2 cores)" in text  # the selected row's provenance
-            assert_snapshot(app, "results_harness", tmp_path)
+            await await_snapshot(pilot, app, "results_harness", tmp_path)
             # filter and sort from the keyboard
             await pilot.press("slash")
             await pilot.press(*"exec:unified", "enter")
@@ -282,7 +282,7 @@ def test_results_screen_of_our_recording_updates_as_rows_land(tmp_path):
             assert "ablation ladder" in charts
             for row in results.ladder.to_dict("records"):
                 assert f"D_ens rung {row['rung']} {row['relative']:.3f}" in charts
-            assert_snapshot(app, "results_recorded", tmp_path)
+            await await_snapshot(pilot, app, "results_recorded", tmp_path)
 
     asyncio.run(scenario())
 

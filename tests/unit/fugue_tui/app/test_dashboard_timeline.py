@@ -22,7 +22,7 @@ from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.device_charts import DeviceCharts
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import FIXTURES, assert_snapshot, install
+from tests.snapshots.helpers import FIXTURES, await_snapshot, install
 
 RUN = FIXTURES / "runs" / "speed"
 
@@ -138,13 +138,13 @@ def test_t_cycles_timeline_and_curves_at_small_sizes(tmp_path, pinned, size):
             text = screen_text(app)
             assert "campaign timeline" in text and "not measured" in text
             assert "1! D_ens seq pass 1 0:00" in text
-            assert_snapshot(app, f"run_timeline_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"run_timeline_{size[0]}x{size[1]}", tmp_path)
             await pilot.press("t")
             await until(pilot, lambda: "Δ+0.000" in screen_text(app), what="the curves")
             await pilot.pause(0.6)
             text = screen_text(app)
             assert "D_ens_ens_s0" in text and "unified_model" in text
-            assert_snapshot(app, f"run_curves_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"run_curves_{size[0]}x{size[1]}", tmp_path)
             await pilot.press("t")
             await until(pilot, lambda: "CPU % of one core (cell process tree, no GPU)"
                         in screen_text(app), what="the cell monitor again")

@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from fugue_tui.app.models.processes import ProcessSampler, ProcRow
 from fugue_tui.app.screens.processes import ProcessScreen
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import assert_snapshot
+from tests.snapshots.helpers import await_snapshot
 
 KEY = "c" * 16
 CELL = "D_ens mp pass 1"
@@ -63,7 +63,7 @@ def test_the_process_view(tmp_path, monkeypatch, size):
                 if now == before:
                     break
                 before = now
-            assert_snapshot(app, f"processes_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"processes_{size[0]}x{size[1]}", tmp_path)
 
     asyncio.run(scenario())
 

@@ -16,7 +16,7 @@ from fugue_tui.app.screens.replay_seek import SeekScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import assert_snapshot, install
+from tests.snapshots.helpers import await_snapshot, install
 
 
 @pytest.fixture(autouse=True)
@@ -144,7 +144,7 @@ def test_a_bad_time_says_so_in_one_line_and_leaves_the_replay(tmp_path, size):
             await until(pilot, lambda: "not a time: '9:99'" in screen_text(app),
                         what="the one line")
             assert hint.display and prompt.query_one(Input).value == "9:99"
-            assert_snapshot(app, f"replay_seek_prompt_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"replay_seek_prompt_{size[0]}x{size[1]}", tmp_path)
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is screen)
             assert (screen.replay.pos, screen.replay.clock(),

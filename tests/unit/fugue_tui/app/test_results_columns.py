@@ -30,7 +30,7 @@ from fugue_tui.app.models.results_columns import (
 from fugue_tui.app.screens.results import ResultsScreen
 from fugue_tui.app.screens.results_columns import ColumnPicker
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import assert_snapshot, install
+from tests.snapshots.helpers import await_snapshot, install
 
 ROWS = 32  # group rows in the recording
 
@@ -209,6 +209,6 @@ def test_the_column_picker_snapshot(tmp_path, size):
                 if now == before:
                     break
                 before = now
-            assert_snapshot(app, f"results_columns_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"results_columns_{size[0]}x{size[1]}", tmp_path)
 
     asyncio.run(scenario())

@@ -14,7 +14,7 @@ from fugue_tui.app.screens.modals import ConfirmScreen
 from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.screens.run_filter import ChoicePicker
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import assert_snapshot
+from tests.snapshots.helpers import await_snapshot
 from tests.unit.fugue_tui.app.test_run_layout_small import (
     LARGE,
     RUNNING,
@@ -74,13 +74,13 @@ def test_filtered_table_and_bulk_question(tmp_path, monkeypatch):
                 await until(pilot, lambda: app.screen is screen and TITLE in screen_text(app)
                             and RUNNING.search(screen_text(app)), what=f"{TITLE} {size}")
                 await _still(pilot, screen)
-                assert_snapshot(app, f"run_filtered{suffix}", tmp_path)
+                await await_snapshot(pilot, app, f"run_filtered{suffix}", tmp_path)
                 await pilot.press("K")  # on the running cell: D_ens
                 await until(pilot, lambda: isinstance(app.screen, ConfirmScreen)
                             and QUESTION in screen_text(app), what="the question")
                 await _still(pilot, screen)
                 assert app.screen.question.endswith(" 2 of them hidden by the filter.")
-                assert_snapshot(app, f"run_bulk_skip{suffix}", tmp_path)
+                await await_snapshot(pilot, app, f"run_bulk_skip{suffix}", tmp_path)
                 await pilot.press("n")
             assert not (run / "control").exists()  # cancelled: nothing sent
 

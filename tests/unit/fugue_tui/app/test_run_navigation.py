@@ -25,7 +25,7 @@ from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.app.widgets.log_pane import LogPane
 from fugue_tui.app.widgets.recent_lines import RecentLines
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import assert_snapshot, install
+from tests.snapshots.helpers import await_snapshot, install
 
 SIZE = (160, 48)
 FIRST = "001-D_ens-seq-p1-7b9b2584"
@@ -294,7 +294,7 @@ def test_search_line_snapshot(tmp_path, monkeypatch, size):
                         and "in log 2/6" in screen_text(app), what="the search at 2/6")
             await pilot.pause(0.3)
             name = "run_search" if size == (160, 48) else f"run_search_{size[0]}x{size[1]}"
-            assert_snapshot(app, name, tmp_path)
+            await await_snapshot(pilot, app, name, tmp_path)
 
     try:
         asyncio.run(scenario())

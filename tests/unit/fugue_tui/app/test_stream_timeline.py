@@ -29,7 +29,7 @@ from fugue_tui.app.screens.run import RunScreen
 from fugue_tui.app.widgets.cell_table import CellTable
 from fugue_tui.report.charts import JOB_KEY
 from tests.app_screen import screen_text, until
-from tests.snapshots.helpers import FIXTURES, assert_snapshot, install
+from tests.snapshots.helpers import FIXTURES, await_snapshot, install
 
 #: The recording's arrivals, seconds after each cell's window opened (its trace.csv).
 ARRIVALS = [0.5, 1.0, 1.5, 7.0, 7.5, 13.0]
@@ -177,7 +177,7 @@ def test_attached_the_timeline_shows_the_streams_jobs(tmp_path, pinned, size):
             text = screen_text(app)
             assert "◆┄" in text and "cells' CPU % of a core" in text
             assert "1 stream seq pass 1 0:" in text  # the cells' legend, under the key
-            assert_snapshot(app, f"run_stream_timeline_{size[0]}x{size[1]}", tmp_path)
+            await await_snapshot(pilot, app, f"run_stream_timeline_{size[0]}x{size[1]}", tmp_path)
 
     asyncio.run(scenario())
 
