@@ -26,6 +26,8 @@ PARTS: dict[str, str] = {
                         "the same cell spawned on the runner's host",
     "dashboard_tab": "a Tab between the plan form's fields against j in the catalogue, in "
                      "process (key to screen)",
+    "streams": "every strategy that serves streams on one Poisson stream of the offline "
+               "mix at 0.3, 0.6 and 0.9 of seq's measured capacity: JCT p50/p95, throughput",
 }
 
 

@@ -141,6 +141,45 @@ def _plan(path: Path) -> list[tuple[int, str, str, str | None]]:
     return [(p.cell.index, p.cell.exp_id, p.cell.executor, p.skip) for p in runner.plan()]
 
 
+def _individual_rows(runs_dir: Path) -> list[dict[str, str]]:
+    """A runs folder's job rows."""
+    from engine.results.columns import INDIVIDUAL_FILE
+
+    return _read_rows(runs_dir / INDIVIDUAL_FILE)
+
+
+def _stream_executors() -> tuple[list[str], dict[str, str]]:
+    """The executors that serve arrival streams (``serves_streams``, discovered as
+    ``bench.streams`` discovers them) and load here, and those that do not load, with why
+    (ray on a lent machine)."""
+    from bench.streams import stream_executors
+    from engine.plugins import load_plugins
+    from engine.registry import EXECUTORS
+
+    load_plugins()
+    here, left_out = [], {}
+    for name in stream_executors():
+        try:
+            EXECUTORS.get(name).load()
+        except ImportError as exc:
+            left_out[name] = f"{type(exc).__name__}: {exc}"
+        else:
+            here.append(name)
+    return here, left_out
+
+
+def _capacity_of(jobs: list[dict[str, str]], warmup: int) -> float:
+    from bench.streams import capacity_of
+
+    return capacity_of(jobs, warmup)
+
+
+def _capacity_trace(templates: list[str], warmup: list[str]) -> str:
+    from bench.streams import capacity_trace
+
+    return capacity_trace(templates, warmup)
+
+
 def _nvml_devices() -> list[dict[str, Any]]:
     try:
         from engine.measure.provenance import nvml_devices
@@ -779,6 +818,74 @@ def ray(run: PartRun) -> tuple[str, dict[str, Any]]:
     numbers = {"rows": [_keep(r) for r in rows]}
     if not rows or any(r["status"] != "ok" for r in rows):
         raise Failed(detail or "no rows", numbers)
+    return detail, numbers
+
+
+#: The streams part: jobs in the stream, the load it is offered at (of seq's capacity).
+STREAM_COUNT = 5
+STREAM_LOAD = 0.9
+
+
+@part("streams", budget_s=115, needs=("pynvml", "torch", "psutil", "filelock"),
+      default=False)
+def streams(run: PartRun) -> tuple[str, dict[str, Any]]:
+    """The streams bench part on the GPU (issue 52): seq's capacity on resnet18 jobs
+    (G_mp's members, one epoch) served back to back after a one-job warm-up, then a Poisson
+    stream of 5 such jobs at 0.9 of that capacity under every executor that serves streams
+    and loads here (ray cannot travel to a lent machine: left out, said so): every cell ok,
+    no job admitted before its arrival, and per executor JCT p50/p95, throughput and offered
+    load. The dry run rehearses the capacity cell on the CPU and plans the stream."""
+    executors, left_out = _stream_executors()
+    if "seq" not in executors:
+        raise RuntimeError(f"seq cannot serve a stream here: {left_out.get('seq')}")
+    for name, why in left_out.items():
+        run.note(f"{name} left out (does not load here: {why[:120]})")
+    exps = {"G_mp": EXPERIMENTS["G_mp"]}
+    trace = run.dir / "capacity.csv"
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    trace.write_text(_capacity_trace(["G_mp"] * STREAM_COUNT, ["G_mp"]))
+    capacity_camp = run.campaign(
+        "gpu_streams_capacity",
+        f'executors = ["seq"]\narrivals = {{ trace = {json.dumps(str(trace))} }}\n', exps)
+
+    def stream_campaign(capacity: float) -> CheckCampaign:
+        rate = STREAM_LOAD * capacity
+        names = ", ".join(json.dumps(e) for e in executors)
+        return run.campaign(
+            "gpu_streams", f"executors = [{names}]\narrivals = {{ process = \"poisson\", "
+            f"rate = {rate!r}, count = {STREAM_COUNT}, seed = 7, mix = {{ G_mp = 1 }} }}\n",
+            exps, rehearse=False)
+
+    if run.dry_run:  # the capacity arithmetic on the rehearsal's rows, the stream planned
+        rehearsed = _capacity_of(_individual_rows(capacity_camp.dir / "rehearsal" / "runs"), 1)
+        run.note(f"capacity on the CPU rehearsal: {rehearsed:.2f} jobs/s")
+        stream_campaign(rehearsed)
+    run.gpu()
+    capacity_camp.run()
+    capacity = _capacity_of(_individual_rows(capacity_camp.dir / "runs"), 1)
+    camp = stream_campaign(capacity)
+    rows = camp.run()
+    jobs = _individual_rows(camp.dir / "runs")
+    early = [j["job_id"] for j in jobs
+             if _f(j.get("admitted_s")) is not None and _f(j.get("arrival_s")) is not None
+             and float(j["admitted_s"]) < float(j["arrival_s"]) - 1e-3]
+    numbers: dict[str, Any] = {
+        "capacity_jps": capacity, "rate_jps": STREAM_LOAD * capacity, "left_out": left_out,
+        "rows": [_keep(r) for r in rows],
+        "streams": {r["executor"]: {k: _f(r.get(k)) for k in (
+            "jct_p50_s", "jct_p95_s", "throughput_jps", "offered_load", "makespan_s")}
+            for r in rows}}
+    detail = (f"capacity {capacity:.2f} jobs/s, rate {STREAM_LOAD * capacity:.2f}/s; " + "; ".join(
+        f"{e}: JCT p50 {s['jct_p50_s'] or float('nan'):.2f} s, p95 "
+        f"{s['jct_p95_s'] or float('nan'):.2f} s, {s['throughput_jps'] or float('nan'):.2f} "
+        "jobs/s" for e, s in numbers["streams"].items()))
+    bad = [f"{r['executor']}: {r['status']} {r.get('error', '')[:120]}" for r in rows
+           if r["status"] != "ok"]
+    missing = [e for e in executors if e not in numbers["streams"]]
+    if bad or missing or early:
+        raise Failed("; ".join(bad + [f"no row: {', '.join(missing)}"] * bool(missing)
+                               + [f"admitted before arrival: {', '.join(early)}"] * bool(early))
+                     + f" ({detail})", numbers)
     return detail, numbers
 
 

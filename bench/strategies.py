@@ -112,21 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                + (" --no-ablation" if args.no_ablation else ""))
     tmp = Path(tempfile.mkdtemp(prefix="bench-strategies-"))
     try:
-        exps = ""
-        if args.epochs:
-            import tomli_w
-
-            from engine.define.catalogue import load_catalogue
-
-            table = {e: {"epochs": args.epochs} for e in OFFLINE}
-            # D_mm's members carry their own epochs: shorten them too.
-            members = load_catalogue().get("D_mm").to_dict().get("members") or []
-            if members:
-                table["D_mm"] = {"members": [
-                    {k: (args.epochs if k == "epochs" else v) for k, v in m.items()
-                     if v is not None} for m in members]}
-            exps = tomli_w.dumps({"experiments": table})
-        (tmp / "exps.toml").write_text(exps)
+        (tmp / "exps.toml").write_text(offline_epochs(args.epochs))
         body = f'experiments = {exps_run!r}\nexecutors = {executors!r}\n'
         if "mp" in executors:
             body += f'[options.mp]\nstart = {list(dict.fromkeys(args.mp_start))!r}\n'
@@ -194,6 +180,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if out else 1
     bench_results.publish(PART, out, args.results_dir)
     return 0
+
+
+def offline_epochs(epochs: int | None) -> str:
+    """An experiments file setting every offline experiment's epochs (empty: the
+    catalogue's); D_mm's members carry their own epochs and are shortened too."""
+    if not epochs:
+        return ""
+    import tomli_w
+
+    from engine.define.catalogue import load_catalogue
+
+    table: dict[str, dict] = {e: {"epochs": epochs} for e in OFFLINE}
+    members = load_catalogue().get("D_mm").to_dict().get("members") or []
+    if members:
+        table["D_mm"] = {"members": [{k: (epochs if k == "epochs" else v)
+                                      for k, v in m.items() if v is not None}
+                                     for m in members]}
+    return tomli_w.dumps({"experiments": table})
 
 
 def _variant(row: dict) -> str:

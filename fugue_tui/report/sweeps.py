@@ -29,11 +29,13 @@ KNEE_TABLE = "knee.csv"
 @dataclass
 class SweepView:
     """What the report and the Results screen draw: the curves (grouped per workload and
-    machine, in load order) and the advice."""
+    machine, in load order), the advice, and per stream its advice (``streams``: the
+    dicts of :func:`engine.results.stream_advice.stream_advice`, issue 52)."""
 
     curves: list[Any] = field(default_factory=list)
     advice: list[Any] = field(default_factory=list)
     fraction: float = 0.10
+    streams: list[dict[str, Any]] = field(default_factory=list)
 
     def workloads(self) -> list[tuple[str, list[Any]]]:
         """``(title, curves)`` per workload and machine."""
@@ -47,15 +49,18 @@ class SweepView:
 
 def analyse(runs: Any, fraction: float = 0.10, advise: bool = True, n_boot: int = 2000,
             by_campaign: bool = False, per_core: bool = False) -> SweepView:
-    """The curves and (with ``advise``) the advice of ``runs`` (``per_core``: ranked by
-    speedup per core, ``report --advise --per-core``)."""
+    """The curves and (with ``advise``) the advice of ``runs``, the batch's and each
+    stream's (``per_core``: the batch advice ranked by speedup per core, ``report --advise
+    --per-core``)."""
     from engine.results.advise import advise as advise_rows
     from engine.results.knee import curves
+    from engine.results.stream_advice import stream_advice
 
     found = curves(runs, fraction=fraction, by_campaign=by_campaign, n_boot=n_boot)
     advice = advise_rows(runs, fraction=fraction, by_campaign=by_campaign,
                          n_boot=n_boot, per_core=per_core) if advise else []
-    return SweepView(found, advice, fraction)
+    streams = stream_advice(runs.groups, by_campaign) if advise else []
+    return SweepView(found, advice, fraction, streams)
 
 
 def charts(view: SweepView, width: int = 80, color: bool | None = None) -> list[str]:
@@ -136,29 +141,27 @@ def print_sweeps(view: SweepView, console: Any, width: int = 80,
 
 
 def advice_lines(view: SweepView) -> list[str]:
-    """The advice of every workload, as text lines (blank line between workloads)."""
+    """The advice of every workload, then per stream the strategy with the lowest p95 job
+    completion time (issue 52, :mod:`engine.results.stream_advice`'s ``text``), as text
+    lines (a blank line between them); "no advice" only where there is neither."""
     out: list[str] = []
     for advice in view.advice:
         if out:
             out.append("")
         out.extend(advice.lines())
+    for stream in view.streams:
+        if out:
+            out.append("")
+        out.extend(stream["text"].splitlines())
     if not out:
         out.append("no advice: no ok row to compare")
     return out
 
 
-def print_advice(view: SweepView, console: Any,
-                 streams: list[dict[str, Any]] | None = None) -> None:
-    """The advice section: the batch advice, then per stream the strategy with the lowest
-    p95 job completion time (issue 52, :mod:`engine.results.stream_advice`'s ``text``).
-    Where only streams were measured the batch part's "no advice" line is left out."""
+def print_advice(view: SweepView, console: Any) -> None:
+    """The advice section (:func:`advice_lines`)."""
     console.print(Text("advice (fugue-tui report --advise)", style="bold"))
-    lines = advice_lines(view) if view.advice or not streams else []
-    for advice in streams or []:
-        if lines:
-            lines.append("")
-        lines.extend(advice["text"].splitlines())
-    for line in lines:
+    for line in advice_lines(view):
         console.print(Text(line), soft_wrap=True)
 
 

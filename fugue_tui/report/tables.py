@@ -128,9 +128,7 @@ def print_report(runs_dir: str | os.PathLike[str], console: Console,
                                                           runs_dir, by_campaign)):
         console.print(Text(line))
     if advise:
-        from engine.results.stream_advice import stream_advice
-
-        print_advice(view, console, stream_advice(runs.groups, by_campaign))
+        print_advice(view, console)
     return len(table)
 
 

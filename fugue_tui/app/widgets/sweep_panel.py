@@ -1,6 +1,7 @@
 """The Results screen's K-sweep and advice panel (issue 23): for the rows shown, each
 workload's throughput-vs-K chart with the knees marked (when the rows form a K sweep) and
-the advice per workload and machine (``fugue-tui report --advise``'s text).
+the advice per workload and machine and per stream (``fugue-tui report --advise``'s
+text).
 
 The analysis (:func:`fugue_tui.report.sweeps.analyse`: bootstrap intervals, knees, advice)
 runs in the screen's loading worker, off the UI thread; this widget only draws what it is
@@ -49,7 +50,7 @@ class SweepPanel(Static):
             return
         self._drawn = key
         view = self.view
-        if view is None or not (view.curves or view.advice):
+        if view is None or not (view.curves or view.advice or view.streams):
             self.display = False
             self.text = ""
             return
@@ -59,7 +60,7 @@ class SweepPanel(Static):
             for chart in charts(view, width=width, color=color):
                 parts.append(Text.from_ansi(chart) if color else Text(chart))
             parts.extend(Text(line, style="dim") for line in rule_lines(view))
-        if view.advice:
+        if view.advice or view.streams:
             parts.append(Text("advice (as fugue-tui report --advise)", style="bold"))
             parts.append(Text("\n".join(advice_lines(view))))
         text = Text("\n").join(parts)

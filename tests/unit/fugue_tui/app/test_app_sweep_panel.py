@@ -38,3 +38,30 @@ def test_panel_draws_the_sweep_and_the_advice(tmp_path, monkeypatch):
             assert "seq: knee K=1" in panel.text and "recommended: seq, K = 1" in panel.text
 
     asyncio.run(scenario())
+
+
+def test_panel_draws_each_streams_advice(tmp_path, monkeypatch):
+    """Stream rows (issue 52): no K sweep and no batch advice, but the panel shows each
+    stream's lowest p95 job completion time, the runner-up and the verdict, as
+    ``report --advise`` prints them (the recorded stream: seq and mp, one pass each)."""
+    from tests.unit.fugue_tui.report.test_report_stream_advice import STREAM_RUNS
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
+
+    async def scenario():
+        app = FugueApp(results=str(STREAM_RUNS))
+        async with app.run_test(size=SIZE) as pilot:
+            panel = await until(pilot, lambda: isinstance(app.screen, ResultsScreen)
+                                and app.screen.query_one(SweepPanel).draws
+                                and app.screen.query_one(SweepPanel), timeout=60,
+                                what="the advice panel")
+            assert panel.display
+            text = panel.text
+            assert "K sweep" not in text and "no advice" not in text
+            assert "advice (as fugue-tui report --advise)" in text
+            assert "lowest p95 job completion time: seq" in text
+            assert "runner-up: mp" in text and "run 4 more" in text
+            assert "offered load" in text
+
+    asyncio.run(scenario())
