@@ -9,7 +9,10 @@ opening, and again, pointlessly, for the run screen hidden under it. This footer
 what it would show (keys, their display, descriptions, enabled, tooltips) with what it shows,
 and recomposes only on a difference, and never while its screen is hidden (the resume
 publishes a bindings update of its own); when only some keys became enabled or disabled
-(the run screen's retry/skip/kill at each cell end) it marks them in place.
+(the run screen's retry/skip/kill at each cell end) it marks them in place; and when keys
+only went away or came back (the plan form's Tab between a text field, where ``?`` and
+``q`` type, and a checkbox, where they act: 6 of 20 Tabs over the form), it hides or shows
+the keys it holds, in place: it recomposes only for a key it has never held.
 
 It also ends cleanly on a narrow terminal (issue 47, item 5): the keys that do not fit
 beside the palette key are hidden whole (Textual cut the last one mid-word under it,
@@ -39,6 +42,12 @@ class KeyFooter(Footer):
     recomposes = 0
     #: How many times only keys' enabled states changed, set in place (tests read it).
     restyles = 0
+    #: How many times keys were hidden or shown again in place (tests read it).
+    toggles = 0
+    #: What the last recomposition mounted (:meth:`_content`); ``_absent``: the actions of
+    #: its keys not offered now (hidden until offered again).
+    _composed: Any = None
+    _absent: frozenset[str] = frozenset()
 
     def _content(self) -> Any:
         """What :meth:`Footer.compose` would show now."""
@@ -76,7 +85,17 @@ class KeyFooter(Footer):
             self._set_enabled(content)
             self.restyles += 1
             return
-        self._shown = content
+        absent = _absent_from(self._composed, content)
+        if absent is not None:
+            # keys went away or came back, all of them mounted: hide or show them (a Tab
+            # between a text field and a checkbox in the plan form)
+            self._shown, self._absent = content, absent
+            self._set_enabled(content)
+            self.fit_keys()
+            self.toggles += 1
+            return
+        self._shown = self._composed = content
+        self._absent = frozenset()
         self.recomposes += 1
         await self.recompose()
         self.fit_keys()
@@ -113,8 +132,11 @@ class KeyFooter(Footer):
         for key in keys:
             if key in palette:
                 continue
-            room -= _width(key)
-            fits = room >= 0
+            if key.action in self._absent:
+                fits = False  # not offered now (:meth:`_recompose_if_changed`)
+            else:
+                room -= _width(key)
+                fits = room >= 0
             if key.display != fits:
                 key.display = fits
 
@@ -124,6 +146,36 @@ def _without_enabled(content: Any) -> Any:
     keys, palette, compact = content
     return (tuple(k[:4] + k[5:] for k in keys),
             palette[:2] + palette[3:] if palette else palette, compact)
+
+
+def _firsts(keys: Any) -> dict[str, tuple]:
+    """Action → what its key shows (the action's first binding, as :meth:`Footer.compose`
+    chooses), in the footer's order; enabled states left out."""
+    out: dict[str, tuple] = {}
+    for key, display, description, action, _enabled, tooltip, group in keys:
+        out.setdefault(action, (key, display, description, tooltip, group))
+    return out
+
+
+def _absent_from(composed: Any, content: Any) -> frozenset[str] | None:
+    """The mounted actions ``content`` does not offer, when ``content`` shows a subset of
+    what ``composed`` mounted (the same keys, descriptions and order, the same palette key
+    and compactness; no binding groups, which Textual mounts inside a ``KeyGroup``);
+    ``None`` when it does not (a recomposition is needed)."""
+    if composed is None:
+        return None
+    (old_keys, old_palette, old_compact), (keys, palette, compact) = composed, content
+    strip = (lambda p: p[:2] + p[3:] if p else p)  # noqa: E731 - the palette sans enabled
+    if compact != old_compact or strip(palette) != strip(old_palette):
+        return None
+    mounted, offered = _firsts(old_keys), _firsts(keys)
+    if any(shown[4] is not None for shown in mounted.values()):
+        return None
+    if any(mounted.get(action) != shown for action, shown in offered.items()):
+        return None
+    if [a for a in mounted if a in offered] != list(offered):
+        return None  # another order
+    return frozenset(mounted) - frozenset(offered)
 
 
 def _width(key: FooterKey) -> int:

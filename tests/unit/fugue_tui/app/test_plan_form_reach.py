@@ -148,3 +148,29 @@ def test_devices_field_round_trip(tmp_path, monkeypatch):
             assert plan.doc["devices"] == ["cuda:0", "cuda:1"]
 
     asyncio.run(scenario())
+
+
+def test_tabs_over_the_form_hide_and_show_help_and_quit_in_place(tmp_path, monkeypatch):
+    """In a text field ``?`` and ``q`` type, on a checkbox they act: the footer follows at
+    each Tab without being recomposed (it was on 6 of 20 Tabs: the Tab's frame rebuilt
+    every key, issue 47 item 7's "never slower than j")."""
+    from fugue_tui.app.widgets.footer import KeyFooter
+
+    async def body(pilot, plan):
+        app = pilot.app
+        footer = plan.query_one(KeyFooter)
+        await until(pilot, lambda: footer.recomposes and "? help" in screen_text(app),
+                    what="the footer")
+        recomposes, kinds = footer.recomposes, set()
+        for _ in range(20):
+            before = app.focused
+            await pilot.press("tab")
+            await until(pilot, lambda b=before: app.focused is not b, what="the next stop")
+            typing = isinstance(app.focused, Input)
+            kinds.add(typing)
+            await until(pilot, lambda t=typing: ("? help" in screen_text(app)) is not t,
+                        what=f"'? help' {'hidden' if typing else 'shown'} on {app.focused}")
+        assert kinds == {True, False}  # the walk crossed fields and checkboxes
+        assert footer.recomposes == recomposes and footer.toggles >= 2
+
+    _run(tmp_path, monkeypatch, body)
