@@ -235,7 +235,8 @@ def _check_stream_executors(executors: list[str], src: _Source, doc: dict[str, A
     Raises:
         ConfigError: ``"<where>: key 'executors': '<name>' does not serve arrival streams
             yet (key 'arrivals'); ones that do: seq, mp, ray, unified_model"``; packing
-            (``devices``) with a stream; ray with a Ray Tune scheduler and a stream.
+            (``devices``) with a stream; an early-stopping ``scheduler`` (any but fifo) of
+            any executor with a stream (ray's: Ray Tune's).
     """
     serving = [n for n in EXECUTORS.names() if EXECUTORS.get(n).serves_streams]
     for name in executors:
@@ -249,13 +250,19 @@ def _check_stream_executors(executors: list[str], src: _Source, doc: dict[str, A
     options = doc.get("options")
     for name in executors:
         table = options.get(name) if isinstance(options, dict) else None
-        # ray serves a stream on its actor pool, FIFO: a Ray Tune trial scheduler would
-        # need the whole trial set up front (Tune's own queue), so it is refused, not ignored
+        # a stream's jobs are served whole, FIFO, by every executor: an early-stopping
+        # scheduler is refused, not ignored (seq, mp and unified_model ran the stream with
+        # it silently unused); ray's Tune schedulers would need the whole trial set up front
         chosen = table.get("scheduler") if isinstance(table, dict) else None
-        if name == "ray" and chosen not in (None, "fifo", ["fifo"]):
-            raise ConfigError(f"{src.where}: key 'scheduler' of [options.ray] and key "
-                              "'arrivals': Ray Tune's trial schedulers do not serve arrival "
-                              "streams (a stream's jobs queue FIFO on ray's actor pool)")
+        if chosen not in (None, "fifo", ["fifo"]):
+            why = ("Ray Tune's trial schedulers do not serve arrival streams (a stream's jobs "
+                   "queue FIFO on ray's actor pool)" if name == "ray" else
+                   f"early-stopping schedulers ("
+                   f"{', '.join(map(quoted, chosen if isinstance(chosen, list) else [chosen]))}"
+                   ") do not apply to arrival "
+                   "streams (a stream's jobs are served whole, FIFO)")
+            raise ConfigError(f"{src.where}: key 'scheduler' of [options.{name}] and key "
+                              f"'arrivals': {why}")
         if isinstance(table, dict) and table.get("devices") is not None:
             raise ConfigError(f"{src.where}: key 'devices' of [options.{name}] and key "
                               "'arrivals': packing onto several devices does not serve "

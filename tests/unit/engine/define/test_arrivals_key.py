@@ -180,6 +180,13 @@ def test_a_bad_trace_is_one_line_naming_the_row(tmp_path, trace, message):
     ('experiments = "D_ens"\n', "key 'experiments' and key 'arrivals': give one"),
     ('executors = ["ray"]\n[options.ray]\nscheduler = ["asha"]\n',
      "key 'scheduler' of [options.ray] and key 'arrivals': Ray Tune's trial schedulers"),
+    # seq, mp and unified_model served the stream with the scheduler silently unused
+    ('executors = ["seq"]\n[options.seq]\nscheduler = "sha"\n',
+     "key 'scheduler' of [options.seq] and key 'arrivals': early-stopping schedulers ('sha')"),
+    ('executors = ["mp"]\n[options.mp]\nscheduler = ["fifo", "asha"]\n',
+     "key 'scheduler' of [options.mp] and key 'arrivals': early-stopping schedulers"),
+    ('executors = ["unified_model"]\n[options.unified_model]\nscheduler = "median"\n',
+     "key 'scheduler' of [options.unified_model] and key 'arrivals'"),
     ("k_sweep = [1, 2]\n", "key 'k_sweep' and key 'arrivals'"),
     ('executors = ["mp"]\n[options.mp]\ndevices = ["cuda:0", "cuda:1"]\n',
      "key 'devices' of [options.mp] and key 'arrivals'"),
