@@ -118,14 +118,16 @@ def sweep_sections(runs: Any, fraction: float, advise: bool,
                    by_campaign: bool = False, per_core: bool = False) -> dict[str, Any]:
     """``sweeps`` (every curve of a K sweep; ``[]`` without one) and ``advice`` (a list
     with ``advise``; ``null`` when not asked for, as the text report prints it only with
-    ``--advise``) of ``runs``."""
+    ``--advise``) of ``runs``; with ``advise`` also ``stream_advice`` (the analysis computes
+    it with the batch advice: the caller places it, after ``streams``)."""
     from fugue_tui.report.sweeps import analyse
 
     view = analyse(runs, fraction=fraction, advise=advise, by_campaign=by_campaign,
                    per_core=per_core)
     return {"knee_fraction": float(fraction),
             "sweeps": [curve_entry(c) for c in view.curves],
-            "advice": [advice_entry(a) for a in view.advice] if advise else None}
+            "advice": [advice_entry(a) for a in view.advice] if advise else None,
+            **({"stream_advice": view.streams} if advise else {})}
 
 
 def hpo_entry(cell: Any) -> dict[str, Any]:

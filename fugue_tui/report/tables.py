@@ -210,20 +210,20 @@ def run_report(runs_dir: str | os.PathLike[str], campaign_id: str | None = None,
 
         for note in condition_notes(pd.DataFrame(cells)):
             print(f"fugue-tui: note: {note}", file=sys.stderr)
-        from engine.results.stream_advice import stream_advice
         from engine.results.stream_report import stream_cells
         from fugue_tui.report.sweeps_json import hpo_section, sweep_sections
 
+        sections = sweep_sections(runs, fraction, advise, by_campaign, per_core)
+        streams_advice = sections.pop("stream_advice", None)  # placed after "streams"
         dump(document("report", runs_dir=str(runs_dir), campaign=campaign_id,
                       by_campaign=by_campaign,
                       cells=cells,
-                      **sweep_sections(runs, fraction, advise, by_campaign, per_core),
+                      **sections,
                       hpo=hpo_section(runs, by_campaign),
                       decisions=decision_diff.compare(runs.groups.to_dict("records"),
                                                       runs_dir, by_campaign),
                       streams=stream_cells(runs.groups, by_campaign),
-                      **({"stream_advice": stream_advice(runs.groups, by_campaign)}
-                         if advise else {}),
+                      **({"stream_advice": streams_advice} if advise else {}),
                       warnings=list(runs.notes)))
         if export_dir is not None:
             print(f"exported to {export_dir}", file=sys.stderr)
