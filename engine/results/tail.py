@@ -157,6 +157,16 @@ class GroupTail:
                                               [self.path])
         return self._runs
 
+    def any_value(self, column: str) -> bool:
+        """Whether a row of the campaign read so far has a value in ``column`` (``False``
+        when the file has no such column): a stream campaign's rows carry
+        ``stream_sha256``."""
+        header = self._header or []
+        if column not in header:
+            return False
+        at = header.index(column)
+        return any(len(r) > at and r[at].strip() for r in self._records)
+
     def plain_rows(self) -> list[dict[str, Any]] | None:
         """The campaign's rows read so far, each normalised once as :meth:`runs` would
         (:func:`_normalised_ok`: numbers as floats, NaN missing; in load order), while

@@ -18,10 +18,10 @@ def test_screen_lines_read_back_the_rows_at_their_columns():
 
 
 def test_a_text_change_shows_the_row_a_style_change_says_so():
-    changed = snapshot_diff(SVG, SVG.replace("0.98×", "0.97×"))
+    changed = snapshot_diff(SVG, SVG.replace("4.77&#160;s", "4.78&#160;s"))
     assert changed.startswith("screen text:")
-    assert "- speedup so far: stream mp 0.98×" in changed
-    assert "+ speedup so far: stream mp 0.97×" in changed
+    assert "- p95 job completion so far: seq 4.77 s" in changed
+    assert "+ p95 job completion so far: seq 4.78 s" in changed
     styled = snapshot_diff(SVG, SVG.replace("#98e024", "#98e025"))
     assert styled.startswith("styles (screen text identical):") and "#98e025" in styled
     assert "terminal-X-" in styled  # the hash is normalised away

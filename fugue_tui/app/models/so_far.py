@@ -5,6 +5,12 @@ the bootstrap interval once both sides have enough passes; a plain campaign's nu
 without pandas, :mod:`engine.results.light_speedups`) — fitted to one line with the
 campaign's ETA (:mod:`fugue_tui.app.models.eta`). Textual-free; :func:`speedup_line` reads
 files (call it from a worker).
+
+A stream campaign (``arrivals``) is judged on its jobs' completion times, not on the
+makespan (``T_group`` of a stream is mostly its last arrival: a "speedup" of it said ~1×
+whatever the strategy): its line is ``p95 job completion so far:`` with each strategy's
+mean ``jct_p95_s`` over its passes and that mean's interval, seq's included — the figures
+of ``report``'s streams table (:func:`engine.results.stream_report.stream_cells`).
 """
 
 from __future__ import annotations
@@ -25,8 +31,14 @@ if TYPE_CHECKING:
 def speedup_line(runs_dir: Path, campaign: str, n_boot: int = 500) -> str:
     """``speedup so far: D_ens unified_model 1.20× [0.95, 1.51] · …`` for ``campaign``'s
     rows in ``runs_dir`` (empty while no strategy cell has a seq baseline yet)."""
-    parts = SoFar(runs_dir, campaign).parts(n_boot)
-    return ("speedup so far: " + " · ".join(" ".join(p) for p in parts)) if parts else ""
+    model = SoFar(runs_dir, campaign)
+    parts = model.parts(n_boot)
+    return (model.head + " · ".join(" ".join(p) for p in parts)) if parts else ""
+
+
+#: The strip's head: a batch campaign's speedups, a stream campaign's completion times.
+SPEEDUP_HEAD = "speedup so far: "
+STREAM_HEAD = "p95 job completion so far: "
 
 
 class SoFar:
@@ -48,6 +60,9 @@ class SoFar:
         self._parts: list[tuple[str, str, str]] = []
         #: Rows arrived that the last answer does not include yet.
         self._dirty = False
+        #: What the parts are (:data:`SPEEDUP_HEAD`, or :data:`STREAM_HEAD` once the
+        #: campaign's rows are a stream's).
+        self.head = SPEEDUP_HEAD
 
     def parts(self, n_boot: int = 500,
               cancelled: Callable[[], bool] = lambda: False) -> list[tuple[str, str, str]]:
@@ -63,6 +78,10 @@ class SoFar:
         if self.tail.update():
             self._dirty = True
         if not self._dirty or cancelled():
+            return self._parts
+        if self.tail.any_value("stream_sha256"):
+            self.head = STREAM_HEAD
+            self._parts, self._dirty = stream_parts(self.tail.runs().groups), False
             return self._parts
         # the plain case (every row ok, uncompiled, fifo: a campaign as the dashboard runs
         # it) in plain Python, ~2 ms; else the whole analysis, ~40 ms of pandas a call
@@ -95,6 +114,31 @@ class SoFar:
             parts.append((label, f"{row['speedup']:.2f}×{on}", interval))
         self._parts, self._dirty = parts, False
         return parts
+
+
+def stream_parts(groups: Any) -> list[tuple[str, str, str]]:
+    """A stream campaign's strip items from its group rows (a ``Runs.groups`` frame): per
+    strategy on the stream, seq first, ``(label, "1.53 s", "[1.44, 1.60]")`` — the mean
+    ``jct_p95_s`` over its ok passes and the 95 % bootstrap interval of that mean
+    (``(n=1, no interval yet)`` with too few passes); the label is the executor, with its
+    ``max_parallel`` or configuration where two cells of one executor would look alike.
+    Empty while no pass recorded the figure."""
+    from engine.results.stream_report import stream_cells
+
+    cells = [c for c in stream_cells(groups)
+             if c["figures"]["jct_p95_s"]["mean"] is not None]
+    names = [c["executor"] for c in cells]
+    parts = []
+    for cell, name in zip(cells, names, strict=True):
+        if names.count(name) > 1:
+            name += (f" max_parallel={cell['max_parallel']}" if cell.get("max_parallel")
+                     is not None else f" {cell['config_key'][:8]}")
+        figure = cell["figures"]["jct_p95_s"]
+        low, high = figure["ci_low"], figure["ci_high"]
+        interval = (f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None
+                    else f"(n={figure['n']}, no interval yet)")
+        parts.append((name, f"{figure['mean']:.2f} s", interval))
+    return parts
 
 
 #: Seconds between two analyses of the strip at most once per this window: cell ends closer
@@ -204,7 +248,8 @@ def strip_labels(rows: list[dict[str, Any]]) -> list[str]:
     return labels
 
 
-def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int) -> str:
+def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int,
+              head: str = SPEEDUP_HEAD) -> str:
     """The run header's strip — each speedup so far and the ETA — in one line of
     ``width`` cells (the header is at most three lines: a strip that wrapped was cut off,
     at 160 columns too). Tries, in order: everything; the ETA without its explanation;
@@ -212,7 +257,8 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int) ->
     executor only); without the cores behind each ratio; as many of those as fit and
     ``+N more (v: results)``. The ETA
     (:meth:`Eta.text <fugue_tui.app.models.eta.Eta.text>`) is kept in each, its spread
-    included."""
+    included. ``head``: what the items are (:data:`SPEEDUP_HEAD`, :data:`STREAM_HEAD`);
+    the shortest forms say ``so far:``."""
     eta_long = eta.text(long=True) if eta is not None else ""
     eta_short = eta.text(long=False) if eta is not None else ""
     full = [" ".join(p) for p in parts]
@@ -231,13 +277,13 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int) ->
         body = (head + " · ".join(items)) if items else ""
         return " · ".join(p for p in (body, tail) if p)
 
-    for head, items, tail in (("speedup so far: ", full, eta_long),
-                              ("speedup so far: ", full, eta_short),
-                              ("speedup so far: ", bare, eta_short),
-                              ("so far: ", bare, eta_short),
-                              ("so far: ", short, eta_short),
-                              ("so far: ", tiny, eta_short)):
-        text = line(head, items, tail)
+    for first, items, tail in ((head, full, eta_long),
+                               (head, full, eta_short),
+                               (head, bare, eta_short),
+                               ("so far: ", bare, eta_short),
+                               ("so far: ", short, eta_short),
+                               ("so far: ", tiny, eta_short)):
+        text = line(first, items, tail)
         if len(text) <= width:
             return text
     for shown in range(len(tiny) - 1, -1, -1):

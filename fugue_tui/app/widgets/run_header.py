@@ -40,6 +40,9 @@ class RunHeader(Static):
     #: The speedups so far, ``(label, "1.20×", interval)`` each
     #: (:func:`fugue_tui.app.models.so_far.speedup_parts`); set by the worker.
     so_far: var[list[tuple[str, str, str]]] = var(list, init=False)
+    #: What they are: ``speedup so far: `` or, for a stream campaign, ``p95 job completion
+    #: so far: `` (:attr:`fugue_tui.app.models.so_far.SoFar.head`).
+    so_far_head: str = "speedup so far: "
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
@@ -100,7 +103,7 @@ class RunHeader(Static):
         # one line of the header's width: a strip that wrapped was cut (issue 30, item 14)
         # the ETA counts down between cell ends (issue 47, item 8): it moves with ``now``
         eta = campaign_eta(state, now, model.view.total) if state.state == "running" else None
-        strip = fit_strip(self.so_far, eta, width)
+        strip = fit_strip(self.so_far, eta, width, self.so_far_head)
         devices = devices_line(model.running_cells())
         if devices:
             text.append(f"\n{devices}", style="green")
@@ -155,4 +158,8 @@ class RunHeader(Static):
             except (OSError, ValueError, KeyError) as exc:  # a display aid must not stop us
                 parts = [("speedup so far:", "not computed", f"({type(exc).__name__}: {exc})")]
         if not worker.is_cancelled:
-            self.app.call_from_thread(setattr, self, "so_far", parts)
+            self.app.call_from_thread(self._set_so_far, parts, model.head)
+
+    def _set_so_far(self, parts: list[tuple[str, str, str]], head: str) -> None:
+        self.so_far_head = head
+        self.so_far = parts

@@ -136,3 +136,43 @@ def test_the_strip_reads_only_the_rows_appended_since_the_last_cell_end(tmp_path
         assert loads == []  # the runs folder never reloaded
 
     asyncio.run(scenario())
+
+
+def test_a_stream_campaign_shows_each_strategys_p95_completion_time_not_a_speedup(tmp_path):
+    """A stream's T_group is mostly its last arrival: its "speedup" said 0.98× for mp
+    whatever mp did. The strip shows each strategy's mean ``jct_p95_s`` (seq's included),
+    with the mean's interval once there are passes enough, as report's streams table."""
+    from engine.results.stream_report import stream_cells
+    from engine.results.tail import GroupTail
+    from fugue_tui.app.models.so_far import STREAM_HEAD, SoFar, fit_strip, speedup_line
+    from tests.snapshots.helpers import install
+
+    runs = install(tmp_path, "stream_runs")
+    header, rows = _fixture_rows(runs)
+    tail = GroupTail(runs / "master_groups.csv", "stream")
+    tail.update()
+    assert tail.any_value("stream_sha256") and not tail.any_value("no_such_column")
+    model = SoFar(runs, "stream")
+    parts = model.parts(n_boot=0)
+    assert model.head == STREAM_HEAD
+    by = {r["executor"]: float(r["jct_p95_s"]) for r in rows}
+    assert parts == [("seq", f"{by['seq']:.2f} s", "(n=1, no interval yet)"),
+                     ("mp", f"{by['mp']:.2f} s", "(n=1, no interval yet)")]
+    assert speedup_line(runs, "stream").startswith(f"p95 job completion so far: seq {by['seq']:.2f} s")
+    assert "×" not in fit_strip(parts, None, 160, model.head)
+
+    # MIN_BOOT_N passes of each: an interval, the one report's streams table gives
+    from engine.results.analysis import MIN_BOOT_N
+
+    more = [{**r, "pass": str(p), "group_id": f"{r['group_id']}p{p}",
+             "jct_p95_s": str(float(r["jct_p95_s"]) + 0.1 * p)}
+            for p in range(2, MIN_BOOT_N + 1) for r in rows]
+    (runs / "master_groups.csv").write_bytes(_encode(header, rows + more, True))
+    parts = model.parts(n_boot=0)
+    table = {c["executor"]: c["figures"]["jct_p95_s"] for c in stream_cells(model.tail.runs().groups)}
+    for label, value, interval in parts:
+        figure = table[label]
+        assert figure["n"] == MIN_BOOT_N and value == f"{figure['mean']:.2f} s"
+        assert interval == f"[{figure['ci_low']:.2f}, {figure['ci_high']:.2f}]"
+    # a batch campaign in the same folder keeps its speedups
+    assert SoFar(runs, "nothing-here").head != STREAM_HEAD

@@ -168,8 +168,8 @@ def test_attached_the_timeline_shows_the_streams_jobs(tmp_path, pinned, size):
         async with app.run_test(size=size) as pilot:
             await until(pilot, lambda: isinstance(app.screen, RunScreen)
                         and app.screen.query_one(CellTable).row_count == 2
-                        and "speedup so far" in screen_text(app), timeout=20,
-                        what="the 2 cells and the header's speedups")
+                        and "p95 job completion so far" in screen_text(app), timeout=20,
+                        what="the 2 cells and the header's completion times")
             await pilot.press("t")
             await until(pilot, lambda: "stream jobs: 12 done, 0 running, 0 queued"
                         in screen_text(app) and JOB_KEY in screen_text(app),
@@ -225,8 +225,8 @@ def test_a_finished_campaigns_timeline_is_drawn_again_when_its_pane_resizes(tmp_
         app = FugueApp(attach=str(run), clock=lambda: last + 10)
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, RunScreen)
-                        and "speedup so far" in screen_text(app), timeout=20,
-                        what="the header's speedups")
+                        and "p95 job completion so far" in screen_text(app), timeout=20,
+                        what="the header's completion times")
             await pilot.press("t")
             await until(pilot, lambda: "1 stream seq pass 1 0:" in screen_text(app),
                         what="the timeline and the cells' legend")
