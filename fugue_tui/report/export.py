@@ -164,6 +164,7 @@ _NO_BARS = {
     "speedup": f"no cell other than {BASELINE_EXECUTOR} (a speedup compares a strategy with its "
                f"{BASELINE_EXECUTOR} baseline)",
     "ladder": "no ablation-ladder rows (unified_model with --sweep ablation)",
+    "completion": "no stream campaign's rows (key 'arrivals')",
 }
 _NO_ROWS = "no ok row to draw"
 #: Why every value of a figure is missing, per figure (else :data:`_NOTHING_MEASURED`).

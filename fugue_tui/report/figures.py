@@ -12,8 +12,12 @@ same machine, stack and experiment). A value that was not measured is ``None`` i
 Figures (:data:`FIGURE_KEYS`): ``speedup``, ``wall_clock`` (mean ``T_group``),
 ``throughput`` (mean ``throughput_group``), ``energy`` (J per trained model),
 ``memory`` (peak VRAM, else peak RSS of the cell's process tree), ``parity`` (mean
-validation accuracy, the interval being the seq baseline's [min, max] over its jobs) and
-``ladder``.
+validation accuracy, the interval being the seq baseline's [min, max] over its jobs),
+``ladder`` and ``completion``: a stream campaign's strategies (``arrivals``) on their
+jobs' p95 completion time, the mean ``jct_p95_s`` over passes with that mean's interval
+(:func:`engine.results.stream_report.stream_cells`, report's streams table). A stream
+cell's ``speedup`` is the ratio of makespans, which its last arrival dominates: the
+speedup figure's note says to compare streams on ``completion``.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.define.matrix import STREAM_ID
 from engine.results.derived import BASELINE_EXECUTOR, PARITY_NA, parity_words
 from fugue_tui.format import finite, fmt_number
 
 #: The figures, in the order they are shown and exported.
-FIGURE_KEYS = ("speedup", "wall_clock", "throughput", "energy", "memory", "parity", "ladder")
+FIGURE_KEYS = ("speedup", "wall_clock", "throughput", "energy", "memory", "parity", "ladder",
+               "completion")
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,33 @@ def _slower_but_faster(labelled: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return out
 
 
+def completion_bars(runs, by_campaign: bool = False) -> list[Bar]:
+    """The ``completion`` figure's bars: per stream cell
+    (:func:`engine.results.stream_report.stream_cells`) its mean ``jct_p95_s`` and the
+    mean's interval, labelled ``stream <executor>`` (the stream's hash, the machine, the
+    configuration added where needed to tell bars apart); ``[]`` without stream rows."""
+    from engine.results.stream_report import stream_cells
+
+    cells = stream_cells(runs.groups, by_campaign)
+    streams = len({c["stream_sha256"] for c in cells})
+    machines = len({c.get("machine") for c in cells})
+    labels = []
+    for c in cells:
+        head = f"{c.get('machine')}: " if machines > 1 else ""
+        which = f"stream {c['stream_sha256'][:8]}" if streams > 1 else "stream"
+        labels.append(f"{head}{which} {c['executor']}")
+    bars = []
+    for label, c in zip(labels, cells, strict=True):
+        if labels.count(label) > 1:
+            label += f" {c['config_key'][:8]}"
+        figure = c["figures"]["jct_p95_s"]
+        value, low, high = (finite(figure[k]) for k in ("mean", "ci_low", "ci_high"))
+        text = fmt_number(value, ".2f") + (f" [{low:.2f}, {high:.2f}]" if low is not None
+                                           and high is not None else "")
+        bars.append(Bar(label, value, low, high, text))
+    return bars
+
+
 def build(runs, by_campaign: bool = False, n_boot: int = 2000,
           baseline_precision: str | None = None) -> Results:
     """The table and the figures of ``runs`` (:class:`engine.results.load.Runs`)."""
@@ -247,6 +280,11 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
     speed_note = ratio
     for line in _slower_but_faster(labelled):
         speed_note += f"; {line}"
+    completion = completion_bars(runs, by_campaign)
+    if completion and any(r["exp_id"] == STREAM_ID for _, r in labelled
+                          if r["executor"] != BASELINE_EXECUTOR):
+        speed_note += ("; a stream cell's is the ratio of makespans (its last arrival "
+                       "dominates them): compare streams on their p95 job completion time")
     if orphans:  # a missing bar must say why: here, no seq row to divide by
         speed_note += (f"; missing for {', '.join(orphans)}: no {base} row of that experiment "
                        f"among the rows shown (a filter that leaves {base} out leaves no "
@@ -270,5 +308,10 @@ def build(runs, by_campaign: bool = False, n_boot: int = 2000,
                f"{base} spread widened by the precision's band; OUTSIDE names which failed"),
         Figure("ladder", "unified-model ablation ladder: throughput relative to rung A", "×",
                lad, 1.0, ratio.replace("passes on both sides", "passes of both rungs")),
+        Figure("completion", "p95 job completion time on each stream (arrival → done; "
+               "lower is better)", "s", completion, None,
+               f"mean jct_p95_s over the cell's ok passes; 95% bootstrap interval of the mean "
+               f"only with >= {MIN_BOOT_N} passes; each stream's strategies together, "
+               f"{base} first"),
     ]
     return Results(table, ladder, figures)

@@ -68,7 +68,15 @@ class FigureCharts(VerticalScroll):
         self._drawn = key
         color = "NO_COLOR" not in os.environ
         self.query_one(SweepPanel).draw(width, color)
-        parts = [figure_chart(f, width=width, color=color) for f in self.results.figures]
+        parts = [figure_chart(f, width=width, color=color) for f in shown_figures(self.results)]
         text = "\n\n".join(parts)
         self.query_one("#figures", Static).update(Text.from_ansi(text) if color else Text(text))
         self.draws += 1
+
+
+def shown_figures(results) -> list:
+    """The figures in the screen's order: a stream campaign's ``completion`` first (what
+    its strategies are compared on), and not at all without stream rows (a batch user has
+    no use for an empty stream chart; the exports say it was skipped)."""
+    first = [f for f in results.figures if f.key == "completion" and f.bars]
+    return first + [f for f in results.figures if f.key != "completion"]
