@@ -26,6 +26,7 @@ REPOSITORY_WIDE = {
     "test_docs_userfix.py": "the README and campaigns/ against what runs",
     "test_readme_layout.py": "the README's Layout section against the source tree",
     "test_unit_layout.py": "this folder's own grouping",
+    "test_snapshot_helpers.py": "tests/snapshots' helpers: what a differing snapshot shows",
 }
 
 #: The code trees a group may mirror (tests/unit/<tree>/...).
