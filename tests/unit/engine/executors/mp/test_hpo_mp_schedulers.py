@@ -57,7 +57,7 @@ def test_sha_workers_wait_at_rungs_and_decide_as_seq(tmp_path, wine):  # noqa: F
 
 
 def test_sha_refuses_fewer_slots_than_trials():
-    from engine.executors.mp.executor import _Stopper
+    from engine.executors.mp.stopper import Stopper as _Stopper
 
     ctx = CellContext(settings=TrainSettings(device=torch.device("cpu")), datasets=None,
                       emit=lambda kind, **f: None, threads=1, scheduler="sha",
