@@ -234,6 +234,8 @@ class StreamJob:
     failed: bool = False
     #: Its cell ended first (killed, failed): the job was cut, never completed.
     cut: bool = False
+    #: The cell serving it (its key): each strategy's cell serves the whole stream.
+    cell: str = ""
 
 
 def stream_jobs(state: CampaignState, start: float, now: float) -> list[StreamJob]:
@@ -257,7 +259,7 @@ def stream_jobs(state: CampaignState, start: float, now: float) -> list[StreamJo
                 job_id, at - start, None if admitted is None else admitted - start,
                 (until if ended is None else ended) - start, ended is not None,
                 ended is not None and job is not None and job.status == "failed",
-                ended is None and cell.ended_ts is not None and not cell.active))
+                ended is None and cell.ended_ts is not None and not cell.active, cell.key))
     return sorted(out, key=lambda j: (j.arrival, j.job_id))
 
 
@@ -303,8 +305,12 @@ def jobs_panel(jobs: list[StreamJob], cells: list[Span], span: float, width: int
                              and not j.cut),
               "queued": sum(1 for j in jobs if j.admitted is None and not j.cut),
               "cut by their cell's end": sum(1 for j in jobs if j.cut)}
-    title = "stream jobs: " + ", ".join(f"{n} {what}" for what, n in counts.items()
-                                        if n or what in ("done", "running", "queued"))
+    # every strategy's cell serves the whole stream: a count over several cells says so
+    # ("12 done" for a stream of 6 jobs read as a miscount)
+    served = len({j.cell for j in jobs})
+    title = ("stream jobs" + (f" of {served} cells" if served > 1 else "") + ": "
+             + ", ".join(f"{n} {what}" for what, n in counts.items()
+                         if n or what in ("done", "running", "queued")))
     chart = jobs_chart(span, drawn, max(1, used), marks(cells, span, columns), title,
                        width=width, height=min(rows, max(1, used) + JOBS_FRAME), color=color)
     # the key, then the jobs that found no lane; shorter forms where the pane is narrow

@@ -70,7 +70,7 @@ def test_the_recorded_stream_places_every_job_and_draws_the_queue(tmp_path):
     assert seq[2].admitted - seq[2].arrival > seq[1].admitted - seq[1].arrival > 0.5
     text = render(timeline, state, state.ended_ts, 80, 20, color=False)
     lines = text.splitlines()
-    assert "stream jobs: 12 done, 0 running, 0 queued" in text
+    assert "stream jobs of 2 cells: 12 done, 0 running, 0 queued" in text  # 6 each
     assert JOB_KEY in lines
     assert "◆┄" in text and "┄━" in text  # an arrival, its wait, then its bar
     assert lines[-1].startswith("1 stream seq pass 1 0:") and "2 stream mp pass 1" in lines[-1]
@@ -171,7 +171,7 @@ def test_attached_the_timeline_shows_the_streams_jobs(tmp_path, pinned, size):
                         and "p95 job completion so far" in screen_text(app), timeout=20,
                         what="the 2 cells and the header's completion times")
             await pilot.press("t")
-            await until(pilot, lambda: "stream jobs: 12 done, 0 running, 0 queued"
+            await until(pilot, lambda: "stream jobs of 2 cells: 12 done, 0 running, 0 queued"
                         in screen_text(app) and JOB_KEY in screen_text(app),
                         what="the stream's jobs and their key")
             text = screen_text(app)
