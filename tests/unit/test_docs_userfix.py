@@ -54,3 +54,17 @@ def test_wide_report_draws_the_knee_tables_wide(tmp_path):
     narrow = fugue("report", str(tmp_path), "--width", "80").stdout
     assert "gain / doubling" not in narrow and "doubling" in narrow
     assert max(len(line) for line in narrow.splitlines()) <= 80
+
+
+def test_every_shipped_campaign_loads_and_the_stream_one_is_a_stream():
+    """campaigns/ are copied by users as they are: each loads as the runner loads it (a
+    stale key would be one line, exit 2, at a user's first try); stream.toml, which the
+    README's streams section offers, serves a stream under the four strategies."""
+    from engine.define.campaign import load_campaign
+
+    loaded = {p.name: load_campaign(p) for p in sorted((ROOT / "campaigns").glob("*.toml"))}
+    assert {"quick.toml", "stream.toml"} <= set(loaded)
+    stream = loaded["stream.toml"]
+    assert stream.arrivals is not None and stream.arrivals.count == 16
+    assert set(stream.executors) == {"seq", "mp", "ray", "unified_model"}
+    assert "campaigns/stream.toml" in (ROOT / "README.md").read_text()
