@@ -47,6 +47,13 @@ class PreviewReady(Message):
 
 
 @dataclass(eq=False)
+class PreviewShown(Message):
+    """The preview pane shows ``preview`` now (the latest edit's: stale ones never are)."""
+
+    preview: Preview
+
+
+@dataclass(eq=False)
 class PlanLoaded(Message):
     """A campaign file at ``path`` read into a plan (``doc``), or (``doc`` None) the
     ``error`` naming file and key."""

@@ -138,6 +138,22 @@ def describe_stream(campaign: Campaign) -> str:
             f"seed {seed}, mix {mix}")
 
 
+def stream_templates(campaign: Campaign | None) -> dict[str, str]:
+    """A stream campaign's templates and what each is of its stream, for the catalogue:
+    ``{"D_ens": "75 %", "D_reg": "25 %"}`` (a Poisson mix's weights as shares) or
+    ``{"D_ens": "3 jobs"}`` (a trace's rows); ``{}`` without a stream."""
+    spec = getattr(campaign, "arrivals", None)
+    if spec is None:
+        return {}
+    if spec.process == "trace":
+        counts: dict[str, int] = {}
+        for _, exp, _ in spec.rows:
+            counts[exp] = counts.get(exp, 0) + 1
+        return {exp: f"{n} job{'s' if n != 1 else ''}" for exp, n in counts.items()}
+    total = sum(weight for _, weight in spec.mix) or 1.0
+    return {exp: f"{100 * weight / total:.0f} %" for exp, weight in spec.mix}
+
+
 def preview(doc: PlanDoc, resume: bool = False, where: str = PLAN_WHERE) -> Preview:
     """The cells a plan would run and what the runner would skip (``resume``: cells with an
     ``ok`` row already). Spends nothing; never raises for bad input (see ``error``)."""

@@ -41,7 +41,7 @@ from textual.widget import Widget
 from textual.widgets import Select, Static
 
 from fugue_tui.app.actions import LEAVE, PLAN, PLAN_SECTIONS, bindings
-from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded
+from fugue_tui.app.messages import CatalogueLoaded, Launched, PlanLoaded, PreviewShown
 from fugue_tui.app.models.catalogue import experiment_infos
 from fugue_tui.app.models.launch import LaunchFailed, launch_plan
 from fugue_tui.app.models.plan import (
@@ -223,6 +223,15 @@ class PlanScreen(Screen):
             self.notify(f"not in the catalogue: {', '.join(unknown)}", severity="warning", markup=False)
         self.schedule_preview()
 
+    def on_preview_shown(self, message: PreviewShown) -> None:
+        """A stream campaign's templates marked in the catalogue (its mix or trace names
+        them; nothing is selected), from the campaign the preview validated."""
+        from fugue_tui.app.models.plan import is_stream, stream_templates
+
+        if message.preview.campaign is None and is_stream(self.doc):
+            return  # a setting does not parse yet: the marks stay until it does
+        self.query_one(CatalogueTree).set_stream(stream_templates(message.preview.campaign))
+
     def on_catalogue_tree_selection_changed(self, message: CatalogueTree.SelectionChanged) -> None:
         self.doc["experiments"] = message.selected
         self.schedule_preview()
@@ -281,6 +290,10 @@ class PlanScreen(Screen):
             self._load_catalogue(self.doc.get("experiments_file"))
         else:
             tree.set_selected(self.doc.get("experiments") or [], notify=False)
+        from fugue_tui.app.models.plan import is_stream
+
+        if not is_stream(self.doc):
+            tree.set_stream({})  # at once: a stream's marks are its preview's, which follows
         self.notify(f"loaded {message.path}", markup=False)
         self.schedule_preview()
 

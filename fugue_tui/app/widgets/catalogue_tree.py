@@ -52,6 +52,10 @@ class CatalogueTree(Tree[str]):
         self.guide_depth = 3
         self.experiments: dict[str, ExperimentInfo] = {}
         self.selected: set[str] = set()
+        #: A stream campaign's templates (``arrivals``: its mix or trace) and what each is of
+        #: the stream (``"20 %"`` of a Poisson mix, ``"3 jobs"`` of a trace); empty for a
+        #: batch campaign (:meth:`set_stream`).
+        self.stream: dict[str, str] = {}
         self._leaves: dict[str, TreeNode[str]] = {}
         #: The selections before each change made here, latest last (:meth:`undo`).
         self.history: list[set[str]] = []
@@ -82,8 +86,11 @@ class CatalogueTree(Tree[str]):
         self.cursor_line = 0 if experiments else -1
 
     def _label(self, exp: ExperimentInfo) -> Text:
-        mark = "[x] " if exp.id in self.selected else "[ ] "
-        text = Text(mark, style="bold" if exp.id in self.selected else "")
+        streamed = self.stream.get(exp.id)
+        # a stream's template is marked [s]: a stream campaign selects no experiments (its
+        # mix or trace names them), and "0 selected" read as an empty campaign
+        mark = "[x] " if exp.id in self.selected else ("[s] " if streamed else "[ ] ")
+        text = Text(mark, style="bold" if exp.id in self.selected or streamed else "")
         text.append(f"{exp.id:<6} ", style="bold" if exp.available else "dim")
         text.append(exp.summary, style="" if exp.available else "dim")
         if exp.available:
@@ -91,6 +98,8 @@ class CatalogueTree(Tree[str]):
         else:
             short = exp.reason if len(exp.reason) <= 48 else exp.reason[:47] + "…"
             text.append(f"  unavailable: {short}", style="yellow")
+        if streamed:
+            text.append(f"  in the stream: {streamed}", style="cyan")
         return text
 
     def _group_ids(self, node: TreeNode[str]) -> list[str]:
@@ -110,7 +119,10 @@ class CatalogueTree(Tree[str]):
                     chosen = sum(1 for i in ids if i in self.selected)
                     here = sum(1 for i in ids if self.experiments[i].available)
                     name = child.data.split(":", 1)[1].split("/")[-1]
-                    child.set_label(Text(f"{name}  ({chosen}/{len(ids)} selected, {here} here)"))
+                    streamed = sum(1 for i in ids if i in self.stream)
+                    counts = (f"{streamed}/{len(ids)} in the stream" if self.stream and
+                              not chosen else f"{chosen}/{len(ids)} selected")
+                    child.set_label(Text(f"{name}  ({counts}, {here} here)"))
                     walk(child)
         walk(self.root)
 
@@ -131,6 +143,17 @@ class CatalogueTree(Tree[str]):
         self._relabel_groups()
         if notify:
             self.post_message(self.SelectionChanged(self.ordered()))
+
+    def set_stream(self, templates: dict[str, str]) -> None:
+        """Mark a stream campaign's templates (``{id: "20 %"}``, :attr:`stream`; ``{}``: a
+        batch campaign); the selection is left as it is."""
+        templates = {i: w for i, w in templates.items() if i in self.experiments}
+        if templates == self.stream:
+            return
+        self.stream = templates
+        for exp_id, node in self._leaves.items():
+            node.set_label(self._label(self.experiments[exp_id]))
+        self._relabel_groups()
 
     def undo(self) -> bool:
         """Restore the selection before the last change made here; False: none to undo."""

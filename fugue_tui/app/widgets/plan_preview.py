@@ -27,7 +27,7 @@ from textual.reactive import var
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
-from fugue_tui.app.messages import PreviewReady, Severity
+from fugue_tui.app.messages import PreviewReady, PreviewShown, Severity
 from fugue_tui.app.models.cells import split_label
 from fugue_tui.app.models.plan import PlanDoc, Preview, preview
 from fugue_tui.format import PENDING
@@ -115,6 +115,7 @@ class PlanPreview(Vertical):
             return  # an edit came after this preview started
         self.result_revision = message.revision
         self.result = message.preview
+        self.post_message(PreviewShown(message.preview))
 
     def compose(self) -> ComposeResult:
         yield Static("", id="preview-summary")

@@ -214,3 +214,49 @@ def test_a_stream_campaign_loads_shows_its_stream_and_launches(tmp_path, monkeyp
             assert saved[0] == stream
 
     asyncio.run(scenario())
+
+
+def test_the_catalogue_marks_a_streams_templates_and_forgets_them_for_a_batch(tmp_path,
+                                                                              monkeypatch):
+    """A stream campaign selects no experiments (its mix names them): the catalogue said
+    "0/5 selected" beside a stream of five templates. Each template is marked ``[s]`` with
+    its share of the mix; a batch campaign loaded next shows selections again."""
+    from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
+
+    monkeypatch.chdir(tmp_path)
+    stream = tmp_path / "s.toml"
+    stream.write_text('name = "su"\nexecutors = ["seq"]\ndevice = "cpu"\n'
+                      'arrivals = { process = "poisson", rate = 4.0, count = 4, seed = 3, '
+                      'mix = { D_ens = 3, D_reg = 1 } }\n')
+    batch = tmp_path / "b.toml"
+    batch.write_text('name = "b"\nexperiments = "D_cv"\nexecutors = ["seq"]\n')
+
+    async def scenario():
+        app = FugueApp(runs_dir="runs")
+        async with app.run_test(size=SIZE) as pilot:
+            await _ready(pilot)
+            tree = app.screen.query_one(CatalogueTree)
+            await pilot.press("ctrl+o")
+            await _type_path(pilot, str(stream))
+            await until(pilot, lambda: "[s] D_ens" in screen_text(app), what="the marks")
+            text = screen_text(app)
+            assert "in the stream: 75 %" in text and "in the stream: 25 %" in text
+            assert "ensemble  (2/2 in the stream" in text and "[s] D_cv" not in text
+            assert tree.selected == set()
+            await pilot.press("ctrl+o")
+            await _type_path(pilot, str(batch))
+            await until(pilot, lambda: "[x] D_cv" in screen_text(app), what="the batch")
+            assert "[s] " not in screen_text(app) and "in the stream" not in screen_text(app)
+
+    asyncio.run(scenario())
+
+
+def test_a_traces_templates_are_counted_in_jobs(tmp_path):
+    from engine.define.campaign import load_campaign
+    from fugue_tui.app.models.plan import stream_templates
+
+    (tmp_path / "t.csv").write_text("time_s,experiment\n0,D_ens\n1,D_reg\n2,D_ens\n")
+    path = tmp_path / "c.toml"
+    path.write_text('name = "t"\nexecutors = ["seq"]\narrivals = { trace = "t.csv" }\n')
+    assert stream_templates(load_campaign(path)) == {"D_ens": "2 jobs", "D_reg": "1 job"}
+    assert stream_templates(None) == {}
