@@ -91,6 +91,22 @@ class Runs:
     def ok_groups(self) -> pd.DataFrame:
         return self.groups[self.groups["status"] == "ok"]
 
+    def batch_only(self) -> Runs:
+        """These rows without a stream campaign's (``stream_sha256`` set, issue 51): a
+        stream cell's T_group is its makespan, mostly its last arrival, and its job count
+        is no K — the batch analyses (K curves, knee, advice) leave them out; the stream's
+        own (engine.results.stream_report, stream_advice) read them."""
+        if "stream_sha256" not in self.groups.columns or not len(self.groups):
+            return self
+        keep = (self.groups["stream_sha256"].fillna("").astype(str) == "").to_numpy()
+        if keep.all():
+            return self
+        groups = self.groups[keep]
+        jobs = self.jobs
+        if len(jobs) and "group_id" in jobs.columns:
+            jobs = jobs[jobs["group_id"].isin(set(groups["group_id"]))]
+        return Runs(groups, jobs, list(self.sources), list(self.notes))
+
     def campaign_ids(self) -> list[str]:
         """Campaign ids in order of first appearance (empty ids left out)."""
         ids = self.groups["campaign_id"]

@@ -78,16 +78,16 @@ def _compare(best: dict[str, Any], second: dict[str, Any] | None
     w1, w2 = _half(b), _half(s)
     if not (math.isfinite(w1) and math.isfinite(w2)):
         short = max(0, MIN_BOOT_N - n)
-        return None, (f"{name}: no interval with {n} passes (intervals need >= {MIN_BOOT_N} "
+        return None, (f"{name}: no interval with {_passes(n)} (intervals need >= {MIN_BOOT_N} "
                       f"passes a side): run {short} more to tell them apart"), short or None
     if b["ci_high"] < s["ci_low"] or s["ci_high"] < b["ci_low"]:
-        return True, (f"{name}: distinguishable with {n} passes (the 95% intervals do not "
+        return True, (f"{name}: distinguishable with {_passes(n)} (the 95% intervals do not "
                       f"overlap)"), None
     total = passes_to_separate(b["mean"], w1, s["mean"], w2, n)
     if total is None:
-        return False, (f"{name}: not distinguishable with {n} passes, and equal estimates: no "
+        return False, (f"{name}: not distinguishable with {_passes(n)}, and equal estimates: no "
                        f"number of passes would separate them"), None
-    return False, (f"{name}: not distinguishable with {n} passes; about {total - n} more "
+    return False, (f"{name}: not distinguishable with {_passes(n)}; about {total - n} more "
                    f"({total} in all) would separate them if the estimates hold (interval "
                    f"half-width shrinking as 1/√n)"), total - n
 
@@ -101,15 +101,20 @@ def _entry(cell: dict[str, Any] | None) -> dict[str, Any] | None:
             MEASURE: dict(_figure(cell)), "offered_load": dict(_figure(cell, "offered_load"))}
 
 
+def _passes(n: int) -> str:
+    """``1 pass``, ``3 passes``."""
+    return f"{n} pass" if n == 1 else f"{n} passes"
+
+
 def _num(value: Any, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:.3g}{unit}"
 
 
 def _interval(fig: dict[str, Any]) -> str:
     if fig["ci_low"] is None or fig["ci_high"] is None:
-        return f"{_num(fig['mean'], ' s')} (no interval, {fig['n']} passes)"
+        return f"{_num(fig['mean'], ' s')} (no interval, {_passes(fig['n'])})"
     return (f"{_num(fig['mean'], ' s')} [95% CI {fig['ci_low']:.3g}–{fig['ci_high']:.3g} s, "
-            f"{fig['n']} passes]")
+            f"{_passes(fig['n'])}]")
 
 
 def stream_advice(groups: Any, by_campaign: bool = False) -> list[dict[str, Any]]:

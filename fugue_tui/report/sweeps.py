@@ -56,8 +56,11 @@ def analyse(runs: Any, fraction: float = 0.10, advise: bool = True, n_boot: int 
     from engine.results.knee import curves
     from engine.results.stream_advice import stream_advice
 
-    found = curves(runs, fraction=fraction, by_campaign=by_campaign, n_boot=n_boot)
-    advice = advise_rows(runs, fraction=fraction, by_campaign=by_campaign,
+    # a stream's cells are no K sweep and no batch: their advice is stream_advice's (the
+    # batch advice recommended "seq (K = 10)" beside the stream advice's "ray")
+    batch = runs.batch_only()
+    found = curves(batch, fraction=fraction, by_campaign=by_campaign, n_boot=n_boot)
+    advice = advise_rows(batch, fraction=fraction, by_campaign=by_campaign,
                          n_boot=n_boot, per_core=per_core) if advise else []
     streams = stream_advice(runs.groups, by_campaign) if advise else []
     return SweepView(found, advice, fraction, streams)

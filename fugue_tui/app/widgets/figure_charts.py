@@ -79,4 +79,6 @@ def shown_figures(results) -> list:
     its strategies are compared on), and not at all without stream rows (a batch user has
     no use for an empty stream chart; the exports say it was skipped)."""
     first = [f for f in results.figures if f.key == "completion" and f.bars]
-    return first + [f for f in results.figures if f.key != "completion"]
+    # stream rows only: no speedup bar is left (stream cells are compared on completion)
+    return first + [f for f in results.figures if f.key != "completion"
+                    and not (first and f.key == "speedup" and not f.bars)]

@@ -56,7 +56,7 @@ def test_a_single_pass_has_no_interval_and_says_how_many_more_passes():
     assert advice["recommended"]["executor"] == "mp"
     assert advice["recommended"]["jct_p95_s"]["ci_low"] is None
     assert advice["distinguishable"] is None and advice["more_passes"] == 4
-    assert "no interval with 1 passes" in advice["verdict"] and "run 4 more" in advice["verdict"]
+    assert "no interval with 1 pass" in advice["verdict"] and "run 4 more" in advice["verdict"]
 
 
 def test_a_busy_host_is_never_called_resolved():

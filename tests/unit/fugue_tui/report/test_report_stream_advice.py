@@ -47,6 +47,19 @@ def test_the_text_advice_section_has_the_stream(capsys):
                  advise=True)
     text = out.getvalue()
     section = text[text.index("advice (fugue-tui report --advise)"):]
-    assert "lowest p95 job completion time: seq 4.77 s (no interval, 1 passes)" in section
+    assert "lowest p95 job completion time: seq 4.77 s (no interval, 1 pass)" in section
     assert "runner-up: mp 5.17 s" in section and "as seq served it" in section
-    assert "seq vs mp: no interval with 1 passes" in section
+    assert "seq vs mp: no interval with 1 pass" in section
+
+
+def test_the_batch_advice_and_knee_leave_stream_cells_out(capsys):
+    """A stream's cells are no batch and its job count no K: the batch advice recommended
+    "seq (K = 10)" beside the stream advice's other strategy, and two streams of 8 and 7
+    jobs were read as a K sweep with its knee."""
+    doc = _json(capsys, advise=True)
+    assert doc["advice"] == [] and doc["sweeps"] == []
+    assert doc["stream_advice"]  # the stream keeps its own
+    out = io.StringIO()
+    print_report(STREAM_RUNS, Console(file=out, width=200, color_system=None), advise=True)
+    section = out.getvalue()[out.getvalue().index("advice (fugue-tui report --advise)"):]
+    assert "recommended:" not in section and "K =" not in section

@@ -36,7 +36,9 @@ def test_a_streams_strategies_are_drawn_on_their_p95_completion_time():
     # the same numbers as report's streams table
     table = [c["figures"]["jct_p95_s"]["mean"] for c in stream_cells(runs.groups)]
     assert [b.value for b in bars] == pytest.approx(table)
-    assert "ratio of makespans" in _figure(results, "speedup").note
+    speedup = _figure(results, "speedup")
+    assert "stream cells left out" in speedup.note
+    assert not any(b.label.startswith("stream ") for b in speedup.bars)  # report's rule
 
 
 def test_a_batch_has_no_completion_bars_and_the_export_says_why(tmp_path):
@@ -44,13 +46,15 @@ def test_a_batch_has_no_completion_bars_and_the_export_says_why(tmp_path):
 
     results = build(load_runs(HARNESS), n_boot=0)
     assert _figure(results, "completion").bars == []
-    assert "ratio of makespans" not in _figure(results, "speedup").note
+    assert "stream cells left out" not in _figure(results, "speedup").note
     assert "completion" not in [f.key for f in shown_figures(results)]
     assert ("completion", "no stream campaign's rows (key 'arrivals')") in skipped_figures(results)
     written = export(results, tmp_path, ["svg"])
     assert not (tmp_path / "completion.svg").exists() and written
     streams = build(load_runs(STREAM_RUNS), n_boot=0)
-    assert [f.key for f in shown_figures(streams)][:2] == ["completion", "speedup"]
+    assert [f.key for f in shown_figures(streams)][:2] == ["completion", "wall_clock"]
+    assert ("speedup", "stream cells only: a stream's T_group is its makespan; "
+            "completion.png compares them") in skipped_figures(streams)
     assert (tmp_path / "s" / "completion.svg") in export(streams, tmp_path / "s", ["svg"])
 
 
@@ -68,11 +72,12 @@ def test_the_results_screen_leads_with_the_streams_completion_times(tmp_path, mo
         async with app.run_test(size=SIZE) as pilot:
             figures = await until(
                 pilot, lambda: isinstance(app.screen, ResultsScreen)
-                and "speedup over seq" in str(app.screen.query_one("#figures").content)
+                and "wall-clock" in str(app.screen.query_one("#figures").content)
                 and app.screen.query_one("#figures"), timeout=60, what="the figures")
             text = str(figures.content)
             first = text.index("p95 job completion time on each stream")
-            assert first < text.index("speedup over seq")
-            assert "stream mp 5.17" in text and "ratio of makespans" in text
+            assert first < text.index("wall-clock")
+            # stream rows only: no speedup chart (report's speedup chart leaves them out too)
+            assert "stream mp 5.17" in text and "speedup over seq" not in text
 
     asyncio.run(scenario())
