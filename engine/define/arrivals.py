@@ -52,6 +52,10 @@ from engine.errors import ConfigError, known, nearest, shown
 
 #: The most jobs one stream holds (a stream cell is one process serving all of them).
 MAX_COUNT = 10_000
+#: The longest a stream may last, seconds: a trace's last ``time_s``, a Poisson stream's
+#: expected duration ``count / rate`` (one day). A trace written in milliseconds, or a rate
+#: of 1e-9, would otherwise keep a cell "waiting" for days with nothing to show.
+MAX_STREAM_S = 86_400.0
 #: The columns a trace must have, in this order, first.
 TRACE_COLUMNS = ("time_s", "experiment")
 #: The job fields a trace may override, with their types.
@@ -153,6 +157,10 @@ def _poisson(value: dict[str, Any], at: str, catalogue: Catalogue) -> StreamSpec
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
         raise ConfigError(f"{at}: count must be an integer from 1 to {MAX_COUNT}, "
                           f"got {shown(count)}")
+    if count / rate > MAX_STREAM_S:
+        raise ConfigError(f"{at}: count / rate = {count / rate:.6g} s: a stream lasts at most "
+                          f"{MAX_STREAM_S:g} s (one day) on average; got rate {shown(rate)} "
+                          f"and count {count}")
     seed = value.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not 0 <= seed < 2**63):
@@ -187,6 +195,8 @@ def _trace(path_value: Any, at: str, catalogue: Catalogue, base_dir: Path | None
     path = Path(path_value).expanduser()
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
+    if path.is_dir():
+        raise ConfigError(f"{at}: trace {path}: a folder, not a CSV file")
     if not path.is_file():
         raise ConfigError(f"{at}: trace {path}: no such file")
     if path.stat().st_size > MAX_TRACE_BYTES:
@@ -219,9 +229,9 @@ def _trace(path_value: Any, at: str, catalogue: Catalogue, base_dir: Path | None
             time_s = float(row[0])
         except ValueError:
             time_s = math.nan
-        if not math.isfinite(time_s) or time_s < 0:
+        if not math.isfinite(time_s) or time_s < 0 or time_s > MAX_STREAM_S:
             raise ConfigError(f"{where}: line {line_no}: time_s must be a finite number "
-                              f">= 0, got {row[0]!r}")
+                              f"from 0 to {MAX_STREAM_S:g} (seconds: one day), got {row[0]!r}")
         if time_s < last:
             raise ConfigError(f"{where}: line {line_no}: time_s {row[0]} is before the "
                               f"previous row's {last:g}: the trace must be sorted by time")
@@ -249,8 +259,10 @@ def _override(name: str, text: str, where: str) -> Any:
         raise ConfigError(f"{where}: {name} must be {'an integer' if kind is int else 'a number'}"
                           f", got {text!r}") from None
     problem = JOB[name].problem(value) if name in JOB else None
-    if problem is not None or (kind is float and not math.isfinite(value)):
-        raise ConfigError(f"{where}: {name} {problem or 'must be finite'}, got {text!r}")
+    if problem is not None:  # it says what it got
+        raise ConfigError(f"{where}: {name} {problem}")
+    if kind is float and not math.isfinite(value):
+        raise ConfigError(f"{where}: {name} must be finite, got {text!r}")
     return value
 
 

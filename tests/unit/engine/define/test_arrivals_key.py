@@ -156,10 +156,18 @@ TRACES = [
     ("time_s,experiment\n0.5,D_ens\n0.25,D_ens\n",
      "line 3: time_s 0.25 is before the previous row's 0.5: the trace must be sorted by time"),
     ("time_s,experiment\n0.5,D_ens,3\n", "line 2: 3 fields, the header has 2"),
-    ("time_s,experiment\nsoon,D_ens\n", "line 2: time_s must be a finite number >= 0, got 'soon'"),
-    ("time_s,experiment\n-1,D_ens\n", "line 2: time_s must be a finite number >= 0, got '-1'"),
+    ("time_s,experiment\nsoon,D_ens\n", "line 2: time_s must be a finite number from 0 to "
+     "86400 (seconds: one day), got 'soon'"),
+    ("time_s,experiment\n-1,D_ens\n", "line 2: time_s must be a finite number from 0 to "
+     "86400 (seconds: one day), got '-1'"),
+    # a trace in milliseconds would keep a cell waiting for days
+    ("time_s,experiment\n0,D_ens\n1e9,D_ens\n", "line 3: time_s must be a finite number "
+     "from 0 to 86400"),
     ("time_s,experiment\n0,D_enz\n", "line 2: unknown experiment 'D_enz'"),
     ("time_s,experiment,epochs\n0,D_ens,0\n", "line 2: epochs must be >= 1"),
+    # the bound's own words say what it got: once
+    ("time_s,experiment,batch_size\n0,D_ens,0\n", "line 2: batch_size must be >= 1, got 0"),
+    ("time_s,experiment,lr\n0,D_ens,inf\n", "line 2: lr must be finite, got inf"),
     ("time_s,experiment,epoch\n0,D_ens,1\n", "line 1: unknown column 'epoch'"),
     ("experiment,time_s\nD_ens,0\n", "line 1: the header must start with time_s,experiment"),
     ("time_s,experiment\n", "no rows (at least one arrival)"),
@@ -237,3 +245,23 @@ def test_an_hpo_templates_trial_is_recomputed_for_its_stream_job(tmp_path):
         base = campaign.seed + exp.k * (m // exp.k)
         assert trial_config_of(cell.experiment, JobSpec.from_dict(job)) == \
             trial_config(exp, base, m % exp.k)
+
+
+def test_a_stream_lasting_over_a_day_and_a_folder_as_trace_are_one_line(tmp_path):
+    slow = POISSON.replace("rate = 4.0", "rate = 1e-9")
+    with pytest.raises(ConfigError, match=re.escape("count / rate = 6e+09 s: a stream lasts "
+                                                    "at most 86400 s (one day) on average")):
+        load_campaign(_campaign(tmp_path, slow))
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ConfigError, match="trace .*folder: a folder, not a CSV file"):
+        load_campaign(_campaign(tmp_path, 'arrivals = { trace = "folder" }\n'))
+
+
+def test_no_trace_message_says_got_twice(tmp_path):
+    for column, value in (("batch_size", "0"), ("epochs", "1000000000000"), ("lr", "-0.1"),
+                          ("lr", "inf")):
+        path = _campaign(tmp_path, 'arrivals = { trace = "trace.csv" }\n',
+                         trace=f"time_s,experiment,{column}\n0,D_ens,{value}\n")
+        with pytest.raises(ConfigError) as err:
+            load_campaign(path)
+        assert str(err.value).count(" got ") == 1, str(err.value)
