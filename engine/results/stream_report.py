@@ -76,9 +76,9 @@ def stream_cells(groups: Any, by_campaign: bool = False) -> list[dict[str, Any]]
             **{c: _plain(first[c]) for c in prov},
             "stream_sha256": str(first["stream_sha256"]), "executor": str(first["executor"]),
             "compile_mode": str(first["compile_mode"]),
-            "max_parallel": _plain(rows["max_parallel"].max()),
+            "max_parallel": _count(rows["max_parallel"].max()),
             "config_key": str(first["config_key"]), "passes": len(rows),
-            "stream_jobs": _plain(first.get("stream_jobs")),
+            "stream_jobs": _count(first.get("stream_jobs")),
             "arrival_rate_jps": _plain(first.get("arrival_rate_jps")),
             "figures": figures})
     # the strategies on one stream together, seq first, then in the order they ran
@@ -95,6 +95,12 @@ def _plain(value: Any) -> Any:
         number = float(value)
         return None if math.isnan(number) else number
     return str(value) or None
+
+
+def _count(value: Any) -> Any:
+    """A count as a JSON integer (``2``, not the frame's ``2.0``); None when missing."""
+    number = _plain(value)
+    return int(number) if isinstance(number, float) and number.is_integer() else number
 
 
 __all__ = ["FIGURES", "mean_interval", "stream_cells"]

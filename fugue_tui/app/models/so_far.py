@@ -273,6 +273,9 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int,
     tiny = [f"{head if heads.count(head) == 1 else label} {value.split(' on ', 1)[0]}"
             for head, (label, value, _) in zip(heads, parts, strict=True)]
 
+    # the short forms keep what the numbers are: a stream's are p95 completion times
+    short_head = "p95 so far: " if head == STREAM_HEAD else "so far: "
+
     def line(head: str, items: list[str], tail: str) -> str:
         body = (head + " · ".join(items)) if items else ""
         return " · ".join(p for p in (body, tail) if p)
@@ -280,15 +283,15 @@ def fit_strip(parts: list[tuple[str, str, str]], eta: Eta | None, width: int,
     for first, items, tail in ((head, full, eta_long),
                                (head, full, eta_short),
                                (head, bare, eta_short),
-                               ("so far: ", bare, eta_short),
-                               ("so far: ", short, eta_short),
-                               ("so far: ", tiny, eta_short)):
+                               (short_head, bare, eta_short),
+                               (short_head, short, eta_short),
+                               (short_head, tiny, eta_short)):
         text = line(first, items, tail)
         if len(text) <= width:
             return text
     for shown in range(len(tiny) - 1, -1, -1):
         more = f"+{len(tiny) - shown} more (v: results)"
-        text = line("so far: ", [*tiny[:shown], more], eta_short)
+        text = line(short_head, [*tiny[:shown], more], eta_short)
         if len(text) <= width or shown == 0:
             return text if len(text) <= width else text[: max(0, width - 1)] + "…"
     return line("", [], eta_short)

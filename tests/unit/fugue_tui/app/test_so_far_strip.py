@@ -160,6 +160,9 @@ def test_a_stream_campaign_shows_each_strategys_p95_completion_time_not_a_speedu
                      ("mp", f"{by['mp']:.2f} s", "(n=1, no interval yet)")]
     assert speedup_line(runs, "stream").startswith(f"p95 job completion so far: seq {by['seq']:.2f} s")
     assert "×" not in fit_strip(parts, None, 160, model.head)
+    # narrow: the short form still says what the numbers are (it read "so far: seq 4.77 s")
+    narrow = fit_strip(parts * 3, None, 60, model.head)
+    assert narrow.startswith("p95 so far: ") and len(narrow) <= 60, narrow
 
     # MIN_BOOT_N passes of each: an interval, the one report's streams table gives
     from engine.results.analysis import MIN_BOOT_N

@@ -39,6 +39,10 @@ def test_the_json_names_the_lowest_p95_and_why_it_is_not_resolved(capsys):
     assert advice["offered_load"] is not None and advice["arrival_rate_jps"] is not None
     assert "run 4 more" in advice["verdict"]
     assert "stream_advice" not in _json(capsys)  # only asked for with --advise
+    # counts are JSON integers (they came out as 1.0 and 6.0)
+    for cell in doc["streams"]:
+        assert type(cell["max_parallel"]) is int and type(cell["stream_jobs"]) is int
+    assert type(advice["recommended"]["max_parallel"]) is int
 
 
 def test_the_text_advice_section_has_the_stream(capsys):
