@@ -103,12 +103,14 @@ def eager_forecast(planned) -> list[str]:
     member, which run eager whatever the verification says (nothing to stack): the
     ``eager_buckets`` its row will show, known before training (issue 45). Cells with the
     same forecast share a line. Whether a bucket of several members stacks is only known
-    when the cell runs."""
+    when the cell runs. A stream cell has none: its buckets depend on when its jobs arrive
+    (the forecast said 1 of 3 where 10 of 10 ran eager)."""
     from engine.executors.unified.plan import planned_singles
 
     forecast: dict[tuple[int, int], list[int]] = {}
     for p in planned:
-        if p.skip or p.cell.executor != "unified_model" or not p.cell.jobs:
+        if (p.skip or p.cell.executor != "unified_model" or not p.cell.jobs
+                or getattr(p.cell, "stream", None)):
             continue
         singles, total = planned_singles(p.cell.jobs, p.cell.max_parallel)
         if singles:
