@@ -17,8 +17,8 @@ def _planned(tmp_path, body: str):
 
 
 def test_a_stream_cell_has_no_eager_forecast_and_a_batch_cell_keeps_it(tmp_path):
-    stream = _planned(tmp_path, 'arrivals = { process = "poisson", rate = 2.0, count = 6, '
-                                'seed = 3, mix = { D_ens = 1, D_reg = 1, D_mm = 1 } }\n')
+    stream = _planned(tmp_path, 'arrivals = { process = "poisson", rate = 1.5, count = 10, '
+                                'seed = 3, mix = { D_ens = 2, D_reg = 1, D_cv = 1 } }\n')
     assert stream and eager_forecast(stream) == []
     batch = _planned(tmp_path, 'experiments = "D_mm"\n')  # heterogeneous: some singles
     assert any("will run eager" in line for line in eager_forecast(batch))
