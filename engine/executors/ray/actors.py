@@ -403,6 +403,7 @@ class RayExecutor(Executor):
         arrivals = ctx.arrivals
         origin = ctx.stream_origin if ctx.stream_origin is not None else time.perf_counter()
         admitted: dict[int, float] = {}
+        peak = 0  # the most tasks in service at once: the row's max_parallel (measured)
 
         def arrived(index: int) -> bool:
             return arrivals is None or time.perf_counter() - origin >= arrivals[index]
@@ -415,6 +416,7 @@ class RayExecutor(Executor):
                 i, actor = todo.pop(0), idle.pop(0)
                 admitted[i] = time.perf_counter()
                 running[actor.train.remote(jobs[i].to_dict(), self.hub)] = (i, actor)
+            peak = max(peak, len(running))
             timeout = POLL_S
             if arrivals is not None and todo and idle:  # wake for the next arrival
                 timeout = max(0.0, min(POLL_S, origin + arrivals[todo[0]] - time.perf_counter()))
@@ -443,6 +445,9 @@ class RayExecutor(Executor):
                 self._job_done(ctx, results[i])
         self._drain(ctx)
         self.info["actors_replaced"] = replaced
+        # measured, as mp's and unified_model's: a stream served one job at a time on a
+        # pool of 2 said 2 (the pool's size, which stays in executor_info's actors)
+        ctx.group["max_parallel"] = peak
         return [r for r in results if r is not None]
 
     def _run_packed(self, jobs: list[JobSpec], ctx: CellContext) -> list[JobResult]:

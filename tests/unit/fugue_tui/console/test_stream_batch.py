@@ -149,6 +149,10 @@ def test_an_online_pool_admits_fifo_at_most_max_parallel_never_before_arrival(ru
     assert t["admitted_s"] == sorted(t["admitted_s"])  # FIFO
     assert t["admitted_s"][2] >= min(t["completed_s"][:2]) - 1e-9  # waited for a slot
     assert t["admitted_s"][3] - t["arrival_s"][3] < 0.5  # a free actor took it on arrival
+    # max_parallel is measured: the most jobs in service at once (ray said its pool's size)
+    spans = list(zip(t["admitted_s"], t["completed_s"], strict=True))
+    most = max(sum(1 for a, c in spans if a <= at < c) for at, _ in spans)
+    assert float(group["max_parallel"]) == most
     jct = sorted(t["jct_s"])
     assert float(group["jct_mean_s"]) == pytest.approx(sum(jct) / 4)
     assert float(group["makespan_s"]) == pytest.approx(max(t["completed_s"]))
