@@ -320,6 +320,20 @@ def build_cells(campaign: Campaign, machine: dict[str, Any],
 STREAM_ID = "stream"
 
 
+def _check_trace_jobs(stream: list[Any], trace: str | None, campaign: Campaign) -> None:
+    """A trace's overrides against what its jobs can take, at load as an experiments
+    file's are: a ``batch_size`` above the job's training samples failed every cell at
+    run time (one line now, naming the trace's arrival; exit 2, nothing written)."""
+    from engine.define.validate import check_batch_size
+    from engine.define.workloads import JobSpec
+
+    where = str(campaign.source) if campaign.source else "campaign"
+    for arrival in stream:
+        job = JobSpec.from_dict(arrival.job)
+        check_batch_size(job, f"{where}: key 'arrivals': trace {trace}: arrival "
+                              f"{arrival.index + 1} ({arrival.experiment}, job {job.job_id})")
+
+
 def _stream_cells(campaign: Campaign, machine: dict[str, Any],
                   share: HostShare | None = None) -> list[CellSpec]:
     """A stream campaign's cells (issue 51): per pass, per executor and its variants
@@ -340,6 +354,8 @@ def _stream_cells(campaign: Campaign, machine: dict[str, Any],
     assert campaign.catalogue is not None and campaign.arrivals is not None
     spec = campaign.arrivals
     stream = generate(spec, campaign.catalogue, campaign.seed)
+    if spec.process == "trace":
+        _check_trace_jobs(stream, spec.trace, campaign)
     sha = stream_sha256(stream)
     templates = spec.templates
     jobs = [a.job for a in stream]

@@ -57,17 +57,28 @@ def check_experiment(exp: Experiment, seed: int, where: str) -> None:
         if model is not None:
             check_model_kwargs(job.model, model.build, job.model_kwargs, job_where,
                                model.kwarg_bounds)
-        spec = DATASETS.items.get(job.dataset)
-        if spec is None or spec.sizes is None:
-            continue
-        n_pool, n_test = spec.sizes
-        n_train = train_size(job.split, n_pool, n_test)
-        if job.batch_size > n_train:
-            # "test" means "the test split when the dataset has one, else a holdout".
-            kind = "holdout" if job.split.kind == "test" and not n_test else job.split.kind
-            raise ConfigError(f"{job_where}: batch_size {job.batch_size} "
-                              f"exceeds its {n_train} training samples ({job.dataset}, "
-                              f"{kind} split)")
+        check_batch_size(job, job_where)
+
+
+def check_batch_size(job: JobSpec, where: str) -> None:
+    """``job``'s ``batch_size`` no larger than its training samples (when its dataset's
+    sizes are registered). A stream's jobs are checked too: a trace's ``batch_size`` column
+    overrides the template's (engine.define.matrix).
+
+    Raises:
+        ConfigError: ``"<where>: batch_size 100000 exceeds its 354 training samples
+            (diabetes, holdout split)"``."""
+    spec = DATASETS.items.get(job.dataset)
+    if spec is None or spec.sizes is None:
+        return
+    n_pool, n_test = spec.sizes
+    n_train = train_size(job.split, n_pool, n_test)
+    if job.batch_size > n_train:
+        # "test" means "the test split when the dataset has one, else a holdout".
+        kind = "holdout" if job.split.kind == "test" and not n_test else job.split.kind
+        raise ConfigError(f"{where}: batch_size {job.batch_size} "
+                          f"exceeds its {n_train} training samples ({job.dataset}, "
+                          f"{kind} split)")
 
 
 def check_sampled_ranges(exp: Experiment, where: str) -> None:

@@ -265,3 +265,18 @@ def test_no_trace_message_says_got_twice(tmp_path):
         with pytest.raises(ConfigError) as err:
             load_campaign(path)
         assert str(err.value).count(" got ") == 1, str(err.value)
+
+
+def test_a_traces_batch_size_above_the_training_samples_is_one_line_at_load(tmp_path, capsys):
+    """As an experiments file's: the trace's batch_size override failed every cell at run
+    time (exit 1) where the same value in an experiments file is refused at load."""
+    from fugue_tui.cli import main
+
+    path = _campaign(tmp_path, 'arrivals = { trace = "trace.csv" }\n',
+                     trace="time_s,experiment,batch_size\n0,D_ens,\n0.5,D_reg,100000\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["--batch", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{path}: key 'arrivals': trace " in err[0]
+    assert "arrival 2 (D_reg" in err[0] and "batch_size 100000 exceeds its" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
