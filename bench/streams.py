@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         (tmp / "capacity.csv").write_text(
             capacity_trace([a.experiment for a in stream], OFFLINE))
         print(f"{PART}: seq's capacity: {len(OFFLINE)} warm-up + {args.count} jobs back to "
-              f"back; load {os.getloadavg()[0]:.2f}", flush=True)
+              f"back; host load average {os.getloadavg()[0]:.2f}", flush=True)
         _run(_doc(CAPACITY_CAMPAIGN, ["seq"], {"trace": str(tmp / "capacity.csv")}, 1, tmp,
                   {}), tmp)
         jobs = read_rows(tmp / "runs" / INDIVIDUAL_FILE)
@@ -280,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capacity {capacity:.3f} jobs/s; rates " + ", ".join(
             f"{load_label(ld)}: {r:.3f}/s" for ld, r in chosen.items()), flush=True)
         for load, rate in chosen.items():
-            print(f"load {load_label(load)} ({rate:.3f} jobs/s), {args.passes} pass(es) of "
-                  f"{', '.join(executors)}; load avg {os.getloadavg()[0]:.2f}", flush=True)
+            print(f"offered load {load_label(load)} ({rate:.3f} jobs/s), {args.passes} "
+                  f"pass(es) of {', '.join(executors)}; host load average "
+                  f"{os.getloadavg()[0]:.2f}", flush=True)
             _run(_doc(f"streams-{load_label(load)}", executors,
                       poisson(rate, args.count, args.seed), args.passes, tmp, options), tmp)
         groups = read_rows(tmp / "runs" / GROUPS_FILE)
@@ -315,8 +316,10 @@ def main(argv: list[str] | None = None) -> int:
                          "average any of its stream groups saw when its window opened or "
                          "closed"), {"machine": [host[p] for p in sorted(host)]}, run_id, prov)
     if args.no_write:
+        print("figure | variant | pass | value (unit)")
         for r in rows:
-            print(r["figure"], r["variant"], r["repetition"], f"{r['value']:.4g}")
+            print(f"{r['figure']} | {r['variant']} | {r['repetition']} | "
+                  f"{r['value']:.4g} {r.get('unit', '')}".rstrip())
         return 0
     bench_results.publish(PART, rows, args.results_dir)
     return 0

@@ -105,6 +105,18 @@ class Arrival:
     job: dict[str, Any]
 
 
+def describe(spec: StreamSpec, campaign_seed: int) -> str:
+    """The stream in one line, as the plan screen's preview and ``--batch --dry-run`` show
+    it: ``"stream: poisson, 2 jobs/s, 16 jobs, seed 7, mix D_ens 1, D_cv 1"`` or
+    ``"stream: trace /x/t.csv, 6 jobs"``."""
+    if spec.process == "trace":
+        return f"stream: trace {spec.trace}, {len(spec.rows)} jobs"
+    seed = spec.seed if spec.seed is not None else f"{campaign_seed} (the campaign's)"
+    mix = ", ".join(f"{exp} {weight:g}" for exp, weight in spec.mix)
+    return (f"stream: {spec.process}, {spec.rate:g} jobs/s, {spec.count} jobs, "
+            f"seed {seed}, mix {mix}")
+
+
 def parse_arrivals(value: Any, where: str, catalogue: Catalogue, seed: int,
                    base_dir: Path | None = None) -> StreamSpec:
     """The ``arrivals`` table checked (``where``: the campaign file; ``seed``: the

@@ -90,6 +90,11 @@ def dry_run(runner: Runner, console: Console, path: str, shown: str | None = Non
         rows = [row[:-2] + [key, row[-1]] for row, key in zip(rows, short, strict=False)]
         table = _plan_table(title, columns, rows, compact=True)
     console.print(table)
+    spec = getattr(runner.campaign, "arrivals", None)
+    if spec is not None:  # what the plan screen's preview says under its table
+        from engine.define.arrivals import describe
+
+        console.print(Text(describe(spec, runner.campaign.seed)))
     for i, (reason, cells) in enumerate(notes.items(), 1):
         which = f"cell {cells[0]}" if len(cells) == 1 else f"cells {_ranges(cells)}"
         console.print(Text(f"[{i}] skip {which}: {reason}"))

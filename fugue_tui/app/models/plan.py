@@ -126,16 +126,12 @@ def is_stream(doc: PlanDoc) -> bool:
 def describe_stream(campaign: Campaign) -> str:
     """One line for a stream campaign's preview: its process and what drives it
     (``"stream: poisson, 2.0 jobs/s, 6 jobs, seed 42, mix D_ens 0.5, D_reg 0.5"`` or
-    ``"stream: trace /x/t.csv, 6 jobs"``); ``""`` for a campaign without a stream."""
+    ``"stream: trace /x/t.csv, 6 jobs"``); ``""`` for a campaign without a stream
+    (:func:`engine.define.arrivals.describe`, as ``--batch --dry-run`` prints it)."""
+    from engine.define.arrivals import describe
+
     spec = getattr(campaign, "arrivals", None)
-    if spec is None:
-        return ""
-    if spec.process == "trace":
-        return f"stream: trace {spec.trace}, {len(spec.rows)} jobs"
-    seed = spec.seed if spec.seed is not None else f"{campaign.seed} (the campaign's)"
-    mix = ", ".join(f"{exp} {weight:g}" for exp, weight in spec.mix)
-    return (f"stream: {spec.process}, {spec.rate:g} jobs/s, {spec.count} jobs, "
-            f"seed {seed}, mix {mix}")
+    return "" if spec is None else describe(spec, campaign.seed)
 
 
 def stream_templates(campaign: Campaign | None) -> dict[str, str]:
