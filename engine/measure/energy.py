@@ -82,7 +82,15 @@ def summarise(samples: list[dict[str, Any]], t0: float, t1: float,
         inside = [min(samples, key=lambda s: abs(s["t"] - mid))]
 
     def values(key: str) -> list[float]:
-        return [s[key] for s in inside if s.get(key) is not None]
+        got = [s[key] for s in inside if s.get(key) is not None]
+        if got or key != "cpu_pct":
+            return got
+        # CPU % is a rate over the interval since the previous reading, and a reading
+        # under 50 ms after the last reports none (engine.measure.host): a short window
+        # whose samples are its two marks had none (cpu_util empty on a fast ray cell).
+        # The first reading after the window opened covers part of it: that one.
+        after = [s for s in samples if s["t"] >= t0 and s.get(key) is not None]
+        return [min(after, key=lambda s: s["t"])[key]] if after else []
 
     def mean(key: str) -> float | None:
         v = values(key)

@@ -316,3 +316,20 @@ def test_a_reading_milliseconds_after_the_last_reports_no_pct_and_keeps_the_cpu(
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_window_whose_samples_are_its_marks_still_has_its_cpu_use():
+    """A fast cell's window holds only its two mark samples, each under 50 ms after a
+    reading, which report no CPU % (they leave it to the next reading): cpu_util_mean and
+    _max were empty (seen on a ray D_mm cell in CI). The first reading after the window
+    opened covers part of it and is used; a metric that no reading has stays missing."""
+    samples = [{"t": 0.0, "cpu_pct": 40.0}, {"t": 1.00, "cpu_pct": 90.0},
+               {"t": 1.02, "cpu_pct": None}, {"t": 1.30, "cpu_pct": None},
+               {"t": 2.00, "cpu_pct": 150.0}, {"t": 3.0, "cpu_pct": 60.0}]
+    row = summarise(samples, 1.02, 1.30)
+    assert row["cpu_util_mean"] == row["cpu_util_max"] == 150.0
+    assert row["gpu_util_mean"] is None  # no reading has it: missing, never 0
+    # with a reading inside the window, only the inside ones count
+    row = summarise([*samples, {"t": 1.2, "cpu_pct": 120.0}], 1.02, 1.30)
+    assert row["cpu_util_mean"] == row["cpu_util_max"] == 120.0
+    assert summarise([{"t": 1.0, "cpu_pct": None}], 0.5, 1.5)["cpu_util_mean"] is None
