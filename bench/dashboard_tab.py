@@ -12,12 +12,15 @@ per repetition, presses:
 
 the two in alternating order (repetition 1 Tabs first, repetition 2 ``j`` first, …), each key
 after the screen has settled (0.15 s: a user's pace). One key's latency is the time from the
-key event posted to the app (as the terminal driver posts it) until the first screen update
-that shows its effect: for Tab the focus on the next field *and* its ``> `` mark, for ``j``
-the cursor on the next line. Every screen update is rendered to the terminal's escape
-sequences on the way (the headless driver writes nothing; a terminal's driver would), so the
-figure includes what a real terminal costs but the write itself. One untimed pass of each
-first (imports, first-call costs).
+key event posted to the app (as the terminal driver posts it) until the screen update after
+which its whole effect is *drawn* — set, and its cells written to the terminal since the
+key: for Tab the focus on the next field and its ``> `` mark, the field left unmarked; for
+``j`` the cursor on the next line and the details under the tree. (A state set is not yet
+drawn: the mark and the details were set with the key but drawn a frame, 25-40 ms, later
+until :mod:`fugue_tui.app.repaint`.) Every screen update is rendered to the terminal's
+escape sequences on the way (the headless driver writes nothing; a terminal's driver would),
+so the figure includes what a real terminal costs but the write itself; the probe's own
+checks are not timed. One untimed pass of each first (imports, first-call costs).
 
 Figures, per repetition:
 
@@ -58,9 +61,10 @@ def figures():
     return {
         "p90": Figure("key_latency_p90_ms", "ms", target="<=100",
                       note="90th percentile over a repetition's keys: key event posted to the "
-                           "app until the first screen update showing it (Tab: the next "
-                           "field focused and marked; j: the tree's cursor a line down), "
-                           "rendered to escape sequences; in process, 160x48"),
+                           "app until the screen update after which it is drawn (Tab: the "
+                           "next field focused and marked, the one left unmarked; j: the "
+                           "tree's cursor a line down and the details), rendered to escape "
+                           "sequences; in process, 160x48"),
         "median": Figure("key_latency_ms", "ms", baseline="j", target="<1",
                          note="median over a repetition's keys, as key_latency_p90_ms: Tab "
                               "between the plan form's fields against j in the catalogue tree"),
@@ -70,32 +74,61 @@ def figures():
 
 class KeyProbe:
     """Times keys in a running app: :meth:`press` posts a key and waits for the first screen
-    update after which ``shown()`` holds, rendering every update as a terminal would."""
+    update after which ``shown()`` holds *and* every region ``painted()`` names has been
+    written to the terminal since the key (a state set but not yet drawn is not shown: a
+    label updated in one frame may reach the screen a frame, 16-40 ms, later), rendering
+    every update as a terminal would."""
 
     def __init__(self, app) -> None:
         self.app = app
-        self._waiting: tuple[Callable[[], bool], asyncio.Future] | None = None
+        self._waiting: tuple[Callable[[], bool], Callable[[], list], asyncio.Future] | None
+        self._waiting = None
+        #: Per screen line, the column ranges written since the key was posted.
+        self._spans: dict[int, list[tuple[int, int]]] = {}
         self._display = app._display  # noqa: SLF001 (the one place a screen update passes)
         app._display = self._on_display  # noqa: SLF001
 
     def _on_display(self, screen, renderable) -> None:
-        from textual._compositor import CompositorUpdate
+        from textual._compositor import ChopsUpdate, CompositorUpdate, LayoutUpdate
 
         self._display(screen, renderable)
         if isinstance(renderable, CompositorUpdate):
             renderable.render_segments(self.app.console)  # what a terminal driver writes
-        if renderable is not None and self._waiting is not None:
-            shown, future = self._waiting
-            if shown() and not future.done():
-                future.set_result(time.perf_counter())
+        # The frame's time, before the probe's own checks (they are not the app's cost)
+        now = time.perf_counter()
+        if renderable is None or self._waiting is None:
+            return
+        if isinstance(renderable, ChopsUpdate):
+            for y, x1, x2 in renderable.spans:
+                self._spans.setdefault(y, []).append((x1, x2))
+        elif isinstance(renderable, LayoutUpdate):
+            region = renderable.region
+            for y in range(region.y, region.y + region.height):
+                self._spans.setdefault(y, []).append((region.x, region.x + region.width))
+        shown, painted, future = self._waiting
+        if not future.done() and shown() and all(self._written(r) for r in painted()):
+            future.set_result(now)
 
-    async def press(self, key: str, character: str | None,
-                    shown: Callable[[], bool]) -> float:
-        """Milliseconds from posting ``key`` until an update shows it (``shown()``)."""
+    def _written(self, region) -> bool:
+        """Whether every cell of ``region`` (screen coordinates) was written since the key."""
+        for y in range(region.y, region.y + region.height):
+            x, end = region.x, region.x + region.width
+            for x1, x2 in sorted(self._spans.get(y, ())):
+                if x1 <= x < x2:
+                    x = x2
+            if x < end:
+                return False
+        return True
+
+    async def press(self, key: str, character: str | None, shown: Callable[[], bool],
+                    painted: Callable[[], list]) -> float:
+        """Milliseconds from posting ``key`` until an update shows it: ``shown()`` holds and
+        the screen regions ``painted()`` lists (those the key changes) have been written."""
         from textual import events
 
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._waiting = (shown, future)
+        self._spans = {}
+        self._waiting = (shown, painted, future)
         start = time.perf_counter()
         self.app.post_message(events.Key(key, character))
         try:
@@ -105,17 +138,54 @@ class KeyProbe:
         return (end - start) * 1000
 
 
+def _mark_label(widget):
+    """The widget that shows ``widget``'s focus mark: a checkbox itself, else its row's
+    label."""
+    from textual.widgets import Checkbox, Label
+
+    if isinstance(widget, Checkbox) or widget.parent is None:
+        return widget
+    return next((lb for lb in widget.parent.query(".label") if isinstance(lb, Label)), widget)
+
+
 def _marked(widget) -> bool:
     """Whether the form shows ``widget``'s focus mark (its label, or its row's label)."""
-    from textual.widgets import Checkbox, Label
+    from textual.widgets import Checkbox
 
     from fugue_tui.app.widgets.campaign_form import FOCUS_MARK
 
-    if isinstance(widget, Checkbox):
-        return str(widget.label).startswith(FOCUS_MARK)
-    labels = widget.parent.query(".label") if widget.parent is not None else []
-    return any(isinstance(lb, Label) and str(lb.content).startswith(FOCUS_MARK)
-               for lb in labels)
+    label = _mark_label(widget)
+    text = label.label if isinstance(label, Checkbox) else getattr(label, "content", "")
+    return str(text).startswith(FOCUS_MARK)
+
+
+def _regions(screen, widgets) -> list:
+    """The parts of ``widgets`` on screen (screen coordinates; a widget scrolled out of view
+    has none)."""
+    from textual.errors import NoWidget
+
+    out = []
+    for widget in dict.fromkeys(widgets):
+        try:
+            region = screen.find_widget(widget).visible_region
+        except NoWidget:
+            continue
+        if region:
+            out.append(region)
+    return out
+
+
+def _tree_lines(tree, lines) -> list:
+    """The screen rows of ``tree``'s ``lines`` that are in view."""
+    from textual.geometry import Region
+
+    box = tree.content_region
+    out = []
+    for line in lines:
+        y = box.y + line - round(tree.scroll_y)
+        if box.y <= y < box.bottom:
+            out.append(Region(box.x, y, box.width, 1))
+    return out
 
 
 async def _tabs(probe: KeyProbe, screen, keys: int) -> list[float]:
@@ -126,10 +196,15 @@ async def _tabs(probe: KeyProbe, screen, keys: int) -> list[float]:
     for _ in range(keys):
         chain = screen.focus_chain
         target = chain[(chain.index(screen.focused) + 1) % len(chain)]
+        before = screen.focused
         # focused, its focus style applied (has_focus: set, and the widget restyled, when
-        # it handled its Focus event) and its label marked
-        out.append(await probe.press("tab", None, lambda t=target: screen.focused is t
-                                     and t.has_focus and _marked(t)))
+        # it handled its Focus event) and its label marked; drawn: both fields (the focus
+        # look that went and came) and both labels (the mark that went and came)
+        changed = (before, _mark_label(before), target, _mark_label(target))
+        out.append(await probe.press(
+            "tab", None,
+            lambda t=target: screen.focused is t and t.has_focus and _marked(t),
+            lambda w=changed: _regions(screen, w)))
         await asyncio.sleep(SETTLE_S)
     return out
 
@@ -152,8 +227,13 @@ async def _js(probe: KeyProbe, screen, keys: int) -> list[float]:
         # the details under the tree name the experiment under the cursor (a group: how to
         # select), as the form's label names the field with the focus
         expect = HINT if data.startswith("group:") else f"{data}:"
-        out.append(await probe.press("j", "j", lambda n=line, e=expect: tree.cursor_line == n
-                                     and str(details.content).startswith(e)))
+        # drawn: the line the cursor left, the one it is on and the details when they
+        # change (from a group to a group they do not)
+        moved = () if str(details.content).startswith(expect) else (details,)
+        out.append(await probe.press(
+            "j", "j",
+            lambda n=line, e=expect: tree.cursor_line == n and str(details.content).startswith(e),
+            lambda n=line, d=moved: [*_tree_lines(tree, (n - 1, n)), *_regions(screen, d)]))
         await asyncio.sleep(SETTLE_S)
     return out
 

@@ -50,6 +50,7 @@ from fugue_tui.app.models.plan import (
     default_doc,
     default_save_path,
 )
+from fugue_tui.app.repaint import repaint_now
 from fugue_tui.app.screens.modals import PathScreen
 from fugue_tui.app.screens.plan_files import PlanFiles
 from fugue_tui.app.widgets.campaign_form import FOCUS_MARK, CampaignForm
@@ -167,6 +168,7 @@ class PlanScreen(Screen):
             self.set_focus(target, scroll_visible=False)
             if not self.form.scrollable_content_region.contains_region(target.region):
                 self.form.scroll_to_center(target, animate=False, immediate=True)
+                repaint_now(self.form)  # the scroll drawn with the focus, not a frame later
         return target
 
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True,
@@ -189,6 +191,7 @@ class PlanScreen(Screen):
             shown = f"{FOCUS_MARK}{title}" if inside else title
             if pane.border_title != shown:  # setting it repaints the whole pane, even unchanged
                 pane.border_title = shown
+                repaint_now(pane)  # with the focus, as the field's mark
             # A class, not the :focus-within pseudo-class: with it Textual restyled every
             # widget of the form at each Tab inside it (about 200, most of a Tab's time);
             # the class changes only when the focus enters or leaves the pane.

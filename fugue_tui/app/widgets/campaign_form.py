@@ -52,6 +52,7 @@ from fugue_tui.app.models.form_fields import (
 )
 from fugue_tui.app.models.option_text import format_option
 from fugue_tui.app.models.plan import PlanDoc
+from fugue_tui.app.repaint import repaint_now
 
 #: The name the form's fields had here (tests read them through it).
 _fields = campaign_fields
@@ -340,7 +341,9 @@ class CampaignForm(VerticalScroll):
         """The focus on ``section``'s first field, now (the keys typed after the jump are
         routed after the move), its title scrolled to the top of the form."""
         self.screen.set_focus(self.section_start(section), scroll_visible=False)
-        self.scroll_to_widget(self.query_one(f"#section-{section}"), top=True, animate=False)
+        self.scroll_to_widget(self.query_one(f"#section-{section}"), top=True, animate=False,
+                              immediate=True)
+        repaint_now(self)  # the scroll drawn with the focus, not a frame later
 
     # -- where the keys go, readable without colour ----------------------------------------
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
@@ -361,6 +364,7 @@ class CampaignForm(VerticalScroll):
             base = str(widget.label).removeprefix(FOCUS_MARK)
             if str(widget.label) != (shown := FOCUS_MARK + base if focused else base):
                 widget.label = shown
+                repaint_now(widget)  # in the frame that shows the focus
             return
         row = self._rows.get(widget.id or "")
         if row is None:
@@ -370,6 +374,7 @@ class CampaignForm(VerticalScroll):
             # high); a layout of the screen at each Tab was most of what remained of its
             # time.
             row.label.update(shown, layout=False)
+            repaint_now(row.label)  # in the frame that shows the focus, not the next one
 
     def on_resize(self, event: events.Resize | None = None) -> None:
         self.call_after_refresh(self._fit_hints)

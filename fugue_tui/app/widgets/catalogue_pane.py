@@ -23,6 +23,7 @@ from engine.errors import FugueError
 from fugue_tui.app.actions import PLAN, bindings
 from fugue_tui.app.messages import CatalogueLoaded
 from fugue_tui.app.models.catalogue import ExperimentInfo, experiment_infos
+from fugue_tui.app.repaint import repaint_now
 from fugue_tui.app.widgets.catalogue_tree import CatalogueTree
 
 #: What the details say while the cursor is on a group.
@@ -37,9 +38,18 @@ class CataloguePane(Vertical):
 
     BINDINGS = bindings(tuple(a for a in PLAN if a.id in CATALOGUE_KEYS))
 
+    #: What the details show (:meth:`show_details`).
+    _details_shown: Text | None = None
+
     def compose(self) -> ComposeResult:
         yield CatalogueTree(id="catalogue")
         yield Static("", id="exp-details")
+
+    def on_mount(self) -> None:
+        # The details follow the cursor as it moves (a reactive's watcher runs at once),
+        # drawn in the frame that shows the cursor; the tree's NodeHighlighted message, a
+        # task hop later, reached them a frame (25-40 ms) after it.
+        self.watch(self.catalogue, "cursor_line", self.show_details, init=False)
 
     @property
     def catalogue(self) -> CatalogueTree:
@@ -68,18 +78,24 @@ class CataloguePane(Vertical):
             self.catalogue.action_toggle_selection()  # Enter on an experiment selects it too
 
     def show_details(self) -> None:
-        """The details of the experiment under the cursor (on a group: how to select)."""
+        """The details of the experiment under the cursor (on a group: how to select); drawn
+        with the cursor's move, nothing when they show already."""
         exp = self.catalogue.highlighted_experiment()
         details = self.query_one("#exp-details", Static)
         if exp is None:
-            details.update(Text(HINT, style="dim"))
-            return
-        text = Text(f"{exp.id}: {exp.description or exp.summary}\n")
-        if exp.available:
-            text.append("can run here", style="green")
+            text = Text(HINT, style="dim")
         else:
-            text.append(f"unavailable: {exp.reason}", style="yellow")
-        details.update(text)
+            text = Text(f"{exp.id}: {exp.description or exp.summary}\n")
+            if exp.available:
+                text.append("can run here", style="green")
+            else:
+                text.append(f"unavailable: {exp.reason}", style="yellow")
+        if text == self._details_shown:
+            return
+        self._details_shown = text
+        # No layout: the details' box is fixed (3 lines, 2 when compact: app.tcss).
+        details.update(text, layout=False)
+        repaint_now(details)
 
     def action_select_available(self) -> None:
         """Add every experiment that can run here to the selection."""
