@@ -77,6 +77,9 @@ class PlanScreen(Screen):
     #: and so do the panes whose focus marks change (:meth:`_mark_pane`).
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
+    #: The pane whose title shows the focus mark (:meth:`_mark_pane`).
+    _marked_pane: Widget | None = None
+
     #: The selection keys are the catalogue pane's (they act only while it has the focus:
     #: ``c`` on a settings checkbox cleared the whole selection, issue 47).
     BINDINGS = bindings(tuple(a for a in PLAN if a.id != "plan.toggle"
@@ -185,9 +188,15 @@ class PlanScreen(Screen):
             self._mark_pane(self.focused)
 
     def _mark_pane(self, focused: Widget) -> None:
+        ancestors = focused.ancestors_with_self
+        if self._marked_pane is not None and self._marked_pane in ancestors:
+            return  # the focus moved inside the marked pane (a Tab in the form)
+        self._marked_pane = None
         for pane_id, title in self.PANES.items():
             pane = self.query_one(f"#{pane_id}")
-            inside = focused is pane or pane in focused.ancestors
+            inside = pane in ancestors
+            if inside:
+                self._marked_pane = pane
             shown = f"{FOCUS_MARK}{title}" if inside else title
             if pane.border_title != shown:  # setting it repaints the whole pane, even unchanged
                 pane.border_title = shown
