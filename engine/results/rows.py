@@ -142,7 +142,19 @@ def group_static(spec: CellRunSpec) -> GroupRow:
         # How many jobs the plan let run at once and how that was decided (user, profile,
         # all: engine.profile.auto); "all" is the cell's K. Empty for seq (no such option).
         **_parallel_plan(cell),
+        # A stream cell's identity (issue 51), known from the spec: the row the runner
+        # writes for a killed stream cell still groups with its stream (it had neither).
+        **_stream_identity(cell),
     })
+
+
+def _stream_identity(cell: CellSpec) -> dict[str, Any]:
+    """``stream_sha256`` and ``stream_jobs`` of a stream cell, as its own row has them
+    (``engine.cell.main``); nothing for a batch cell."""
+    if not cell.stream:
+        return {}
+    return {"stream_sha256": cell.stream.get("sha256"),
+            "stream_jobs": len(cell.arrivals) if cell.arrivals is not None else None}
 
 
 def _parallel_plan(cell: CellSpec) -> dict[str, Any]:

@@ -86,8 +86,10 @@ def test_a_killed_unified_stream_cell_reruns_whole_on_resume(tmp_path):
     groups = read_rows(runs / "master_groups.csv")
     assert [(g["executor"], g["status"], g["attempt"]) for g in groups] == [
         ("seq", "ok", "1"), ("unified_model", "killed", "1"), ("unified_model", "ok", "2")]
-    seq_group, _, group = groups
+    seq_group, killed, group = groups
     assert group["stream_sha256"] == seq_group["stream_sha256"] and group["stream_jobs"] == "4"
+    # the runner's row for the killed attempt groups with its stream too (it had neither)
+    assert (killed["stream_sha256"], killed["stream_jobs"]) == (seq_group["stream_sha256"], "4")
     rows = read_rows(runs / "master_individual.csv")
     seq = {j["job_id"]: j for j in rows if j["group_id"] == seq_group["group_id"]}
     ours = {j["job_id"]: j for j in rows if j["group_id"] == group["group_id"]}
