@@ -391,4 +391,10 @@ def _with_jobs(jobs: list[StreamJob], panels: list[tuple[str, list[float], list[
         above = timeline_chart(span, measured[:max(1, left // STREAM_PANEL_ROWS)] + missing,
                                marks(cells, span, columns), width=width, height=left,
                                color=color, latest=latest)
-    return "\n".join([above, *jobs_panel(jobs, cells, span, width, rows, color), *key])
+    body = [above, *jobs_panel(jobs, cells, span, width, rows, color)]
+    # The jobs' chart may take fewer rows than it was offered (it needs few lanes): the
+    # cells' legend gets the rows left blank (it was cut, "… +1 more", above blank rows).
+    spare = height - sum(part.count("\n") + 1 for part in body) - len(key)
+    if spare > 0:
+        key = legend(cells, width, len(key) + spare)
+    return "\n".join([*body, *key])

@@ -239,3 +239,12 @@ def test_a_finished_campaigns_timeline_is_drawn_again_when_its_pane_resizes(tmp_
                         what="the timeline drawn again for one row less")
 
     asyncio.run(scenario())
+
+
+def test_the_cells_legend_takes_the_rows_the_jobs_chart_left_blank(tmp_path):
+    """At 40x15 the legend had one line (``… +1 more``) while five rows below the jobs'
+    chart stayed blank: it now names both cells in them."""
+    state, timeline = fold(recorded(tmp_path))
+    lines = render(timeline, state, state.ended_ts, 40, 15, color=False).splitlines()
+    assert len(lines) <= 15 and not any("more" in line for line in lines)
+    assert lines[-2].startswith("1 stream seq pass 1") and lines[-1].startswith("2 stream mp")
