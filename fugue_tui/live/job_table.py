@@ -2,7 +2,8 @@
 cell line, the dashboard's job pane): one row per job with its completed fraction of
 epochs × steps as a bar, loss, validation metric, samples/s, elapsed and ETA from the job's
 own rate (:func:`fugue_tui.live.progress_math.eta_seconds`). A waiting job (announced,
-not started) is a dim row; past ``max_jobs`` rows the rest are summarised on one line.
+not started) is a dim row — a stream cell's says when it arrives (``due``) or since when it
+queues (``queued``); past ``max_jobs`` rows the rest are summarised on one line.
 """
 
 from __future__ import annotations
@@ -72,8 +73,16 @@ def _job_cells(cell: CellState, job_id: str, now: float,
     job = cell.jobs.get(job_id)
     if job is None:
         row: dict[str, RenderableType] = {name: Text(DASH) for name in JobTable.COLUMNS}
-        row.update(job=Text(f"  {job_id}", style="dim"), progress=Text(""),
-                   **{"%": Text("waiting", style="dim")})
+        status, note = "waiting", ""
+        arrival = cell.arrivals.get(job_id)  # a stream cell's job (issue 51)
+        if arrival is not None and cell.active:
+            # Not arrived yet, or arrived and queued for a server: a stream's job said
+            # "waiting" either way, without when it arrives.
+            status, note = (("due", f"arrives in {fmt_duration(arrival - now)}")
+                            if arrival > now else
+                            ("queued", f"arrived {fmt_duration(now - arrival)} ago"))
+        row.update(job=Text(f"  {job_id}", style="dim"), progress=Text(note, style="dim"),
+                   **{"%": Text(status, style="dim")})
         return row
     reported = job.reported_ts is not None and extrapolate
     last_elapsed = job.reported_elapsed if reported else job.elapsed

@@ -248,3 +248,26 @@ def test_the_cells_legend_takes_the_rows_the_jobs_chart_left_blank(tmp_path):
     lines = render(timeline, state, state.ended_ts, 40, 15, color=False).splitlines()
     assert len(lines) <= 15 and not any("more" in line for line in lines)
     assert lines[-2].startswith("1 stream seq pass 1") and lines[-1].startswith("2 stream mp")
+
+
+def test_a_stream_cells_waiting_jobs_say_when_they_arrive_or_since_when_they_queue(tmp_path):
+    """Two seconds into seq's stream: job 1 runs, jobs 2 and 3 arrived and queue behind it,
+    4-6 are due (arrivals 7, 7.5 and 13 s); all said ``waiting`` before."""
+    import io
+
+    from rich.console import Console
+
+    from fugue_tui.live.job_table import job_rows
+
+    events = recorded(tmp_path)
+    seq = next(e["cell"] for e in events if e["type"] == "phase" and e["phase"] == "group_start")
+    [opened] = [e["ts"] for e in events if e["type"] == "phase" and e.get("cell") == seq
+                and e["phase"] == "group_start"]
+    state, _ = fold(events, opened + 2.0)
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(job_rows(state.cells[seq], opened + 2.0, 20, True))
+    lines = [line for line in console.file.getvalue().splitlines() if "_s" in line]
+    assert len(lines) == 6 and "waiting" not in "".join(lines)
+    assert all("queued" in line and "arrived 0:0" in line for line in lines[1:3]), lines
+    assert [line.split("arrives in ")[1].split()[0] for line in lines[3:]] == [
+        "0:05", "0:06", "0:11"], lines
