@@ -108,16 +108,31 @@ def test_tab_draws_the_field_and_its_mark_in_one_frame(tmp_path, monkeypatch):
 
 
 def test_without_repaint_now_the_mark_comes_a_frame_later_upstream(tmp_path, monkeypatch):
+    """A race upstream, not a rule: the screen draws when it goes idle after the first
+    change reached it, unless its 60 Hz timer's next tick is still ahead (then the late
+    change makes it in). Of ten Tabs at least one draws the mark a frame after its field
+    (on a quiet host every one did; under the parallel phase one Tab alone once did not)."""
     monkeypatch.setattr(campaign_form, "repaint_now", lambda widget: None)
 
     async def body(pilot, plan, frames):
         plan.set_focus(plan.query_one("#f-name"))
         await pilot.pause(0.3)
-        field, label = plan.query_one("#f-passes"), _label(plan.form, "f-passes")
-        at = await _key(pilot, frames, "tab", lambda: [field.region, label.region])
-        assert at[1] > at[0], (
-            "Textual now draws the label with the field's focus in one frame: repaint_now "
-            "(fugue_tui/app/repaint.py) and its calls may go")
+        split = []
+        for field_id in ("f-passes", "f-seed", "f-retries", "f-max-parallel", "f-threads"):
+            field, label = plan.query_one(f"#{field_id}"), _label(plan.form, field_id)
+            at = await _key(pilot, frames, "tab", lambda f=field, lb=label: [f.region, lb.region])
+            split.append(at[1] > at[0])
+            await pilot.pause(0.1)
+        for field_id in ("f-max-parallel", "f-retries", "f-seed", "f-passes", "f-name"):
+            field, label = plan.query_one(f"#{field_id}"), _label(plan.form, field_id)
+            at = await _key(pilot, frames, "shift+tab",
+                            lambda f=field, lb=label: [f.region, lb.region])
+            assert plan.focused is field
+            split.append(at[1] > at[0])
+            await pilot.pause(0.1)
+        assert any(split), (
+            "in ten Tabs Textual drew every label with its field's focus in one frame: "
+            "repaint_now (fugue_tui/app/repaint.py) and its calls may go")
 
     _run(tmp_path, monkeypatch, body)
 
