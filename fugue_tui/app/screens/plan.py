@@ -171,7 +171,7 @@ class PlanScreen(Screen):
             self.set_focus(target, scroll_visible=False)
             if not self.form.scrollable_content_region.contains_region(target.region):
                 self.form.scroll_to_center(target, animate=False, immediate=True)
-                repaint_now(self.form)  # the scroll drawn with the focus, not a frame later
+                self.form.scroll_drawn_now()
         return target
 
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True,

@@ -343,7 +343,17 @@ class CampaignForm(VerticalScroll):
         self.screen.set_focus(self.section_start(section), scroll_visible=False)
         self.scroll_to_widget(self.query_one(f"#section-{section}"), top=True, animate=False,
                               immediate=True)
-        repaint_now(self)  # the scroll drawn with the focus, not a frame later
+        self.scroll_drawn_now()
+
+    def scroll_drawn_now(self) -> None:
+        """The form's scroll drawn in the frame that shows the focus, not a frame later, and
+        as a layout of the screen: a scroll's own refresh (Textual's ``reflow_visible``)
+        took in the footer's keys shown or hidden by the same key (their display already
+        set, their layout message not yet read) without drawing them, and the footer stayed
+        half drawn (``? help results`` for ``? help  f3 all results``) until the next full
+        frame."""
+        self.refresh(layout=True)
+        repaint_now(self)
 
     # -- where the keys go, readable without colour ----------------------------------------
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:

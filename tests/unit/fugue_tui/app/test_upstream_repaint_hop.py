@@ -27,17 +27,22 @@ SIZE = (160, 48)
 
 
 class _Frames:
-    """The screen cells each frame wrote, per frame, while recording."""
+    """The screen cells each frame wrote, per frame, while recording; and the terminal's
+    text as the frames left it (``terminal``: what a user sees, frame after frame)."""
 
     def __init__(self, app) -> None:
         self.frames: list[dict[int, list[tuple[int, int]]]] = []
         self.recording = False
+        self.app = app
+        self.terminal: dict[int, list[str]] = {}
         display = app._display  # noqa: SLF001 (the one place a frame passes)
 
         def recorded(screen, renderable) -> None:
             from textual._compositor import ChopsUpdate, LayoutUpdate
 
             display(screen, renderable)
+            if renderable is not None:
+                self._write(renderable)
             if not self.recording:
                 return
             rows: dict[int, list[tuple[int, int]]] = {}
@@ -51,6 +56,32 @@ class _Frames:
             self.frames.append(rows)
 
         app._display = recorded  # noqa: SLF001
+
+    def _write(self, renderable) -> None:
+        """Apply a frame's output (cursor moves and text) to :attr:`terminal`."""
+        from rich.cells import cell_len
+        from rich.segment import ControlType
+
+        console = self.app.console
+        x = y = 0
+        width = self.app.size.width
+        for segment in renderable.__rich_console__(console, console.options):
+            if segment.control:
+                for code in segment.control:
+                    if code[0] == ControlType.CURSOR_MOVE_TO:
+                        x, y = code[1], code[2]
+                continue
+            if segment.text == "\n":
+                continue
+            row = self.terminal.setdefault(y, [" "] * width)
+            for char in segment.text:
+                if 0 <= x < width:
+                    row[x] = char
+                x += cell_len(char)
+
+    def row(self, y: int) -> str:
+        """Row ``y`` of the terminal as the frames left it."""
+        return "".join(self.terminal.get(y, [])).rstrip()
 
     @staticmethod
     def wrote(frame, region: Region) -> bool:
@@ -78,14 +109,14 @@ def _label(form, field_id: str):
     return form._rows[field_id].label  # noqa: SLF001 (the label the mark is on)
 
 
-def _run(tmp_path, monkeypatch, body) -> None:
+def _run(tmp_path, monkeypatch, body, size=SIZE) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FUGUE_CONFIG_DIR", str(tmp_path / "config"))
 
     async def scenario():
         app = FugueApp(runs_dir="runs")
         frames = _Frames(app)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             plan = await until(pilot, lambda: isinstance(app.screen, PlanScreen)
                                and app.screen.query_one(CatalogueTree).experiments
                                and app.screen, timeout=20, what="the catalogue")
@@ -155,3 +186,30 @@ def test_j_draws_the_cursor_and_the_details_in_one_frame(tmp_path, monkeypatch):
         assert at[0] == at[1], f"cursor drawn in frame {at[0]}, the details in frame {at[1]}"
 
     _run(tmp_path, monkeypatch, body)
+
+
+def test_a_tab_that_scrolls_the_form_leaves_no_half_drawn_footer(tmp_path, monkeypatch):
+    """80x24, alt+c then ten Tabs (the form scrolls; the footer's ``?`` goes as the focus
+    enters a text field): the terminal's footer read ``? help f3 all rf4 replay`` — the
+    scroll's refresh took in the footer's new layout without drawing it — while the app's
+    screen said ``f3 all results f4 replay``. The terminal, as the frames left it, now
+    shows what the app's screen shows."""
+    from tests.app_screen import screen_text
+
+    async def body(pilot, plan, frames):
+        await pilot.press("alt+c")
+        await until(pilot, lambda: plan.focused is plan.query_one("#f-name"), what="name")
+        for _ in range(10):
+            await pilot.press("tab")
+            await pilot.pause(0.05)
+        await until(pilot, lambda: plan.focused is plan.query_one("#f-precision"),
+                    what="the focus on precision")
+        bottom = pilot.app.size.height - 1
+
+        def same() -> bool:
+            return frames.row(bottom) == screen_text(pilot.app).splitlines()[bottom].rstrip()
+
+        await until(pilot, same, timeout=3, what="the terminal's footer as the screen's")
+        assert "? help" not in frames.row(bottom)  # a text field: ? types
+
+    _run(tmp_path, monkeypatch, body, size=(80, 24))
