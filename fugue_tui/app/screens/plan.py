@@ -142,6 +142,19 @@ class PlanScreen(Screen):
         from fugue_tui.app.compact import set_compact
 
         set_compact(self)
+        self.call_after_refresh(self._keep_in_view)
+
+    def _keep_in_view(self) -> None:
+        """After a resize, the focused field and the tree's cursor line in view: at 80x24 a
+        field focused at 160x48 was off the form's screen, no mark shown, and took the keys
+        unseen; the tree's cursor line was off its pane while the details named it."""
+        focused = self.focused
+        if (focused is not None and self.form in focused.ancestors
+                and not self.form.scrollable_content_region.contains_region(focused.region)):
+            self.form.scroll_to_center(focused, animate=False, immediate=True)
+        tree = self.query_one(CatalogueTree)
+        if tree.cursor_line >= 0:
+            tree.scroll_to_line(tree.cursor_line, animate=False)
 
     #: The panes and their border titles; the one holding the focus is marked with
     #: :data:`FOCUS_MARK` (a plain character: a capture without colours shows it too).

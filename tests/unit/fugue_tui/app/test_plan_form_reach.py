@@ -174,3 +174,35 @@ def test_tabs_over_the_form_hide_and_show_help_and_quit_in_place(tmp_path, monke
         assert footer.recomposes == recomposes and footer.toggles >= 2
 
     _run(tmp_path, monkeypatch, body)
+
+
+def test_after_a_resize_the_focused_field_and_the_trees_cursor_stay_in_view(tmp_path,
+                                                                            monkeypatch):
+    """160x48 → 80x24: a field low in the form (mp's jobs_per_device) was off the form's
+    screen, unmarked, and took the keys unseen; the tree's cursor line (15 j's down) was
+    off its pane while the details named it. Found by a first-time user in tmux."""
+    async def body(pilot, plan):
+        tree = plan.query_one(CatalogueTree)
+        plan.set_focus(tree)
+        for _ in range(15):
+            await pilot.press("j")
+        await until(pilot, lambda: tree.cursor_line == 15, what="the cursor 15 lines down")
+        line = tree.cursor_line
+        await pilot.press("alt+e")
+        field = plan.query_one("#opt-mp-jobs_per_device")
+        while plan.focused is not field:
+            await pilot.press("tab")
+        await pilot.resize_terminal(80, 24)
+
+        def in_view() -> bool:
+            form, box = plan.form, tree.scrollable_content_region
+            row = box.y + line - round(tree.scroll_y)
+            return (pilot.app.size == (80, 24)
+                    and form.scrollable_content_region.contains_region(field.region)
+                    and box.y <= row < box.bottom)
+
+        await until(pilot, in_view, what="the field and the cursor line in view at 80x24")
+        await until(pilot, lambda: "> jobs_per_de" in screen_text(pilot.app),
+                    what="the field's mark on screen")
+
+    _run(tmp_path, monkeypatch, body)
